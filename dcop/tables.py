@@ -65,7 +65,9 @@ def domain_sizes(tables: Iterable[Table]) -> dict[str, int]:
     for t in tables:
         for v, s in zip(t.scope, t.shape, strict=True):
             if sizes.setdefault(v, s) != s:
-                raise ModelError(f"variable {v!r} has domain {sizes[v]} in one table and {s} in another")
+                raise ModelError(
+                    f"variable {v!r} has domain {sizes[v]} in one table and {s} in another"
+                )
     return sizes
 
 
@@ -131,9 +133,7 @@ class NumpyBackend:
 
     def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
         """Fix the variables of ``assignment`` that the table holds (evidence, or a VALUE message)."""
-        index = tuple(
-            int(assignment[v]) if v in assignment else slice(None) for v in table.scope
-        )
+        index = tuple(int(assignment[v]) if v in assignment else slice(None) for v in table.scope)
         rest = tuple(v for v in table.scope if v not in assignment)
         return Table(rest, np.ascontiguousarray(table.data[index]))
 
@@ -218,7 +218,7 @@ class NumpyBackend:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def _reduce_last(data: np.ndarray, op: str) -> np.ndarray:
+def _reduce_last(data: np.ndarray, op: str) -> Any:
     if op == "min":
         return data.min(axis=-1)
     if op == "max":

@@ -1,0 +1,21 @@
+"""Centralized inference: BE (exact), MBE(z) (lower/upper bounds), MPE (BE on -ln p costs).
+
+``solve`` picks the order (``dcop.ordering``), runs the (mini-)bucket elimination
+(``elimination``) on a table backend (``dcop.backend``), and returns a ``SolveResult``.
+"""
+
+from dcop.inference.elimination import choose_dtype, eliminate, partition_minibuckets
+from dcop.inference.result import SolveResult
+from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
+
+__all__ = [
+    "ALGOS",
+    "SolveResult",
+    "choose_dtype",
+    "default_max_bytes",
+    "eliminate",
+    "partition_minibuckets",
+    "solve",
+    "solve_be",
+    "solve_mbe",
+]

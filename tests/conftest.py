@@ -1,0 +1,69 @@
+"""Shared fixtures: where the reference instances live, and small random problems."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dcop.model import CostTable, Problem, Variable
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+INSTANCES = SHARED / "instances"
+
+
+def instance_index() -> list[dict[str, str]]:
+    """Rows of ../shared/instances/INDEX.tsv (empty when the folder is missing)."""
+    index = INSTANCES / "INDEX.tsv"
+    if not index.exists():
+        return []
+    with index.open() as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def brute_force(problem: Problem) -> float:
+    """Minimum internal cost over all assignments (small problems only)."""
+    names = list(problem.variables)
+    best = math.inf
+    for values in itertools.product(*(range(problem.variables[v].size) for v in names)):
+        best = min(best, problem.evaluate(dict(zip(names, values, strict=True))))
+    return best
+
+
+def random_problem(
+    seed: int,
+    n: int = 6,
+    max_domain: int = 3,
+    n_tables: int = 7,
+    max_arity: int = 3,
+    p_inf: float = 0.1,
+    integer: bool = True,
+) -> Problem:
+    """A small random problem with mixed arities, domains, +inf entries and a constant."""
+    rng = np.random.default_rng(seed)
+    variables = [
+        Variable.with_size(f"v{i}", int(rng.integers(1, max_domain + 1))) for i in range(n)
+    ]
+    tables = []
+    for k in range(n_tables):
+        arity = int(rng.integers(0, max_arity + 1))
+        scope = tuple(f"v{i}" for i in rng.choice(n, size=arity, replace=False))
+        shape = tuple(variables[int(v[1:])].size for v in scope)
+        costs = rng.integers(0, 20, size=shape).astype(float) if integer else rng.random(shape) * 5
+        costs = np.asarray(costs, dtype=float)
+        costs[rng.random(shape) < p_inf] = np.inf
+        tables.append(CostTable(scope, costs, name=f"t{k}"))
+    return Problem.build(
+        variables, tables, name=f"random{seed}", constant=float(rng.integers(0, 3))
+    )
+
+
+@pytest.fixture
+def instances_dir() -> Path:
+    if not INSTANCES.exists():
+        pytest.skip(f"reference instances not found at {INSTANCES}")
+    return INSTANCES

@@ -1,0 +1,77 @@
+"""Orders, induced width and DFS pseudo-trees on graphs with known answers."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcop.errors import ModelError
+from dcop.ordering import (
+    dfs_pseudo_tree,
+    elimination_order,
+    induced_scopes,
+    induced_width,
+    largest_table,
+    min_degree_order,
+    min_fill_order,
+)
+
+
+def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:
+    return {str(v): {str(u) for u in graph[v]} for v in graph}
+
+
+def test_widths_of_known_graphs() -> None:
+    tree = adjacency_of(nx.balanced_tree(2, 3))
+    clique = adjacency_of(nx.complete_graph(6))
+    cycle = adjacency_of(nx.cycle_graph(7))
+    grid = adjacency_of(nx.convert_node_labels_to_integers(nx.grid_2d_graph(4, 4)))
+    for order_fn in (min_fill_order, min_degree_order):
+        assert induced_width(tree, order_fn(tree)) == 1
+        assert induced_width(clique, order_fn(clique)) == 5
+        assert induced_width(cycle, order_fn(cycle)) == 2
+        assert induced_width(grid, order_fn(grid)) == 4
+    sizes = {v: 3 for v in clique}
+    assert largest_table(clique, min_fill_order(clique), sizes) == 3**6
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 14), st.floats(0.1, 0.9), st.integers(0, 10_000))
+def test_pseudo_tree_is_a_dfs_tree(n: int, p: float, seed: int) -> None:
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    adj = adjacency_of(graph)
+    tree = dfs_pseudo_tree(adj)
+    assert sorted(tree.order) == sorted(adj)
+    assert len(tree.roots) == nx.number_connected_components(graph)
+
+    def ancestors(v: str) -> set[str]:
+        out = set()
+        while tree.parent[v] is not None:
+            v = tree.parent[v]  # type: ignore[assignment]
+            out.add(v)
+        return out
+
+    # every edge of the graph links a node to one of its ancestors (no cross edges)
+    for a, b in graph.edges:
+        a, b = str(a), str(b)
+        assert a in ancestors(b) or b in ancestors(a)
+    # the pseudo-tree order's induced width is the largest separator
+    seps = tree.separators()
+    order = tree.elimination_order()
+    assert induced_width(adj, order) == max((len(s) for s in seps.values()), default=0)
+    scopes = induced_scopes(adj, order)
+    for v in adj:
+        assert set(scopes[v]) == set(seps[v])
+
+
+def test_most_neighbours_first_and_errors() -> None:
+    adj = {"a": {"b"}, "b": {"a", "c", "d"}, "c": {"b", "d"}, "d": {"b", "c"}}
+    tree = dfs_pseudo_tree(adj)
+    assert tree.roots == ["b"]
+    assert tree.order[1] in ("c", "d")
+    with pytest.raises(ModelError):
+        elimination_order("random", adj)
+    with pytest.raises(ModelError):
+        induced_width(adj, ["a", "b"])

@@ -1,0 +1,102 @@
+"""Table operations against plain loops over every tuple."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcop.errors import ModelError
+from dcop.tables import NumpyBackend, Table, domain_sizes
+
+VARS = "abcde"
+
+
+@st.composite
+def table_sets(draw: st.DrawFn) -> tuple[list[Table], dict[str, int]]:
+    sizes = {v: draw(st.integers(1, 3)) for v in VARS}
+    tables = []
+    for _ in range(draw(st.integers(1, 4))):
+        scope = tuple(draw(st.permutations(VARS))[: draw(st.integers(1, 4))])
+        shape = tuple(sizes[v] for v in scope)
+        flat = draw(
+            st.lists(
+                st.one_of(st.integers(0, 50).map(float), st.just(math.inf)),
+                min_size=math.prod(shape),
+                max_size=math.prod(shape),
+            )
+        )
+        tables.append(Table(scope, np.array(flat, dtype=float).reshape(shape)))
+    return tables, sizes
+
+
+def loop_join(tables: list[Table], scope: tuple[str, ...], sizes: dict[str, int]) -> np.ndarray:
+    out = np.zeros(tuple(sizes[v] for v in scope))
+    for idx in itertools.product(*(range(sizes[v]) for v in scope)):
+        values = dict(zip(scope, idx, strict=True))
+        out[idx] = sum(t.data[tuple(values[v] for v in t.scope)] for t in tables)
+    return out
+
+
+REDUCE = {
+    "min": np.min,
+    "max": np.max,
+    "sum": np.sum,
+    "logsumexp": lambda a, axis: np.log(np.sum(np.exp(a), axis=axis)),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(table_sets(), st.sampled_from(["min", "max", "sum"]), st.integers(1, 64))
+def test_join_eliminate_matches_loops(data, op, block) -> None:
+    tables, _ = data
+    backend = NumpyBackend(block_entries=block)
+    sizes = domain_sizes(tables)
+    joined = backend.join(tables)
+    assert np.array_equal(joined.data, loop_join(tables, joined.scope, sizes))
+    for var in joined.scope:
+        separate = backend.eliminate(joined, var, op)
+        fused = backend.join_eliminate(tables, var, op)
+        assert separate.scope == fused.scope
+        axis = joined.scope.index(var)
+        with np.errstate(invalid="ignore"):
+            expected = REDUCE[op](joined.data, axis=axis)
+        np.testing.assert_array_equal(fused.data, expected)
+        np.testing.assert_array_equal(separate.data, expected)
+
+
+def test_logsumexp_handles_infinities() -> None:
+    backend = NumpyBackend()
+    t = Table(("a", "b"), np.array([[0.0, math.log(3.0)], [-math.inf, -math.inf], [math.inf, 1.0]]))
+    out = backend.eliminate(t, "b", "logsumexp").data
+    assert out[0] == pytest.approx(math.log(4.0))
+    assert out[1] == -math.inf
+    assert out[2] == math.inf
+
+
+def test_condition_and_best_value() -> None:
+    backend = NumpyBackend()
+    t1 = Table(("a", "b"), np.array([[3.0, 1.0], [0.0, 5.0]]))
+    t2 = Table(("b",), np.array([0.0, 4.0]))
+    assert backend.condition(t1, {"a": 1}).scope == ("b",)
+    assert np.array_equal(backend.condition(t1, {"a": 1}).data, [0.0, 5.0])
+    assert backend.best_value([t1, t2], "b", {"a": 0}) == (0, 3.0)
+    assert backend.best_value([t1, t2], "b", {"a": 0}, op="max") == (1, 5.0)
+
+
+def test_explicit_output_scope_and_errors() -> None:
+    backend = NumpyBackend()
+    t = Table(("a", "b", "c"), np.arange(8.0).reshape(2, 2, 2))
+    out = backend.join_eliminate([t], "b", scope=("c", "a"))
+    assert out.scope == ("c", "a")
+    assert np.array_equal(out.data, np.transpose(t.data.min(axis=1)))
+    with pytest.raises(ModelError):
+        backend.join_eliminate([t], "z")
+    with pytest.raises(ModelError):
+        backend.eliminate(t, "b", "median")  # type: ignore[arg-type]
+    with pytest.raises(ModelError):
+        domain_sizes([t, Table(("a",), np.zeros(3))])
