@@ -1,0 +1,217 @@
+"""UAI ``.uai`` graphical models (MARKOV and BAYES), optional ``.evid`` evidence; read and write.
+
+Layout (whitespace-separated tokens)::
+
+    MARKOV | BAYES
+    n_vars
+    d_0 .. d_{n-1}
+    n_functions
+    k v_1 .. v_k          # one scope per function (BAYES: the child last)
+    n_entries p_1 .. p_n  # one table per function, last scope variable fastest
+
+Conventions:
+
+* costs are ``-ln p`` (natural logarithm, base e): ``Problem.cost_kind = "neg_ln"``; a
+  probability of 0 becomes ``+inf``; ``log10 p = -cost / ln 10``. Entries are taken exactly as
+  written: no renormalisation of BAYES rows and no per-table shift (toulbar2 does both; we do
+  not), so ``exp(-cost)`` of an assignment is the product of the original entries.
+* negative or NaN entries are refused; entries above 1 are allowed (MARKOV potentials).
+* a scope of arity 0 (one entry) is a constant factor, kept in ``Problem.constant``.
+* variables are named ``x0 .. x{n-1}``, labels are the value indices.
+
+Evidence (``evidence=path.evid``): both layouts are read, the UAI-2014 one (``m v_1 e_1 .. v_m
+e_m``) and the older one with a leading sample count (``1 m v_1 e_1 ..``; only one sample).
+Evidence is applied by conditioning: an observed variable stays in the Problem with a one-value
+domain whose only label is the observed value, and every table is sliced at that value along its
+axis (keeping the axis, of size 1). Scopes therefore do not change, ``Problem.evaluate`` with
+index 0 for observed variables gives ``-ln`` of the product of the original entries with the
+evidence plugged in, and ``Problem.labels`` reports the observed values. The evidence is also in
+``Problem.meta["evidence"]`` (name -> value index).
+
+The writer emits MARKOV (``BAYES`` only when the Problem was read from a BAYES file and carries no
+evidence), entries ``exp(-cost)`` with ``repr`` precision; a non-zero constant becomes an arity-0
+function. Costs at or above ``upper_bound`` are written as 0.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from dcop.errors import InputError
+from dcop.io._common import (
+    MAX_DOMAIN,
+    MAX_FUNCTIONS,
+    MAX_TEXT_BYTES,
+    MAX_VARIABLES,
+    SizeBudget,
+    Tokens,
+    build_problem,
+    effective_tables,
+    read_text,
+)
+from dcop.model import CostTable, Problem, Variable
+
+
+def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
+    """Read a UAI MARKOV/BAYES file (and optionally an ``.evid`` file) as an MPE Problem."""
+    path = Path(path)
+    file = str(path)
+    tk = Tokens(read_text(path, MAX_TEXT_BYTES), file)
+    if tk.at_end():
+        raise InputError("empty file", file, 1)
+    kind_pos = tk.pos
+    kind = tk.word("network type").upper()
+    if kind not in ("MARKOV", "BAYES"):
+        raise tk.error(f"expected MARKOV or BAYES, got {tk.toks[kind_pos][:40]!r}", kind_pos)
+    n = tk.integer("number of variables", 0, MAX_VARIABLES)
+    tk.need(n, "domain sizes")
+    sizes: list[int] = []
+    for i in range(n):
+        sizes.append(tk.integer(f"domain size of variable {i}", 1, MAX_DOMAIN))
+    m = tk.integer("number of functions", 0, MAX_FUNCTIONS)
+    tk.need(m, "function scopes")
+    budget = SizeBudget(file)
+    scopes: list[tuple[int, ...]] = []
+    heads: list[int] = []
+    for f in range(m):
+        heads.append(tk.line)
+        k = tk.integer(f"arity of function {f}", 0, n)
+        scope: list[int] = []
+        for _ in range(k):
+            pos = tk.pos
+            v = tk.integer(f"variable index in the scope of function {f}", 0, n - 1)
+            if v in scope:
+                raise tk.error(f"variable {v} appears twice in the scope of function {f}", pos)
+            scope.append(v)
+        budget.claim([sizes[v] for v in scope], heads[-1], f"function {f}")
+        scopes.append(tuple(scope))
+    names = [f"x{i}" for i in range(n)]
+    tables: list[CostTable] = []
+    constant = 0.0
+    with np.errstate(divide="ignore"):
+        for f, scope in enumerate(scopes):
+            shape = tuple(sizes[v] for v in scope)
+            expected = math.prod(shape)
+            count_pos = tk.pos
+            count = tk.integer(f"number of entries of function {f}", 0)
+            if count != expected:
+                raise tk.error(
+                    f"function {f} declares {count} entries but its scope gives {expected}",
+                    count_pos,
+                )
+            start = tk.pos
+            values = tk.numbers(count, f"table of function {f}")
+            wrong = (values < 0) | ~np.isfinite(values)
+            if wrong.any():
+                bad = int(np.flatnonzero(wrong)[0])
+                raise tk.error(
+                    f"function {f}: entry {tk.toks[start + bad][:40]!r} is not a finite "
+                    "non-negative number",
+                    start + bad,
+                )
+            costs = -np.log(values).reshape(shape)
+            if not scope:
+                constant += float(costs[()])
+                continue
+            tables.append(CostTable(tuple(names[v] for v in scope), costs, name=f"f{f}"))
+    if not tk.at_end():
+        raise tk.error(f"unexpected token {tk.peek()!r} after the {m} declared tables")
+    variables = [Variable.with_size(names[i], sizes[i]) for i in range(n)]
+    meta: dict[str, object] = {"format": "uai", "file": file, "uai_network": kind}
+    if evidence is not None:
+        observed = read_evidence(evidence, sizes)
+        variables, tables = condition(variables, tables, {names[v]: e for v, e in observed.items()})
+        meta["evidence"] = {names[v]: e for v, e in observed.items()}
+        meta["evidence_file"] = str(evidence)
+    return build_problem(
+        file,
+        variables,
+        tables,
+        name=path.stem,
+        constant=constant,
+        cost_kind="neg_ln",
+        meta=meta,
+    )
+
+
+def read_evidence(path: str | Path, sizes: list[int]) -> dict[int, int]:
+    """Observed ``{variable index: value index}`` from a ``.evid`` file."""
+    path = Path(path)
+    file = str(path)
+    tk = Tokens(read_text(path, MAX_TEXT_BYTES), file)
+    total = tk.remaining()
+    if total == 0:
+        raise InputError("empty evidence file", file, 1)
+    first = tk.integer("number of observed variables", 0)
+    if total == 1 + 2 * first:
+        pass  # UAI-2014: m v1 e1 ... vm em
+    elif first == 1 and total >= 2:
+        # the older layout: a sample count (1), then m and the pairs of that sample
+        count = tk.integer("number of observed variables", 0)
+        if total != 2 + 2 * count:
+            raise tk.error(
+                f"evidence declares {count} observed variables but holds {(total - 2) / 2:g} pairs"
+            )
+        first = count
+    else:
+        raise tk.error(
+            f"evidence declares {first} observed variables but holds {(total - 1) / 2:g} pairs"
+        )
+    observed: dict[int, int] = {}
+    for _ in range(first):
+        pos = tk.pos
+        v = tk.integer("observed variable index", 0, len(sizes) - 1)
+        e = tk.integer(f"observed value of variable {v}", 0, sizes[v] - 1)
+        if v in observed and observed[v] != e:
+            raise tk.error(f"variable {v} is observed twice with different values", pos)
+        observed[v] = e
+    return observed
+
+
+def condition(
+    variables: list[Variable], tables: list[CostTable], observed: dict[str, int]
+) -> tuple[list[Variable], list[CostTable]]:
+    """Fix observed variables: one-value domains (label = observed value), tables sliced."""
+    new_vars = [
+        Variable(v.name, (v.values[observed[v.name]],), v.agent) if v.name in observed else v
+        for v in variables
+    ]
+    new_tables: list[CostTable] = []
+    for table in tables:
+        if not any(name in observed for name in table.scope):
+            new_tables.append(table)
+            continue
+        index = tuple(
+            slice(observed[name], observed[name] + 1) if name in observed else slice(None)
+            for name in table.scope
+        )
+        new_tables.append(CostTable(table.scope, table.costs[index].copy(), table.name))
+    return new_vars, new_tables
+
+
+def write_uai(problem: Problem, path: str | Path) -> None:
+    """Write a Problem as a UAI file with entries ``exp(-cost)`` (see the module docstring)."""
+    names = list(problem.variables)
+    index = {name: i for i, name in enumerate(names)}
+    tables = effective_tables(problem)
+    kind = problem.meta.get("uai_network", "MARKOV")
+    if kind != "BAYES" or "evidence" in problem.meta:
+        kind = "MARKOV"
+    functions = [(scope, costs) for scope, costs, _ in tables]
+    if problem.constant != 0:
+        functions.insert(0, ((), np.asarray(problem.constant, dtype=np.float64)))
+    lines = [str(kind), str(len(names))]
+    lines.append(" ".join(str(problem.variables[name].size) for name in names))
+    lines.append(str(len(functions)))
+    for scope, _ in functions:
+        lines.append(" ".join([str(len(scope)), *(str(index[v]) for v in scope)]))
+    with np.errstate(over="ignore"):
+        for _, costs in functions:
+            probs = np.exp(-costs).ravel()
+            lines.append("")
+            lines.append(str(probs.size))
+            lines.append(" ".join(repr(float(p)) for p in probs))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
