@@ -1,0 +1,607 @@
+"""pyDCOP YAML DCOPs (read and write).
+
+Read::
+
+    name: ...
+    objective: min | max                  # max: costs negated, Problem.sign = -1
+    domains:
+      d: {values: [R, G, B]}              # or [0 .. 9] (an integer range), type ignored
+    variables:
+      v1: {domain: d, initial_value: R, cost_function: 0.5 * v1}   # unary intentional cost
+    constraints:
+      c1: {type: intention, function: "1000 if v1 == v2 else 0"}  # or a multi-line body
+      c2: {type: extensional, variables: [v1, v2], default: 1,
+           values: {0: "R G | G R", 2.5: "B B"}}   # cost: tuples (labels), '|' separated
+    agents: {a1: {capacity: 100}, ...}    # or a list of names
+    distribution_hints: {must_host: {a1: [v1]}}
+
+* Intentional expressions (constraints' ``function``, variables' ``cost_function``) go through
+  the restricted evaluator :mod:`dcop.io.expressions`, never ``eval``; the scope is the set of
+  DCOP variables the expression names, in declaration order, and the table is the expression
+  evaluated on every combination of their value labels.
+* Extensional tuples name value labels (compared as text, as pyDCOP does); a tuple listed twice
+  keeps the last cost; a tuple not listed costs ``default``, and without a default every tuple
+  must be listed. An extensional ``default``/cost may be ``.inf``.
+* ``Variable.agent``: the agent named in ``distribution_hints.must_host``; without any such hint
+  and with as many agents as variables, the i-th agent (file order) owns the i-th variable.
+* ``initial_value`` is checked against the domain and kept in ``Problem.meta["initial_values"]``;
+  ``noise_level`` (random noise added by pyDCOP), ``routes`` and ``hosting_costs`` are ignored;
+  ``external_variables`` are refused.
+
+Safety: the file is at most 32 MiB; it is first scanned as a YAML event stream (no objects built)
+and refused if it uses aliases (so no "billion laughs"), nests deeper than 32 or has more than
+2 million events; only then is it composed with the safe loader. Tags other than the standard
+scalar ones are refused. Every error names ``file:line``.
+
+The writer emits only extensional constraints (default = the most frequent cost), domains with the
+variables' labels (value indices when labels would not survive the ``'a b | c d'`` syntax), the
+objective (``max`` with costs negated back when ``Problem.sign == -1``), agents with
+``must_host`` hints, and a non-zero constant as a unary constraint on the first variable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from dcop.errors import InputError, ModelError
+from dcop.io._common import (
+    MAX_DOMAIN,
+    MAX_YAML_BYTES,
+    SizeBudget,
+    build_problem,
+    effective_tables,
+    most_common,
+    read_text,
+)
+from dcop.io.expressions import compile_expression
+from dcop.model import CostTable, FloatArray, Problem, Variable
+
+MAX_YAML_DEPTH = 32
+MAX_YAML_EVENTS = 2_000_000
+#: Most entries an intentional table may have (each is one interpreted evaluation).
+MAX_INTENTION_ENTRIES = 1 << 21
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class YMap(dict[Any, Any]):
+    """A YAML mapping that remembers its line and the line of each value."""
+
+    line: int
+    lines: dict[Any, int]
+
+
+class YSeq(list[Any]):
+    """A YAML sequence that remembers its line and the line of each item."""
+
+    line: int
+    lines: list[int]
+
+
+def _scan(text: str, file: str) -> None:
+    """Refuse aliases, deep nesting and huge documents before building any object."""
+    depth = 0
+    count = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        count += 1
+        if count > MAX_YAML_EVENTS:
+            raise InputError(f"more than {MAX_YAML_EVENTS} YAML events", file, _mark(event))
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise InputError(f"YAML nested deeper than {MAX_YAML_DEPTH}", file, _mark(event))
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            raise InputError("YAML aliases (*name) are not supported", file, _mark(event))
+
+
+def _mark(obj: Any) -> int | None:
+    mark = getattr(obj, "start_mark", None) or getattr(obj, "problem_mark", None)
+    return None if mark is None else int(mark.line) + 1
+
+
+def load_yaml(text: str, file: str) -> Any:
+    """Parse YAML text into YMap/YSeq/scalars with line numbers (see the module docstring)."""
+    try:
+        _scan(text, file)
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"invalid YAML: {reason}", file, _mark(exc)) from None
+    if node is None:
+        raise InputError("empty file", file, 1)
+    constructor = yaml.constructor.SafeConstructor()
+    return _convert(node, constructor, file)
+
+
+def _convert(node: yaml.Node, constructor: Any, file: str) -> Any:
+    line = int(node.start_mark.line) + 1
+    try:
+        if isinstance(node, yaml.ScalarNode):
+            return constructor.construct_object(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            seq = YSeq(_convert(item, constructor, file) for item in node.value)
+            seq.line = line
+            seq.lines = [int(item.start_mark.line) + 1 for item in node.value]
+            return seq
+        if isinstance(node, yaml.MappingNode):
+            mapping = YMap()
+            mapping.line = line
+            mapping.lines = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise InputError(
+                        "mapping keys must be plain values", file, int(key_node.start_mark.line) + 1
+                    )
+                key = _convert(key_node, constructor, file)
+                mapping[key] = _convert(value_node, constructor, file)
+                mapping.lines[key] = int(value_node.start_mark.line) + 1
+            return mapping
+    except yaml.YAMLError as exc:
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"invalid YAML: {reason}", file, line) from None
+    except TypeError as exc:  # e.g. an unhashable key
+        raise InputError(f"invalid YAML: {exc}", file, line) from None
+    raise InputError("unknown YAML node", file, line)  # pragma: no cover
+
+
+def _line(container: Any, key: Any, default: int | None = None) -> int | None:
+    if isinstance(container, YMap):
+        return container.lines.get(key, container.line)
+    if isinstance(container, YSeq) and isinstance(key, int) and 0 <= key < len(container.lines):
+        return container.lines[key]
+    return getattr(container, "line", default)
+
+
+def _domain_values(spec: Any, name: str, file: str, line: int | None) -> tuple[object, ...]:
+    if not isinstance(spec, YMap) or "values" not in spec:
+        raise InputError(f"domain {name!r} needs a 'values' list", file, line)
+    raw = spec["values"]
+    line = _line(spec, "values")
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"domain {name!r}: 'values' must be a non-empty list", file, line)
+    values: list[object]
+    if len(raw) == 1 and isinstance(raw[0], str) and ".." in raw[0]:
+        low, _, high = raw[0].partition("..")
+        try:
+            lo, hi = int(low), int(high)
+        except ValueError:
+            raise InputError(
+                f"domain {name!r}: range {raw[0]!r} is not 'low .. high' with integers", file, line
+            ) from None
+        if hi < lo:
+            raise InputError(f"domain {name!r}: empty range {raw[0]!r}", file, line)
+        if hi - lo + 1 > MAX_DOMAIN:
+            raise InputError(
+                f"domain {name!r}: {hi - lo + 1} values exceed the limit {MAX_DOMAIN}", file, line
+            )
+        values = list(range(lo, hi + 1))
+    else:
+        if len(raw) > MAX_DOMAIN:
+            raise InputError(f"domain {name!r}: more than {MAX_DOMAIN} values", file, line)
+        values = []
+        for i, v in enumerate(raw):
+            if isinstance(v, (list, dict)) or v is None:
+                raise InputError(
+                    f"domain {name!r}: value {i} must be a number or a name", file, _line(raw, i)
+                )
+            values.append(v)
+    seen: set[str] = set()
+    for i, v in enumerate(values):
+        if str(v) in seen:
+            raise InputError(f"domain {name!r}: value {v!r} appears twice", file, _line(raw, i))
+        seen.add(str(v))
+    return tuple(values)
+
+
+def _label_index(var: Variable, token: object) -> int | None:
+    text = str(token)
+    for i, v in enumerate(var.values):
+        if str(v) == text:
+            return i
+    return None
+
+
+def _cost(value: Any, what: str, file: str, line: int | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"{what}: {value!r} is not a number", file, line)
+    try:
+        cost = float(value)
+    except ValueError:
+        raise InputError(f"{what}: {value!r} is not a number", file, line) from None
+    if math.isnan(cost):
+        raise InputError(f"{what} is NaN", file, line)
+    return cost
+
+
+def read_yaml(path: str | Path) -> Problem:
+    """Read a pyDCOP YAML DCOP into a Problem (see the module docstring)."""
+    path = Path(path)
+    file = str(path)
+    root = load_yaml(read_text(path, MAX_YAML_BYTES), file)
+    if not isinstance(root, YMap):
+        raise InputError("the top level must be a mapping (name, objective, domains, ...)", file, 1)
+    objective = root.get("objective", "min")
+    if objective not in ("min", "max"):
+        raise InputError(
+            f"objective must be 'min' or 'max', not {objective!r}", file, _line(root, "objective")
+        )
+    sign = -1 if objective == "max" else 1
+    if root.get("external_variables"):
+        raise InputError(
+            "external_variables are not supported", file, _line(root, "external_variables")
+        )
+    for section in ("domains", "variables", "constraints"):
+        if section in root and root[section] is not None and not isinstance(root[section], YMap):
+            raise InputError(f"'{section}' must be a mapping", file, _line(root, section))
+
+    domains: dict[str, tuple[object, ...]] = {}
+    dom_section = root.get("domains") or YMap()
+    for dname, spec in dom_section.items():
+        domains[str(dname)] = _domain_values(spec, str(dname), file, _line(dom_section, dname))
+
+    budget = SizeBudget(file)
+    variables: dict[str, Variable] = {}
+    initial: dict[str, object] = {}
+    unary: list[tuple[str, Any, int | None]] = []
+    var_section = root.get("variables") or YMap()
+    for vname, spec in var_section.items():
+        vline = _line(var_section, vname)
+        name = str(vname)
+        if not isinstance(spec, YMap) or "domain" not in spec:
+            raise InputError(f"variable {name!r} needs a 'domain'", file, vline)
+        dname = spec["domain"]
+        if str(dname) not in domains:
+            raise InputError(
+                f"variable {name!r} uses unknown domain {dname!r}", file, _line(spec, "domain")
+            )
+        var = Variable(name, domains[str(dname)])
+        if "initial_value" in spec and spec["initial_value"] is not None:
+            iv = spec["initial_value"]
+            idx = _label_index(var, iv)
+            if idx is None:
+                raise InputError(
+                    f"initial value {iv!r} of variable {name!r} is not in its domain",
+                    file,
+                    _line(spec, "initial_value"),
+                )
+            initial[name] = var.values[idx]
+        if spec.get("cost_function") is not None:
+            unary.append((name, spec["cost_function"], _line(spec, "cost_function")))
+        variables[name] = var
+
+    tables: list[CostTable] = []
+    constant = 0.0
+    for vname, source, line in unary:
+        expr = compile_expression(str(source), file, line)
+        others = sorted(expr.names - {vname})
+        if others:
+            raise InputError(
+                f"cost_function of variable {vname!r} uses other names: {', '.join(others)}",
+                file,
+                line,
+            )
+        var = variables[vname]
+        budget.claim([var.size], line)
+        costs = np.array([expr({vname: v}) for v in var.values], dtype=np.float64)
+        tables.append(CostTable((vname,), costs, name=f"{vname}_cost"))
+
+    con_section = root.get("constraints") or YMap()
+    for cname, spec in con_section.items():
+        cline = _line(con_section, cname)
+        name = str(cname)
+        if not isinstance(spec, YMap):
+            raise InputError(f"constraint {name!r} must be a mapping", file, cline)
+        kind = spec.get("type")
+        if kind in ("intention", "intentional"):
+            table = _intention(name, spec, variables, budget, file, cline)
+        elif kind == "extensional":
+            table = _extensional(name, spec, variables, budget, file, cline)
+        else:
+            raise InputError(
+                f"constraint {name!r}: type must be 'intention' or 'extensional', not {kind!r}",
+                file,
+                _line(spec, "type") if "type" in spec else cline,
+            )
+        if table.scope:
+            tables.append(table)
+        else:
+            constant += float(table.costs[()])
+
+    if sign < 0:
+        tables = [CostTable(t.scope, -t.costs, t.name) for t in tables]
+        constant = -constant
+    for table in tables:
+        if np.isneginf(table.costs).any():
+            what = "+inf reward in a max problem" if sign < 0 else "cost -inf"
+            raise InputError(
+                f"constraint {table.name!r}: {what} is not supported",
+                file,
+                _line(con_section, table.name, None),
+            )
+    _assign_agents(root, variables, con_section, file)
+    meta: dict[str, object] = {"format": "yaml", "file": file, "objective": objective}
+    if initial:
+        meta["initial_values"] = initial
+    agents = root.get("agents")
+    if agents:
+        meta["agents"] = [str(a) for a in agents]
+    return build_problem(
+        file,
+        list(variables.values()),
+        tables,
+        name=str(root.get("name", path.stem)),
+        constant=constant,
+        sign=sign,
+        meta=meta,
+    )
+
+
+def _scope_vars(
+    names: Any, variables: dict[str, Variable], what: str, file: str, line: int | None
+) -> list[Variable]:
+    if isinstance(names, str):
+        names = [names.strip()]
+    if not isinstance(names, list):
+        raise InputError(f"{what}: 'variables' must be a list of names", file, line)
+    out: list[Variable] = []
+    for i, n in enumerate(names):
+        var = variables.get(str(n))
+        if var is None:
+            raise InputError(f"{what}: unknown variable {n!r}", file, _line(names, i, line))
+        if var in out:
+            raise InputError(f"{what}: variable {n!r} appears twice", file, _line(names, i, line))
+        out.append(var)
+    return out
+
+
+def _intention(
+    name: str,
+    spec: YMap,
+    variables: dict[str, Variable],
+    budget: SizeBudget,
+    file: str,
+    line: int | None,
+) -> CostTable:
+    if spec.get("function") is None:
+        raise InputError(f"constraint {name!r} needs a 'function'", file, line)
+    fline = _line(spec, "function")
+    source = spec["function"]
+    if isinstance(source, bool) or not isinstance(source, (str, int, float)):
+        raise InputError(f"constraint {name!r}: 'function' must be an expression", file, fline)
+    expr = compile_expression(str(source), file, fline)
+    unknown = sorted(n for n in expr.names if n not in variables)
+    if unknown:
+        raise InputError(
+            f"constraint {name!r}: unknown variable or name {unknown[0]!r}", file, fline
+        )
+    scope = [var for var in variables.values() if var.name in expr.names]
+    shape = [var.size for var in scope]
+    entries = budget.claim(shape, fline, f"constraint {name!r}")
+    if entries > MAX_INTENTION_ENTRIES:
+        raise InputError(
+            f"constraint {name!r}: {entries} combinations to evaluate, more than the limit "
+            f"{MAX_INTENTION_ENTRIES} for intentional constraints",
+            file,
+            fline,
+        )
+    labels = [var.values for var in scope]
+    names = [var.name for var in scope]
+    flat = [expr(dict(zip(names, combo))) for combo in itertools.product(*labels)]
+    costs = np.array(flat, dtype=np.float64).reshape(shape)
+    return CostTable(tuple(names), costs, name=name)
+
+
+def _extensional(
+    name: str,
+    spec: YMap,
+    variables: dict[str, Variable],
+    budget: SizeBudget,
+    file: str,
+    line: int | None,
+) -> CostTable:
+    if "variables" not in spec:
+        raise InputError(f"constraint {name!r} needs 'variables'", file, line)
+    scope = _scope_vars(
+        spec["variables"], variables, f"constraint {name!r}", file, _line(spec, "variables")
+    )
+    shape = tuple(var.size for var in scope)
+    budget.claim(shape, line, f"constraint {name!r}")
+    default = None
+    if spec.get("default") is not None:
+        default = _cost(
+            spec["default"], f"constraint {name!r}: default", file, _line(spec, "default")
+        )
+    costs: FloatArray = np.full(shape, np.nan if default is None else default, dtype=np.float64)
+    values = spec.get("values")
+    vline = _line(spec, "values")
+    if values is None:
+        values = YMap()
+        values.line, values.lines = line or 1, {}
+    if not isinstance(values, YMap):
+        raise InputError(f"constraint {name!r}: 'values' must map costs to tuples", file, vline)
+    for cost_key, tuples in values.items():
+        tline = _line(values, cost_key)
+        cost = _cost(cost_key, f"constraint {name!r}: cost", file, tline)
+        if isinstance(tuples, str):
+            groups = tuples.split("|")
+        elif isinstance(tuples, (int, float)) and not isinstance(tuples, bool) and len(scope) == 1:
+            groups = [str(tuples)]
+        elif isinstance(tuples, list):
+            groups = [str(t) for t in tuples]
+        else:
+            raise InputError(
+                f"constraint {name!r}: tuples must be a string like 'a b | c d'", file, tline
+            )
+        for group in groups:
+            tokens = group.split()
+            if len(tokens) != len(scope):
+                raise InputError(
+                    f"constraint {name!r}: tuple {group.strip()!r} has {len(tokens)} values for "
+                    f"{len(scope)} variables",
+                    file,
+                    tline,
+                )
+            index = []
+            for var, tok in zip(scope, tokens):
+                i = _label_index(var, tok)
+                if i is None:
+                    raise InputError(
+                        f"constraint {name!r}: {tok!r} is not a value of variable {var.name!r}",
+                        file,
+                        tline,
+                    )
+                index.append(i)
+            costs[tuple(index)] = cost
+    if default is None and np.isnan(costs).any():
+        missing = tuple(int(i) for i in np.argwhere(np.isnan(costs))[0])
+        labels = " ".join(str(var.values[i]) for var, i in zip(scope, missing))
+        raise InputError(
+            f"constraint {name!r}: tuple '{labels}' has no cost and no default is given",
+            file,
+            line,
+        )
+    return CostTable(tuple(var.name for var in scope), costs, name=name)
+
+
+def _assign_agents(
+    root: YMap, variables: dict[str, Variable], constraints: YMap, file: str
+) -> None:
+    agents_raw = root.get("agents") or []
+    if not isinstance(agents_raw, (list, dict)):
+        raise InputError("'agents' must be a mapping or a list", file, _line(root, "agents"))
+    agents = [str(a) for a in agents_raw]
+    owner: dict[str, str] = {}
+    hints = root.get("distribution_hints")
+    if isinstance(hints, YMap) and hints.get("must_host"):
+        must = hints["must_host"]
+        if not isinstance(must, YMap):
+            raise InputError("must_host must be a mapping", file, _line(hints, "must_host"))
+        for agent, hosted in must.items():
+            hline = _line(must, agent)
+            if agents and str(agent) not in agents:
+                raise InputError(f"must_host names unknown agent {agent!r}", file, hline)
+            if isinstance(hosted, str):
+                hosted = [hosted]
+            if not isinstance(hosted, list):
+                raise InputError(f"must_host of {agent!r} must be a list", file, hline)
+            for item in hosted:
+                if str(item) in variables:
+                    owner[str(item)] = str(agent)
+                elif str(item) not in constraints:
+                    raise InputError(
+                        f"must_host of {agent!r} names unknown variable {item!r}", file, hline
+                    )
+    elif agents and len(agents) == len(variables):
+        owner = dict(zip(variables, agents))
+    for vname, agent in owner.items():
+        var = variables[vname]
+        variables[vname] = Variable(var.name, var.values, agent)
+
+
+# ---- writer ------------------------------------------------------------------------------------
+def _writable_labels(values: tuple[object, ...]) -> bool:
+    texts = []
+    for v in values:
+        if not isinstance(v, (int, float, str)) or isinstance(v, bool):
+            return False
+        text = str(v)
+        if not text or "|" in text or text != text.strip() or len(text.split()) != 1:
+            return False
+        if isinstance(v, str) and v != yaml.safe_load(yaml.safe_dump(v)):
+            return False
+        texts.append(text)
+    if len(values) == 1 and ".." in texts[0]:
+        return False
+    return len(set(texts)) == len(texts)
+
+
+def _yaml_number(value: float) -> int | float:
+    if math.isfinite(value) and value == int(value) and abs(value) < 2**53:
+        return int(value)
+    return float(value)
+
+
+def write_yaml(problem: Problem, path: str | Path) -> None:
+    """Write a Problem as a pyDCOP YAML DCOP with extensional constraints."""
+    domains: dict[str, dict[str, Any]] = {}
+    domain_of: dict[tuple[object, ...], str] = {}
+    labels: dict[str, tuple[object, ...]] = {}
+    variables: dict[str, dict[str, Any]] = {}
+    initial = problem.meta.get("initial_values")
+    for name, var in problem.variables.items():
+        values = var.values if _writable_labels(var.values) else tuple(range(var.size))
+        labels[name] = values
+        key = tuple((type(v).__name__, v) for v in values)
+        if key not in domain_of:
+            domain_of[key] = f"d{len(domain_of)}"
+            domains[domain_of[key]] = {"values": list(values)}
+        entry: dict[str, Any] = {"domain": domain_of[key]}
+        if isinstance(initial, dict) and name in initial and values is var.values:
+            entry["initial_value"] = initial[name]
+        variables[name] = entry
+
+    sign = problem.sign
+    constraints: dict[str, dict[str, Any]] = {}
+    constant = problem.constant
+    used: set[str] = set(problem.variables)
+    for i, (scope, internal, tname) in enumerate(effective_tables(problem)):
+        if not scope:
+            constant += float(internal[()])
+            continue
+        costs = sign * internal
+        cname = tname or f"c{i}"
+        while cname in used:
+            cname = f"{cname}_{i}"
+        used.add(cname)
+        constraints[cname] = _extensional_entry(scope, costs, labels)
+    if constant != 0:
+        if not problem.variables:
+            raise ModelError("pyDCOP YAML cannot hold a constant cost without variables")
+        first = next(iter(problem.variables))
+        cname = "constant_cost"
+        while cname in used:
+            cname += "_"
+        size = problem.variables[first].size
+        constraints[cname] = _extensional_entry((first,), np.full((size,), sign * constant), labels)
+    doc: dict[str, Any] = {
+        "name": problem.name,
+        "objective": "max" if sign < 0 else "min",
+        "domains": domains,
+        "variables": variables,
+        "constraints": constraints,
+    }
+    owners = {name: var.agent for name, var in problem.variables.items() if var.agent}
+    if owners:
+        agents = list(dict.fromkeys(owners.values()))
+        doc["agents"] = {a: {} for a in agents}
+        doc["distribution_hints"] = {
+            "must_host": {a: [v for v, o in owners.items() if o == a] for a in agents}
+        }
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def _extensional_entry(
+    scope: tuple[str, ...], costs: FloatArray, labels: dict[str, tuple[object, ...]]
+) -> dict[str, Any]:
+    default = most_common(costs)
+    groups: dict[float, list[str]] = {}
+    for index in np.argwhere(costs != default):
+        text = " ".join(str(labels[v][int(i)]) for v, i in zip(scope, index))
+        groups.setdefault(float(costs[tuple(index)]), []).append(text)
+    return {
+        "type": "extensional",
+        "variables": list(scope),
+        "default": _yaml_number(default),
+        "values": {_yaml_number(c): " | ".join(ts) for c, ts in groups.items()},
+    }
