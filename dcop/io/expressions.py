@@ -362,7 +362,7 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
         return result
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env)
-        for op, comp in zip(node.ops, node.comparators):
+        for op, comp in zip(node.ops, node.comparators, strict=True):
             right = _eval(comp, env)
             if not _compare(op, left, right):
                 return False
@@ -377,9 +377,13 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
         name = node.func.id
         if name not in ("min", "max", "bool"):
             args = [_number(a) for a in args]
-        if name in ("round", "int") and args and isinstance(args[0], float):
-            if not math.isfinite(args[0]):
-                raise _Refused(f"{name}() of {args[0]}")
+        if (
+            name in ("round", "int")
+            and args
+            and isinstance(args[0], float)
+            and not math.isfinite(args[0])
+        ):
+            raise _Refused(f"{name}() of {args[0]}")
         return _checked_int(FUNCTIONS[name](*args))
     if isinstance(node, (ast.Tuple, ast.List)):
         return tuple(_eval(e, env) for e in node.elts)

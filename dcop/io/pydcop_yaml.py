@@ -87,9 +87,7 @@ class YSeq(list[Any]):
 def _scan(text: str, file: str) -> None:
     """Refuse aliases, deep nesting and huge documents before building any object."""
     depth = 0
-    count = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        count += 1
+    for count, event in enumerate(yaml.parse(text, Loader=_Loader), start=1):
         if count > MAX_YAML_EVENTS:
             raise InputError(f"more than {MAX_YAML_EVENTS} YAML events", file, _mark(event))
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -396,7 +394,7 @@ def _intention(
         )
     labels = [var.values for var in scope]
     names = [var.name for var in scope]
-    flat = [expr(dict(zip(names, combo))) for combo in itertools.product(*labels)]
+    flat = [expr(dict(zip(names, combo, strict=True))) for combo in itertools.product(*labels)]
     costs = np.array(flat, dtype=np.float64).reshape(shape)
     return CostTable(tuple(names), costs, name=name)
 
@@ -452,7 +450,7 @@ def _extensional(
                     tline,
                 )
             index = []
-            for var, tok in zip(scope, tokens):
+            for var, tok in zip(scope, tokens, strict=True):
                 i = _label_index(var, tok)
                 if i is None:
                     raise InputError(
@@ -464,7 +462,7 @@ def _extensional(
             costs[tuple(index)] = cost
     if default is None and np.isnan(costs).any():
         missing = tuple(int(i) for i in np.argwhere(np.isnan(costs))[0])
-        labels = " ".join(str(var.values[i]) for var, i in zip(scope, missing))
+        labels = " ".join(str(var.values[i]) for var, i in zip(scope, missing, strict=True))
         raise InputError(
             f"constraint {name!r}: tuple '{labels}' has no cost and no default is given",
             file,
@@ -502,7 +500,7 @@ def _assign_agents(
                         f"must_host of {agent!r} names unknown variable {item!r}", file, hline
                     )
     elif agents and len(agents) == len(variables):
-        owner = dict(zip(variables, agents))
+        owner = dict(zip(variables, agents, strict=True))
     for vname, agent in owner.items():
         var = variables[vname]
         variables[vname] = Variable(var.name, var.values, agent)
@@ -597,7 +595,7 @@ def _extensional_entry(
     default = most_common(costs)
     groups: dict[float, list[str]] = {}
     for index in np.argwhere(costs != default):
-        text = " ".join(str(labels[v][int(i)]) for v, i in zip(scope, index))
+        text = " ".join(str(labels[v][int(i)]) for v, i in zip(scope, index, strict=True))
         groups.setdefault(float(costs[tuple(index)]), []).append(text)
     return {
         "type": "extensional",
