@@ -1,0 +1,139 @@
+#!/usr/bin/env python
+"""dcop's evaluation suites: the paper's experiments and side-by-side runs of other tools.
+
+    python benchmarks/run.py SUITE [--seeds N] [--time-limit S] [--mem-limit GB]
+                             [--pydcop PATH] [--frodo PATH] [--out DIR] [--quick]
+
+Suites: wcsp, uai, dpop-vs-pydcop, dpop-vs-frodo, random, scalefree, grid, mbe (``all`` runs the
+CPU suites one after the other). Each writes ``benchmarks/results/<suite>.json`` and ``.md`` with
+the machine description. Every instance runs in its own process under the time limit and an
+address-space limit and is reported as ``oot`` / ``oom`` when it exceeds them, never a crash.
+
+``--pydcop`` is a pyDCOP installation (a venv whose ``bin/`` has ``dcop_cli.py``); ``--frodo`` a
+directory with FRODO 2.18.1 built from source (``frodo2.jar`` or ``classes/``, its ``lib/*.jar``
+and ``agents/``). Neither is part of this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare.context import Context, shell_join
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+# suite name -> (module in compare/, function)
+SUITES = {
+    "wcsp": ("central", "suite_wcsp"),
+    "uai": ("central", "suite_uai"),
+    "random": ("topology", "suite_random"),
+    "scalefree": ("topology", "suite_scalefree"),
+    "grid": ("topology", "suite_grid"),
+    "mbe": ("topology", "suite_mbe"),
+    "dpop-vs-pydcop": ("distributed_cmp", "suite_pydcop"),
+    "dpop-vs-frodo": ("distributed_cmp", "suite_frodo"),
+}
+
+
+def suite_function(name: str) -> Callable[[Context], dict[str, Any]]:
+    """Import a suite's module only when it runs (the others may need tools not installed)."""
+    import importlib
+
+    module, func = SUITES[name]
+    return getattr(importlib.import_module(f"compare.{module}"), func)  # type: ignore[no-any-return]
+
+
+SUITE_NAMES = tuple(SUITES)
+
+
+def worker(task_path: str, result_path: str) -> int:
+    """Run one task of ``compare.tasks`` and write its result (called in an isolated process)."""
+    from compare.tasks import TASKS
+
+    task = json.loads(Path(task_path).read_text())
+    try:
+        result = TASKS[task["kind"]](task)
+        code = 0
+    except MemoryError as exc:
+        result, code = {"status": "oom", "error": f"MemoryError: {exc}"[:300]}, 3
+    except Exception as exc:  # reported in the results, never a crash of the suite
+        name = type(exc).__name__
+        status = "oom" if name == "TableTooLarge" else "error"
+        result = {"status": status, "error": f"{name}: {exc}"[:300]}
+        code = 3 if status == "oom" else 4
+        if status == "error":
+            traceback.print_exc()
+    Path(result_path).write_text(json.dumps(result))
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", nargs="?", choices=(*SUITE_NAMES, "all"))
+    parser.add_argument("--seeds", type=int, default=5, help="instances per generated row")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
+    parser.add_argument("--mem-limit", type=float, default=8.0, help="GiB per instance")
+    parser.add_argument("--pydcop", type=Path, default=None, help="pyDCOP venv (outside repo)")
+    parser.add_argument("--frodo", type=Path, default=None, help="FRODO build dir (outside repo)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    parser.add_argument("--quick", action="store_true", help="fewer rows (smoke run)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker, args.result)
+    if args.suite is None:
+        parser.error("a suite is required")
+    if args.seeds < 1 or args.time_limit <= 0 or args.mem_limit <= 0:
+        parser.error("--seeds, --time-limit and --mem-limit must be positive")
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    names = (
+        [n for n in SUITE_NAMES if n not in ("dpop-vs-frodo", "dpop-vs-pydcop")]
+        if (args.suite == "all")
+        else [args.suite]
+    )
+    command = shell_join(
+        ["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]
+    )
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ) as progress:
+        for name in names:
+            ctx = Context(
+                out_dir=args.out,
+                seeds=args.seeds,
+                time_limit=args.time_limit,
+                mem_gb=args.mem_limit,
+                pydcop=args.pydcop,
+                frodo=args.frodo,
+                quick=args.quick,
+                command=command,
+                progress=progress,
+            )
+            summary = suite_function(name)(ctx)
+            progress.console.log(f"{name}: {json.dumps(summary, default=str)[:400]}")
+            progress.console.log(f"wrote {args.out / (name.replace('-', '_') + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
