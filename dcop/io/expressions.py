@@ -283,7 +283,9 @@ def _power(base: int | float, exponent: int | float) -> int | float:
     if isinstance(base, int) and isinstance(exponent, int) and exponent > 0:
         if abs(base) > 1 and (abs(base).bit_length() - 1) * exponent > MAX_INT_BITS:
             raise _Refused(f"the power would exceed {MAX_INT_BITS} bits")
-        return _checked_int(base**exponent)
+        value = int(base**exponent)
+        _checked_int(value)
+        return value
     if isinstance(exponent, (int, float)) and abs(exponent) > 1e6 and abs(base) > 1:
         raise _Refused("the power is too large")
     result = float(base) ** float(exponent) if isinstance(base, int) else base**exponent

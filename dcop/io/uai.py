@@ -92,8 +92,8 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
     tables: list[CostTable] = []
     constant = 0.0
     with np.errstate(divide="ignore"):
-        for f, scope in enumerate(scopes):
-            shape = tuple(sizes[v] for v in scope)
+        for f, fscope in enumerate(scopes):
+            shape = tuple(sizes[v] for v in fscope)
             expected = math.prod(shape)
             count_pos = tk.pos
             count = tk.integer(f"number of entries of function {f}", 0)
@@ -113,10 +113,10 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
                     start + bad,
                 )
             costs = -np.log(values).reshape(shape)
-            if not scope:
+            if not fscope:
                 constant += float(costs[()])
                 continue
-            tables.append(CostTable(tuple(names[v] for v in scope), costs, name=f"f{f}"))
+            tables.append(CostTable(tuple(names[v] for v in fscope), costs, name=f"f{f}"))
     if not tk.at_end():
         raise tk.error(f"unexpected token {tk.peek()!r} after the {m} declared tables")
     variables = [Variable.with_size(names[i], sizes[i]) for i in range(n)]

@@ -1,0 +1,104 @@
+"""Instance files: read and write Problems in four formats.
+
+========  ===================  ======  =====  ==================================================
+name      extensions           read    write  module
+========  ===================  ======  =====  ==================================================
+wcsp      ``.wcsp``            yes     yes    :mod:`dcop.io.wcsp` (toulbar2 native)
+uai       ``.uai`` (+``.evid``) yes    yes    :mod:`dcop.io.uai` (MARKOV/BAYES, costs -ln p)
+yaml      ``.yaml`` ``.yml``   yes     yes    :mod:`dcop.io.pydcop_yaml` (pyDCOP DCOPs)
+xml       ``.xml``             yes     yes    :mod:`dcop.io.frodo_xml` (FRODO XCSP 2.1)
+========  ===================  ======  =====  ==================================================
+
+Every reader reports malformed or oversized input as ``InputError`` (``file:line: reason``) and
+checks declared sizes against :mod:`dcop.io._common`'s limits before allocating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from dcop.errors import InputError
+from dcop.io.frodo_xml import read_xml, write_xml
+from dcop.io.pydcop_yaml import read_yaml, write_yaml
+from dcop.io.uai import read_uai, write_uai
+from dcop.io.wcsp import read_wcsp, write_wcsp
+from dcop.model import Problem
+
+#: Format names, in the order ``--format`` lists them.
+FORMATS: tuple[str, ...] = ("wcsp", "uai", "yaml", "xml")
+#: File extension (lower case) -> format name.
+EXTENSIONS: dict[str, str] = {
+    ".wcsp": "wcsp",
+    ".uai": "uai",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".xml": "xml",
+}
+_WRITERS: dict[str, Callable[[Problem, str | Path], None]] = {
+    "wcsp": write_wcsp,
+    "uai": write_uai,
+    "yaml": write_yaml,
+    "xml": write_xml,
+}
+
+
+def detect_format(path: str | Path, format: str | None = None) -> str:
+    """The format name from ``format`` (if given) or from the file's extension."""
+    if format is not None:
+        name = format.strip().lower()
+        if name == "yml":
+            name = "yaml"
+        if name not in FORMATS:
+            raise InputError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+        return name
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXTENSIONS:
+        raise InputError(
+            f"cannot tell the format from the extension {suffix or '(none)'!r}; use one of "
+            f"{', '.join(EXTENSIONS)} or give the format ({', '.join(FORMATS)})",
+            str(path),
+        )
+    return EXTENSIONS[suffix]
+
+
+def read_problem(
+    path: str | Path, format: str | None = None, evidence: str | Path | None = None
+) -> Problem:
+    """Read an instance file; ``evidence`` (a ``.evid`` file) is only valid for UAI."""
+    kind = detect_format(path, format)
+    if evidence is not None and kind != "uai":
+        raise InputError(f"evidence files only apply to UAI models, not {kind}", str(evidence))
+    if kind == "wcsp":
+        return read_wcsp(path)
+    if kind == "uai":
+        return read_uai(path, evidence)
+    if kind == "yaml":
+        return read_yaml(path)
+    return read_xml(path)
+
+
+def write_problem(problem: Problem, path: str | Path, format: str | None = None) -> None:
+    """Write ``problem`` in the format named or implied by the extension of ``path``."""
+    kind = detect_format(path, format)
+    try:
+        _WRITERS[kind](problem, path)
+    except OSError as exc:
+        raise InputError(f"cannot write file: {exc.strerror or exc}", str(path)) from None
+
+
+__all__ = [
+    "EXTENSIONS",
+    "FORMATS",
+    "detect_format",
+    "read_problem",
+    "read_uai",
+    "read_wcsp",
+    "read_xml",
+    "read_yaml",
+    "write_problem",
+    "write_uai",
+    "write_wcsp",
+    "write_xml",
+    "write_yaml",
+]
