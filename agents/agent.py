@@ -1,0 +1,512 @@
+"""The agent: one variable, an event loop over a Transport, and the DFS / DPOP / ADPOP state machine.
+
+Phases (each step is triggered by a message; ``_progress`` fires whatever has become possible):
+
+1. **hello** to the coordinator and **degree** (own neighbour count) to every neighbour.
+2. **setup** from the coordinator (domain and the tables that hold the variable; or from the
+   problem file given with ``--problem``). With setup and every neighbour's degree in hand, the
+   agent sends **ready**: its links work both ways.
+3. **start** (algo, z, root flag). Roots - the coordinator picks the highest-degree agent of each
+   connected component, ties by variable name - begin the distributed DFS.
+4. **DFS by token passing.** A ``child`` token carries the path of ancestors and the set of agents
+   visited so far; the receiver takes the sender as parent, the other ancestors among its
+   neighbours as pseudo-parents, then passes the token to its unvisited neighbours one at a time,
+   most neighbours first (ties by variable name, as :func:`dcop.ordering.most_neighbours_first`), and
+   finally returns it to its parent with a ``back`` token.
+5. **UTIL up.** The agent's bucket = its own tables (those whose other variables are all its
+   ancestors: it is the deepest variable of the scope) plus the children's UTIL tables that hold
+   its variable. DPOP joins the bucket and eliminates the variable (one table, scope = separator).
+   ADPOP(z) partitions it into mini-buckets of at most z variables and sends one table per
+   mini-bucket; children's tables without the variable are passed up unchanged, as MBE places them
+   in the bucket of their deepest variable. A root's tables are scalars: their sum is the
+   component's optimum (DPOP) or lower bound (ADPOP).
+6. **VALUE down.** Given its separator's values, the agent picks the best value of the sum of its
+   bucket, sends each child the values of that child's separator, and reports a **result** (value,
+   tree position, metrics) to the coordinator. It then waits for **stop**.
+
+Liveness: heartbeats to the coordinator and to quiet neighbours; a neighbour silent for
+``peer_timeout_s`` is reported (error with ``peer``); a silent coordinator or the overall deadline
+ends the agent. Bad frames are logged and dropped; the agent carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dcop.protocol import (
+    COORDINATOR_ID,
+    HEARTBEAT_INTERVAL_S,
+    MAX_FRAME_BYTES,
+    PEER_TIMEOUT_S,
+    AgentMetrics,
+    Degree,
+    Envelope,
+    Error,
+    Heartbeat,
+    Hello,
+    Message,
+    Ready,
+    Result,
+    Setup,
+    Start,
+    Stop,
+    Token,
+    Transport,
+    Util,
+    Value,
+    WireTable,
+    decode,
+    encode,
+)
+
+from dcop.errors import DcopError, ProtocolError
+from dcop.inference.elimination import partition_minibuckets
+from dcop.model import CostTable
+from dcop.tables import Table
+
+log = logging.getLogger("dcop.agents")
+
+FROM_COORDINATOR = ("setup", "start", "stop", "heartbeat")
+FROM_NEIGHBOUR = ("degree", "token", "util", "value", "heartbeat")
+FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start")
+
+
+@dataclass
+class AgentConfig:
+    """What an agent knows before any message: itself and its neighbours (from peers.json)."""
+
+    me: int
+    variable: str
+    neighbours: dict[int, str]  # id -> variable name
+    timeout_s: float = 120.0
+    peer_timeout_s: float = PEER_TIMEOUT_S
+    heartbeat_s: float = HEARTBEAT_INTERVAL_S
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    host: str = ""
+    fault: str | None = None  # test-only fault injection, one of FAULTS
+
+
+@dataclass
+class _Meter:
+    sent_count: dict[str, int] = field(default_factory=dict)
+    sent_bytes: dict[str, int] = field(default_factory=dict)
+    recv_count: dict[str, int] = field(default_factory=dict)
+    recv_bytes: dict[str, int] = field(default_factory=dict)
+    compute_s: float = 0.0
+    util_bytes: int = 0
+    util_entries: int = 0
+    util_tables: int = 0
+    dropped: int = 0
+
+    def count(self, counts: dict[str, int], sizes: dict[str, int], kind: str, n: int) -> None:
+        counts[kind] = counts.get(kind, 0) + 1
+        sizes[kind] = sizes.get(kind, 0) + n
+
+
+class Agent:
+    """One DCOP agent. ``run()`` returns the process exit code (0: stopped after a result)."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        transport: Transport,
+        backend: Any,
+        local_tables: Sequence[CostTable] | None = None,
+        local_domain: int | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = config
+        self.me = config.me
+        self.var = config.variable
+        self.transport = transport
+        self.backend = backend
+        self.now = now
+        self.local_tables = list(local_tables) if local_tables is not None else None
+        self.local_domain = local_domain
+        self.known = {COORDINATOR_ID, *config.neighbours}
+        # setup
+        self.domain: int | None = None
+        self.tables: list[Table] = []
+        self.degrees: dict[int, int] = {}
+        self.ready_sent = False
+        self.start: Start | None = None
+        # DFS
+        self.in_dfs = False
+        self.parent: int | None = None
+        self.path: tuple[int, ...] = ()
+        self.visited: set[int] = set()
+        self.children: list[int] = []
+        self.pseudo_parents: list[int] = []
+        self.waiting_on: int | None = None
+        self.dfs_done = False
+        # UTIL / VALUE
+        self.utils: dict[int, list[Table]] = {}
+        self.bucket: list[Table] = []
+        self.util_sent = False
+        self.bound: float | None = None
+        self.separator: tuple[str, ...] = ()
+        self.assignment: dict[str, int] | None = None
+        self.value: int | None = None
+        self.result_sent = False
+        # liveness and metrics
+        self.clock = 0.0
+        self.meter = _Meter()
+        self.last_seen: dict[int, float] = {}
+        self.last_sent: dict[int, float] = {}
+        self.reported_dead: set[int] = set()
+        self.stop_reason: str | None = None
+        self.failed = False
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        start = self.now()
+        deadline = start + self.cfg.timeout_s
+        self.last_seen = dict.fromkeys(self.known, start)
+        self._send(COORDINATOR_ID, Hello(self.var, os.getpid(), self.cfg.host))
+        for peer in self.cfg.neighbours:
+            self._send(peer, Degree(len(self.cfg.neighbours), self.clock))
+        if self.local_tables is not None:
+            self._adopt_local()
+        next_beat = start
+        while self.stop_reason is None:
+            now = self.now()
+            if now >= deadline:
+                self._fail(
+                    f"agent {self.me} ({self.var}) timed out after {self.cfg.timeout_s:g} s "
+                    f"in phase {self.phase}"
+                )
+                return 1
+            if now >= next_beat:
+                self._heartbeats(now)
+                next_beat = now + self.cfg.heartbeat_s
+                if self._coordinator_gone(now):
+                    log.error(
+                        "agent %d: coordinator silent for %.1f s; exiting",
+                        self.me,
+                        now - self.last_seen[COORDINATOR_ID],
+                    )
+                    return 1
+            item = self.transport.recv(min(next_beat, deadline) - now)
+            if item is not None:
+                self.on_frame(*item)
+        return 0 if self.stop_reason == "done" and self.result_sent and not self.failed else 3
+
+    @property
+    def phase(self) -> str:
+        if self.domain is None:
+            return "setup"
+        if not self.ready_sent:
+            return "degree exchange"
+        if self.start is None:
+            return "waiting for start"
+        if not self.dfs_done:
+            return "dfs"
+        if not self.util_sent and self.bound is None:
+            return "util"
+        if not self.result_sent:
+            return "value"
+        return "waiting for stop"
+
+    def _heartbeats(self, now: float) -> None:
+        self._send(COORDINATOR_ID, Heartbeat())
+        if not self.ready_sent and len(self.degrees) < len(self.cfg.neighbours):
+            return  # neighbours may still be starting; liveness counts once links are up
+        for peer in self.cfg.neighbours:
+            if now - self.last_sent.get(peer, 0.0) >= self.cfg.heartbeat_s:
+                self._send(peer, Heartbeat())
+            silent = now - self.last_seen[peer]
+            if silent > self.cfg.peer_timeout_s and peer not in self.reported_dead:
+                self.reported_dead.add(peer)
+                name = self.cfg.neighbours[peer]
+                reason = f"neighbour agent {peer} ({name}) silent for {silent:.1f} s"
+                log.error("agent %d: %s", self.me, reason)
+                self._send(COORDINATOR_ID, Error(reason, peer))
+
+    def _coordinator_gone(self, now: float) -> bool:
+        # Before setup the coordinator may legitimately be busy starting other agents.
+        return self.domain is not None and (
+            now - self.last_seen[COORDINATOR_ID] > self.cfg.peer_timeout_s
+        )
+
+    # ---- frames -----------------------------------------------------------------------------
+    def on_frame(self, sender: int | None, frame: bytes) -> None:
+        """Decode, validate and dispatch one frame; a bad one is logged and dropped."""
+        try:
+            env = decode(
+                frame,
+                max_bytes=self.cfg.max_frame_bytes,
+                known_senders=self.known,
+                receiver=self.me,
+            )
+            if sender is not None and env.sender != sender:
+                raise ProtocolError(f"frame from {sender} claims to come from {env.sender}")
+            allowed = FROM_COORDINATOR if env.sender == COORDINATOR_ID else FROM_NEIGHBOUR
+            if env.type not in allowed:
+                raise ProtocolError(f"unexpected {env.type} message from {env.sender}")
+        except ProtocolError as exc:
+            self.meter.dropped += 1
+            log.warning("agent %d: dropped a frame from %s: %s", self.me, sender, exc)
+            return
+        self.last_seen[env.sender] = self.now()
+        self.meter.count(self.meter.recv_count, self.meter.recv_bytes, env.type, len(frame))
+        msg_clock = getattr(env.body, "clock", None)
+        if msg_clock is not None:
+            self.clock = max(self.clock, msg_clock)
+        try:
+            self.handle(env)
+            self._progress()
+        except ProtocolError as exc:
+            self.meter.dropped += 1
+            log.warning("agent %d: rejected %s from %d: %s", self.me, env.type, env.sender, exc)
+        except DcopError as exc:
+            self._fail(f"agent {self.me} ({self.var}): {exc}")
+
+    def handle(self, env: Envelope) -> None:
+        body = env.body
+        match body:
+            case Heartbeat():
+                pass
+            case Setup():
+                self._on_setup(body)
+            case Degree():
+                self.degrees[env.sender] = body.degree
+            case Start():
+                if self.start is not None:
+                    raise ProtocolError("a second start")
+                self.start = body
+                if self.cfg.fault == "crash-at-start":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if body.root:
+                    self._begin_dfs_as_root()
+            case Token():
+                self._on_token(env.sender, body)
+            case Util():
+                if env.sender not in self.children or env.sender in self.utils:
+                    raise ProtocolError(f"UTIL from {env.sender}, which is not a waiting child")
+                self.utils[env.sender] = [
+                    self.backend.table(t.scope, t.to_array()) for t in body.tables
+                ]
+            case Value():
+                if env.sender != self.parent or self.assignment is not None:
+                    raise ProtocolError(f"VALUE from {env.sender}, which is not my waiting parent")
+                self.assignment = dict(body.values)
+            case Stop():
+                self.stop_reason = body.reason
+            case _:
+                raise ProtocolError(f"no handler for {env.type}")
+
+    # ---- setup ------------------------------------------------------------------------------
+    def _adopt_local(self) -> None:
+        assert self.local_tables is not None and self.local_domain is not None
+        self.domain = self.local_domain
+        self.tables = [self.backend.table(t.scope, t.costs) for t in self.local_tables]
+
+    def _on_setup(self, setup: Setup) -> None:
+        if setup.variable != self.var:
+            raise DcopError(
+                f"coordinator set up variable {setup.variable!r}, peers.json says {self.var!r}"
+            )
+        if self.local_tables is not None:
+            # the problem file wins; it must agree with the coordinator's copy
+            if setup.domain != self.domain or len(setup.tables) != len(self.tables):
+                raise DcopError(
+                    f"the problem file gives {self.var!r} {self.domain} values and "
+                    f"{len(self.tables)} tables, the coordinator {setup.domain} and "
+                    f"{len(setup.tables)}"
+                )
+        else:
+            self.domain = setup.domain
+            self.tables = [self.backend.table(t.scope, t.to_array()) for t in setup.tables]
+        names = set(self.cfg.neighbours.values())
+        for t in self.tables:
+            if self.var not in t.scope:
+                raise DcopError(f"a table over {t.scope} does not hold {self.var!r}")
+            strangers = [v for v in t.scope if v != self.var and v not in names]
+            if strangers:
+                raise DcopError(
+                    f"a table links {self.var!r} with {strangers[0]!r}, which peers.json does not "
+                    f"list as a neighbour"
+                )
+
+    # ---- DFS --------------------------------------------------------------------------------
+    def _dfs_order(self) -> list[int]:
+        # most neighbours first, ties by variable name (= dcop.ordering.most_neighbours_first)
+        return sorted(
+            self.cfg.neighbours, key=lambda i: (-self.degrees.get(i, 0), self.cfg.neighbours[i])
+        )
+
+    def _begin_dfs_as_root(self) -> None:
+        if self.in_dfs:
+            raise ProtocolError("told to be a root after joining a DFS")
+        self.in_dfs = True
+        self.visited = {self.me}
+        self._dfs_next()
+
+    def _on_token(self, sender: int, token: Token) -> None:
+        if token.kind == "child":
+            if self.in_dfs:
+                raise ProtocolError(f"a second DFS child token (from {sender})")
+            if not token.path or token.path[-1] != sender:
+                raise ProtocolError("a child token whose path does not end at its sender")
+            self.in_dfs = True
+            self.parent = sender
+            self.path = token.path
+            ancestors = set(token.path)
+            self.pseudo_parents = [n for n in self._dfs_order() if n in ancestors and n != sender]
+            self.visited = set(token.visited) | {self.me}
+            self._dfs_next()
+        else:
+            if sender != self.waiting_on:
+                raise ProtocolError(f"a back token from {sender}, not from the child I wait for")
+            self.waiting_on = None
+            self.visited |= set(token.visited)
+            self._dfs_next()
+
+    def _dfs_next(self) -> None:
+        for peer in self._dfs_order():
+            if peer not in self.visited:
+                self.children.append(peer)
+                self.waiting_on = peer
+                self.visited.add(peer)
+                self._send(
+                    peer,
+                    Token(
+                        "child",
+                        (*self.path, self.me),
+                        tuple(sorted(self.visited - {peer})),
+                        self.clock,
+                    ),
+                )
+                return
+        self.dfs_done = True
+        if self.parent is not None:
+            self._send(self.parent, Token("back", (), tuple(sorted(self.visited)), self.clock))
+
+    # ---- UTIL and VALUE ---------------------------------------------------------------------
+    def _progress(self) -> None:
+        if (
+            not self.ready_sent
+            and self.domain is not None
+            and (len(self.degrees) == len(self.cfg.neighbours))
+        ):
+            self.ready_sent = True
+            self._send(COORDINATOR_ID, Ready(len(self.cfg.neighbours)))
+        if (
+            self.start is not None
+            and self.dfs_done
+            and not self.util_sent
+            and self.bound is None
+            and len(self.utils) == len(self.children)
+        ):
+            self._util_phase()
+        if not self.result_sent and (
+            (self.parent is None and self.bound is not None) or self.assignment is not None
+        ):
+            self._value_phase()
+
+    def _util_phase(self) -> None:
+        assert self.start is not None and self.domain is not None
+        if self.cfg.fault == "crash-at-util":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.cfg.fault == "hang-at-util":
+            log.error("agent %d: fault injection: hanging", self.me)
+            time.sleep(10 * self.cfg.timeout_s)
+        t0 = time.perf_counter()
+        ancestors = {self.cfg.neighbours[i] for i in self.path if i in self.cfg.neighbours}
+        own = [t for t in self.tables if all(v == self.var or v in ancestors for v in t.scope)]
+        received = [t for c in self.children for t in self.utils[c]]
+        self.bucket = own + [t for t in received if self.var in t.scope]
+        passing = [t for t in received if self.var not in t.scope]
+        z = self.start.z if self.start.algo == "adpop" else None
+        groups = partition_minibuckets(self.bucket, z) if self.bucket else []
+        out = [self.backend.join_eliminate(g, self.var, "min") for g in groups]
+        tables = [t for t in out + passing if t.scope]
+        scalar = sum(float(self.backend.to_numpy(t.data)) for t in out + passing if not t.scope)
+        self.backend.synchronize()
+        if self.parent is None:
+            if tables:
+                raise DcopError(f"root {self.var!r} holds tables over {tables[0].scope}")
+            self.bound = scalar
+            self._charge(t0)
+            return
+        if scalar != 0.0 or not tables:
+            tables.append(self.backend.table((), scalar))
+        wire = tuple(WireTable.from_array(t.scope, self.backend.to_numpy(t.data)) for t in tables)
+        self.separator = tuple(sorted({v for t in wire for v in t.scope}))
+        self._charge(t0)
+        frame_len = self._send(self.parent, Util(wire, self.clock))
+        self.meter.util_bytes = frame_len
+        self.meter.util_entries = sum(t.entries for t in wire)
+        self.meter.util_tables = len(wire)
+        self.util_sent = True
+
+    def _value_phase(self) -> None:
+        t0 = time.perf_counter()
+        known = dict(self.assignment or {})
+        if self.bucket:
+            value, _ = self.backend.best_value(self.bucket, self.var, known, "min")
+        else:
+            value = 0  # no table mentions the variable: every value is as good
+        self.value = int(value)
+        known[self.var] = self.value
+        self._charge(t0)
+        for child in self.children:
+            needs = sorted({v for t in self.utils[child] for v in t.scope})
+            missing = [v for v in needs if v not in known]
+            if missing:
+                raise DcopError(f"no value for {missing[0]!r} to send to agent {child}")
+            self._send(child, Value(tuple((v, known[v]) for v in needs), self.clock))
+        metrics = AgentMetrics(
+            dict(self.meter.sent_count),
+            dict(self.meter.sent_bytes),
+            dict(self.meter.recv_count),
+            dict(self.meter.recv_bytes),
+            self.meter.compute_s,
+            self.clock,
+            self.meter.util_bytes,
+            self.meter.util_entries,
+            self.meter.util_tables,
+            self.meter.dropped,
+        )
+        bound = self.bound if self.parent is None else None
+        if bound is not None and math.isnan(bound):
+            bound = math.inf
+        self._send(
+            COORDINATOR_ID,
+            Result(
+                self.value,
+                bound,
+                self.parent,
+                tuple(self.children),
+                tuple(self.pseudo_parents),
+                self.separator,
+                metrics,
+            ),
+        )
+        self.result_sent = True
+
+    def _charge(self, t0: float) -> None:
+        """Add the compute time since ``t0`` to the logical clock (the simulated runtime)."""
+        spent = time.perf_counter() - t0
+        self.meter.compute_s += spent
+        self.clock += spent
+
+    # ---- sending ----------------------------------------------------------------------------
+    def _send(self, peer: int, body: Message) -> int:
+        frame = encode(self.me, peer, body)
+        self.transport.send(peer, frame)
+        self.last_sent[peer] = self.now()
+        self.meter.count(self.meter.sent_count, self.meter.sent_bytes, body.TYPE, len(frame))
+        return len(frame)
+
+    def _fail(self, reason: str) -> None:
+        log.error("%s", reason)
+        self.failed = True
+        self._send(COORDINATOR_ID, Error(reason))

@@ -1,0 +1,158 @@
+"""The result of a distributed run: answer, pseudo-tree, wire metrics and the theory beside them.
+
+Measured (by the agents on their own sockets, and by the coordinator on its own): messages and
+bytes per type, the largest UTIL message, totals, wall time, per-agent compute time, and the
+simulated runtime (the largest logical clock: each message carries its sender's clock, a
+receiver's clock is max(own, message) + its compute time). Theory: a connected problem sends
+n-1 UTIL and n-1 VALUE messages (a forest: n - #trees), 2(n - #trees) DFS tokens, one degree
+message each way per edge, and a DPOP UTIL message holds prod(|D_v| for v in separator) entries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from dcop.protocol import Hello, Result
+from dcop.protocol.peers import Peers
+
+from dcop.model import Problem
+
+ALGORITHM_TYPES = ("degree", "token", "util", "value")
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def summarize(
+    *,
+    problem: Problem,
+    peers: Peers,
+    algo: str,
+    z: int | None,
+    roots: list[int],
+    results: Mapping[int, Result],
+    assignment: dict[str, int],
+    cost: float,
+    bound: float,
+    coordinator_sent: Mapping[str, list[int]],
+    coordinator_received: Mapping[str, list[int]],
+    wall_s: float,
+    solve_s: float,
+    hellos: Mapping[int, Hello],
+) -> dict[str, Any]:
+    """Assemble the result dict (JSON-ready: infinite costs become null with ``feasible``)."""
+    table = peers.by_id()
+    name = {i: a.variable for i, a in table.items()}
+    sizes = problem.domain_sizes()
+    n = len(table)
+    trees = len(roots)
+    edges = sum(len(a.neighbours) for a in peers.agents) // 2
+
+    # messages and bytes by type: agents' own sends (up to their result) + the coordinator's
+    count: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for r in results.values():
+        for kind, c in r.metrics.sent_count.items():
+            count[kind] = count.get(kind, 0) + c
+        for kind, b in r.metrics.sent_bytes.items():
+            size[kind] = size.get(kind, 0) + b
+    for kind, (c, b) in coordinator_sent.items():
+        count[kind] = count.get(kind, 0) + c
+        size[kind] = size.get(kind, 0) + b
+    c_res, b_res = coordinator_received.get("result", [0, 0])
+    count["result"] = count.get("result", 0) + c_res
+    size["result"] = size.get("result", 0) + b_res
+
+    per_agent: dict[str, Any] = {}
+    entries_ok = True
+    for i, r in sorted(results.items()):
+        sep = r.separator
+        theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None else 0
+        if algo == "dpop" and r.parent is not None and r.metrics.util_entries != theory_entries:
+            entries_ok = False
+        hello = hellos.get(i)
+        per_agent[name[i]] = {
+            "id": i,
+            "parent": name.get(r.parent) if r.parent is not None else None,
+            "children": [name[c] for c in r.children],
+            "pseudo_parents": [name[p] for p in r.pseudo_parents],
+            "separator": list(sep),
+            "util_bytes": r.metrics.util_bytes,
+            "util_entries": r.metrics.util_entries,
+            "util_tables": r.metrics.util_tables,
+            "theory_entries": theory_entries,
+            "compute_s": r.metrics.compute_s,
+            "clock_s": r.metrics.clock,
+            "dropped_frames": r.metrics.dropped,
+            "pid": hello.pid if hello else None,
+            "host": hello.host if hello else None,
+        }
+    util_n = count.get("util", 0)
+    value_n = count.get("value", 0)
+    theory = {
+        "n": n,
+        "trees": trees,
+        "edges": edges,
+        "util_messages": n - trees,
+        "value_messages": n - trees,
+        "token_messages": 2 * (n - trees),
+        "degree_messages": 2 * edges,
+        "largest_util_entries": max((a["theory_entries"] for a in per_agent.values()), default=0),
+        "max_separator": max((len(a["separator"]) for a in per_agent.values()), default=0),
+    }
+    measured_util = [a["util_bytes"] for a in per_agent.values()]
+    metrics = {
+        "messages": dict(sorted(count.items())),
+        "bytes": dict(sorted(size.items())),
+        "total_messages": sum(count.values()),
+        "total_bytes": sum(size.values()),
+        "algorithm_messages": sum(count.get(k, 0) for k in ALGORITHM_TYPES),
+        "algorithm_bytes": sum(size.get(k, 0) for k in ALGORITHM_TYPES),
+        "largest_util_bytes": max(measured_util, default=0),
+        "largest_util_entries": max((a["util_entries"] for a in per_agent.values()), default=0),
+        "wall_s": wall_s,
+        "solve_wall_s": solve_s,
+        "simulated_runtime_s": max((r.metrics.clock for r in results.values()), default=0.0),
+        "compute_s_total": sum(r.metrics.compute_s for r in results.values()),
+        "compute_s_max": max((r.metrics.compute_s for r in results.values()), default=0.0),
+        "dropped_frames": sum(r.metrics.dropped for r in results.values()),
+        "theory": theory,
+        "checks": {
+            "util_messages_match": util_n == theory["util_messages"],
+            "value_messages_match": value_n == theory["value_messages"],
+            "token_messages_match": count.get("token", 0) == theory["token_messages"],
+            "util_entries_match": entries_ok if algo == "dpop" else None,
+        },
+    }
+    exact = algo == "dpop"
+    feasible = math.isfinite(cost)
+    return {
+        "algo": algo,
+        "z": z,
+        "problem": problem.name,
+        "n": n,
+        "status": "ok",
+        "exact": exact,
+        "feasible": feasible,
+        "cost": _finite(cost),
+        "reported_cost": _finite(problem.reported(cost)),
+        "lower_bound": _finite(bound),
+        "upper_bound": _finite(cost),
+        "bound_matches_cost": (
+            math.isclose(bound, cost, rel_tol=1e-9, abs_tol=1e-6)
+            if math.isfinite(bound) and feasible
+            else bound == cost
+        ),
+        "assignment": dict(sorted(assignment.items())),
+        "labels": {k: _jsonable(v) for k, v in sorted(problem.labels(assignment).items())},
+        "roots": [name[r] for r in roots],
+        "agents": per_agent,
+        "metrics": metrics,
+    }
+
+
+def _jsonable(value: object) -> object:
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)

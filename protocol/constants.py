@@ -1,0 +1,30 @@
+"""Protocol constants: the one place for the wire version, liveness timing and size limits."""
+
+from __future__ import annotations
+
+#: Wire-protocol version; every message carries it and a mismatch is rejected.
+PROTOCOL_VERSION = 1
+
+#: Seconds between heartbeats an agent sends to the coordinator and to quiet neighbours.
+HEARTBEAT_INTERVAL_S = 0.5
+
+#: Seconds of silence after which a peer (agent or coordinator) is declared dead.
+PEER_TIMEOUT_S = 10.0
+
+#: Largest frame a decoder accepts (256 MiB: a float64 UTIL table of 32 M entries).
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+#: The coordinator's id on the wire; agents are 0..MAX_AGENT_ID.
+COORDINATOR_ID = -1
+MAX_AGENT_ID = (1 << 31) - 1
+
+#: Per-field limits checked on decode.
+MAX_NAME_CHARS = 256
+MAX_SCOPE = 64
+MAX_DOMAIN = 1 << 24
+MAX_TABLES = 4096
+MAX_LIST = 1 << 20
+MAX_TEXT_CHARS = 4096
+
+#: dtypes a table may travel in (little-endian floats).
+TABLE_DTYPES = ("<f8", "<f4")

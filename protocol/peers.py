@@ -1,0 +1,176 @@
+"""peers.json: who is where. Read by every agent and by the coordinator.
+
+Format (version 1)::
+
+    {"version": 1, "problem": "name or path", "coordinator": "tcp://host:port",
+     "coordinator_public_key": "Z85 (optional)",
+     "agents": [{"id": 0, "variable": "x0", "endpoint": "tcp://host:port",
+                 "neighbours": [1, 2], "public_key": "Z85 (optional)"}, ...]}
+
+Ids are 0..n-1 in any order; neighbours are ids and the relation must be symmetric.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dcop.protocol.constants import MAX_AGENT_ID
+
+from dcop.errors import InputError
+
+PEERS_VERSION = 1
+_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|tcp://\[[0-9a-fA-F:.]+\]:\d{1,5}|ipc://\S+)$")
+_Z85 = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """One agent's line of peers.json."""
+
+    id: int
+    variable: str
+    endpoint: str
+    neighbours: tuple[int, ...]
+    public_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "variable": self.variable,
+            "endpoint": self.endpoint,
+            "neighbours": list(self.neighbours),
+        }
+        if self.public_key is not None:
+            out["public_key"] = self.public_key
+        return out
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The whole peers.json."""
+
+    problem: str
+    coordinator: str
+    agents: tuple[AgentEntry, ...]
+    coordinator_public_key: str | None = None
+    version: int = PEERS_VERSION
+
+    def by_id(self) -> dict[int, AgentEntry]:
+        return {a.id: a for a in self.agents}
+
+    def agent(self, agent_id: int) -> AgentEntry:
+        for a in self.agents:
+            if a.id == agent_id:
+                return a
+        raise InputError(f"no agent with id {agent_id} in peers.json")
+
+    @property
+    def secure(self) -> bool:
+        return self.coordinator_public_key is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "problem": self.problem,
+            "coordinator": self.coordinator,
+        }
+        if self.coordinator_public_key is not None:
+            out["coordinator_public_key"] = self.coordinator_public_key
+        out["agents"] = [a.to_json() for a in self.agents]
+        return out
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def _endpoint(value: Any, where: str, file: str) -> str:
+    if not isinstance(value, str) or not _ENDPOINT.match(value):
+        raise InputError(f"{where}: endpoint must look like tcp://host:port, not {value!r}", file)
+    if value.startswith("tcp://"):
+        port = int(value.rsplit(":", 1)[1])
+        if not 1 <= port <= 65535:
+            raise InputError(f"{where}: port {port} is out of range", file)
+    return value
+
+
+def _key(value: Any, where: str, file: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _Z85.match(value):
+        raise InputError(f"{where}: public key must be 40 Z85 characters", file)
+    return value
+
+
+def parse_peers(data: Any, file: str = "peers.json") -> Peers:
+    """Validate a decoded peers.json; every problem is an InputError naming the agent."""
+    if not isinstance(data, dict):
+        raise InputError("peers.json must hold a JSON object", file)
+    if data.get("version") != PEERS_VERSION:
+        raise InputError(f"unsupported peers.json version {data.get('version')!r}", file)
+    problem = data.get("problem", "")
+    if not isinstance(problem, str):
+        raise InputError("'problem' must be a string", file)
+    coordinator = _endpoint(data.get("coordinator"), "coordinator", file)
+    coord_key = _key(data.get("coordinator_public_key"), "coordinator", file)
+    raw_agents = data.get("agents")
+    if not isinstance(raw_agents, list) or not raw_agents:
+        raise InputError("'agents' must be a non-empty list", file)
+    agents: list[AgentEntry] = []
+    for k, raw in enumerate(raw_agents):
+        if not isinstance(raw, dict):
+            raise InputError(f"agents[{k}] must be an object", file)
+        ident = raw.get("id")
+        if type(ident) is not int or not 0 <= ident <= MAX_AGENT_ID:
+            raise InputError(f"agents[{k}]: 'id' must be a non-negative integer", file)
+        where = f"agent {ident}"
+        variable = raw.get("variable")
+        if not isinstance(variable, str) or not variable:
+            raise InputError(f"{where}: 'variable' must be a non-empty string", file)
+        neighbours = raw.get("neighbours", [])
+        if not isinstance(neighbours, list) or any(type(n) is not int for n in neighbours):
+            raise InputError(f"{where}: 'neighbours' must be a list of agent ids", file)
+        agents.append(
+            AgentEntry(
+                ident,
+                variable,
+                _endpoint(raw.get("endpoint"), where, file),
+                tuple(neighbours),
+                _key(raw.get("public_key"), where, file),
+            )
+        )
+    ids = [a.id for a in agents]
+    if len(set(ids)) != len(ids):
+        raise InputError("two agents share an id", file)
+    names = [a.variable for a in agents]
+    if len(set(names)) != len(names):
+        raise InputError("two agents share a variable", file)
+    endpoints = [a.endpoint for a in agents] + [coordinator]
+    if len(set(endpoints)) != len(endpoints):
+        raise InputError("two processes share an endpoint", file)
+    table = {a.id: a for a in agents}
+    for a in agents:
+        for n in a.neighbours:
+            if n not in table or n == a.id:
+                raise InputError(f"agent {a.id}: unknown neighbour {n}", file)
+            if a.id not in table[n].neighbours:
+                raise InputError(f"agent {a.id} lists {n} as neighbour but not the reverse", file)
+    if coord_key is not None and any(a.public_key is None for a in agents):
+        raise InputError("with a coordinator key, every agent needs a public_key", file)
+    return Peers(problem, coordinator, tuple(agents), coord_key)
+
+
+def load_peers(path: str | Path) -> Peers:
+    """Read and validate peers.json."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read peers file: {exc.strerror}", str(path)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", str(path), exc.lineno) from None
+    return parse_peers(data, str(path))
