@@ -202,7 +202,7 @@ class NumpyBackend:
         def fill(lead_indices: list[tuple[int, ...]]) -> None:
             acc = np.empty(inner_shape, dtype=dtype)
             for lead_index in lead_indices:
-                target = out[(*lead_index, Ellipsis)]  # a view, also for a 0-d output
+                target = out[(*lead_index, Ellipsis)]  # type: ignore[arg-type]  # a view, also 0-d
                 for x in range(d):
                     _sum_slices(acc, with_var, lead_index, (x,))
                     if x == 0:
@@ -282,9 +282,11 @@ def _prepare_block_source(
             raise ModelError(f"variable {v!r} of a table is not in the join scope")
     position = {v: i for i, v in enumerate(out_scope)}
     lead_vars = sorted(
-        (v for v in table.scope if v != var and position[v] < lead), key=position.get
+        (v for v in table.scope if v != var and position[v] < lead), key=position.__getitem__
     )
-    rest = sorted((v for v in table.scope if v != var and position[v] >= lead), key=position.get)
+    rest = sorted(
+        (v for v in table.scope if v != var and position[v] >= lead), key=position.__getitem__
+    )
     order = [*lead_vars, *([var] if var in table.scope else []), *rest]
     data = np.ascontiguousarray(np.transpose(table.data, [table.scope.index(v) for v in order]))
     sizes = table.sizes()

@@ -8,8 +8,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
-
 from dcop.cli.app import app
 from dcop.errors import DcopError
 
@@ -17,6 +15,7 @@ from dcop.errors import DcopError
 COMMAND_MODULES = (
     "dcop.cli.solve",
     "dcop.cli.generate",
+    "dcop.cli.deploy",
 )
 
 for _module in COMMAND_MODULES:
@@ -26,17 +25,13 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     """Console-script entry point."""
     try:
-        code = app(standalone_mode=False)
+        app()  # standalone: typer reports usage errors itself (exit 2)
     except DcopError as exc:
         print(f"dcop: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except click.ClickException as exc:  # usage errors: click's own one-line message
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         print("dcop: interrupted", file=sys.stderr)
         sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main"]

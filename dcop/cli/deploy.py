@@ -1,0 +1,154 @@
+"""``dcop deploy compose|hosts`` and ``dcop keys generate``: write deployments, provision keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dcop.cli.app import app
+from dcop.cli.common import InputFile
+from dcop.errors import InputError
+
+deploy_app = typer.Typer(help="Write Docker deployments (one machine, several hosts, Swarm).")
+app.add_typer(deploy_app, name="deploy")
+keys_app = typer.Typer(help="CurveZMQ key pairs for secure runs.")
+app.add_typer(keys_app, name="keys")
+
+OutDir = Annotated[Path, typer.Option("--output", "-o", help="Directory to write.")]
+ImageOption = Annotated[str, typer.Option("--image", help="Docker image of dcop.")]
+AlgoOption = Annotated[str, typer.Option("--algo", help="dpop | adpop")]
+ZOption = Annotated[int | None, typer.Option("--z", help="Mini-bucket size for adpop.")]
+TimeoutOption = Annotated[
+    float, typer.Option("--timeout", help="Seconds allowed for the whole run.")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Write into a non-empty output directory.")
+]
+LogOption = Annotated[
+    str, typer.Option("--log-level", help="DEBUG | INFO | WARNING | ERROR (agents, coordinator).")
+]
+
+
+def _algo(algo: str) -> str:
+    if algo not in ("dpop", "adpop"):
+        raise InputError(f"unknown algorithm {algo!r}; use dpop or adpop")
+    return algo
+
+
+@deploy_app.command("compose")
+def compose_command(
+    problem: InputFile,
+    output: OutDir,
+    gpu: Annotated[bool, typer.Option("--gpu", help="One GPU per agent (NVIDIA runtime).")] = False,
+    gpus: Annotated[
+        int, typer.Option("--gpus", help="With --gpu: spread agents over this many GPUs.")
+    ] = 1,
+    image: ImageOption = "dcop:latest",
+    secure: Annotated[
+        bool, typer.Option("--secure", help="CurveZMQ on every socket (keys in DIR/keys).")
+    ] = False,
+    algo: AlgoOption = "dpop",
+    z: ZOption = None,
+    timeout: TimeoutOption = 300.0,
+    log_level: LogOption = "WARNING",
+    force: ForceOption = False,
+) -> None:
+    """One machine: docker-compose.yml with a coordinator and one container per agent."""
+    from dcop.deploy.compose import ComposeOptions, write_compose
+
+    options = ComposeOptions(
+        image=image,
+        gpu=gpu,
+        gpus=gpus,
+        secure=secure,
+        algo=_algo(algo),
+        z=z,
+        timeout_s=timeout,
+        log_level=log_level,
+    )
+    peers = write_compose(problem, output, options, force=force)
+    typer.echo(
+        f"wrote {output}/docker-compose.yml ({len(peers.agents)} agents + coordinator"
+        f"{', CURVE' if secure else ''}{', GPU' if gpu else ''}) and {output}/stack.yml\n"
+        f"run: cd {output} && docker-compose up --abort-on-container-exit"
+        f"  (result: {output}/results/result.json)"
+    )
+
+
+@deploy_app.command("hosts")
+def hosts_command(
+    problem: InputFile,
+    hosts: Annotated[
+        str, typer.Option("--hosts", help="Comma-separated host names or addresses.")
+    ],
+    output: OutDir,
+    coordinator_host: Annotated[
+        str | None,
+        typer.Option("--coordinator-host", help="Host of the coordinator (default: the first)."),
+    ] = None,
+    coordinator_port: Annotated[
+        int, typer.Option("--coordinator-port", help="The coordinator's port.")
+    ] = 7000,
+    base_port: Annotated[
+        int, typer.Option("--base-port", help="Agent i listens on base-port + i.")
+    ] = 7001,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="No CurveZMQ (plain TCP between hosts).")
+    ] = False,
+    image: ImageOption = "dcop:latest",
+    gpu: Annotated[bool, typer.Option("--gpu", help="One GPU per agent container.")] = False,
+    algo: AlgoOption = "dpop",
+    z: ZOption = None,
+    timeout: TimeoutOption = 600.0,
+    log_level: LogOption = "WARNING",
+    force: ForceOption = False,
+) -> None:
+    """Several hosts: one compose directory per host plus the coordinator's, CURVE by default."""
+    from dcop.deploy.hosts import HostsOptions, write_hosts
+
+    names = tuple(h.strip() for h in hosts.split(",") if h.strip())
+    options = HostsOptions(
+        hosts=names,
+        coordinator_host=coordinator_host,
+        coordinator_port=coordinator_port,
+        base_port=base_port,
+        secure=not insecure,
+        image=image,
+        gpu=gpu,
+        algo=_algo(algo),
+        z=z,
+        timeout_s=timeout,
+        log_level=log_level,
+    )
+    peers = write_hosts(problem, output, options, force=force)
+    typer.echo(
+        f"wrote {output}: {len(peers.agents)} agents on {len(names)} hosts"
+        f"{' (CURVE)' if not insecure else ' (no encryption)'}; copy {output}/<host> to each "
+        f"host and run docker-compose up there, then {output}/coordinator on "
+        f"{coordinator_host or names[0]}"
+    )
+
+
+@keys_app.command("generate")
+def keys_generate_command(
+    directory: Annotated[Path, typer.Argument(help="Directory for the key files.")],
+    agents: Annotated[int, typer.Option("--agents", help="Number of agents (ids 0..N-1).")],
+    peers: Annotated[
+        Path | None,
+        typer.Option(
+            "--peers", dir_okay=False, help="Write the public keys into this peers.json."
+        ),
+    ] = None,
+) -> None:
+    """Key pairs for the coordinator and agents 0..N-1 (pyzmq certificate files)."""
+    from dcop.deploy.keys import add_public_keys, generate
+
+    if agents < 1:
+        raise InputError(f"--agents must be at least 1, not {agents}")
+    publics = generate(directory, agents)
+    typer.echo(f"wrote {agents + 1} key pairs to {directory} (secret files are mode 0600)")
+    if peers is not None:
+        add_public_keys(peers, publics)
+        typer.echo(f"added the public keys to {peers}")

@@ -1,0 +1,70 @@
+"""``dcop generate random|scalefree|grid``: the paper's instances, written in any writable format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dcop.cli.app import app
+from dcop.cli.common import FormatOption
+from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.io import write_problem
+from dcop.model import Problem
+
+generate_app = typer.Typer(help="Generate the paper's random, scale-free and grid networks.")
+app.add_typer(generate_app, name="generate")
+
+NOption = Annotated[int, typer.Option("--n", help="Number of variables.")]
+DOption = Annotated[int, typer.Option("--d", help="Domain size.")]
+P2Option = Annotated[float, typer.Option("--p2", help="Tightness: share of +inf entries.")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Random seed.")]
+OutOption = Annotated[
+    Path, typer.Option("--output", "-o", help="Output file (.wcsp, .yaml, .xml, .uai).")
+]
+
+
+def _write(problem: Problem, output: Path, fmt: str | None) -> None:
+    write_problem(problem, output, fmt)
+    typer.echo(f"wrote {output} ({problem.n} variables, {len(problem.tables)} tables)")
+
+
+@generate_app.command("random")
+def random_command(
+    output: OutOption,
+    n: NOption = 10,
+    d: DOption = 10,
+    p1: Annotated[float, typer.Option("--p1", help="Graph density.")] = 0.3,
+    p2: P2Option = 0.5,
+    seed: SeedOption = 0,
+    fmt: FormatOption = None,
+) -> None:
+    """Random network: floor(p1 n (n-1) / 2) edges, connected."""
+    _write(random_network(n, d, p1, p2, seed), output, fmt)
+
+
+@generate_app.command("scalefree")
+def scalefree_command(
+    output: OutOption,
+    n: NOption = 10,
+    d: DOption = 10,
+    p2: P2Option = 0.5,
+    seed: SeedOption = 0,
+    fmt: FormatOption = None,
+) -> None:
+    """Scale-free network (Barabási–Albert, two edges per new node)."""
+    _write(scale_free_network(n, d, p2, seed), output, fmt)
+
+
+@generate_app.command("grid")
+def grid_command(
+    output: OutOption,
+    n: NOption = 100,
+    d: DOption = 10,
+    p2: P2Option = 0.5,
+    seed: SeedOption = 0,
+    fmt: FormatOption = None,
+) -> None:
+    """Grid network (n must be a square: side x side)."""
+    _write(grid_network(n, d, p2, seed), output, fmt)
