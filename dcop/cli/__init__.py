@@ -15,6 +15,7 @@ from dcop.errors import DcopError
 COMMAND_MODULES = (
     "dcop.cli.solve",
     "dcop.cli.generate",
+    "dcop.cli.distributed",
     "dcop.cli.deploy",
 )
 

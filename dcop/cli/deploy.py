@@ -80,9 +80,7 @@ def compose_command(
 @deploy_app.command("hosts")
 def hosts_command(
     problem: InputFile,
-    hosts: Annotated[
-        str, typer.Option("--hosts", help="Comma-separated host names or addresses.")
-    ],
+    hosts: Annotated[str, typer.Option("--hosts", help="Comma-separated host names or addresses.")],
     output: OutDir,
     coordinator_host: Annotated[
         str | None,
@@ -137,9 +135,7 @@ def keys_generate_command(
     agents: Annotated[int, typer.Option("--agents", help="Number of agents (ids 0..N-1).")],
     peers: Annotated[
         Path | None,
-        typer.Option(
-            "--peers", dir_okay=False, help="Write the public keys into this peers.json."
-        ),
+        typer.Option("--peers", dir_okay=False, help="Write the public keys into this peers.json."),
     ] = None,
 ) -> None:
     """Key pairs for the coordinator and agents 0..N-1 (pyzmq certificate files)."""

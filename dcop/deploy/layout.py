@@ -1,0 +1,164 @@
+"""What every deployment shares: agent ids and service names, peers.json, copying the problem.
+
+Agent ids are the positions of the variables in the Problem (0..n-1, in the file's order), the
+same numbering ``dcop run`` uses; neighbours come from the primal graph.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dcop.errors import InputError
+from dcop.model import Problem
+from dcop.protocol.constants import COORDINATOR_ID
+from dcop.protocol.peers import AgentEntry, Peers
+
+#: The coordinator's compose service (and DNS name inside a compose network).
+COORDINATOR_SERVICE = "coordinator"
+#: Where a container finds peers.json and the problem (read-only), its keys, its results.
+CONFIG_DIR = "/config"
+KEYS_DIR = "/keys"
+RESULTS_DIR = "/results"
+#: Name of the result file the coordinator writes into RESULTS_DIR.
+RESULT_FILE = "result.json"
+
+_DNS_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
+
+
+def agent_service(agent_id: int) -> str:
+    """Compose service (and DNS) name of an agent."""
+    return f"agent-{agent_id}"
+
+
+def check_host(host: str) -> str:
+    """A host name or IP address usable in a ``tcp://host:port`` endpoint."""
+    if ":" in host:
+        if not _IPV6.match(host):
+            raise InputError(f"not a host name or address: {host!r}")
+        return f"[{host}]"
+    if not host or len(host) > 253 or not all(_DNS_LABEL.match(p) for p in host.split(".")):
+        raise InputError(f"not a host name or address: {host!r}")
+    return host
+
+
+def check_port(port: int, what: str) -> int:
+    if not 1 <= port <= 65535:
+        raise InputError(f"{what} {port} is out of range 1..65535")
+    return port
+
+
+def variable_graph(problem: Problem) -> list[tuple[int, str, tuple[int, ...]]]:
+    """``(id, variable, neighbour ids)`` for every variable, ids in the Problem's order."""
+    names = list(problem.variables)
+    index = {name: i for i, name in enumerate(names)}
+    adjacency = problem.neighbours()
+    return [
+        (i, name, tuple(sorted(index[m] for m in adjacency[name]))) for i, name in enumerate(names)
+    ]
+
+
+def deployment_peers(
+    problem: Problem,
+    problem_ref: str,
+    coordinator: str,
+    endpoint: Callable[[int], str],
+    public_keys: Mapping[int, str] | None = None,
+) -> Peers:
+    """peers.json for ``problem``: agent ``i`` listens at ``endpoint(i)``; with ``public_keys``
+    (by id, ``COORDINATOR_ID`` for the coordinator) every process is known by its CURVE key."""
+    keys = public_keys or {}
+    agents = tuple(
+        AgentEntry(i, name, endpoint(i), neighbours, keys.get(i))
+        for i, name, neighbours in variable_graph(problem)
+    )
+    return Peers(problem_ref, coordinator, agents, keys.get(COORDINATOR_ID))
+
+
+def copy_problem(source: Path, config_dir: Path) -> str:
+    """Copy the problem file (and its ``.evid`` file, if any) into ``config_dir``; return the
+    file's name there."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, config_dir / source.name)
+    evidence = source.with_name(source.name + ".evid")
+    if not evidence.exists():
+        evidence = source.with_suffix(".evid")
+    if evidence.exists() and evidence != source:
+        shutil.copyfile(evidence, config_dir / evidence.name)
+    return source.name
+
+
+def default_user() -> str:
+    """``uid:gid`` the containers run as: the generating user's, so that they can read the keys
+    (mode 0600) and write the results; ``DCOP_USER`` overrides it when the compose runs."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+class _ComposeDumper(yaml.SafeDumper):
+    """Block style for mappings, one-line lists of scalars (commands, volumes), no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(isinstance(x, (str, int, float)) for x in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_ComposeDumper.add_representer(list, _represent_list)
+
+
+def write_yaml(path: Path, data: Mapping[str, Any], header: str) -> None:
+    """Write a compose/stack file: a comment header, then block-style YAML in insertion order."""
+    body = yaml.dump(
+        dict(data), Dumper=_ComposeDumper, sort_keys=False, default_flow_style=False, width=100
+    )
+    path.write_text(header + body)
+
+
+def healthcheck(port: int) -> dict[str, Any]:
+    """A compose health check that the process listens on ``port`` (no connection is made)."""
+    return {
+        "test": ["CMD", "python3", "-m", "dcop.deploy.health", str(port)],
+        "interval": "2s",
+        "timeout": "5s",
+        "retries": 15,
+        "start_period": "5s",
+    }
+
+
+def prepare_dir(out: Path, force: bool) -> None:
+    """Create the output directory; refuse to mix a new deployment into an old one."""
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a directory", str(out))
+    if out.exists() and any(out.iterdir()) and not force:
+        raise InputError("output directory is not empty (use --force to overwrite)", str(out))
+    out.mkdir(parents=True, exist_ok=True)
+
+
+__all__ = [
+    "CONFIG_DIR",
+    "COORDINATOR_ID",
+    "COORDINATOR_SERVICE",
+    "KEYS_DIR",
+    "RESULTS_DIR",
+    "RESULT_FILE",
+    "agent_service",
+    "check_host",
+    "check_port",
+    "copy_problem",
+    "default_user",
+    "deployment_peers",
+    "healthcheck",
+    "prepare_dir",
+    "variable_graph",
+    "write_yaml",
+]
