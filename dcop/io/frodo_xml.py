@@ -23,9 +23,9 @@ Write: the layout of FRODO 2.18.1's own generators (the files in ``instances/fro
 per variable (``a_<var>``, or the variables' own agents when they are all set and distinct),
 integer domains (the labels when they are all integers, else value indices 0..d-1), one soft
 relation per table (default = the most frequent cost) and one constraint referencing it;
-``maximize="true"`` with utilities when ``Problem.sign == -1``. A constant is added to the first
-table. FRODO's default cost type is integer: non-integer costs are written exactly but need
-FRODO's real-valued configuration.
+``maximize="true"`` with utilities when ``Problem.sign == -1``. A non-zero constant becomes a
+unary relation on the first variable with that cost everywhere. FRODO's default cost type is
+integer: non-integer costs are written exactly but need FRODO's real-valued configuration.
 """
 
 from __future__ import annotations
@@ -486,13 +486,10 @@ def write_xml(problem: Problem, path: str | Path) -> None:
         if not s:
             constant += float(c[()])
     if constant != 0:
-        if scoped:
-            scoped[0] = (scoped[0][0], scoped[0][1] + constant)
-        elif names:
-            size = problem.variables[names[0]].size
-            scoped.append(((names[0],), np.full((size,), constant)))
-        else:
+        if not names:
             raise ModelError("FRODO XML cannot hold a constant cost without variables")
+        size = problem.variables[names[0]].size
+        scoped.append(((names[0],), np.full((size,), constant)))
     sign = problem.sign
 
     out: list[str] = ['<?xml version="1.0" encoding="UTF-8"?>']

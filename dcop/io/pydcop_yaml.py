@@ -202,11 +202,15 @@ def _domain_values(spec: Any, name: str, file: str, line: int | None) -> tuple[o
 
 
 def _label_index(var: Variable, token: object) -> int | None:
-    text = str(token)
+    return _label_map(var).get(str(token))
+
+
+def _label_map(var: Variable) -> dict[str, int]:
+    """Label text -> value index (labels are compared as text, as pyDCOP does)."""
+    found: dict[str, int] = {}
     for i, v in enumerate(var.values):
-        if str(v) == text:
-            return i
-    return None
+        found.setdefault(str(v), i)
+    return found
 
 
 def _cost(value: Any, what: str, file: str, line: int | None) -> float:
@@ -414,6 +418,7 @@ def _extensional(
     )
     shape = tuple(var.size for var in scope)
     budget.claim(shape, line, f"constraint {name!r}")
+    label_maps = [_label_map(var) for var in scope]
     default = None
     if spec.get("default") is not None:
         default = _cost(
@@ -450,8 +455,8 @@ def _extensional(
                     tline,
                 )
             index = []
-            for var, tok in zip(scope, tokens, strict=True):
-                i = _label_index(var, tok)
+            for var, labels, tok in zip(scope, label_maps, tokens, strict=True):
+                i = labels.get(tok)
                 if i is None:
                     raise InputError(
                         f"constraint {name!r}: {tok!r} is not a value of variable {var.name!r}",
@@ -585,7 +590,8 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
         doc["distribution_hints"] = {
             "must_host": {a: [v for v, o in owners.items() if o == a] for a in agents}
         }
-    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
+    dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=100)
     Path(path).write_text(text, encoding="utf-8")
 
 

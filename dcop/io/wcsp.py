@@ -175,7 +175,12 @@ def read_wcsp(path: str | Path) -> Problem:
                         f"in the domain 0..{shape[c] - 1} of variable {scope[c]}",
                         start + r * (k + 1) + c,
                     )
-                costs[tuple(index.astype(np.int64).T)] = rows[:, k]
+                if k == 0:
+                    costs[()] = rows[-1, 0]  # a constant: its (last) listed cost
+                else:
+                    costs[tuple(index.astype(np.int64).T)] = rows[:, k]
+        if np.isneginf(costs).any() or np.isneginf(default):
+            raise tk.error(f"cost function {f} holds a cost of -inf", head)
         costs[costs >= top] = np.inf
         if arity < 0:
             shared.append(costs.copy())
