@@ -467,9 +467,9 @@ def _extensional(
             costs[tuple(index)] = cost
     if default is None and np.isnan(costs).any():
         missing = tuple(int(i) for i in np.argwhere(np.isnan(costs))[0])
-        labels = " ".join(str(var.values[i]) for var, i in zip(scope, missing, strict=True))
+        shown = " ".join(str(var.values[i]) for var, i in zip(scope, missing, strict=True))
         raise InputError(
-            f"constraint {name!r}: tuple '{labels}' has no cost and no default is given",
+            f"constraint {name!r}: tuple '{shown}' has no cost and no default is given",
             file,
             line,
         )
