@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
@@ -148,6 +149,7 @@ class Agent:
         self.dfs_done = False
         # UTIL / VALUE
         self.utils: dict[int, list[Table]] = {}
+        self.scalars = 0.0
         self.bucket: list[Table] = []
         self.util_sent = False
         self.bound: float | None = None
@@ -290,9 +292,11 @@ class Agent:
             case Util():
                 if env.sender not in self.children or env.sender in self.utils:
                     raise ProtocolError(f"UTIL from {env.sender}, which is not a waiting child")
+                # scalars (scope ()) stay host floats: they only add to the bound
                 self.utils[env.sender] = [
-                    self.backend.table(t.scope, t.to_array()) for t in body.tables
+                    self.backend.table(t.scope, t.to_array()) for t in body.tables if t.scope
                 ]
+                self.scalars += sum(float(t.to_array()) for t in body.tables if not t.scope)
             case Value():
                 if env.sender != self.parent or self.assignment is not None:
                     raise ProtocolError(f"VALUE from {env.sender}, which is not my waiting parent")
@@ -428,7 +432,9 @@ class Agent:
         groups = partition_minibuckets(self.bucket, z) if self.bucket else []
         out = [self.backend.join_eliminate(g, self.var, "min") for g in groups]
         tables = [t for t in out + passing if t.scope]
-        scalar = sum(float(self.backend.to_numpy(t.data)) for t in out + passing if not t.scope)
+        scalar = self.scalars + sum(
+            float(self.backend.to_numpy(t.data)) for t in out + passing if not t.scope
+        )
         self.backend.synchronize()
         if self.parent is None:
             if tables:
@@ -436,9 +442,9 @@ class Agent:
             self.bound = scalar
             self._charge(t0)
             return
-        if scalar != 0.0 or not tables:
-            tables.append(self.backend.table((), scalar))
         wire = tuple(WireTable.from_array(t.scope, self.backend.to_numpy(t.data)) for t in tables)
+        if scalar != 0.0 or not wire:
+            wire = (*wire, WireTable.from_array((), np.float64(scalar)))
         self.separator = tuple(sorted({v for t in wire for v in t.scope}))
         self._charge(t0)
         frame_len = self._send(self.parent, Util(wire, self.clock))

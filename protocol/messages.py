@@ -160,7 +160,7 @@ class WireTable:
         """Pack a host array (float64 unless it already is float32)."""
         arr = np.asarray(array)
         dtype = "<f4" if arr.dtype == np.float32 else "<f8"
-        arr = np.ascontiguousarray(arr, dtype=dtype)
+        arr = np.asarray(arr, dtype=dtype, order="C")  # (ascontiguousarray would make 0-d 1-d)
         return WireTable(tuple(scope), tuple(int(s) for s in arr.shape), dtype, arr.tobytes())
 
     def to_array(self) -> npt.NDArray[Any]:

@@ -1,0 +1,62 @@
+"""In-process runs: every agent in a thread on an InProcHub, the real Coordinator, no sockets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from dcop.agents import Agent, AgentConfig
+from dcop.coordinator import Coordinator, make_peers
+from dcop.protocol import COORDINATOR_ID, InProcHub
+
+from dcop.backend import get_backend
+from dcop.model import Problem
+
+RunFn = Callable[..., dict[str, Any]]
+
+
+def run_in_process(
+    problem: Problem,
+    algo: str = "dpop",
+    z: int | None = None,
+    timeout: float = 30.0,
+    **agent_kw: Any,
+) -> dict[str, Any]:
+    """Solve ``problem`` with one agent thread per variable; return the coordinator's result."""
+    peers = make_peers(problem, ports=list(range(20000, 20001 + problem.n)))
+    hub = InProcHub()
+    coord_transport = hub.transport(COORDINATOR_ID)
+    table = peers.by_id()
+    agents = []
+    for a in peers.agents:
+        config = AgentConfig(
+            a.id,
+            a.variable,
+            {n: table[n].variable for n in a.neighbours},
+            timeout_s=timeout + 5,
+            **agent_kw,
+        )
+        agents.append(Agent(config, hub.transport(a.id), get_backend("numpy")))
+    codes: dict[int, int] = {}
+    threads = [
+        threading.Thread(target=lambda ag=ag: codes.__setitem__(ag.me, ag.run()), daemon=True)
+        for ag in agents
+    ]
+    for t in threads:
+        t.start()
+    try:
+        result = Coordinator(problem, peers, coord_transport, algo=algo, z=z, timeout=timeout).run()
+    finally:
+        for t in threads:
+            t.join(timeout + 10)
+    assert all(not t.is_alive() for t in threads)
+    assert codes == dict.fromkeys(codes, 0)
+    result["agent_objects"] = agents
+    return result
+
+
+@pytest.fixture(scope="session")
+def run_inproc() -> RunFn:
+    return run_in_process

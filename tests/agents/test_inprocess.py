@@ -1,0 +1,96 @@
+"""The whole protocol in one process (agent threads, in-process transport): DPOP equals BE and brute
+force, ADPOP brackets the optimum, the DFS builds the centralized pseudo-tree, counts match theory."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.inference import solve_be, solve_mbe
+from dcop.ordering import dfs_pseudo_tree
+from tests.conftest import brute_force, random_problem
+
+
+def _same(a: float | None, b: float) -> bool:
+    if a is None:
+        return math.isinf(b)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6))
+def test_dpop_equals_brute_force_on_random_mixed_arity(run_inproc, seed: int) -> None:
+    """Mixed arities (0..3), +inf entries, constants, isolated variables (forests)."""
+    problem = random_problem(seed, n=6, n_tables=7)
+    result = run_inproc(problem)
+    assert _same(result["cost"], brute_force(problem))
+    if result["feasible"]:
+        assert result["bound_matches_cost"]
+    checks = result["metrics"]["checks"]
+    assert checks["util_messages_match"] and checks["value_messages_match"]
+    assert checks["token_messages_match"] and checks["util_entries_match"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: random_network(16, 4, 0.25, 0.3, seed=3),
+        lambda: scale_free_network(16, 3, 0.3, seed=4),
+        lambda: grid_network(16, 3, 0.3, seed=5),
+        lambda: random_network(30, 3, 0.1, 0.2, seed=6),
+    ],
+    ids=["random16", "scalefree16", "grid16", "random30"],
+)
+def test_dpop_equals_be_and_tree_equals_centralized(run_inproc, make) -> None:
+    problem = make()
+    result = run_inproc(problem)
+    be = solve_be(problem)
+    assert _same(result["cost"], be.upper_bound)
+    tree = dfs_pseudo_tree(problem.neighbours())
+    assert result["roots"] == tree.roots
+    seps = tree.separators()
+    for var, info in result["agents"].items():
+        assert info["parent"] == tree.parent[var]
+        assert info["children"] == tree.children[var]
+        assert sorted(info["pseudo_parents"]) == sorted(tree.pseudo_parents[var])
+        if tree.parent[var] is not None:
+            assert sorted(info["separator"]) == sorted(seps[var])
+            sizes = problem.domain_sizes()
+            assert info["util_entries"] == math.prod(sizes[v] for v in seps[var])
+    n = problem.n
+    messages = result["metrics"]["messages"]
+    assert messages["util"] == n - len(tree.roots) == messages["value"]
+
+
+@pytest.mark.parametrize("z", [1, 2, 3])
+def test_adpop_bounds_bracket_the_optimum(run_inproc, z: int) -> None:
+    problem = random_network(14, 3, 0.35, 0.0, seed=11)  # no +inf: finite upper bounds
+    opt = solve_be(problem).upper_bound
+    result = run_inproc(problem, "adpop", z=z)
+    assert result["lower_bound"] <= opt + 1e-9 <= result["upper_bound"] + 2e-9
+    assert result["upper_bound"] == pytest.approx(problem.evaluate(result["assignment"]))
+    # ADPOP along the DFS pseudo-tree is MBE along its elimination order
+    mbe = solve_mbe(problem, z, ordering="pseudotree")
+    assert result["lower_bound"] == pytest.approx(mbe.lower_bound)
+    sizes = problem.domain_sizes()
+    for info in result["agents"].values():
+        assert info["util_entries"] <= info["util_tables"] * max(sizes.values()) ** max(z, 1)
+
+
+def test_adpop_with_large_z_is_exact(run_inproc) -> None:
+    problem = scale_free_network(12, 3, 0.2, seed=2)
+    result = run_inproc(problem, "adpop", z=20)
+    assert _same(result["lower_bound"], solve_be(problem).upper_bound)
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+
+
+def test_logical_clocks_and_compute_are_recorded(run_inproc) -> None:
+    result = run_inproc(random_network(10, 3, 0.3, 0.2, seed=1))
+    m = result["metrics"]
+    assert m["simulated_runtime_s"] > 0
+    assert m["simulated_runtime_s"] <= m["compute_s_total"] + 1e-9
+    assert m["largest_util_bytes"] > 8 * m["largest_util_entries"] - 1

@@ -1,0 +1,252 @@
+"""The codec: round trips of every message type, and every kind of bad frame -> ProtocolError."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import numpy as np
+import pytest
+from dcop.protocol import (
+    COORDINATOR_ID,
+    PROTOCOL_VERSION,
+    AgentMetrics,
+    Degree,
+    Error,
+    Heartbeat,
+    Hello,
+    Ready,
+    Result,
+    Setup,
+    Start,
+    Stop,
+    Token,
+    Util,
+    Value,
+    WireTable,
+    decode,
+    encode,
+)
+from dcop.protocol.peers import parse_peers
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcop.errors import ProtocolError
+
+TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
+MESSAGES = [
+    Hello("x1", 1234, "host"),
+    Setup("x1", 3, (TABLE,)),
+    Ready(2),
+    Start("adpop", 3, True),
+    Degree(4, 0.5),
+    Token("child", (0, 3), (0, 3, 5), 0.25),
+    Token("back", (), (1, 2), 0.0),
+    Util((TABLE, WireTable.from_array((), np.float64(7.0))), 1.0),
+    Value((("x1", 2), ("x2", 0)), 2.0),
+    Result(
+        1,
+        12.0,
+        None,
+        (2, 3),
+        (),
+        ("x1",),
+        AgentMetrics({"util": 1}, {"util": 99}, {}, {}, 0.1, 0.2, 99, 6, 1, 0),
+    ),
+    Result(0, None, 4, (), (1,), (), AgentMetrics()),
+    Error("boom", 3),
+    Stop("done"),
+    Heartbeat(),
+]
+
+
+def _frame(**over: object) -> bytes:
+    raw = {"v": PROTOCOL_VERSION, "t": "ready", "s": 1, "r": COORDINATOR_ID, "p": {"degree": 2}}
+    raw.update(over)
+    return msgpack.packb(raw, use_bin_type=True)
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_round_trip(message: object) -> None:
+    env = decode(encode(3, COORDINATOR_ID, message))  # type: ignore[arg-type]
+    assert env.sender == 3 and env.receiver == COORDINATOR_ID
+    assert type(env.body) is type(message)
+    if isinstance(message, Setup | Util):
+        for a, b in zip(message.tables, env.body.tables, strict=True):  # type: ignore[union-attr]
+            assert a.scope == b.scope and a.shape == b.shape
+            np.testing.assert_array_equal(a.to_array(), b.to_array())
+    else:
+        assert env.body == message
+
+
+def test_table_bytes_are_raw_and_float32_kept() -> None:
+    t = WireTable.from_array(("a",), np.arange(4, dtype=np.float32))
+    assert t.dtype == "<f4" and len(t.data) == 16
+    back = decode(encode(0, 1, Util((t,), 0.0))).body
+    assert back.tables[0].to_array().dtype == np.float32  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (b"\xc1garbage", "malformed"),
+        (msgpack.packb([1, 2, 3]), "a map is expected"),
+        (_frame(v=99), "wrong protocol version"),
+        (_frame(v="1"), "no protocol version"),
+        (_frame(t="nope"), "unknown message type"),
+        (_frame(s=True), "sender id"),
+        (_frame(s=-7), "sender id"),
+        (_frame(p={"degree": -1}), "out of range"),
+        (_frame(p={"degree": 1.5}), "must be an integer"),
+        (_frame(p={}), "missing field"),
+        (_frame(p=[1]), "payload must be a map"),
+        (_frame(extra=1), "unexpected keys"),
+        (
+            _frame(t="token", p={"kind": "sideways", "path": [], "visited": [], "clock": 0.0}),
+            "not one of",
+        ),
+        (_frame(t="degree", p={"degree": 1, "clock": math.nan}), "finite"),
+        (
+            _frame(
+                t="util",
+                p={
+                    "tables": [{"scope": ["a"], "shape": [3], "dtype": "<f8", "data": b"\0" * 8}],
+                    "clock": 0.0,
+                },
+            ),
+            "bytes",
+        ),
+        (
+            _frame(
+                t="util",
+                p={
+                    "tables": [
+                        {"scope": ["a", "a"], "shape": [1, 1], "dtype": "<f8", "data": b"\0" * 8}
+                    ],
+                    "clock": 0.0,
+                },
+            ),
+            "repeats",
+        ),
+        (
+            _frame(
+                t="util",
+                p={
+                    "tables": [{"scope": ["a"], "shape": [1], "dtype": "|O", "data": b"\0" * 8}],
+                    "clock": 0.0,
+                },
+            ),
+            "not one of",
+        ),
+        (
+            _frame(
+                t="util",
+                p={
+                    "tables": [{"scope": ["a"], "shape": [10**9], "dtype": "<f8", "data": b""}],
+                    "clock": 0.0,
+                },
+            ),
+            "shape",
+        ),
+        (_frame(t="value", p={"values": {"x": -1}, "clock": 0.0}), "domain index"),
+        (
+            msgpack.packb(
+                {
+                    "v": 1,
+                    "t": "ready",
+                    "s": 1,
+                    "r": -1,
+                    "p": {"degree": 1},
+                    "x": msgpack.ExtType(1, b"a"),
+                }
+            ),
+            "malformed",
+        ),
+    ],
+)
+def test_rejected_with_reason(frame: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        decode(frame)
+
+
+def test_oversized_unknown_sender_and_receiver() -> None:
+    frame = encode(1, COORDINATOR_ID, Ready(1))
+    with pytest.raises(ProtocolError, match="oversized"):
+        decode(frame, max_bytes=len(frame) - 1)
+    with pytest.raises(ProtocolError, match="unknown sender 1"):
+        decode(frame, known_senders={2, 3})
+    with pytest.raises(ProtocolError, match="delivered to 5"):
+        decode(frame, receiver=5)
+    nan_table = {"scope": ["a"], "shape": [1], "dtype": "<f8", "data": np.array([np.nan]).tobytes()}
+    with pytest.raises(ProtocolError, match="NaN"):
+        decode(_frame(t="util", p={"tables": [nan_table], "clock": 0.0}))
+
+
+@settings(max_examples=300, deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=512))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    try:
+        decode(data)
+    except ProtocolError:
+        pass
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=16),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(MESSAGES), st.data())
+def test_fuzz_mutated_frames(message: object, data: st.DataObject) -> None:
+    """Valid frames with one field replaced by arbitrary msgpack, or bytes flipped/cut: the
+    decoder returns a message or raises ProtocolError, nothing else."""
+    frame = bytearray(encode(1, 2, message))  # type: ignore[arg-type]
+    how = data.draw(st.sampled_from(["flip", "cut", "field"]))
+    if how == "flip" and frame:
+        for _ in range(data.draw(st.integers(1, 4))):
+            i = data.draw(st.integers(0, len(frame) - 1))
+            frame[i] = data.draw(st.integers(0, 255))
+    elif how == "cut":
+        frame = frame[: data.draw(st.integers(0, len(frame)))]
+    else:
+        raw = msgpack.unpackb(bytes(frame), raw=False)
+        payload = raw["p"]
+        target = raw if not payload or data.draw(st.booleans()) else payload
+        key = data.draw(st.sampled_from(sorted(target)))
+        target[key] = data.draw(_json)
+        frame = bytearray(msgpack.packb(raw, use_bin_type=True))
+    try:
+        env = decode(bytes(frame))
+    except ProtocolError:
+        return
+    assert env.body.TYPE in {m.TYPE for m in MESSAGES}
+
+
+def test_peers_validation_names_the_agent() -> None:
+    good = {
+        "version": 1,
+        "problem": "p",
+        "coordinator": "tcp://127.0.0.1:5000",
+        "agents": [
+            {"id": 0, "variable": "a", "endpoint": "tcp://127.0.0.1:5001", "neighbours": [1]},
+            {"id": 1, "variable": "b", "endpoint": "tcp://127.0.0.1:5002", "neighbours": [0]},
+        ],
+    }
+    peers = parse_peers(good)
+    assert peers.by_id()[1].variable == "b"
+    bad = {**good, "agents": [good["agents"][0], {**good["agents"][1], "neighbours": []}]}  # type: ignore[dict-item]
+    with pytest.raises(Exception, match="agent 0 lists 1 as neighbour but not the reverse"):
+        parse_peers(bad)
+    bad2 = {**good, "agents": [{**good["agents"][0], "endpoint": "http://x"}]}  # type: ignore[dict-item]
+    with pytest.raises(Exception, match="agent 0: endpoint"):
+        parse_peers(bad2)
