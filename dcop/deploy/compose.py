@@ -75,7 +75,9 @@ class ComposeOptions:
     coordinator_port: int = 4999
     #: Seconds the coordinator (and each agent) allows for the whole run.
     timeout_s: float = 300.0
-    #: Log level of the agents and the coordinator.
+    #: Seconds the coordinator waits for every agent's hello.
+    hello_timeout_s: float = 120.0
+    #: Log level of the agents.
     log_level: str = "WARNING"
 
 
@@ -89,8 +91,8 @@ def coordinator_command(
         "--problem", f"{CONFIG_DIR}/{problem}",
         "--algo", options.algo,
         "--timeout", f"{options.timeout_s:g}",
-        "--output", f"{results_dir}/{RESULT_FILE}",
-        "--log-level", options.log_level,
+        "--hello-timeout", f"{min(options.timeout_s, options.hello_timeout_s):g}",
+        "--json", f"{results_dir}/{RESULT_FILE}",
     ]  # fmt: skip
     if options.z is not None:
         cmd += ["--z", str(options.z)]

@@ -149,6 +149,8 @@ def write_hosts(
             algo=options.algo,
             z=options.z,
             timeout_s=options.timeout_s,
+            # Hosts are started by hand, one after another: wait as long as the run may take.
+            hello_timeout_s=options.timeout_s,
             log_level=options.log_level,
         )
         user = "${DCOP_USER:-" + default_user() + "}"
