@@ -8,6 +8,7 @@ a domain of 10**9 values) fails at once in bounded time and memory.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,8 +27,9 @@ MAX_TOTAL_ENTRIES = 1 << 28
 #: Most variables / functions a header may declare.
 MAX_VARIABLES = 1 << 24
 MAX_FUNCTIONS = 1 << 24
-#: Largest file read by the token formats (.wcsp, .uai) and by XML / YAML.
-MAX_TEXT_BYTES = 1 << 31
+#: Largest file read by the token formats (.wcsp, .uai: 256 MiB, about 100 bytes of memory per
+#: token while parsing), by XML (256 MiB) and by YAML (32 MiB: pure-Python tree building).
+MAX_TEXT_BYTES = 1 << 28
 MAX_XML_BYTES = 1 << 28
 MAX_YAML_BYTES = 1 << 25
 
@@ -97,7 +99,7 @@ class Tokens:
     def __init__(self, text: str, file: str) -> None:
         self.file = file
         toks: list[str] = []
-        lines: list[int] = []
+        lines = array("q")
         for number, line in enumerate(text.split("\n"), start=1):
             parts = line.split()
             if parts:
