@@ -1,0 +1,106 @@
+"""Real processes: one ``dcop-agent`` per variable over ZeroMQ on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dcop.coordinator import run_local
+
+from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.inference import solve_be
+from dcop.io import read_problem
+from tests.conftest import INSTANCES
+
+
+def _same(a: float | None, b: float) -> bool:
+    return math.isinf(b) if a is None else math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: random_network(10, 3, 0.3, 0.3, seed=1),
+        lambda: scale_free_network(10, 3, 0.3, seed=2),
+        lambda: grid_network(9, 3, 0.3, seed=3),
+    ],
+    ids=["random10", "scalefree10", "grid9"],
+)
+def test_dpop_processes_equal_be(make) -> None:
+    problem = make()
+    result = run_local(problem, "dpop", timeout=60)
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+    checks = result["metrics"]["checks"]
+    assert all(checks.values()), checks
+    assert set(result["processes"]["exit_codes"].values()) == {0}
+    pids = {a["pid"] for a in result["agents"].values()}
+    assert len(pids) == problem.n and os.getpid() not in pids  # one process per variable
+
+
+@pytest.mark.slow
+def test_dpop_30_agents_and_adpop() -> None:
+    problem = random_network(30, 3, 0.1, 0.0, seed=7)
+    opt = solve_be(problem).upper_bound
+    result = run_local(problem, "dpop", timeout=120)
+    assert _same(result["cost"], opt)
+    assert result["metrics"]["messages"]["util"] == 29 == result["metrics"]["messages"]["value"]
+    approx = run_local(problem, "adpop", z=2, timeout=120)
+    assert approx["lower_bound"] <= opt + 1e-9 <= approx["upper_bound"] + 1e-9
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["frodo/graph_coloring_14.xml", "pydcop/rb_n10_d5_p0.3_s1.yaml", "base2.wcsp", "queens4.wcsp"],
+)
+def test_reference_instances_agents_read_the_file(name: str) -> None:
+    path = INSTANCES / name
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    problem = read_problem(str(path))
+    result = run_local(problem, "dpop", timeout=60, problem_file=path)
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+    assert result["bound_matches_cost"]
+
+
+def test_cli_run_writes_json(tmp_path: Path) -> None:
+    problem_file = tmp_path / "p.wcsp"
+    from dcop.io import write_problem
+
+    problem = random_network(8, 3, 0.4, 0.2, seed=5)
+    write_problem(problem, str(problem_file))
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dcop",
+            "run",
+            str(problem_file),
+            "--algo",
+            "adpop",
+            "--z",
+            "2",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    opt = solve_be(read_problem(str(problem_file))).upper_bound
+    assert data["lower_bound"] <= opt + 1e-9
+    assert "messages on the wire" in proc.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "dcop", "run", str(problem_file), "--algo", "adpop"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--z" in bad.stderr
