@@ -68,6 +68,7 @@ MAX_YAML_EVENTS = 2_000_000
 MAX_INTENTION_ENTRIES = 1 << 21
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
 
 
 class YMap(dict[Any, Any]):
@@ -124,6 +125,8 @@ def _convert(node: yaml.Node, constructor: Any, file: str) -> Any:
     try:
         if isinstance(node, yaml.ScalarNode):
             return constructor.construct_object(node, deep=True)
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
+            raise InputError(f"invalid YAML: tag {node.tag[:60]!r} is not allowed", file, line)
         if isinstance(node, yaml.SequenceNode):
             seq = YSeq(_convert(item, constructor, file) for item in node.value)
             seq.line = line
