@@ -1,0 +1,465 @@
+"""``dpop-vs-pydcop`` and ``dpop-vs-frodo``: dcop's DPOP over real agent processes beside pyDCOP's
+and FRODO's DPOP on the same instances (each written in the other tool's own format by dcop's
+writers), with dcop's centralized BE as the reference optimum.
+
+Every assignment (dcop's, pyDCOP's, FRODO's) is re-evaluated on dcop's Problem read back from the
+very file the tool solved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from compare.context import INSTANCES, Context
+from compare.external import run_frodo, run_pydcop
+from compare.instances import finite_version, max_discsp, random_dcop, write
+from compare.report import (
+    fmt_num,
+    fmt_ratio,
+    fmt_time,
+    geomean,
+    markdown_table,
+    ratio,
+    write_results,
+)
+from dcop.model import Problem
+
+DCOP = str(Path(sys.executable).with_name("dcop"))
+
+
+def run_dcop_dpop(
+    ctx: Context, file: Path, algo: str = "dpop", z: int | None = None, tag: str = ""
+) -> dict[str, Any]:
+    """``dcop run FILE --algo dpop --json out`` (one OS process per variable, ZeroMQ)."""
+    out_json = ctx.work_dir / f"dcop-run-{file.stem}{tag}.json"
+    out_json.unlink(missing_ok=True)
+    cmd = [
+        DCOP,
+        "run",
+        str(file),
+        "--algo",
+        algo,
+        "--timeout",
+        f"{ctx.time_limit:g}",
+        "--json",
+        str(out_json),
+    ]
+    if z is not None:
+        cmd += ["--z", str(z)]
+    outcome = ctx.run_command(cmd, timeout=ctx.time_limit + 20)
+    res: dict[str, Any] = {
+        "status": outcome.status,
+        "wall_s": outcome.wall_s,
+        "max_rss_mb": outcome.max_rss_mb,
+    }
+    text = outcome.stdout + outcome.stderr
+    if out_json.exists():
+        doc = json.loads(out_json.read_text())
+        m = doc.get("metrics") or {}
+        res.update(
+            {
+                "cost": doc.get("cost"),
+                "lower_bound": doc.get("lower_bound"),
+                "assignment": doc.get("assignment") or {},
+                "solve_wall_s": m.get("solve_wall_s"),
+                "run_wall_s": m.get("wall_s"),
+                "simulated_s": m.get("simulated_runtime_s"),
+                "messages": m.get("total_messages"),
+                "bytes": m.get("total_bytes"),
+                "algorithm_messages": m.get("algorithm_messages"),
+                "algorithm_bytes": m.get("algorithm_bytes"),
+                "largest_util_bytes": m.get("largest_util_bytes"),
+                "largest_util_entries": m.get("largest_util_entries"),
+                "checks": m.get("checks"),
+            }
+        )
+        if doc.get("status") != "ok":
+            res["status"] = "error"
+    elif outcome.status == "ok":
+        res["status"] = "error"
+    if res["status"] == "error":
+        low = text.lower()
+        # dcop run's own deadline or the agents' table limit end the run with a clear message
+        if "timeout" in low or "timed out" in low or "deadline" in low:
+            res["status"] = "oot"
+        elif "too large" in low or "memory" in low:
+            res["status"] = "oom"
+        else:
+            res["error"] = outcome.reason()
+    return res
+
+
+def reevaluate(problem: Problem, res: dict[str, Any], by_label: bool) -> None:
+    """Recompute the cost of a tool's assignment on dcop's Problem (``recomputed``)."""
+    if res.get("status") != "ok":
+        return
+    assignment = res.get("assignment") or res.get("labels") or {}
+    try:
+        idx = {}
+        for name, var in problem.variables.items():
+            value = assignment[name]
+            idx[name] = var.values.index(value) if by_label else int(value)
+        cost = problem.evaluate(idx)
+    except (KeyError, ValueError) as exc:
+        res["status"] = "error"
+        res["error"] = f"assignment does not fit the problem: {exc}"
+        return
+    res["recomputed"] = cost if math.isfinite(cost) else "inf"
+    res.pop("assignment", None)
+    res.pop("labels", None)
+
+
+def reference(ctx: Context, file: Path) -> dict[str, Any]:
+    """dcop's centralized BE on the same file (the optimum every tool is checked against)."""
+    res = ctx.run_task(
+        {"kind": "dcop_solve", "file": str(file), "max_bytes": ctx.mem_gb * 2**30 / 4}
+    )
+    if res.get("status") == "ok":
+        res["total_s"] = res["read_s"] + res["solve_s"]
+    return res
+
+
+def agree(results: dict[str, dict[str, Any]], optimum: Any) -> str:
+    """``ok`` when every finished tool's recomputed cost equals the optimum (or each other)."""
+    costs = {k: r["recomputed"] for k, r in results.items() if r.get("status") == "ok"}
+    target = optimum if isinstance(optimum, (int, float)) else next(iter(costs.values()), None)
+    bad = [
+        f"{k}={v}"
+        for k, v in costs.items()
+        if not (
+            isinstance(v, (int, float))
+            and isinstance(target, (int, float))
+            and abs(v - target) <= 1e-6 * max(1.0, abs(target))
+        )
+    ]
+    if bad:
+        return f"DIFFER (optimum {target}: {', '.join(bad)})"
+    return "ok" if costs else "-"
+
+
+def _status_or(res: dict[str, Any], key: str, fmt: Any = fmt_time) -> str:
+    if res.get("status") != "ok":
+        return res.get("status", "-")
+    return fmt(res.get(key))
+
+
+def _series(quick: bool) -> list[int]:
+    return [8, 9, 10] if quick else list(range(8, 21))
+
+
+# ------------------------------------------------------------------------------------ pyDCOP
+
+
+def suite_pydcop(ctx: Context) -> dict[str, Any]:
+    """dcop DPOP (processes, ZeroMQ) vs pyDCOP DPOP (processes, and threads) on random d=10
+    p1=0.3 networks, n = 8.. until pyDCOP fails on every seed in both modes."""
+    d, p1, p2 = 10, 0.3, 0.5
+    ns = _series(ctx.quick)
+    modes = ("process", "thread")
+    ctx.start(len(ns) * ctx.seeds * 4, "dpop-vs-pydcop")
+    rows: list[dict[str, Any]] = []
+    dead = {m: False for m in modes}
+    for n in ns:
+        for seed in range(1, ctx.seeds + 1):
+            original = random_dcop(n, d, p1, p2, seed)
+            orig_file = write(original, ctx.work_dir / f"random_n{n}_d{d}_s{seed}.orig.yaml")
+            # one file for both tools, with +inf as a big finite cost (see finite_version)
+            file = write(finite_version(original), ctx.work_dir / f"random_n{n}_d{d}_s{seed}.yaml")
+            problem = _read(orig_file)
+            row: dict[str, Any] = {"n": n, "d": d, "p1": p1, "p2": p2, "seed": seed}
+            ctx.step(f"pydcop n={n} s={seed} BE")
+            row["be"] = reference(ctx, orig_file)
+            row["w"] = row["be"].get("induced_width")
+            ctx.step(f"pydcop n={n} s={seed} dcop run")
+            row["dcop"] = run_dcop_dpop(ctx, file)
+            reevaluate(problem, row["dcop"], by_label=False)
+            for mode in modes:
+                ctx.step(f"pydcop n={n} s={seed} pyDCOP {mode}")
+                if dead[mode]:
+                    row[f"pydcop_{mode}"] = {"status": "skipped", "error": "failed at smaller n"}
+                    continue
+                res = run_pydcop(ctx, file, mode)
+                reevaluate(problem, res, by_label=True)
+                row[f"pydcop_{mode}"] = res
+            row["optimum"] = row["be"].get("recomputed")
+            row["check"] = agree(
+                {"dcop": row["dcop"], **{m: row[f"pydcop_{m}"] for m in modes}}, row["optimum"]
+            )
+            for mode in modes:
+                row[f"ratio_{mode}"] = ratio(
+                    row[f"pydcop_{mode}"].get("wall_s")
+                    if row[f"pydcop_{mode}"].get("status") == "ok"
+                    else None,
+                    row["dcop"].get("wall_s") if row["dcop"].get("status") == "ok" else None,
+                )
+            rows.append(row)
+        for mode in modes:
+            this_n = [r for r in rows if r["n"] == n]
+            if all(r[f"pydcop_{mode}"]["status"] not in ("ok",) for r in this_n):
+                dead[mode] = True
+        if all(dead.values()):
+            ctx.log(f"pyDCOP failed on every seed at n={n} in both modes: stopping the series")
+            break
+    return _pydcop_report(ctx, rows)
+
+
+def _read(file: Path) -> Problem:
+    from dcop.io import read_problem
+
+    return read_problem(file)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _agg(rows: list[dict[str, Any]], tool: str, key: str) -> str:
+    """Mean over the seeds that finished, with the count when some did not."""
+    ok = [
+        r[tool][key]
+        for r in rows
+        if r[tool].get("status") == "ok" and isinstance(r[tool].get(key), (int, float))
+    ]
+    if not ok:
+        statuses = sorted({r[tool].get("status", "-") for r in rows})
+        return "/".join(statuses)
+    text = fmt_time(_mean(ok))
+    return text if len(ok) == len(rows) else f"{text} ({len(ok)}/{len(rows)})"
+
+
+def _pydcop_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by_n: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_n.setdefault(r["n"], []).append(r)
+    table = []
+    for n, rs in by_n.items():
+        ws = [r["w"] for r in rs if isinstance(r.get("w"), int)]
+        rp = [r["ratio_process"] for r in rs if r["ratio_process"] is not None]
+        rt = [r["ratio_thread"] for r in rs if r["ratio_thread"] is not None]
+        checks = {r["check"] for r in rs}
+        table.append(
+            [
+                n,
+                fmt_num(_mean(ws), 1) if ws else "-",
+                _agg(rs, "dcop", "wall_s"),
+                _agg(rs, "dcop", "solve_wall_s"),
+                _agg(rs, "pydcop_process", "wall_s"),
+                _agg(rs, "pydcop_process", "solve_s"),
+                _agg(rs, "pydcop_thread", "wall_s"),
+                fmt_ratio(geomean(rp)),
+                fmt_ratio(geomean(rt)),
+                "ok" if checks <= {"ok", "-"} else "; ".join(sorted(checks)),
+            ]
+        )
+    all_p = [r["ratio_process"] for r in rows if r["ratio_process"] is not None]
+    all_t = [r["ratio_thread"] for r in rows if r["ratio_thread"] is not None]
+    largest = {
+        m: max((r["n"] for r in rows if r[f"pydcop_{m}"].get("status") == "ok"), default=None)
+        for m in ("process", "thread")
+    }
+    summary = {
+        "pydcop_process_over_dcop_wall_geomean": geomean(all_p),
+        "pydcop_thread_over_dcop_wall_geomean": geomean(all_t),
+        "largest_n_pydcop_process_finished": largest["process"],
+        "largest_n_pydcop_thread_finished": largest["thread"],
+        "largest_n_dcop_finished": max(
+            (r["n"] for r in rows if r["dcop"].get("status") == "ok"), default=None
+        ),
+        "disagreements": sum(1 for r in rows if r["check"].startswith("DIFFER")),
+    }
+    headers = [
+        "n",
+        "w* (mean)",
+        "dcop run wall (s)",
+        "dcop solve (s)",
+        "pyDCOP process wall (s)",
+        "pyDCOP process solve (s)",
+        "pyDCOP thread wall (s)",
+        "pyDCOP process / dcop (wall)",
+        "pyDCOP thread / dcop (wall)",
+        "same optimum",
+    ]
+    sections = [
+        "## DPOP: dcop (one process per agent, ZeroMQ) vs pyDCOP (latest source, Python 3.7)\n\n"
+        f"Random networks d=10, p1=0.3, p2=0.5, {ctx.seeds} seeds per n, the same YAML file for "
+        "both (written by dcop's pyDCOP writer; the +inf entries written as the finite cost 10^6, "
+        "above any finite total, because pyDCOP's process mode ships constraints as JSON, which "
+        "has no infinity - the optimum is unchanged and every assignment is re-evaluated on the "
+        "original problem with its +inf entries). `wall` is the whole command (start-up of every "
+        "agent process included); `solve` is each tool's own measure of the algorithm (dcop: "
+        "start to result; pyDCOP: its `time` field). pyDCOP `-m process` runs one OS process per "
+        "agent like dcop and is the primary comparison; `-m thread` (all agents as threads of one "
+        "process) is shown too. Cells are means over the seeds that finished "
+        "(`k/N` when only k did); ratios are geometric means of per-instance wall-time ratios "
+        "where both finished (> 1: dcop faster). Every assignment is re-evaluated on dcop's "
+        "Problem and must equal dcop BE's optimum.\n\n" + markdown_table(headers, table),
+        f"pyDCOP (process mode) finished up to n = {largest['process']}, (thread mode) up to "
+        f"n = {largest['thread']}; dcop DPOP up to n = {summary['largest_n_dcop_finished']}.",
+    ]
+    write_results(
+        ctx.out_dir, "dpop_vs_pydcop", "DPOP: dcop vs pyDCOP", ctx.meta(), rows, sections, summary
+    )
+    return summary
+
+
+# ------------------------------------------------------------------------------------- FRODO
+
+
+def frodo_instances(ctx: Context) -> list[tuple[str, Path]]:
+    """FRODO's own generated files, the paper's random networks, and random Max-DisCSPs
+    (30 variables, d = 6, density 0.15 and denser) where FRODO runs out of time or memory."""
+    out: list[tuple[str, Path]] = []
+    for f in sorted((INSTANCES / "frodo").glob("*.xml")):
+        out.append(("FRODO-generated", f))
+    ns = [8, 10, 12] if ctx.quick else [8, 10, 12, 14, 16, 18]
+    seeds = range(1, min(ctx.seeds, 3) + 1)
+    for n in ns:
+        for s in seeds:
+            p = random_dcop(n, 10, 0.3, 0.5, s)
+            out.append(("random d=10 p1=0.3", write(p, ctx.work_dir / f"{p.name}.xml")))
+    mseeds = range(1, (2 if ctx.quick else max(3, min(ctx.seeds, 5))) + 1)
+    for n, d, p1 in [(30, 6, 0.15)] if ctx.quick else [(30, 6, 0.15), (30, 6, 0.2), (40, 6, 0.15)]:
+        for s in mseeds:
+            p = max_discsp(n, d, p1, 0.5, s)
+            out.append(
+                (f"Max-DisCSP n={n} d={d} p1={p1}", write(p, ctx.work_dir / f"{p.name}.xml"))
+            )
+    return out
+
+
+def suite_frodo(ctx: Context) -> dict[str, Any]:
+    """dcop DPOP vs FRODO 2.18.1 DPOP: simulated time, messages, bytes, largest message."""
+    instances = frodo_instances(ctx)
+    ctx.start(3 * len(instances), "dpop-vs-frodo")
+    rows: list[dict[str, Any]] = []
+    for family, file in instances:
+        problem = _read(file)
+        row: dict[str, Any] = {
+            "instance": file.name,
+            "family": family,
+            "n": problem.n,
+            "d": problem.max_domain(),
+            "c": len(problem.tables),
+        }
+        ctx.step(f"frodo {file.name} BE")
+        row["be"] = reference(ctx, file)
+        row["w"] = row["be"].get("induced_width")
+        ctx.step(f"frodo {file.name} dcop run")
+        row["dcop"] = run_dcop_dpop(ctx, file)
+        reevaluate(problem, row["dcop"], by_label=False)
+        ctx.step(f"frodo {file.name} FRODO")
+        row["frodo"] = run_frodo(ctx, file)
+        reevaluate(problem, row["frodo"], by_label=True)
+        row["optimum"] = row["be"].get("recomputed")
+        row["check"] = agree({"dcop": row["dcop"], "frodo": row["frodo"]}, row["optimum"])
+        ok = row["dcop"].get("status") == "ok" and row["frodo"].get("status") == "ok"
+        row["ratio_simulated"] = (
+            ratio(row["frodo"].get("simulated_s"), row["dcop"].get("simulated_s")) if ok else None
+        )
+        row["ratio_wall"] = (
+            ratio(row["frodo"].get("wall_s"), row["dcop"].get("wall_s")) if ok else None
+        )
+        rows.append(row)
+        ctx.log(
+            f"frodo {file.name}: dcop {row['dcop']['status']} FRODO {row['frodo']['status']} "
+            f"{row['check']}"
+        )
+    return _frodo_report(ctx, rows)
+
+
+def _kb(x: Any) -> str:
+    return "-" if not isinstance(x, (int, float)) else f"{x / 1024:.1f}"
+
+
+def _frodo_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    headers = [
+        "instance",
+        "n",
+        "d",
+        "w*",
+        "optimum",
+        "dcop BE (s)",
+        "dcop DPOP wall (s)",
+        "dcop simulated (s)",
+        "FRODO wall (s)",
+        "FRODO simulated (s)",
+        "FRODO / dcop (simulated)",
+        "msgs dcop / FRODO",
+        "KiB dcop / FRODO",
+        "largest UTIL KiB dcop / FRODO",
+        "same optimum",
+    ]
+    table = []
+    for r in rows:
+        dc, fr = r["dcop"], r["frodo"]
+        table.append(
+            [
+                r["instance"],
+                r["n"],
+                r["d"],
+                r.get("w", "-"),
+                fmt_num(r.get("optimum")),
+                _status_or(r["be"], "total_s"),
+                _status_or(dc, "wall_s"),
+                _status_or(dc, "simulated_s"),
+                _status_or(fr, "wall_s"),
+                _status_or(fr, "simulated_s"),
+                fmt_ratio(r["ratio_simulated"]),
+                f"{dc.get('messages', '-')} / {fr.get('messages', '-')}",
+                f"{_kb(dc.get('bytes'))} / {_kb(fr.get('bytes'))}",
+                f"{_kb(dc.get('largest_util_bytes'))} / {_kb(fr.get('largest_util_bytes'))}",
+                r["check"],
+            ]
+        )
+    sims = [r["ratio_simulated"] for r in rows if r["ratio_simulated"] is not None]
+    walls = [r["ratio_wall"] for r in rows if r["ratio_wall"] is not None]
+    fam: dict[str, dict[str, int]] = {}
+    for r in rows:
+        f = fam.setdefault(r["family"], {"instances": 0, "dcop_ok": 0, "frodo_ok": 0})
+        f["instances"] += 1
+        f["dcop_ok"] += r["dcop"].get("status") == "ok"
+        f["frodo_ok"] += r["frodo"].get("status") == "ok"
+    summary = {
+        "frodo_over_dcop_simulated_geomean": geomean(sims),
+        "frodo_over_dcop_wall_geomean": geomean(walls),
+        "finished_by_family": fam,
+        "frodo_failures": {
+            s: sum(1 for r in rows if r["frodo"].get("status") == s)
+            for s in ("oot", "oom", "error")
+        },
+        "disagreements": sum(1 for r in rows if r["check"].startswith("DIFFER")),
+    }
+    fam_rows = [[k, v["instances"], v["dcop_ok"], v["frodo_ok"]] for k, v in fam.items()]
+    sections = [
+        "## DPOP: dcop (one process per agent, ZeroMQ) vs FRODO 2.18.1 (Java, simulated)\n\n"
+        "The same XCSP 2.1 XML file for both (FRODO-generated files from `shared/instances/"
+        "frodo`, the others written by dcop's FRODO writer). FRODO runs its own DPOP agent "
+        "(`agents/DPOP/DPOPagent.xml`: measureTime, measureMsgs, countNCCCs on) in one JVM with "
+        "its CentralMailer; its simulated time is its own (`Algorithm finished in ... ms "
+        "(simulated time)`), its -timeout is the suite's time limit and -Xmx the memory limit. "
+        "dcop's simulated time is the paper's message-carried logical clock. Message counts and "
+        "bytes are all messages (DFS included) as each tool counts them; dcop's bytes are "
+        "msgpack frames on the wire, FRODO's its serialized Java objects. Ratios > 1: dcop "
+        "faster.\n\n" + markdown_table(headers, table),
+        "## Finished per family\n\n"
+        + markdown_table(
+            ["family", "instances", "dcop DPOP finished", "FRODO DPOP finished"], fam_rows
+        ),
+        f"Geometric mean FRODO / dcop simulated time: {fmt_ratio(summary['frodo_over_dcop_simulated_geomean'])};"
+        f" wall time: {fmt_ratio(summary['frodo_over_dcop_wall_geomean'])} (instances both "
+        "finished).",
+    ]
+    write_results(
+        ctx.out_dir,
+        "dpop_vs_frodo",
+        "DPOP: dcop vs FRODO 2.18.1",
+        ctx.meta(),
+        rows,
+        sections,
+        summary,
+    )
+    return summary
