@@ -247,7 +247,9 @@ class Agent:
                 known_senders=self.known,
                 receiver=self.me,
             )
-            if sender is not None and env.sender != sender:
+            if sender is None:
+                raise ProtocolError(f"frame from an unidentified peer claims to be {env.sender}")
+            if env.sender != sender:
                 raise ProtocolError(f"frame from {sender} claims to come from {env.sender}")
             allowed = FROM_COORDINATOR if env.sender == COORDINATOR_ID else FROM_NEIGHBOUR
             if env.type not in allowed:

@@ -239,7 +239,9 @@ class Coordinator:
                 known_senders=self.agents,
                 receiver=COORDINATOR_ID,
             )
-            if sender is not None and env.sender != sender:
+            if sender is None:
+                raise ProtocolError(f"frame from an unidentified peer claims to be {env.sender}")
+            if env.sender != sender:
                 raise ProtocolError(f"frame from {sender} claims to come from {env.sender}")
         except ProtocolError as exc:
             log.warning("coordinator: dropped a frame from %s: %s", sender, exc)

@@ -102,7 +102,6 @@ class _ZmqBase:
             sock.bind(bind_endpoint(endpoint))
         except zmq.ZMQError as exc:
             sock.close(linger=0)
-            self.close()
             raise RunError(f"{what}: cannot bind {endpoint}: {exc}") from None
         self.poller.register(sock, zmq.POLLIN)
         return sock
@@ -194,7 +193,11 @@ class ZmqCoordinatorTransport(_ZmqBase):
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         super().__init__("coordinator", curve, max_frame_bytes)
-        self.router = self._router(endpoint, "coordinator")
+        try:
+            self.router = self._router(endpoint, "coordinator")
+        except RunError:
+            self.close()
+            raise
 
     def send(self, peer: int, frame: bytes) -> None:
         try:

@@ -1,0 +1,207 @@
+"""Faults end the run within its timeout with an error naming the agent; every process exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from dcop.coordinator import AgentProcesses, Coordinator, check_peers, make_peers, run_local
+from dcop.protocol import COORDINATOR_ID, Ready, encode
+from dcop.protocol.peers import AgentEntry, Peers, load_peers
+
+from dcop.errors import RunError
+from dcop.generators import random_network
+from dcop.inference import solve_be
+
+PROBLEM = random_network(8, 3, 0.4, 0.2, seed=9)
+
+
+def _run_expecting(match: str, limit_s: float, **kw) -> AgentProcesses:
+    seen: list[AgentProcesses] = []
+    user_hook = kw.pop("before_start", None)
+
+    def hook(procs: AgentProcesses) -> None:
+        seen.append(procs)
+        if user_hook is not None:
+            user_hook(procs)
+
+    t0 = time.monotonic()
+    with pytest.raises(RunError, match=match):
+        run_local(PROBLEM, "dpop", before_start=hook, **kw)
+    assert time.monotonic() - t0 < limit_s
+    for procs in seen:
+        assert all(p.poll() is not None for p in procs.procs.values())  # no orphans
+    return seen[0] if seen else AgentProcesses()
+
+
+def test_agent_killed_before_dfs() -> None:
+    def kill(procs: AgentProcesses) -> None:
+        procs.procs[3].send_signal(signal.SIGKILL)
+
+    _run_expecting(r"agent 3 \(x3\) exited with code -9", 30, timeout=20, before_start=kill)
+
+
+def test_agent_killed_during_util() -> None:
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        return [*cmd, "--fault", "crash-at-util"] if i == 5 else cmd
+
+    _run_expecting(r"agent 5 \(x5\) exited with code -9", 30, timeout=20, agent_argv=argv)
+
+
+def test_agent_never_starts() -> None:
+    def argv(i: int, cmd: list[str]) -> list[str] | None:
+        return None if i == 2 else cmd
+
+    _run_expecting(
+        r"agent 2 \(x2\) did not say hello", 30, timeout=20, hello_timeout=4, agent_argv=argv
+    )
+
+
+def test_agent_stops_answering() -> None:
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        return [*cmd, "--fault", "hang-at-util"] if i == 4 else cmd
+
+    _run_expecting(r"agent 4 \(x4\)", 30, timeout=20, peer_timeout=2, agent_argv=argv)
+
+
+def test_port_already_in_use() -> None:
+    held: list[socket.socket] = []
+
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        if i == 1:
+            peers = load_peers(cmd[cmd.index("--peers") + 1])
+            port = int(peers.agent(1).endpoint.rsplit(":", 1)[1])
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            held.append(s)
+        return cmd
+
+    try:
+        _run_expecting(r"agent 1 \(x1\).*cannot bind .*in use", 30, timeout=20, agent_argv=argv)
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_peers_not_matching_the_problem(tmp_path: Path) -> None:
+    peers = make_peers(PROBLEM)
+    a, b = peers.agents[0], peers.agents[peers.agents[0].neighbours[0]]
+    cut = []
+    for e in peers.agents:
+        if e.id in (a.id, b.id):
+            other = b.id if e.id == a.id else a.id
+            e = AgentEntry(
+                e.id, e.variable, e.endpoint, tuple(n for n in e.neighbours if n != other)
+            )
+        cut.append(e)
+    bad = Peers(peers.problem, peers.coordinator, tuple(cut))
+    with pytest.raises(RunError, match=rf"agent {a.id} \({a.variable}\) neighbours differ"):
+        check_peers(PROBLEM, bad)
+    renamed = Peers(
+        peers.problem,
+        peers.coordinator,
+        (AgentEntry(0, "nope", a.endpoint, a.neighbours), *peers.agents[1:]),
+    )
+    with pytest.raises(RunError, match="agent 0 has variable 'nope'"):
+        check_peers(PROBLEM, renamed)
+    # the same through the CLI: exit 2, one line naming the agent, nothing started
+    from dcop.io import write_problem
+
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(PROBLEM, str(problem_file))
+    peers_file = tmp_path / "peers.json"
+    bad.write(peers_file)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dcop",
+            "coordinator",
+            "--peers",
+            str(peers_file),
+            "--problem",
+            str(problem_file),
+            "--timeout",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"agent {a.id} ({a.variable}) neighbours differ" in proc.stderr
+
+
+def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
+    """A running agent gets garbage, an oversized frame, a spoofed sender, a stranger's id and a
+    multi-part message: it logs and drops each, and the run still finishes with the optimum."""
+
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        return [*cmd, "--max-frame-bytes", "65536"] if i == 0 else cmd
+
+    def attack(procs: AgentProcesses) -> None:
+        peers = load_peers(tmp_path / "peers.json")
+        target = peers.agent(0)
+        ctx = zmq.Context()
+        try:
+            for k, (ident, frames) in enumerate(
+                [
+                    (b"r1", [b"\x00garbage\xff"]),
+                    (b"r2", [b"\x81" * 100_000]),  # oversized for this agent's 64 KiB limit
+                    (b"r3", [encode(2, 0, Ready(1))]),  # an unidentified socket claims agent 2
+                    (b"999", [encode(999, 0, Ready(1))]),  # not a neighbour
+                    (b"r4", [b"a", b"b"]),  # multi-part
+                ]
+            ):
+                s = ctx.socket(zmq.DEALER)
+                s.setsockopt(zmq.IDENTITY, ident + str(k).encode())
+                s.setsockopt(zmq.LINGER, 1000)
+                s.connect(target.endpoint)
+                s.send_multipart(frames)
+                s.close()
+            time.sleep(0.5)
+        finally:
+            ctx.destroy(linger=1000)
+
+    result = run_local(
+        PROBLEM, "dpop", timeout=30, agent_argv=argv, before_start=attack, workdir=tmp_path
+    )
+    assert result["cost"] == solve_be(PROBLEM).upper_bound
+    assert result["agents"]["x0"]["dropped_frames"] >= 5
+    log = (tmp_path / "agent-0.log").read_text()
+    assert "dropped a frame" in log and "oversized" in log
+    assert set(result["processes"]["exit_codes"].values()) == {0}
+
+
+def test_coordinator_port_in_use() -> None:
+    from dcop.protocol.zmqlink import ZmqCoordinatorTransport
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    try:
+        with pytest.raises(RunError, match="coordinator: cannot bind"):
+            ZmqCoordinatorTransport(f"tcp://127.0.0.1:{s.getsockname()[1]}")
+    finally:
+        s.close()
+
+
+def test_in_process_coordinator_times_out_without_agents() -> None:
+    from dcop.protocol import InProcHub
+
+    peers = make_peers(PROBLEM, ports=list(range(30000, 30000 + PROBLEM.n + 1)))
+    hub = InProcHub()
+    t = hub.transport(COORDINATOR_ID)
+    with pytest.raises(RunError, match=r"timed out after 0.5 s: agent 0 \(x0\)"):
+        Coordinator(PROBLEM, peers, t, timeout=0.5).run()
+    _ = json, os
