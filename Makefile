@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SRC    := dcop agents coordinator protocol gpu tests benchmarks
+SRC    := dcop agents coordinator protocol gpu tests benchmarks fuzz
 
 .PHONY: demo test lint typecheck fmt install fuzz soak clean
 
@@ -36,6 +36,27 @@ fmt: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test lint typecheck
 	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing with atheris (not in CI): FUZZ_SECONDS per target; new inputs and
+# crash artifacts go to FUZZ_WORK (outside the repo); fuzz/corpus holds the committed seeds.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= wcsp uai yaml xml protocol
+FUZZ_WORK    ?= /tmp/dcop-fuzz
+fuzz: $(VENV)/.installed-test
+	@$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install -q atheris
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_WORK)/corpus/$$t $(FUZZ_WORK)/crashes; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  $(BIN)/python fuzz/run.py $$t $(FUZZ_WORK)/corpus/$$t fuzz/corpus/$$t \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=3072 \
+	    -artifact_prefix=$(FUZZ_WORK)/crashes/$$t- -print_final_stats=1 || status=1; \
+	done; \
+	if [ $$status -ne 0 ]; then echo "fuzz: crashes in $(FUZZ_WORK)/crashes"; fi; exit $$status
+
+# 200 distributed DPOP/ADPOP solves with agent kills, checked against BE (not in CI).
+SOAK_ARGS ?=
+soak: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

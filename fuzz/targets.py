@@ -1,0 +1,229 @@
+"""The checks behind every fuzz target, shared by the atheris runner and the regression tests.
+
+A target takes arbitrary bytes. The only acceptable outcomes are:
+
+* the input is rejected with the project's own error (``InputError`` for the instance readers,
+  ``ProtocolError`` for the wire decoder), or
+* it is accepted, and then what was accepted is self-consistent: a Problem written back in the
+  same format reads back as the same problem (same domains, same cost on sample assignments); a
+  decoded frame re-encodes to bytes that decode to the same frame.
+
+Anything else (another exception, a failed check, a hang or memory blow-up caught by libFuzzer's
+``-timeout`` / ``-rss_limit_mb``) is a crash. Nothing here imports atheris, so the pytest
+regression suite (tests/quality) replays saved inputs through exactly these functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+#: Reader targets and the file extension each one is read with.
+READER_EXT = {"wcsp": ".wcsp", "uai": ".uai", "yaml": ".yaml", "xml": ".xml"}
+TARGETS = (*READER_EXT, "protocol")
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+REGRESSIONS = HERE / "regressions"
+#: Seed files larger than this are skipped (libFuzzer mutates small inputs best).
+MAX_SEED_BYTES = 16_384
+#: Sample assignments compared after a round trip.
+SAMPLES = 16
+
+
+class FuzzFailure(AssertionError):
+    """An accepted input whose result is not self-consistent."""
+
+
+def check(target: str, data: bytes, workdir: Path) -> str:
+    """Run one input through ``target``; returns "rejected" or "accepted", raises on a bug."""
+    if target == "protocol":
+        return check_protocol(data)
+    return check_reader(target, data, workdir)
+
+
+# ---- instance readers -------------------------------------------------------------------------
+def check_reader(fmt: str, data: bytes, workdir: Path) -> str:
+    """Read ``data`` as a ``fmt`` file; if it parses, write it back and compare."""
+    from dcop.errors import InputError
+    from dcop.io import read_problem, write_problem
+
+    ext = READER_EXT[fmt]
+    path = workdir / f"input{ext}"
+    path.write_bytes(data)
+    try:
+        problem = read_problem(path)
+    except InputError:
+        return "rejected"
+    again_path = workdir / f"again{ext}"
+    try:
+        write_problem(problem, again_path)
+    except InputError:
+        # A writer may refuse what its format cannot express (a clear error, not a crash).
+        return "accepted"
+    try:
+        again = read_problem(again_path)
+    except InputError as exc:
+        raise FuzzFailure(f"the writer's own output does not read back: {exc}") from None
+    same_problem(problem, again, seed=data)
+    return "accepted"
+
+
+def same_problem(a: object, b: object, seed: bytes = b"") -> None:
+    """Same domain sizes, sign, cost kind and cost on sample assignments (matched by position)."""
+    from dcop.model import Problem
+
+    assert isinstance(a, Problem) and isinstance(b, Problem)
+    sizes = [v.size for v in a.variables.values()]
+    if sizes != [v.size for v in b.variables.values()]:
+        raise FuzzFailure(f"domain sizes changed in a round trip: {sizes[:8]} ...")
+    if (a.sign, a.cost_kind) != (b.sign, b.cost_kind):
+        raise FuzzFailure(f"sign/kind changed: {(a.sign, a.cost_kind)} -> {(b.sign, b.cost_kind)}")
+    names_a, names_b = list(a.variables), list(b.variables)
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed).digest()[:8], "little"))
+    for k in range(SAMPLES):
+        if k == 0:
+            values = [0] * len(sizes)
+        elif k == 1:
+            values = [s - 1 for s in sizes]
+        else:
+            values = [int(rng.integers(0, s)) for s in sizes]
+        ca = a.evaluate(dict(zip(names_a, values, strict=True)))
+        cb = b.evaluate(dict(zip(names_b, values, strict=True)))
+        if not _close(ca, cb):
+            raise FuzzFailure(f"cost of {values[:8]} changed in a round trip: {ca!r} -> {cb!r}")
+
+
+def _close(x: float, y: float) -> bool:
+    if math.isinf(x) or math.isinf(y) or math.isnan(x) or math.isnan(y):
+        return x == y
+    # UAI stores probabilities: exp/log on the way through costs a few ulps.
+    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
+
+
+# ---- protocol decoder -------------------------------------------------------------------------
+def check_protocol(data: bytes) -> str:
+    """Decode ``data`` as a frame; if it decodes, re-encoding must give a stable frame."""
+    from dcop.protocol import decode, encode
+
+    from dcop.errors import ProtocolError
+
+    try:
+        env = decode(data)
+    except ProtocolError:
+        return "rejected"
+    frame = encode(env.sender, env.receiver, env.body)
+    try:
+        again = decode(frame)
+    except ProtocolError as exc:
+        raise FuzzFailure(f"a decoded message re-encodes to a rejected frame: {exc}") from None
+    if encode(again.sender, again.receiver, again.body) != frame:
+        raise FuzzFailure("re-encoding a decoded message is not stable")
+    for table in getattr(env.body, "tables", ()):
+        # The agent reshapes the bytes: the codec must have checked shape, dtype and size.
+        arr = table.to_array()
+        if arr.shape != table.shape or np.isnan(arr).any():
+            raise FuzzFailure("a table passed decode but is not what it claims")
+    return "accepted"
+
+
+# ---- seeds ------------------------------------------------------------------------------------
+def protocol_seeds() -> dict[str, bytes]:
+    """One valid frame per message type (and a few variants)."""
+    from dcop.protocol import (
+        COORDINATOR_ID,
+        AgentMetrics,
+        Degree,
+        Error,
+        Heartbeat,
+        Hello,
+        Ready,
+        Result,
+        Setup,
+        Start,
+        Stop,
+        Token,
+        Util,
+        Value,
+        WireTable,
+        encode,
+    )
+
+    table = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0]]))
+    small = WireTable.from_array(("x1",), np.arange(3, dtype=np.float32))
+    scalar = WireTable.from_array((), np.float64(7.0))
+    metrics = AgentMetrics({"util": 1}, {"util": 99}, {"value": 1}, {"value": 20}, 0.1, 0.2, 99)
+    messages = {
+        "hello": Hello("x1", 1234, "localhost"),
+        "setup": Setup("x1", 2, (table, small)),
+        "ready": Ready(2),
+        "start": Start("adpop", 3, True),
+        "degree": Degree(4, 0.5),
+        "token_child": Token("child", (0, 3), (0, 3, 5), 0.25),
+        "token_back": Token("back", (), (1, 2), 0.0),
+        "util": Util((table, scalar), 1.0),
+        "value": Value((("x1", 1), ("x2", 0)), 2.0),
+        "result": Result(1, 12.0, None, (2, 3), (), ("x1",), metrics),
+        "result_child": Result(0, None, 4, (), (1,), ("x0", "x1"), AgentMetrics()),
+        "error": Error("neighbour 3 went silent", 3),
+        "stop": Stop("done"),
+        "heartbeat": Heartbeat(),
+    }
+    out = {}
+    for name, body in messages.items():
+        receiver = 2 if name in ("degree", "token_child", "token_back", "util", "value") else 0
+        sender = COORDINATOR_ID if name in ("setup", "start", "stop") else 1
+        if name in ("hello", "ready", "result", "result_child", "error"):
+            receiver = COORDINATOR_ID
+        out[f"{name}.bin"] = encode(sender, receiver, body)
+    return out
+
+
+def seed_files(instances: Path, extra: list[Path]) -> dict[str, list[Path]]:
+    """Small instance files per reader target, from ``instances`` (recursively) and ``extra``."""
+    found: dict[str, list[Path]] = {t: [] for t in READER_EXT}
+    suffixes = {".yml": "yaml", **{ext: fmt for fmt, ext in READER_EXT.items()}}
+    candidates = sorted(instances.rglob("*")) if instances.is_dir() else []
+    for path in [*candidates, *extra]:
+        fmt = suffixes.get(path.suffix.lower())
+        if fmt and path.is_file() and path.stat().st_size <= MAX_SEED_BYTES:
+            found[fmt].append(path)
+    return found
+
+
+def write_seed_corpus(instances: Path, extra: list[Path], corpus: Path = CORPUS) -> dict[str, int]:
+    """Fill ``corpus/<target>/`` with seeds; returns how many files each target has."""
+    counts = {}
+    for fmt, paths in seed_files(instances, extra).items():
+        folder = corpus / fmt
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            shutil.copyfile(path, folder / f"{path.parent.name}-{path.name}")
+        counts[fmt] = len(list(folder.iterdir()))
+    folder = corpus / "protocol"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, frame in protocol_seeds().items():
+        (folder / name).write_bytes(frame)
+    counts["protocol"] = len(list(folder.iterdir()))
+    return counts
+
+
+def regression_inputs(root: Path = REGRESSIONS) -> list[tuple[str, Path]]:
+    """Every saved crash input as (target, path): ``regressions/<target>/<name>``."""
+    out: list[tuple[str, Path]] = []
+    for target in TARGETS:
+        folder = root / target
+        if folder.is_dir():
+            out.extend((target, p) for p in sorted(folder.iterdir()) if p.is_file())
+    return out
+
+
+def replay(target: str, data: bytes) -> str:
+    """``check`` in a fresh temporary folder (for one-off replays)."""
+    with tempfile.TemporaryDirectory(prefix="dcop-fuzz-") as tmp:
+        return check(target, data, Path(tmp))
