@@ -1,0 +1,279 @@
+"""Distributed DPOP / ADPOP(z) with one process per agent: wall time, simulated time, messages and
+bytes against n, and UTIL message size against separator size beside the theory d^|sep|.
+
+    .venv/bin/python benchmarks/distributed.py                       # n = 10..30, DPOP + ADPOP(2)
+    .venv/bin/python benchmarks/distributed.py --sizes 10,20 --z 2,3 --seeds 2
+    .venv/bin/python benchmarks/distributed.py --other pydcop.json   # add results run elsewhere
+
+Writes benchmarks/results/distributed.json, distributed.md and distributed_util_size.png, and the
+instances as pyDCOP YAML under benchmarks/results/distributed_instances/ so that another solver
+(pyDCOP's DPOP, run by the evaluation scripts) can solve the same ones. ``--other FILE`` takes a
+JSON list of ``{"instance": name, "solver": label, "wall_s": float, "finished": bool,
+"cost": float|null}`` and puts it beside our rows (wall-time ratio, whether each finished).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dcop.coordinator import run_local
+
+from dcop.generators import random_network, scale_free_network
+from dcop.inference import solve_be
+from dcop.io import write_problem
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def make_instance(topology: str, n: int, d: int, seed: int) -> Any:
+    if topology == "scalefree":
+        return scale_free_network(n, d, 0.3, seed=seed)
+    return random_network(n, d, 4.0 / (n - 1), 0.3, seed=seed)  # about 2n edges
+
+
+def one_run(problem: Any, algo: str, z: int | None, timeout: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        result = run_local(problem, algo, z, timeout=timeout)
+    except Exception as exc:  # a failed run is a data point, not the end of the benchmark
+        return {"finished": False, "error": str(exc), "wall_s": time.perf_counter() - t0}
+    m = result["metrics"]
+    return {
+        "finished": True,
+        "cost": result["cost"],
+        "lower_bound": result["lower_bound"],
+        "wall_s": m["wall_s"],
+        "solve_wall_s": m["solve_wall_s"],
+        "simulated_s": m["simulated_runtime_s"],
+        "compute_s_total": m["compute_s_total"],
+        "messages": m["total_messages"],
+        "bytes": m["total_bytes"],
+        "algorithm_messages": m["algorithm_messages"],
+        "algorithm_bytes": m["algorithm_bytes"],
+        "util_messages": m["messages"].get("util", 0),
+        "value_messages": m["messages"].get("value", 0),
+        "theory_util_messages": m["theory"]["util_messages"],
+        "largest_util_bytes": m["largest_util_bytes"],
+        "largest_util_entries": m["largest_util_entries"],
+        "max_separator": m["theory"]["max_separator"],
+        "checks": m["checks"],
+        "per_agent": [
+            {
+                "separator": len(a["separator"]),
+                "util_entries": a["util_entries"],
+                "util_bytes": a["util_bytes"],
+                "util_tables": a["util_tables"],
+                "theory_entries": a["theory_entries"],
+            }
+            for a in result["agents"].values()
+            if a["parent"] is not None
+        ],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Distributed DPOP / ADPOP(z): one OS process per agent over ZeroMQ",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {report['machine']}; {report['date']}.  ",
+        f"Instances: {report['topology']} networks, d = {report['d']}, "
+        "integer costs in [0, 100], tightness 0.3 (random: p1 = 4/(n-1), about 2n edges); seeds "
+        f"{report['seeds']}. Every DPOP cost is checked against centralized BE.",
+        "",
+        "wall = coordinator's wall clock from launch to last result (process start-up included); "
+        "solve = from `start` to last result; simulated = largest logical clock (each message "
+        "carries its sender's clock; receiver = max(own, message) + compute). Messages/bytes: "
+        "everything on the wire, control and heartbeats included; alg. = degree + DFS token + "
+        "UTIL + VALUE only.",
+        "",
+        "| algo | n | seed | ok | cost (BE) | LB | wall s | solve s | simulated s | messages "
+        "| bytes | alg. msgs | alg. bytes | UTIL/theory | VALUE | largest UTIL B | max sep |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["rows"]:
+        r = row["run"]
+        if not r["finished"]:
+            lines.append(
+                f"| {row['algo']} | {row['n']} | {row['seed']} | no: {r['error'][:60]} "
+                + "| " * 13
+                + "|"
+            )
+            continue
+        lines.append(
+            f"| {row['algo']} | {row['n']} | {row['seed']} | "
+            f"{'yes' if row['correct'] else 'WRONG'} | {_f(r['cost'])} ({_f(row['be_cost'])}) | "
+            f"{_f(r['lower_bound'])} | {r['wall_s']:.2f} | {r['solve_wall_s']:.3f} | "
+            f"{r['simulated_s']:.4f} | {r['messages']} | {r['bytes']} | "
+            f"{r['algorithm_messages']} | {r['algorithm_bytes']} | "
+            f"{r['util_messages']}/{r['theory_util_messages']} | {r['value_messages']} | "
+            f"{r['largest_util_bytes']} | {r['max_separator']} |"
+        )
+    if report.get("other"):
+        lines += [
+            "",
+            "## Beside results from elsewhere (`--other`)",
+            "",
+            "| instance | solver | finished | wall s | ours (DPOP) wall s | ratio other/ours |",
+            "|---|---|---|---|---|---|",
+        ]
+        ours = {row["instance"]: row["run"] for row in report["rows"] if row["algo"] == "dpop"}
+        for o in report["other"]:
+            mine = ours.get(o.get("instance"))
+            mine_s = mine["wall_s"] if mine and mine["finished"] else None
+            ratio = (o["wall_s"] / mine_s) if mine_s and o.get("wall_s") else None
+            lines.append(
+                f"| {o.get('instance')} | {o.get('solver', '?')} | "
+                f"{o.get('finished')} | {_f(o.get('wall_s'))} | {_f(mine_s)} | "
+                f"{_f(ratio)} |"
+            )
+    lines += [
+        "",
+        "UTIL message size against separator size: `distributed_util_size.png` "
+        "(every non-root DPOP agent: measured frame bytes and table entries; line: d^|sep| "
+        "entries, 8 bytes each).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _f(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}" if math.isfinite(x) else "inf"
+    return str(x)
+
+
+def plot(report: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: pip install matplotlib (no plot written)", file=sys.stderr)
+        return False
+    d = report["d"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for algo, marker in (("dpop", "o"), ("adpop", "x")):
+        pts = [
+            (a["separator"], a["util_bytes"], a["util_entries"])
+            for row in report["rows"]
+            if row["algo"].startswith(algo) and row["run"]["finished"]
+            for a in row["run"]["per_agent"]
+        ]
+        if not pts:
+            continue
+        ax.scatter(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker=marker,
+            alpha=0.5,
+            label=f"{algo.upper()} UTIL frame bytes (measured)",
+        )
+        if algo == "dpop":
+            ax.scatter(
+                [p[0] for p in pts],
+                [p[2] for p in pts],
+                marker=".",
+                alpha=0.5,
+                label="DPOP UTIL entries (measured)",
+            )
+    top = max(
+        (
+            a["separator"]
+            for row in report["rows"]
+            if row["run"]["finished"]
+            for a in row["run"]["per_agent"]
+        ),
+        default=1,
+    )
+    xs = list(range(0, top + 1))
+    ax.plot(xs, [d**s for s in xs], "k--", label=f"theory: d^|sep| entries (d={d})")
+    ax.plot(xs, [8 * d**s for s in xs], "k:", label="theory: 8·d^|sep| bytes (float64)")
+    ax.set_yscale("log")
+    ax.set_xlabel("|separator| of the sending agent")
+    ax.set_ylabel("UTIL message size")
+    ax.set_title("UTIL message size vs separator size")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10,15,20,25,30")
+    ap.add_argument("--z", default="2", help="ADPOP mini-bucket sizes, comma-separated")
+    ap.add_argument("--d", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--topology", choices=["random", "scalefree"], default="random")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--other", type=Path, help="JSON results of another solver (e.g. pyDCOP)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    zs = [int(z) for z in args.z.split(",") if z]
+    args.out.mkdir(parents=True, exist_ok=True)
+    inst_dir = args.out / "distributed_instances"
+    inst_dir.mkdir(exist_ok=True)
+    rows = []
+    for n in sizes:
+        for seed in range(args.seeds):
+            problem = make_instance(args.topology, n, args.d, seed)
+            name = f"{args.topology}_n{n}_d{args.d}_s{seed}"
+            write_problem(problem, inst_dir / f"{name}.yaml")
+            be = solve_be(problem).upper_bound
+            for algo, z in [("dpop", None), *[("adpop", z) for z in zs]]:
+                run = one_run(problem, algo, z, args.timeout)
+                label = algo if z is None else f"adpop({z})"
+                correct = None
+                if run["finished"]:
+                    cost = run["cost"] if run["cost"] is not None else math.inf
+                    lb = run["lower_bound"] if run["lower_bound"] is not None else math.inf
+                    correct = (
+                        (math.isclose(cost, be) or cost == be)
+                        if algo == "dpop"
+                        else (lb <= be + 1e-9 <= cost + 1e-9)
+                    )
+                rows.append(
+                    {
+                        "instance": name,
+                        "algo": label,
+                        "n": n,
+                        "seed": seed,
+                        "be_cost": be if math.isfinite(be) else None,
+                        "correct": correct,
+                        "run": run,
+                    }
+                )
+                status = "ok" if correct else ("FAILED" if not run["finished"] else "WRONG")
+                print(f"{name} {label}: {status} wall {run['wall_s']:.2f}s", file=sys.stderr)
+    report = {
+        "command": " ".join(["benchmarks/distributed.py", *sys.argv[1:]]),
+        "machine": f"{platform.node()} {platform.machine()}, {platform.processor() or ''} "
+        f"python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "topology": args.topology,
+        "d": args.d,
+        "seeds": args.seeds,
+        "rows": rows,
+        "other": json.loads(args.other.read_text()) if args.other else None,
+    }
+    (args.out / "distributed.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    plotted = plot(report, args.out / "distributed_util_size.png")
+    (args.out / "distributed.md").write_text(markdown(report))
+    print(f"wrote {args.out / 'distributed.md'}" + (" and the plot" if plotted else ""))
+
+
+if __name__ == "__main__":
+    main()
