@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,7 +11,14 @@ from pathlib import Path
 
 import pytest
 import zmq
-from dcop.coordinator import AgentProcesses, Coordinator, check_peers, make_peers, run_local
+from dcop.coordinator import (
+    AgentProcesses,
+    Coordinator,
+    check_peers,
+    free_ports,
+    make_peers,
+    run_local,
+)
 from dcop.protocol import COORDINATOR_ID, Ready, encode
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 
@@ -204,4 +209,40 @@ def test_in_process_coordinator_times_out_without_agents() -> None:
     t = hub.transport(COORDINATOR_ID)
     with pytest.raises(RunError, match=r"timed out after 0.5 s: agent 0 \(x0\)"):
         Coordinator(PROBLEM, peers, t, timeout=0.5).run()
-    _ = json, os
+
+
+def test_agents_exit_when_the_coordinator_dies(tmp_path: Path) -> None:
+    """No orphans without anyone to stop them: a vanished coordinator is noticed by its silence."""
+    from dcop.protocol.zmqlink import ZmqCoordinatorTransport
+
+    peers = make_peers(PROBLEM, ports=free_ports(PROBLEM.n + 1))
+    peers_file = tmp_path / "peers.json"
+    peers.write(peers_file)
+    transport = ZmqCoordinatorTransport(peers.coordinator)
+    procs = AgentProcesses()
+
+    class Died(Exception):
+        pass
+
+    def die() -> None:
+        transport.close()  # no stop message can go out any more
+        raise Died
+
+    try:
+        for a in peers.agents:
+            procs.start(a.id, agent_command_for(a.id, peers_file), tmp_path / f"a{a.id}.log")
+        with pytest.raises(Died):
+            Coordinator(PROBLEM, peers, transport, timeout=30, before_start=die).run()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15 and any(p.poll() is None for p in procs.procs.values()):
+            time.sleep(0.2)
+        assert all(p.poll() is not None for p in procs.procs.values())
+        assert time.monotonic() - t0 < 15
+    finally:
+        procs.stop()
+
+
+def agent_command_for(agent_id: int, peers_file: Path) -> list[str]:
+    from dcop.coordinator import agent_command
+
+    return agent_command(agent_id, peers_file, timeout=60, peer_timeout=2)
