@@ -38,10 +38,12 @@ def make_instance(topology: str, n: int, d: int, seed: int) -> Any:
     return random_network(n, d, 4.0 / (n - 1), 0.3, seed=seed)  # about 2n edges
 
 
-def one_run(problem: Any, algo: str, z: int | None, timeout: float) -> dict[str, Any]:
+def one_run(
+    problem: Any, algo: str, z: int | None, timeout: float, gpu: int | None = None
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-        result = run_local(problem, algo, z, timeout=timeout)
+        result = run_local(problem, algo, z, gpu=gpu, timeout=timeout)
     except Exception as exc:  # a failed run is a data point, not the end of the benchmark
         return {"finished": False, "error": str(exc), "wall_s": time.perf_counter() - t0}
     m = result["metrics"]
@@ -49,6 +51,7 @@ def one_run(problem: Any, algo: str, z: int | None, timeout: float) -> dict[str,
         "finished": True,
         "cost": result["cost"],
         "lower_bound": result["lower_bound"],
+        "assignment": result["assignment"],
         "wall_s": m["wall_s"],
         "solve_wall_s": m["solve_wall_s"],
         "simulated_s": m["simulated_runtime_s"],
@@ -109,7 +112,8 @@ def markdown(report: dict[str, Any]) -> str:
             continue
         lines.append(
             f"| {row['algo']} | {row['n']} | {row['seed']} | "
-            f"{'yes' if row['correct'] else 'WRONG'} | {_f(r['cost'])} ({_f(row['be_cost'])}) | "
+            f"{'yes' if row['correct'] else 'WRONG'}{_vs_cpu(r)} | "
+            f"{_cost(r['cost'])} ({_cost(row['be_cost'])}) | "
             f"{_f(r['lower_bound'])} | {r['wall_s']:.2f} | {r['solve_wall_s']:.3f} | "
             f"{r['simulated_s']:.4f} | {r['messages']} | {r['bytes']} | "
             f"{r['algorithm_messages']} | {r['algorithm_bytes']} | "
@@ -142,6 +146,16 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _cost(x: Any) -> str:
+    return "inf" if x is None else _f(x)  # null cost = infeasible assignment
+
+
+def _vs_cpu(run: dict[str, Any]) -> str:
+    if "same_as_cpu" not in run:
+        return ""
+    return ", = CPU" if run["same_as_cpu"] else ", differs from CPU"
 
 
 def _f(x: Any) -> str:
@@ -220,6 +234,13 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--other", type=Path, help="JSON results of another solver (e.g. pyDCOP)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--gpu",
+        type=int,
+        metavar="DEVICE",
+        help="also run every algorithm with CuPy agents on this device",
+    )
+    ap.add_argument("--tag", default="", help="suffix of the output file names")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     zs = [int(z) for z in args.z.split(",") if z]
@@ -233,9 +254,21 @@ def main() -> None:
             name = f"{args.topology}_n{n}_d{args.d}_s{seed}"
             write_problem(problem, inst_dir / f"{name}.yaml")
             be = solve_be(problem).upper_bound
-            for algo, z in [("dpop", None), *[("adpop", z) for z in zs]]:
-                run = one_run(problem, algo, z, args.timeout)
-                label = algo if z is None else f"adpop({z})"
+            plan = [("dpop", None, None), *[("adpop", z, None) for z in zs]]
+            if args.gpu is not None:
+                plan += [(a, z, args.gpu) for a, z, _ in plan]
+            for algo, z, gpu in plan:
+                run = one_run(problem, algo, z, args.timeout, gpu)
+                label = (algo if z is None else f"adpop({z})") + ("-gpu" if gpu is not None else "")
+                if gpu is not None:
+                    cpu = next(
+                        r["run"]
+                        for r in rows
+                        if r["instance"] == name and r["algo"] == label.removesuffix("-gpu")
+                    )
+                    run["same_as_cpu"] = run.get("assignment") == cpu.get("assignment") and (
+                        run.get("cost") == cpu.get("cost")
+                    )
                 correct = None
                 if run["finished"]:
                     cost = run["cost"] if run["cost"] is not None else math.inf
@@ -269,10 +302,11 @@ def main() -> None:
         "rows": rows,
         "other": json.loads(args.other.read_text()) if args.other else None,
     }
-    (args.out / "distributed.json").write_text(json.dumps(report, indent=1, allow_nan=False))
-    plotted = plot(report, args.out / "distributed_util_size.png")
-    (args.out / "distributed.md").write_text(markdown(report))
-    print(f"wrote {args.out / 'distributed.md'}" + (" and the plot" if plotted else ""))
+    stem = f"distributed{args.tag}"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    plotted = plot(report, args.out / f"{stem}_util_size.png")
+    (args.out / f"{stem}.md").write_text(markdown(report))
+    print(f"wrote {args.out / (stem + '.md')}" + (" and the plot" if plotted else ""))
 
 
 if __name__ == "__main__":
