@@ -164,6 +164,7 @@ def suite_pydcop(ctx: Context) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     dead = {m: False for m in modes}
     for n in ns:
+        row_oot = {m: False for m in modes}
         for seed in range(1, ctx.seeds + 1):
             original = random_dcop(n, d, p1, p2, seed)
             orig_file = write(original, ctx.work_dir / f"random_n{n}_d{d}_s{seed}.orig.yaml")
@@ -179,10 +180,14 @@ def suite_pydcop(ctx: Context) -> dict[str, Any]:
             reevaluate(problem, row["dcop"], by_label=False)
             for mode in modes:
                 ctx.step(f"pydcop n={n} s={seed} pyDCOP {mode}")
-                if dead[mode]:
-                    row[f"pydcop_{mode}"] = {"status": "skipped", "error": "failed at smaller n"}
+                if dead[mode] or row_oot[mode]:
+                    why = (
+                        "failed at smaller n" if dead[mode] else "a seed of this n ran out of time"
+                    )
+                    row[f"pydcop_{mode}"] = {"status": "skipped", "error": why}
                     continue
                 res = run_pydcop(ctx, file, mode)
+                row_oot[mode] = res["status"] == "oot"
                 reevaluate(problem, res, by_label=True)
                 row[f"pydcop_{mode}"] = res
             row["optimum"] = row["be"].get("recomputed")

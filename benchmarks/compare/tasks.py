@@ -31,6 +31,20 @@ def load_problem(path: str | Path) -> Problem:
     return read_problem(path)
 
 
+def generated(spec: dict[str, Any]) -> Problem:
+    """One of the paper's generated networks (``dcop.generators.generate``)."""
+    from dcop.generators import generate
+
+    return generate(
+        spec["topology"],
+        spec["n"],
+        spec["d"],
+        p1=spec.get("p1", 0.3),
+        p2=spec.get("p2", 0.5),
+        seed=spec["seed"],
+    )
+
+
 def _num(x: float) -> float | str:
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
@@ -42,7 +56,7 @@ def dcop_solve(task: dict[str, Any]) -> dict[str, Any]:
     from dcop.inference import solve
 
     t0 = time.perf_counter()
-    problem = load_problem(task["file"])
+    problem = load_problem(task["file"]) if "file" in task else generated(task["generate"])
     read_s = time.perf_counter() - t0
     z = task.get("z")
     max_bytes = task.get("max_bytes")
@@ -52,6 +66,7 @@ def dcop_solve(task: dict[str, Any]) -> dict[str, Any]:
         "mbe" if z else "be",
         z=z,
         backend=task.get("backend", "numpy"),
+        ordering=task.get("ordering", "minfill"),
         max_bytes=max_bytes,
     )
     solve_s = time.perf_counter() - t0
