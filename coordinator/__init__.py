@@ -4,6 +4,7 @@
   variable on this machine; returns the result dict.
 * ``Coordinator`` - drives a run over any Transport (agents started elsewhere, or in-process).
 * ``make_peers`` / ``load_peers`` - peers.json; ``keys`` - CurveZMQ key helpers.
+* ``print_summary(result)`` - the readable summary (rich) of a result dict.
 """
 
 from dcop.coordinator.driver import Coordinator, check_peers, choose_roots
@@ -15,6 +16,7 @@ from dcop.coordinator.launch import (
     run_local,
     write_result,
 )
+from dcop.coordinator.report import print_summary
 from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "load_peers",
     "make_peers",
     "parse_peers",
+    "print_summary",
     "run_local",
     "write_result",
 ]

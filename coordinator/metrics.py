@@ -136,6 +136,7 @@ def summarize(
         "n": n,
         "status": "ok",
         "exact": exact,
+        "dtype": "float64",  # agents join and send float64 tables: integer optima stay exact
         "feasible": feasible,
         "cost": _finite(cost),
         "reported_cost": _finite(problem.reported(cost)),

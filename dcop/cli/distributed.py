@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table as RichTable
 
 from dcop.cli.app import app
+from dcop.coordinator.report import print_summary
 from dcop.errors import InputError
 
 ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
@@ -141,55 +141,3 @@ def run(
     if json_out is not None:
         write_result(result, json_out)
     print_summary(result)
-
-
-def _num(x: Any) -> str:
-    if x is None:
-        return "inf"
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-def print_summary(result: dict[str, Any], console: Console | None = None) -> None:
-    """A readable summary: answer, bounds, times and the wire metrics beside the theory."""
-    console = console or Console()
-    m = result["metrics"]
-    th = m["theory"]
-    name = result["algo"].upper() + (f"({result['z']})" if result.get("z") else "")
-    console.print(
-        f"[bold]{name}[/bold] on {result['problem']}: {result['n']} agents, "
-        f"{th['trees']} tree(s), roots {', '.join(result['roots'][:5])}"
-    )
-    if result["exact"]:
-        console.print(
-            f"cost (recomputed) {_num(result['reported_cost'])}; root's optimum "
-            f"{'matches' if result['bound_matches_cost'] else 'DIFFERS'}"
-        )
-    else:
-        console.print(
-            f"lower bound {_num(result['lower_bound'])}, upper bound (recomputed cost "
-            f"of the assignment) {_num(result['upper_bound'])}"
-        )
-    console.print(
-        f"wall {m['wall_s']:.3f} s (solve {m['solve_wall_s']:.3f} s), simulated "
-        f"runtime {m['simulated_runtime_s']:.4f} s, compute total "
-        f"{m['compute_s_total']:.4f} s, max per agent {m['compute_s_max']:.4f} s"
-    )
-    table = RichTable("type", "messages", "bytes", "theory", title="messages on the wire")
-    expected = {
-        "util": th["util_messages"],
-        "value": th["value_messages"],
-        "token": th["token_messages"],
-        "degree": th["degree_messages"],
-    }
-    for kind, count in m["messages"].items():
-        table.add_row(kind, str(count), str(m["bytes"].get(kind, 0)), str(expected.get(kind, "")))
-    table.add_row("total", str(m["total_messages"]), str(m["total_bytes"]), "")
-    console.print(table)
-    console.print(
-        f"largest UTIL message {m['largest_util_bytes']} bytes, "
-        f"{m['largest_util_entries']} entries (theory d^|sep|: "
-        f"{th['largest_util_entries']}); max separator {th['max_separator']}"
-    )
-    assignment = result["labels"]
-    shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])
-    console.print(f"assignment: {shown}{' ...' if len(assignment) > 12 else ''}")
