@@ -101,15 +101,17 @@ def coordinator_command(
     return cmd
 
 
-def agent_command(
-    agent_id: int, problem: str, options: ComposeOptions, *, keys_dir: str | None
-) -> list[str]:
-    """An agent's command line inside its container."""
+def agent_command(agent_id: int, options: ComposeOptions, *, keys_dir: str | None) -> list[str]:
+    """An agent's command line inside its container.
+
+    Agents get their variable and tables from the coordinator (its setup message) rather than
+    reading the problem file: an agent that reads the file counts the coordinator's silence from
+    its own start and gives up after the peer timeout, which breaks deployments where the
+    coordinator is started last, by hand."""
     cmd = [
         "dcop-agent",
         "--id", str(agent_id),
         "--peers", f"{CONFIG_DIR}/peers.json",
-        "--problem", f"{CONFIG_DIR}/{problem}",
         "--timeout", f"{options.timeout_s:g}",
         "--log-level", options.log_level,
     ]  # fmt: skip
@@ -161,7 +163,7 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
         service: dict[str, Any] = {
             **common,
             "hostname": agent_service(entry.id),
-            "command": agent_command(entry.id, problem, options, keys_dir=keys),
+            "command": agent_command(entry.id, options, keys_dir=keys),
             "volumes": [config],
             "depends_on": [COORDINATOR_SERVICE],
             "healthcheck": healthcheck(options.agent_port),
@@ -221,7 +223,7 @@ def stack_file(peers: Peers, problem: str, options: ComposeOptions) -> dict[str,
         service: dict[str, Any] = {
             "image": options.image,
             "user": user,
-            "command": agent_command(entry.id, problem, options, keys_dir=secret_dir),
+            "command": agent_command(entry.id, options, keys_dir=secret_dir),
             "configs": mounts,
             "networks": ["dcop"],
             "healthcheck": healthcheck(options.agent_port),

@@ -180,7 +180,7 @@ def write_hosts(
                     "user": user,
                     "restart": "no",
                     "network_mode": "host",
-                    "command": agent_command(i, name, compose_options, keys_dir=keys_dir),
+                    "command": agent_command(i, compose_options, keys_dir=keys_dir),
                     "volumes": ["./config:/config:ro"]
                     + ([f"./keys:{KEYS_DIR}:ro"] if options.secure else []),
                     "healthcheck": healthcheck(options.base_port + i),

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from dcop.deploy.health import CHECK
 from dcop.errors import InputError
 from dcop.model import Problem
 from dcop.protocol.constants import COORDINATOR_ID
@@ -127,7 +128,7 @@ def write_yaml(path: Path, data: Mapping[str, Any], header: str) -> None:
 def healthcheck(port: int) -> dict[str, Any]:
     """A compose health check that the process listens on ``port`` (no connection is made)."""
     return {
-        "test": ["CMD", "python3", "-m", "dcop.deploy.health", str(port)],
+        "test": ["CMD", "python3", "-I", "-S", "-c", CHECK, str(port)],
         "interval": "2s",
         "timeout": "5s",
         "retries": 15,

@@ -18,6 +18,7 @@ from dcop.deploy import ComposeOptions, HostsOptions, assign_hosts, write_compos
 from dcop.deploy.health import listening_ports
 from dcop.deploy.health import main as health_main
 from dcop.deploy.keys import add_public_keys, generate
+from dcop.deploy.layout import healthcheck
 from dcop.errors import InputError
 from dcop.io import read_problem
 
@@ -50,7 +51,7 @@ def test_compose_layout_matches_problem(problem_file: Path, tmp_path: Path) -> N
         cmd = service["command"]
         assert cmd[:3] == ["dcop-agent", "--id", str(entry.id)]
         assert cmd[cmd.index("--peers") + 1] == "/config/peers.json"
-        assert cmd[cmd.index("--problem") + 1] == f"/config/{problem_file.name}"
+        assert "--problem" not in cmd  # the coordinator sends each agent its part
         assert "--secure" not in cmd and "--gpu" not in cmd
         assert service["volumes"] == ["./config:/config:ro"]
         assert service["healthcheck"]["test"][-1] == "5000"
@@ -58,6 +59,7 @@ def test_compose_layout_matches_problem(problem_file: Path, tmp_path: Path) -> N
     coordinator = services["coordinator"]
     cmd = coordinator["command"]
     assert cmd[:2] == ["dcop", "coordinator"]
+    assert cmd[cmd.index("--problem") + 1] == f"/config/{problem_file.name}"
     assert cmd[cmd.index("--json") + 1] == "/results/result.json"
     assert "./results:/results" in coordinator["volumes"]
     assert "./config:/config:ro" in coordinator["volumes"]
@@ -246,6 +248,14 @@ def test_cli_deploy_and_keys(problem_file: Path, tmp_path: Path) -> None:
 
 def test_health_check_sees_a_listening_port() -> None:
     import socket
+    import subprocess
+    import sys
+
+    def compose_check(port: int) -> int:
+        # Exactly what the compose files run (with this interpreter standing in for python3).
+        test = healthcheck(port)["test"]
+        assert test[:2] == ["CMD", "python3"] and test[-1] == str(port)
+        return subprocess.run([sys.executable, *test[2:]], check=False, timeout=30).returncode
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -253,5 +263,7 @@ def test_health_check_sees_a_listening_port() -> None:
         port = server.getsockname()[1]
         assert port in listening_ports()
         assert health_main([str(port)]) == 0
+        assert compose_check(port) == 0
     assert health_main([str(port)]) == 1
+    assert compose_check(port) == 1
     assert health_main(["x"]) == 2
