@@ -236,9 +236,13 @@ def write_wcsp(problem: Problem, path: str | Path) -> None:
         listed = np.argwhere(costs != default)
         head = " ".join([str(len(scope)), *(str(index[v]) for v in scope)])
         lines = [f"{head} {cost_text(default)} {len(listed)}"]
-        for row in listed:
-            value = float(costs[tuple(row)])
-            lines.append(" ".join([*(str(int(i)) for i in row), cost_text(value)]))
+        if len(listed):
+            values = costs[tuple(listed.T)]
+            texts = {float(c): cost_text(float(c)) for c in np.unique(values)}
+            index_text = listed.astype(str)
+            lines.extend(
+                " ".join((*row, texts[float(c)])) for row, c in zip(index_text, values, strict=True)
+            )
         blocks.append("\n".join(lines))
     title = "_".join(problem.name.split()) or "problem"
     sizes = [problem.variables[name].size for name in names]
