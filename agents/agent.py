@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,34 @@ class _Meter:
         sizes[kind] = sizes.get(kind, 0) + n
 
 
+class _Job:
+    """A computation on a daemon thread (a daemon, so that a stopped agent exits at once)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._work, daemon=True, name="dcop-util").start()
+
+    def _work(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the agent's thread by result()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class Agent:
     """One DCOP agent. ``run()`` returns the process exit code (0: stopped after a result)."""
 
@@ -152,6 +181,7 @@ class Agent:
         self.scalars = 0.0
         self.bucket: list[Table] = []
         self.util_sent = False
+        self.util_job: _Job | None = None
         self.bound: float | None = None
         self.separator: tuple[str, ...] = ()
         self.assignment: dict[str, int] | None = None
@@ -195,9 +225,14 @@ class Agent:
                         now - self.last_seen[COORDINATOR_ID],
                     )
                     return 1
-            item = self.transport.recv(min(next_beat, deadline) - now)
+            wait = min(next_beat, deadline) - now
+            if self.util_job is not None:
+                wait = min(wait, 0.01)
+            item = self.transport.recv(wait)
             if item is not None:
                 self.on_frame(*item)
+            if self.util_job is not None and self.util_job.done():
+                self._step(self._finish_util)
         return 0 if self.stop_reason == "done" and self.result_sent and not self.failed else 3
 
     @property
@@ -265,12 +300,25 @@ class Agent:
             self.clock = max(self.clock, msg_clock)
         try:
             self.handle(env)
-            self._progress()
         except ProtocolError as exc:
             self.meter.dropped += 1
             log.warning("agent %d: rejected %s from %d: %s", self.me, env.type, env.sender, exc)
+            return
         except DcopError as exc:
             self._fail(f"agent {self.me} ({self.var}): {exc}")
+            return
+        self._step(lambda: None)
+
+    def _step(self, action: Callable[[], None]) -> None:
+        """Run ``action`` then whatever became possible; a failure is reported, not raised."""
+        try:
+            action()
+            self._progress()
+        except DcopError as exc:
+            self._fail(f"agent {self.me} ({self.var}): {exc}")
+        except Exception as exc:  # a bug or MemoryError: tell the coordinator, do not hang
+            log.exception("agent %d: unexpected failure", self.me)
+            self._fail(f"agent {self.me} ({self.var}): {type(exc).__name__}: {exc}")
 
     def handle(self, env: Envelope) -> None:
         body = env.body
@@ -409,6 +457,7 @@ class Agent:
             and self.dfs_done
             and not self.util_sent
             and self.bound is None
+            and self.util_job is None
             and len(self.utils) == len(self.children)
         ):
             self._util_phase()
@@ -424,7 +473,6 @@ class Agent:
         if self.cfg.fault == "hang-at-util":
             log.error("agent %d: fault injection: hanging", self.me)
             time.sleep(10 * self.cfg.timeout_s)
-        t0 = time.perf_counter()
         ancestors = {self.cfg.neighbours[i] for i in self.path if i in self.cfg.neighbours}
         own = [t for t in self.tables if all(v == self.var or v in ancestors for v in t.scope)]
         received = [t for c in self.children for t in self.utils[c]]
@@ -432,23 +480,41 @@ class Agent:
         passing = [t for t in received if self.var not in t.scope]
         z = self.start.z if self.start.algo == "adpop" else None
         groups = partition_minibuckets(self.bucket, z) if self.bucket else []
+        # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
+        # answering and heartbeating: a long UTIL computation is not a dead agent.
+        self.util_job = _Job(lambda: self._util_compute(groups, passing))
+
+    def _util_compute(
+        self, groups: list[list[Table]], passing: list[Table]
+    ) -> tuple[tuple[WireTable, ...], float, float]:
+        """Join and eliminate each (mini-)bucket; return the host tables, the scalar part, time."""
+        t0 = time.perf_counter()
         out = [self.backend.join_eliminate(g, self.var, "min") for g in groups]
-        tables = [t for t in out + passing if t.scope]
         scalar = self.scalars + sum(
             float(self.backend.to_numpy(t.data)) for t in out + passing if not t.scope
         )
+        wire = tuple(
+            WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
+            for t in out + passing
+            if t.scope
+        )
         self.backend.synchronize()
+        return wire, scalar, time.perf_counter() - t0
+
+    def _finish_util(self) -> None:
+        assert self.util_job is not None
+        wire, scalar, spent = self.util_job.result()
+        self.util_job = None
+        self.meter.compute_s += spent
+        self.clock += spent
         if self.parent is None:
-            if tables:
-                raise DcopError(f"root {self.var!r} holds tables over {tables[0].scope}")
+            if wire:
+                raise DcopError(f"root {self.var!r} holds tables over {wire[0].scope}")
             self.bound = scalar
-            self._charge(t0)
             return
-        wire = tuple(WireTable.from_array(t.scope, self.backend.to_numpy(t.data)) for t in tables)
         if scalar != 0.0 or not wire:
             wire = (*wire, WireTable.from_array((), np.float64(scalar)))
         self.separator = tuple(sorted({v for t in wire for v in t.scope}))
-        self._charge(t0)
         frame_len = self._send(self.parent, Util(wire, self.clock))
         self.meter.util_bytes = frame_len
         self.meter.util_entries = sum(t.entries for t in wire)
