@@ -22,6 +22,8 @@ def run_in_process(
     algo: str = "dpop",
     z: int | None = None,
     timeout: float = 30.0,
+    backend: Any = None,
+    coordinator_kw: dict[str, Any] | None = None,
     **agent_kw: Any,
 ) -> dict[str, Any]:
     """Solve ``problem`` with one agent thread per variable; return the coordinator's result."""
@@ -38,7 +40,7 @@ def run_in_process(
             timeout_s=timeout + 5,
             **agent_kw,
         )
-        agents.append(Agent(config, hub.transport(a.id), get_backend("numpy")))
+        agents.append(Agent(config, hub.transport(a.id), backend or get_backend("numpy")))
     codes: dict[int, int] = {}
     threads = [
         threading.Thread(target=lambda ag=ag: codes.__setitem__(ag.me, ag.run()), daemon=True)
@@ -47,7 +49,15 @@ def run_in_process(
     for t in threads:
         t.start()
     try:
-        result = Coordinator(problem, peers, coord_transport, algo=algo, z=z, timeout=timeout).run()
+        result = Coordinator(
+            problem,
+            peers,
+            coord_transport,
+            algo=algo,
+            z=z,
+            timeout=timeout,
+            **(coordinator_kw or {}),
+        ).run()
     finally:
         for t in threads:
             t.join(timeout + 10)

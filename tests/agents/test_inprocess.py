@@ -4,6 +4,7 @@ force, ADPOP brackets the optimum, the DFS builds the centralized pseudo-tree, c
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be, solve_mbe
 from dcop.ordering import dfs_pseudo_tree
+from dcop.tables import NumpyBackend
 from tests.conftest import brute_force, random_problem
 
 
@@ -94,3 +96,25 @@ def test_logical_clocks_and_compute_are_recorded(run_inproc) -> None:
     assert m["simulated_runtime_s"] > 0
     assert m["simulated_runtime_s"] <= m["compute_s_total"] + 1e-9
     assert m["largest_util_bytes"] > 8 * m["largest_util_entries"] - 1
+
+
+class _SlowBackend(NumpyBackend):
+    """NumPy, but every join takes longer than the peers' timeout."""
+
+    def join_eliminate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.8)
+        return super().join_eliminate(*args, **kwargs)
+
+
+def test_long_util_computation_keeps_the_agent_alive(run_inproc) -> None:
+    """Joins run beside the event loop: heartbeats continue, nobody is declared dead."""
+    problem = random_network(5, 2, 0.6, 0.0, seed=1)
+    result = run_inproc(
+        problem,
+        backend=_SlowBackend(),
+        heartbeat_s=0.1,
+        peer_timeout_s=0.5,
+        coordinator_kw={"peer_timeout": 0.5, "heartbeat_s": 0.1},
+    )
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+    assert result["metrics"]["compute_s_max"] >= 0.8
