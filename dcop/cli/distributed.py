@@ -80,6 +80,9 @@ def coordinator(
     json_out: JsonOut = None,
     secure: Annotated[bool, typer.Option(help="CurveZMQ (needs --keys)")] = False,
     keys: Annotated[Path | None, typer.Option(help="directory with coordinator.key_secret")] = None,
+    peer_timeout: Annotated[
+        float | None, typer.Option(help="seconds of silence before an agent counts as dead")
+    ] = None,
 ) -> None:
     """Drive a run of agents started elsewhere (other hosts, containers) from peers.json."""
     from dcop.coordinator.driver import Coordinator
@@ -95,8 +98,16 @@ def coordinator(
     curve = coordinator_curve(table, keys) if secure and keys is not None else None
     transport = ZmqCoordinatorTransport(table.coordinator, curve)
     try:
+        extra = {} if peer_timeout is None else {"peer_timeout": peer_timeout}
         result = Coordinator(
-            problem, table, transport, algo=algo, z=z, timeout=timeout, hello_timeout=hello_timeout
+            problem,
+            table,
+            transport,
+            algo=algo,
+            z=z,
+            timeout=timeout,
+            hello_timeout=hello_timeout,
+            **extra,
         ).run()
     finally:
         transport.close()
