@@ -140,7 +140,7 @@ def markdown(report: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "UTIL message size against separator size: `distributed_util_size.png` "
+        f"UTIL message size against separator size: `{report['stem']}_util_size.png` "
         "(every non-root DPOP agent: measured frame bytes and table entries; line: d^|sep| "
         "entries, 8 bytes each).",
         "",
@@ -303,6 +303,7 @@ def main() -> None:
         "other": json.loads(args.other.read_text()) if args.other else None,
     }
     stem = f"distributed{args.tag}"
+    report["stem"] = stem
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
     plotted = plot(report, args.out / f"{stem}_util_size.png")
     (args.out / f"{stem}.md").write_text(markdown(report))
