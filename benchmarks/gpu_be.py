@@ -190,12 +190,15 @@ def bench_instance(
         rec["kernel_s"] = timed.kernel_s()
         rec["upload_s"] = timed.upload_s
         rec["download_s"] = timed.download_s
-    if run_cpu:
+    if run_cpu and err:
+        rec["cpu"] = "not run (GPU oom)"  # the CPU's table limit is lower still
+    elif run_cpu:
         cpu_s, cres, cerr = one(problem, "numpy", cmax, **kw)
-        rec["cpu_s"] = cpu_s
         if cerr:
             rec["cpu"] = cerr
-        elif cres is not None:
+        else:
+            rec["cpu_s"] = cpu_s
+        if cres is not None:
             rec.setdefault("w", cres.induced_width)
             if "lower" in rec:
                 same = math.isclose(rec["lower"], cres.lower_bound, rel_tol=1e-9, abs_tol=1e-9)
@@ -224,10 +227,12 @@ def summarise(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "transfer_s": mean([r["upload_s"] + r["download_s"] for r in recs if "upload_s" in r]),
         "speedup": mean(pick("speedup")) if all("speedup" in r for r in recs) else None,
         "oom_gpu": sum(r.get("gpu") == "oom" for r in recs),
+        "oom_cpu": sum(r.get("cpu") == "oom" for r in recs),
         "cpu_runs": sum("cpu_s" in r for r in recs),
         "all_same": all(r.get("same_bound", True) for r in recs),
         "lower": mean(pick("lower")),
-        "upper": mean(pick("upper")),
+        "upper": mean([u for u in pick("upper") if math.isfinite(u)]),
+        "feasible": sum(math.isfinite(r.get("upper", math.inf)) for r in recs),
     }
 
 
@@ -239,13 +244,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     timed.reset()
     deadline = time.perf_counter() + args.budget
     out: dict[str, Any] = {"series": [], "mbe": [], "skipped": []}
+    if not args.only or "mbe" in args.only:
+        cpu_ok = True
+        all_oom = False
+        for z in range(2, 11):
+            if time.perf_counter() > deadline or all_oom:
+                why = "oom (a smaller z was)" if all_oom else "time budget"
+                out["skipped"].append(f"mbe z={z}: {why}")
+                continue
+            recs = []
+            for seed in range(args.seeds):
+                problem = generate("random", 20, 25, p1=0.3, p2=P2, seed=seed)
+                rec = bench_instance(problem, gpu, timed, cpu_ok, args, algo="mbe", z=z)
+                recs.append(rec)
+                if rec.get("cpu_s", 0) > args.cpu_limit:
+                    cpu_ok = False
+            s = summarise(recs)
+            all_oom = s["oom_gpu"] == len(recs)
+            s.update(series="mbe", topology="random", n=20, d=25, p1=0.3, z=z, runs=recs)
+            out["mbe"].append(s)
+            print(_line(s), flush=True)
     for series, topology, configs in SERIES:
         if args.only and series not in args.only:
             continue
         cpu_ok = True
+        all_oom = False
         for n, d, p1 in configs:
             if time.perf_counter() > deadline:
                 out["skipped"].append(f"{series} n={n} d={d} p1={p1}: time budget")
+                continue
+            if all_oom:
+                out["skipped"].append(f"{series} n={n} d={d}: oom (a smaller one was)")
                 continue
             recs = []
             for seed in range(args.seeds):
@@ -255,6 +284,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if rec.get("cpu_s", 0) > args.cpu_limit:
                     cpu_ok = False
             s = summarise(recs)
+            all_oom = s["oom_gpu"] == len(recs)
             s.update(series=series, topology=topology, n=n, d=d, p1=p1, runs=recs)
             paper = PAPER.get((topology, n, d, p1))
             if paper is None and (topology, n, d) == ("random", 10, 10):
@@ -265,23 +295,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 paper = PAPER[("grid", 100, 10, 0.0)]
             s["paper"] = paper
             out["series"].append(s)
-            print(_line(s), flush=True)
-    if not args.only or "mbe" in args.only:
-        cpu_ok = True
-        for z in range(2, 11):
-            if time.perf_counter() > deadline:
-                out["skipped"].append(f"mbe z={z}: time budget")
-                continue
-            recs = []
-            for seed in range(args.seeds):
-                problem = generate("random", 20, 25, p1=0.3, p2=P2, seed=seed)
-                rec = bench_instance(problem, gpu, timed, cpu_ok, args, algo="mbe", z=z)
-                recs.append(rec)
-                if rec.get("cpu_s", 0) > args.cpu_limit:
-                    cpu_ok = False
-            s = summarise(recs)
-            s.update(series="mbe", topology="random", n=20, d=25, p1=0.3, z=z, runs=recs)
-            out["mbe"].append(s)
             print(_line(s), flush=True)
     return out
 
@@ -330,8 +343,9 @@ def markdown(meta: dict[str, Any], out: dict[str, Any]) -> str:
         gpu = _f(s["gpu_s"]) if not s["oom_gpu"] else f"oom ({s['oom_gpu']}/{s['seeds']})"
         pgpu = "oom" if s["paper"] and p[2] is None else _f(p[2])
         p1 = f"{s['p1']:.1f}" if s["topology"] == "random" else "-"
+        cpu = "oom" if s["oom_cpu"] == s["seeds"] else _f(s["cpu_s"])
         lines.append(
-            f"| {s['series']} | {s['n']} | {s['d']} | {p1} | {_f(s['w'], 2)} | {_f(s['cpu_s'])} | "
+            f"| {s['series']} | {s['n']} | {s['d']} | {p1} | {_f(s['w'], 2)} | {cpu} | "
             f"{gpu} | {_f(s['speedup'])} | {_f(s['gpu_cold_s'])} | {_f(s['kernel_s'])} | "
             f"{_f(s['transfer_s'])} | {'yes' if s['all_same'] else 'NO'} | {_f(p[0], 2)} | "
             f"{_f(p[1])} | {pgpu} | {_f(p[3])} |"
@@ -341,21 +355,24 @@ def markdown(meta: dict[str, Any], out: dict[str, Any]) -> str:
             "",
             "## MBE(z) on random networks n = 20, d = 25, p1 = 0.3",
             "",
-            "Lower bound = the mini-bucket bound; upper bound = the true cost of the decoded "
-            "assignment (means over seeds; inf when some seed's assignment is infeasible).",
+            "Lower bound = the mini-bucket bound (mean over seeds); upper bound = the true cost of "
+            "the decoded assignment (mean over the seeds where it is feasible; how many are in "
+            "brackets; p2 = 0.5 makes many decoded assignments infeasible at small z).",
             "",
             "| z | CPU | GPU | speedup | cold | kernel | transfer | lower | upper | same |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in out["mbe"]:
             gpu = _f(s["gpu_s"]) if not s["oom_gpu"] else f"oom ({s['oom_gpu']}/{s['seeds']})"
+            cpu = "oom" if s["oom_cpu"] == s["seeds"] else _f(s["cpu_s"])
             lines.append(
-                f"| {s['z']} | {_f(s['cpu_s'])} | {gpu} | {_f(s['speedup'])} | "
+                f"| {s['z']} | {cpu} | {gpu} | {_f(s['speedup'])} | "
                 f"{_f(s['gpu_cold_s'])} | {_f(s['kernel_s'])} | {_f(s['transfer_s'])} | "
-                f"{_f(s['lower'], 6)} | {_f(s['upper'], 6)} | {'yes' if s['all_same'] else 'NO'} |"
+                f"{_f(s['lower'], 6)} | {_f(s['upper'], 6)} ({s['feasible']}/{s['seeds']}) | "
+                f"{'yes' if s['all_same'] else 'NO'} |"
             )
     if out["skipped"]:
-        lines += ["", "Not run (time budget): " + "; ".join(out["skipped"])]
+        lines += ["", "Not run: " + "; ".join(out["skipped"])]
     return "\n".join(lines) + "\n"
 
 

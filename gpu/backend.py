@@ -78,6 +78,9 @@ class CupyBackend:
         Joined-table size from which a bucket gets a generated kernel (0: always).
     stage_output
         Let generated kernels stage a warp's output rows in shared memory for coalesced stores.
+    min_groups
+        A generated kernel gives each thread all rows that differ in the last output variable
+        only when that leaves at least this many threads (default: 512 per multiprocessor).
     """
 
     name = "cupy"
@@ -90,6 +93,7 @@ class CupyBackend:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         specialize_entries: int = DEFAULT_SPECIALIZE_ENTRIES,
         stage_output: bool = True,
+        min_groups: int | None = None,
     ) -> None:
         cupy = _import_cupy()
         try:
@@ -118,6 +122,7 @@ class CupyBackend:
         self.chunk_bytes = int(chunk_bytes)
         self.specialize_entries = int(specialize_entries)
         self.stage_output = bool(stage_output)
+        self.min_groups = self.sm_count * 512 if min_groups is None else int(min_groups)
         self.transfers = TransferStats()
 
     # ---- context -----------------------------------------------------------------------------
@@ -405,6 +410,9 @@ class CupyBackend:
         group = out_scope[:-1]
         yvar = out_scope[-1] if out_scope else None
         dy = plan.out_shape[-1] if out_scope else 1
+        if dy > 1 and plan.n_out // dy < self.min_groups:
+            # too few groups to fill the device: one output row per thread instead
+            group, yvar, dy = out_scope, None, 1
         sizes = dict(zip(out_scope, plan.out_shape, strict=True))
         specs = []
         for t, lay in zip(plan.tables, plan.layouts, strict=True):

@@ -116,11 +116,15 @@ def assert_same(got: np.ndarray, want: np.ndarray, op: Any, dtype: type, exact: 
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", OPS_ALL)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("path", ["generic", "generated"])
+@pytest.mark.parametrize("path", ["generic", "generated", "generated-rows"])
 def test_join_eliminate_matches_numpy(gpu: Any, op: Any, dtype: type, path: str) -> None:
     from dcop.gpu import CupyBackend
 
-    backend = CupyBackend(specialize_entries=0 if path == "generated" else 1 << 40)
+    # generated: one thread per group of rows (min_groups=0); generated-rows: one row per thread
+    backend = CupyBackend(
+        specialize_entries=1 << 40 if path == "generic" else 0,
+        min_groups=1 << 40 if path == "generated-rows" else 0,
+    )
     cpu = NumpyBackend()
     rng = np.random.default_rng(hash((op, str(dtype), path)) % 2**32)
     for trial in range(12):
@@ -154,7 +158,7 @@ def test_high_arity_buckets(gpu: Any, arity: int) -> None:
     cpu = NumpyBackend()
     rng = np.random.default_rng(arity)
     for specialize in (0, 1 << 40):
-        backend = CupyBackend(specialize_entries=specialize)
+        backend = CupyBackend(specialize_entries=specialize, min_groups=0)
         for dtype in DTYPES:
             names = [f"x{i}" for i in range(12)]
             sizes = {v: (2 if i % 3 else 3) for i, v in enumerate(names)}
@@ -173,8 +177,11 @@ def test_high_arity_buckets(gpu: Any, arity: int) -> None:
 
 
 @pytest.mark.gpu
-def test_large_bucket_rows_and_inf(gpu: Any) -> None:
+def test_large_bucket_rows_and_inf(cp: Any) -> None:
     """A bucket big enough for many blocks and warp tiles, a ragged last tile, rows all +inf."""
+    from dcop.gpu import CupyBackend
+
+    gpu = CupyBackend(specialize_entries=0, min_groups=0)
     cpu = NumpyBackend()
     rng = np.random.default_rng(7)
     sizes = {"a": 7, "b": 13, "c": 11, "d": 5, "x": 9}

@@ -30,7 +30,7 @@ def backends() -> tuple[Any, Any]:
     from dcop.gpu import CupyBackend
 
     # one backend with the run-time generic kernel only, one that generates a kernel per bucket
-    return CupyBackend(specialize_entries=1 << 40), CupyBackend(specialize_entries=0)
+    return CupyBackend(specialize_entries=1 << 40), CupyBackend(specialize_entries=0, min_groups=0)
 
 
 def same_result(problem: Any, gpu: Any, **kw: Any) -> None:
