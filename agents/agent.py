@@ -575,6 +575,12 @@ class Agent:
     # ---- sending ----------------------------------------------------------------------------
     def _send(self, peer: int, body: Message) -> int:
         frame = encode(self.me, peer, body)
+        if len(frame) > self.cfg.max_frame_bytes:
+            # the receiver would drop it: fail loudly here instead of waiting for a timeout
+            raise DcopError(
+                f"{body.TYPE} message of {len(frame)} bytes exceeds the frame limit of "
+                f"{self.cfg.max_frame_bytes} bytes (use ADPOP with a smaller z)"
+            )
         self.transport.send(peer, frame)
         self.last_sent[peer] = self.now()
         self.meter.count(self.meter.sent_count, self.meter.sent_bytes, body.TYPE, len(frame))

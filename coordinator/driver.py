@@ -288,6 +288,11 @@ class Coordinator:
 
     def _send(self, peer: int, body: Message) -> None:
         frame = encode(COORDINATOR_ID, peer, body)
+        if len(frame) > self.max_frame_bytes:
+            raise RunError(
+                f"the {body.TYPE} message for {self.name(peer)} has {len(frame)} bytes, "
+                f"more than the frame limit of {self.max_frame_bytes}"
+            )
         self.transport.send(peer, frame)
         self.sent.setdefault(body.TYPE, [0, 0])
         self.sent[body.TYPE][0] += 1

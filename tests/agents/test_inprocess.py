@@ -118,3 +118,15 @@ def test_long_util_computation_keeps_the_agent_alive(run_inproc) -> None:
     )
     assert _same(result["cost"], solve_be(problem).upper_bound)
     assert result["metrics"]["compute_s_max"] >= 0.8
+
+
+def test_util_larger_than_the_frame_limit_fails_fast() -> None:
+    """A UTIL table that the parent would refuse ends the run with a clear error, not a hang."""
+    import pytest as _pytest
+
+    from dcop.errors import RunError
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(8, 4, 0.8, 0.0, seed=3)  # dense: separators of several variables
+    with _pytest.raises(RunError, match="exceeds the frame limit"):
+        run_in_process(problem, timeout=10, max_frame_bytes=4000)
