@@ -55,7 +55,15 @@ def test_dpop_30_agents_and_adpop() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["frodo/graph_coloring_14.xml", "pydcop/rb_n10_d5_p0.3_s1.yaml", "base2.wcsp", "queens4.wcsp"],
+    [
+        "frodo/graph_coloring_14.xml",
+        "frodo/max_discsp_12_5.xml",
+        "pydcop/rb_n10_d5_p0.3_s1.yaml",
+        "pydcop/ising_4x4.yaml",
+        "base2.wcsp",
+        "queens4.wcsp",
+        "test_Z2.uai",
+    ],
 )
 def test_reference_instances_agents_read_the_file(name: str) -> None:
     path = INSTANCES / name
