@@ -113,7 +113,11 @@ def load_yaml(text: str, file: str) -> Any:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"invalid YAML: {reason}", file, _mark(exc)) from None
+        line = _mark(exc)
+        position = getattr(exc, "position", None)  # reader errors: a character offset
+        if line is None and isinstance(position, int):
+            line = text.count("\n", 0, position) + 1
+        raise InputError(f"invalid YAML: {reason}", file, line or 1) from None
     if node is None:
         raise InputError("empty file", file, 1)
     constructor = yaml.constructor.SafeConstructor()
@@ -142,6 +146,10 @@ def _convert(node: yaml.Node, constructor: Any, file: str) -> Any:
                         "mapping keys must be plain values", file, int(key_node.start_mark.line) + 1
                     )
                 key = _convert(key_node, constructor, file)
+                if key in mapping:
+                    raise InputError(
+                        f"duplicate key {key!r}", file, int(key_node.start_mark.line) + 1
+                    )
                 mapping[key] = _convert(value_node, constructor, file)
                 mapping.lines[key] = int(value_node.start_mark.line) + 1
             return mapping
@@ -252,6 +260,8 @@ def read_yaml(path: str | Path) -> Problem:
     domains: dict[str, tuple[object, ...]] = {}
     dom_section = root.get("domains") or YMap()
     for dname, spec in dom_section.items():
+        if str(dname) in domains:
+            raise InputError(f"domain {dname!r} is declared twice", file, _line(dom_section, dname))
         domains[str(dname)] = _domain_values(spec, str(dname), file, _line(dom_section, dname))
 
     budget = SizeBudget(file)
@@ -262,6 +272,8 @@ def read_yaml(path: str | Path) -> Problem:
     for vname, spec in var_section.items():
         vline = _line(var_section, vname)
         name = str(vname)
+        if not name or name in variables:
+            raise InputError(f"variable {name!r} is declared twice or has no name", file, vline)
         if not isinstance(spec, YMap) or "domain" not in spec:
             raise InputError(f"variable {name!r} needs a 'domain'", file, vline)
         dname = spec["domain"]

@@ -68,7 +68,8 @@ def _check(content: bytes, fmt: str) -> None:
         try:
             problem = read_problem(path)
         except InputError as exc:
-            assert str(exc).startswith(str(path)), str(exc)
+            # one line, naming the file and a line number
+            assert re.match(re.escape(str(path)) + r":\d+: \S", str(exc)), str(exc)
             assert "\n" not in str(exc)
             return
         out = Path(tmp) / f"out{EXT[fmt]}"
