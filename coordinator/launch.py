@@ -210,6 +210,12 @@ def run_local(
     """
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
+    # refuse bad arguments before any process starts
+    if algo not in ("dpop", "adpop"):
+        raise RunError(f"unknown distributed algorithm {algo!r}; use dpop or adpop")
+    if algo == "adpop" and (z is None or z < 1):
+        raise RunError("ADPOP needs a mini-bucket size z >= 1 (--z)")
+
     with contextlib.ExitStack() as stack:
         if workdir is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dcop-run-")))
