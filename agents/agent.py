@@ -253,11 +253,18 @@ class Agent:
 
     def _heartbeats(self, now: float) -> None:
         self._send(COORDINATOR_ID, Heartbeat())
-        if not self.ready_sent and len(self.degrees) < len(self.cfg.neighbours):
-            return  # neighbours may still be starting; liveness counts once links are up
+        # Neighbours may still be starting; liveness counts once links are up. Those already
+        # heard from are kept alive meanwhile: otherwise an agent that waits for one slow
+        # neighbour goes silent for all the others, which then report it dead (seen with dozens
+        # of containers starting at once on two cores).
+        waiting = not self.ready_sent and len(self.degrees) < len(self.cfg.neighbours)
         for peer in self.cfg.neighbours:
+            if waiting and peer not in self.degrees:
+                continue
             if now - self.last_sent.get(peer, 0.0) >= self.cfg.heartbeat_s:
                 self._send(peer, Heartbeat())
+            if waiting:
+                continue
             silent = now - self.last_seen[peer]
             if silent > self.cfg.peer_timeout_s and peer not in self.reported_dead:
                 self.reported_dead.add(peer)
