@@ -26,6 +26,10 @@ TimeoutOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Write into a non-empty output directory.")
 ]
+PeerTimeoutOption = Annotated[
+    float,
+    typer.Option("--peer-timeout", help="Seconds of silence before a peer counts as dead."),
+]
 LogOption = Annotated[
     str, typer.Option("--log-level", help="DEBUG | INFO | WARNING | ERROR (agents, coordinator).")
 ]
@@ -52,6 +56,7 @@ def compose_command(
     algo: AlgoOption = "dpop",
     z: ZOption = None,
     timeout: TimeoutOption = 300.0,
+    peer_timeout: PeerTimeoutOption = 30.0,
     log_level: LogOption = "WARNING",
     force: ForceOption = False,
 ) -> None:
@@ -66,6 +71,7 @@ def compose_command(
         algo=_algo(algo),
         z=z,
         timeout_s=timeout,
+        peer_timeout_s=peer_timeout,
         log_level=log_level,
     )
     peers = write_compose(problem, output, options, force=force)
@@ -100,6 +106,7 @@ def hosts_command(
     algo: AlgoOption = "dpop",
     z: ZOption = None,
     timeout: TimeoutOption = 600.0,
+    peer_timeout: PeerTimeoutOption = 30.0,
     log_level: LogOption = "WARNING",
     force: ForceOption = False,
 ) -> None:
@@ -118,6 +125,7 @@ def hosts_command(
         algo=_algo(algo),
         z=z,
         timeout_s=timeout,
+        peer_timeout_s=peer_timeout,
         log_level=log_level,
     )
     peers = write_hosts(problem, output, options, force=force)

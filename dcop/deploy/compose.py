@@ -77,6 +77,9 @@ class ComposeOptions:
     timeout_s: float = 300.0
     #: Seconds the coordinator waits for every agent's hello.
     hello_timeout_s: float = 120.0
+    #: Seconds of silence before a peer counts as dead. Larger than a bare process run's default:
+    #: dozens of containers starting at once on a few cores starve some of them for seconds.
+    peer_timeout_s: float = 30.0
     #: Log level of the agents.
     log_level: str = "WARNING"
 
@@ -92,6 +95,7 @@ def coordinator_command(
         "--algo", options.algo,
         "--timeout", f"{options.timeout_s:g}",
         "--hello-timeout", f"{min(options.timeout_s, options.hello_timeout_s):g}",
+        "--peer-timeout", f"{options.peer_timeout_s:g}",
         "--json", f"{results_dir}/{RESULT_FILE}",
     ]  # fmt: skip
     if options.z is not None:
@@ -113,6 +117,7 @@ def agent_command(agent_id: int, options: ComposeOptions, *, keys_dir: str | Non
         "--id", str(agent_id),
         "--peers", f"{CONFIG_DIR}/peers.json",
         "--timeout", f"{options.timeout_s:g}",
+        "--peer-timeout", f"{options.peer_timeout_s:g}",
         "--log-level", options.log_level,
     ]  # fmt: skip
     if options.gpu:
@@ -135,6 +140,11 @@ def gpu_reservation(device: int) -> dict[str, Any]:
     }
 
 
+#: One thread per BLAS/OpenMP pool: an agent's tables are small, and dozens of containers with
+#: a pool per core each would only fight over the cores.
+ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def _key_mount(name: str) -> str:
     return f"./keys/{name}.key_secret:{KEYS_DIR}/{name}.key_secret:ro"
 
@@ -147,6 +157,7 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
         "image": options.image,
         "user": "${DCOP_USER:-" + default_user() + "}",
         "restart": "no",
+        "environment": dict(ENVIRONMENT),
         "networks": ["dcop"],
     }
     coordinator: dict[str, Any] = {
@@ -163,6 +174,10 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
         service: dict[str, Any] = {
             **common,
             "hostname": agent_service(entry.id),
+            # An init process forwards SIGTERM, so an aborted run stops at once. The coordinator
+            # runs without one: as PID 1 it ignores SIGTERM and always finishes writing its
+            # result, even when an agent's exit makes compose abort the others first.
+            "init": True,
             "command": agent_command(entry.id, options, keys_dir=keys),
             "volumes": [config],
             "depends_on": [COORDINATOR_SERVICE],

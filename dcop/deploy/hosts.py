@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcop.deploy.compose import ComposeOptions, agent_command, coordinator_command
+from dcop.deploy.compose import ENVIRONMENT, ComposeOptions, agent_command, coordinator_command
 from dcop.deploy.layout import (
     CONFIG_DIR,
     COORDINATOR_ID,
@@ -78,6 +78,7 @@ class HostsOptions:
     algo: str = "dpop"
     z: int | None = None
     timeout_s: float = 600.0
+    peer_timeout_s: float = 30.0
     log_level: str = "WARNING"
 
 
@@ -151,6 +152,7 @@ def write_hosts(
             timeout_s=options.timeout_s,
             # Hosts are started by hand, one after another: wait as long as the run may take.
             hello_timeout_s=options.timeout_s,
+            peer_timeout_s=options.peer_timeout_s,
             log_level=options.log_level,
         )
         user = "${DCOP_USER:-" + default_user() + "}"
@@ -179,6 +181,8 @@ def write_hosts(
                     "image": options.image,
                     "user": user,
                     "restart": "no",
+                    "init": True,
+                    "environment": dict(ENVIRONMENT),
                     "network_mode": "host",
                     "command": agent_command(i, compose_options, keys_dir=keys_dir),
                     "volumes": ["./config:/config:ro"]
@@ -212,6 +216,7 @@ def write_hosts(
             "image": options.image,
             "user": user,
             "restart": "no",
+            "environment": dict(ENVIRONMENT),
             "network_mode": "host",
             "command": coordinator_command(
                 name, compose_options, keys_dir=keys_dir, results_dir=RESULTS_DIR
