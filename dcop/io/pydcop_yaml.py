@@ -36,7 +36,8 @@ scalar ones are refused. Every error names ``file:line``.
 The writer emits only extensional constraints (default = the most frequent cost), domains with the
 variables' labels (value indices when labels would not survive the ``'a b | c d'`` syntax), the
 objective (``max`` with costs negated back when ``Problem.sign == -1``), agents with
-``must_host`` hints, and a non-zero constant as a unary constraint on the first variable.
+``must_host`` hints (or, when no variable has an agent, one agent ``a_<var>`` per variable, which
+pyDCOP needs to run), and a non-zero constant as a unary constraint on the first variable.
 """
 
 from __future__ import annotations
@@ -605,6 +606,17 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
         doc["distribution_hints"] = {
             "must_host": {a: [v for v, o in owners.items() if o == a] for a in agents}
         }
+    elif problem.variables:
+        # pyDCOP needs agents to run: one per variable, matched by order when read back
+        taken = set(problem.variables)
+        names = []
+        for v in problem.variables:
+            agent = f"a_{v}"
+            while agent in taken:
+                agent += "_"
+            taken.add(agent)
+            names.append(agent)
+        doc["agents"] = {a: {} for a in names}
     dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=100)
     Path(path).write_text(text, encoding="utf-8")

@@ -103,6 +103,8 @@ def test_random_problems_round_trip(seed: int, fmt: str, tmp_path: Path) -> None
         assert q.cost_kind == "neg_ln"
         q.cost_kind = "cost"
     assert_same_problem(p, q, exact=fmt != "uai", by_name=fmt in ("yaml", "xml"))
+    if fmt in ("yaml", "xml"):  # one agent per variable, as pyDCOP and FRODO expect
+        assert [v.agent for v in q.variables.values()] == [f"a_{name}" for name in p.variables]
     expected = brute_force(p)
     got = brute_force(q)
     assert got == pytest.approx(expected, rel=1e-12, abs=1e-12) or (got == expected == math.inf)
