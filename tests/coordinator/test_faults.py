@@ -66,7 +66,11 @@ def test_agent_never_starts() -> None:
         return None if i == 2 else cmd
 
     _run_expecting(
-        r"agent 2 \(x2\) did not say hello", 30, timeout=20, hello_timeout=4, agent_argv=argv
+        r"timed out after 12 s: .*agent 2 \(x2\).* did not say hello",
+        40,
+        timeout=30,
+        hello_timeout=12,
+        agent_argv=argv,
     )
 
 
@@ -74,7 +78,7 @@ def test_agent_stops_answering() -> None:
     def argv(i: int, cmd: list[str]) -> list[str]:
         return [*cmd, "--fault", "hang-at-util"] if i == 4 else cmd
 
-    _run_expecting(r"agent 4 \(x4\)", 30, timeout=20, peer_timeout=2, agent_argv=argv)
+    _run_expecting(r"agent 4 \(x4\)", 40, timeout=30, peer_timeout=4, agent_argv=argv)
 
 
 def test_port_already_in_use() -> None:
