@@ -78,7 +78,7 @@ def worker(task_path: str, result_path: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("suite", nargs="?", choices=(*SUITE_NAMES, "all"))
+    parser.add_argument("suite", nargs="?", choices=(*SUITE_NAMES, "all", "plots"))
     parser.add_argument("--seeds", type=int, default=5, help="instances per generated row")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
     parser.add_argument("--mem-limit", type=float, default=8.0, help="GiB per instance")
@@ -93,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker, args.result)
     if args.suite is None:
         parser.error("a suite is required")
+    if args.suite == "plots":
+        from compare.plots import make_plots
+
+        for path in make_plots(args.out):
+            print(f"wrote {path}")
+        return 0
     if args.seeds < 1 or args.time_limit <= 0 or args.mem_limit <= 0:
         parser.error("--seeds, --time-limit and --mem-limit must be positive")
     from rich.progress import (

@@ -72,7 +72,13 @@ def machine_info() -> dict[str, Any]:
     except ImportError:  # pragma: no cover - numpy is a core dependency
         numpy_version = None
     gpus = _gpus()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on Linux
+        load = None
     return {
+        # other jobs on the machine (1, 5, 15 min load average when the suite started)
+        "load_average": load,
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "ram_gib": _ram_gib(),
@@ -90,4 +96,5 @@ def describe(info: dict[str, Any]) -> str:
     return (
         f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, {gpu}; "
         f"{info['os']}, Python {info['python']}, NumPy {info['numpy']}, commit {info['commit']}"
+        f"; load average at start {info.get('load_average')}"
     )
