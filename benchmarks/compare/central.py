@@ -113,6 +113,27 @@ def _cell(res: dict[str, Any], value_key: str = "lower_bound", digits: int = 2) 
     return f"{fmt_time(res['total_s'])} / {fmt_num(res.get(value_key), digits)}"
 
 
+#: Runs shorter than this are repeated (3 in all) and the fastest kept: the machine is shared, and
+#: short runs suffer most from other jobs' noise.
+REPEAT_BELOW_S = 5.0
+REPEATS = 3
+
+
+def best_of(ctx: Context, task: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    """``ctx.run_task``, repeated while short; the run with the least read + solve time wins."""
+    best = ctx.run_task(task, timeout)
+    _total(best)
+    runs = 1
+    while best.get("status") == "ok" and best["total_s"] < REPEAT_BELOW_S and runs < REPEATS:
+        again = ctx.run_task(task, timeout)
+        _total(again)
+        runs += 1
+        if again.get("status") == "ok" and again["total_s"] < best["total_s"]:
+            best = again
+    best["runs"] = runs
+    return best
+
+
 def _total(res: dict[str, Any]) -> None:
     if res.get("status") == "ok":
         res["total_s"] = res.get("read_s", 0.0) + res.get("solve_s", 0.0)
@@ -145,19 +166,20 @@ def suite_wcsp(ctx: Context) -> dict[str, Any]:
         }
         for z in zs:
             ctx.step(f"wcsp {name} MBE({z})")
-            res = ctx.run_task(
-                {"kind": "dcop_solve", "file": str(path), "z": z, "max_bytes": table_bytes}
+            res = best_of(
+                ctx, {"kind": "dcop_solve", "file": str(path), "z": z, "max_bytes": table_bytes}
             )
             _total(res)
             res["check"] = check_bounds(res, optimum, 1e-9)
             row["mbe"][str(z)] = res
         ctx.step(f"wcsp {name} BE")
-        be = ctx.run_task({"kind": "dcop_solve", "file": str(path), "max_bytes": table_bytes})
+        be = best_of(ctx, {"kind": "dcop_solve", "file": str(path), "max_bytes": table_bytes})
         _total(be)
         be["check"] = check_exact(be, optimum, 1e-9)
         row["be"] = be
         ctx.step(f"wcsp {name} toulbar2")
-        tb2 = ctx.run_task(
+        tb2 = best_of(
+            ctx,
             {"kind": "toulbar2", "file": str(path), "time_limit": int(ctx.time_limit)},
             timeout=ctx.time_limit + 15,
         )
@@ -234,8 +256,10 @@ def _wcsp_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "## dcop MBE(z) and BE vs toulbar2 on WCSP benchmarks (CPU, NumPy backend)\n\n"
         "Each MBE cell is `time in s / lower bound`; BE and toulbar2 cells are `time / optimum "
         "found` (the cost of the returned assignment recomputed on dcop's Problem). Times are "
-        "read + solve inside one isolated worker process (Python start-up excluded), single "
-        "thread. z_min = largest arity, z_max = min(20, w*+1, largest z whose d^z table fits a "
+        "read + solve inside one isolated worker process (Python start-up and imports "
+        "excluded); runs under 5 s are repeated three times and the fastest kept (the machine "
+        "is shared with other jobs: see the load average above). toulbar2 is single-threaded; "
+        "dcop's NumPy join may use both cores. z_min = largest arity, z_max = min(20, w*+1, largest z whose d^z table fits a "
         "quarter of the memory limit), z_2/z_3 at one and two thirds between them (as in the "
         "paper). A ratio > 1 means dcop BE was faster.\n\n" + markdown_table(headers, table),
         "## By family\n\n" + fam_table,
@@ -274,12 +298,13 @@ def suite_uai(ctx: Context) -> dict[str, Any]:
             "neg_ln_optimum": optimum,
         }
         ctx.step(f"uai {name} BE")
-        be = ctx.run_task({"kind": "dcop_solve", "file": str(path), "max_bytes": table_bytes})
+        be = best_of(ctx, {"kind": "dcop_solve", "file": str(path), "max_bytes": table_bytes})
         _total(be)
         be["check"] = check_exact(be, optimum, 1e-6)
         row["be"] = be
         ctx.step(f"uai {name} toulbar2")
-        tb2 = ctx.run_task(
+        tb2 = best_of(
+            ctx,
             {"kind": "toulbar2", "file": str(path), "time_limit": int(ctx.time_limit)},
             timeout=ctx.time_limit + 15,
         )
@@ -332,8 +357,9 @@ def suite_uai(ctx: Context) -> dict[str, Any]:
         "dcop runs BE on costs -ln p; toulbar2 (pytoulbar2, defaults) works on its own scaled "
         "integer costs, so both assignments are re-evaluated on dcop's Problem and compared with "
         "the reference optimum (`ok` = equal within 1e-6 relative, toulbar2 within its rounding "
-        "of n_functions x 1e-7 nats). Times are read + solve in one isolated worker process.\n\n"
-        + markdown_table(headers, table),
+        "of n_functions x 1e-7 nats). Times are read + solve in one isolated worker process "
+        "(imports excluded), the fastest of three runs when under 5 s; toulbar2 single-threaded, "
+        "dcop's NumPy join may use both cores.\n\n" + markdown_table(headers, table),
         f"Geometric mean of toulbar2 time / dcop BE time: {fmt_ratio(summary['toulbar2_over_be_geomean'])}"
         f" (dcop faster on {summary['be_faster']}, toulbar2 faster on {summary['toulbar2_faster']}).",
     ]
