@@ -563,7 +563,8 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
         key = tuple((type(v).__name__, v) for v in values)
         if key not in domain_of:
             domain_of[key] = f"d{len(domain_of)}"
-            domains[domain_of[key]] = {"values": list(values)}
+            # pyDCOP 0.1.1 needs a domain type; it does not interpret it
+            domains[domain_of[key]] = {"values": list(values), "type": "discrete"}
         entry: dict[str, Any] = {"domain": domain_of[key]}
         if isinstance(initial, dict) and name in initial and values is var.values:
             entry["initial_value"] = initial[name]

@@ -223,6 +223,7 @@ def test_yaml_agents_by_order_and_writer_hints(tmp_path: Path) -> None:
     assert p.tables[0].costs.tolist() == [[-1, 5], [4, -1]]
     out = tmp_path / "w.yaml"
     write_problem(p, out)
+    assert "type: discrete" in out.read_text()  # pyDCOP 0.1.1 refuses a domain without a type
     q = read_problem(out)
     assert [v.agent for v in q.variables.values()] == ["p", "q"]
     assert_same_problem(p, q)
