@@ -174,11 +174,11 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
             ):
                 s = ctx.socket(zmq.DEALER)
                 s.setsockopt(zmq.IDENTITY, ident + str(k).encode())
-                s.setsockopt(zmq.LINGER, 1000)
+                s.setsockopt(zmq.LINGER, 10_000)
                 s.connect(target.endpoint)
                 s.send_multipart(frames)
                 s.close()
-            time.sleep(0.5)
+            _wait_for_log(tmp_path / "agent-0.log", "dropped a frame", 5)
         finally:
             ctx.destroy(linger=1000)
 
@@ -190,6 +190,15 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
     log = (tmp_path / "agent-0.log").read_text()
     assert "dropped a frame" in log and "oversized" in log
     assert set(result["processes"]["exit_codes"].values()) == {0}
+
+
+def _wait_for_log(path: Path, text: str, count: int, limit_s: float = 20.0) -> None:
+    """Until the agent has logged ``text`` ``count`` times (it works on its own schedule)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        if path.exists() and path.read_text(errors="replace").count(text) >= count:
+            return
+        time.sleep(0.1)
 
 
 def test_coordinator_port_in_use() -> None:

@@ -48,7 +48,10 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
             p.setsockopt(zmq.LINGER, 0)
             p.connect(target.endpoint)
             p.send(b"\x00plain garbage")
-            time.sleep(1.0)
+            end = time.monotonic() + 20
+            log = tmp_path / "agent-0.log"
+            while time.monotonic() < end and "refused a CURVE client" not in log.read_text():
+                time.sleep(0.1)
         finally:
             ctx.destroy(linger=0)
 
