@@ -17,7 +17,7 @@ from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, Error
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 
-from dcop.errors import DcopError, InputError
+from dcop.errors import BackendUnavailable, DcopError, InputError
 
 log = logging.getLogger("dcop.agents")
 
@@ -73,10 +73,16 @@ def _backend(gpu: int | None) -> Any:
 
     if gpu is None:
         return get_backend("numpy")
-    import cupy  # only with --gpu; dcop.gpu needs it anyway
-
-    with cupy.cuda.Device(gpu):
-        stream = cupy.cuda.Stream(non_blocking=True)
+    try:
+        import cupy  # only with --gpu; dcop.gpu needs it anyway
+    except ImportError as exc:
+        raise BackendUnavailable(f"--gpu needs CuPy: pip install 'dcop[gpu]' ({exc})") from None
+    try:
+        with cupy.cuda.Device(gpu):
+            # the agent's own non-blocking stream: its joins never wait on other work
+            stream = cupy.cuda.Stream(non_blocking=True)
+    except Exception as exc:  # CUDA raises its own error types for a missing device or driver
+        raise BackendUnavailable(f"--gpu {gpu}: no usable CUDA device ({exc})") from None
     return get_backend("cupy", device=gpu, stream=stream)
 
 

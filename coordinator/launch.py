@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,15 +31,45 @@ from dcop.errors import InputError, RunError
 from dcop.model import Problem
 
 DEFAULT_BASE_PORT = 47000
+#: Lowest port ``free_ports`` picks (above the usual fixed service ports).
+MIN_PORT = 20000
+
+
+def _ephemeral_low() -> int:
+    """First port of the kernel's ephemeral range (outgoing connections take ports from it)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct TCP ports that are free right now (all held open while choosing)."""
+    """``count`` distinct TCP ports that are free right now (all held open while choosing).
+
+    They are picked at random below the ephemeral range: a port from that range can be taken by
+    any outgoing connection (an agent connecting to a neighbour, another program) between being
+    chosen here and the agent binding it, which failed about one run in 200 in the soak."""
     held: list[socket.socket] = []
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
     try:
-        for _ in range(count):
+        tries = 0
+        while len(held) < count:
+            tries += 1
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            # Fall back to a kernel-chosen port when the range below is tiny or crowded.
+            port = (
+                rng.randrange(MIN_PORT, low)
+                if low - MIN_PORT > 4 * count and tries < 50 * count
+                else 0
+            )
+            try:
+                s.bind((host, port))
+            except OSError:
+                s.close()
+                if port == 0:
+                    raise
+                continue
             held.append(s)
         return [s.getsockname()[1] for s in held]
     finally:
@@ -283,7 +314,7 @@ def _with_log(message: str, procs: AgentProcesses) -> str:
     for ident in procs.procs:
         if message.startswith(f"agent {ident} ") or f" agent {ident} (" in message:
             tail = procs.log_tail(ident, 1)
-            if tail and tail not in message:
+            if tail and tail not in message and message not in tail:
                 return f"{message} [agent {ident} log: {tail}]"
             break
     return message
