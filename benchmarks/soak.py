@@ -77,6 +77,9 @@ def make_instance(rng: np.random.Generator, index: int) -> tuple[Problem, dict[s
     n = int(rng.choice(GRID_SIZES)) if topology == "grid" else int(rng.integers(4, 21))
     d = int(rng.integers(2, 9))
     p1 = float(rng.choice([0.2, 0.3, 0.4]))
+    if topology == "random":
+        # floor(p1 n (n-1) / 2) edges must connect n nodes: p1 >= 2 / n.
+        p1 = max(p1, math.ceil(200 / n) / 100)
     p2 = float(rng.choice([0.0, 0.1, 0.2, 0.3]))
     seed = 1000 + index
     while True:
@@ -229,6 +232,7 @@ def one_run(
     finally:
         ended = time.monotonic()
         watchdog.cancel()
+        watchdog.join()  # a cancelled Timer's thread still needs a moment to end
         killer.finish()
     record["wall_s"] = round(ended - t0, 3)
     record["hang"] = hung.is_set()
