@@ -81,7 +81,7 @@ PAPER_GRID = [  # first column is sqrt(n)
 
 #: dcop run starts one Python process per variable; past this many the 2-core machine spends the
 #: limit on start-up alone, so larger rows report DPOP as not run (stated in the table).
-MAX_AGENTS = 100
+MAX_AGENTS = 64
 
 
 def _series(paper: list[tuple[Any, ...]], topology: str) -> list[tuple[str, list[tuple[Any, ...]]]]:
