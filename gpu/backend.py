@@ -324,7 +324,50 @@ class CupyBackend:
         assignment: Mapping[str, int],
         op: Op = "min",
     ) -> tuple[int, float]:
-        """Best value of ``var`` given values of every other variable of the tables, and its cost."""
+        """Best value of ``var`` given values of every other variable of the tables, and its cost.
+
+        One launch of the generic kernel sums the tables' entries along ``var`` at the assigned
+        values of the others (each table's pointer offset to its conditioned row), and one small
+        copy brings the ``|D_var|`` sums back."""
+        if not tables:
+            raise ModelError(f"best_value: no table holds {var!r}")
+        dtype = np.dtype(np.result_type(*[t.data.dtype for t in tables]))
+        if dtype not in (np.float32, np.float64) or len(tables) > K.GENERIC_MAX_TABLES:
+            return self._best_value_slow(tables, var, assignment, op)
+        sizes = domain_sizes(tables)
+        ndom = sizes.get(var, 0)
+        meta = [len(tables), len(tables), 1]
+        keep = []
+        for t in tables:
+            if var not in t.scope or any(v != var and v not in assignment for v in t.scope):
+                raise ModelError(f"best_value: table over {t.scope} is not resolved to {var!r}")
+            data = self._cast(t, dtype)
+            keep.append(data)
+            base, step = 0, 0
+            for v, stride in zip(t.scope, _strides(t.shape), strict=True):
+                if v == var:
+                    step = stride
+                else:
+                    base += int(assignment[v]) * stride
+            # one output dimension (the value of var), no eliminated variable (NDOM = 1)
+            meta += [data.data.ptr + base * dtype.itemsize, 0, 1, 1, ndom, step]
+        with self._on():
+            out = self.xp.empty(ndom, dtype=dtype)
+            dmeta = self._upload_meta(meta)
+            kernel = K.generic_kernel(self.device_id, "min", dtype.name)
+            kernel(
+                (1,),
+                (K.BLOCK,),
+                (dmeta, np.int32(len(meta)), out, np.uint32(0), np.uint32(ndom)),
+                shared_mem=8 * len(meta),
+            )
+            values = self.to_numpy(out).astype(np.float64)
+        index = int(np.argmax(values) if op == "max" else np.argmin(values))
+        return index, float(values[index])
+
+    def _best_value_slow(
+        self, tables: Sequence[Table], var: str, assignment: Mapping[str, int], op: str
+    ) -> tuple[int, float]:
         total = None
         with self._on():
             for t in tables:

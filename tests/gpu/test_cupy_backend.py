@@ -324,6 +324,18 @@ def test_best_value_and_errors(gpu: Any) -> None:
             assert gpu.best_value([a, b], "y", {"x": x}, op) == cpu.best_value(
                 [a, b], "y", {"x": x}, op
             )
+    rng = np.random.default_rng(9)
+    for dtype in (np.float32, np.float64):
+        for _ in range(20):
+            tables, var, sizes = random_bucket(rng, 5, 4, 3, 5, dtype)
+            tables = [t for t in tables if var in t.scope]
+            values = {v: int(rng.integers(sizes[v])) for v in sizes if v != var}
+            for op in ("min", "max"):
+                want = cpu.best_value(tables, var, values, op)
+                got = gpu.best_value(tables, var, values, op)
+                assert got[0] == want[0] and (got[1] == want[1] or np.isinf(want[1]))
+    with pytest.raises(ModelError, match="not resolved"):
+        gpu.best_value([a, b], "y", {}, "min")
     with pytest.raises(ModelError):
         gpu.join_eliminate([a], "z")
     with pytest.raises(ModelError):
