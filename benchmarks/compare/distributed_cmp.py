@@ -214,8 +214,9 @@ def suite_pydcop(ctx: Context) -> dict[str, Any]:
             this_n = [r for r in rows if r["n"] == n]
             if all(r[f"pydcop_{mode}"]["status"] not in ("ok",) for r in this_n):
                 dead[mode] = True
-        if all(dead.values()):
-            ctx.log(f"pyDCOP failed on every seed at n={n} in both modes: stopping the series")
+        # dcop goes on alone after pyDCOP has failed everywhere, until it fails on every seed too
+        if all(r["dcop"].get("status") != "ok" for r in rows if r["n"] == n) and all(dead.values()):
+            ctx.log(f"pyDCOP and dcop failed on every seed at n={n}: stopping the series")
             break
     return _pydcop_report(ctx, rows)
 
