@@ -21,7 +21,7 @@ from dcop.io import write_problem
 def _free_run(count: int) -> int:
     """A base port with ``count`` consecutive free ports after it."""
     for _ in range(50):
-        base = random.randint(40000, 60000 - count)
+        base = random.randint(20000, 32000 - count)  # below the ephemeral range
         socks = []
         try:
             for p in range(base, base + count):
