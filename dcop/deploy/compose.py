@@ -153,6 +153,10 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
     """The compose ``services`` mapping: the coordinator, then one service per agent."""
     keys = KEYS_DIR if options.secure else None
     config = f"./config:{CONFIG_DIR}:ro"
+    # No init process: as PID 1, each Python process ignores SIGTERM, so when the first agent
+    # to finish makes `up --abort-on-container-exit` stop the rest, the coordinator still writes
+    # its result and the agents still close their sockets and exit 0 (they stop by themselves
+    # within seconds of the coordinator's stop; compose kills a hung one after its grace period).
     common: dict[str, Any] = {
         "image": options.image,
         "user": "${DCOP_USER:-" + default_user() + "}",
@@ -174,10 +178,6 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
         service: dict[str, Any] = {
             **common,
             "hostname": agent_service(entry.id),
-            # An init process forwards SIGTERM, so an aborted run stops at once. The coordinator
-            # runs without one: as PID 1 it ignores SIGTERM and always finishes writing its
-            # result, even when an agent's exit makes compose abort the others first.
-            "init": True,
             "command": agent_command(entry.id, options, keys_dir=keys),
             "volumes": [config],
             "depends_on": [COORDINATOR_SERVICE],

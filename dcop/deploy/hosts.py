@@ -181,7 +181,6 @@ def write_hosts(
                     "image": options.image,
                     "user": user,
                     "restart": "no",
-                    "init": True,
                     "environment": dict(ENVIRONMENT),
                     "network_mode": "host",
                     "command": agent_command(i, compose_options, keys_dir=keys_dir),
