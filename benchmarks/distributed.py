@@ -140,11 +140,14 @@ def markdown(report: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        f"UTIL message size against separator size: `{report['stem']}_util_size.png` "
+        f"Times and bytes against n: `{report.get('stem', 'distributed')}_vs_n.png`.  ",
+        f"UTIL message size against separator size: `{report.get('stem', 'distributed')}_util_size.png` "
         "(every non-root DPOP agent: measured frame bytes and table entries; line: d^|sep| "
         "entries, 8 bytes each).",
         "",
     ]
+    if report.get("notes"):
+        lines += ["## Notes", "", report["notes"], ""]
     return "\n".join(lines)
 
 
@@ -224,6 +227,61 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def plot_vs_n(report: dict[str, Any], path: Path) -> bool:
+    """Wall, solve and simulated time, and algorithm bytes, against n (means over seeds)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for row in report["rows"]:
+        if row["run"]["finished"]:
+            series.setdefault(row["algo"], {}).setdefault(row["n"], []).append(row["run"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for algo, by_n in sorted(series.items()):
+        ns = sorted(by_n)
+
+        def mean(key: str, ns: list[int] = ns, by_n: dict[int, Any] = by_n) -> list[float]:
+            return [sum(r[key] for r in by_n[n]) / len(by_n[n]) for n in ns]
+
+        line = left.plot(ns, mean("wall_s"), "-o", label=f"{algo} wall")[0]
+        left.plot(ns, mean("simulated_s"), "--x", color=line.get_color(), label=f"{algo} simulated")
+        right.plot(
+            ns,
+            mean("algorithm_bytes"),
+            "-o",
+            color=line.get_color(),
+            label=f"{algo} bytes (degree+token+UTIL+VALUE)",
+        )
+    left.set_yscale("log")
+    left.set_xlabel("n (agents)")
+    left.set_ylabel("seconds")
+    left.set_title("wall (processes included) and simulated time")
+    left.legend(fontsize=7)
+    right.set_yscale("log")
+    right.set_xlabel("n (agents)")
+    right.set_ylabel("bytes on the wire")
+    right.set_title("algorithm bytes")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_outputs(report: dict[str, Any], out: Path) -> None:
+    """JSON, Markdown and the two plots, named after ``report["stem"]``."""
+    stem = report.get("stem", "distributed")
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    plot(report, out / f"{stem}_util_size.png")
+    plotted = plot_vs_n(report, out / f"{stem}_vs_n.png")
+    (out / f"{stem}.md").write_text(markdown(report))
+    print(f"wrote {out / (stem + '.md')}" + (" and the plots" if plotted else ""))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10,15,20,25,30")
@@ -241,7 +299,20 @@ def main() -> None:
         help="also run every algorithm with CuPy agents on this device",
     )
     ap.add_argument("--tag", default="", help="suffix of the output file names")
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        help="only re-render Markdown and plots from a "
+        "results JSON written earlier (with --other, add those results)",
+    )
     args = ap.parse_args()
+    if args.from_json is not None:
+        report = json.loads(args.from_json.read_text())
+        if args.other:
+            report["other"] = json.loads(args.other.read_text())
+        report.setdefault("stem", f"distributed{args.tag}")
+        write_outputs(report, args.out)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     zs = [int(z) for z in args.z.split(",") if z]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -302,12 +373,8 @@ def main() -> None:
         "rows": rows,
         "other": json.loads(args.other.read_text()) if args.other else None,
     }
-    stem = f"distributed{args.tag}"
-    report["stem"] = stem
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
-    plotted = plot(report, args.out / f"{stem}_util_size.png")
-    (args.out / f"{stem}.md").write_text(markdown(report))
-    print(f"wrote {args.out / (stem + '.md')}" + (" and the plot" if plotted else ""))
+    report["stem"] = f"distributed{args.tag}"
+    write_outputs(report, args.out)
 
 
 if __name__ == "__main__":
