@@ -90,109 +90,174 @@ class SizeBudget:
 
 
 class Tokens:
-    """Whitespace-separated tokens of a text with the line number of each.
+    """Whitespace-separated tokens of a text file, read line by line, with line numbers.
 
     toulbar2 and the UAI readers read tokens, not lines, so a record may span lines; errors name
-    the line of the offending token (or the last line at end of file).
+    the line of the offending token (or the last line at end of file). The file is streamed, so
+    memory stays near the size of the largest table rather than a multiple of the file size.
     """
 
-    def __init__(self, text: str, file: str) -> None:
-        self.file = file
-        toks: list[str] = []
-        lines = array("q")
-        for number, line in enumerate(text.split("\n"), start=1):
-            parts = line.split()
-            if parts:
-                toks.extend(parts)
-                lines.extend([number] * len(parts))
-        self.toks = toks
-        self.lines = lines
-        self.pos = 0
-        self.last_line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+    def __init__(self, path: Path, limit: int = MAX_TEXT_BYTES) -> None:
+        self.file = str(path)
+        try:
+            size = path.stat().st_size
+            if path.is_dir():
+                raise InputError("is a directory, not an instance file", self.file)
+            if size > limit:
+                raise InputError(f"file is {size} bytes, more than the limit of {limit}", self.file)
+            self._fh = path.open(encoding="utf-8", newline="")
+        except OSError as exc:
+            raise InputError(f"cannot read file: {exc.strerror or exc}", self.file) from None
+        self._size = size
+        self._chars = 0  # characters read so far (<= bytes read)
+        self._buf: list[str] = []
+        self._at = 0
+        self._line = 0  # line number of the tokens in _buf
+        self._eof = False
+        #: line of each value returned by the last call of numbers()
+        self.last_lines: array[int] = array("q")
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> Tokens:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- position ------------------------------------------------------------------------------
-    def remaining(self) -> int:
-        return len(self.toks) - self.pos
+    def _fill(self) -> bool:
+        """Make sure a token is buffered; False at the end of the file."""
+        while self._at >= len(self._buf):
+            if self._eof:
+                return False
+            try:
+                text = self._fh.readline()
+            except UnicodeDecodeError:
+                raise InputError(
+                    "not a UTF-8 text file", self.file, self._bad_byte_line()
+                ) from None
+            if not text:
+                self._eof = True
+                self._buf, self._at = [], 0
+                return False
+            self._line += 1
+            self._chars += len(text)
+            if "\x00" in text:
+                raise InputError("NUL byte in a text file", self.file, self._line)
+            self._buf, self._at = text.split(), 0
+        return True
+
+    def _bad_byte_line(self) -> int:
+        """Line of the first byte that is not UTF-8 (the decoder reads ahead in blocks)."""
+        data = Path(self.file).read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return data.count(b"\n", 0, exc.start) + 1
+        return self._line + 1  # pragma: no cover - the file changed while we read it
 
     def at_end(self) -> bool:
-        return self.pos >= len(self.toks)
-
-    def line_at(self, pos: int) -> int:
-        if pos < len(self.lines):
-            return self.lines[pos]
-        return self.last_line
+        return not self._fill()
 
     @property
     def line(self) -> int:
-        """Line of the next token (or of the end of the file)."""
-        return self.line_at(self.pos)
+        """Line of the next token (or the last line at the end of the file)."""
+        self._fill()
+        return max(self._line, 1)
 
-    def error(self, reason: str, pos: int | None = None) -> InputError:
-        return InputError(reason, self.file, self.line_at(self.pos if pos is None else pos))
+    def error(self, reason: str, line: int | None = None) -> InputError:
+        return InputError(reason, self.file, self.line if line is None else line)
 
     def peek(self) -> str | None:
-        return self.toks[self.pos] if self.pos < len(self.toks) else None
+        return self._buf[self._at] if self._fill() else None
 
     # -- reading -------------------------------------------------------------------------------
     def word(self, what: str) -> str:
-        if self.pos >= len(self.toks):
+        if not self._fill():
             raise self.error(f"unexpected end of file, expected {what}")
-        tok = self.toks[self.pos]
-        self.pos += 1
+        tok = self._buf[self._at]
+        self._at += 1
         return tok
 
     def integer(self, what: str, lo: int | None = None, hi: int | None = None) -> int:
+        line = self.line
         tok = self.word(what)
         try:
             value = int(tok)
         except ValueError:
-            raise self.error(
-                f"expected {what} (an integer), got {_show(tok)}", self.pos - 1
-            ) from None
+            raise self.error(f"expected {what} (an integer), got {_show(tok)}", line) from None
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             bounds = f"{lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
-            raise self.error(f"{what} {value} is out of range {bounds}", self.pos - 1)
+            raise self.error(f"{what} {value} is out of range {bounds}", line)
         return value
 
     def number(self, what: str) -> float:
+        line = self.line
         tok = self.word(what)
         try:
             value = float(tok)
         except ValueError:
-            raise self.error(
-                f"expected {what} (a number), got {_show(tok)}", self.pos - 1
-            ) from None
+            raise self.error(f"expected {what} (a number), got {_show(tok)}", line) from None
         if math.isnan(value):
-            raise self.error(f"{what} is NaN", self.pos - 1)
+            raise self.error(f"{what} is NaN", line)
         return value
+
+    def most_remaining(self) -> int:
+        """An upper bound on the tokens left: each needs a character and a separator."""
+        buffered = len(self._buf) - self._at if self._at < len(self._buf) else 0
+        return buffered + max(0, self._size - self._chars + 1) // 2
 
     def need(self, count: int, what: str) -> None:
         """Refuse a count that the rest of the file cannot possibly hold (cheap size guard)."""
-        if count > self.remaining():
+        room = self.most_remaining()
+        if count > room:
             raise self.error(
-                f"{what}: {count} tokens are needed but only {self.remaining()} remain in the file"
+                f"{what}: {count} values are declared but the rest of the file can hold at "
+                f"most {room}"
             )
 
     def numbers(self, count: int, what: str) -> FloatArray:
-        """The next ``count`` tokens as float64 (vectorised; the bad token is named on error)."""
+        """The next ``count`` tokens as float64, converted in chunks (the bad token is named).
+
+        ``last_lines`` receives the line of each value, for errors found by the caller.
+        """
         self.need(count, what)
-        chunk = self.toks[self.pos : self.pos + count]
-        try:
-            values = np.array(chunk, dtype=np.float64)
-        except ValueError:
-            for i, tok in enumerate(chunk):
-                try:
-                    float(tok)
-                except ValueError:
-                    raise self.error(
-                        f"{what}: expected a number, got {_show(tok)}", self.pos + i
-                    ) from None
-            raise  # pragma: no cover - numpy and float() agree on what a number is
-        if values.size and np.isnan(values).any():
-            bad = int(np.flatnonzero(np.isnan(values))[0])
-            raise self.error(f"{what}: NaN is not a valid value", self.pos + bad)
-        self.pos += count
-        return values
+        out = np.empty(count, dtype=np.float64)
+        lines = array("q")
+        done = 0
+        while done < count:
+            # gather up to 64k tokens over as many lines as needed, then convert them at once
+            want = min(count - done, 1 << 16)
+            chunk: list[str] = []
+            while len(chunk) < want and self._fill():
+                take = min(want - len(chunk), len(self._buf) - self._at)
+                chunk.extend(self._buf[self._at : self._at + take])
+                lines.extend([self._line] * take)
+                self._at += take
+            if not chunk:
+                raise self.error(
+                    f"unexpected end of file: {what}: {count} values expected, {done} found"
+                )
+            try:
+                values = np.array(chunk, dtype=np.float64)
+            except ValueError:
+                for i, tok in enumerate(chunk):
+                    try:
+                        float(tok)
+                    except ValueError:
+                        raise self.error(
+                            f"{what}: expected a number, got {_show(tok)}", lines[done + i]
+                        ) from None
+                raise  # pragma: no cover - numpy and float() agree on what a number is
+            if np.isnan(values).any():
+                bad = int(np.flatnonzero(np.isnan(values))[0])
+                raise self.error(f"{what}: NaN is not a valid value", lines[done + bad])
+            out[done : done + len(chunk)] = values
+            done += len(chunk)
+        self.last_lines = lines
+        return out
 
 
 def _show(tok: str) -> str:

@@ -50,22 +50,45 @@ from dcop.io._common import (
     Tokens,
     build_problem,
     effective_tables,
-    read_text,
 )
 from dcop.model import CostTable, Problem, Variable
+
+#: Largest evidence file (it is read twice: once to count its tokens).
+MAX_EVIDENCE_BYTES = 1 << 24
 
 
 def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
     """Read a UAI MARKOV/BAYES file (and optionally an ``.evid`` file) as an MPE Problem."""
     path = Path(path)
+    with Tokens(path, MAX_TEXT_BYTES) as tk:
+        kind, variables, tables, constant = _read(tk, str(path))
     file = str(path)
-    tk = Tokens(read_text(path, MAX_TEXT_BYTES), file)
+    meta: dict[str, object] = {"format": "uai", "file": file, "uai_network": kind}
+    if evidence is not None:
+        names = [v.name for v in variables]
+        observed = read_evidence(evidence, [v.size for v in variables])
+        variables, tables = condition(variables, tables, {names[v]: e for v, e in observed.items()})
+        meta["evidence"] = {names[v]: e for v, e in observed.items()}
+        meta["evidence_file"] = str(evidence)
+    return build_problem(
+        file,
+        variables,
+        tables,
+        name=path.stem,
+        constant=constant,
+        cost_kind="neg_ln",
+        meta=meta,
+    )
+
+
+def _read(tk: Tokens, file: str) -> tuple[str, list[Variable], list[CostTable], float]:
     if tk.at_end():
         raise InputError("empty file", file, 1)
-    kind_pos = tk.pos
-    kind = tk.word("network type").upper()
+    kind_line = tk.line
+    word = tk.word("network type")
+    kind = word.upper()
     if kind not in ("MARKOV", "BAYES"):
-        raise tk.error(f"expected MARKOV or BAYES, got {tk.toks[kind_pos][:40]!r}", kind_pos)
+        raise tk.error(f"expected MARKOV or BAYES, got {word[:40]!r}", kind_line)
     n = tk.integer("number of variables", 0, MAX_VARIABLES)
     tk.need(n, "domain sizes")
     sizes: list[int] = []
@@ -81,7 +104,7 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
         k = tk.integer(f"arity of function {f}", 0, n)
         scope: list[int] = []
         for _ in range(k):
-            pos = tk.pos
+            pos = tk.line
             v = tk.integer(f"variable index in the scope of function {f}", 0, n - 1)
             if v in scope:
                 raise tk.error(f"variable {v} appears twice in the scope of function {f}", pos)
@@ -95,22 +118,20 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
         for f, fscope in enumerate(scopes):
             shape = tuple(sizes[v] for v in fscope)
             expected = math.prod(shape)
-            count_pos = tk.pos
+            count_pos = tk.line
             count = tk.integer(f"number of entries of function {f}", 0)
             if count != expected:
                 raise tk.error(
                     f"function {f} declares {count} entries but its scope gives {expected}",
                     count_pos,
                 )
-            start = tk.pos
             values = tk.numbers(count, f"table of function {f}")
             wrong = (values < 0) | ~np.isfinite(values)
             if wrong.any():
                 bad = int(np.flatnonzero(wrong)[0])
                 raise tk.error(
-                    f"function {f}: entry {tk.toks[start + bad][:40]!r} is not a finite "
-                    "non-negative number",
-                    start + bad,
+                    f"function {f}: entry {str(values[bad])!r} is not a finite non-negative number",
+                    tk.last_lines[bad],
                 )
             costs = -np.log(values).reshape(shape)
             if not fscope:
@@ -120,29 +141,23 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
     if not tk.at_end():
         raise tk.error(f"unexpected token {tk.peek()!r} after the {m} declared tables")
     variables = [Variable.with_size(names[i], sizes[i]) for i in range(n)]
-    meta: dict[str, object] = {"format": "uai", "file": file, "uai_network": kind}
-    if evidence is not None:
-        observed = read_evidence(evidence, sizes)
-        variables, tables = condition(variables, tables, {names[v]: e for v, e in observed.items()})
-        meta["evidence"] = {names[v]: e for v, e in observed.items()}
-        meta["evidence_file"] = str(evidence)
-    return build_problem(
-        file,
-        variables,
-        tables,
-        name=path.stem,
-        constant=constant,
-        cost_kind="neg_ln",
-        meta=meta,
-    )
+    return kind, variables, tables, constant
 
 
 def read_evidence(path: str | Path, sizes: list[int]) -> dict[int, int]:
     """Observed ``{variable index: value index}`` from a ``.evid`` file."""
     path = Path(path)
     file = str(path)
-    tk = Tokens(read_text(path, MAX_TEXT_BYTES), file)
-    total = tk.remaining()
+    with Tokens(path, MAX_EVIDENCE_BYTES) as counter:  # evidence files are small: count first
+        total = 0
+        while not counter.at_end():
+            counter.word("evidence")
+            total += 1
+    with Tokens(path, MAX_EVIDENCE_BYTES) as tk:
+        return _read_evidence(tk, file, total, sizes)
+
+
+def _read_evidence(tk: Tokens, file: str, total: int, sizes: list[int]) -> dict[int, int]:
     if total == 0:
         raise InputError("empty evidence file", file, 1)
     first = tk.integer("number of observed variables", 0)
@@ -162,7 +177,7 @@ def read_evidence(path: str | Path, sizes: list[int]) -> dict[int, int]:
         )
     observed: dict[int, int] = {}
     for _ in range(first):
-        pos = tk.pos
+        pos = tk.line
         v = tk.integer("observed variable index", 0, len(sizes) - 1)
         e = tk.integer(f"observed value of variable {v}", 0, sizes[v] - 1)
         if v in observed and observed[v] != e:

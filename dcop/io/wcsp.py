@@ -50,7 +50,6 @@ from dcop.io._common import (
     effective_tables,
     format_cost,
     most_common,
-    read_text,
 )
 from dcop.model import CostTable, FloatArray, Problem, Variable
 
@@ -68,22 +67,25 @@ def _is_number(tok: str | None) -> bool:
 def read_wcsp(path: str | Path) -> Problem:
     """Read a toulbar2 ``.wcsp`` file into a Problem (see the module docstring)."""
     path = Path(path)
-    file = str(path)
-    tk = Tokens(read_text(path, MAX_TEXT_BYTES), file)
+    with Tokens(path, MAX_TEXT_BYTES) as tk:
+        return _read(tk, str(path))
+
+
+def _read(tk: Tokens, file: str) -> Problem:
     if tk.at_end():
         raise InputError("empty file", file, 1)
     name = tk.word("problem name")
     n = tk.integer("number of variables", 0, MAX_VARIABLES)
     tk.integer("maximum domain size")
     m = tk.integer("number of cost functions", 0, MAX_FUNCTIONS)
-    top_pos = tk.pos
+    top_line = tk.line
     top = tk.number("upper bound (top)")
     if top <= 0:
-        raise tk.error(f"upper bound (top) must be positive, got {format_cost(top)}", top_pos)
+        raise tk.error(f"upper bound (top) must be positive, got {format_cost(top)}", top_line)
     tk.need(n, "domain sizes")
     sizes: list[int] = []
     for i in range(n):
-        pos = tk.pos
+        pos = tk.line
         d = tk.integer(f"domain size of variable {i}")
         if d < 0:
             raise tk.error(
@@ -106,17 +108,17 @@ def read_wcsp(path: str | Path) -> Problem:
     for f in range(m):
         if tk.at_end():
             raise tk.error(f"unexpected end of file: {m} cost functions declared, {f} found")
-        head = tk.pos
+        head = tk.line
         arity = tk.integer(f"arity of cost function {f}", -n, n)
         k = abs(arity)
         scope: list[int] = []
         for _ in range(k):
-            pos = tk.pos
+            pos = tk.line
             v = tk.integer(f"variable index in the scope of cost function {f}", 0, n - 1)
             if v in scope:
                 raise tk.error(f"variable {v} appears twice in the scope of cost function {f}", pos)
             scope.append(v)
-        default_pos = tk.pos
+        default_pos = tk.line
         default_tok = tk.word(f"default cost of cost function {f}")
         after = tk.peek()
         if not _is_number(default_tok):
@@ -135,7 +137,7 @@ def read_wcsp(path: str | Path) -> Problem:
         if math.isnan(default):
             raise tk.error(f"default cost of cost function {f} is NaN", default_pos)
         shape = tuple(sizes[v] for v in scope)
-        count_pos = tk.pos
+        count_pos = tk.line
         count = tk.integer(f"number of tuples of cost function {f}")
         if count < 0:
             ref = -count
@@ -152,17 +154,16 @@ def read_wcsp(path: str | Path) -> Problem:
                     f"scope whose domains give {shape}",
                     count_pos,
                 )
-            budget.claim(shape, tk.line_at(head), f"cost function {f}")
+            budget.claim(shape, head, f"cost function {f}")
             costs = source.copy()
         else:
-            entries = budget.claim(shape, tk.line_at(head), f"cost function {f}")
+            entries = budget.claim(shape, head, f"cost function {f}")
             if count > entries:
                 raise tk.error(
                     f"cost function {f} lists {count} tuples but its table has only {entries} "
                     "entries",
                     count_pos,
                 )
-            start = tk.pos
             rows = tk.numbers(count * (k + 1), f"tuples of cost function {f}").reshape(count, k + 1)
             costs = np.full(shape, default, dtype=np.float64)
             if count:
@@ -173,7 +174,7 @@ def read_wcsp(path: str | Path) -> Problem:
                     raise tk.error(
                         f"cost function {f}: value index {format_cost(float(index[r, c]))} is not "
                         f"in the domain 0..{shape[c] - 1} of variable {scope[c]}",
-                        start + r * (k + 1) + c,
+                        tk.last_lines[r * (k + 1) + c],
                     )
                 if k == 0:
                     costs[()] = rows[-1, 0]  # a constant: its (last) listed cost
