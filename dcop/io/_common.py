@@ -28,9 +28,10 @@ MAX_TOTAL_ENTRIES = 1 << 28
 MAX_VARIABLES = 1 << 24
 MAX_FUNCTIONS = 1 << 24
 #: Largest file read by the token formats (.wcsp, .uai: 1 GiB, streamed, so memory follows the
-#: tables), by XML (256 MiB, a tree in memory) and by YAML (32 MiB: pure-Python tree building).
+#: tables), by XML (64 MiB: a tree and tuple lists in memory, ~25x the file) and by YAML
+#: (32 MiB: pure-Python tree building).
 MAX_TEXT_BYTES = 1 << 30
-MAX_XML_BYTES = 1 << 28
+MAX_XML_BYTES = 1 << 26
 MAX_YAML_BYTES = 1 << 25
 
 

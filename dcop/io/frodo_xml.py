@@ -16,7 +16,7 @@ with a ``scope``.
   (``<predicates>``/``<functions>``) are refused as not supported.
 
 Safety: parsed with ``defusedxml`` (SAX) with DTDs forbidden, so entity expansion ("billion
-laughs") and external entities are refused; files above 256 MiB are refused before parsing;
+laughs") and external entities are refused; files above 64 MiB are refused before parsing;
 declared domain ranges and table sizes are checked before allocating. Errors name ``file:line``.
 
 Write: the layout of FRODO 2.18.1's own generators (the files in ``instances/frodo``): one agent
