@@ -27,8 +27,13 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check $(SRC)
 	$(BIN)/ruff format --check $(SRC)
 
+# mypy cannot follow setuptools' package-dir mapping, so it checks a tree of links that puts
+# agents/, coordinator/, protocol/ and gpu/ where their import names say (dcop.agents, ...).
 typecheck: $(VENV)/.installed-test
-	$(BIN)/mypy
+	rm -rf .mypy-tree && mkdir -p .mypy-tree/dcop
+	for f in dcop/*; do ln -s "$$PWD/$$f" .mypy-tree/dcop/; done
+	for p in agents coordinator protocol gpu; do ln -s "$$PWD/$$p" .mypy-tree/dcop/$$p; done
+	cd .mypy-tree && ../$(BIN)/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache -p dcop
 
 fmt: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix $(SRC)
@@ -49,7 +54,8 @@ fuzz: $(VENV)/.installed-test
 	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
 	  $(BIN)/python fuzz/run.py $$t $(FUZZ_WORK)/corpus/$$t fuzz/corpus/$$t \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=3072 \
-	    -artifact_prefix=$(FUZZ_WORK)/crashes/$$t- -print_final_stats=1 || status=1; \
+	    -artifact_prefix=$(FUZZ_WORK)/crashes/$$t- -print_final_stats=1 \
+	    $$([ -f fuzz/dicts/$$t.dict ] && echo -dict=fuzz/dicts/$$t.dict) || status=1; \
 	done; \
 	if [ $$status -ne 0 ]; then echo "fuzz: crashes in $(FUZZ_WORK)/crashes"; fi; exit $$status
 

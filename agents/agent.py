@@ -42,6 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from dcop.errors import DcopError, ProtocolError
+from dcop.inference.elimination import partition_minibuckets
+from dcop.model import CostTable
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
@@ -67,10 +71,6 @@ from dcop.protocol import (
     decode,
     encode,
 )
-
-from dcop.errors import DcopError, ProtocolError
-from dcop.inference.elimination import partition_minibuckets
-from dcop.model import CostTable
 from dcop.tables import Table
 
 log = logging.getLogger("dcop.agents")

@@ -13,11 +13,10 @@ import sys
 from typing import Any
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
+from dcop.errors import BackendUnavailable, DcopError, InputError
 from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, Error, encode
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
-
-from dcop.errors import BackendUnavailable, DcopError, InputError
 
 log = logging.getLogger("dcop.agents")
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from dcop.coordinator import run_local
-
 from dcop.generators import random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.io import write_problem

@@ -16,6 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dcop.coordinator.metrics import summarize
+from dcop.errors import ProtocolError, RunError
+from dcop.model import Problem
+from dcop.ordering import most_neighbours_first
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
@@ -36,10 +39,6 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.peers import Peers
-
-from dcop.errors import ProtocolError, RunError
-from dcop.model import Problem
-from dcop.ordering import most_neighbours_first
 
 log = logging.getLogger("dcop.coordinator")
 

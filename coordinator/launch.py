@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from dcop.coordinator.driver import Coordinator
+from dcop.errors import InputError, RunError
+from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID, PEER_TIMEOUT_S
 from dcop.protocol.curve import CurveConfig, generate_keys, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers
-
-from dcop.errors import InputError, RunError
-from dcop.model import Problem
 
 DEFAULT_BASE_PORT = 47000
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).

@@ -14,10 +14,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dcop.model import Problem
 from dcop.protocol import Hello, Result
 from dcop.protocol.peers import Peers
-
-from dcop.model import Problem
 
 ALGORITHM_TYPES = ("degree", "token", "util", "value")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -102,7 +102,7 @@ class NumpyBackend:
 
     # ---- moving data -------------------------------------------------------------------------
     def asarray(self, array: Any, dtype: Any = np.float64) -> np.ndarray:
-        return np.ascontiguousarray(array, dtype=dtype)
+        return np.asarray(array, dtype=dtype, order="C")
 
     def to_numpy(self, array: Any) -> np.ndarray:
         return np.asarray(array)
@@ -140,7 +140,7 @@ class NumpyBackend:
         """Fix the variables of ``assignment`` that the table holds (evidence, or a VALUE message)."""
         index = tuple(int(assignment[v]) if v in assignment else slice(None) for v in table.scope)
         rest = tuple(v for v in table.scope if v not in assignment)
-        return Table(rest, np.ascontiguousarray(table.data[index]))
+        return Table(rest, np.asarray(table.data[index], order="C"))
 
     # ---- joins -------------------------------------------------------------------------------
     def join(self, tables: Sequence[Table], scope: Sequence[str] | None = None) -> Table:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+
+from dcop.errors import ProtocolError
 from dcop.protocol.constants import (
     COORDINATOR_ID,
     MAX_AGENT_ID,
@@ -20,8 +22,6 @@ from dcop.protocol.constants import (
     PROTOCOL_VERSION,
 )
 from dcop.protocol.messages import MESSAGE_CLASSES, Message
-
-from dcop.errors import ProtocolError
 
 
 @dataclass(frozen=True, eq=False)

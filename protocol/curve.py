@@ -14,9 +14,9 @@ from pathlib import Path
 
 import zmq
 import zmq.auth
-from dcop.protocol.constants import COORDINATOR_ID
 
 from dcop.errors import InputError
+from dcop.protocol.constants import COORDINATOR_ID
 
 COORDINATOR_KEY_NAME = "coordinator"
 

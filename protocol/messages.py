@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from dcop.errors import ProtocolError
 from dcop.protocol.constants import (
     MAX_AGENT_ID,
     MAX_DOMAIN,
@@ -31,8 +33,6 @@ from dcop.protocol.constants import (
     MAX_TEXT_CHARS,
     TABLE_DTYPES,
 )
-
-from dcop.errors import ProtocolError
 
 Payload = Mapping[str, Any]
 ALGORITHMS = ("dpop", "adpop")

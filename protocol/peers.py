@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcop.protocol.constants import MAX_AGENT_ID
-
 from dcop.errors import InputError
+from dcop.protocol.constants import MAX_AGENT_ID
 
 PEERS_VERSION = 1
 _ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|tcp://\[[0-9a-fA-F:.]+\]:\d{1,5}|ipc://\S+)$")

@@ -17,10 +17,10 @@ from typing import Any
 
 import zmq
 import zmq.auth.thread
-from dcop.protocol.constants import COORDINATOR_ID, MAX_FRAME_BYTES
-from dcop.protocol.curve import CurveConfig
 
 from dcop.errors import RunError
+from dcop.protocol.constants import COORDINATOR_ID, MAX_FRAME_BYTES
+from dcop.protocol.curve import CurveConfig
 
 log = logging.getLogger("dcop.protocol.zmq")
 

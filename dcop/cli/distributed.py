@@ -98,7 +98,7 @@ def coordinator(
     curve = coordinator_curve(table, keys) if secure and keys is not None else None
     transport = ZmqCoordinatorTransport(table.coordinator, curve)
     try:
-        extra = {} if peer_timeout is None else {"peer_timeout": peer_timeout}
+        extra: dict[str, Any] = {} if peer_timeout is None else {"peer_timeout": peer_timeout}
         result = Coordinator(
             problem,
             table,

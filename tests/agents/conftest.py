@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dcop.agents import Agent, AgentConfig
-from dcop.coordinator import Coordinator, make_peers
-from dcop.protocol import COORDINATOR_ID, InProcHub
 
+from dcop.agents import Agent, AgentConfig
 from dcop.backend import get_backend
+from dcop.coordinator import Coordinator, make_peers
 from dcop.model import Problem
+from dcop.protocol import COORDINATOR_ID, InProcHub
 
 RunFn = Callable[..., dict[str, Any]]
 

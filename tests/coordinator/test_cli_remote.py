@@ -12,7 +12,6 @@ from pathlib import Path
 
 from dcop.coordinator import AgentProcesses
 from dcop.coordinator.keys import generate_keys
-
 from dcop.generators import grid_network
 from dcop.inference import solve_be
 from dcop.io import write_problem

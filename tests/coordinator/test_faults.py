@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+
 from dcop.coordinator import (
     AgentProcesses,
     Coordinator,
@@ -19,12 +20,11 @@ from dcop.coordinator import (
     make_peers,
     run_local,
 )
-from dcop.protocol import COORDINATOR_ID, Ready, encode
-from dcop.protocol.peers import AgentEntry, Peers, load_peers
-
 from dcop.errors import RunError
 from dcop.generators import random_network
 from dcop.inference import solve_be
+from dcop.protocol import COORDINATOR_ID, Ready, encode
+from dcop.protocol.peers import AgentEntry, Peers, load_peers
 
 PROBLEM = random_network(8, 3, 0.4, 0.2, seed=9)
 

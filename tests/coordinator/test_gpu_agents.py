@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from dcop.coordinator import run_local
 
 from dcop.backend import gpu_usable
+from dcop.coordinator import run_local
 from dcop.generators import random_network
 
 pytestmark = pytest.mark.gpu

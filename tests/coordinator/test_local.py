@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from dcop.coordinator import run_local
 
+from dcop.coordinator import run_local
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.io import read_problem

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dcop.coordinator import AgentProcesses, Coordinator, agent_command, make_peers
-from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
+from dcop.coordinator import AgentProcesses, Coordinator, agent_command, make_peers
 from dcop.generators import scale_free_network
 from dcop.inference import solve_be
+from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
 pytestmark = pytest.mark.netns
 

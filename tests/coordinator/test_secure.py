@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 
 import zmq
+
 from dcop.coordinator import AgentProcesses, run_local
 from dcop.coordinator.keys import generate_keypair, generate_keys, load_keypair, load_public_key
+from dcop.generators import random_network
 from dcop.protocol import COORDINATOR_ID, Ready, encode
 from dcop.protocol.peers import load_peers
-
-from dcop.generators import random_network
 
 PROBLEM = random_network(8, 3, 0.4, 0.2, seed=4)
 

@@ -8,6 +8,10 @@ import math
 import msgpack
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dcop.errors import ProtocolError
 from dcop.protocol import (
     COORDINATOR_ID,
     PROTOCOL_VERSION,
@@ -29,10 +33,6 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.peers import parse_peers
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from dcop.errors import ProtocolError
 
 TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
 MESSAGES = [
