@@ -23,7 +23,8 @@ Read::
   keeps the last cost; a tuple not listed costs ``default``, and without a default every tuple
   must be listed. An extensional ``default``/cost may be ``.inf``.
 * ``Variable.agent``: the agent named in ``distribution_hints.must_host``; without any such hint
-  and with as many agents as variables, the i-th agent (file order) owns the i-th variable.
+  and with at least as many agents as variables, the i-th agent (file order) owns the i-th
+  variable; with fewer agents than variables, owners stay unset.
 * ``initial_value`` is checked against the domain and kept in ``Problem.meta["initial_values"]``;
   ``noise_level`` (random noise added by pyDCOP), ``routes`` and ``hosting_costs`` are ignored;
   ``external_variables`` are refused.
@@ -520,8 +521,8 @@ def _assign_agents(
                     raise InputError(
                         f"must_host of {agent!r} names unknown variable {item!r}", file, hline
                     )
-    elif agents and len(agents) == len(variables):
-        owner = dict(zip(variables, agents, strict=True))
+    elif agents and len(agents) >= len(variables):
+        owner = dict(zip(variables, agents[: len(variables)], strict=True))
     for vname, agent in owner.items():
         var = variables[vname]
         variables[vname] = Variable(var.name, var.values, agent)

@@ -223,7 +223,15 @@ def test_yaml_agents_by_order_and_writer_hints(tmp_path: Path) -> None:
     assert p.tables[0].costs.tolist() == [[-1, 5], [4, -1]]
     out = tmp_path / "w.yaml"
     write_problem(p, out)
-    assert "type: discrete" in out.read_text()  # pyDCOP 0.1.1 refuses a domain without a type
+    assert "type: discrete" in out.read_text()
+    # more agents than variables: still the file order; fewer: no owners
+    more = read_problem(write(tmp_path, "more.yaml", text.replace("[p, q]", "[p, q, r]")))
+    assert [v.agent for v in more.variables.values()] == ["p", "q"]
+    fewer = read_problem(write(tmp_path, "fewer.yaml", text.replace("[p, q]", "[p]")))
+    assert [v.agent for v in fewer.variables.values()] == [
+        None,
+        None,
+    ]  # pyDCOP 0.1.1 refuses a domain without a type
     q = read_problem(out)
     assert [v.agent for v in q.variables.values()] == ["p", "q"]
     assert_same_problem(p, q)
