@@ -142,6 +142,7 @@ def naive(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import cupy
+
     from dcop.gpu import CupyBackend
 
     gpu = CupyBackend(specialize_entries=0)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from dcop.gpu import kernels as K
 
 from dcop.errors import BackendUnavailable, ModelError, TableTooLarge
+from dcop.gpu import kernels as K
 from dcop.tables import Op, Table, check_op, domain_sizes, output_scope, union_scope
 
 #: Buckets with at least this many joined entries get a kernel generated for their signature.

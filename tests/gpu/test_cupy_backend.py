@@ -299,6 +299,7 @@ def test_chunked_output_to_pinned_host_memory(cp: Any, path: str) -> None:
 @pytest.mark.gpu
 def test_bound_to_given_device_and_stream(cp: Any) -> None:
     import cupy
+
     from dcop.gpu import CupyBackend
 
     stream = cupy.cuda.Stream(non_blocking=True)
