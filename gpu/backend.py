@@ -572,7 +572,7 @@ class CupyBackend:
         n_units = plan.n_units
         t0 = time.perf_counter()
         with self._on():
-            host = _pinned_empty(cupy, plan.out_shape, plan.dtype)
+            host = pinned_empty(cupy, plan.out_shape, plan.dtype)
             flat = host.reshape(-1)
             bufs = [
                 cupy.empty(min(units, n_units) * plan.rows_per_unit, plan.dtype) for _ in range(2)
@@ -654,7 +654,7 @@ def _strides(shape: Sequence[int]) -> list[int]:
     return out
 
 
-def _pinned_empty(cupy: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def pinned_empty(cupy: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A NumPy array in page-locked memory (so copies are asynchronous); pageable if that fails."""
     n = math.prod(shape)
     try:
