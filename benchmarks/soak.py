@@ -49,7 +49,6 @@ os.environ["TMPDIR"] = _PRIVATE_TMP
 tempfile.tempdir = None  # re-read TMPDIR on next use
 
 from dcop.coordinator import AgentProcesses, run_local  # noqa: E402
-
 from dcop.errors import RunError  # noqa: E402
 from dcop.generators import generate  # noqa: E402
 from dcop.inference import solve_be  # noqa: E402

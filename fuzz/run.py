@@ -36,11 +36,11 @@ def _fuzz(target: str, flags: list[str]) -> int:
 
     # Instrument only our own code: the readers, the model and the protocol are what we test.
     with atheris.instrument_imports(include=["dcop"]):
-        import dcop.protocol
         import targets
 
         import dcop.errors
         import dcop.io
+        import dcop.protocol
 
     if target not in targets.TARGETS:
         print(f"unknown target {target!r}; use one of {', '.join(targets.TARGETS)}")
@@ -51,7 +51,20 @@ def _fuzz(target: str, flags: list[str]) -> int:
     def one_input(data: bytes) -> None:
         targets.check(target, data, workdir)
 
-    atheris.Setup([sys.argv[0], *flags], one_input)
+    def frame_mutator(data: bytes, max_size: int, seed: int) -> bytes:
+        # Half the time change the msgpack structure (fields, types, sizes), which byte flips
+        # rarely reach; otherwise libFuzzer's own byte-level mutation.
+        if seed % 2 == 0:
+            out = targets.mutate_frame(data, seed)
+            if out is not None and len(out) <= max_size:
+                return out
+        mutated: bytes = atheris.Mutate(data, max_size)
+        return mutated
+
+    if target == "protocol":
+        atheris.Setup([sys.argv[0], *flags], one_input, custom_mutator=frame_mutator)
+    else:
+        atheris.Setup([sys.argv[0], *flags], one_input)
     atheris.Fuzz()
     return 0  # not reached: libFuzzer exits the process
 

@@ -20,6 +20,7 @@ import math
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ def check(target: str, data: bytes, workdir: Path) -> str:
 # ---- instance readers -------------------------------------------------------------------------
 def check_reader(fmt: str, data: bytes, workdir: Path) -> str:
     """Read ``data`` as a ``fmt`` file; if it parses, write it back and compare."""
-    from dcop.errors import InputError
+    from dcop.errors import DcopError, InputError
     from dcop.io import read_problem, write_problem
 
     ext = READER_EXT[fmt]
@@ -63,8 +64,9 @@ def check_reader(fmt: str, data: bytes, workdir: Path) -> str:
     again_path = workdir / f"again{ext}"
     try:
         write_problem(problem, again_path)
-    except InputError:
-        # A writer may refuse what its format cannot express (a clear error, not a crash).
+    except DcopError:
+        # A writer may refuse what its format cannot express with a clear error (ModelError,
+        # e.g. a YAML file whose only constraint is a constant: no variables to hang it on).
         return "accepted"
     try:
         again = read_problem(again_path)
@@ -109,9 +111,8 @@ def _close(x: float, y: float) -> bool:
 # ---- protocol decoder -------------------------------------------------------------------------
 def check_protocol(data: bytes) -> str:
     """Decode ``data`` as a frame; if it decodes, re-encoding must give a stable frame."""
-    from dcop.protocol import decode, encode
-
     from dcop.errors import ProtocolError
+    from dcop.protocol import decode, encode
 
     try:
         env = decode(data)
@@ -130,6 +131,116 @@ def check_protocol(data: bytes) -> str:
         if arr.shape != table.shape or np.isnan(arr).any():
             raise FuzzFailure("a table passed decode but is not what it claims")
     return "accepted"
+
+
+# ---- structure-aware mutation of frames -------------------------------------------------------
+#: Values that break validators: wrong types, edges of ranges, non-finite floats, long strings.
+INTERESTING: tuple[object, ...] = (
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2,
+    255,
+    1 << 24,
+    (1 << 24) + 1,
+    (1 << 31) - 1,
+    1 << 31,
+    (1 << 62),
+    (1 << 63) - 1,
+    -(1 << 63),
+    (1 << 64) - 1,
+    0.0,
+    -0.0,
+    0.5,
+    -1.5,
+    1e308,
+    math.inf,
+    -math.inf,
+    math.nan,
+    "",
+    "x",
+    "x" * 300,
+    "x" * 5000,
+    "<f8",
+    "<f4",
+    ">f8",
+    "|u1",
+    "dpop",
+    "adpop",
+    "child",
+    "back",
+    "util",
+    "value",
+    "token",
+    "result",
+    "setup",
+    b"",
+    b"\x00" * 7,
+    b"\x00" * 8,
+    b"\xff" * 16,
+    [],
+    [0],
+    [1, 2],
+    ["x1", "x1"],
+    {},
+    {"x1": 0},
+)
+
+
+def mutate_frame(data: bytes, seed: int) -> bytes | None:
+    """Decode ``data`` as msgpack and change one thing inside (a value, a key, a list); returns
+    the re-packed frame, or None when ``data`` is not msgpack (the caller mutates bytes then)."""
+    import random
+
+    import msgpack
+
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception:
+        return None
+    rnd = random.Random(seed)
+    containers: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict | list):
+            containers.append(node)
+            for child in node.values() if isinstance(node, dict) else node:
+                walk(child)
+
+    walk(obj)
+    if not containers:
+        obj = {"v": 1, "t": rnd.choice(["util", "hello", "value"]), "s": 1, "r": -1, "p": obj}
+        containers.append(obj)
+    box = rnd.choice(containers)
+    op = rnd.randrange(5)
+    keys = list(box) if isinstance(box, dict) else list(range(len(box)))
+    if op == 0 and keys:  # replace a value
+        box[rnd.choice(keys)] = rnd.choice(INTERESTING)
+    elif op == 1 and keys:  # drop an entry
+        del box[rnd.choice(keys)]
+    elif op == 2:  # add an entry
+        value = rnd.choice(INTERESTING)
+        if isinstance(box, dict):
+            box[rnd.choice(["extra", "p", "tables", "shape", "data", 7])] = value
+        else:
+            box.insert(rnd.randrange(len(box) + 1), value)
+    elif op == 3 and keys:  # nudge a number
+        key = rnd.choice(keys)
+        if type(box[key]) is int:
+            box[key] += rnd.choice([-1, 1, 1 << 20, -(1 << 20)])
+        elif isinstance(box[key], bytes):
+            box[key] = box[key][: rnd.randrange(len(box[key]) + 1)] + b"\x00" * rnd.randrange(3)
+    elif keys:  # copy one entry over another (type confusion between fields)
+        a, b = rnd.choice(keys), rnd.choice(keys)
+        box[a] = box[b]
+    try:
+        frame: bytes = msgpack.packb(obj, use_bin_type=True)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return frame
 
 
 # ---- seeds ------------------------------------------------------------------------------------
