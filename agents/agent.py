@@ -151,6 +151,7 @@ class Agent:
         local_tables: Sequence[CostTable] | None = None,
         local_domain: int | None = None,
         now: Callable[[], float] = time.monotonic,
+        local_dtype: Any = np.float64,
     ) -> None:
         self.cfg = config
         self.me = config.me
@@ -160,6 +161,7 @@ class Agent:
         self.now = now
         self.local_tables = list(local_tables) if local_tables is not None else None
         self.local_domain = local_domain
+        self.local_dtype = local_dtype  # float32 when every total stays exact (see choose_dtype)
         self.known = {COORDINATOR_ID, *config.neighbours}
         # setup
         self.domain: int | None = None
@@ -351,7 +353,10 @@ class Agent:
                     raise ProtocolError(f"UTIL from {env.sender}, which is not a waiting child")
                 # scalars (scope ()) stay host floats: they only add to the bound
                 self.utils[env.sender] = [
-                    self.backend.table(t.scope, t.to_array()) for t in body.tables if t.scope
+                    self.backend.table(t.scope, a, a.dtype)
+                    for t in body.tables
+                    if t.scope
+                    for a in [t.to_array()]
                 ]
                 self.scalars += sum(float(t.to_array()) for t in body.tables if not t.scope)
             case Value():
@@ -367,7 +372,9 @@ class Agent:
     def _adopt_local(self) -> None:
         assert self.local_tables is not None and self.local_domain is not None
         self.domain = self.local_domain
-        self.tables = [self.backend.table(t.scope, t.costs) for t in self.local_tables]
+        self.tables = [
+            self.backend.table(t.scope, t.costs, self.local_dtype) for t in self.local_tables
+        ]
 
     def _on_setup(self, setup: Setup) -> None:
         if setup.variable != self.var:
@@ -384,7 +391,11 @@ class Agent:
                 )
         else:
             self.domain = setup.domain
-            self.tables = [self.backend.table(t.scope, t.to_array()) for t in setup.tables]
+            self.tables = [
+                self.backend.table(t.scope, a, a.dtype)
+                for t in setup.tables
+                for a in [t.to_array()]
+            ]
         names = set(self.cfg.neighbours.values())
         for t in self.tables:
             if self.var not in t.scope:

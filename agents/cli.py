@@ -12,6 +12,8 @@ import socket
 import sys
 from typing import Any
 
+import numpy as np
+
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.errors import BackendUnavailable, DcopError, InputError
 from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, Error, encode
@@ -85,9 +87,11 @@ def _backend(gpu: int | None) -> Any:
     return get_backend("cupy", device=gpu, stream=stream)
 
 
-def _local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[Any], int]:
-    """This agent's tables and domain size from the problem file, checked against peers.json."""
+def _local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[Any], int, Any]:
+    """This agent's tables, domain size and table dtype from the problem file, checked against
+    peers.json. The dtype is chosen from the whole problem, as the coordinator does."""
     from dcop.io import read_problem
+    from dcop.tables import choose_dtype
 
     problem = read_problem(path)
     var = problem.variables.get(entry.variable)
@@ -106,7 +110,8 @@ def _local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[Any], 
             f"{sorted(listed)} differ from the problem's {sorted(actual)}",
             path,
         )
-    return [t for t in problem.tables if entry.variable in t.scope], var.size
+    tables = [t for t in problem.tables if entry.variable in t.scope]
+    return tables, var.size, choose_dtype(problem)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,7 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     code = 1
     try:
         transport.open()
-        local, domain = _local_part(args.problem, entry, peers) if args.problem else (None, None)
+        local, domain, dtype = (
+            _local_part(args.problem, entry, peers) if args.problem else (None, None, np.float64)
+        )
         config = AgentConfig(
             entry.id,
             entry.variable,
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             host=socket.gethostname(),
             fault=args.fault,
         )
-        agent = Agent(config, transport, _backend(args.gpu), local, domain)
+        agent = Agent(config, transport, _backend(args.gpu), local, domain, local_dtype=dtype)
         code = agent.run()
     except DcopError as exc:
         reason = f"agent {entry.id} ({entry.variable}): {exc}"

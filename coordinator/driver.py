@@ -39,6 +39,7 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.peers import Peers
+from dcop.tables import choose_dtype
 
 log = logging.getLogger("dcop.coordinator")
 
@@ -278,8 +279,9 @@ class Coordinator:
                 log.warning("coordinator: unexpected %s from %s", env.type, who)
 
     def _setup(self, variable: str) -> Setup:
+        dtype = choose_dtype(self.problem)  # float32 where integer totals stay exact
         tables = tuple(
-            WireTable.from_array(t.scope, t.costs)
+            WireTable.from_array(t.scope, t.costs.astype(dtype))
             for t in self.problem.tables
             if variable in t.scope
         )

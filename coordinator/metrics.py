@@ -14,9 +14,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from dcop.model import Problem
 from dcop.protocol import Hello, Result
 from dcop.protocol.peers import Peers
+from dcop.tables import choose_dtype
 
 ALGORITHM_TYPES = ("degree", "token", "util", "value")
 
@@ -135,7 +138,8 @@ def summarize(
         "n": n,
         "status": "ok",
         "exact": exact,
-        "dtype": "float64",  # agents join and send float64 tables: integer optima stay exact
+        # agents join and send tables in this dtype (float32 only where integer totals stay exact)
+        "dtype": np.dtype(choose_dtype(problem)).name,
         "feasible": feasible,
         "cost": _finite(cost),
         "reported_cost": _finite(problem.reported(cost)),

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dcop.errors import ModelError
+from dcop.model import Problem
 
 Op = Literal["min", "max", "sum", "logsumexp"]
 OPS: tuple[str, ...] = ("min", "max", "sum", "logsumexp")
@@ -86,6 +87,29 @@ def output_scope(tables: Sequence[Table], var: str) -> tuple[str, ...]:
 def check_op(op: str) -> None:
     if op not in OPS:
         raise ModelError(f"unknown elimination op {op!r}; use one of {', '.join(OPS)}")
+
+
+FLOAT32_EXACT_LIMIT = 2**24
+
+
+def choose_dtype(problem: Problem, requested: str = "auto") -> Any:
+    """float32 when every cost is an integer and any total stays below 2**24 (so integer optima are
+    exact), float64 otherwise; ``requested`` may force either."""
+    if requested == "float64":
+        return np.float64
+    if requested == "float32":
+        return np.float32
+    if problem.cost_kind != "cost":
+        return np.float64
+    bound = abs(problem.constant)
+    for table in problem.tables:
+        finite = table.costs[np.isfinite(table.costs)]
+        if finite.size == 0:
+            continue
+        if not np.array_equal(finite, np.round(finite)):
+            return np.float64
+        bound += float(np.abs(finite).max())
+    return np.float32 if bound < FLOAT32_EXACT_LIMIT else np.float64
 
 
 class NumpyBackend:

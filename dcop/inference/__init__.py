@@ -4,9 +4,10 @@
 (``elimination``) on a table backend (``dcop.backend``), and returns a ``SolveResult``.
 """
 
-from dcop.inference.elimination import choose_dtype, eliminate, partition_minibuckets
+from dcop.inference.elimination import eliminate, partition_minibuckets
 from dcop.inference.result import SolveResult
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
+from dcop.tables import choose_dtype
 
 __all__ = [
     "ALGOS",

@@ -27,28 +27,6 @@ from dcop.tables import Table, domain_sizes, entries, output_scope
 #: progress(done_buckets, total_buckets, variable)
 ProgressFn = Callable[[int, int, str], None]
 
-FLOAT32_EXACT_LIMIT = 2**24
-
-
-def choose_dtype(problem: Problem, requested: str = "auto") -> Any:
-    """float32 when every cost is an integer and any total stays below 2**24 (so integer optima are
-    exact), float64 otherwise; ``requested`` may force either."""
-    if requested == "float64":
-        return np.float64
-    if requested == "float32":
-        return np.float32
-    if problem.cost_kind != "cost":
-        return np.float64
-    bound = abs(problem.constant)
-    for table in problem.tables:
-        finite = table.costs[np.isfinite(table.costs)]
-        if finite.size == 0:
-            continue
-        if not np.array_equal(finite, np.round(finite)):
-            return np.float64
-        bound += float(np.abs(finite).max())
-    return np.float32 if bound < FLOAT32_EXACT_LIMIT else np.float64
-
 
 def partition_minibuckets(tables: Sequence[Table], z: int | None) -> list[list[Table]]:
     """Split a bucket into mini-buckets whose scope union has at most ``z`` variables.

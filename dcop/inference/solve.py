@@ -11,10 +11,11 @@ import numpy as np
 
 from dcop.backend import get_backend
 from dcop.errors import ModelError
-from dcop.inference.elimination import ProgressFn, choose_dtype, eliminate
+from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.inference.result import SolveResult
 from dcop.model import Problem
 from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.tables import choose_dtype
 
 ALGOS = ("be", "mbe")
 
