@@ -103,6 +103,9 @@ def hosts_command(
     ] = False,
     image: ImageOption = "dcop:latest",
     gpu: Annotated[bool, typer.Option("--gpu", help="One GPU per agent container.")] = False,
+    gpus: Annotated[
+        int, typer.Option("--gpus", help="With --gpu: GPUs per host, agents round robin.")
+    ] = 1,
     algo: AlgoOption = "dpop",
     z: ZOption = None,
     timeout: TimeoutOption = 600.0,
@@ -122,6 +125,7 @@ def hosts_command(
         secure=not insecure,
         image=image,
         gpu=gpu,
+        gpus=gpus,
         algo=_algo(algo),
         z=z,
         timeout_s=timeout,

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcop.deploy.compose import ENVIRONMENT, ComposeOptions, agent_command, coordinator_command
+from dcop.deploy.compose import (
+    ENVIRONMENT,
+    ComposeOptions,
+    agent_command,
+    coordinator_command,
+    gpu_reservation,
+)
 from dcop.deploy.layout import (
     CONFIG_DIR,
     COORDINATOR_ID,
@@ -75,6 +81,8 @@ class HostsOptions:
     secure: bool = True
     image: str = "dcop:latest"
     gpu: bool = False
+    #: With ``gpu``: GPUs per host to spread that host's agents over, round robin.
+    gpus: int = 1
     algo: str = "dpop"
     z: int | None = None
     timeout_s: float = 600.0
@@ -121,6 +129,8 @@ def write_hosts(
         )
     if options.algo == "adpop" and (options.z is None or options.z < 1):
         raise InputError("ADPOP needs a mini-bucket size --z >= 1")
+    if options.gpus < 1:
+        raise InputError(f"--gpus must be at least 1, not {options.gpus}")
     prepare_dir(out, force)
     placement = assign_hosts(n, len(options.hosts))
 
@@ -176,7 +186,7 @@ def write_hosts(
             directory = out / _host_dir(host)
             name = setup(directory, mine)
             services: dict[str, Any] = {}
-            for i in mine:
+            for k, i in enumerate(mine):
                 service: dict[str, Any] = {
                     "image": options.image,
                     "user": user,
@@ -189,15 +199,7 @@ def write_hosts(
                     "healthcheck": healthcheck(options.base_port + i),
                 }
                 if options.gpu:
-                    service["deploy"] = {
-                        "resources": {
-                            "reservations": {
-                                "devices": [
-                                    {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}
-                                ]
-                            }
-                        }
-                    }
+                    service["deploy"] = gpu_reservation(k % options.gpus)
                 services[agent_service(i)] = service
             header = HOST_HEADER.format(
                 host=host,

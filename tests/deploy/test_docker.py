@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 import zmq
-from dcop.protocol import Heartbeat, encode
-from dcop.protocol.peers import Peers
 
 from dcop.deploy import ComposeOptions, HostsOptions, write_compose, write_hosts
 from dcop.deploy import docker as dk
@@ -27,6 +25,8 @@ from dcop.deploy.health import listening_ports
 from dcop.errors import RunError
 from dcop.inference import solve_be
 from dcop.io import write_problem
+from dcop.protocol import Heartbeat, encode
+from dcop.protocol.peers import Peers
 from tests.conftest import brute_force
 from tests.deploy.conftest import small_problem
 

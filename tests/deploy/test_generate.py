@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 import zmq.auth
-from dcop.protocol.peers import load_peers
 from typer.testing import CliRunner
 
 from dcop.cli import app
@@ -21,6 +20,7 @@ from dcop.deploy.keys import add_public_keys, generate
 from dcop.deploy.layout import healthcheck
 from dcop.errors import InputError
 from dcop.io import read_problem
+from dcop.protocol.peers import load_peers
 
 
 def _yaml(path: Path) -> dict:
@@ -174,6 +174,17 @@ def test_hosts_layout_and_key_split(problem_file: Path, tmp_path: Path) -> None:
             str(out / "public-keys" / f"agent-{entry.id}.key")
         )
         assert secret is None and public.decode() == entry.public_key
+
+
+def test_hosts_gpu_reservations_per_host(problem_file: Path, tmp_path: Path) -> None:
+    write_hosts(problem_file, tmp_path / "g", HostsOptions(hosts=("a", "b"), gpu=True, gpus=2))
+    for host, mine in (("a", [0, 1, 2, 3]), ("b", [4, 5, 6, 7])):
+        services = _yaml(tmp_path / "g" / host / "docker-compose.yml")["services"]
+        for k, i in enumerate(mine):
+            service = services[f"agent-{i}"]
+            devices = service["deploy"]["resources"]["reservations"]["devices"]
+            assert devices[0]["device_ids"] == [str(k % 2)]
+            assert service["command"][service["command"].index("--gpu") + 1] == "0"
 
 
 def test_hosts_insecure_and_bad_input(problem_file: Path, tmp_path: Path) -> None:
