@@ -76,6 +76,32 @@ def worker(task_path: str, result_path: str) -> int:
     return code
 
 
+# suites whose report can be rebuilt from their JSON rows (same machine, command and limits)
+REPORTS = {
+    "dpop-vs-frodo": ("distributed_cmp", "_frodo_report", "dpop_vs_frodo"),
+    "dpop-vs-pydcop": ("distributed_cmp", "_pydcop_report", "dpop_vs_pydcop"),
+}
+
+
+def rerender(suite: str, out: Path) -> int:
+    """Rewrite ``out/<suite>.md`` (and the JSON summary) from the rows already measured."""
+    import importlib
+
+    module, func, stem = REPORTS[suite]
+    doc = json.loads((out / f"{stem}.json").read_text())
+    ctx = Context(
+        out_dir=out,
+        seeds=doc.get("seeds", 3),
+        time_limit=doc["time_limit_s"],
+        mem_gb=doc["mem_limit_gib"],
+        command=doc["command"],
+        _machine=doc["machine"],
+    )
+    getattr(importlib.import_module(f"compare.{module}"), func)(ctx, doc["rows"])
+    print(f"rewrote {out / stem}.md")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", nargs="?", choices=(*SUITE_NAMES, "all", "plots"))
@@ -86,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frodo", type=Path, default=None, help="FRODO build dir (outside repo)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument("--quick", action="store_true", help="fewer rows (smoke run)")
+    parser.add_argument(
+        "--rerender", action="store_true", help="rewrite a suite's Markdown from its JSON"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -93,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker, args.result)
     if args.suite is None:
         parser.error("a suite is required")
+    if args.rerender:
+        return rerender(args.suite, args.out)
     if args.suite == "plots":
         from compare.plots import make_plots
 

@@ -52,6 +52,7 @@ class Context:
             "limits": f"{self.time_limit:g} s wall clock, {self.mem_gb:g} GiB address space",
             "time_limit_s": self.time_limit,
             "mem_limit_gib": self.mem_gb,
+            "seeds": self.seeds,
             **extra,
         }
 
