@@ -96,5 +96,5 @@ def describe(info: dict[str, Any]) -> str:
     return (
         f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, {gpu}; "
         f"{info['os']}, Python {info['python']}, NumPy {info['numpy']}, commit {info['commit']}"
-        f"; load average at start {info.get('load_average')}"
+        f"; load average at start {info.get('load_average') or 'not recorded'}"
     )
