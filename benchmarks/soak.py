@@ -48,6 +48,7 @@ _PRIVATE_TMP = tempfile.mkdtemp(prefix="dcop-soak-")
 os.environ["TMPDIR"] = _PRIVATE_TMP
 tempfile.tempdir = None  # re-read TMPDIR on next use
 
+import dcop  # noqa: E402
 from dcop.coordinator import AgentProcesses, run_local  # noqa: E402
 from dcop.errors import RunError  # noqa: E402
 from dcop.generators import generate  # noqa: E402
@@ -335,6 +336,10 @@ def summarize(
         "kills_too_late_run_still_right": sum(
             1 for r in killed if r["outcome"] == "solved" and r["ok"]
         ),
+        # run_local stops agents with a stop message, then SIGTERM after 3 s, then SIGKILL.
+        "runs_where_an_agent_needed_sigterm": sum(
+            "-15" in r.get("exit_codes", ()) for r in records
+        ),
         "completed_runs": len(solved),
         "completed_runs_checked_against_be": len(solved),
         "infeasible_instances": sum(r["be_optimum"] is None for r in records),
@@ -364,6 +369,7 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]], meta: dict[
         "# Soak: consecutive distributed DPOP/ADPOP runs with agent kills",
         "",
         f"Command: `{meta['command']}` on {meta['machine']}, {meta['date']}.",
+        *([meta["note"]] if meta["note"] else []),
         "",
         "Every run: a fresh random instance, one agent process per variable (ZeroMQ on loopback),",
         "checked against centralized BE; a share of runs has one agent SIGKILLed either right",
@@ -385,6 +391,8 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]], meta: dict[
         f"{s['kills_too_late_run_still_right']} |",
         f"| kill -> error delay, median / max (s) | {_fmt(s['error_latency_s']['median'])} / "
         f"{_fmt(s['error_latency_s']['max'])} (run timeout {s['run_timeout_s']:g} s) |",
+        f"| runs where an agent ignored the stop message for 3 s and got SIGTERM | "
+        f"{s['runs_where_an_agent_needed_sigterm']} |",
         f"| completed runs checked against BE | {s['completed_runs_checked_against_be']} "
         f"({s['infeasible_instances']} instances infeasible) |",
         f"| **wrong answers** | **{s['wrong_answers']}** |",
@@ -427,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per run (run_local)")
     ap.add_argument("--grace", type=float, default=30.0, help="seconds past it = a hang")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak")
+    ap.add_argument("--note", default="", help="a line for the report (e.g. the commit)")
     args = ap.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -454,12 +463,14 @@ def main(argv: list[str] | None = None) -> int:
         "after_last_run": fd_count(),
     }
     meta = {
-        "command": "make soak  # python benchmarks/soak.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python benchmarks/soak.py", *sys.argv[1:]]),
         "machine": f"{platform.machine()} Linux ({os.cpu_count()} cores, "
         f"Python {platform.python_version()})",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seed": args.seed,
         "kill_share": args.kill_share,
+        "dcop_package": str(Path(dcop.__file__).resolve().parent),
+        "note": args.note,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"meta": meta, "summary": summary, "runs": records}
