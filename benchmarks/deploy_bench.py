@@ -250,7 +250,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(
             f"| {row['n']} | {'yes' if row['secure'] else 'no'} | {row['up_to_result_s']:.1f} | "
             f"{row['up_to_exit_s']:.1f} | {row['coordinator_wall_s']:.1f} | "
-            f"{row['solve_wall_s']:.2f} | {row['app_bytes']} |"
+            f"{row['solve_wall_s']:.2f} | {row['app_bytes']:.0f} |"
         )
     lines += [
         "",
@@ -301,7 +301,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--skip-cold", action="store_true", help="do not rebuild the base image")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument(
+        "--render-only", action="store_true", help="rewrite deploy.md from deploy.json, no runs"
+    )
     args = ap.parse_args()
+    if args.render_only:
+        data = json.loads((args.out / "deploy.json").read_text())
+        (args.out / "deploy.md").write_text(markdown(data))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     docker = dk.ensure_daemon()
     load = Path("/proc/loadavg").read_text().split()[:3]
