@@ -49,6 +49,13 @@ def test_mypy_is_strict_for_protocol_and_model() -> None:
     assert config["tool"]["ruff"]["line-length"] == 100
 
 
+def test_coverage_measures_every_dcop_package() -> None:
+    """By import name: a folder "dcop" would leave out agents/, coordinator/, protocol/, gpu/."""
+    run = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]
+    assert "dcop" in run.get("source_pkgs", [])
+    assert "dcop" not in run.get("source", [])
+
+
 @pytest.mark.slow
 def test_soak_smoke(tmp_path: Path) -> None:
     """Two soak runs (a warm-up and one with a killed agent): both checks pass."""
