@@ -5,7 +5,7 @@
 #
 # debootstrap installs a minimal Debian bookworm with python3 and the Debian builds of numpy,
 # pyzmq, msgpack, PyYAML, rich, click and defusedxml; the few Python packages that bookworm has
-# too old (typer>=0.12, networkx>=3, setuptools>=68 for building the project) are downloaded as
+# too old (typer>=0.12, networkx>=3, setuptools>=77 for building the project) are downloaded as
 # wheels with this machine's pip into a virtual environment at /opt/dcop (which also sees the
 # Debian packages). The tree is then `docker import`ed.
 #
@@ -31,7 +31,7 @@ RECIPE=1
 SUITE=bookworm
 DEBS=(python3 python3-venv python3-pip python3-numpy python3-zmq python3-msgpack python3-yaml
       python3-rich python3-click python3-defusedxml python3-typing-extensions)
-WHEELS=("typer>=0.12" "networkx>=3.0" "setuptools>=68" "wheel")
+WHEELS=("typer>=0.12" "networkx>=3.0" "setuptools>=77" "wheel")
 
 log() { echo "build-base: $*" >&2; }
 
