@@ -36,10 +36,10 @@ from dcop.deploy.layout import (
     deployment_peers,
     healthcheck,
     prepare_dir,
+    read_deployable,
     write_yaml,
 )
 from dcop.errors import InputError
-from dcop.io import read_problem
 from dcop.protocol.curve import generate_keys, key_name
 from dcop.protocol.peers import Peers
 
@@ -271,7 +271,7 @@ def write_compose(
         raise InputError(f"--gpus must be at least 1, not {options.gpus}")
     if options.algo == "adpop" and (options.z is None or options.z < 1):
         raise InputError("ADPOP needs a mini-bucket size --z >= 1")
-    problem = read_problem(source)
+    problem = read_deployable(source)
     prepare_dir(out, force)
     name = copy_problem(source, out / "config")
     (out / "results").mkdir(exist_ok=True)

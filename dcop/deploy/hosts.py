@@ -45,10 +45,10 @@ from dcop.deploy.layout import (
     deployment_peers,
     healthcheck,
     prepare_dir,
+    read_deployable,
     write_yaml,
 )
 from dcop.errors import InputError
-from dcop.io import read_problem
 from dcop.protocol.curve import generate_keys, key_name
 from dcop.protocol.peers import Peers
 
@@ -118,7 +118,7 @@ def write_hosts(
     coord_host = options.coordinator_host or options.hosts[0]
     coord_address = check_host(coord_host)
     check_port(options.coordinator_port, "coordinator port")
-    problem = read_problem(source)
+    problem = read_deployable(source)
     n = len(problem.variables)
     check_port(options.base_port, "base port")
     check_port(options.base_port + n - 1, "highest agent port")

@@ -17,6 +17,7 @@ import yaml
 
 from dcop.deploy.health import CHECK
 from dcop.errors import InputError
+from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.protocol.constants import COORDINATOR_ID
 from dcop.protocol.peers import AgentEntry, Peers
@@ -64,6 +65,14 @@ def variable_graph(problem: Problem) -> list[tuple[int, str, tuple[int, ...]]]:
     return [
         (i, name, tuple(sorted(index[m] for m in adjacency[name]))) for i, name in enumerate(names)
     ]
+
+
+def read_deployable(path: Path) -> Problem:
+    """Read the problem to deploy; refuse one without variables (no agent to run)."""
+    problem = read_problem(path)
+    if not problem.variables:
+        raise InputError("the problem has no variables: there is nothing to deploy", str(path))
+    return problem
 
 
 def deployment_peers(
@@ -160,6 +169,7 @@ __all__ = [
     "deployment_peers",
     "healthcheck",
     "prepare_dir",
+    "read_deployable",
     "variable_graph",
     "write_yaml",
 ]

@@ -19,7 +19,7 @@ from dcop.deploy.health import main as health_main
 from dcop.deploy.keys import add_public_keys, generate
 from dcop.deploy.layout import healthcheck
 from dcop.errors import InputError
-from dcop.io import read_problem
+from dcop.io import read_problem, write_problem
 from dcop.protocol.peers import load_peers
 
 
@@ -205,6 +205,15 @@ def test_hosts_insecure_and_bad_input(problem_file: Path, tmp_path: Path) -> Non
     for k, options in enumerate(bad):
         with pytest.raises(InputError):
             write_hosts(problem_file, tmp_path / f"bad{k}", options)
+
+
+def test_refuses_a_problem_without_variables(tmp_path: Path) -> None:
+    from dcop.model import Problem
+
+    empty = tmp_path / "empty.wcsp"
+    write_problem(Problem.build([], [], name="empty"), empty)
+    with pytest.raises(InputError, match="no variables"):
+        write_compose(empty, tmp_path / "dep", ComposeOptions())
 
 
 def test_refuses_non_empty_output_without_force(problem_file: Path, tmp_path: Path) -> None:
