@@ -441,8 +441,8 @@ def _frodo_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
                 _status_or(fr, "wall_s"),
                 _status_or(fr, "simulated_s"),
                 fmt_ratio(r["ratio_simulated"]),
-                f"{_or_dash(dc.get('messages'))} / {_or_dash(fr.get('messages'))}",
-                f"{_kb(dc.get('bytes'))} / {_kb(fr.get('bytes'))}",
+                f"{_or_dash(dc.get('algorithm_messages'))} / {_or_dash(fr.get('messages'))}",
+                f"{_kb(dc.get('algorithm_bytes'))} / {_kb(fr.get('bytes'))}",
                 f"{_kb(dc.get('largest_util_bytes'))} / {_kb(fr.get('largest_util_bytes'))}",
                 r["check"],
             ]
@@ -474,7 +474,8 @@ def _frodo_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "its CentralMailer; its simulated time is its own (`Algorithm finished in ... ms "
         "(simulated time)`), its -timeout is the suite's time limit and -Xmx the memory limit. "
         "dcop's simulated time is the paper's message-carried logical clock. Message counts and "
-        "bytes are all messages (DFS included) as each tool counts them; dcop's bytes are "
+        "bytes are the algorithm's messages (DFS, UTIL, VALUE; dcop's heartbeats and control "
+        "messages left out, FRODO's own count) as each tool counts them; dcop's bytes are "
         "msgpack frames on the wire, FRODO's its serialized Java objects. dcop's agents refuse a "
         "UTIL message above their 256 MiB frame limit: reported as `oom`. The two simulated "
         "times are not the same clock (FRODO's includes its own per-message overheads in one "
