@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -164,10 +165,10 @@ def compile_expression(source: str, file: str | None = None, line: int | None = 
         raise refuse(f"longer than {MAX_SOURCE} characters")
     tree: ast.AST
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = _parse(source.strip(), "eval")
     except SyntaxError:
         try:
-            tree = ast.parse(_dedent(source), mode="exec")
+            tree = _parse(_dedent(source), "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             raise refuse(f"not a valid expression ({type(exc).__name__})") from None
         if not any(isinstance(node, ast.Return) for node in ast.walk(tree)):
@@ -180,6 +181,14 @@ def compile_expression(source: str, file: str | None = None, line: int | None = 
         raise refuse(str(exc.args[0])) from None
     free = frozenset(n for n in loaded - stored if n not in CONSTANTS)
     return Expression(source, tree, free, file, line)
+
+
+def _parse(source: str, mode: str) -> ast.AST:
+    """ast.parse without its SyntaxWarnings ("1if x else 0"): they would print a stray
+    ``<unknown>:1: SyntaxWarning`` line beside the CLI's one-line result or error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.parse(source, mode=mode)
 
 
 def _dedent(source: str) -> str:
