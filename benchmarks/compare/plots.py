@@ -174,11 +174,12 @@ def plot_topology(results: Path, out: Path) -> Path | None:
     for ax, (topo, doc) in zip(axes[0], docs, strict=True):
         rows = [r for r in doc["rows"] if r["series"] == "n"]
         xs = [r["paper"][0] for r in rows]
-        lines = {
+        lines: dict[str, list[float | None]] = {
             "BE ours (solve)": [],
             "DPOP ours (simulated)": [],
             "BE paper CPU": [],
             "DPOP paper CPU": [],
+            "BE GPU ours (H100, device machine)": [],
         }
         for r in rows:
             be = [x["solve_s"] for x in r["be"] if x.get("status") == "ok"]
@@ -193,6 +194,11 @@ def plot_topology(results: Path, out: Path) -> Path | None:
             )
             lines["BE paper CPU"].append(_num(r["paper"][4]))
             lines["DPOP paper CPU"].append(_num(r["paper"][6]))
+            try:
+                gpu: float | None = float(r.get("gpu") or "")
+            except ValueError:
+                gpu = None
+            lines["BE GPU ours (H100, device machine)"].append(gpu)
         for label, ys in lines.items():
             pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None and y > 0]
             if pts:
@@ -201,7 +207,7 @@ def plot_topology(results: Path, out: Path) -> Path | None:
                     [p[1] for p in pts],
                     marker="o",
                     label=label,
-                    linestyle="--" if "paper" in label else "-",
+                    linestyle="--" if "paper" in label else (":" if "GPU" in label else "-"),
                 )
         ax.set_yscale("log")
         ax.set_xlabel("sqrt(n)" if topo == "grid" else "n")
