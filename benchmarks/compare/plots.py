@@ -208,6 +208,7 @@ def plot_topology(results: Path, out: Path) -> Path | None:
                     marker="o",
                     label=label,
                     linestyle="--" if "paper" in label else (":" if "GPU" in label else "-"),
+                    color=f"C{list(lines).index(label)}",  # the same colour in every panel
                 )
         ax.set_yscale("log")
         ax.set_xlabel("sqrt(n)" if topo == "grid" else "n")
