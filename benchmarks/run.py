@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import traceback
 from collections.abc import Callable
@@ -166,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                 command=command,
                 progress=progress,
             )
-            summary = suite_function(name)(ctx)
+            try:
+                summary = suite_function(name)(ctx)
+            finally:
+                # generated instances and tool outputs live only for the suite's run
+                shutil.rmtree(ctx.work_dir, ignore_errors=True)
             progress.console.log(f"{name}: {json.dumps(summary, default=str)[:400]}")
             progress.console.log(f"wrote {args.out / (name.replace('-', '_') + '.json')}")
     return 0
