@@ -18,7 +18,7 @@ BACKEND_NAMES = ("numpy", "cupy", "auto")
 def gpu_usable() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
     try:
-        import cupy  # noqa: F401
+        import cupy
 
         return bool(cupy.cuda.runtime.getDeviceCount() > 0)
     except Exception:  # any import or driver failure means "no GPU here"
