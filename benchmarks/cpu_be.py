@@ -27,6 +27,7 @@ import numpy as np
 
 from dcop.generators import random_network
 from dcop.inference import solve
+from dcop.ordering import elimination_order, induced_width
 from dcop.tables import NumpyBackend, Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -63,6 +64,7 @@ def machine() -> dict[str, object]:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -98,6 +100,12 @@ def timed_solve(n: int, seed: int, ordering: str, limit: float) -> dict[str, obj
     return {"status": "ok", **queue.get()}
 
 
+def width(n: int, seed: int, ordering: str) -> int:
+    """Induced width of one instance along an ordering (cheap: no tables are built)."""
+    adjacency = random_network(n, 10, 0.3, 0.5, seed).neighbours()
+    return induced_width(adjacency, elimination_order(ordering, adjacency))
+
+
 def random_rows(seeds: int, n_max: int, limit: float) -> list[dict[str, object]]:
     rows = []
     for n in range(10, n_max + 1):
@@ -106,10 +114,10 @@ def random_rows(seeds: int, n_max: int, limit: float) -> list[dict[str, object]]
             runs = [timed_solve(n, s, ordering, limit) for s in range(seeds)]
             ok = [r for r in runs if r["status"] == "ok"]
             row[f"{ordering}_runs"] = runs
-            row[f"{ordering}_w"] = statistics.mean(r["w"] for r in ok) if ok else None
-            row[f"{ordering}_seconds"] = (
-                statistics.mean(r["seconds"] for r in ok) if len(ok) == len(runs) else "oot"
-            )
+            row[f"{ordering}_w"] = statistics.mean(width(n, s, ordering) for s in range(seeds))
+            # mean over the seeds that finished; the others are counted as oot
+            row[f"{ordering}_seconds"] = statistics.mean(r["seconds"] for r in ok) if ok else "oot"
+            row[f"{ordering}_unfinished"] = len(runs) - len(ok)
         row["orders_agree"] = True  # both orders must find the same optimum on every seed
         for s in range(seeds):
             a, b = row["pseudotree_runs"][s], row["minfill_runs"][s]
@@ -184,9 +192,11 @@ def write_markdown(data: dict[str, object], path: Path) -> None:
     lines = [
         "# NumPy BE on the paper's random networks (CPU)",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy {m['numpy']}. "
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy {m['numpy']}, "
+        f"load average at start {m['load_average_at_start']}. "
         f"Command: `{data['command']}`. Mean over {data['seeds']} seeds; time limit "
-        f"{data['time_limit_s']} s per instance (`oot` past it).",
+        f"{data['time_limit_s']} s per instance (`oot` past it); a mean is over the seeds that "
+        "finished, with the others counted as `oot`. w* is over all seeds (computed in-process).",
         "",
         "| n | d | p1 | w* (DFS) | BE CPU s (DFS order) | w* (min-fill) | BE CPU s (min-fill) "
         "| paper w* | paper BE CPU s | paper / ours (DFS) |",
@@ -196,16 +206,21 @@ def write_markdown(data: dict[str, object], path: Path) -> None:
         ours = row["pseudotree_seconds"]
         ratio = (
             f"{row['paper_cpu_seconds'] / ours:.0f}x"
-            if isinstance(ours, float) and ours > 0 and "paper_cpu_seconds" in row
+            if isinstance(ours, float)
+            and ours > 0
+            and "paper_cpu_seconds" in row
+            and not row["pseudotree_unfinished"]
             else "-"
         )
 
-        def fmt(x: object) -> str:
-            return f"{x:.4f}" if isinstance(x, float) else str(x)
+        def fmt(x: object, unfinished: int = 0) -> str:
+            text = f"{x:.4f}" if isinstance(x, float) else str(x)
+            return f"{text} ({unfinished} oot)" if unfinished and isinstance(x, float) else text
 
         lines.append(
-            f"| {row['n']} | 10 | 0.3 | {fmt(row['pseudotree_w'])} | {fmt(ours)} | "
-            f"{fmt(row['minfill_w'])} | {fmt(row['minfill_seconds'])} | {row.get('paper_w', '-')} | "
+            f"| {row['n']} | 10 | 0.3 | {row['pseudotree_w']:.1f} | "
+            f"{fmt(ours, row['pseudotree_unfinished'])} | {row['minfill_w']:.1f} | "
+            f"{fmt(row['minfill_seconds'], row['minfill_unfinished'])} | {row.get('paper_w', '-')} | "
             f"{row.get('paper_cpu_seconds', '-')} | {ratio} |"
         )
     f = data["fused_vs_naive"]
@@ -236,7 +251,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--n-max", type=int, default=20)
     parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--rerender", action="store_true", help="rewrite cpu_be.md from the JSON")
     args = parser.parse_args()
+    if args.rerender:
+        write_markdown(json.loads((RESULTS / "cpu_be.json").read_text()), RESULTS / "cpu_be.md")
+        return
     RESULTS.mkdir(parents=True, exist_ok=True)
     data: dict[str, object] = {
         "machine": machine(),
