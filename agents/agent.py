@@ -597,7 +597,8 @@ class Agent:
             # the receiver would drop it: fail loudly here instead of waiting for a timeout
             raise DcopError(
                 f"{body.TYPE} message of {len(frame)} bytes exceeds the frame limit of "
-                f"{self.cfg.max_frame_bytes} bytes (use ADPOP with a smaller z)"
+                f"{self.cfg.max_frame_bytes} bytes (raise the limit with --max-message-mib, "
+                "or use ADPOP with a smaller z)"
             )
         self.transport.send(peer, frame)
         self.last_sent[peer] = self.now()

@@ -45,7 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         default=PEER_TIMEOUT_S,
         help="seconds of silence before a neighbour or the coordinator counts as dead",
     )
-    p.add_argument("--max-frame-bytes", type=int, default=MAX_FRAME_BYTES, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=MAX_FRAME_BYTES,
+        help="largest message this agent sends or accepts, in bytes (default 256 MiB; "
+        "every agent of a run needs the same value)",
+    )
     p.add_argument("--secure", action="store_true", help="CurveZMQ on every socket")
     p.add_argument("--keys", help="directory holding agent-<id>.key_secret (with --secure)")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -25,7 +25,7 @@ from typing import Any
 from dcop.coordinator.driver import Coordinator
 from dcop.errors import InputError, RunError
 from dcop.model import Problem
-from dcop.protocol import COORDINATOR_ID, PEER_TIMEOUT_S
+from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S
 from dcop.protocol.curve import CurveConfig, generate_keys, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers
 
@@ -134,6 +134,7 @@ def agent_command(
     keys: str | Path | None = None,
     problem_file: str | Path | None = None,
     log_level: str = "WARNING",
+    max_frame_bytes: int = MAX_FRAME_BYTES,
 ) -> list[str]:
     """The argv that starts one agent process."""
     argv = [
@@ -157,6 +158,8 @@ def agent_command(
         argv += ["--secure", "--keys", str(keys)]
     if problem_file is not None:
         argv += ["--problem", str(problem_file)]
+    if max_frame_bytes != MAX_FRAME_BYTES:
+        argv += ["--max-frame-bytes", str(max_frame_bytes)]
     return argv
 
 
@@ -224,6 +227,7 @@ def run_local(
     agent_argv: Callable[[int, list[str]], list[str] | None] | None = None,
     before_start: Callable[[AgentProcesses], None] | None = None,
     log_level: str = "WARNING",
+    max_frame_bytes: int = MAX_FRAME_BYTES,
 ) -> dict[str, Any]:
     """Solve ``problem`` with one agent process per variable on this machine.
 
@@ -233,7 +237,8 @@ def run_local(
     instead of receiving it. ``workdir`` keeps peers.json and the agents' logs (default: a
     temporary folder, removed afterwards). Test hooks: ``agent_argv(id, argv)`` may change an
     agent's command line or return None to not start it; ``before_start(processes)`` runs once
-    every agent is ready, before the DFS starts.
+    every agent is ready, before the DFS starts. ``max_frame_bytes`` is the largest message any
+    process of the run sends or accepts (a UTIL table above it fails the run with a clear error).
 
     Returns the result dict (see :mod:`dcop.coordinator.metrics`); raises RunError naming the
     agent on any fault. Every started process has exited when this returns or raises.
@@ -258,7 +263,7 @@ def run_local(
         peers_file = folder / "peers.json"
         peers.write(peers_file)
         curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
-        transport = ZmqCoordinatorTransport(peers.coordinator, curve)
+        transport = ZmqCoordinatorTransport(peers.coordinator, curve, max_frame_bytes)
         stack.callback(transport.close)
         procs = AgentProcesses()
         stack.callback(procs.stop)
@@ -272,6 +277,7 @@ def run_local(
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
+                max_frame_bytes=max_frame_bytes,
             )
             if agent_argv is not None:
                 changed = agent_argv(a.id, argv)
@@ -290,6 +296,7 @@ def run_local(
             peer_timeout=peer_timeout,
             monitor=procs.dead,
             before_start=(lambda: before_start(procs)) if before_start is not None else None,
+            max_frame_bytes=max_frame_bytes,
         )
         started = time.monotonic()
         try:

@@ -17,12 +17,26 @@ Algo = Annotated[str, typer.Option("--algo", help="dpop (exact) or adpop (mini-b
 ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
 Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="write the result JSON here")]
+MaxMessage = Annotated[
+    float,
+    typer.Option(
+        "--max-message-mib",
+        help="largest message of the run in MiB (UTIL tables above it fail the run); up to 4095",
+    ),
+]
 
 
 def _read(path: Path) -> Any:
     from dcop.io import read_problem
 
     return read_problem(str(path))
+
+
+def _frame_bytes(mib: float) -> int:
+    """--max-message-mib as bytes: msgpack's bin32 caps one table at 4 GiB."""
+    if not 1 <= mib <= 4095:
+        raise InputError(f"--max-message-mib must be between 1 and 4095, not {mib:g}")
+    return int(mib * 2**20)
 
 
 def _check_algo(algo: str, z: int | None) -> None:
@@ -83,6 +97,7 @@ def coordinator(
     peer_timeout: Annotated[
         float | None, typer.Option(help="seconds of silence before an agent counts as dead")
     ] = None,
+    max_message_mib: MaxMessage = 256.0,
 ) -> None:
     """Drive a run of agents started elsewhere (other hosts, containers) from peers.json."""
     from dcop.coordinator.driver import Coordinator
@@ -91,12 +106,13 @@ def coordinator(
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
     _check_algo(algo, z)
+    frame_bytes = _frame_bytes(max_message_mib)
     problem = _read(problem_file)
     table = load_peers(peers_file)
     if secure and keys is None:
         raise InputError("--secure needs --keys DIR")
     curve = coordinator_curve(table, keys) if secure and keys is not None else None
-    transport = ZmqCoordinatorTransport(table.coordinator, curve)
+    transport = ZmqCoordinatorTransport(table.coordinator, curve, frame_bytes)
     try:
         extra: dict[str, Any] = {} if peer_timeout is None else {"peer_timeout": peer_timeout}
         result = Coordinator(
@@ -107,6 +123,7 @@ def coordinator(
             z=z,
             timeout=timeout,
             hello_timeout=hello_timeout,
+            max_frame_bytes=frame_bytes,
             **extra,
         ).run()
     finally:
@@ -132,11 +149,13 @@ def run(
     workdir: Annotated[Path | None, typer.Option(help="keep peers.json and agent logs here")] = (
         None
     ),
+    max_message_mib: MaxMessage = 256.0,
 ) -> None:
     """Solve FILE with one agent process per variable on this machine (DPOP or ADPOP(z))."""
     from dcop.coordinator.launch import run_local, write_result
 
     _check_algo(algo, z)
+    frame_bytes = _frame_bytes(max_message_mib)
     problem = _read(file)
     result = run_local(
         problem,
@@ -147,6 +166,7 @@ def run(
         secure=secure,
         problem_file=file if agents_read_file else None,
         workdir=workdir,
+        max_frame_bytes=frame_bytes,
     )
     result["file"] = str(file)
     if json_out is not None:

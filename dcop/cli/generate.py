@@ -51,10 +51,13 @@ def scalefree_command(
     d: DOption = 10,
     p2: P2Option = 0.5,
     seed: SeedOption = 0,
+    links: Annotated[
+        int, typer.Option("--links", help="Edges per new node (the paper's text: 2).")
+    ] = 2,
     fmt: FormatOption = None,
 ) -> None:
-    """Scale-free network (Barabási–Albert, two edges per new node)."""
-    _write(scale_free_network(n, d, p2, seed), output, fmt)
+    """Scale-free network (Barabási–Albert, two edges per new node unless --links)."""
+    _write(scale_free_network(n, d, p2, seed, m=links), output, fmt)
 
 
 @generate_app.command("grid")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dcop.coordinator import run_local
+from dcop.errors import RunError
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.io import read_problem
@@ -112,3 +113,34 @@ def test_cli_run_writes_json(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "--z" in bad.stderr
+
+
+def test_cli_run_message_limit(tmp_path: Path) -> None:
+    """``--max-message-mib`` reaches every agent: a UTIL above it fails the run with a one-line
+    error that names the way out; a limit that fits solves; a limit out of range is refused."""
+    from dcop.io import write_problem
+
+    problem = random_network(10, 10, 0.4, 0.2, seed=1)  # separators of 4-5: 10^4-10^5 entries
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(problem, str(problem_file))
+
+    out = tmp_path / "r.json"
+
+    def run(mib: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "dcop", "run", str(problem_file), "--json", str(out)]
+        return subprocess.run(
+            [*cmd, "--max-message-mib", mib], capture_output=True, text=True, timeout=120
+        )
+
+    fits = run("8")
+    assert fits.returncode == 0, fits.stderr
+    assert _same(json.loads(out.read_text())["cost"], solve_be(problem).upper_bound)
+    tiny = run("0.5")
+    assert tiny.returncode == 2 and "--max-message-mib must be between 1 and 4095" in tiny.stderr
+    assert "Traceback" not in tiny.stderr
+
+
+def test_run_local_frame_limit_is_enforced_over_zmq() -> None:
+    problem = random_network(10, 10, 0.4, 0.2, seed=1)
+    with pytest.raises(RunError, match="exceeds the frame limit of 20000 bytes"):
+        run_local(problem, "dpop", timeout=60, max_frame_bytes=20_000)

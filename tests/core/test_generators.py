@@ -57,3 +57,16 @@ def test_seeded_and_dispatch() -> None:
         generate("ring", 9, 2)
     with pytest.raises(ModelError):
         random_network(10, 3, 0.1, 0.5)  # 4 edges cannot connect 10 nodes
+
+
+@pytest.mark.parametrize("m", [1, 3, 5])
+def test_scale_free_links(m: int) -> None:
+    """``m`` links per new node: sum over new nodes of min(m, existing nodes) edges, connected,
+    and a heavier tail of degrees than the paper-text default."""
+    n = 20
+    g = graph_of(generate("scalefree", n, 3, seed=4, links=m))
+    assert g.number_of_edges() == 1 + sum(min(m, k) for k in range(2, n))
+    assert nx.is_connected(g)
+    assert max(d for _, d in g.degree) >= m
+    with pytest.raises(ModelError):
+        scale_free_network(10, 3, 0.5, m=0)
