@@ -40,15 +40,17 @@ from dcop.inference import solve
 RESULTS = Path(__file__).resolve().parent / "results"
 P2 = 0.5
 
-# (series, topology, [(n, d, p1)])
-SERIES: list[tuple[str, str, list[tuple[int, int, float]]]] = [
-    ("random n", "random", [(n, 10, 0.3) for n in range(10, 21)]),
-    ("random d", "random", [(10, d, 0.3) for d in (5, 10, 25, 50, 100)]),
-    ("random p1", "random", [(10, 10, p / 10) for p in range(2, 10)]),
-    ("scale-free n", "scalefree", [(n, 10, 0.0) for n in range(10, 21)]),
-    ("scale-free d", "scalefree", [(10, d, 0.0) for d in (5, 10, 25, 50, 100)]),
-    ("grid side", "grid", [(s * s, 10, 0.0) for s in range(5, 16)]),
-    ("grid d", "grid", [(100, d, 0.0) for d in (5, 10, 25, 50, 100)]),
+# (series, topology, [(n, d, p1)], scale-free links per new node)
+SERIES: list[tuple[str, str, list[tuple[int, int, float]], int]] = [
+    ("random n", "random", [(n, 10, 0.3) for n in range(10, 21)], 2),
+    ("random d", "random", [(10, d, 0.3) for d in (5, 10, 25, 50, 100)], 2),
+    ("random p1", "random", [(10, 10, p / 10) for p in range(2, 10)], 2),
+    ("scale-free n", "scalefree", [(n, 10, 0.0) for n in range(10, 21)], 2),
+    ("scale-free d", "scalefree", [(10, d, 0.0) for d in (5, 10, 25, 50, 100)], 2),
+    ("scale-free-m5 n", "scalefree", [(n, 10, 0.0) for n in range(10, 21)], 5),
+    ("scale-free-m5 d", "scalefree", [(10, d, 0.0) for d in (5, 10, 25, 50, 100)], 5),
+    ("grid side", "grid", [(s * s, 10, 0.0) for s in range(5, 16)], 2),
+    ("grid d", "grid", [(100, d, 0.0) for d in (5, 10, 25, 50, 100)], 2),
 ]
 
 # The paper's BE columns (w*, CPU s, GPU s, speedup; None = oom), GeForce GTX TITAN vs Opteron.
@@ -211,6 +213,37 @@ def bench_instance(
     return rec
 
 
+def ordering_for(topology: str, choice: str) -> str:
+    """``paper``: the CPU suites' order (DFS pseudo-tree, min-fill on grids); else the name."""
+    if choice != "paper":
+        return choice
+    return "minfill" if topology == "grid" else "pseudotree"
+
+
+def gpu_dpop(problem: Any, rec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """DPOP with one OS process per variable, each agent on CuPy (its own stream): simulated and
+    wall time; its cost must equal the GPU BE optimum."""
+    from dcop.coordinator import run_local
+    from dcop.errors import DcopError
+
+    t0 = time.perf_counter()
+    try:
+        res = run_local(problem, "dpop", gpu=0, timeout=args.dpop_timeout, max_frame_bytes=2**31)
+    except DcopError as exc:
+        return {"dpop": f"error: {exc}"[:200], "dpop_wall_s": time.perf_counter() - t0}
+    cost = res.get("cost")
+    opt = rec.get("lower")
+    same = (cost is None and opt is not None and math.isinf(opt)) or (
+        cost is not None and opt is not None and math.isclose(cost, opt, abs_tol=1e-6)
+    )
+    return {
+        "dpop_sim_s": res["metrics"]["simulated_runtime_s"],
+        "dpop_wall_s": time.perf_counter() - t0,
+        "dpop_cost": cost,
+        "dpop_same": bool(same),
+    }
+
+
 def mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
@@ -231,7 +264,11 @@ def summarise(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "oom_gpu": sum(r.get("gpu") == "oom" for r in recs),
         "oom_cpu": sum(r.get("cpu") == "oom" for r in recs),
         "cpu_runs": sum("cpu_s" in r for r in recs),
-        "all_same": all(r.get("same_bound", True) for r in recs),
+        "all_same": all(r.get("same_bound", True) for r in recs)
+        and all(r.get("dpop_same", True) for r in recs),
+        "dpop_sim_s": mean(pick("dpop_sim_s")) if all("dpop_sim_s" in r for r in recs) else None,
+        "dpop_wall_s": mean(pick("dpop_wall_s")) if all("dpop_sim_s" in r for r in recs) else None,
+        "dpop_runs": sum("dpop_sim_s" in r for r in recs),
         "lower": mean(pick("lower")),
         "upper": mean([u for u in pick("upper") if math.isfinite(u)]),
         "feasible": sum(math.isfinite(r.get("upper", math.inf)) for r in recs),
@@ -266,9 +303,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             s.update(series="mbe", topology="random", n=20, d=25, p1=0.3, z=z, runs=recs)
             out["mbe"].append(s)
             print(_line(s), flush=True)
-    for series, topology, configs in SERIES:
+    for series, topology, configs, links in SERIES:
         if args.only and series not in args.only:
             continue
+        kw = {"ordering": ordering_for(topology, args.ordering)}
         cpu_ok = True
         all_oom = False
         for n, d, p1 in configs:
@@ -280,14 +318,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             recs = []
             for seed in range(args.seeds):
-                problem = generate(topology, n, d, p1=p1 or 0.3, p2=P2, seed=seed)
-                rec = bench_instance(problem, gpu, timed, cpu_ok, args)
+                problem = generate(topology, n, d, p1=p1 or 0.3, p2=P2, seed=seed, links=links)
+                rec = bench_instance(problem, gpu, timed, cpu_ok, args, **kw)
+                if series in (args.dpop or ()) and rec.get("gpu") != "oom":
+                    rec.update(gpu_dpop(problem, rec, args))
                 recs.append(rec)
                 if rec.get("cpu_s", 0) > args.cpu_limit:
                     cpu_ok = False
             s = summarise(recs)
             all_oom = s["oom_gpu"] == len(recs)
-            s.update(series=series, topology=topology, n=n, d=d, p1=p1, runs=recs)
+            s.update(series=series, topology=topology, n=n, d=d, p1=p1, links=links, runs=recs)
+            s.update(kw)
             paper = PAPER.get((topology, n, d, p1))
             if paper is None and (topology, n, d) == ("random", 10, 10):
                 paper = PAPER[("random", 10, 10, 0.3)] if p1 == 0.3 else None
@@ -331,14 +372,18 @@ def markdown(meta: dict[str, Any], out: dict[str, Any]) -> str:
         "CuPy cache load); `kernel` is the CUDA-event time of the join+eliminate kernels and "
         "`transfer` the synchronised upload/download time, both from a separate instrumented run. "
         "CPU = NumpyBackend on one core of the device host. `same` = both backends found the same "
-        "bound on every seed where both ran. Paper: BE on a GeForce GTX TITAN vs an Opteron CPU "
+        "bound on every seed where both ran (and GPU DPOP's cost equals it). Elimination order: "
+        f"`{meta.get('ordering', 'minfill')}` (`paper` = DFS pseudo-tree, min-fill on grids). "
+        "DPOP GPU: `run_local(gpu=0)`, one OS process per variable each with its own CuPy "
+        "stream; simulated = the paper's message-carried clock, wall = the whole run including "
+        "process and CUDA start-up. Paper: BE on a GeForce GTX TITAN vs an Opteron CPU "
         "(Tables 2-4). `oom` = a bucket table over "
         f"{meta['gpu_max_gib']} GiB (GPU) or {meta['cpu_max_gib']} GiB (CPU); `-` = not run "
         f"(the CPU is skipped for the rest of a series after a run over {meta['cpu_limit']} s).",
         "",
         "| series | n | d | p1 | w* | CPU | GPU | speedup | cold | kernel | transfer | same | "
-        "paper w* | paper CPU | paper GPU | paper speedup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "paper w* | paper CPU | paper GPU | paper speedup | DPOP GPU simulated | DPOP GPU wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in out["series"]:
         p = s["paper"] or (None, None, None, None)
@@ -350,7 +395,8 @@ def markdown(meta: dict[str, Any], out: dict[str, Any]) -> str:
             f"| {s['series']} | {s['n']} | {s['d']} | {p1} | {_f(s['w'], 2)} | {cpu} | "
             f"{gpu} | {_f(s['speedup'])} | {_f(s['gpu_cold_s'])} | {_f(s['kernel_s'])} | "
             f"{_f(s['transfer_s'])} | {'yes' if s['all_same'] else 'NO'} | {_f(p[0], 2)} | "
-            f"{_f(p[1])} | {pgpu} | {_f(p[3])} |"
+            f"{_f(p[1])} | {pgpu} | {_f(p[3])} | {_f(s.get('dpop_sim_s'))} | "
+            f"{_f(s.get('dpop_wall_s'))} |"
         )
     if out["mbe"]:
         lines += [
@@ -431,6 +477,13 @@ def main() -> None:
     parser.add_argument("--cpu-max-gib", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", default="gpu_be")
+    parser.add_argument(
+        "--ordering",
+        default="minfill",
+        help="elimination order: minfill, pseudotree, ... or 'paper' (pseudotree, grids minfill)",
+    )
+    parser.add_argument("--dpop", nargs="*", help="series whose instances also run GPU DPOP")
+    parser.add_argument("--dpop-timeout", type=float, default=120.0)
     args = parser.parse_args()
     import cupy
 
@@ -445,6 +498,7 @@ def main() -> None:
         "gpu_max_gib": args.gpu_max_gib,
         "cpu_max_gib": args.cpu_max_gib,
         "cpu_limit": args.cpu_limit,
+        "ordering": args.ordering,
     }
     t0 = time.perf_counter()
     out = run(args)

@@ -31,6 +31,13 @@ from dcop.model import Problem
 DCOP = str(Path(sys.executable).with_name("dcop"))
 
 
+def max_message_mib(ctx: Context) -> float:
+    """The UTIL size limit given to ``dcop run``: a quarter of the memory limit (a table is held
+    as float64 for the join, then as the float32 or float64 frame on each side of the socket),
+    at most msgpack's 4 GiB."""
+    return float(min(4095, max(256, int(ctx.mem_gb * 1024 / 4))))
+
+
 def run_dcop_dpop(
     ctx: Context, file: Path, algo: str = "dpop", z: int | None = None, tag: str = ""
 ) -> dict[str, Any]:
@@ -50,6 +57,7 @@ def run_dcop_dpop(
     ]
     if z is not None:
         cmd += ["--z", str(z)]
+    cmd += ["--max-message-mib", f"{max_message_mib(ctx):g}"]
     outcome = ctx.run_command(cmd, timeout=ctx.time_limit + 20)
     res: dict[str, Any] = {
         "status": outcome.status,
@@ -82,7 +90,7 @@ def run_dcop_dpop(
     elif outcome.status == "ok":
         res["status"] = "error"
     if res["status"] == "error" and "exceeds the frame limit" in text:
-        # dcop refuses a UTIL message above its frame limit (256 MiB): a memory limit, not a bug
+        # dcop refuses a UTIL message above its frame limit (max_message_mib): a memory limit
         res["status"] = "oom"
         res["error"] = outcome.reason()
     if res["status"] == "error":
@@ -477,7 +485,9 @@ def _frodo_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes are the algorithm's messages (DFS, UTIL, VALUE; dcop's heartbeats and control "
         "messages left out, FRODO's own count) as each tool counts them; dcop's bytes are "
         "msgpack frames on the wire, FRODO's its serialized Java objects. dcop's agents refuse a "
-        "UTIL message above their 256 MiB frame limit: reported as `oom`. The two simulated "
+        f"UTIL message above the frame limit (`dcop run --max-message-mib "
+        f"{max_message_mib(ctx):g}`, a quarter of the memory limit): reported as `oom`. "
+        "The two simulated "
         "times are not the same clock (FRODO's includes its own per-message overheads in one "
         "JVM), so the wall times are shown too. Ratios > 1: dcop faster.\n\n"
         + markdown_table(headers, table),

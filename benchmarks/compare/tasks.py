@@ -42,6 +42,7 @@ def generated(spec: dict[str, Any]) -> Problem:
         p1=spec.get("p1", 0.3),
         p2=spec.get("p2", 0.5),
         seed=spec["seed"],
+        links=spec.get("links", 2),
     )
 
 
