@@ -228,8 +228,10 @@ def gpu_dpop(problem: Any, rec: dict[str, Any], args: argparse.Namespace) -> dic
 
     t0 = time.perf_counter()
     try:
-        res = run_local(problem, "dpop", gpu=0, timeout=args.dpop_timeout, max_frame_bytes=2**31)
-    except DcopError as exc:
+        res = run_local(
+            problem, "dpop", gpu=0, timeout=args.dpop_timeout, max_frame_bytes=4095 * 2**20
+        )
+    except (DcopError, OSError) as exc:  # reported in the row, never the end of the benchmark
         return {"dpop": f"error: {exc}"[:200], "dpop_wall_s": time.perf_counter() - t0}
     cost = res.get("cost")
     opt = rec.get("lower")
