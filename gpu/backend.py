@@ -124,6 +124,10 @@ class CupyBackend:
         self.stage_output = bool(stage_output)
         self.min_groups = self.sm_count * 512 if min_groups is None else int(min_groups)
         self.transfers = TransferStats()
+        #: what ``solve`` reports as TableTooLarge (several tables live on the device at once)
+        self.out_of_memory_errors: tuple[type[BaseException], ...] = (
+            cupy.cuda.memory.OutOfMemoryError,
+        )
 
     # ---- context -----------------------------------------------------------------------------
     def _on(self) -> Any:
@@ -341,6 +345,15 @@ class CupyBackend:
         for t in tables:
             if var not in t.scope or any(v != var and v not in assignment for v in t.scope):
                 raise ModelError(f"best_value: table over {t.scope} is not resolved to {var!r}")
+            if not isinstance(t.data, self.xp.ndarray):
+                # a chunked output left in host memory: upload only its row along var
+                row = t.data[
+                    tuple(slice(None) if v == var else int(assignment[v]) for v in t.scope)
+                ]
+                data = self.asarray(row, dtype)
+                keep.append(data)
+                meta += [data.data.ptr, 0, 1, 1, ndom, 1]
+                continue
             data = self._cast(t, dtype)
             keep.append(data)
             base, step = 0, 0

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backend import get_backend
-from dcop.errors import ModelError
+from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.inference.result import SolveResult
 from dcop.model import Problem
@@ -63,9 +63,13 @@ def solve(
 
     chosen = choose_dtype(problem, dtype)
     limit = default_max_bytes() if max_bytes is None else max_bytes
-    assignment, stats = eliminate(
-        problem, order, engine, z=z, dtype=chosen, max_bytes=limit, progress=progress
-    )
+    try:
+        assignment, stats = eliminate(
+            problem, order, engine, z=z, dtype=chosen, max_bytes=limit, progress=progress
+        )
+    except getattr(engine, "out_of_memory_errors", ()) as exc:
+        # the device ran out before the table limit did (other tables held at the same time)
+        raise TableTooLarge(f"{engine.name}: out of device memory ({exc})") from None
     times["eliminate"] = stats.seconds_eliminate
     times["assign"] = stats.seconds_assign
 

@@ -331,10 +331,17 @@ def test_best_value_and_errors(gpu: Any) -> None:
             tables, var, sizes = random_bucket(rng, 5, 4, 3, 5, dtype)
             tables = [t for t in tables if var in t.scope]
             values = {v: int(rng.integers(sizes[v])) for v in sizes if v != var}
+            # host tables (chunked outputs stay in pinned host memory: only a row is uploaded),
+            # device tables, and a mix of both
+            on_device = [gpu.table(t.scope, t.data, t.data.dtype) for t in tables]
+            mixed = [
+                d if k % 2 else t for k, (t, d) in enumerate(zip(tables, on_device, strict=True))
+            ]
             for op in ("min", "max"):
                 want = cpu.best_value(tables, var, values, op)
-                got = gpu.best_value(tables, var, values, op)
-                assert got[0] == want[0] and (got[1] == want[1] or np.isinf(want[1]))
+                for given in (tables, on_device, mixed):
+                    got = gpu.best_value(given, var, values, op)
+                    assert got[0] == want[0] and (got[1] == want[1] or np.isinf(want[1]))
     with pytest.raises(ModelError, match="not resolved"):
         gpu.best_value([a, b], "y", {}, "min")
     with pytest.raises(ModelError):
