@@ -16,7 +16,14 @@ import numpy as np
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.errors import BackendUnavailable, DcopError, InputError
-from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, Error, encode
+from dcop.protocol import (
+    COORDINATOR_ID,
+    MAX_FRAME_BYTES,
+    PEER_TIMEOUT_S,
+    Error,
+    encode,
+    peer_timeout_for,
+)
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 
@@ -42,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--peer-timeout",
         type=float,
-        default=PEER_TIMEOUT_S,
-        help="seconds of silence before a neighbour or the coordinator counts as dead",
+        default=None,
+        help="seconds of silence before a neighbour or the coordinator counts as dead "
+        f"(default {PEER_TIMEOUT_S:g}, longer with a --max-frame-bytes above 256 MiB)",
     )
     p.add_argument(
         "--max-frame-bytes",
@@ -156,7 +164,11 @@ def main(argv: list[str] | None = None) -> None:
             entry.variable,
             {n: table[n].variable for n in entry.neighbours},
             timeout_s=args.timeout,
-            peer_timeout_s=args.peer_timeout,
+            peer_timeout_s=(
+                peer_timeout_for(args.max_frame_bytes)
+                if args.peer_timeout is None
+                else args.peer_timeout
+            ),
             max_frame_bytes=args.max_frame_bytes,
             host=socket.gethostname(),
             fault=args.fault,

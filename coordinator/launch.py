@@ -25,7 +25,7 @@ from typing import Any
 from dcop.coordinator.driver import Coordinator
 from dcop.errors import InputError, RunError
 from dcop.model import Problem
-from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S
+from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, peer_timeout_for
 from dcop.protocol.curve import CurveConfig, generate_keys, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers
 
@@ -222,7 +222,7 @@ def run_local(
     secure: bool = False,
     problem_file: str | Path | None = None,
     hello_timeout: float | None = None,
-    peer_timeout: float = PEER_TIMEOUT_S,
+    peer_timeout: float | None = None,
     workdir: str | Path | None = None,
     agent_argv: Callable[[int, list[str]], list[str] | None] | None = None,
     before_start: Callable[[AgentProcesses], None] | None = None,
@@ -238,7 +238,8 @@ def run_local(
     temporary folder, removed afterwards). Test hooks: ``agent_argv(id, argv)`` may change an
     agent's command line or return None to not start it; ``before_start(processes)`` runs once
     every agent is ready, before the DFS starts. ``max_frame_bytes`` is the largest message any
-    process of the run sends or accepts (a UTIL table above it fails the run with a clear error).
+    process of the run sends or accepts (a UTIL table above it fails the run with a clear error);
+    ``peer_timeout`` defaults to what such a frame may need (``peer_timeout_for``).
 
     Returns the result dict (see :mod:`dcop.coordinator.metrics`); raises RunError naming the
     agent on any fault. Every started process has exited when this returns or raises.
@@ -251,6 +252,8 @@ def run_local(
     if algo == "adpop" and (z is None or z < 1):
         raise RunError("ADPOP needs a mini-bucket size z >= 1 (--z)")
 
+    if peer_timeout is None:
+        peer_timeout = peer_timeout_for(max_frame_bytes)
     with contextlib.ExitStack() as stack:
         if workdir is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dcop-run-")))

@@ -17,6 +17,7 @@ from dcop.protocol.constants import (
     MAX_FRAME_BYTES,
     PEER_TIMEOUT_S,
     PROTOCOL_VERSION,
+    peer_timeout_for,
 )
 from dcop.protocol.messages import (
     MESSAGE_TYPES,
@@ -66,4 +67,5 @@ __all__ = [
     "WireTable",
     "decode",
     "encode",
+    "peer_timeout_for",
 ]

@@ -14,6 +14,17 @@ PEER_TIMEOUT_S = 10.0
 #: Largest frame a decoder accepts (256 MiB: a float64 UTIL table of 32 M entries).
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
+#: Slowest rate (bytes/s) at which a peer is assumed to pack, send, receive and unpack one frame:
+#: heartbeats queue behind a large frame on the same socket, so silence is judged against it.
+SLOWEST_FRAME_BYTES_PER_S = 100e6
+
+
+def peer_timeout_for(max_frame_bytes: int) -> float:
+    """Silence allowed before a peer counts as dead when frames may reach ``max_frame_bytes``:
+    PEER_TIMEOUT_S, or longer where one largest frame could hold the link that long."""
+    return max(PEER_TIMEOUT_S, 2 * max_frame_bytes / SLOWEST_FRAME_BYTES_PER_S)
+
+
 #: The coordinator's id on the wire; agents are 0..MAX_AGENT_ID.
 COORDINATOR_ID = -1
 MAX_AGENT_ID = (1 << 31) - 1

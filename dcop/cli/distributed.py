@@ -114,7 +114,10 @@ def coordinator(
     curve = coordinator_curve(table, keys) if secure and keys is not None else None
     transport = ZmqCoordinatorTransport(table.coordinator, curve, frame_bytes)
     try:
-        extra: dict[str, Any] = {} if peer_timeout is None else {"peer_timeout": peer_timeout}
+        from dcop.protocol import peer_timeout_for
+
+        silence = peer_timeout_for(frame_bytes) if peer_timeout is None else peer_timeout
+        extra: dict[str, Any] = {"peer_timeout": silence}
         result = Coordinator(
             problem,
             table,

@@ -249,3 +249,12 @@ def test_peers_validation_names_the_agent() -> None:
     bad2 = {**good, "agents": [{**good["agents"][0], "endpoint": "http://x"}]}  # type: ignore[dict-item]
     with pytest.raises(Exception, match="agent 0: endpoint"):
         parse_peers(bad2)
+
+
+def test_peer_timeout_grows_with_the_frame_limit() -> None:
+    """Heartbeats queue behind a large frame: the silence allowed covers one largest frame."""
+    from dcop.protocol import MAX_FRAME_BYTES, PEER_TIMEOUT_S, peer_timeout_for
+
+    assert peer_timeout_for(MAX_FRAME_BYTES) == PEER_TIMEOUT_S
+    big = peer_timeout_for(4095 * 2**20)
+    assert big > 60 and big > peer_timeout_for(1024 * 2**20) > PEER_TIMEOUT_S
