@@ -312,6 +312,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu_ok = True
         all_oom = False
         for n, d, p1 in configs:
+            if n < args.n_min:
+                continue
             if time.perf_counter() > deadline:
                 out["skipped"].append(f"{series} n={n} d={d} p1={p1}: time budget")
                 continue
@@ -486,6 +488,7 @@ def main() -> None:
     )
     parser.add_argument("--dpop", nargs="*", help="series whose instances also run GPU DPOP")
     parser.add_argument("--dpop-timeout", type=float, default=120.0)
+    parser.add_argument("--n-min", type=int, default=0, help="skip rows with fewer variables")
     args = parser.parse_args()
     import cupy
 

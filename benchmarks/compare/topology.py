@@ -126,14 +126,29 @@ def _cell(results: list[dict[str, Any]], key: str) -> str:
     return fmt_time(mean) if k == len(results) else f"{fmt_time(mean)} ({k}/{len(results)})"
 
 
-def _gpu_rows(out_dir: Path) -> list[dict[str, Any]]:
-    """Rows of the GPU helper's ``gpu_be.json`` then ``gpu_be_warmcache.json`` (device machine).
+#: GPU result files of ``benchmarks/gpu_be.py`` (device machine), first match wins: the runs in
+#: this suite's order (``--ordering paper``; 60 GiB then 8 GiB table cap), then the earlier
+#: min-fill runs, and the GPU DPOP runs.
+GPU_FILES = (
+    "gpu_be_tables60.json",
+    "gpu_be_tables.json",
+    "gpu_be_tables2.json",
+    "gpu_be.json",
+    "gpu_be_warmcache.json",
+    "gpu_dpop.json",
+    "gpu_dpop_large.json",
+)
 
-    Its rows (key ``series``) carry topology, n, d, p1 and ``gpu_s`` (mean warm GPU solve time
-    over its seeds 0..4, the same instances as here).
+
+def _gpu_rows(out_dir: Path) -> list[dict[str, Any]]:
+    """Rows of the device machine's ``gpu_be`` result files (``GPU_FILES``, in that order).
+
+    Their rows (key ``series``) carry topology, n, d, p1, links, ``gpu_s`` (mean warm GPU solve
+    time over seeds 0..4, the same instances as here), per-seed ``runs`` and, for GPU DPOP runs,
+    ``dpop_sim_s``.
     """
     rows: list[dict[str, Any]] = []
-    for name in ("gpu_be.json", "gpu_be_warmcache.json"):
+    for name in GPU_FILES:
         f = out_dir / name
         if not f.exists():
             continue
@@ -141,16 +156,28 @@ def _gpu_rows(out_dir: Path) -> list[dict[str, Any]]:
             doc = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
-        device = (doc.get("meta") or {}).get("gpu")
+        meta = doc.get("meta") or {}
         for r in doc.get("series") or doc.get("rows") or []:
             if isinstance(r, dict):
-                rows.append({**r, "_file": name, "_device": device})
+                rows.append(
+                    {
+                        **r,
+                        "_file": name,
+                        "_device": meta.get("gpu"),
+                        "_ordering": meta.get("ordering", "minfill"),
+                    }
+                )
     return rows
 
 
-def _gpu_match(gpu: list[dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any] | None:
-    """The first GPU row of the same topology, n, d (and p1 for random) with a time."""
+def _gpu_match(
+    gpu: list[dict[str, Any]], spec: dict[str, Any], key: str = "gpu"
+) -> dict[str, Any] | None:
+    """The first GPU row of the same topology, n, d (and p1 for random) with a BE time
+    (``key="gpu"``) or a GPU DPOP time (``key="dpop"``)."""
     for r in gpu:
+        if key == "dpop" and not isinstance(r.get("dpop_sim_s"), (int, float)):
+            continue
         topo = str(r.get("topology", "")).replace("-", "")
         if (
             topo == spec["topology"]
@@ -165,10 +192,14 @@ def _gpu_match(gpu: list[dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any
 
 
 def _gpu_time(row: dict[str, Any]) -> str:
-    """The GPU BE time of a merged row (mean warm solve over its seeds)."""
+    """The GPU BE time of a merged row: mean warm solve over its seeds, ``(k/N)`` when only k
+    fit the device's table cap, ``oom`` when none did."""
     value = row.get("gpu_s")
     if isinstance(value, (int, float)):
         return fmt_time(value)
+    done = [r["gpu_s"] for r in row.get("runs") or [] if isinstance(r.get("gpu_s"), (int, float))]
+    if done and row.get("oom_gpu"):
+        return f"{fmt_time(statistics.fmean(done))} ({len(done)}/{len(row.get('runs') or [])})"
     if row.get("oom_gpu"):
         return "oom"
     return "-"
@@ -187,6 +218,12 @@ def topology_suite(
     ctx.start(len(unique) * ctx.seeds * 2, name)
     cache: dict[tuple[Any, ...], dict[str, Any]] = {}
     gpu = _gpu_rows(ctx.out_dir)
+    has_dpop_gpu = any(
+        isinstance(r.get("dpop_sim_s"), (int, float))
+        and r.get("topology") == topology
+        and r.get("links", 2) == links
+        for r in gpu
+    )
     out_rows: list[dict[str, Any]] = []
     sections = []
     for varying, rows in series:
@@ -199,13 +236,21 @@ def topology_suite(
                 match = _gpu_match(gpu, _spec(topology, prow, 0, links))
                 if match is not None:
                     cache[key]["gpu"] = _gpu_time(match)
-                    cache[key]["gpu_source"] = f"{match['_file']} ({match['_device']})"
+                    cache[key]["gpu_source"] = (
+                        f"{match['_file']} ({match['_device']}, {match['_ordering']} order)"
+                    )
+                dmatch = _gpu_match(gpu, _spec(topology, prow, 0, links), "dpop")
+                if dmatch is not None:
+                    k, n_runs = dmatch.get("dpop_runs", 0), len(dmatch.get("runs") or [])
+                    cache[key]["dpop_gpu"] = fmt_time(dmatch["dpop_sim_s"]) + (
+                        f" ({k}/{n_runs})" if k != n_runs else ""
+                    )
             res = cache[key]
             for algo in ("be", "dpop"):
                 if res[algo] and all(r.get("status") in ("oot", "oom") for r in res[algo]):
                     dead[algo] = True
             out_rows.append({"series": varying, **res})
-            table.append(_row_cells(topology, prow, res))
+            table.append(_row_cells(topology, prow, res, has_dpop_gpu))
         headers = (
             ["sqrt(n)" if topology == "grid" else "n", "d"]
             + (["p1"] if topology == "random" else [])
@@ -219,8 +264,9 @@ def topology_suite(
                 "DPOP CPU paper (s)",
                 "DPOP simulated ours (s)",
                 "DPOP wall ours (s)",
-                "checks",
             ]
+            + (["DPOP GPU simulated ours, H100 (s)"] if has_dpop_gpu else [])
+            + ["checks"]
         )
         sections.append(f"## {name}: varying {varying}\n\n" + markdown_table(headers, table))
     speed = [r["be_paper_over_ours"] for r in out_rows if r.get("be_paper_over_ours")]
@@ -239,10 +285,13 @@ def topology_suite(
         "means over the seeds that finished (`k/N` when only k did); a status word when none "
         "did; `skipped` when a smaller row of the same series already failed on every seed. "
         "`ours / paper` = paper CPU time / our CPU time (> 1: faster than the paper's CPU "
-        "column). Paper CPU: AMD Opteron 6276 2.3 GHz; GPU: GTX Titan. The GPU column is not "
-        "measured here (no GPU): it is the mean warm GPU solve time of the same seeds from the "
-        "device machine's `gpu_be.json` (NVIDIA H100, `gpu_be_warmcache.json` where the first "
-        "has no such row)."
+        "column). Paper CPU: AMD Opteron 6276 2.3 GHz; GPU: GTX Titan. The GPU columns are not "
+        "measured here (no GPU): BE GPU is the mean warm GPU solve time of the same seeds on the "
+        "device machine (NVIDIA H100, `benchmarks/gpu_be.py --ordering paper`: the same "
+        "elimination order as here; `gpu_be_tables60.json` with a 60 GiB table cap, else "
+        "`gpu_be_tables*.json` with 8 GiB; `(k/N)` when only k seeds fit), and DPOP GPU the "
+        "simulated time of `dcop run --gpu`-style runs there (`gpu_dpop.json`: one process "
+        "per agent, each with its own CuPy stream; 3 seeds)."
     )
     if links != 2:
         intro += (
@@ -352,7 +401,9 @@ def _check_row(res: dict[str, Any]) -> str:
     return "; ".join(problems) if problems else "ok"
 
 
-def _row_cells(topology: str, prow: tuple[Any, ...], res: dict[str, Any]) -> list[Any]:
+def _row_cells(
+    topology: str, prow: tuple[Any, ...], res: dict[str, Any], dpop_gpu: bool = False
+) -> list[Any]:
     first, d, p1, w_paper, be_cpu, _be_gpu, dpop_cpu, _ = prow
     cells: list[Any] = [first, d] + ([p1] if topology == "random" else [])
     cells += [
@@ -365,8 +416,10 @@ def _row_cells(topology: str, prow: tuple[Any, ...], res: dict[str, Any]) -> lis
         fmt_time(dpop_cpu),
         _cell(res["dpop"], "simulated_s"),
         _cell(res["dpop"], "wall_s"),
-        res["check"],
     ]
+    if dpop_gpu:
+        cells.append(res.get("dpop_gpu") or "-")
+    cells.append(res["check"])
     return cells
 
 
