@@ -131,6 +131,7 @@ def _cell(results: list[dict[str, Any]], key: str) -> str:
 #: min-fill runs, and the GPU DPOP runs.
 GPU_FILES = (
     "gpu_be_tables60.json",
+    "gpu_be_grid60.json",
     "gpu_be_tables.json",
     "gpu_be_tables2.json",
     "gpu_be.json",
