@@ -4,7 +4,7 @@
     python benchmarks/run.py SUITE [--seeds N] [--time-limit S] [--mem-limit GB]
                              [--pydcop PATH] [--frodo PATH] [--out DIR] [--quick]
 
-Suites: wcsp, uai, dpop-vs-pydcop, dpop-vs-frodo, random, scalefree, scalefree-m5, grid, mbe (``all`` runs the
+Suites: wcsp, wcsp-extra, uai, dpop-vs-pydcop, dpop-vs-frodo, random, scalefree, scalefree-m5, grid, mbe (``all`` runs the
 CPU suites one after the other). Each writes ``benchmarks/results/<suite>.json`` and ``.md`` with
 the machine description. Every instance runs in its own process under the time limit and an
 address-space limit and is reported as ``oot`` / ``oom`` when it exceeds them, never a crash.
@@ -35,6 +35,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # suite name -> (module in compare/, function)
 SUITES = {
     "wcsp": ("central", "suite_wcsp"),
+    "wcsp-extra": ("central", "suite_wcsp_extra"),
     "uai": ("central", "suite_uai"),
     "random": ("topology", "suite_random"),
     "scalefree": ("topology", "suite_scalefree"),

@@ -17,7 +17,13 @@ from tests.conftest import brute_force
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from compare.central import check_bounds, check_exact, z_schedule  # noqa: E402
+from compare.central import (  # noqa: E402
+    EXTRA_WCSP,
+    check_bounds,
+    check_exact,
+    reference_optimum,
+    z_schedule,
+)
 from compare.external import parse_frodo, parse_pydcop  # noqa: E402
 from compare.instances import finite_version, max_discsp  # noqa: E402
 from compare.limits import classify, run_limited  # noqa: E402
@@ -62,6 +68,32 @@ def test_checks_catch_wrong_answers() -> None:
     assert check_bounds({"status": "ok", "lower_bound": 3, "recomputed": 7}, 5.0, 1e-9) == "ok"
     assert check_bounds({"status": "ok", "lower_bound": 6, "recomputed": 7}, 5.0, 1e-9) != "ok"
     assert check_bounds({"status": "ok", "lower_bound": 1, "recomputed": 4}, 5.0, 1e-9) != "ok"
+
+
+def test_reference_optimum_prefers_known_then_proved_then_be() -> None:
+    ok_tb2 = {"status": "ok", "proved_optimal": True, "recomputed": 7.0}
+    ok_be = {"status": "ok", "recomputed": 7.0}
+    assert reference_optimum(5.0, ok_tb2, ok_be) == (5.0, "known")
+    assert reference_optimum(None, ok_tb2, {"status": "oom"}) == (7.0, "toulbar2 (proved)")
+    unproved = {**ok_tb2, "proved_optimal": False}
+    assert reference_optimum(None, unproved, ok_be) == (7.0, "dcop BE")
+    assert reference_optimum(None, unproved, {"status": "oot"}) == (None, "none")
+
+
+def test_extra_wcsp_instances_are_indexed_and_readable() -> None:
+    """Every file of benchmarks/instances/wcsp is in its INDEX.tsv, reads, and matches its row."""
+    import csv
+
+    from dcop.io import read_problem
+
+    with (EXTRA_WCSP / "INDEX.tsv").open() as fh:
+        rows = {r["file"]: r for r in csv.DictReader(fh, delimiter="\t")}
+    files = {f.name for f in EXTRA_WCSP.glob("*.wcsp")}
+    assert files and files == set(rows)
+    for name in sorted(files):
+        problem = read_problem(str(EXTRA_WCSP / name))
+        assert problem.n == int(rows[name]["n"]), name
+        assert problem.max_domain() == int(rows[name]["max_domain"]), name
 
 
 FRODO_OUTPUT = """Starting the algorithm...
