@@ -3,8 +3,9 @@
     python benchmarks/run.py plots
 
 reads ``benchmarks/results/*.json`` and writes ``benchmarks/plots/*.png``: dcop vs toulbar2 time
-per instance, MBE/ADPOP bound quality vs z, BE/DPOP time vs n per topology, and DPOP vs pyDCOP /
-FRODO. A plot whose results file is missing is skipped.
+per instance, MBE/ADPOP bound quality vs z, BE/DPOP time vs n per topology, DPOP vs pyDCOP /
+FRODO, and the GPU/CPU speedup vs w* per topology. A plot whose results file is missing is
+skipped.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def plot_topology(results: Path, out: Path) -> Path | None:
     """Time vs n (series `n` of each topology): BE and DPOP here, and the paper's CPU columns."""
     import matplotlib.pyplot as plt
 
-    docs = [(t, _load(results, t)) for t in ("random", "scalefree", "grid")]
+    docs = [(t, _load(results, t)) for t in ("random", "scalefree", "scalefree-m5", "grid")]
     docs = [(t, d) for t, d in docs if d]
     if not docs:
         return None
@@ -180,6 +181,7 @@ def plot_topology(results: Path, out: Path) -> Path | None:
             "BE paper CPU": [],
             "DPOP paper CPU": [],
             "BE GPU ours (H100, device machine)": [],
+            "DPOP GPU ours (H100, simulated)": [],
         }
         for r in rows:
             be = [x["solve_s"] for x in r["be"] if x.get("status") == "ok"]
@@ -194,11 +196,8 @@ def plot_topology(results: Path, out: Path) -> Path | None:
             )
             lines["BE paper CPU"].append(_num(r["paper"][4]))
             lines["DPOP paper CPU"].append(_num(r["paper"][6]))
-            try:
-                gpu: float | None = float(r.get("gpu") or "")
-            except ValueError:
-                gpu = None
-            lines["BE GPU ours (H100, device machine)"].append(gpu)
+            lines["BE GPU ours (H100, device machine)"].append(_cell_seconds(r.get("gpu")))
+            lines["DPOP GPU ours (H100, simulated)"].append(_cell_seconds(r.get("dpop_gpu")))
         for label, ys in lines.items():
             pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None and y > 0]
             if pts:
@@ -214,9 +213,62 @@ def plot_topology(results: Path, out: Path) -> Path | None:
         ax.set_xlabel("sqrt(n)" if topo == "grid" else "n")
         ax.set_ylabel("time (s, log)")
         ax.set_title(f"{topo}: d=10 ({_machine(doc)})", fontsize=9)
+        ax.set_xlabel(("sqrt(n)" if topo == "grid" else "n") + "   (GPU points: all seeds only)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     path = out / "time_vs_n.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _cell_seconds(cell: Any) -> float | None:
+    """A table cell's time in seconds; None for a status word or a row where not every seed
+    finished (``0.61 (4/5)``)."""
+    if not isinstance(cell, str) or "(" in cell:
+        return _num(cell)
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+#: The device machine's BE runs in the CPU suites' order (``gpu_be.py --ordering paper``).
+GPU_TABLE_FILES = ("gpu_be_tables", "gpu_be_tables60", "gpu_be_tables2", "gpu_be_grid60")
+
+
+def plot_speedup_vs_w(results: Path, out: Path) -> Path | None:
+    """GPU (CuPy) over CPU (NumPy) BE speedup per instance against its induced width, one marker
+    per topology, both measured on the device machine."""
+    import matplotlib.pyplot as plt
+
+    points: dict[str, dict[tuple[str, int, int, float, int], tuple[float, float]]] = {}
+    gpu_name = ""
+    for name in GPU_TABLE_FILES:
+        doc = _load(results, name)
+        if not doc:
+            continue
+        gpu_name = doc["meta"]["gpu"]
+        for s in doc["series"]:
+            label = s["topology"] + (f" (m={s['links']})" if s["topology"] == "scalefree" else "")
+            for k, r in enumerate(s["runs"]):
+                if "speedup" in r and "w" in r:  # the same instance in two files counts once
+                    key = (s["series"], s["n"], s["d"], s["p1"], k)
+                    points.setdefault(label, {})[key] = (r["w"], r["speedup"])
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (label, pts) in enumerate(sorted(points.items())):
+        ws, sp = zip(*pts.values(), strict=True)
+        ax.scatter(ws, sp, marker="os^vD"[i % 5], label=f"{label} ({len(ws)})", alpha=0.7)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("induced width w* (DFS pseudo-tree order; min-fill on grids)")
+    ax.set_ylabel("CPU time / GPU time (log)")
+    ax.set_title(f"BE end to end, NumPy vs CuPy, {gpu_name}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "speedup_vs_w.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -299,7 +351,7 @@ def make_plots(results: Path, out: Path = PLOTS) -> list[Path]:
     """Every plot whose results exist."""
     out.mkdir(parents=True, exist_ok=True)
     made = []
-    for fn in (plot_toulbar2, plot_mbe, plot_topology, plot_dcop_tools):
+    for fn in (plot_toulbar2, plot_mbe, plot_topology, plot_dcop_tools, plot_speedup_vs_w):
         path = fn(results, out)
         if path is not None:
             made.append(path)
