@@ -135,6 +135,17 @@ def best_of(ctx: Context, task: dict[str, Any], timeout: float | None = None) ->
     return best
 
 
+def run_toulbar2(ctx: Context, path: Path) -> dict[str, Any]:
+    """toulbar2 on one file (best of three while short), its read + solve time as ``total_s``."""
+    tb2 = best_of(
+        ctx,
+        {"kind": "toulbar2", "file": str(path), "time_limit": int(ctx.time_limit)},
+        timeout=ctx.time_limit + 15,
+    )
+    _total(tb2)
+    return tb2
+
+
 def _total(res: dict[str, Any]) -> None:
     if res.get("status") == "ok":
         res["total_s"] = res.get("read_s", 0.0) + res.get("solve_s", 0.0)
@@ -199,12 +210,7 @@ def _wcsp_suite(
         name = path.name
         row: dict[str, Any] = {"instance": name, "family": family, **stats, "z": zs, "mbe": {}}
         ctx.step(f"wcsp {name} toulbar2")
-        tb2 = best_of(
-            ctx,
-            {"kind": "toulbar2", "file": str(path), "time_limit": int(ctx.time_limit)},
-            timeout=ctx.time_limit + 15,
-        )
-        _total(tb2)
+        tb2 = run_toulbar2(ctx, path)
         gave_up = ""  # MBE(z) ran out: larger z and BE would too
         for z in zs:
             ctx.step(f"wcsp {name} MBE({z})")
@@ -371,12 +377,7 @@ def suite_uai(ctx: Context) -> dict[str, Any]:
         be["check"] = check_exact(be, optimum, 1e-6)
         row["be"] = be
         ctx.step(f"uai {name} toulbar2")
-        tb2 = best_of(
-            ctx,
-            {"kind": "toulbar2", "file": str(path), "time_limit": int(ctx.time_limit)},
-            timeout=ctx.time_limit + 15,
-        )
-        _total(tb2)
+        tb2 = run_toulbar2(ctx, path)
         # toulbar2 rounds -ln p to ~1e-7 per function: allow n_functions * 1e-7 nats
         tol = max(1e-6, int(inst["n_functions"]) * 1e-7 / max(1.0, abs(optimum)))
         tb2["check"] = check_exact(tb2, optimum, tol)

@@ -26,6 +26,17 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) else None
 
 
+def _save(fig: Any, out: Path, stem: str) -> Path:
+    """Lay out, write ``out/<stem>.png`` and free the figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = out / f"{stem}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _machine(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     return f"{m['cpu']}, {m['cores']} cores"
@@ -86,11 +97,7 @@ def plot_toulbar2(results: Path, out: Path) -> Path | None:
         ax.set_ylabel("read + solve time (s, log)")
         ax.set_title(f"{name.upper()}: dcop BE vs toulbar2\n{_machine(doc)}", fontsize=9)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "toulbar2_vs_dcop.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, "toulbar2_vs_dcop")
 
 
 def r_status(res: dict[str, Any]) -> str:
@@ -156,11 +163,7 @@ def plot_mbe(results: Path, out: Path) -> Path | None:
     ax2.set_ylabel("time (s, log)")
     ax2.set_title(f"time vs z ({_machine(doc)})", fontsize=9)
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "mbe_bounds_vs_z.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, "mbe_bounds_vs_z")
 
 
 def plot_topology(results: Path, out: Path) -> Path | None:
@@ -215,11 +218,7 @@ def plot_topology(results: Path, out: Path) -> Path | None:
         ax.set_title(f"{topo}: d=10 ({_machine(doc)})", fontsize=9)
         ax.set_xlabel(("sqrt(n)" if topo == "grid" else "n") + "   (GPU points: all seeds only)")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "time_vs_n.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, "time_vs_n")
 
 
 def _cell_seconds(cell: Any) -> float | None:
@@ -267,11 +266,7 @@ def plot_speedup_vs_w(results: Path, out: Path) -> Path | None:
     ax.set_ylabel("CPU time / GPU time (log)")
     ax.set_title(f"BE end to end, NumPy vs CuPy, {gpu_name}", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "speedup_vs_w.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, "speedup_vs_w")
 
 
 def plot_dcop_tools(results: Path, out: Path) -> Path | None:
@@ -340,11 +335,7 @@ def plot_dcop_tools(results: Path, out: Path) -> Path | None:
         ax.set_ylabel("simulated time (s, log)")
         ax.set_title(f"DPOP: dcop vs FRODO 2.18.1 ({_machine(fro)})", fontsize=9)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "dpop_vs_tools.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out, "dpop_vs_tools")
 
 
 def make_plots(results: Path, out: Path = PLOTS) -> list[Path]:
