@@ -116,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument("--quick", action="store_true", help="fewer rows (smoke run)")
     parser.add_argument(
-        "--rerender", action="store_true", help="rewrite a suite's Markdown from its JSON"
+        "--rerender",
+        action="store_true",
+        help="rewrite a distributed suite's Markdown from its JSON",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.suite is None:
         parser.error("a suite is required")
     if args.rerender:
+        if args.suite not in REPORTS:
+            parser.error(f"--rerender works for {', '.join(REPORTS)}, not {args.suite}")
         return rerender(args.suite, args.out)
     if args.suite == "plots":
         from compare.plots import make_plots
