@@ -81,6 +81,8 @@ def worker(task_path: str, result_path: str) -> int:
 
 # suites whose report can be rebuilt from their JSON rows (same machine, command and limits)
 REPORTS = {
+    "wcsp": ("central", "_wcsp_report", "wcsp"),
+    "wcsp-extra": ("central", "wcsp_extra_report", "wcsp_extra"),
     "dpop-vs-frodo": ("distributed_cmp", "_frodo_report", "dpop_vs_frodo"),
     "dpop-vs-pydcop": ("distributed_cmp", "_pydcop_report", "dpop_vs_pydcop"),
 }
