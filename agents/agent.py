@@ -25,8 +25,9 @@ Phases (each step is triggered by a message; ``_progress`` fires whatever has be
    tree position, metrics) to the coordinator. It then waits for **stop**.
 
 Liveness: heartbeats to the coordinator and to quiet neighbours; a neighbour silent for
-``peer_timeout_s`` is reported (error with ``peer``); a silent coordinator or the overall deadline
-ends the agent. Bad frames are logged and dropped; the agent carries on.
+``peer_timeout_s`` is reported (error with ``peer``); a coordinator silent that long after its first
+message, or the overall deadline, ends the agent (so agents may be started long before the
+coordinator). Bad frames are logged and dropped; the agent carries on.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ class Agent:
         self.reported_dead: set[int] = set()
         self.stop_reason: str | None = None
         self.failed = False
+        # the coordinator's silence counts only once it has spoken: agents that read their part
+        # from a file (--problem) may be started long before the coordinator is
+        self.coordinator_heard = False
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -276,8 +280,9 @@ class Agent:
                 self._send(COORDINATOR_ID, Error(reason, peer))
 
     def _coordinator_gone(self, now: float) -> bool:
-        # Before setup the coordinator may legitimately be busy starting other agents.
-        return self.domain is not None and (
+        # Before its first message the coordinator may not be started yet, or busy starting the
+        # other agents: the overall deadline covers that wait.
+        return self.coordinator_heard and (
             now - self.last_seen[COORDINATOR_ID] > self.cfg.peer_timeout_s
         )
 
@@ -303,6 +308,8 @@ class Agent:
             log.warning("agent %d: dropped a frame from %s: %s", self.me, sender, exc)
             return
         self.last_seen[env.sender] = self.now()
+        if env.sender == COORDINATOR_ID:
+            self.coordinator_heard = True
         self.meter.count(self.meter.recv_count, self.meter.recv_bytes, env.type, len(frame))
         msg_clock = getattr(env.body, "clock", None)
         if msg_clock is not None:

@@ -109,9 +109,7 @@ def agent_command(agent_id: int, options: ComposeOptions, *, keys_dir: str | Non
     """An agent's command line inside its container.
 
     Agents get their variable and tables from the coordinator (its setup message) rather than
-    reading the problem file: an agent that reads the file counts the coordinator's silence from
-    its own start and gives up after the peer timeout, which breaks deployments where the
-    coordinator is started last, by hand."""
+    reading the problem file, so the containers need only peers.json (and their keys)."""
     cmd = [
         "dcop-agent",
         "--id", str(agent_id),

@@ -8,6 +8,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dcop.coordinator import AgentProcesses
@@ -87,9 +88,14 @@ def test_peers_agents_by_hand_and_coordinator_cli(tmp_path: Path) -> None:
                     str(keys),
                     "--timeout",
                     "60",
+                    "--peer-timeout",
+                    "2",
                 ],
                 tmp_path / f"agent-{a['id']}.log",
             )
+        # hosts first, coordinator later: longer than the agents' peer timeout (a regression:
+        # agents with --problem used to count the coordinator's silence from their own start)
+        time.sleep(4)
         out = tmp_path / "result.json"
         run = subprocess.run(
             [
