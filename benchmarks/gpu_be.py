@@ -233,11 +233,9 @@ def gpu_dpop(problem: Any, rec: dict[str, Any], args: argparse.Namespace) -> dic
         )
     except (DcopError, OSError) as exc:  # reported in the row, never the end of the benchmark
         return {"dpop": f"error: {exc}"[:200], "dpop_wall_s": time.perf_counter() - t0}
-    cost = res.get("cost")
+    cost = res.get("cost")  # None: infeasible
     opt = rec.get("lower")
-    same = (cost is None and opt is not None and math.isinf(opt)) or (
-        cost is not None and opt is not None and math.isclose(cost, opt, abs_tol=1e-6)
-    )
+    same = opt is not None and math.isclose(math.inf if cost is None else cost, opt, abs_tol=1e-6)
     return {
         "dpop_sim_s": res["metrics"]["simulated_runtime_s"],
         "dpop_wall_s": time.perf_counter() - t0,

@@ -196,25 +196,23 @@ class CupyBackend:
     def eliminate(self, table: Table, var: str, op: Op = "min") -> Table:
         """Remove ``var`` by ``op`` over its axis (the paper's elimination kernel)."""
         check_op(op)
-        rest, data = self._last_axis(table, var)
-        ndom = data.shape[-1]
-        n_out = data.size // max(ndom, 1)
-        with self._on():
-            out = self.xp.empty(data.shape[:-1], dtype=data.dtype)
-            if n_out:
-                kernel = K.eliminate_kernel(self.device_id, op, data.dtype.name)
-                kernel(self._grid(n_out), (K.BLOCK,), (data, out, np.uint64(n_out), np.int32(ndom)))
-        return Table(rest, out)
+        return self._reduce_var(table, var, K.eliminate_kernel, op, None)
 
     def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
         """Index of the best value of ``var`` for every tuple of the other variables."""
+        return self._reduce_var(table, var, K.argbest_kernel, op, np.int64)
+
+    def _reduce_var(
+        self, table: Table, var: str, make_kernel: Any, op: Op, out_dtype: Any
+    ) -> Table:
+        """One thread per tuple of the other variables reduces the last axis (``var``'s)."""
         rest, data = self._last_axis(table, var)
         ndom = data.shape[-1]
         n_out = data.size // max(ndom, 1)
         with self._on():
-            out = self.xp.empty(data.shape[:-1], dtype=np.int64)
+            out = self.xp.empty(data.shape[:-1], dtype=out_dtype or data.dtype)
             if n_out:
-                kernel = K.argbest_kernel(self.device_id, op, data.dtype.name)
+                kernel = make_kernel(self.device_id, op, data.dtype.name)
                 kernel(self._grid(n_out), (K.BLOCK,), (data, out, np.uint64(n_out), np.int32(ndom)))
         return Table(rest, out)
 

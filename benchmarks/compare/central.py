@@ -153,6 +153,8 @@ def _total(res: dict[str, Any]) -> None:
 
 #: Further public WCSP instances (toulbar2's and MHS-WCSP's repositories), see its README.md.
 EXTRA_WCSP = Path(__file__).resolve().parents[1] / "instances" / "wcsp"
+WCSP_TITLE = "WCSP benchmarks: dcop MBE(z)/BE vs toulbar2"
+WCSP_EXTRA_TITLE = "Further public WCSP instances: dcop MBE(z)/BE vs toulbar2"
 
 
 def suite_wcsp(ctx: Context) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def suite_wcsp(ctx: Context) -> dict[str, Any]:
         (INSTANCES / r["file"], FAMILIES.get(r["file"], "other"), float(r["optimum"]))
         for r in index_rows("wcsp")
     ]
-    return _wcsp_suite(ctx, instances, "wcsp", "WCSP benchmarks: dcop MBE(z)/BE vs toulbar2")
+    return _wcsp_suite(ctx, instances, "wcsp", WCSP_TITLE)
 
 
 def suite_wcsp_extra(ctx: Context) -> dict[str, Any]:
@@ -182,7 +184,7 @@ def suite_wcsp_extra(ctx: Context) -> dict[str, Any]:
         ctx,
         instances,
         "wcsp_extra",
-        "Further public WCSP instances: dcop MBE(z)/BE vs toulbar2",
+        WCSP_EXTRA_TITLE,
         smallest_first=True,
     )
 
@@ -248,9 +250,7 @@ def _wcsp_suite(
 
 def wcsp_extra_report(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``wcsp-extra``'s report from its rows (``run.py wcsp-extra --rerender``)."""
-    return _wcsp_report(
-        ctx, rows, "wcsp_extra", "Further public WCSP instances: dcop MBE(z)/BE vs toulbar2"
-    )
+    return _wcsp_report(ctx, rows, "wcsp_extra", WCSP_EXTRA_TITLE)
 
 
 def reference_optimum(
@@ -269,7 +269,7 @@ def reference_optimum(
 
 
 def _wcsp_report(
-    ctx: Context, rows: list[dict[str, Any]], stem: str = "wcsp", title: str = ""
+    ctx: Context, rows: list[dict[str, Any]], stem: str = "wcsp", title: str = WCSP_TITLE
 ) -> dict[str, Any]:
     headers = [
         "instance",
@@ -352,7 +352,7 @@ def _wcsp_report(
     write_results(
         ctx.out_dir,
         stem,
-        title or "WCSP benchmarks: dcop MBE(z)/BE vs toulbar2",
+        title,
         ctx.meta(),
         rows,
         sections,

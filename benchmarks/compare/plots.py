@@ -229,10 +229,10 @@ def plot_topology(results: Path, out: Path) -> Path | None:
 def _cell_seconds(cell: Any) -> float | None:
     """A table cell's time in seconds; None for a status word or a row where not every seed
     finished (``0.61 (4/5)``)."""
-    if not isinstance(cell, str) or "(" in cell:
+    if not isinstance(cell, str):
         return _num(cell)
     try:
-        return float(cell)
+        return float(cell)  # "0.61 (4/5)" and status words fail here
     except ValueError:
         return None
 

@@ -116,8 +116,6 @@ def coordinator(
     try:
         from dcop.protocol import peer_timeout_for
 
-        silence = peer_timeout_for(frame_bytes) if peer_timeout is None else peer_timeout
-        extra: dict[str, Any] = {"peer_timeout": silence}
         result = Coordinator(
             problem,
             table,
@@ -127,7 +125,7 @@ def coordinator(
             timeout=timeout,
             hello_timeout=hello_timeout,
             max_frame_bytes=frame_bytes,
-            **extra,
+            peer_timeout=peer_timeout_for(frame_bytes) if peer_timeout is None else peer_timeout,
         ).run()
     finally:
         transport.close()
