@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dcop.errors import BackendUnavailable
-from dcop.tables import NumpyBackend
+from dcop.tables import NumpyBackend, TableBackend
 
 BACKEND_NAMES = ("numpy", "cupy", "auto")
 
@@ -25,7 +25,7 @@ def gpu_usable() -> bool:
         return False
 
 
-def get_backend(name: str = "numpy", device: int | None = None, stream: Any = None) -> Any:
+def get_backend(name: str = "numpy", device: int | None = None, stream: Any = None) -> TableBackend:
     """Return the table backend called ``name``.
 
     ``device`` and ``stream`` bind the CuPy backend to one GPU and one (non-blocking) CUDA stream,

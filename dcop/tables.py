@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -85,8 +85,101 @@ def output_scope(tables: Sequence[Table], var: str) -> tuple[str, ...]:
 
 
 def check_op(op: str) -> None:
+    """Raise ModelError unless ``op`` is one of :data:`OPS`."""
     if op not in OPS:
         raise ModelError(f"unknown elimination op {op!r}; use one of {', '.join(OPS)}")
+
+
+def check_join_eliminate(
+    tables: Sequence[Table], var: str, op: str, scope: Sequence[str] | None
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The one check of a join+eliminate's inputs, shared by every backend.
+
+    Returns the domain size of every variable and the output scope (``scope`` when given, else
+    the tables' variables but ``var`` in order of first appearance); raises ModelError on an
+    unknown op, no tables, ``var`` in none of them, or a ``scope`` that is not exactly the
+    tables' other variables.
+    """
+    check_op(op)
+    if not tables:
+        raise ModelError("join_eliminate needs at least one table")
+    sizes = domain_sizes(tables)
+    if var not in sizes:
+        raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
+    out_scope = tuple(scope) if scope is not None else output_scope(tables, var)
+    if var in out_scope:
+        raise ModelError(f"the output scope of eliminating {var!r} cannot hold {var!r}")
+    if len(set(out_scope)) != len(out_scope) or set(out_scope) != set(sizes) - {var}:
+        raise ModelError(f"output scope {out_scope} does not match the tables' variables")
+    return sizes, out_scope
+
+
+class TableBackend(Protocol):
+    """What an algorithm needs from an array backend (NumPy here, CuPy in ``dcop.gpu``).
+
+    Tables are :class:`Table` values whose data live where the backend keeps them; ``to_numpy``
+    brings data to the host. ``out_of_memory_errors`` are the exception types the backend raises
+    when its memory runs out: callers report them as :class:`~dcop.errors.TableTooLarge`.
+    """
+
+    name: str
+    out_of_memory_errors: tuple[type[BaseException], ...]
+
+    def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
+        """``array`` as this backend's array type (C order, ``dtype``)."""
+        ...
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A host (NumPy) copy or view of ``array``."""
+        ...
+
+    def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
+        """A backend table over ``scope`` holding ``array``."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait until queued work is done."""
+        ...
+
+    def transpose(self, table: Table, scope: Sequence[str]) -> Table:
+        """The same table with its axes in ``scope`` order."""
+        ...
+
+    def eliminate(self, table: Table, var: str, op: Op = "min") -> Table:
+        """Remove ``var`` from ``table`` by ``op``."""
+        ...
+
+    def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
+        """The best value index of ``var`` for every tuple of the other variables."""
+        ...
+
+    def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
+        """Fix the variables of ``assignment`` that ``table`` holds."""
+        ...
+
+    def join(self, tables: Sequence[Table], scope: Sequence[str] | None = None) -> Table:
+        """The sum of ``tables`` over their union scope (materialised)."""
+        ...
+
+    def join_eliminate(
+        self,
+        tables: Sequence[Table],
+        var: str,
+        op: Op = "min",
+        scope: Sequence[str] | None = None,
+    ) -> Table:
+        """``eliminate(join(tables), var, op)`` without building the joined table."""
+        ...
+
+    def best_value(
+        self,
+        tables: Sequence[Table],
+        var: str,
+        assignment: Mapping[str, int],
+        op: Op = "min",
+    ) -> tuple[int, float]:
+        """The best value of ``var`` for the sum of ``tables`` given the others, and its cost."""
+        ...
 
 
 FLOAT32_EXACT_LIMIT = 2**24
@@ -117,6 +210,8 @@ class NumpyBackend:
 
     name = "numpy"
     xp = np
+    #: NumPy signals a failed allocation with MemoryError (numpy's _ArrayMemoryError subclasses it)
+    out_of_memory_errors: tuple[type[BaseException], ...] = (MemoryError,)
 
     def __init__(
         self, block_entries: int = DEFAULT_BLOCK_ENTRIES, threads: int | None = None
@@ -195,15 +290,7 @@ class NumpyBackend:
         table nor a reduction over a short last axis is ever needed; tables without ``var`` are
         hoisted out of that loop and added once after the fold. Memory stays at the output plus one block.
         """
-        check_op(op)
-        if not tables:
-            raise ModelError("join_eliminate needs at least one table")
-        sizes = domain_sizes(tables)
-        if var not in sizes:
-            raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
-        out_scope = tuple(scope) if scope is not None else output_scope(tables, var)
-        if sorted(out_scope) != sorted(v for v in sizes if v != var):
-            raise ModelError(f"output scope {out_scope} does not match the tables' variables")
+        sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
         dtype = np.result_type(*[t.data.dtype for t in tables])
         out = np.empty(out_shape, dtype=dtype)

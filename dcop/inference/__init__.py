@@ -4,7 +4,8 @@
 (``elimination``) on a table backend (``dcop.backend``), and returns a ``SolveResult``.
 """
 
-from dcop.inference.elimination import eliminate, partition_minibuckets
+from dcop.buckets import partition_minibuckets
+from dcop.inference.elimination import eliminate
 from dcop.inference.result import SolveResult
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
 from dcop.tables import choose_dtype

@@ -1,12 +1,13 @@
-"""(Mini-)Bucket Elimination over any table backend.
+"""(Mini-)Bucket Elimination along an order, over any table backend.
 
 BE is MBE with an unbounded mini-bucket size. The variable-elimination phase processes variables
-in the given order; each bucket's tables are split into mini-buckets whose joined scope holds at
-most ``z`` variables (one mini-bucket for BE), and each mini-bucket is joined and eliminated in one
-fused pass. The value-assignment phase walks the order backwards and picks, for each variable, the
-best value of the sum of its bucket's tables given the values already chosen.
+in the given order; each bucket goes through the shared bucket step (:mod:`dcop.buckets`): split
+into mini-buckets of at most ``z`` variables (one for BE), each joined and eliminated in one fused
+pass, its output placed in the bucket of its earliest variable. The value-assignment phase walks
+the order backwards and picks, for each variable, the best value of the sum of its bucket's tables
+given the values already chosen.
 
-The sum of the scalar messages is the optimum (BE) or a lower bound (MBE); the decoded assignment's
+The sum of the scalar outputs is the optimum (BE) or a lower bound (MBE); the decoded assignment's
 true cost, recomputed on the Problem, is an upper bound.
 """
 
@@ -20,32 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
-from dcop.tables import Table, domain_sizes, entries, output_scope
+from dcop.tables import Op, Table, TableBackend
 
 #: progress(done_buckets, total_buckets, variable)
 ProgressFn = Callable[[int, int, str], None]
-
-
-def partition_minibuckets(tables: Sequence[Table], z: int | None) -> list[list[Table]]:
-    """Split a bucket into mini-buckets whose scope union has at most ``z`` variables.
-
-    First-fit by decreasing arity (the usual MBE heuristic); a table wider than ``z`` forms a
-    mini-bucket of its own. ``z=None`` keeps the whole bucket together (exact BE).
-    """
-    if z is None:
-        return [list(tables)]
-    groups: list[tuple[set[str], list[Table]]] = []
-    for table in sorted(tables, key=lambda t: -len(t.scope)):
-        for scope, members in groups:
-            if len(scope | set(table.scope)) <= z:
-                scope.update(table.scope)
-                members.append(table)
-                break
-        else:
-            groups.append((set(table.scope), [table]))
-    return [members for _, members in groups]
 
 
 @dataclass
@@ -64,9 +46,9 @@ class EliminationStats:
 def eliminate(
     problem: Problem,
     order: Sequence[str],
-    backend: Any,
+    backend: TableBackend,
     z: int | None = None,
-    op: str = "min",
+    op: Op = "min",
     dtype: Any = np.float64,
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
@@ -83,6 +65,14 @@ def eliminate(
         first = min(cost_table.scope, key=position.__getitem__)
         buckets[first].append(backend.table(cost_table.scope, cost_table.costs, dtype))
 
+    def check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
+        if max_bytes is not None and out_entries * itemsize > max_bytes:
+            raise TableTooLarge(
+                too_large_message(
+                    var, scope, problem.domain_sizes(), out_entries, itemsize, max_bytes
+                )
+            )
+
     start = time.perf_counter()
     for done, var in enumerate(order):
         if progress is not None:
@@ -90,22 +80,16 @@ def eliminate(
         t0 = time.perf_counter()
         if not buckets[var]:  # a variable no table mentions: any value will do
             continue
-        for group in partition_minibuckets(buckets[var], z):
-            sizes = domain_sizes(group)
-            scope = tuple(sorted(output_scope(group, var), key=position.__getitem__))
-            out_entries = entries(scope, sizes)
-            if max_bytes is not None and out_entries * itemsize > max_bytes:
-                raise TableTooLarge(
-                    _too_large_message(var, scope, sizes, out_entries, itemsize, max_bytes)
-                )
-            stats.largest_output = max(stats.largest_output, out_entries)
-            stats.largest_joined = max(stats.largest_joined, out_entries * sizes[var])
-            message = backend.join_eliminate(group, var, op, scope=scope)
-            stats.messages += 1
-            if message.scope:
-                buckets[min(message.scope, key=position.__getitem__)].append(message)
-            else:
-                stats.bound += float(backend.to_numpy(message.data))
+        output = eliminate_bucket(
+            backend, buckets[var], var, z=z, op=op, order=position, check=check
+        )
+        for plan in output.plans:
+            stats.largest_output = max(stats.largest_output, plan.out_entries)
+            stats.largest_joined = max(stats.largest_joined, plan.joined_entries)
+        stats.messages += len(output.plans)
+        stats.bound += output.scalar
+        for message in output.tables:
+            buckets[min(message.scope, key=position.__getitem__)].append(message)
         stats.bucket_seconds[var] = time.perf_counter() - t0
     backend.synchronize()
     stats.seconds_eliminate = time.perf_counter() - start
@@ -115,15 +99,12 @@ def eliminate(
     start = time.perf_counter()
     assignment: dict[str, int] = {}
     for var in reversed(order):
-        if buckets[var]:
-            assignment[var], _ = backend.best_value(buckets[var], var, assignment, op)
-        else:
-            assignment[var] = 0
+        assignment[var] = choose_value(backend, buckets[var], var, assignment, op)
     stats.seconds_assign = time.perf_counter() - start
     return {v: assignment[v] for v in problem.variables}, stats
 
 
-def _too_large_message(
+def too_large_message(
     var: str,
     scope: Sequence[str],
     sizes: dict[str, int],
@@ -131,7 +112,8 @@ def _too_large_message(
     itemsize: int,
     max_bytes: float,
 ) -> str:
-    d = max(sizes.values())
+    """Why a bucket's table is refused, and the largest MBE z whose outputs would fit."""
+    d = max((sizes[v] for v in scope), default=2)
     # the largest z whose mini-bucket outputs (d^(z-1) entries) fit the limit
     fit = max(1, int(math.log(max(max_bytes / itemsize, 1.0)) / math.log(max(d, 2)))) + 1
     return (
