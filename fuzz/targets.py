@@ -255,6 +255,7 @@ def protocol_seeds() -> dict[str, bytes]:
         Hello,
         Ready,
         Result,
+        RunSpec,
         Setup,
         Start,
         Stop,
@@ -271,9 +272,9 @@ def protocol_seeds() -> dict[str, bytes]:
     metrics = AgentMetrics({"util": 1}, {"util": 99}, {"value": 1}, {"value": 20}, 0.1, 0.2, 99)
     messages = {
         "hello": Hello("x1", 1234, "localhost"),
-        "setup": Setup("x1", 2, (table, small)),
+        "setup": Setup("x1", 2, (table, small), "ab" * 32),
         "ready": Ready(2),
-        "start": Start("adpop", 3, True),
+        "start": Start(RunSpec("adpop", 3), True),
         "degree": Degree(4, 0.5),
         "token_child": Token("child", (0, 3), (0, 3, 5), 0.25),
         "token_back": Token("back", (), (1, 2), 0.0),

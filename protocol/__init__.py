@@ -1,6 +1,7 @@
 """The agent protocol: message types, the validating msgpack codec, constants and transports.
 
-* ``constants``  PROTOCOL_VERSION, HEARTBEAT_INTERVAL_S, PEER_TIMEOUT_S, MAX_FRAME_BYTES, limits
+* ``constants``  PROTOCOL_VERSION, HEARTBEAT_INTERVAL_S, PEER_TIMEOUT_S, message size limits
+* ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start
 * ``messages``   frozen dataclasses, one per message type, with ``to_wire()`` / ``from_wire()``
 * ``codec``      ``encode`` / ``decode`` of the envelope; every failure is a ``ProtocolError``
 * ``transport``  the ``Transport`` interface and an in-process hub for tests
@@ -13,11 +14,10 @@ Nothing here solves anything or touches a device.
 from dcop.protocol.codec import Envelope, decode, encode
 from dcop.protocol.constants import (
     COORDINATOR_ID,
+    DEFAULT_MAX_MESSAGE_BYTES,
     HEARTBEAT_INTERVAL_S,
-    MAX_FRAME_BYTES,
     PEER_TIMEOUT_S,
     PROTOCOL_VERSION,
-    peer_timeout_for,
 )
 from dcop.protocol.messages import (
     MESSAGE_TYPES,
@@ -37,12 +37,14 @@ from dcop.protocol.messages import (
     Value,
     WireTable,
 )
+from dcop.protocol.runspec import ALGOS, RunSpec, peer_timeout_for
 from dcop.protocol.transport import InProcHub, InProcTransport, Transport
 
 __all__ = [
+    "ALGOS",
     "COORDINATOR_ID",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "HEARTBEAT_INTERVAL_S",
-    "MAX_FRAME_BYTES",
     "MESSAGE_TYPES",
     "PEER_TIMEOUT_S",
     "PROTOCOL_VERSION",
@@ -57,6 +59,7 @@ __all__ = [
     "Message",
     "Ready",
     "Result",
+    "RunSpec",
     "Setup",
     "Start",
     "Stop",

@@ -17,8 +17,8 @@ import msgpack
 from dcop.errors import ProtocolError
 from dcop.protocol.constants import (
     COORDINATOR_ID,
+    DEFAULT_MAX_MESSAGE_BYTES,
     MAX_AGENT_ID,
-    MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
 )
 from dcop.protocol.messages import MESSAGE_CLASSES, Message
@@ -55,7 +55,7 @@ def _check_id(value: Any, what: str) -> int:
 def decode(
     frame: bytes,
     *,
-    max_bytes: int = MAX_FRAME_BYTES,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     known_senders: Container[int] | None = None,
     receiver: int | None = None,
 ) -> Envelope:
@@ -66,16 +66,18 @@ def decode(
     """
     if not isinstance(frame, bytes | bytearray | memoryview):
         raise ProtocolError(f"frame must be bytes, not {type(frame).__name__}")
-    if len(frame) > max_bytes:
-        raise ProtocolError(f"oversized frame: {len(frame)} bytes, the limit is {max_bytes}")
+    if len(frame) > max_message_bytes:
+        raise ProtocolError(
+            f"oversized frame: {len(frame)} bytes, the limit is {max_message_bytes}"
+        )
     try:
         raw = msgpack.unpackb(
             frame,
             raw=False,
             strict_map_key=True,
             use_list=True,
-            max_str_len=max_bytes,
-            max_bin_len=max_bytes,
+            max_str_len=max_message_bytes,
+            max_bin_len=max_message_bytes,
             max_array_len=1 << 20,
             max_map_len=1 << 20,
             max_ext_len=0,

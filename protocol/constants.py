@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 #: Seconds between heartbeats an agent sends to the coordinator and to quiet neighbours.
 HEARTBEAT_INTERVAL_S = 0.5
@@ -11,18 +11,16 @@ HEARTBEAT_INTERVAL_S = 0.5
 #: Seconds of silence after which a peer (agent or coordinator) is declared dead.
 PEER_TIMEOUT_S = 10.0
 
-#: Largest frame a decoder accepts (256 MiB: a float64 UTIL table of 32 M entries).
-MAX_FRAME_BYTES = 256 * 1024 * 1024
+#: Default largest message of a run (256 MiB: a float64 UTIL table of 32 M entries); a run's
+#: own limit is its RunSpec's ``max_message_bytes`` (``--max-message-mib``).
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: Highest ``--max-message-mib``: msgpack's bin32 caps one table at 4 GiB.
+MAX_MESSAGE_MIB = 4095
 
 #: Slowest rate (bytes/s) at which a peer is assumed to pack, send, receive and unpack one frame:
-#: heartbeats queue behind a large frame on the same socket, so silence is judged against it.
+#: heartbeats queue behind a large frame on the same socket, so silence is judged against it
+#: (see :func:`dcop.protocol.runspec.peer_timeout_for`).
 SLOWEST_FRAME_BYTES_PER_S = 100e6
-
-
-def peer_timeout_for(max_frame_bytes: int) -> float:
-    """Silence allowed before a peer counts as dead when frames may reach ``max_frame_bytes``:
-    PEER_TIMEOUT_S, or longer where one largest frame could hold the link that long."""
-    return max(PEER_TIMEOUT_S, 2 * max_frame_bytes / SLOWEST_FRAME_BYTES_PER_S)
 
 
 #: The coordinator's id on the wire; agents are 0..MAX_AGENT_ID.

@@ -33,9 +33,10 @@ from dcop.protocol.constants import (
     MAX_TEXT_CHARS,
     TABLE_DTYPES,
 )
+from dcop.protocol.digest import DIGEST_CHARS
+from dcop.protocol.runspec import RunSpec
 
 Payload = Mapping[str, Any]
-ALGORITHMS = ("dpop", "adpop")
 TOKEN_KINDS = ("child", "back")
 
 
@@ -236,23 +237,31 @@ class Hello:
 
 @dataclass(frozen=True, eq=False)
 class Setup:
-    """Coordinator -> agent: the agent's share of the problem (its domain and its tables)."""
+    """Coordinator -> agent: the agent's share of the problem (its domain and its tables, in the
+    run's dtype) and the digest of that share (see :mod:`dcop.protocol.digest`)."""
 
     TYPE: ClassVar[str] = "setup"
     variable: str
     domain: int
     tables: tuple[WireTable, ...]
+    digest: str
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "variable": self.variable,
             "domain": self.domain,
             "tables": [t.to_wire() for t in self.tables],
+            "digest": self.digest,
         }
 
     @staticmethod
     def from_wire(p: Payload) -> Setup:
-        return Setup(_str(p, "variable"), _int(p, "domain", 1, MAX_DOMAIN), _tables(p, "tables"))
+        digest = _str(p, "digest", DIGEST_CHARS)
+        if len(digest) != DIGEST_CHARS or any(c not in "0123456789abcdef" for c in digest):
+            raise ProtocolError("field 'digest' must be a sha256 in lower-case hex")
+        return Setup(
+            _str(p, "variable"), _int(p, "domain", 1, MAX_DOMAIN), _tables(p, "tables"), digest
+        )
 
 
 @dataclass(frozen=True)
@@ -272,21 +281,18 @@ class Ready:
 
 @dataclass(frozen=True)
 class Start:
-    """Coordinator -> agent: run ``algo``; ``root`` agents start the DFS of their component."""
+    """Coordinator -> agent: solve by ``spec``; ``root`` agents start the DFS of their component."""
 
     TYPE: ClassVar[str] = "start"
-    algo: Literal["dpop", "adpop"]
-    z: int
+    spec: RunSpec
     root: bool
 
     def to_wire(self) -> dict[str, Any]:
-        return {"algo": self.algo, "z": self.z, "root": self.root}
+        return {"spec": self.spec.to_wire(), "root": self.root}
 
     @staticmethod
     def from_wire(p: Payload) -> Start:
-        algo = _choice(p, "algo", ALGORITHMS)
-        z = _int(p, "z", 0, MAX_SCOPE)
-        return Start("dpop" if algo == "dpop" else "adpop", z, _bool(p, "root"))
+        return Start(RunSpec.from_wire(_sub(p, "spec")), _bool(p, "root"))
 
 
 @dataclass(frozen=True)
@@ -468,6 +474,11 @@ class Result:
         )
 
 
+#: What an Error reports: a failure, a table or message over a limit (memory included), a problem
+#: file that differs from the coordinator's, or an agent's own deadline.
+ERROR_KINDS = ("error", "too_large", "mismatch", "timeout")
+
+
 @dataclass(frozen=True)
 class Error:
     """Agent -> coordinator: something failed; ``peer`` names a neighbour that went silent."""
@@ -475,13 +486,19 @@ class Error:
     TYPE: ClassVar[str] = "error"
     reason: str
     peer: int | None = None
+    kind: Literal["error", "too_large", "mismatch", "timeout"] = "error"
 
     def to_wire(self) -> dict[str, Any]:
-        return {"reason": self.reason[:MAX_TEXT_CHARS], "peer": self.peer}
+        return {"reason": self.reason[:MAX_TEXT_CHARS], "peer": self.peer, "kind": self.kind}
 
     @staticmethod
     def from_wire(p: Payload) -> Error:
-        return Error(_str(p, "reason", MAX_TEXT_CHARS), _opt_int(p, "peer", 0, MAX_AGENT_ID))
+        kind = _choice(p, "kind", ERROR_KINDS)
+        return Error(
+            _str(p, "reason", MAX_TEXT_CHARS),
+            _opt_int(p, "peer", 0, MAX_AGENT_ID),
+            kind,  # type: ignore[arg-type]  # one of ERROR_KINDS
+        )
 
 
 @dataclass(frozen=True)

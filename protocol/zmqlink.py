@@ -19,7 +19,8 @@ import zmq
 import zmq.auth.thread
 
 from dcop.errors import RunError
-from dcop.protocol.constants import COORDINATOR_ID, MAX_FRAME_BYTES
+from dcop.protocol.constants import COORDINATOR_ID
+from dcop.protocol.constants import DEFAULT_MAX_MESSAGE_BYTES as MAX_FRAME_BYTES
 from dcop.protocol.curve import CurveConfig
 
 log = logging.getLogger("dcop.protocol.zmq")

@@ -33,13 +33,15 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.peers import parse_peers
+from dcop.protocol.runspec import RunSpec
 
 TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
 MESSAGES = [
     Hello("x1", 1234, "host"),
-    Setup("x1", 3, (TABLE,)),
+    Setup("x1", 3, (TABLE,), "0" * 64),
     Ready(2),
-    Start("adpop", 3, True),
+    Start(RunSpec("adpop", 3), True),
+    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5), False),
     Degree(4, 0.5),
     Token("child", (0, 3), (0, 3, 5), 0.25),
     Token("back", (), (1, 2), 0.0),
@@ -56,6 +58,7 @@ MESSAGES = [
     ),
     Result(0, None, 4, (), (1,), (), AgentMetrics()),
     Error("boom", 3),
+    Error("too big", None, "too_large"),
     Stop("done"),
     Heartbeat(),
 ]
@@ -173,7 +176,7 @@ def test_rejected_with_reason(frame: bytes, reason: str) -> None:
 def test_oversized_unknown_sender_and_receiver() -> None:
     frame = encode(1, COORDINATOR_ID, Ready(1))
     with pytest.raises(ProtocolError, match="oversized"):
-        decode(frame, max_bytes=len(frame) - 1)
+        decode(frame, max_message_bytes=len(frame) - 1)
     with pytest.raises(ProtocolError, match="unknown sender 1"):
         decode(frame, known_senders={2, 3})
     with pytest.raises(ProtocolError, match="delivered to 5"):
@@ -253,8 +256,56 @@ def test_peers_validation_names_the_agent() -> None:
 
 def test_peer_timeout_grows_with_the_frame_limit() -> None:
     """Heartbeats queue behind a large frame: the silence allowed covers one largest frame."""
-    from dcop.protocol import MAX_FRAME_BYTES, PEER_TIMEOUT_S, peer_timeout_for
+    from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, PEER_TIMEOUT_S, peer_timeout_for
 
-    assert peer_timeout_for(MAX_FRAME_BYTES) == PEER_TIMEOUT_S
+    assert peer_timeout_for(DEFAULT_MAX_MESSAGE_BYTES) == PEER_TIMEOUT_S
+    assert RunSpec().peer_timeout == PEER_TIMEOUT_S
+    assert RunSpec(max_message_bytes=4095 * 2**20).peer_timeout == peer_timeout_for(4095 * 2**20)
     big = peer_timeout_for(4095 * 2**20)
     assert big > 60 and big > peer_timeout_for(1024 * 2**20) > PEER_TIMEOUT_S
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20}, None),
+        ({"algo": "adpop", "z": 0, "max_message_bytes": 2**20}, "mini-bucket size"),
+        ({"algo": "adpop", "z": None, "max_message_bytes": 2**20}, "mini-bucket size"),
+        ({"algo": "bogus", "z": None, "max_message_bytes": 2**20}, "unknown algorithm"),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**40}, "message limit"),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "extra": 1}, "unknown fields"),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": -1}, "peer"),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": "x"}, "peer"),
+    ],
+)
+def test_run_spec_on_the_wire_is_validated(spec: dict[str, object], reason: str | None) -> None:
+    """A Start's run spec is checked as thoroughly as the spec made at the command line."""
+    frame = msgpack.packb(
+        {
+            "v": PROTOCOL_VERSION,
+            "t": "start",
+            "s": COORDINATOR_ID,
+            "r": 1,
+            "p": {"spec": spec, "root": True},
+        },
+        use_bin_type=True,
+    )
+    if reason is None:
+        assert decode(frame).body.spec == RunSpec("dpop", None, 2**20)
+    else:
+        with pytest.raises(ProtocolError, match=reason):
+            decode(frame)
+
+
+def test_run_spec_round_trips_through_its_cli_args() -> None:
+    """Deployments turn a spec into flags; the CLI edge turns the flags into the same spec."""
+    for spec in (RunSpec(), RunSpec("adpop", 4, 2**30, 30.0)):
+        args = spec.cli_args()
+        values = dict(zip(args[::2], args[1::2], strict=True))
+        again = RunSpec.from_options(
+            values["--algo"],
+            int(values["--z"]) if "--z" in values else None,
+            float(values["--max-message-mib"]),
+            float(values["--peer-timeout"]) if "--peer-timeout" in values else None,
+        )
+        assert again == spec

@@ -1,0 +1,155 @@
+"""The run spec: how a distributed run is solved, made once at the edge and carried unchanged.
+
+The command line (``dcop run``, ``dcop coordinator``) or a deployment builds one :class:`RunSpec`;
+it is validated there, once. The coordinator sends it to every agent inside the Start message
+(:meth:`RunSpec.to_wire` / :meth:`RunSpec.from_wire`), and deployments turn it back into command
+line flags with :meth:`RunSpec.cli_args`. A parameter added here therefore reaches the agents by
+touching this module, the CLI edge and the agent only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dcop.choices import DistributedAlgo
+from dcop.errors import InputError, ProtocolError
+from dcop.protocol.constants import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_MESSAGE_MIB,
+    MAX_SCOPE,
+    PEER_TIMEOUT_S,
+    SLOWEST_FRAME_BYTES_PER_S,
+)
+
+Algo = Literal["dpop", "adpop"]
+#: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds).
+ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
+MIB = 1 << 20
+#: Smallest message limit a spec accepts (the command line asks for at least 1 MiB; tests go lower).
+MIN_MESSAGE_BYTES = 4096
+
+
+def peer_timeout_for(max_message_bytes: int) -> float:
+    """Silence allowed before a peer counts as dead when messages may reach ``max_message_bytes``:
+    PEER_TIMEOUT_S, or longer where one largest message could hold the link that long (messages
+    on one socket queue behind it)."""
+    return max(PEER_TIMEOUT_S, 2 * max_message_bytes / SLOWEST_FRAME_BYTES_PER_S)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a distributed run does, checked on construction (``InputError`` says what is wrong).
+
+    Parameters
+    ----------
+    algo
+        ``dpop`` (exact) or ``adpop`` (mini-buckets of ``z`` variables: bounds).
+    z
+        The ADPOP mini-bucket size (at least 1); None for DPOP, where it is ignored.
+    max_message_bytes
+        Largest message of the run: a UTIL table above it fails the run with a clear error.
+    peer_timeout_s
+        Seconds of silence before a peer counts as dead; None derives it from the message limit.
+    """
+
+    algo: Algo = "dpop"
+    z: int | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    peer_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise InputError(f"unknown algorithm {self.algo!r}; use one of {', '.join(ALGOS)}")
+        if self.algo == "adpop":
+            if type(self.z) is not int or not 1 <= self.z <= MAX_SCOPE:
+                raise InputError(f"adpop needs a mini-bucket size --z between 1 and {MAX_SCOPE}")
+        elif self.z is not None:
+            object.__setattr__(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
+        limit = MAX_MESSAGE_MIB * MIB
+        if (
+            type(self.max_message_bytes) is not int
+            or not MIN_MESSAGE_BYTES <= self.max_message_bytes <= limit
+        ):
+            raise InputError(
+                f"the message limit must be between {MIN_MESSAGE_BYTES} bytes and "
+                f"{MAX_MESSAGE_MIB} MiB (--max-message-mib), not {self.max_message_bytes} bytes"
+            )
+        if self.peer_timeout_s is not None and not (
+            math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
+        ):
+            raise InputError("--peer-timeout must be a positive number of seconds")
+
+    @staticmethod
+    def from_options(
+        algo: str = "dpop",
+        z: int | None = None,
+        max_message_mib: float = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+        peer_timeout_s: float | None = None,
+    ) -> RunSpec:
+        """The spec from command-line values (the message limit in MiB)."""
+        if not 1 <= max_message_mib <= MAX_MESSAGE_MIB:
+            raise InputError(
+                f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}, not {max_message_mib:g}"
+            )
+        return RunSpec(algo, z, int(max_message_mib * MIB), peer_timeout_s)  # type: ignore[arg-type]
+
+    @property
+    def exact(self) -> bool:
+        """Whether the run proves an optimum (DPOP) or bounds it (ADPOP)."""
+        return self.algo == "dpop"
+
+    @property
+    def peer_timeout(self) -> float:
+        """The silence allowed before a peer counts as dead (given, or from the message limit)."""
+        if self.peer_timeout_s is not None:
+            return self.peer_timeout_s
+        return peer_timeout_for(self.max_message_bytes)
+
+    @property
+    def label(self) -> str:
+        """``DPOP`` or ``ADPOP(z)``, for messages and summaries."""
+        return self.algo.upper() + (f"({self.z})" if self.z is not None else "")
+
+    # ---- travelling -----------------------------------------------------------------------
+    def to_wire(self) -> dict[str, Any]:
+        """The spec as a msgpack-ready map (z and the peer timeout may be nil)."""
+        return {
+            "algo": self.algo,
+            "z": self.z,
+            "max_message_bytes": self.max_message_bytes,
+            "peer_timeout_s": self.peer_timeout_s,
+        }
+
+    @staticmethod
+    def from_wire(payload: Mapping[str, Any]) -> RunSpec:
+        """Validate a spec that arrived on the wire; every fault is a ProtocolError."""
+        if not isinstance(payload, Mapping):
+            raise ProtocolError("the run spec must be a map")
+        extra = set(payload) - {"algo", "z", "max_message_bytes", "peer_timeout_s"}
+        if extra:
+            raise ProtocolError(f"the run spec has unknown fields {sorted(map(str, extra))[:5]}")
+        timeout = payload.get("peer_timeout_s")
+        if timeout is not None and type(timeout) not in (int, float):
+            raise ProtocolError("run spec field 'peer_timeout_s' must be a number or nil")
+        try:
+            return RunSpec(
+                payload.get("algo"),  # type: ignore[arg-type]  # checked by RunSpec itself
+                payload.get("z"),
+                payload.get("max_message_bytes"),  # type: ignore[arg-type]
+                None if timeout is None else float(timeout),
+            )
+        except InputError as exc:
+            raise ProtocolError(f"bad run spec: {exc.reason}") from None
+
+    def cli_args(self) -> list[str]:
+        """The ``dcop coordinator`` / ``dcop run`` flags that make this spec again."""
+        args = ["--algo", self.algo]
+        if self.z is not None:
+            args += ["--z", str(self.z)]
+        args += ["--max-message-mib", f"{self.max_message_bytes / MIB:g}"]
+        if self.peer_timeout_s is not None:
+            args += ["--peer-timeout", f"{self.peer_timeout_s:g}"]
+        return args
