@@ -36,23 +36,29 @@ import logging
 import math
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from dcop.errors import DcopError, ProtocolError
-from dcop.inference.elimination import partition_minibuckets
+from dcop.agents.jobs import Job
+from dcop.agents.metrics import Meter
+from dcop.buckets import choose_value, eliminate_bucket
+from dcop.errors import (
+    DcopError,
+    ProblemMismatch,
+    ProtocolError,
+    RunTimeout,
+    TableTooLarge,
+)
 from dcop.model import CostTable
 from dcop.protocol import (
     COORDINATOR_ID,
+    DEFAULT_MAX_MESSAGE_BYTES,
     HEARTBEAT_INTERVAL_S,
-    MAX_FRAME_BYTES,
     PEER_TIMEOUT_S,
-    AgentMetrics,
     Degree,
     Envelope,
     Error,
@@ -61,6 +67,7 @@ from dcop.protocol import (
     Message,
     Ready,
     Result,
+    RunSpec,
     Setup,
     Start,
     Stop,
@@ -72,7 +79,8 @@ from dcop.protocol import (
     decode,
     encode,
 )
-from dcop.tables import Table
+from dcop.protocol.digest import part_digest
+from dcop.tables import Table, TableBackend
 
 log = logging.getLogger("dcop.agents")
 
@@ -89,56 +97,17 @@ class AgentConfig:
     variable: str
     neighbours: dict[int, str]  # id -> variable name
     timeout_s: float = 120.0
+    #: silence allowed before Start; the run's RunSpec sets it from then on
     peer_timeout_s: float = PEER_TIMEOUT_S
     heartbeat_s: float = HEARTBEAT_INTERVAL_S
-    max_frame_bytes: int = MAX_FRAME_BYTES
+    #: the largest message this agent accepts at all (its sockets' cap); a run may ask for less
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     host: str = ""
     fault: str | None = None  # test-only fault injection, one of FAULTS
 
 
-@dataclass
-class _Meter:
-    sent_count: dict[str, int] = field(default_factory=dict)
-    sent_bytes: dict[str, int] = field(default_factory=dict)
-    recv_count: dict[str, int] = field(default_factory=dict)
-    recv_bytes: dict[str, int] = field(default_factory=dict)
-    compute_s: float = 0.0
-    util_bytes: int = 0
-    util_entries: int = 0
-    util_tables: int = 0
-    dropped: int = 0
-
-    def count(self, counts: dict[str, int], sizes: dict[str, int], kind: str, n: int) -> None:
-        counts[kind] = counts.get(kind, 0) + 1
-        sizes[kind] = sizes.get(kind, 0) + n
-
-
-class _Job:
-    """A computation on a daemon thread (a daemon, so that a stopped agent exits at once)."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn = fn
-        self._done = threading.Event()
-        self._value: Any = None
-        self._error: BaseException | None = None
-        threading.Thread(target=self._work, daemon=True, name="dcop-util").start()
-
-    def _work(self) -> None:
-        try:
-            self._value = self._fn()
-        except BaseException as exc:  # handed to the agent's thread by result()
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def result(self) -> Any:
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
+UtilOutput = tuple[tuple[WireTable, ...], float, float]
+ErrorKind = Literal["error", "too_large", "mismatch", "timeout"]
 
 
 class Agent:
@@ -148,11 +117,10 @@ class Agent:
         self,
         config: AgentConfig,
         transport: Transport,
-        backend: Any,
+        backend: TableBackend,
         local_tables: Sequence[CostTable] | None = None,
         local_domain: int | None = None,
         now: Callable[[], float] = time.monotonic,
-        local_dtype: Any = np.float64,
     ) -> None:
         self.cfg = config
         self.me = config.me
@@ -162,7 +130,6 @@ class Agent:
         self.now = now
         self.local_tables = list(local_tables) if local_tables is not None else None
         self.local_domain = local_domain
-        self.local_dtype = local_dtype  # float32 when every total stays exact (see choose_dtype)
         self.known = {COORDINATOR_ID, *config.neighbours}
         # setup
         self.domain: int | None = None
@@ -170,6 +137,7 @@ class Agent:
         self.degrees: dict[int, int] = {}
         self.ready_sent = False
         self.start: Start | None = None
+        self.spec: RunSpec | None = None
         # DFS
         self.in_dfs = False
         self.parent: int | None = None
@@ -184,7 +152,7 @@ class Agent:
         self.scalars = 0.0
         self.bucket: list[Table] = []
         self.util_sent = False
-        self.util_job: _Job | None = None
+        self.util_job: Job[UtilOutput] | None = None
         self.bound: float | None = None
         self.separator: tuple[str, ...] = ()
         self.assignment: dict[str, int] | None = None
@@ -192,7 +160,7 @@ class Agent:
         self.result_sent = False
         # liveness and metrics
         self.clock = 0.0
-        self.meter = _Meter()
+        self.meter = Meter()
         self.last_seen: dict[int, float] = {}
         self.last_sent: dict[int, float] = {}
         self.reported_dead: set[int] = set()
@@ -210,15 +178,14 @@ class Agent:
         self._send(COORDINATOR_ID, Hello(self.var, os.getpid(), self.cfg.host))
         for peer in self.cfg.neighbours:
             self._send(peer, Degree(len(self.cfg.neighbours), self.clock))
-        if self.local_tables is not None:
-            self._adopt_local()
         next_beat = start
         while self.stop_reason is None:
             now = self.now()
             if now >= deadline:
                 self._fail(
                     f"agent {self.me} ({self.var}) timed out after {self.cfg.timeout_s:g} s "
-                    f"in phase {self.phase}"
+                    f"in phase {self.phase}",
+                    "timeout",
                 )
                 return 1
             if now >= next_beat:
@@ -272,7 +239,7 @@ class Agent:
             if waiting:
                 continue
             silent = now - self.last_seen[peer]
-            if silent > self.cfg.peer_timeout_s and peer not in self.reported_dead:
+            if silent > self.peer_timeout and peer not in self.reported_dead:
                 self.reported_dead.add(peer)
                 name = self.cfg.neighbours[peer]
                 reason = f"neighbour agent {peer} ({name}) silent for {silent:.1f} s"
@@ -282,9 +249,17 @@ class Agent:
     def _coordinator_gone(self, now: float) -> bool:
         # Before its first message the coordinator may not be started yet, or busy starting the
         # other agents: the overall deadline covers that wait.
-        return self.coordinator_heard and (
-            now - self.last_seen[COORDINATOR_ID] > self.cfg.peer_timeout_s
-        )
+        return self.coordinator_heard and (now - self.last_seen[COORDINATOR_ID] > self.peer_timeout)
+
+    @property
+    def peer_timeout(self) -> float:
+        """The silence allowed before a peer counts as dead: the run's, once it has started."""
+        return self.spec.peer_timeout if self.spec is not None else self.cfg.peer_timeout_s
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The run's message limit once it has started, this agent's cap before."""
+        return self.spec.max_message_bytes if self.spec is not None else self.cfg.max_message_bytes
 
     # ---- frames -----------------------------------------------------------------------------
     def on_frame(self, sender: int | None, frame: bytes) -> None:
@@ -292,7 +267,7 @@ class Agent:
         try:
             env = decode(
                 frame,
-                max_bytes=self.cfg.max_frame_bytes,
+                max_message_bytes=self.cfg.max_message_bytes,
                 known_senders=self.known,
                 receiver=self.me,
             )
@@ -304,24 +279,24 @@ class Agent:
             if env.type not in allowed:
                 raise ProtocolError(f"unexpected {env.type} message from {env.sender}")
         except ProtocolError as exc:
-            self.meter.dropped += 1
+            self.meter.dropped()
             log.warning("agent %d: dropped a frame from %s: %s", self.me, sender, exc)
             return
         self.last_seen[env.sender] = self.now()
         if env.sender == COORDINATOR_ID:
             self.coordinator_heard = True
-        self.meter.count(self.meter.recv_count, self.meter.recv_bytes, env.type, len(frame))
+        self.meter.received(env.type, len(frame))
         msg_clock = getattr(env.body, "clock", None)
         if msg_clock is not None:
             self.clock = max(self.clock, msg_clock)
         try:
             self.handle(env)
         except ProtocolError as exc:
-            self.meter.dropped += 1
+            self.meter.dropped()
             log.warning("agent %d: rejected %s from %d: %s", self.me, env.type, env.sender, exc)
             return
         except DcopError as exc:
-            self._fail(f"agent {self.me} ({self.var}): {exc}")
+            self._fail(f"agent {self.me} ({self.var}): {exc}", error_kind(exc))
             return
         self._step(lambda: None)
 
@@ -331,8 +306,14 @@ class Agent:
             action()
             self._progress()
         except DcopError as exc:
-            self._fail(f"agent {self.me} ({self.var}): {exc}")
-        except Exception as exc:  # a bug or MemoryError: tell the coordinator, do not hang
+            self._fail(f"agent {self.me} ({self.var}): {exc}", error_kind(exc))
+        except MemoryError:
+            self._fail(
+                f"agent {self.me} ({self.var}): out of memory in phase {self.phase} "
+                f"(bucket of {len(self.bucket)} tables; use ADPOP with a smaller z)",
+                "too_large",
+            )
+        except Exception as exc:  # a bug: tell the coordinator, do not hang
             log.exception("agent %d: unexpected failure", self.me)
             self._fail(f"agent {self.me} ({self.var}): {type(exc).__name__}: {exc}")
 
@@ -348,7 +329,14 @@ class Agent:
             case Start():
                 if self.start is not None:
                     raise ProtocolError("a second start")
+                if body.spec.max_message_bytes > self.cfg.max_message_bytes:
+                    raise DcopError(
+                        f"the run allows messages of {body.spec.max_message_bytes} bytes, but this "
+                        f"agent was started with a limit of {self.cfg.max_message_bytes} bytes "
+                        "(give every agent the run's --max-message-mib)"
+                    )
                 self.start = body
+                self.spec = body.spec
                 if self.cfg.fault == "crash-at-start":
                     os.kill(os.getpid(), signal.SIGKILL)
                 if body.root:
@@ -376,26 +364,27 @@ class Agent:
                 raise ProtocolError(f"no handler for {env.type}")
 
     # ---- setup ------------------------------------------------------------------------------
-    def _adopt_local(self) -> None:
-        assert self.local_tables is not None and self.local_domain is not None
-        self.domain = self.local_domain
-        self.tables = [
-            self.backend.table(t.scope, t.costs, self.local_dtype) for t in self.local_tables
-        ]
-
     def _on_setup(self, setup: Setup) -> None:
         if setup.variable != self.var:
             raise DcopError(
                 f"coordinator set up variable {setup.variable!r}, peers.json says {self.var!r}"
             )
+        if self.domain is not None:
+            raise ProtocolError("a second setup")
+        dtype = setup.tables[0].dtype if setup.tables else "<f8"  # the run's, chosen once
         if self.local_tables is not None:
-            # the problem file wins; it must agree with the coordinator's copy
-            if setup.domain != self.domain or len(setup.tables) != len(self.tables):
-                raise DcopError(
-                    f"the problem file gives {self.var!r} {self.domain} values and "
-                    f"{len(self.tables)} tables, the coordinator {setup.domain} and "
-                    f"{len(setup.tables)}"
+            # the problem file wins, but only if it says what the coordinator says
+            mine = part_digest(
+                self.var, self.local_domain or 0, [(t.scope, t.costs) for t in self.local_tables]
+            )
+            if mine != setup.digest or self.local_domain != setup.domain:
+                raise ProblemMismatch(
+                    f"problem mismatch: agent {self.me} ({self.var})'s problem file gives its "
+                    f"part digest {mine[:12]}, the coordinator's copy {setup.digest[:12]} "
+                    "(the agents and the coordinator must read the same problem)"
                 )
+            self.domain = self.local_domain
+            self.tables = [self.backend.table(t.scope, t.costs, dtype) for t in self.local_tables]
         else:
             self.domain = setup.domain
             self.tables = [
@@ -492,7 +481,7 @@ class Agent:
             self._value_phase()
 
     def _util_phase(self) -> None:
-        assert self.start is not None and self.domain is not None
+        assert self.spec is not None and self.domain is not None
         if self.cfg.fault == "crash-at-util":
             os.kill(os.getpid(), signal.SIGKILL)
         if self.cfg.fault == "hang-at-util":
@@ -502,27 +491,24 @@ class Agent:
         own = [t for t in self.tables if all(v == self.var or v in ancestors for v in t.scope)]
         received = [t for c in self.children for t in self.utils[c]]
         self.bucket = own + [t for t in received if self.var in t.scope]
+        # children's tables without my variable go up unchanged (MBE puts them in the bucket of
+        # their deepest variable)
         passing = [t for t in received if self.var not in t.scope]
-        z = self.start.z if self.start.algo == "adpop" else None
-        groups = partition_minibuckets(self.bucket, z) if self.bucket else []
         # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
         # answering and heartbeating: a long UTIL computation is not a dead agent.
-        self.util_job = _Job(lambda: self._util_compute(groups, passing))
+        self.util_job = Job(lambda: self._util_compute(passing), "dcop-util")
 
-    def _util_compute(
-        self, groups: list[list[Table]], passing: list[Table]
-    ) -> tuple[tuple[WireTable, ...], float, float]:
-        """Join and eliminate each (mini-)bucket; return the host tables, the scalar part, time."""
+    def _util_compute(self, passing: list[Table]) -> UtilOutput:
+        """Eliminate my variable from my bucket; return the host tables, the scalar part, time."""
+        assert self.spec is not None
         t0 = time.perf_counter()
-        out = [self.backend.join_eliminate(g, self.var, "min") for g in groups]
-        scalar = self.scalars + sum(
-            float(self.backend.to_numpy(t.data)) for t in out + passing if not t.scope
-        )
+        out = eliminate_bucket(self.backend, self.bucket, self.var, z=self.spec.z, op="min")
         wire = tuple(
             WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
-            for t in out + passing
+            for t in (*out.tables, *passing)
             if t.scope
         )
+        scalar = self.scalars + out.scalar
         self.backend.synchronize()
         return wire, scalar, time.perf_counter() - t0
 
@@ -530,7 +516,7 @@ class Agent:
         assert self.util_job is not None
         wire, scalar, spent = self.util_job.result()
         self.util_job = None
-        self.meter.compute_s += spent
+        self.meter.computed(spent)
         self.clock += spent
         if self.parent is None:
             if wire:
@@ -541,19 +527,13 @@ class Agent:
             wire = (*wire, WireTable.from_array((), np.float64(scalar)))
         self.separator = tuple(sorted({v for t in wire for v in t.scope}))
         frame_len = self._send(self.parent, Util(wire, self.clock))
-        self.meter.util_bytes = frame_len
-        self.meter.util_entries = sum(t.entries for t in wire)
-        self.meter.util_tables = len(wire)
+        self.meter.util_sent(frame_len, sum(t.entries for t in wire), len(wire))
         self.util_sent = True
 
     def _value_phase(self) -> None:
         t0 = time.perf_counter()
         known = dict(self.assignment or {})
-        if self.bucket:
-            value, _ = self.backend.best_value(self.bucket, self.var, known, "min")
-        else:
-            value = 0  # no table mentions the variable: every value is as good
-        self.value = int(value)
+        self.value = choose_value(self.backend, self.bucket, self.var, known, "min")
         known[self.var] = self.value
         self._charge(t0)
         for child in self.children:
@@ -562,18 +542,7 @@ class Agent:
             if missing:
                 raise DcopError(f"no value for {missing[0]!r} to send to agent {child}")
             self._send(child, Value(tuple((v, known[v]) for v in needs), self.clock))
-        metrics = AgentMetrics(
-            dict(self.meter.sent_count),
-            dict(self.meter.sent_bytes),
-            dict(self.meter.recv_count),
-            dict(self.meter.recv_bytes),
-            self.meter.compute_s,
-            self.clock,
-            self.meter.util_bytes,
-            self.meter.util_entries,
-            self.meter.util_tables,
-            self.meter.dropped,
-        )
+        metrics = self.meter.snapshot(self.clock)
         bound = self.bound if self.parent is None else None
         if bound is not None and math.isnan(bound):
             bound = math.inf
@@ -594,25 +563,36 @@ class Agent:
     def _charge(self, t0: float) -> None:
         """Add the compute time since ``t0`` to the logical clock (the simulated runtime)."""
         spent = time.perf_counter() - t0
-        self.meter.compute_s += spent
+        self.meter.computed(spent)
         self.clock += spent
 
     # ---- sending ----------------------------------------------------------------------------
     def _send(self, peer: int, body: Message) -> int:
         frame = encode(self.me, peer, body)
-        if len(frame) > self.cfg.max_frame_bytes:
+        if len(frame) > self.max_message_bytes:
             # the receiver would drop it: fail loudly here instead of waiting for a timeout
-            raise DcopError(
-                f"{body.TYPE} message of {len(frame)} bytes exceeds the frame limit of "
-                f"{self.cfg.max_frame_bytes} bytes (raise the limit with --max-message-mib, "
+            raise TableTooLarge(
+                f"{body.TYPE} message of {len(frame)} bytes exceeds the message limit of "
+                f"{self.max_message_bytes} bytes (raise the limit with --max-message-mib, "
                 "or use ADPOP with a smaller z)"
             )
         self.transport.send(peer, frame)
         self.last_sent[peer] = self.now()
-        self.meter.count(self.meter.sent_count, self.meter.sent_bytes, body.TYPE, len(frame))
+        self.meter.sent(body.TYPE, len(frame))
         return len(frame)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, kind: ErrorKind = "error") -> None:
         log.error("%s", reason)
         self.failed = True
-        self._send(COORDINATOR_ID, Error(reason))
+        self._send(COORDINATOR_ID, Error(reason, None, kind))
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """How an Error message classifies a failure (the coordinator raises the matching type)."""
+    if isinstance(exc, TableTooLarge | MemoryError):
+        return "too_large"
+    if isinstance(exc, ProblemMismatch):
+        return "mismatch"
+    if isinstance(exc, RunTimeout):
+        return "timeout"
+    return "error"

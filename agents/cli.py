@@ -6,65 +6,35 @@ could be reached); 2 bad arguments or input; 3 stopped before finishing (another
 
 from __future__ import annotations
 
-import argparse
 import logging
 import socket
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Annotated
 
-import numpy as np
+import typer
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
-from dcop.errors import BackendUnavailable, DcopError, InputError
+from dcop.choices import LogLevel
+from dcop.errors import DcopError, InputError
+from dcop.model import CostTable
 from dcop.protocol import (
     COORDINATOR_ID,
-    MAX_FRAME_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
     PEER_TIMEOUT_S,
     Error,
     encode,
-    peer_timeout_for,
 )
+from dcop.protocol.constants import MAX_MESSAGE_MIB
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
+from dcop.protocol.runspec import MIB, MIN_MESSAGE_BYTES, peer_timeout_for
+from dcop.tables import TableBackend
 
 log = logging.getLogger("dcop.agents")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dcop-agent", description="Run one DPOP/ADPOP agent.")
-    p.add_argument("--id", type=int, required=True, help="this agent's id in peers.json")
-    p.add_argument("--peers", required=True, help="peers.json")
-    p.add_argument(
-        "--problem",
-        help="read this agent's variable and tables from the problem file "
-        "(default: receive them from the coordinator)",
-    )
-    p.add_argument(
-        "--gpu",
-        type=int,
-        metavar="DEVICE",
-        help="CuPy backend on this CUDA device, on the agent's own non-blocking stream",
-    )
-    p.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
-    p.add_argument(
-        "--peer-timeout",
-        type=float,
-        default=None,
-        help="seconds of silence before a neighbour or the coordinator counts as dead "
-        f"(default {PEER_TIMEOUT_S:g}, longer with a --max-frame-bytes above 256 MiB)",
-    )
-    p.add_argument(
-        "--max-frame-bytes",
-        type=int,
-        default=MAX_FRAME_BYTES,
-        help="largest message this agent sends or accepts, in bytes (default 256 MiB; "
-        "every agent of a run needs the same value)",
-    )
-    p.add_argument("--secure", action="store_true", help="CurveZMQ on every socket")
-    p.add_argument("--keys", help="directory holding agent-<id>.key_secret (with --secure)")
-    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.add_argument("--fault", choices=FAULTS, help=argparse.SUPPRESS)  # fault-injection tests
-    return p
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConfig:
@@ -83,29 +53,16 @@ def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConf
     return CurveConfig(public, secret, server_keys, allowed)
 
 
-def _backend(gpu: int | None) -> Any:
+def agent_backend(gpu: int | None) -> TableBackend:
+    """NumPy, or CuPy on device ``gpu`` with the backend's own non-blocking stream."""
     from dcop.backend import get_backend
 
-    if gpu is None:
-        return get_backend("numpy")
-    try:
-        import cupy  # only with --gpu; dcop.gpu needs it anyway
-    except ImportError as exc:
-        raise BackendUnavailable(f"--gpu needs CuPy: pip install 'dcop[gpu]' ({exc})") from None
-    try:
-        with cupy.cuda.Device(gpu):
-            # the agent's own non-blocking stream: its joins never wait on other work
-            stream = cupy.cuda.Stream(non_blocking=True)
-    except Exception as exc:  # CUDA raises its own error types for a missing device or driver
-        raise BackendUnavailable(f"--gpu {gpu}: no usable CUDA device ({exc})") from None
-    return get_backend("cupy", device=gpu, stream=stream)
+    return get_backend("numpy") if gpu is None else get_backend("cupy", device=gpu)
 
 
-def _local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[Any], int, Any]:
-    """This agent's tables, domain size and table dtype from the problem file, checked against
-    peers.json. The dtype is chosen from the whole problem, as the coordinator does."""
+def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTable], int]:
+    """This agent's tables and domain size from the problem file, checked against peers.json."""
     from dcop.io import read_problem
-    from dcop.tables import choose_dtype
 
     problem = read_problem(path)
     var = problem.variables.get(entry.variable)
@@ -124,21 +81,67 @@ def _local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[Any], 
             f"{sorted(listed)} differ from the problem's {sorted(actual)}",
             path,
         )
-    tables = [t for t in problem.tables if entry.variable in t.scope]
-    return tables, var.size, choose_dtype(problem)
+    return problem.tables_of(entry.variable), var.size
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+@app.command()
+def agent(
+    ident: Annotated[int, typer.Option("--id", help="This agent's id in peers.json.")],
+    peers_file: Annotated[
+        Path, typer.Option("--peers", dir_okay=False, help="peers.json (who is where).")
+    ],
+    problem: Annotated[
+        Path | None,
+        typer.Option(
+            dir_okay=False,
+            help="Read this agent's variable and tables from the problem file and check them "
+            "against the coordinator's (default: receive them from the coordinator).",
+        ),
+    ] = None,
+    gpu: Annotated[
+        int | None,
+        typer.Option(
+            metavar="DEVICE", help="CuPy backend on this CUDA device, on the agent's own stream."
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300.0,
+    peer_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds of silence before a neighbour or the coordinator counts as dead, until "
+            f"the run's own setting arrives (default {PEER_TIMEOUT_S:g}, longer with a larger "
+            "--max-message-mib)."
+        ),
+    ] = None,
+    max_message_mib: Annotated[
+        float,
+        typer.Option(
+            help="Largest message this agent accepts, in MiB (a run may ask for less, never "
+            f"more; up to {MAX_MESSAGE_MIB})."
+        ),
+    ] = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    secure: Annotated[bool, typer.Option(help="CurveZMQ on every socket.")] = False,
+    keys: Annotated[
+        str | None, typer.Option(help="Directory holding agent-<id>.key_secret (with --secure).")
+    ] = None,
+    log_level: Annotated[LogLevel, typer.Option(help="Log level.")] = LogLevel.WARNING,
+    fault: Annotated[str | None, typer.Option(hidden=True)] = None,  # fault-injection tests
+) -> None:
+    """Run one DPOP/ADPOP agent: the variable peers.json gives this id."""
     logging.basicConfig(
-        level=args.log_level,
+        level=log_level.value,
         stream=sys.stderr,
-        format=f"dcop-agent {args.id}: %(levelname)s %(message)s",
+        format=f"dcop-agent {ident}: %(levelname)s %(message)s",
     )
     try:
-        peers = load_peers(args.peers)
-        entry = peers.agent(args.id)
-        curve = curve_config(peers, entry, args.keys) if args.secure else None
+        if fault is not None and fault not in FAULTS:
+            raise InputError(f"--fault must be one of {', '.join(FAULTS)}")
+        max_bytes = int(max_message_mib * MIB)
+        if not MIN_MESSAGE_BYTES <= max_bytes <= MAX_MESSAGE_MIB * MIB:
+            raise InputError(f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}")
+        peers = load_peers(peers_file)
+        entry = peers.agent(ident)
+        curve = curve_config(peers, entry, keys) if secure else None
     except DcopError as exc:
         print(f"dcop-agent: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -151,30 +154,25 @@ def main(argv: list[str] | None = None) -> None:
         {n: table[n].endpoint for n in entry.neighbours},
         peers.coordinator,
         curve,
-        args.max_frame_bytes,
+        max_bytes,
     )
     code = 1
     try:
         transport.open()
-        local, domain, dtype = (
-            _local_part(args.problem, entry, peers) if args.problem else (None, None, np.float64)
+        local, domain = (
+            local_part(str(problem), entry, peers) if problem is not None else (None, None)
         )
         config = AgentConfig(
             entry.id,
             entry.variable,
             {n: table[n].variable for n in entry.neighbours},
-            timeout_s=args.timeout,
-            peer_timeout_s=(
-                peer_timeout_for(args.max_frame_bytes)
-                if args.peer_timeout is None
-                else args.peer_timeout
-            ),
-            max_frame_bytes=args.max_frame_bytes,
+            timeout_s=timeout,
+            peer_timeout_s=peer_timeout_for(max_bytes) if peer_timeout is None else peer_timeout,
+            max_message_bytes=max_bytes,
             host=socket.gethostname(),
-            fault=args.fault,
+            fault=fault,
         )
-        agent = Agent(config, transport, _backend(args.gpu), local, domain, local_dtype=dtype)
-        code = agent.run()
+        code = Agent(config, transport, agent_backend(gpu), local, domain).run()
     except DcopError as exc:
         reason = f"agent {entry.id} ({entry.variable}): {exc}"
         log.error("%s", reason)
@@ -183,6 +181,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         transport.close()
     sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``dcop-agent``)."""
+    app(args=argv, prog_name="dcop-agent")
 
 
 if __name__ == "__main__":
