@@ -1,22 +1,25 @@
 """The coordinator: peers.json, launching agent processes, driving a run, results and metrics.
 
-* ``run_local(problem, algo="dpop", z=None, gpu=None, timeout=120.0, ...)`` - one process per
-  variable on this machine; returns the result dict.
-* ``Coordinator`` - drives a run over any Transport (agents started elsewhere, or in-process).
-* ``make_peers`` / ``load_peers`` - peers.json; ``keys`` - CurveZMQ key helpers.
-* ``print_summary(result)`` - the readable summary (rich) of a result dict.
+* ``topology``  ``peers_for`` (one agent per variable, neighbours from the primal graph),
+  ``check_peers``, ``choose_roots``
+* ``driver``    ``Coordinator``: drives one run over any Transport (ZMQ or in-process)
+* ``launch``    ``run_local(problem, spec)``: one agent process per variable on this machine
+* ``result``    ``RunResult``: the typed result, written as the shared result document
+* ``metrics``   wire metrics and the theory beside them; ``report`` the readable summary
+* ``keys``      CurveZMQ key helpers
 """
 
-from dcop.coordinator.driver import Coordinator, check_peers, choose_roots
+from dcop.coordinator.driver import Coordinator
 from dcop.coordinator.launch import (
     AgentProcesses,
     agent_command,
     free_ports,
-    make_peers,
     run_local,
     write_result,
 )
 from dcop.coordinator.report import print_summary
+from dcop.coordinator.result import RunResult
+from dcop.coordinator.topology import check_peers, choose_roots, peers_for, round_robin
 from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
 
 __all__ = [
@@ -24,14 +27,16 @@ __all__ = [
     "AgentProcesses",
     "Coordinator",
     "Peers",
+    "RunResult",
     "agent_command",
     "check_peers",
     "choose_roots",
     "free_ports",
     "load_peers",
-    "make_peers",
     "parse_peers",
+    "peers_for",
     "print_summary",
+    "round_robin",
     "run_local",
     "write_result",
 ]

@@ -13,23 +13,31 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
 
-from dcop.coordinator.metrics import summarize
-from dcop.errors import ProtocolError, RunError
+import numpy as np
+
+from dcop.coordinator.metrics import wire_metrics
+from dcop.coordinator.result import RunResult
+from dcop.coordinator.topology import check_peers, choose_roots
+from dcop.errors import (
+    DcopError,
+    ProblemMismatch,
+    ProtocolError,
+    RunError,
+    RunTimeout,
+    TableTooLarge,
+)
 from dcop.model import Problem
-from dcop.ordering import most_neighbours_first
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
-    MAX_FRAME_BYTES,
-    PEER_TIMEOUT_S,
     Error,
     Heartbeat,
     Hello,
     Message,
     Ready,
     Result,
+    RunSpec,
     Setup,
     Start,
     Stop,
@@ -38,62 +46,22 @@ from dcop.protocol import (
     decode,
     encode,
 )
+from dcop.protocol.digest import part_digest
 from dcop.protocol.peers import Peers
 from dcop.tables import choose_dtype
 
 log = logging.getLogger("dcop.coordinator")
 
+#: The exception an agent's Error message becomes, by its kind.
+ERROR_TYPES: dict[str, type[DcopError]] = {
+    "error": RunError,
+    "too_large": TableTooLarge,
+    "mismatch": ProblemMismatch,
+    "timeout": RunTimeout,
+}
+
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
-
-
-def check_peers(problem: Problem, peers: Peers) -> None:
-    """Raise RunError unless peers.json has one agent per variable with the problem's neighbours."""
-    names = {a.variable: a for a in peers.agents}
-    for a in peers.agents:
-        if a.variable not in problem.variables:
-            raise RunError(
-                f"peers.json does not match the problem: agent {a.id} has variable "
-                f"{a.variable!r}, which the problem does not have"
-            )
-    missing = [v for v in problem.variables if v not in names]
-    if missing:
-        raise RunError(
-            f"peers.json does not match the problem: no agent for variable "
-            f"{missing[0]!r} ({len(missing)} missing)"
-        )
-    adjacency = problem.neighbours()
-    table = peers.by_id()
-    for a in peers.agents:
-        listed = {table[n].variable for n in a.neighbours}
-        if listed != adjacency[a.variable]:
-            extra = sorted(listed - adjacency[a.variable])
-            lack = sorted(adjacency[a.variable] - listed)
-            raise RunError(
-                f"peers.json does not match the problem: agent {a.id} ({a.variable}) "
-                f"neighbours differ (extra {extra}, missing {lack})"
-            )
-
-
-def choose_roots(peers: Peers) -> list[int]:
-    """One root per connected component of the peers graph: most neighbours, then name."""
-    table = peers.by_id()
-    adjacency = {a.variable: {table[n].variable for n in a.neighbours} for a in peers.agents}
-    by_name = {a.variable: a.id for a in peers.agents}
-    seen: set[str] = set()
-    roots: list[int] = []
-    for name in most_neighbours_first(adjacency, list(adjacency)):
-        if name in seen:
-            continue
-        roots.append(by_name[name])
-        stack = [name]
-        seen.add(name)
-        while stack:
-            for u in adjacency[stack.pop()]:
-                if u not in seen:
-                    seen.add(u)
-                    stack.append(u)
-    return roots
 
 
 class Coordinator:
@@ -104,33 +72,25 @@ class Coordinator:
         problem: Problem,
         peers: Peers,
         transport: Transport,
+        spec: RunSpec | None = None,
         *,
-        algo: str = "dpop",
-        z: int | None = None,
         timeout: float = 120.0,
         hello_timeout: float | None = None,
-        peer_timeout: float = PEER_TIMEOUT_S,
         heartbeat_s: float = HEARTBEAT_INTERVAL_S,
         monitor: Monitor | None = None,
         before_start: Callable[[], None] | None = None,
-        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
-        if algo not in ("dpop", "adpop"):
-            raise RunError(f"unknown distributed algorithm {algo!r}; use dpop or adpop")
-        if algo == "adpop" and (z is None or z < 1):
-            raise RunError("ADPOP needs a mini-bucket size z >= 1 (--z)")
         self.problem = problem
         self.peers = peers
         self.transport = transport
-        self.algo = algo
-        self.z = z if algo == "adpop" else None
+        self.spec = spec if spec is not None else RunSpec()
         self.timeout = timeout
         self.hello_timeout = min(timeout, hello_timeout if hello_timeout is not None else timeout)
-        self.peer_timeout = peer_timeout
         self.heartbeat_s = heartbeat_s
         self.monitor = monitor
         self.before_start = before_start
-        self.max_frame_bytes = max_frame_bytes
+        # float32 where integer totals stay exact: chosen once, here, for every agent's tables
+        self.dtype = np.dtype(choose_dtype(problem))
         self.agents = peers.by_id()
         self.hellos: dict[int, Hello] = {}
         self.ready: set[int] = set()
@@ -145,8 +105,8 @@ class Coordinator:
         return f"agent {agent_id} ({entry.variable})" if entry else f"agent {agent_id}"
 
     # ---- the run ------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        """Run to the end; return the result dict (see :func:`dcop.coordinator.metrics.summarize`)."""
+    def run(self) -> RunResult:
+        """Run to the end; return the typed result. Raises RunError naming the agent on a fault."""
         check_peers(self.problem, self.peers)
         t0 = time.monotonic()
         deadline = t0 + self.timeout
@@ -160,10 +120,7 @@ class Coordinator:
             roots = choose_roots(self.peers)
             t_start = time.monotonic()
             for a in self.peers.agents:
-                self._send(
-                    a.id,
-                    Start("dpop" if self.algo == "dpop" else "adpop", self.z or 0, a.id in roots),
-                )
+                self._send(a.id, Start(self.spec, a.id in roots))
             self.phase = "solve"
             self._wait(lambda: len(self.results) == len(self.agents), deadline, "solve")
             solve_s = time.monotonic() - t_start
@@ -183,7 +140,7 @@ class Coordinator:
         while not done():
             now = time.monotonic()
             if now >= deadline:
-                raise RunError(self._deadline_message(phase))
+                raise RunTimeout(self._deadline_message(phase))
             if now >= next_beat:
                 next_beat = now + self.heartbeat_s
                 self._beat_and_check(now)
@@ -216,7 +173,7 @@ class Coordinator:
                 raise RunError(f"{self.name(ident)} exited with code {code} during {self.phase}")
         for ident in self.hellos:
             silent = now - self.last_seen.get(ident, now)
-            if silent > self.peer_timeout:
+            if silent > self.spec.peer_timeout:
                 raise RunError(
                     f"{self.name(ident)} stopped answering (silent for {silent:.1f} s "
                     f"during {self.phase})"
@@ -235,7 +192,7 @@ class Coordinator:
         try:
             env = decode(
                 frame,
-                max_bytes=self.max_frame_bytes,
+                max_message_bytes=self.spec.max_message_bytes,
                 known_senders=self.agents,
                 receiver=COORDINATOR_ID,
             )
@@ -270,29 +227,28 @@ class Coordinator:
             case Error():
                 if body.peer is not None:
                     raise RunError(f"{who} reports: {body.reason}")
-                raise RunError(
+                reason = (
                     body.reason if body.reason.startswith("agent ") else f"{who}: {body.reason}"
                 )
+                raise ERROR_TYPES[body.kind](reason)
             case Heartbeat():
                 pass
             case _:
                 log.warning("coordinator: unexpected %s from %s", env.type, who)
 
     def _setup(self, variable: str) -> Setup:
-        dtype = choose_dtype(self.problem)  # float32 where integer totals stay exact
-        tables = tuple(
-            WireTable.from_array(t.scope, t.costs.astype(dtype))
-            for t in self.problem.tables
-            if variable in t.scope
-        )
-        return Setup(variable, self.problem.variables[variable].size, tables)
+        own = self.problem.tables_of(variable)
+        domain = self.problem.variables[variable].size
+        tables = tuple(WireTable.from_array(t.scope, t.costs.astype(self.dtype)) for t in own)
+        digest = part_digest(variable, domain, [(t.scope, t.costs) for t in own])
+        return Setup(variable, domain, tables, digest)
 
     def _send(self, peer: int, body: Message) -> None:
         frame = encode(COORDINATOR_ID, peer, body)
-        if len(frame) > self.max_frame_bytes:
+        if len(frame) > self.spec.max_message_bytes:
             raise RunError(
                 f"the {body.TYPE} message for {self.name(peer)} has {len(frame)} bytes, "
-                f"more than the frame limit of {self.max_frame_bytes}"
+                f"more than the message limit of {self.spec.max_message_bytes}"
             )
         self.transport.send(peer, frame)
         self.sent.setdefault(body.TYPE, [0, 0])
@@ -300,7 +256,7 @@ class Coordinator:
         self.sent[body.TYPE][1] += len(frame)
 
     # ---- the answer ---------------------------------------------------------------------------
-    def _result(self, roots: list[int], wall_s: float, solve_s: float) -> dict[str, Any]:
+    def _result(self, roots: list[int], wall_s: float, solve_s: float) -> RunResult:
         problem = self.problem
         assignment = {self.agents[i].variable: r.value for i, r in self.results.items()}
         for var, value in assignment.items():
@@ -311,19 +267,28 @@ class Coordinator:
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
-        return summarize(
+        metrics, per_agent = wire_metrics(
             problem=problem,
             peers=self.peers,
-            algo=self.algo,
-            z=self.z,
+            exact=self.spec.exact,
             roots=roots,
             results=self.results,
-            assignment=assignment,
-            cost=cost,
-            bound=bound,
             coordinator_sent=self.sent,
             coordinator_received=self.received,
             wall_s=wall_s,
             solve_s=solve_s,
             hellos=self.hellos,
+        )
+        name = {i: a.variable for i, a in self.agents.items()}
+        return RunResult(
+            problem=problem,
+            spec=self.spec,
+            assignment=dict(sorted(assignment.items())),
+            cost=cost,
+            bound=bound,
+            roots=tuple(name[r] for r in roots),
+            agents=per_agent,
+            metrics=metrics,
+            dtype=self.dtype.name,
+            times={"total": wall_s, "solve": solve_s},
         )

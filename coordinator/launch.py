@@ -1,14 +1,16 @@
-"""Making peers.json, and running a whole distributed solve on this machine (``run_local``).
+"""Agent processes on this machine, and a whole distributed solve with them (``run_local``).
 
-``run_local`` writes peers.json for 127.0.0.1 with free ports, starts one ``dcop-agent`` process
-per variable (``python -m dcop.agents``, the same program as the console script), drives the run
-with :class:`~dcop.coordinator.driver.Coordinator` and always stops every process it started:
+``run_local`` writes peers.json for 127.0.0.1 with free ports (:mod:`dcop.coordinator.topology`
+makes it), starts one ``dcop-agent`` process per variable (``python -m dcop.agents``, the same
+program as the console script), drives the run with
+:class:`~dcop.coordinator.driver.Coordinator` and always stops every process it started:
 politely with a stop message, then SIGTERM, then SIGKILL. No orphans, even on failure.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -18,18 +20,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dcop.coordinator.driver import Coordinator
-from dcop.errors import InputError, RunError
+from dcop.coordinator.keys import coordinator_curve
+from dcop.coordinator.result import RunResult
+from dcop.coordinator.topology import peers_for, round_robin
+from dcop.errors import DcopError, InputError
 from dcop.model import Problem
-from dcop.protocol import COORDINATOR_ID, MAX_FRAME_BYTES, PEER_TIMEOUT_S, peer_timeout_for
-from dcop.protocol.curve import CurveConfig, generate_keys, load_keypair
-from dcop.protocol.peers import AgentEntry, Peers
+from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
+from dcop.protocol.curve import generate_keys
+from dcop.protocol.runspec import MIB
 
-DEFAULT_BASE_PORT = 47000
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).
 MIN_PORT = 20000
 
@@ -76,67 +80,18 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def make_peers(
-    problem: Problem,
-    hosts: Sequence[str] = ("127.0.0.1",),
-    ports: Sequence[int] | None = None,
-    base_port: int = DEFAULT_BASE_PORT,
-    coordinator_host: str | None = None,
-    public_keys: dict[int, str] | None = None,
-    problem_ref: str = "",
-) -> Peers:
-    """Assign agents (one per variable, ids in the problem's variable order) round-robin to
-    ``hosts``. Ports: ``ports`` (coordinator first, then agents), or ``base_port`` for the
-    coordinator and ``base_port + 1 + k`` for the k-th agent on each host."""
-    if not hosts:
-        raise InputError("at least one host is needed")
-    names = list(problem.variables)
-    ident = {v: i for i, v in enumerate(names)}
-    adjacency = problem.neighbours()
-    per_host: dict[str, int] = {}
-    agents = []
-    for i, var in enumerate(names):
-        host = hosts[i % len(hosts)]
-        if ports is not None:
-            port = ports[1 + i]
-        else:
-            per_host[host] = per_host.get(host, 0) + 1
-            port = base_port + per_host[host]
-        neighbours = tuple(sorted(ident[u] for u in adjacency[var]))
-        key = public_keys.get(i) if public_keys else None
-        agents.append(AgentEntry(i, var, _endpoint(host, port), neighbours, key))
-    chost = coordinator_host or hosts[0]
-    cport = ports[0] if ports is not None else base_port
-    ckey = public_keys.get(COORDINATOR_ID) if public_keys else None
-    return Peers(problem_ref or problem.name, _endpoint(chost, cport), tuple(agents), ckey)
-
-
-def _endpoint(host: str, port: int) -> str:
-    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
-
-
-def coordinator_curve(peers: Peers, keys: str | Path) -> CurveConfig:
-    """The coordinator's CURVE settings: its own key pair; every agent's key is allowed."""
-    public, secret = load_keypair(keys, COORDINATOR_ID)
-    if peers.coordinator_public_key is not None and public.decode() != peers.coordinator_public_key:
-        raise InputError(f"the coordinator key in {keys} is not the one in peers.json")
-    allowed = frozenset(str(a.public_key).encode() for a in peers.agents)
-    return CurveConfig(public, secret, {}, allowed)
-
-
 def agent_command(
     agent_id: int,
     peers_file: str | Path,
     *,
     timeout: float,
-    peer_timeout: float = PEER_TIMEOUT_S,
+    spec: RunSpec,
     gpu: int | None = None,
     keys: str | Path | None = None,
     problem_file: str | Path | None = None,
     log_level: str = "WARNING",
-    max_frame_bytes: int = MAX_FRAME_BYTES,
 ) -> list[str]:
-    """The argv that starts one agent process."""
+    """The argv that starts one agent process for a run of ``spec``."""
     argv = [
         sys.executable,
         "-m",
@@ -148,7 +103,7 @@ def agent_command(
         "--timeout",
         f"{timeout:g}",
         "--peer-timeout",
-        f"{peer_timeout:g}",
+        f"{spec.peer_timeout:g}",
         "--log-level",
         log_level,
     ]
@@ -158,8 +113,8 @@ def agent_command(
         argv += ["--secure", "--keys", str(keys)]
     if problem_file is not None:
         argv += ["--problem", str(problem_file)]
-    if max_frame_bytes != MAX_FRAME_BYTES:
-        argv += ["--max-frame-bytes", str(max_frame_bytes)]
+    if spec.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES:
+        argv += ["--max-message-mib", f"{spec.max_message_bytes / MIB:g}"]
     return argv
 
 
@@ -214,46 +169,34 @@ class AgentProcesses:
 
 def run_local(
     problem: Problem,
-    algo: str = "dpop",
-    z: int | None = None,
+    spec: RunSpec | None = None,
+    *,
     gpu: int | None = None,
     timeout: float = 120.0,
-    *,
     secure: bool = False,
     problem_file: str | Path | None = None,
     hello_timeout: float | None = None,
-    peer_timeout: float | None = None,
     workdir: str | Path | None = None,
     agent_argv: Callable[[int, list[str]], list[str] | None] | None = None,
     before_start: Callable[[AgentProcesses], None] | None = None,
     log_level: str = "WARNING",
-    max_frame_bytes: int = MAX_FRAME_BYTES,
-) -> dict[str, Any]:
+) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
-    ``algo`` is "dpop" or "adpop" (needs ``z``); ``gpu`` a CUDA device for every agent's CuPy
-    backend; ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs
-    every socket with CurveZMQ. With ``problem_file`` each agent reads its part from that file
-    instead of receiving it. ``workdir`` keeps peers.json and the agents' logs (default: a
-    temporary folder, removed afterwards). Test hooks: ``agent_argv(id, argv)`` may change an
-    agent's command line or return None to not start it; ``before_start(processes)`` runs once
-    every agent is ready, before the DFS starts. ``max_frame_bytes`` is the largest message any
-    process of the run sends or accepts (a UTIL table above it fails the run with a clear error);
-    ``peer_timeout`` defaults to what such a frame may need (``peer_timeout_for``).
+    ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's CuPy backend;
+    ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs every
+    socket with CurveZMQ. With ``problem_file`` each agent reads its part from that file and
+    checks it against the coordinator's. ``workdir`` keeps peers.json and the agents' logs
+    (default: a temporary folder, removed afterwards). Test hooks: ``agent_argv(id, argv)`` may
+    change an agent's command line or return None to not start it; ``before_start(processes)``
+    runs once every agent is ready, before the DFS starts.
 
-    Returns the result dict (see :mod:`dcop.coordinator.metrics`); raises RunError naming the
-    agent on any fault. Every started process has exited when this returns or raises.
+    Returns the typed result; raises RunError naming the agent on any fault. Every started
+    process has exited when this returns or raises.
     """
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
-    # refuse bad arguments before any process starts
-    if algo not in ("dpop", "adpop"):
-        raise RunError(f"unknown distributed algorithm {algo!r}; use dpop or adpop")
-    if algo == "adpop" and (z is None or z < 1):
-        raise RunError("ADPOP needs a mini-bucket size z >= 1 (--z)")
-
-    if peer_timeout is None:
-        peer_timeout = peer_timeout_for(max_frame_bytes)
+    spec = spec if spec is not None else RunSpec()
     with contextlib.ExitStack() as stack:
         if workdir is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dcop-run-")))
@@ -262,11 +205,12 @@ def run_local(
             folder.mkdir(parents=True, exist_ok=True)
         keys_dir = folder / "keys" if secure else None
         publics = generate_keys(keys_dir, range(problem.n)) if keys_dir is not None else None
-        peers = make_peers(problem, ports=free_ports(problem.n + 1), public_keys=publics)
+        coordinator_at, endpoint = round_robin(["127.0.0.1"], 0, free_ports(problem.n + 1))
+        peers = peers_for(problem, coordinator_at, endpoint, publics)
         peers_file = folder / "peers.json"
         peers.write(peers_file)
         curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
-        transport = ZmqCoordinatorTransport(peers.coordinator, curve, max_frame_bytes)
+        transport = ZmqCoordinatorTransport(peers.coordinator, curve, spec.max_message_bytes)
         stack.callback(transport.close)
         procs = AgentProcesses()
         stack.callback(procs.stop)
@@ -275,12 +219,11 @@ def run_local(
                 a.id,
                 peers_file,
                 timeout=timeout + 10,
-                peer_timeout=peer_timeout,
+                spec=spec,
                 gpu=gpu,
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
-                max_frame_bytes=max_frame_bytes,
             )
             if agent_argv is not None:
                 changed = agent_argv(a.id, argv)
@@ -292,30 +235,30 @@ def run_local(
             problem,
             peers,
             transport,
-            algo=algo,
-            z=z,
+            spec,
             timeout=timeout,
             hello_timeout=hello_timeout,
-            peer_timeout=peer_timeout,
             monitor=procs.dead,
             before_start=(lambda: before_start(procs)) if before_start is not None else None,
-            max_frame_bytes=max_frame_bytes,
         )
         started = time.monotonic()
         try:
             result = coordinator.run()
-        except RunError as exc:
-            raise RunError(_with_log(str(exc), procs)) from None
+        except DcopError as exc:  # the same kind of error, with the named agent's last log line
+            raise type(exc)(_with_log(str(exc), procs)) from None
         finally:
             procs.stop()
-        result["processes"] = {
-            "agents": len(procs.procs),
-            "exit_codes": {str(i): c for i, c in procs.exit_codes().items()},
-            "secure": secure,
-            "gpu": gpu,
-            "total_s": time.monotonic() - started,
-        }
-        return result
+        return dataclasses.replace(
+            result,
+            processes={
+                "agents": len(procs.procs),
+                "exit_codes": {str(i): c for i, c in procs.exit_codes().items()},
+                "secure": secure,
+                "gpu": gpu,
+                "total_s": time.monotonic() - started,
+            },
+            file=str(problem_file) if problem_file is not None else None,
+        )
 
 
 def _with_log(message: str, procs: AgentProcesses) -> str:
@@ -330,7 +273,7 @@ def _with_log(message: str, procs: AgentProcesses) -> str:
 
 
 def write_result(result: dict[str, Any], path: str | Path) -> None:
-    """The result as JSON (no NaN/Infinity: infinite costs are already null)."""
+    """A result document as JSON (no NaN/Infinity: infinities are already strings)."""
     Path(path).write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
 
 

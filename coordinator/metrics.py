@@ -14,38 +14,28 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from dcop.model import Problem
 from dcop.protocol import Hello, Result
 from dcop.protocol.peers import Peers
-from dcop.tables import choose_dtype
 
 ALGORITHM_TYPES = ("degree", "token", "util", "value")
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def summarize(
+def wire_metrics(
     *,
     problem: Problem,
     peers: Peers,
-    algo: str,
-    z: int | None,
+    exact: bool,
     roots: list[int],
     results: Mapping[int, Result],
-    assignment: dict[str, int],
-    cost: float,
-    bound: float,
     coordinator_sent: Mapping[str, list[int]],
     coordinator_received: Mapping[str, list[int]],
     wall_s: float,
     solve_s: float,
     hellos: Mapping[int, Hello],
-) -> dict[str, Any]:
-    """Assemble the result dict (JSON-ready: infinite costs become null with ``feasible``)."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's metrics (messages and bytes per type, sizes, times, theory and checks) and each
+    agent's place in the pseudo-tree with its own figures, by variable name."""
     table = peers.by_id()
     name = {i: a.variable for i, a in table.items()}
     sizes = problem.domain_sizes()
@@ -73,7 +63,7 @@ def summarize(
     for i, r in sorted(results.items()):
         sep = r.separator
         theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None else 0
-        if algo == "dpop" and r.parent is not None and r.metrics.util_entries != theory_entries:
+        if exact and r.parent is not None and r.metrics.util_entries != theory_entries:
             entries_ok = False
         hello = hellos.get(i)
         per_agent[name[i]] = {
@@ -126,37 +116,7 @@ def summarize(
             "util_messages_match": util_n == theory["util_messages"],
             "value_messages_match": value_n == theory["value_messages"],
             "token_messages_match": count.get("token", 0) == theory["token_messages"],
-            "util_entries_match": entries_ok if algo == "dpop" else None,
+            "util_entries_match": entries_ok if exact else None,
         },
     }
-    exact = algo == "dpop"
-    feasible = math.isfinite(cost)
-    return {
-        "algo": algo,
-        "z": z,
-        "problem": problem.name,
-        "n": n,
-        "status": "ok",
-        "exact": exact,
-        # agents join and send tables in this dtype (float32 only where integer totals stay exact)
-        "dtype": np.dtype(choose_dtype(problem)).name,
-        "feasible": feasible,
-        "cost": _finite(cost),
-        "reported_cost": _finite(problem.reported(cost)),
-        "lower_bound": _finite(bound),
-        "upper_bound": _finite(cost),
-        "bound_matches_cost": (
-            math.isclose(bound, cost, rel_tol=1e-9, abs_tol=1e-6)
-            if math.isfinite(bound) and feasible
-            else bound == cost
-        ),
-        "assignment": dict(sorted(assignment.items())),
-        "labels": {k: _jsonable(v) for k, v in sorted(problem.labels(assignment).items())},
-        "roots": [name[r] for r in roots],
-        "agents": per_agent,
-        "metrics": metrics,
-    }
-
-
-def _jsonable(value: object) -> object:
-    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+    return metrics, per_agent

@@ -1,33 +1,37 @@
-"""A readable summary of a distributed run's result dict (rich), for the CLI and the demo."""
+"""A readable summary of a distributed run's result (rich), for the CLI and the demo."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from dcop.coordinator.result import RunResult
 
-def _num(x: Any) -> str:
+
+def _num(x: object) -> str:
     if x is None:
-        return "inf"
+        return "-"
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def print_summary(result: dict[str, Any], console: Console | None = None) -> None:
+def print_summary(run: RunResult, console: Console | None = None) -> None:
     """A readable summary: answer, bounds, times and the wire metrics beside the theory."""
     console = console or Console()
-    m = result["metrics"]
+    result = run.to_json()
+    m = run.metrics
     th = m["theory"]
-    name = result["algo"].upper() + (f"({result['z']})" if result.get("z") else "")
     console.print(
-        f"[bold]{name}[/bold] on {result['problem']}: {result['n']} agents, "
-        f"{th['trees']} tree(s), roots {', '.join(result['roots'][:5])}"
+        f"[bold]{run.spec.label}[/bold] on {run.problem.name}: {run.problem.n} agents, "
+        f"{th['trees']} tree(s), roots {', '.join(run.roots[:5])}"
     )
-    if result["exact"]:
+    status = result["status"]
+    if status == "infeasible":
+        console.print("[bold]infeasible[/bold]: no assignment has a finite cost (proved)")
+    elif status != "ok":
+        console.print(f"[bold red]{status}[/bold red]: {result['message']}")
+    elif run.exact:
         console.print(
-            f"cost (recomputed) {_num(result['reported_cost'])}; root's optimum "
-            f"{'matches' if result['bound_matches_cost'] else 'DIFFERS'}"
+            f"optimum {_num(result['cost'])} (the root's bound equals the recomputed cost)"
         )
     else:
         console.print(
@@ -55,6 +59,6 @@ def print_summary(result: dict[str, Any], console: Console | None = None) -> Non
         f"{m['largest_util_entries']} entries (theory d^|sep|: "
         f"{th['largest_util_entries']}); max separator {th['max_separator']}"
     )
-    assignment = result["labels"]
+    assignment = result["assignment"] or {}
     shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])
     console.print(f"assignment: {shown}{' ...' if len(assignment) > 12 else ''}")

@@ -23,8 +23,10 @@ from dcop.errors import (
     InputError,
     ModelError,
     PeerTimeout,
+    ProblemMismatch,
     ProtocolError,
     RunError,
+    RunTimeout,
     TableTooLarge,
 )
 from dcop.model import CostTable, Problem, Variable
@@ -37,8 +39,10 @@ __all__ = [
     "ModelError",
     "PeerTimeout",
     "Problem",
+    "ProblemMismatch",
     "ProtocolError",
     "RunError",
+    "RunTimeout",
     "TableTooLarge",
     "Variable",
 ]

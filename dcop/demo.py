@@ -16,6 +16,7 @@ from dcop.coordinator import run_local
 from dcop.coordinator.report import print_summary
 from dcop.generators import random_network
 from dcop.inference import solve
+from dcop.protocol import RunSpec
 
 console = Console()
 
@@ -51,11 +52,11 @@ def main() -> int:
     console.print(
         f"\n[bold]DPOP[/]: one agent process per variable ({problem.n}) on localhost, ZeroMQ"
     )
-    run = run_local(problem, "dpop", timeout=120.0)
+    run = run_local(problem, RunSpec("dpop"), timeout=120.0)
     print_summary(run, console)
-    agrees = run["cost"] == exact.lower_bound
+    agrees = run.status == "ok" and run.cost == exact.lower_bound
     console.print(
-        f"[bold]DPOP cost {run['cost']:g} {'equals' if agrees else 'DIFFERS FROM'} "
+        f"[bold]DPOP cost {run.cost:g} {'equals' if agrees else 'DIFFERS FROM'} "
         f"centralized BE ({exact.lower_bound:g})[/]"
     )
     if not agrees:

@@ -6,8 +6,10 @@
     ├── TableTooLarge         a table would exceed the memory limit (names bucket and size)
     ├── BackendUnavailable    a backend was asked for but cannot be used (no CuPy, no GPU)
     ├── ProtocolError         a message on the wire is malformed, oversized, unknown or from a stranger
-    └── RunError              a distributed run failed (agent died, timed out, mismatched peers)
-        └── PeerTimeout       an agent or the coordinator did not answer within its deadline
+    └── RunError              a distributed run failed (agent died, mismatched peers, ...)
+        ├── PeerTimeout       an agent or the coordinator did not answer within its deadline
+        ├── RunTimeout        the run as a whole ran out of its time (``--timeout``)
+        └── ProblemMismatch   an agent's problem file differs from the coordinator's copy
 
 Anything that is not a DcopError is a bug and may show a traceback.
 """
@@ -54,3 +56,11 @@ class RunError(DcopError):
 
 class PeerTimeout(RunError):
     """A peer did not answer before its deadline."""
+
+
+class RunTimeout(RunError):
+    """The run did not finish within its time limit."""
+
+
+class ProblemMismatch(RunError):
+    """An agent's problem file differs from the coordinator's copy of its part."""

@@ -1,24 +1,17 @@
-"""The result of a centralized solve, and its JSON form."""
+"""The result of a centralized solve; it writes the shared result document (:mod:`dcop.results`)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from dcop.model import LN10, Problem
-
-
-def json_number(x: float) -> float | str:
-    """JSON has no infinity: write it as the string "inf" / "-inf"."""
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
+from dcop.model import Problem
+from dcop.results import Status, result_document, status_of
 
 
 @dataclass
 class SolveResult:
-    """What BE/MBE found. Costs are internal (minimised) costs; see ``to_json`` for the file's sense.
+    """What BE/MBE found. Costs are internal (minimised) costs; ``to_json`` gives the file's sense.
 
     ``lower_bound`` is the eliminated bound (the optimum for BE); ``upper_bound`` is the true cost of
     ``assignment`` recomputed on the Problem.
@@ -36,9 +29,11 @@ class SolveResult:
     backend: str
     dtype: str
     times: dict[str, float] = field(default_factory=dict)
+    file: str | None = None
 
     @property
     def exact(self) -> bool:
+        """BE proves the optimum; MBE gives bounds."""
         return self.algo == "be"
 
     @property
@@ -46,45 +41,40 @@ class SolveResult:
         """Internal cost of the returned assignment."""
         return self.upper_bound
 
+    @property
+    def status(self) -> Status:
+        """``ok``, ``infeasible`` (proved), or ``error`` if BE's optimum and its cost disagree."""
+        return status_of(self.lower_bound, self.exact, self.upper_bound)[0]
+
     def to_json(self) -> dict[str, Any]:
+        """The result document (see :mod:`dcop.results`)."""
         p = self.problem
-        out: dict[str, Any] = {
-            "problem": p.name,
-            "algo": self.algo,
-            "z": self.z,
-            "objective": "max" if p.sign < 0 else "min",
-            "cost_kind": p.cost_kind,
-            # the file's own sense: the value of the returned assignment, and the proven bound
-            "value": json_number(p.reported(self.upper_bound)),
-            "bound": json_number(p.reported(self.lower_bound)),
-            "optimal": self.exact,
-            "lower_bound": json_number(self.lower_bound),
-            "upper_bound": json_number(self.upper_bound),
-            "gap": json_number(self.upper_bound - self.lower_bound)
-            if math.isfinite(self.upper_bound) and math.isfinite(self.lower_bound)
-            else None,
-            "assignment": dict(self.assignment),
-            "labels": {k: _plain(v) for k, v in p.labels(self.assignment).items()},
-            "n_variables": p.n,
-            "max_domain": p.max_domain(),
-            "n_tables": len(p.tables),
-            "ordering": self.ordering,
-            "induced_width": self.induced_width,
-            "largest_table": self.largest_table,
-            "backend": self.backend,
-            "dtype": self.dtype,
-            "times": {k: round(v, 6) for k, v in self.times.items()},
-        }
-        if p.cost_kind == "neg_ln":
-            out["log10_probability"] = json_number(-self.upper_bound / LN10)
-            out["log10_bound"] = json_number(-self.lower_bound / LN10)
-        return out
-
-
-def _plain(value: object) -> object:
-    """Labels as JSON-friendly scalars."""
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+        status, message = status_of(self.lower_bound, self.exact, self.upper_bound)
+        return result_document(
+            problem=p,
+            status=status,
+            message=message,
+            algo=self.algo,
+            exact=self.exact,
+            z=self.z,
+            task="mpe" if p.cost_kind == "neg_ln" else "min",
+            assignment=self.assignment,
+            lower=self.lower_bound,
+            upper=self.upper_bound,
+            file=self.file,
+            times=self.times,
+            details={
+                "solver": {
+                    "ordering": self.ordering,
+                    "induced_width": self.induced_width,
+                    "largest_table": self.largest_table,
+                    "backend": self.backend,
+                    "dtype": self.dtype,
+                },
+                "size": {
+                    "variables": p.n,
+                    "tables": len(p.tables),
+                    "max_domain": p.max_domain(),
+                },
+            },
+        )

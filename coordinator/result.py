@@ -1,0 +1,86 @@
+"""The typed result of a distributed run, beside the centralized ``SolveResult``.
+
+Both write the same document (:func:`dcop.results.result_document`): status, cost and bounds in
+the file's own sense, the assignment by variable name with the file's labels, times and, here,
+the wire metrics, the pseudo-tree and the processes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dcop.model import Problem
+from dcop.protocol import RunSpec
+from dcop.results import Status, result_document, status_of
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a distributed DPOP/ADPOP run found and measured.
+
+    ``bound`` is the proved internal (minimised) bound: the optimum for DPOP, a lower bound for
+    ADPOP, the sum of the roots' reports; ``cost`` the internal cost of ``assignment`` recomputed
+    by the coordinator on its own Problem (never trusted from the agents).
+    """
+
+    problem: Problem
+    spec: RunSpec
+    assignment: dict[str, int]
+    cost: float
+    bound: float
+    roots: tuple[str, ...]
+    agents: dict[str, Any]
+    metrics: dict[str, Any]
+    dtype: str
+    times: dict[str, float] = field(default_factory=dict)
+    processes: dict[str, Any] | None = None
+    file: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        """DPOP proves the optimum; ADPOP gives bounds."""
+        return self.spec.exact
+
+    @property
+    def status(self) -> Status:
+        """``ok``, ``infeasible``, or ``error`` when DPOP's bound and the cost disagree."""
+        return status_of(self.bound, self.exact, self.cost)[0]
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the returned assignment has a finite cost."""
+        return math.isfinite(self.cost)
+
+    @property
+    def bound_matches_cost(self) -> bool:
+        """Whether the proved bound equals the assignment's recomputed cost."""
+        return self.bound == self.cost or math.isclose(
+            self.bound, self.cost, rel_tol=1e-9, abs_tol=1e-6
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The result document (see :mod:`dcop.results`)."""
+        status, message = status_of(self.bound, self.exact, self.cost)
+        return result_document(
+            problem=self.problem,
+            status=status,
+            message=message,
+            algo=self.spec.algo,
+            exact=self.exact,
+            z=self.spec.z,
+            assignment=self.assignment,
+            lower=self.bound,
+            upper=self.cost,
+            file=self.file,
+            times=self.times,
+            metrics=self.metrics,
+            details={
+                "spec": self.spec.to_wire(),
+                "dtype": self.dtype,
+                "roots": list(self.roots),
+                "agents": self.agents,
+                "processes": self.processes,
+            },
+        )
