@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SRC    := dcop agents coordinator protocol gpu tests benchmarks fuzz
+SRC    := dcop agents coordinator protocol gpu deploy tests benchmarks fuzz
 
 .PHONY: demo test lint typecheck fmt install fuzz soak clean
 
@@ -28,11 +28,11 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check $(SRC)
 
 # mypy cannot follow setuptools' package-dir mapping, so it checks a tree of links that puts
-# agents/, coordinator/, protocol/ and gpu/ where their import names say (dcop.agents, ...).
+# agents/, coordinator/, protocol/, gpu/ and deploy/ where their import names say (dcop.agents, ...).
 typecheck: $(VENV)/.installed-test
 	rm -rf .mypy-tree && mkdir -p .mypy-tree/dcop
 	for f in dcop/*; do ln -s "$$PWD/$$f" .mypy-tree/dcop/; done
-	for p in agents coordinator protocol gpu; do ln -s "$$PWD/$$p" .mypy-tree/dcop/$$p; done
+	for p in agents coordinator protocol gpu deploy; do ln -s "$$PWD/$$p" .mypy-tree/dcop/$$p; done
 	cd .mypy-tree && ../$(BIN)/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache -p dcop
 
 fmt: $(VENV)/.installed-test

@@ -37,11 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dcop.deploy import ComposeOptions, HostsOptions, write_compose, write_hosts  # noqa: E402
-from dcop.deploy import docker as dk  # noqa: E402
 from dcop.generators import random_network  # noqa: E402
 from dcop.inference import solve_be  # noqa: E402
 from dcop.io import write_problem  # noqa: E402
 from dcop.model import Problem  # noqa: E402
+from tests.deploy import docker_driver as dk  # noqa: E402
 
 IMAGE = "dcop:bench"
 BASE = "dcop-base:bookworm"

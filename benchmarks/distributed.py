@@ -27,6 +27,7 @@ from dcop.coordinator import run_local
 from dcop.generators import random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.io import write_problem
+from dcop.protocol import RunSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -42,15 +43,16 @@ def one_run(
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-        result = run_local(problem, algo, z, gpu=gpu, timeout=timeout)
+        run = run_local(problem, RunSpec(algo, z), gpu=gpu, timeout=timeout)  # type: ignore[arg-type]
     except Exception as exc:  # a failed run is a data point, not the end of the benchmark
         return {"finished": False, "error": str(exc), "wall_s": time.perf_counter() - t0}
-    m = result["metrics"]
+    result = run.to_json()
+    m = run.metrics
     return {
         "finished": True,
-        "cost": result["cost"],
-        "lower_bound": result["lower_bound"],
-        "assignment": result["assignment"],
+        "cost": run.cost if math.isfinite(run.cost) else None,
+        "lower_bound": run.bound if math.isfinite(run.bound) else None,
+        "assignment": run.assignment,
         "wall_s": m["wall_s"],
         "solve_wall_s": m["solve_wall_s"],
         "simulated_s": m["simulated_runtime_s"],

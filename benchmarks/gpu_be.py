@@ -225,21 +225,24 @@ def gpu_dpop(problem: Any, rec: dict[str, Any], args: argparse.Namespace) -> dic
     wall time; its cost must equal the GPU BE optimum."""
     from dcop.coordinator import run_local
     from dcop.errors import DcopError
+    from dcop.protocol import RunSpec
 
     t0 = time.perf_counter()
     try:
         res = run_local(
-            problem, "dpop", gpu=0, timeout=args.dpop_timeout, max_frame_bytes=4095 * 2**20
+            problem,
+            RunSpec(max_message_bytes=4095 * 2**20),
+            gpu=0,
+            timeout=args.dpop_timeout,
         )
     except (DcopError, OSError) as exc:  # reported in the row, never the end of the benchmark
         return {"dpop": f"error: {exc}"[:200], "dpop_wall_s": time.perf_counter() - t0}
-    cost = res.get("cost")  # None: infeasible
     opt = rec.get("lower")
-    same = opt is not None and math.isclose(math.inf if cost is None else cost, opt, abs_tol=1e-6)
+    same = opt is not None and math.isclose(res.cost, opt, abs_tol=1e-6)
     return {
-        "dpop_sim_s": res["metrics"]["simulated_runtime_s"],
+        "dpop_sim_s": res.metrics["simulated_runtime_s"],
         "dpop_wall_s": time.perf_counter() - t0,
-        "dpop_cost": cost,
+        "dpop_cost": res.cost if math.isfinite(res.cost) else None,
         "dpop_same": bool(same),
     }
 

@@ -49,12 +49,13 @@ os.environ["TMPDIR"] = _PRIVATE_TMP
 tempfile.tempdir = None  # re-read TMPDIR on next use
 
 import dcop  # noqa: E402
-from dcop.coordinator import AgentProcesses, run_local  # noqa: E402
-from dcop.errors import RunError  # noqa: E402
+from dcop.coordinator import AgentProcesses, RunResult, run_local  # noqa: E402
+from dcop.errors import DcopError  # noqa: E402
 from dcop.generators import generate  # noqa: E402
 from dcop.inference import solve_be  # noqa: E402
 from dcop.model import Problem  # noqa: E402
 from dcop.ordering import dfs_pseudo_tree, induced_width  # noqa: E402
+from dcop.protocol import RunSpec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPOLOGIES = ("random", "scalefree", "grid")
@@ -212,19 +213,18 @@ def one_run(
     watchdog.daemon = True
     watchdog.start()
     t0 = time.monotonic()
-    result: dict[str, Any] | None = None
+    result: RunResult | None = None
     error: str | None = None
     ended = t0
     try:
         result = run_local(
             problem,
-            algo=algo,
-            z=z,
+            RunSpec(algo, z),
             timeout=args.timeout,
             agent_argv=killer.agent_argv,
             before_start=killer.before_start,
         )
-    except RunError as exc:
+    except DcopError as exc:
         error = str(exc)
     except Exception as exc:  # anything else from run_local is a bug: record it, carry on
         error = f"UNEXPECTED {type(exc).__name__}: {exc}"
@@ -268,15 +268,14 @@ def one_run(
     return record
 
 
-def check_answer(
-    result: dict[str, Any], algo: str, optimum: float, rec: dict[str, Any]
-) -> list[str]:
-    inf = math.inf
-    cost = result["cost"] if result["cost"] is not None else inf
-    lower = result["lower_bound"] if result["lower_bound"] is not None else inf
-    rec.update(cost=result["cost"], lower_bound=result["lower_bound"])
-    rec["solve_wall_s"] = round(result["metrics"]["solve_wall_s"], 4)
-    rec["messages"] = result["metrics"]["total_messages"]
+def check_answer(result: RunResult, algo: str, optimum: float, rec: dict[str, Any]) -> list[str]:
+    cost, lower = result.cost, result.bound
+    rec.update(
+        cost=cost if math.isfinite(cost) else None,
+        lower_bound=lower if math.isfinite(lower) else None,
+    )
+    rec["solve_wall_s"] = round(result.metrics["solve_wall_s"], 4)
+    rec["messages"] = result.metrics["total_messages"]
     if algo == "dpop":
         if cost != optimum or lower != optimum:
             return [f"wrong answer: DPOP cost {cost}, bound {lower}, BE optimum {optimum}"]

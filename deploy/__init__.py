@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dcop.deploy.compose import ComposeOptions, write_compose
 from dcop.deploy.hosts import HostsOptions, assign_hosts, write_hosts
-from dcop.deploy.layout import agent_service, deployment_peers
+from dcop.deploy.layout import agent_service
 
 __all__ = [
     "ComposeOptions",
     "HostsOptions",
     "agent_service",
     "assign_hosts",
-    "deployment_peers",
     "write_compose",
     "write_hosts",
 ]

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dcop.coordinator.topology import peers_for
 from dcop.deploy.compose import (
+    DEPLOYED_SPEC,
     ENVIRONMENT,
     ComposeOptions,
     agent_command,
@@ -42,13 +44,13 @@ from dcop.deploy.layout import (
     check_port,
     copy_problem,
     default_user,
-    deployment_peers,
     healthcheck,
     prepare_dir,
     read_deployable,
     write_yaml,
 )
 from dcop.errors import InputError
+from dcop.protocol import RunSpec
 from dcop.protocol.curve import generate_keys, key_name
 from dcop.protocol.peers import Peers
 
@@ -83,10 +85,9 @@ class HostsOptions:
     gpu: bool = False
     #: With ``gpu``: GPUs per host to spread that host's agents over, round robin.
     gpus: int = 1
-    algo: str = "dpop"
-    z: int | None = None
+    #: How the run is solved (see ComposeOptions.spec).
+    spec: RunSpec = DEPLOYED_SPEC
     timeout_s: float = 600.0
-    peer_timeout_s: float = 30.0
     log_level: str = "WARNING"
 
 
@@ -127,8 +128,6 @@ def write_hosts(
             f"coordinator port {options.coordinator_port} collides with the agents' ports "
             f"{options.base_port}..{options.base_port + n - 1}"
         )
-    if options.algo == "adpop" and (options.z is None or options.z < 1):
-        raise InputError("ADPOP needs a mini-bucket size --z >= 1")
     if options.gpus < 1:
         raise InputError(f"--gpus must be at least 1, not {options.gpus}")
     prepare_dir(out, force)
@@ -137,12 +136,12 @@ def write_hosts(
     with tempfile.TemporaryDirectory(prefix="dcop-keys-") as scratch:
         keys_all = Path(scratch)
         public_keys = generate_keys(keys_all, range(n)) if options.secure else None
-        peers = deployment_peers(
+        peers = peers_for(
             problem,
-            f"{CONFIG_DIR}/{source.name}",
             f"tcp://{coord_address}:{options.coordinator_port}",
-            lambda i: f"tcp://{addresses[placement[i]]}:{options.base_port + i}",
+            lambda i, _var: f"tcp://{addresses[placement[i]]}:{options.base_port + i}",
             public_keys,
+            problem_ref=f"{CONFIG_DIR}/{source.name}",
         )
         peers.write(out / "peers.json")
         if options.secure:
@@ -157,12 +156,10 @@ def write_hosts(
             image=options.image,
             gpu=options.gpu,
             secure=options.secure,
-            algo=options.algo,
-            z=options.z,
+            spec=options.spec,
             timeout_s=options.timeout_s,
             # Hosts are started by hand, one after another: wait as long as the run may take.
             hello_timeout_s=options.timeout_s,
-            peer_timeout_s=options.peer_timeout_s,
             log_level=options.log_level,
         )
         user = "${DCOP_USER:-" + default_user() + "}"

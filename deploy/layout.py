@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ from dcop.errors import InputError
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.protocol.constants import COORDINATOR_ID
-from dcop.protocol.peers import AgentEntry, Peers
 
 #: The coordinator's compose service (and DNS name inside a compose network).
 COORDINATOR_SERVICE = "coordinator"
@@ -57,39 +56,12 @@ def check_port(port: int, what: str) -> int:
     return port
 
 
-def variable_graph(problem: Problem) -> list[tuple[int, str, tuple[int, ...]]]:
-    """``(id, variable, neighbour ids)`` for every variable, ids in the Problem's order."""
-    names = list(problem.variables)
-    index = {name: i for i, name in enumerate(names)}
-    adjacency = problem.neighbours()
-    return [
-        (i, name, tuple(sorted(index[m] for m in adjacency[name]))) for i, name in enumerate(names)
-    ]
-
-
 def read_deployable(path: Path) -> Problem:
     """Read the problem to deploy; refuse one without variables (no agent to run)."""
     problem = read_problem(path)
     if not problem.variables:
         raise InputError("the problem has no variables: there is nothing to deploy", str(path))
     return problem
-
-
-def deployment_peers(
-    problem: Problem,
-    problem_ref: str,
-    coordinator: str,
-    endpoint: Callable[[int], str],
-    public_keys: Mapping[int, str] | None = None,
-) -> Peers:
-    """peers.json for ``problem``: agent ``i`` listens at ``endpoint(i)``; with ``public_keys``
-    (by id, ``COORDINATOR_ID`` for the coordinator) every process is known by its CURVE key."""
-    keys = public_keys or {}
-    agents = tuple(
-        AgentEntry(i, name, endpoint(i), neighbours, keys.get(i))
-        for i, name, neighbours in variable_graph(problem)
-    )
-    return Peers(problem_ref, coordinator, agents, keys.get(COORDINATOR_ID))
 
 
 def copy_problem(source: Path, config_dir: Path) -> str:
@@ -166,10 +138,8 @@ __all__ = [
     "check_port",
     "copy_problem",
     "default_user",
-    "deployment_peers",
     "healthcheck",
     "prepare_dir",
     "read_deployable",
-    "variable_graph",
     "write_yaml",
 ]

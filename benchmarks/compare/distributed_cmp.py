@@ -85,14 +85,18 @@ def run_dcop_dpop(
                 "checks": m.get("checks"),
             }
         )
-        if doc.get("status") != "ok":
+        # the result document's status: an answer, or why there is none
+        status = doc.get("status")
+        if status == "too_large":
+            res["status"] = "oom"  # a UTIL above the message limit, or out of memory
+            res["error"] = doc.get("message")
+        elif status == "timeout":
+            res["status"] = "oot"
+        elif status not in ("ok", "infeasible"):
             res["status"] = "error"
+            res["error"] = doc.get("message")
     elif outcome.status == "ok":
         res["status"] = "error"
-    if res["status"] == "error" and "exceeds the frame limit" in text:
-        # dcop refuses a UTIL message above its frame limit (max_message_mib): a memory limit
-        res["status"] = "oom"
-        res["error"] = outcome.reason()
     if res["status"] == "error":
         low = text.lower()
         # dcop run's own deadline or the agents' table limit end the run with a clear message
@@ -189,7 +193,7 @@ def suite_pydcop(ctx: Context) -> dict[str, Any]:
             row["w"] = row["be"].get("induced_width")
             ctx.step(f"pydcop n={n} s={seed} dcop run")
             row["dcop"] = run_dcop_dpop(ctx, file)
-            reevaluate(problem, row["dcop"], by_label=False)
+            reevaluate(problem, row["dcop"], by_label=True)
             for mode in modes:
                 ctx.step(f"pydcop n={n} s={seed} pyDCOP {mode}")
                 if dead[mode] or row_oot[mode]:
@@ -383,7 +387,7 @@ def suite_frodo(ctx: Context) -> dict[str, Any]:
         row["w"] = row["be"].get("induced_width")
         ctx.step(f"frodo {file.name} dcop run")
         row["dcop"] = run_dcop_dpop(ctx, file)
-        reevaluate(problem, row["dcop"], by_label=False)
+        reevaluate(problem, row["dcop"], by_label=True)
         ctx.step(f"frodo {file.name} FRODO")
         row["frodo"] = run_frodo(ctx, file)
         reevaluate(problem, row["frodo"], by_label=True)

@@ -370,7 +370,7 @@ def _run_row(
                 / f"{topology}{links}_{spec['n']}_{spec['d']}_{spec['p1']}_{seed}.yaml",
             )
             dp = run_dcop_dpop(ctx, file)
-            reevaluate(problem, dp, by_label=False)
+            reevaluate(problem, dp, by_label=True)
             if dp.get("status") == "oot":
                 dpop_skip = "oot"
         res["dpop"].append(dp)
@@ -480,7 +480,7 @@ def suite_mbe(ctx: Context) -> dict[str, Any]:
             )
             ctx.step(f"mbe s={seed} ADPOP({z})")
             adpop = run_dcop_dpop(ctx, yaml_file, algo="adpop", z=z, tag=f"-z{z}")
-            reevaluate(problem, adpop, by_label=False)
+            reevaluate(problem, adpop, by_label=True)
             rows.append(
                 {
                     "seed": seed,

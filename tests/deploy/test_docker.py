@@ -20,7 +20,6 @@ import pytest
 import zmq
 
 from dcop.deploy import ComposeOptions, HostsOptions, write_compose, write_hosts
-from dcop.deploy import docker as dk
 from dcop.deploy.health import listening_ports
 from dcop.errors import RunError
 from dcop.inference import solve_be
@@ -28,6 +27,7 @@ from dcop.io import write_problem
 from dcop.protocol import Heartbeat, encode
 from dcop.protocol.peers import Peers
 from tests.conftest import brute_force
+from tests.deploy import docker_driver as dk
 from tests.deploy.conftest import small_problem
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]

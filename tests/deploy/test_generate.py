@@ -20,6 +20,7 @@ from dcop.deploy.keys import add_public_keys, generate
 from dcop.deploy.layout import healthcheck
 from dcop.errors import InputError
 from dcop.io import read_problem, write_problem
+from dcop.protocol import RunSpec
 from dcop.protocol.peers import load_peers
 
 
@@ -200,11 +201,12 @@ def test_hosts_insecure_and_bad_input(problem_file: Path, tmp_path: Path) -> Non
         HostsOptions(hosts=("coordinator",)),
         HostsOptions(hosts=("a",), coordinator_port=7003),  # inside the agents' port range
         HostsOptions(hosts=("a",), base_port=65530),  # 8 agents do not fit below 65536
-        HostsOptions(hosts=("a",), algo="adpop"),  # no z
     ]
     for k, options in enumerate(bad):
         with pytest.raises(InputError):
             write_hosts(problem_file, tmp_path / f"bad{k}", options)
+    with pytest.raises(InputError, match="mini-bucket size"):
+        RunSpec("adpop")  # no z: refused where the spec is made, before any deployment
 
 
 def test_refuses_a_problem_without_variables(tmp_path: Path) -> None:
@@ -263,7 +265,19 @@ def test_cli_deploy_and_keys(problem_file: Path, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["deploy", "compose", str(problem_file), "-o", str(out), "--algo", "nope", "--force"]
     )
-    assert isinstance(result.exception, InputError)
+    assert result.exit_code == 2 and "nope" in result.output  # not one of the listed choices
+    result = runner.invoke(
+        app,
+        ["deploy", "compose", str(problem_file), "-o", str(out), "--force",
+         "--algo", "adpop", "--z", "2", "--max-message-mib", "512"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    services = _yaml(out / "docker-compose.yml")["services"]
+    # the run spec reaches the coordinator and the limit every agent
+    coordinator = services["coordinator"]["command"]
+    assert coordinator[coordinator.index("--z") + 1] == "2"
+    agent = services["agent-0"]["command"]
+    assert agent[agent.index("--max-message-mib") + 1] == "512"
 
 
 def test_health_check_sees_a_listening_port() -> None:
