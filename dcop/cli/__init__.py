@@ -23,8 +23,29 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module)
 
 
+def _distributed_algo_in_solve(argv: list[str]) -> str | None:
+    """``dcop solve ... --algo dpop``: the algorithm asked of solve that only ``run`` has."""
+    if not argv or argv[0] != "solve":
+        return None
+    for k, arg in enumerate(argv):
+        value = argv[k + 1] if arg == "--algo" and k + 1 < len(argv) else None
+        if arg.startswith("--algo="):
+            value = arg.split("=", 1)[1]
+        if value in ("dpop", "adpop"):
+            return value
+    return None
+
+
 def main() -> None:
     """Console-script entry point."""
+    algo = _distributed_algo_in_solve(sys.argv[1:])
+    if algo is not None:
+        print(
+            f"dcop: error: {algo} is a distributed algorithm: use `dcop run FILE --algo {algo}` "
+            "(dcop solve runs be or mbe)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     try:
         app()  # standalone: typer reports usage errors itself (exit 2)
     except DcopError as exc:

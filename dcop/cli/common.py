@@ -1,44 +1,132 @@
-"""Pieces shared by CLI commands: options, progress display, JSON output."""
+"""Pieces shared by CLI commands: options, progress display, result documents and exit codes."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
 
+from dcop.choices import (
+    BackendName,
+    CentralAlgo,
+    DistributedAlgo,
+    DtypeName,
+    FormatName,
+    LogLevel,
+    OrderingName,
+)
+from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
+from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
 
 InputFile = Annotated[
     Path,
     typer.Argument(exists=True, dir_okay=False, readable=True, help="Instance file."),
 ]
 FormatOption = Annotated[
-    str | None,
-    typer.Option("--format", "-f", help="wcsp | uai | yaml | xml (default: by extension)."),
+    FormatName | None,
+    typer.Option("--format", "-f", help="File format (default: by extension)."),
 ]
 BackendOption = Annotated[
-    str, typer.Option("--backend", help="numpy | cupy | auto (cupy when a GPU is usable).")
+    BackendName,
+    typer.Option("--backend", help="Table backend (auto: cupy when a GPU is usable)."),
 ]
 JsonOption = Annotated[
     Path | None,
-    typer.Option("--json", help="Write the result as JSON to this file ('-' = stdout)."),
+    typer.Option(
+        "--json",
+        help="Write the result document as JSON to this file ('-': stdout, and the summary "
+        "goes to stderr). Written on every exit path.",
+    ),
 ]
+
+
+__all__ = [
+    "BackendName",
+    "CentralAlgo",
+    "DistributedAlgo",
+    "DtypeName",
+    "FormatName",
+    "LogLevel",
+    "OrderingName",
+]
+
+
+def to_stdout(target: Path | None) -> bool:
+    """Whether ``--json`` asks for the document on stdout."""
+    return target is not None and str(target) == "-"
+
+
+def summary_console(json_target: Path | None) -> Console:
+    """Where the human summary goes: stdout, or stderr when the JSON goes to stdout."""
+    return Console(stderr=to_stdout(json_target))
 
 
 def write_json(data: dict[str, Any], target: Path | None) -> None:
     """Write ``data`` as JSON to a file, or to stdout for '-'."""
     if target is None:
         return
-    text = json.dumps(data, indent=2, sort_keys=False)
-    if str(target) == "-":
-        print(text)
+    text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
+    if to_stdout(target):
+        print(text, flush=True)
     else:
         target.write_text(text + "\n")
+
+
+def failure_status(exc: BaseException) -> Status:
+    """The result status of a run that ended with ``exc``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, TableTooLarge | MemoryError):
+        return "too_large"
+    if isinstance(exc, RunTimeout):
+        return "timeout"
+    return "error"
+
+
+def finish_run(
+    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None]]],
+    json_target: Path | None,
+    failure: Callable[[Status, str], dict[str, Any]],
+    quiet: bool = False,
+) -> NoReturn:
+    """Run a command's work, write its result document on every exit path, print the summary,
+    and exit with the status's code (see :mod:`dcop.results`).
+
+    ``produce`` returns the document and a summary printer; ``failure(status, message)`` makes
+    the document of a run that failed. Bad input (InputError) exits 2 after writing its
+    document; anything that is not a DcopError is a bug and propagates.
+    """
+    console = summary_console(json_target)
+    try:
+        doc, show = produce()
+    except (DcopError, MemoryError, KeyboardInterrupt) as exc:
+        status = failure_status(exc)
+        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        if isinstance(exc, MemoryError):
+            message = f"out of memory: {exc}" if str(exc) else "out of memory"
+        write_json(failure(status, message), json_target)
+        print(f"dcop: {status}: {message}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
+    write_json(doc, json_target)
+    if not quiet:
+        show(console)
+    sys.exit(EXIT_CODES[doc["status"]])
+
+
+def failure_document(
+    status: Status, message: str, *, algo: str, z: int | None, file: str | None, problem: Any
+) -> dict[str, Any]:
+    """The result document of a command that ended without an answer."""
+    return result_document(
+        problem=problem, status=status, message=message, algo=algo, exact=False, z=z, file=file
+    )
 
 
 @contextmanager

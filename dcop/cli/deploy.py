@@ -8,8 +8,11 @@ from typing import Annotated
 import typer
 
 from dcop.cli.app import app
-from dcop.cli.common import InputFile
+from dcop.cli.common import DistributedAlgo, InputFile, LogLevel
 from dcop.errors import InputError
+from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
+from dcop.protocol.constants import MAX_MESSAGE_MIB
+from dcop.protocol.runspec import MIB
 
 deploy_app = typer.Typer(help="Write Docker deployments (one machine, several hosts, Swarm).")
 app.add_typer(deploy_app, name="deploy")
@@ -18,8 +21,15 @@ app.add_typer(keys_app, name="keys")
 
 OutDir = Annotated[Path, typer.Option("--output", "-o", help="Directory to write.")]
 ImageOption = Annotated[str, typer.Option("--image", help="Docker image of dcop.")]
-AlgoOption = Annotated[str, typer.Option("--algo", help="dpop | adpop")]
+AlgoOption = Annotated[DistributedAlgo, typer.Option("--algo", help="dpop | adpop")]
 ZOption = Annotated[int | None, typer.Option("--z", help="Mini-bucket size for adpop.")]
+MaxMessageOption = Annotated[
+    float,
+    typer.Option(
+        "--max-message-mib",
+        help=f"Largest message of the run in MiB (up to {MAX_MESSAGE_MIB}); every agent gets it.",
+    ),
+]
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", help="Seconds allowed for the whole run.")
 ]
@@ -30,15 +40,7 @@ PeerTimeoutOption = Annotated[
     float,
     typer.Option("--peer-timeout", help="Seconds of silence before a peer counts as dead."),
 ]
-LogOption = Annotated[
-    str, typer.Option("--log-level", help="DEBUG | INFO | WARNING | ERROR (agents, coordinator).")
-]
-
-
-def _algo(algo: str) -> str:
-    if algo not in ("dpop", "adpop"):
-        raise InputError(f"unknown algorithm {algo!r}; use dpop or adpop")
-    return algo
+LogOption = Annotated[LogLevel, typer.Option("--log-level", help="Agents' log level.")]
 
 
 @deploy_app.command("compose")
@@ -53,11 +55,12 @@ def compose_command(
     secure: Annotated[
         bool, typer.Option("--secure", help="CurveZMQ on every socket (keys in DIR/keys).")
     ] = False,
-    algo: AlgoOption = "dpop",
+    algo: AlgoOption = DistributedAlgo.dpop,
     z: ZOption = None,
     timeout: TimeoutOption = 300.0,
     peer_timeout: PeerTimeoutOption = 30.0,
-    log_level: LogOption = "WARNING",
+    max_message_mib: MaxMessageOption = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    log_level: LogOption = LogLevel.WARNING,
     force: ForceOption = False,
 ) -> None:
     """One machine: docker-compose.yml with a coordinator and one container per agent."""
@@ -68,11 +71,9 @@ def compose_command(
         gpu=gpu,
         gpus=gpus,
         secure=secure,
-        algo=_algo(algo),
-        z=z,
+        spec=RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout),
         timeout_s=timeout,
-        peer_timeout_s=peer_timeout,
-        log_level=log_level,
+        log_level=log_level.value,
     )
     peers = write_compose(problem, output, options, force=force)
     typer.echo(
@@ -106,11 +107,12 @@ def hosts_command(
     gpus: Annotated[
         int, typer.Option("--gpus", help="With --gpu: GPUs per host, agents round robin.")
     ] = 1,
-    algo: AlgoOption = "dpop",
+    algo: AlgoOption = DistributedAlgo.dpop,
     z: ZOption = None,
     timeout: TimeoutOption = 600.0,
     peer_timeout: PeerTimeoutOption = 30.0,
-    log_level: LogOption = "WARNING",
+    max_message_mib: MaxMessageOption = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    log_level: LogOption = LogLevel.WARNING,
     force: ForceOption = False,
 ) -> None:
     """Several hosts: one compose directory per host plus the coordinator's, CURVE by default."""
@@ -126,11 +128,9 @@ def hosts_command(
         image=image,
         gpu=gpu,
         gpus=gpus,
-        algo=_algo(algo),
-        z=z,
+        spec=RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout),
         timeout_s=timeout,
-        peer_timeout_s=peer_timeout,
-        log_level=log_level,
+        log_level=log_level.value,
     )
     peers = write_hosts(problem, output, options, force=force)
     typer.echo(

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from dcop.cli.app import app
-from dcop.cli.common import FormatOption
+from dcop.cli.common import FormatName, FormatOption
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.io import write_problem
 from dcop.model import Problem
@@ -25,8 +25,8 @@ OutOption = Annotated[
 ]
 
 
-def _write(problem: Problem, output: Path, fmt: str | None) -> None:
-    write_problem(problem, output, fmt)
+def _write(problem: Problem, output: Path, fmt: FormatName | None) -> None:
+    write_problem(problem, output, fmt.value if fmt is not None else None)
     typer.echo(f"wrote {output} ({problem.n} variables, {len(problem.tables)} tables)")
 
 

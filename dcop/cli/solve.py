@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,11 +13,17 @@ from rich.table import Table as RichTable
 
 from dcop.cli.app import app
 from dcop.cli.common import (
+    BackendName,
     BackendOption,
+    CentralAlgo,
+    DtypeName,
     FormatOption,
     InputFile,
     JsonOption,
+    OrderingName,
     bucket_progress,
+    failure_document,
+    finish_run,
     write_json,
 )
 from dcop.errors import InputError
@@ -24,6 +31,7 @@ from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
+from dcop.results import Status
 
 console = Console(stderr=False)
 
@@ -49,15 +57,21 @@ def parse_memory(text: str | None) -> float | None:
 @app.command("solve")
 def solve_command(
     file: InputFile,
-    algo: Annotated[str, typer.Option(help="be (exact) | mbe (bounds).")] = "be",
+    algo: Annotated[
+        CentralAlgo, typer.Option(help="be (exact) or mbe (bounds, needs --z).")
+    ] = CentralAlgo.be,
     z: Annotated[int | None, typer.Option(help="Mini-bucket size for mbe.")] = None,
-    ordering: Annotated[str, typer.Option(help="minfill | mindegree | pseudotree.")] = "minfill",
-    backend: BackendOption = "numpy",
+    ordering: Annotated[OrderingName, typer.Option(help="Elimination order.")] = (
+        OrderingName.minfill
+    ),
+    backend: BackendOption = BackendName.numpy,
     fmt: FormatOption = None,
     evidence: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="UAI .evid file.")
     ] = None,
-    dtype: Annotated[str, typer.Option(help="auto | float32 | float64.")] = "auto",
+    dtype: Annotated[
+        DtypeName, typer.Option(help="Table dtype (auto: float32 where integer totals stay exact).")
+    ] = DtypeName.auto,
     max_memory: Annotated[
         str | None,
         typer.Option(help="Largest bucket table allowed, e.g. 8G (default: half the free RAM)."),
@@ -66,46 +80,57 @@ def solve_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Solve an instance with Bucket Elimination (exact) or Mini-Bucket Elimination (bounds)."""
-    problem = read_problem(file, fmt, evidence=evidence)
-    with bucket_progress(not quiet) as progress:
-        result = solve(
-            problem,
-            algo=algo,
-            z=z,
-            ordering=ordering,
-            backend=backend,
-            dtype=dtype,
-            max_bytes=parse_memory(max_memory),
-            progress=progress,
+    read: dict[str, Problem] = {}
+
+    def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        with bucket_progress(not quiet) as progress:
+            result = solve(
+                problem,
+                algo=algo.value,
+                z=z,
+                ordering=ordering.value,
+                backend=backend.value,
+                dtype=dtype.value,
+                max_bytes=parse_memory(max_memory),
+                progress=progress,
+            )
+        result.file = str(file)
+        return result.to_json(), lambda console: print_result(result, console)
+
+    def failure(status: Status, message: str) -> dict[str, Any]:
+        return failure_document(
+            status, message, algo=algo.value, z=z, file=str(file), problem=read.get("problem")
         )
-    data = result.to_json()
-    data["file"] = str(file)
-    write_json(data, json_out)
-    if not quiet and (json_out is None or str(json_out) != "-"):
-        print_result(result)
+
+    finish_run(produce, json_out, failure, quiet)
 
 
-def print_result(result: SolveResult) -> None:
+def print_result(result: SolveResult, console: Console) -> None:
     """A short human-readable summary of a solve."""
     data = result.to_json()
     p = result.problem
     title = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'} on {p.name}"
     table = RichTable(title=title, show_header=False)
-    if result.exact:
-        table.add_row("optimum", _fmt(data["value"]))
+    status = data["status"]
+    if status == "infeasible":
+        table.add_row("status", "infeasible: no assignment has a finite cost (proved)")
+    elif status != "ok":
+        table.add_row("status", f"{status}: {data['message']}")
+    elif result.exact:
+        table.add_row("optimum", _fmt(data["cost"]))
     else:
-        table.add_row("bound", _fmt(data["bound"]))
-        table.add_row("value of assignment", _fmt(data["value"]))
-    if p.cost_kind == "neg_ln":
-        table.add_row("log10 probability", _fmt(data["log10_probability"]))
+        table.add_row("bounds", f"{_fmt(data['lower_bound'])} .. {_fmt(data['upper_bound'])}")
+        table.add_row("value of assignment", _fmt(data["cost"]))
+    if p.cost_kind == "neg_ln" and status == "ok":
+        table.add_row("(value is)", "log10 of the probability")
     table.add_row("variables / tables", f"{p.n} / {len(p.tables)}")
     table.add_row("induced width", f"{result.induced_width} ({result.ordering})")
     table.add_row("largest table", f"{result.largest_table:.4g} entries")
     table.add_row("backend / dtype", f"{result.backend} / {result.dtype}")
     table.add_row("time", f"{result.times.get('total', 0.0):.4f} s")
-    if p.n <= 30:
-        labels = data["labels"]
-        table.add_row("assignment", " ".join(f"{k}={v}" for k, v in labels.items()))
+    if p.n <= 30 and data["assignment"] is not None:
+        table.add_row("assignment", " ".join(f"{k}={v}" for k, v in data["assignment"].items()))
     console.print(table)
 
 
@@ -148,7 +173,7 @@ def info_command(
     json_out: JsonOption = None,
 ) -> None:
     """Print n, d, constraints, density, induced width, largest table and the memory BE needs."""
-    problem = read_problem(file, fmt)
+    problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem)
     write_json(info, json_out)
     if json_out is not None and str(json_out) == "-":

@@ -10,9 +10,9 @@ import pytest
 
 from dcop.agents import Agent, AgentConfig
 from dcop.backend import get_backend
-from dcop.coordinator import Coordinator, make_peers
+from dcop.coordinator import Coordinator, peers_for, round_robin
 from dcop.model import Problem
-from dcop.protocol import COORDINATOR_ID, InProcHub
+from dcop.protocol import COORDINATOR_ID, InProcHub, RunSpec
 
 RunFn = Callable[..., dict[str, Any]]
 
@@ -24,10 +24,15 @@ def run_in_process(
     timeout: float = 30.0,
     backend: Any = None,
     coordinator_kw: dict[str, Any] | None = None,
+    spec: RunSpec | None = None,
     **agent_kw: Any,
 ) -> dict[str, Any]:
-    """Solve ``problem`` with one agent thread per variable; return the coordinator's result."""
-    peers = make_peers(problem, ports=list(range(20000, 20001 + problem.n)))
+    """Solve ``problem`` with one agent thread per variable; return the result document, plus
+    the agents under ``agent_objects`` and the typed result under ``run``."""
+    spec = spec if spec is not None else RunSpec(algo, z)  # type: ignore[arg-type]
+    peers = peers_for(
+        problem, *round_robin(["127.0.0.1"], 0, list(range(20000, 20001 + problem.n)))
+    )
     hub = InProcHub()
     coord_transport = hub.transport(COORDINATOR_ID)
     table = peers.by_id()
@@ -49,12 +54,11 @@ def run_in_process(
     for t in threads:
         t.start()
     try:
-        result = Coordinator(
+        run = Coordinator(
             problem,
             peers,
             coord_transport,
-            algo=algo,
-            z=z,
+            spec,
             timeout=timeout,
             **(coordinator_kw or {}),
         ).run()
@@ -63,8 +67,10 @@ def run_in_process(
             t.join(timeout + 10)
     assert all(not t.is_alive() for t in threads)
     assert codes == dict.fromkeys(codes, 0)
-    result["agent_objects"] = agents
-    return result
+    doc = run.to_json()
+    doc["agent_objects"] = agents
+    doc["run"] = run
+    return doc
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be, solve_mbe
 from dcop.ordering import dfs_pseudo_tree
+from dcop.protocol import RunSpec
 from dcop.tables import NumpyBackend
 from tests.conftest import brute_force, random_problem
 
@@ -29,9 +30,11 @@ def test_dpop_equals_brute_force_on_random_mixed_arity(run_inproc, seed: int) ->
     """Mixed arities (0..3), +inf entries, constants, isolated variables (forests)."""
     problem = random_problem(seed, n=6, n_tables=7)
     result = run_inproc(problem)
-    assert _same(result["cost"], brute_force(problem))
-    if result["feasible"]:
-        assert result["bound_matches_cost"]
+    best = brute_force(problem)
+    assert _same(result["cost"], best)
+    assert result["status"] == ("ok" if math.isfinite(best) else "infeasible")
+    if result["run"].feasible:
+        assert result["run"].bound_matches_cost
     checks = result["metrics"]["checks"]
     assert checks["util_messages_match"] and checks["value_messages_match"]
     assert checks["token_messages_match"] and checks["util_entries_match"]
@@ -74,7 +77,7 @@ def test_adpop_bounds_bracket_the_optimum(run_inproc, z: int) -> None:
     opt = solve_be(problem).upper_bound
     result = run_inproc(problem, "adpop", z=z)
     assert result["lower_bound"] <= opt + 1e-9 <= result["upper_bound"] + 2e-9
-    assert result["upper_bound"] == pytest.approx(problem.evaluate(result["assignment"]))
+    assert result["upper_bound"] == pytest.approx(problem.evaluate(result["run"].assignment))
     # ADPOP along the DFS pseudo-tree is MBE along its elimination order
     mbe = solve_mbe(problem, z, ordering="pseudotree")
     assert result["lower_bound"] == pytest.approx(mbe.lower_bound)
@@ -117,7 +120,8 @@ def test_long_util_computation_keeps_the_agent_alive(run_inproc) -> None:
         backend=_SlowBackend(),
         heartbeat_s=0.1,
         peer_timeout_s=1.5,
-        coordinator_kw={"peer_timeout": 1.5, "heartbeat_s": 0.1},
+        spec=RunSpec(peer_timeout_s=1.5),
+        coordinator_kw={"heartbeat_s": 0.1},
     )
     assert _same(result["cost"], solve_be(problem).upper_bound)
     assert result["agents"]["x1"]["compute_s"] >= 3.0
@@ -127,9 +131,9 @@ def test_util_larger_than_the_frame_limit_fails_fast() -> None:
     """A UTIL table that the parent would refuse ends the run with a clear error, not a hang."""
     import pytest as _pytest
 
-    from dcop.errors import RunError
+    from dcop.errors import TableTooLarge
     from tests.agents.conftest import run_in_process
 
     problem = random_network(8, 4, 0.8, 0.0, seed=3)  # dense: separators of several variables
-    with _pytest.raises(RunError, match="exceeds the frame limit"):
-        run_in_process(problem, timeout=10, max_frame_bytes=4000)
+    with _pytest.raises(TableTooLarge, match="exceeds the message limit"):
+        run_in_process(problem, timeout=10, spec=RunSpec(max_message_bytes=4096))

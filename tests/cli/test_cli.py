@@ -25,8 +25,8 @@ def test_solve_writes_json_with_known_optimum(tmp_path: Path, instances_dir: Pat
     run = dcop("solve", str(instances_dir / "warehouse.wcsp"), "--json", str(out))
     assert run.returncode == 0, run.stderr
     data = json.loads(out.read_text())
-    assert data["value"] == 328 and data["optimal"] is True
-    assert set(data["assignment"]) and data["dtype"] == "float32"
+    assert data["cost"] == 328 and data["exact"] is True and data["status"] == "ok"
+    assert set(data["assignment"]) and data["solver"]["dtype"] == "float32"
     assert {"ordering", "eliminate", "assign", "total"} <= set(data["times"])
 
 
@@ -36,9 +36,12 @@ def test_mbe_and_mpe_json_to_stdout(instances_dir: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
-    assert data["lower_bound"] <= 6.0484652024 + 1e-6 <= data["upper_bound"] + 2e-6
-    assert data["log10_bound"] >= -2.6268150614 - 1e-6
-    assert data["cost_kind"] == "neg_ln"
+    internal = data["internal"]
+    assert internal["lower_bound"] <= 6.0484652024 + 1e-6 <= internal["upper_bound"] + 2e-6
+    # in the file's own sense: log10 of the probability, maximised
+    assert data["objective"] == "max" and internal["kind"] == "neg_ln"
+    assert data["lower_bound"] - 2e-6 <= -2.6268150614 <= data["upper_bound"] + 1e-6
+    assert data["cost"] == data["lower_bound"]
 
 
 def test_generate_then_solve_and_info(tmp_path: Path) -> None:
@@ -65,7 +68,7 @@ def test_generate_then_solve_and_info(tmp_path: Path) -> None:
     for ext in ("wcsp", "yaml", "xml"):
         run = dcop("solve", str(tmp_path / f"g.{ext}"), "--json", "-", "-q")
         assert run.returncode == 0, run.stderr
-        values.add(json.loads(run.stdout)["value"])
+        values.add(json.loads(run.stdout)["cost"])
     assert len(values) == 1
     info = dcop("info", str(tmp_path / "g.wcsp"), "--json", "-")
     assert info.returncode == 0, info.stderr
@@ -106,8 +109,12 @@ def test_memory_limit_and_usage_errors(tmp_path: Path) -> None:
         ).returncode
         == 0
     )
-    run = dcop("solve", str(target), "--max-memory", "1K")
-    assert run.returncode == 2 and "--algo mbe --z" in run.stderr
+    out = tmp_path / "r.json"
+    run = dcop("solve", str(target), "--max-memory", "1K", "--json", str(out))
+    assert run.returncode == 5 and "--algo mbe --z" in run.stderr  # too large: exit 5
+    refused = json.loads(out.read_text())
+    assert refused["status"] == "too_large" and refused["cost"] is None
+    assert "--algo mbe --z" in refused["message"]
     assert dcop("solve", str(target), "--max-memory", "lots").returncode == 2
     assert dcop("solve", str(target), "--algo", "magic").returncode == 2
     assert dcop("solve", str(tmp_path / "missing.wcsp")).returncode == 2

@@ -17,16 +17,23 @@ from dcop.coordinator import (
     Coordinator,
     check_peers,
     free_ports,
-    make_peers,
+    peers_for,
+    round_robin,
     run_local,
 )
-from dcop.errors import RunError
+from dcop.errors import InputError, RunError, RunTimeout
 from dcop.generators import random_network
 from dcop.inference import solve_be
-from dcop.protocol import COORDINATOR_ID, Ready, encode
+from dcop.protocol import COORDINATOR_ID, Ready, RunSpec, encode
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 
 PROBLEM = random_network(8, 3, 0.4, 0.2, seed=9)
+
+
+def local_peers(ports: list[int] | None = None) -> Peers:
+    """peers.json for PROBLEM on 127.0.0.1 (free ports unless given)."""
+    chosen = ports if ports is not None else free_ports(PROBLEM.n + 1)
+    return peers_for(PROBLEM, *round_robin(["127.0.0.1"], 0, chosen))
 
 
 def _run_expecting(match: str, limit_s: float, **kw) -> AgentProcesses:
@@ -39,8 +46,9 @@ def _run_expecting(match: str, limit_s: float, **kw) -> AgentProcesses:
             user_hook(procs)
 
     t0 = time.monotonic()
+    spec = RunSpec(peer_timeout_s=kw.pop("peer_timeout", None))
     with pytest.raises(RunError, match=match):
-        run_local(PROBLEM, "dpop", before_start=hook, **kw)
+        run_local(PROBLEM, spec, before_start=hook, **kw)
     assert time.monotonic() - t0 < limit_s
     for procs in seen:
         assert all(p.poll() is not None for p in procs.procs.values())  # no orphans
@@ -103,7 +111,7 @@ def test_port_already_in_use() -> None:
 
 
 def test_peers_not_matching_the_problem(tmp_path: Path) -> None:
-    peers = make_peers(PROBLEM)
+    peers = local_peers()
     a, b = peers.agents[0], peers.agents[peers.agents[0].neighbours[0]]
     cut = []
     for e in peers.agents:
@@ -114,14 +122,14 @@ def test_peers_not_matching_the_problem(tmp_path: Path) -> None:
             )
         cut.append(e)
     bad = Peers(peers.problem, peers.coordinator, tuple(cut))
-    with pytest.raises(RunError, match=rf"agent {a.id} \({a.variable}\) neighbours differ"):
+    with pytest.raises(InputError, match=rf"agent {a.id} \({a.variable}\) neighbours differ"):
         check_peers(PROBLEM, bad)
     renamed = Peers(
         peers.problem,
         peers.coordinator,
         (AgentEntry(0, "nope", a.endpoint, a.neighbours), *peers.agents[1:]),
     )
-    with pytest.raises(RunError, match="agent 0 has variable 'nope'"):
+    with pytest.raises(InputError, match="agent 0 has variable 'nope'"):
         check_peers(PROBLEM, renamed)
     # the same through the CLI: exit 2, one line naming the agent, nothing started
     from dcop.io import write_problem
@@ -156,7 +164,7 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
     multi-part message: it logs and drops each, and the run still finishes with the optimum."""
 
     def argv(i: int, cmd: list[str]) -> list[str]:
-        return [*cmd, "--max-frame-bytes", "65536"] if i == 0 else cmd
+        return [*cmd, "--max-message-mib", "1"] if i == 0 else cmd
 
     def attack(procs: AgentProcesses) -> None:
         peers = load_peers(tmp_path / "peers.json")
@@ -166,7 +174,7 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
             for k, (ident, frames) in enumerate(
                 [
                     (b"r1", [b"\x00garbage\xff"]),
-                    (b"r2", [b"\x81" * 100_000]),  # oversized for this agent's 64 KiB limit
+                    (b"r2", [b"\x81" * 1_100_000]),  # oversized for this agent's 1 MiB limit
                     (b"r3", [encode(2, 0, Ready(1))]),  # an unidentified socket claims agent 2
                     (b"999", [encode(999, 0, Ready(1))]),  # not a neighbour
                     (b"r4", [b"a", b"b"]),  # multi-part
@@ -183,13 +191,19 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
             ctx.destroy(linger=1000)
 
     result = run_local(
-        PROBLEM, "dpop", timeout=30, agent_argv=argv, before_start=attack, workdir=tmp_path
+        PROBLEM,
+        RunSpec(max_message_bytes=2**20),
+        timeout=30,
+        agent_argv=argv,
+        before_start=attack,
+        workdir=tmp_path,
     )
-    assert result["cost"] == solve_be(PROBLEM).upper_bound
-    assert result["agents"]["x0"]["dropped_frames"] >= 5
+    assert result.cost == solve_be(PROBLEM).upper_bound
+    assert result.agents["x0"]["dropped_frames"] >= 5
     log = (tmp_path / "agent-0.log").read_text()
     assert "dropped a frame" in log and "oversized" in log
-    assert set(result["processes"]["exit_codes"].values()) == {0}
+    assert result.processes is not None
+    assert set(result.processes["exit_codes"].values()) == {0}
 
 
 def _wait_for_log(path: Path, text: str, count: int, limit_s: float = 20.0) -> None:
@@ -217,10 +231,10 @@ def test_coordinator_port_in_use() -> None:
 def test_in_process_coordinator_times_out_without_agents() -> None:
     from dcop.protocol import InProcHub
 
-    peers = make_peers(PROBLEM, ports=list(range(30000, 30000 + PROBLEM.n + 1)))
+    peers = local_peers(list(range(30000, 30000 + PROBLEM.n + 1)))
     hub = InProcHub()
     t = hub.transport(COORDINATOR_ID)
-    with pytest.raises(RunError, match=r"timed out after 0.5 s: agent 0 \(x0\)"):
+    with pytest.raises(RunTimeout, match=r"timed out after 0.5 s: agent 0 \(x0\)"):
         Coordinator(PROBLEM, peers, t, timeout=0.5).run()
 
 
@@ -228,7 +242,7 @@ def test_agents_exit_when_the_coordinator_dies(tmp_path: Path) -> None:
     """No orphans without anyone to stop them: a vanished coordinator is noticed by its silence."""
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
-    peers = make_peers(PROBLEM, ports=free_ports(PROBLEM.n + 1))
+    peers = local_peers()
     peers_file = tmp_path / "peers.json"
     peers.write(peers_file)
     transport = ZmqCoordinatorTransport(peers.coordinator)
@@ -258,4 +272,4 @@ def test_agents_exit_when_the_coordinator_dies(tmp_path: Path) -> None:
 def agent_command_for(agent_id: int, peers_file: Path) -> list[str]:
     from dcop.coordinator import agent_command
 
-    return agent_command(agent_id, peers_file, timeout=60, peer_timeout=2)
+    return agent_command(agent_id, peers_file, timeout=60, spec=RunSpec(peer_timeout_s=2))

@@ -7,6 +7,7 @@ import pytest
 from dcop.backend import gpu_usable
 from dcop.coordinator import run_local
 from dcop.generators import random_network
+from dcop.protocol import RunSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -15,8 +16,9 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize(("algo", "z"), [("dpop", None), ("adpop", 2)])
 def test_gpu_agents_equal_cpu_agents(algo: str, z: int | None) -> None:
     problem = random_network(12, 3, 0.35, 0.3, seed=21)
-    cpu = run_local(problem, algo, z, timeout=120)
-    gpu = run_local(problem, algo, z, gpu=0, timeout=120)
-    assert gpu["assignment"] == cpu["assignment"]
-    assert gpu["cost"] == cpu["cost"] and gpu["lower_bound"] == cpu["lower_bound"]
-    assert gpu["processes"]["gpu"] == 0
+    spec = RunSpec(algo, z)  # type: ignore[arg-type]
+    cpu = run_local(problem, spec, timeout=120)
+    gpu = run_local(problem, spec, gpu=0, timeout=120)
+    assert gpu.assignment == cpu.assignment
+    assert gpu.cost == cpu.cost and gpu.bound == cpu.bound
+    assert gpu.processes is not None and gpu.processes["gpu"] == 0

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from dcop.coordinator import run_local
-from dcop.errors import RunError
+from dcop.errors import TableTooLarge
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.io import read_problem
+from dcop.protocol import RunSpec
 from tests.conftest import INSTANCES
 
 
@@ -34,12 +35,13 @@ def _same(a: float | None, b: float) -> bool:
 )
 def test_dpop_processes_equal_be(make) -> None:
     problem = make()
-    result = run_local(problem, "dpop", timeout=60)
-    assert _same(result["cost"], solve_be(problem).upper_bound)
-    checks = result["metrics"]["checks"]
+    result = run_local(problem, RunSpec("dpop"), timeout=60)
+    assert _same(result.to_json()["cost"], solve_be(problem).upper_bound)
+    checks = result.metrics["checks"]
     assert all(checks.values()), checks
-    assert set(result["processes"]["exit_codes"].values()) == {0}
-    pids = {a["pid"] for a in result["agents"].values()}
+    assert result.processes is not None
+    assert set(result.processes["exit_codes"].values()) == {0}
+    pids = {a["pid"] for a in result.agents.values()}
     assert len(pids) == problem.n and os.getpid() not in pids  # one process per variable
 
 
@@ -47,10 +49,10 @@ def test_dpop_processes_equal_be(make) -> None:
 def test_dpop_30_agents_and_adpop() -> None:
     problem = random_network(30, 3, 0.1, 0.0, seed=7)
     opt = solve_be(problem).upper_bound
-    result = run_local(problem, "dpop", timeout=120)
-    assert _same(result["cost"], opt)
-    assert result["metrics"]["messages"]["util"] == 29 == result["metrics"]["messages"]["value"]
-    approx = run_local(problem, "adpop", z=2, timeout=120)
+    result = run_local(problem, RunSpec("dpop"), timeout=120)
+    assert _same(result.cost, opt)
+    assert result.metrics["messages"]["util"] == 29 == result.metrics["messages"]["value"]
+    approx = run_local(problem, RunSpec("adpop", 2), timeout=120).to_json()
     assert approx["lower_bound"] <= opt + 1e-9 <= approx["upper_bound"] + 1e-9
 
 
@@ -71,9 +73,9 @@ def test_reference_instances_agents_read_the_file(name: str) -> None:
     if not path.exists():
         pytest.skip(f"{path} not found")
     problem = read_problem(str(path))
-    result = run_local(problem, "dpop", timeout=60, problem_file=path)
-    assert _same(result["cost"], solve_be(problem).upper_bound)
-    assert result["bound_matches_cost"]
+    result = run_local(problem, RunSpec("dpop"), timeout=60, problem_file=path)
+    assert _same(result.cost, solve_be(problem).upper_bound)
+    assert result.bound_matches_cost and result.status in ("ok", "infeasible")
 
 
 def test_cli_run_writes_json(tmp_path: Path) -> None:
@@ -142,5 +144,5 @@ def test_cli_run_message_limit(tmp_path: Path) -> None:
 
 def test_run_local_frame_limit_is_enforced_over_zmq() -> None:
     problem = random_network(10, 10, 0.4, 0.2, seed=1)
-    with pytest.raises(RunError, match="exceeds the frame limit of 20000 bytes"):
-        run_local(problem, "dpop", timeout=60, max_frame_bytes=20_000)
+    with pytest.raises(TableTooLarge, match="exceeds the message limit of 20000 bytes"):
+        run_local(problem, RunSpec(max_message_bytes=20_000), timeout=60)

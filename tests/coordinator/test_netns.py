@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dcop.coordinator import AgentProcesses, Coordinator, agent_command, make_peers
+from dcop.coordinator import AgentProcesses, Coordinator, agent_command, peers_for, round_robin
+from dcop.coordinator.topology import endpoint_of
 from dcop.generators import scale_free_network
 from dcop.inference import solve_be
+from dcop.protocol import RunSpec
 from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
 pytestmark = pytest.mark.netns
@@ -92,7 +94,8 @@ def namespaces() -> Iterator[tuple[list[str], list[str], str]]:
 def test_dpop_across_three_namespaces(namespaces, tmp_path: Path) -> None:
     names, ips, host_ip = namespaces
     problem = scale_free_network(9, 3, 0.3, seed=8)
-    peers = make_peers(problem, hosts=ips, coordinator_host=host_ip, base_port=46100)
+    _, endpoint = round_robin(ips, 16100)
+    peers = peers_for(problem, endpoint_of(host_ip, 16100), endpoint)
     peers_file = tmp_path / "peers.json"
     peers.write(peers_file)
     hosts = {a.endpoint.split("//")[1].rsplit(":", 1)[0] for a in peers.agents}
@@ -102,7 +105,8 @@ def test_dpop_across_three_namespaces(namespaces, tmp_path: Path) -> None:
     try:
         for k, a in enumerate(peers.agents):
             ns = names[k % len(names)]
-            argv = ["ip", "netns", "exec", ns, *agent_command(a.id, peers_file, timeout=60)]
+            command = agent_command(a.id, peers_file, timeout=60, spec=RunSpec())
+            argv = ["ip", "netns", "exec", ns, *command]
             procs.start(a.id, argv, tmp_path / f"agent-{a.id}.log")
         result = Coordinator(
             problem, peers, transport, timeout=40, hello_timeout=30, monitor=procs.dead
@@ -110,6 +114,6 @@ def test_dpop_across_three_namespaces(namespaces, tmp_path: Path) -> None:
     finally:
         procs.stop()
         transport.close()
-    assert result["cost"] == solve_be(problem).upper_bound
-    assert result["metrics"]["checks"]["util_messages_match"]
+    assert result.cost == solve_be(problem).upper_bound
+    assert result.metrics["checks"]["util_messages_match"]
     assert all(p.poll() == 0 for p in procs.procs.values())

@@ -10,7 +10,7 @@ import zmq
 from dcop.coordinator import AgentProcesses, run_local
 from dcop.coordinator.keys import generate_keypair, generate_keys, load_keypair, load_public_key
 from dcop.generators import random_network
-from dcop.protocol import COORDINATOR_ID, Ready, encode
+from dcop.protocol import COORDINATOR_ID, Ready, RunSpec, encode
 from dcop.protocol.peers import load_peers
 
 PROBLEM = random_network(8, 3, 0.4, 0.2, seed=4)
@@ -26,7 +26,7 @@ def test_keys_round_trip(tmp_path: Path) -> None:
 
 
 def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
-    open_run = run_local(PROBLEM, "dpop", timeout=30)
+    open_run = run_local(PROBLEM, RunSpec(), timeout=30)
 
     def rogue(procs: AgentProcesses) -> None:
         peers = load_peers(tmp_path / "peers.json")
@@ -56,12 +56,12 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
             ctx.destroy(linger=0)
 
     secure = run_local(
-        PROBLEM, "dpop", timeout=30, secure=True, before_start=rogue, workdir=tmp_path
+        PROBLEM, RunSpec(), timeout=30, secure=True, before_start=rogue, workdir=tmp_path
     )
-    assert secure["cost"] == open_run["cost"]
-    assert secure["assignment"] == open_run["assignment"]
-    assert secure["agents"]["x0"]["dropped_frames"] == 0  # nothing reached the agent's code
+    assert secure.cost == open_run.cost
+    assert secure.assignment == open_run.assignment
+    assert secure.agents["x0"]["dropped_frames"] == 0  # nothing reached the agent's code
     assert "refused a CURVE client" in (tmp_path / "agent-0.log").read_text()
     peers = load_peers(tmp_path / "peers.json")
     assert peers.secure and all(a.public_key for a in peers.agents)
-    assert secure["processes"]["secure"] is True
+    assert secure.processes is not None and secure.processes["secure"] is True
