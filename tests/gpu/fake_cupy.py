@@ -261,6 +261,14 @@ class _OutOfMemoryError(MemoryError):
     pass
 
 
+class FakeEvent:
+    def record(self, stream: Any = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
 def _asarray(array: Any, dtype: Any = None) -> FakeArray:
     if isinstance(array, FakeArray):
         return FakeArray(np.array(array.a, dtype=dtype or array.dtype, order="C"))
@@ -281,6 +289,7 @@ def make_module(devices: int = 1) -> types.ModuleType:
         getDevice=lambda: 0,
         getDeviceProperties=lambda i: {"multiProcessorCount": 2, "name": b"Fake GPU"},
         memGetInfo=lambda: (1 << 34, 1 << 34),
+        runtimeGetVersion=lambda: 0,
     )
     cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         runtime=runtime,
@@ -288,14 +297,19 @@ def make_module(devices: int = 1) -> types.ModuleType:
         Stream=FakeStream,
         memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError),
         alloc_pinned_memory=lambda n: bytearray(n),
+        Event=FakeEvent,
+        get_elapsed_time=lambda start, stop: 0.0,
     )
+    cupy.__version__ = "fake"  # type: ignore[attr-defined]
     cupy.ndarray = FakeArray  # type: ignore[attr-defined]
     cupy.RawKernel = FakeRawKernel  # type: ignore[attr-defined]
     cupy.asarray = _asarray  # type: ignore[attr-defined]
     cupy.ascontiguousarray = _ascontiguousarray  # type: ignore[attr-defined]
     cupy.transpose = lambda a, axes: FakeArray(np.transpose(a.a, axes))  # type: ignore[attr-defined]
     cupy.empty = lambda shape, dtype=np.float64: FakeArray(np.empty(shape, dtype))  # type: ignore[attr-defined]
-    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(free_bytes=lambda: 0)  # type: ignore[attr-defined]
+    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
+        free_bytes=lambda: 0, free_all_blocks=lambda: None
+    )
     return cupy
 
 
