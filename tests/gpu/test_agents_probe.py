@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.gpu import fake_cupy
+
 PROBE = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_agents_probe.py"
 
 
@@ -68,7 +70,9 @@ def test_child_parts(probe: ModuleType, fake_cupy_module: ModuleType, kind: str)
     assert errors(out) == []
     if kind == "compile":
         assert [b["generated"] for b in out["buckets"]] == [True] * 5
-        assert all(b["prepare_again_s"] <= b["prepare_s"] for b in out["buckets"])
+        # each kernel compiled once: the second prepare_bucket of a bucket finds it ready
+        generated = [n for n in fake_cupy.COMPILED if "generic" not in n]
+        assert generated == [b["kernel"] for b in out["buckets"]]
     if kind == "setup":
         assert out["solve_compiles"] == 0
 
