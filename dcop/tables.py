@@ -93,20 +93,46 @@ def check_op(op: str) -> None:
 def check_join_eliminate(
     tables: Sequence[Table], var: str, op: str, scope: Sequence[str] | None
 ) -> tuple[dict[str, int], tuple[str, ...]]:
-    """The one check of a join+eliminate's inputs, shared by every backend.
+    """The one check of a join+eliminate's inputs, shared by every backend (see
+    :func:`check_join_eliminate_scopes`; this one takes the tables themselves)."""
+    return check_join_eliminate_scopes(
+        [t.scope for t in tables], [t.shape for t in tables], var, op, scope
+    )
+
+
+def check_join_eliminate_scopes(
+    scopes: Sequence[Sequence[str]],
+    shapes: Sequence[Sequence[int]],
+    var: str,
+    op: str,
+    scope: Sequence[str] | None,
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Check a join+eliminate of tables with these scopes and shapes (data not needed).
 
     Returns the domain size of every variable and the output scope (``scope`` when given, else
     the tables' variables but ``var`` in order of first appearance); raises ModelError on an
-    unknown op, no tables, ``var`` in none of them, or a ``scope`` that is not exactly the
-    tables' other variables.
+    unknown op, no tables, a shape that does not fit its scope, two tables that disagree on a
+    domain, ``var`` in none of them, or a ``scope`` that is not exactly the tables' other variables.
     """
     check_op(op)
-    if not tables:
+    if not scopes:
         raise ModelError("join_eliminate needs at least one table")
-    sizes = domain_sizes(tables)
+    if len(scopes) != len(shapes):
+        raise ModelError(f"{len(scopes)} scopes but {len(shapes)} shapes")
+    sizes: dict[str, int] = {}
+    for table_scope, shape in zip(scopes, shapes, strict=True):
+        if len(table_scope) != len(shape):
+            raise ModelError(f"a table over {tuple(table_scope)} has shape {tuple(shape)}")
+        for v, n in zip(table_scope, shape, strict=True):
+            if sizes.setdefault(v, int(n)) != int(n):
+                raise ModelError(
+                    f"variable {v!r} has domain {sizes[v]} in one table and {n} in another"
+                )
     if var not in sizes:
         raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
-    out_scope = tuple(scope) if scope is not None else output_scope(tables, var)
+    out_scope = (
+        tuple(scope) if scope is not None else tuple(v for v in union_scope(scopes) if v != var)
+    )
     if var in out_scope:
         raise ModelError(f"the output scope of eliminating {var!r} cannot hold {var!r}")
     if len(set(out_scope)) != len(out_scope) or set(out_scope) != set(sizes) - {var}:

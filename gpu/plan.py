@@ -23,7 +23,7 @@ import numpy as np
 
 from dcop.errors import ModelError, TableTooLarge
 from dcop.gpu import kernels as K
-from dcop.tables import check_op, union_scope
+from dcop.tables import check_join_eliminate_scopes
 
 #: Buckets with at least this many joined entries get a kernel generated for their signature.
 DEFAULT_SPECIALIZE_ENTRIES = 1 << 22
@@ -116,22 +116,6 @@ def kernel_dtype(dtypes: Iterable[Any]) -> np.dtype:
     return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
-def shape_sizes(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> dict[str, int]:
-    """Domain size of every variable of the scopes; raises if two tables disagree."""
-    if len(scopes) != len(shapes):
-        raise ModelError(f"{len(scopes)} scopes but {len(shapes)} shapes")
-    sizes: dict[str, int] = {}
-    for scope, shape in zip(scopes, shapes, strict=True):
-        if len(scope) != len(shape):
-            raise ModelError(f"a table over {tuple(scope)} has shape {tuple(shape)}")
-        for v, s in zip(scope, shape, strict=True):
-            if sizes.setdefault(v, int(s)) != int(s):
-                raise ModelError(
-                    f"variable {v!r} has domain {sizes[v]} in one table and {s} in another"
-                )
-    return sizes
-
-
 def plan_join_eliminate(
     scopes: Sequence[Sequence[str]],
     shapes: Sequence[Sequence[int]],
@@ -163,22 +147,7 @@ def plan_join_eliminate(
     BucketPlan
         The plan; generated plans name their kernel in ``sig``.
     """
-    check_op(op)
-    if not scopes:
-        raise ModelError("join_eliminate needs at least one table")
-    sizes = shape_sizes(scopes, shapes)
-    if var not in sizes:
-        raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
-    if scope is None:
-        out = tuple(v for v in union_scope(scopes) if v != var)
-    else:
-        out = tuple(scope)
-    if var in out:
-        raise ModelError(f"the output scope of eliminating {var!r} cannot hold {var!r}")
-    for table_scope in scopes:
-        for v in table_scope:
-            if v != var and v not in out:
-                raise ModelError(f"variable {v!r} of a table is not in the join scope")
+    sizes, out = check_join_eliminate_scopes(scopes, shapes, var, op, scope)
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise ModelError(f"GPU kernels compute in float32 or float64, not {dt}")

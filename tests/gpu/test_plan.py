@@ -164,7 +164,7 @@ def test_plan_errors() -> None:
         plan_join_eliminate(SCOPES, SHAPES, np.float32, "z")
     with pytest.raises(ModelError, match="cannot hold"):
         plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", scope=("a", "b", "x"))
-    with pytest.raises(ModelError, match="not in the join scope"):
+    with pytest.raises(ModelError, match="does not match the tables"):
         plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", scope=("a",))
     with pytest.raises(ModelError, match="domain 3 in one table and 4"):
         plan_join_eliminate([("a", "x"), ("a",)], [(3, 4), (4,)], np.float32, "x")
