@@ -63,50 +63,70 @@ def agent_placement(problem: Problem) -> tuple[dict[str, str], list[str]]:
     placement: dict[str, str] = {}
     host_of: dict[str, str] = {}  # agent -> the variable it runs
 
+    crowded: dict[tuple[str, str], list[str]] = {}  # (source, agent) -> variables turned away
+    doubled: dict[tuple[str, str], list[str]] = {}  # (source, variable) -> other agents wished
+
     def wish(agent: str, var: str, source: str) -> None:
         if var in placement:
             if placement[var] != agent:
-                warnings.append(
-                    f"{source}: variable {var!r} is wished on agent {agent!r} too, but it runs on "
-                    f"agent {placement[var]!r}"
-                )
+                doubled.setdefault((source, var), []).append(agent)
             return
         if agent in host_of:
-            warnings.append(
-                f"{source}: agent {agent!r} would host {host_of[agent]!r} and {var!r}, but an "
-                f"agent runs one variable: {var!r} goes elsewhere"
-            )
+            crowded.setdefault((source, agent), []).append(var)
             return
         placement[var] = agent
         host_of[agent] = var
+
+    def report_wishes() -> None:
+        for (source, agent), turned in crowded.items():
+            warnings.append(
+                f"{source}: agent {agent!r} would host {host_of[agent]!r} and {_names(turned)}, "
+                f"but an agent runs one variable; placed elsewhere: {_names(turned)}"
+            )
+        for (source, var), others in doubled.items():
+            warnings.append(
+                f"{source}: variable {var!r} is wished on agents {_names(others)} too, but it "
+                f"runs on agent {placement[var]!r}"
+            )
+        crowded.clear()
+        doubled.clear()
 
     if hints is not None:
         for source in ("distribution", "must_host"):
             wishes = hints.get(source)
             if not isinstance(wishes, Mapping):
                 continue
+            strangers: list[str] = []  # agents the agents section does not declare
+            hosted_constraints: list[str] = []
+            unknown: list[str] = []
             for agent, names in wishes.items():
                 agent = str(agent)
                 if declared and agent not in known_agents:
-                    warnings.append(
-                        f"{source} names agent {agent!r}, which the agents section does not "
-                        "declare: ignored"
-                    )
+                    strangers.append(agent)
                     continue
                 for name in _as_list(names):
                     name = str(name)
                     if name in problem.variables:
                         wish(agent, name, source)
                     elif name in constraints:
-                        warnings.append(
-                            f"{source} of agent {agent!r} names constraint {name!r}: constraints "
-                            "run with their variables here, ignored"
-                        )
+                        hosted_constraints.append(name)
                     else:
-                        warnings.append(
-                            f"{source} of agent {agent!r} names {name!r}, which is neither a "
-                            "variable nor a constraint: ignored"
-                        )
+                        unknown.append(name)
+            report_wishes()
+            if strangers:
+                warnings.append(
+                    f"{source} names agents that the agents section does not declare: "
+                    f"{_names(strangers)}: ignored"
+                )
+            if hosted_constraints:
+                warnings.append(
+                    f"{source} names constraints {_names(hosted_constraints)}: constraints run "
+                    "with their variables here, ignored"
+                )
+            if unknown:
+                warnings.append(
+                    f"{source} names {_names(unknown)}, neither variables nor constraints: ignored"
+                )
         for group in _as_list(hints.get("host_with")):
             together = [str(n) for n in _as_list(group) if str(n) in problem.variables]
             if len(together) > 1:
@@ -119,6 +139,7 @@ def agent_placement(problem: Problem) -> tuple[dict[str, str], list[str]]:
         for name, var in problem.variables.items():
             if var.agent is not None:
                 wish(str(var.agent), name, "agent")
+        report_wishes()
 
     free = [a for a in declared if a not in host_of]
     for name in variables:
@@ -130,7 +151,7 @@ def agent_placement(problem: Problem) -> tuple[dict[str, str], list[str]]:
     if uncovered and declared:
         warnings.append(
             f"{_count(len(declared), 'agent')} for {_count(len(variables), 'variable')}: "
-            f"{_names(uncovered)} get agents named after them (a_<variable>)"
+            f"agents named after them (a_<variable>) run {_names(uncovered)}"
         )
     taken = set(host_of) | known_agents | set(variables)
     for name in uncovered:

@@ -246,7 +246,7 @@ def test_yaml_agents_by_order_and_writer_hints(tmp_path: Path) -> None:
     fewer = read_problem(write(tmp_path, "fewer.yaml", text.replace("[p, q]", "[p]")))
     assert [v.agent for v in fewer.variables.values()] == ["p", "a_y"]
     assert fewer.meta["placement_warnings"] == [
-        "1 agent for 2 variables: 'y' get agents named after them (a_<variable>)"
+        "1 agent for 2 variables: agents named after them (a_<variable>) run 'y'"
     ]
     # pyDCOP 0.1.1 refuses a domain without a type
     q = read_problem(out)

@@ -67,8 +67,8 @@ def test_two_variables_on_one_agent_is_a_warning(tmp_path: Path) -> None:
     )
     assert placement == {"x": "a1", "y": "a2", "z": "a3"}
     assert warnings == [
-        "must_host: agent 'a1' would host 'x' and 'y', but an agent runs one variable: 'y' goes "
-        "elsewhere"
+        "must_host: agent 'a1' would host 'x' and 'y', but an agent runs one variable; "
+        "placed elsewhere: 'y'"
     ]
 
 
@@ -80,10 +80,9 @@ def test_unknown_names_and_constraints_are_warnings(tmp_path: Path) -> None:
     )
     assert placement == {"x": "a2", "y": "a1", "z": "a3"}
     assert warnings == [
-        "must_host of agent 'a1' names constraint 'c': constraints run with their variables "
-        "here, ignored",
-        "must_host names agent 'ghost', which the agents section does not declare: ignored",
-        "must_host of agent 'a2' names 'w', which is neither a variable nor a constraint: ignored",
+        "must_host names agents that the agents section does not declare: 'ghost': ignored",
+        "must_host names constraints 'c': constraints run with their variables here, ignored",
+        "must_host names 'w', neither variables nor constraints: ignored",
     ]
 
 
@@ -92,7 +91,7 @@ def test_idle_agents_and_missing_agents_are_warnings(tmp_path: Path) -> None:
     assert warnings == ["agents that host no variable: 'a4', 'a5' (5 agents for 3 variables)"]
     placement, warnings = place(tmp_path, "agents: {a_z: {}, b: {}}\n")
     assert placement == {"x": "a_z", "y": "b", "z": "a_z_"}  # a name no agent has
-    assert warnings == ["2 agents for 3 variables: 'z' get agents named after them (a_<variable>)"]
+    assert warnings == ["2 agents for 3 variables: agents named after them (a_<variable>) run 'z'"]
 
 
 def test_without_agents_the_hints_name_them(tmp_path: Path) -> None:
@@ -109,7 +108,7 @@ def test_distribution_comes_first_then_must_host(tmp_path: Path) -> None:
     )
     assert placement == {"x": "a2", "y": "a1", "z": "a3"}
     assert warnings == [
-        "must_host: variable 'x' is wished on agent 'a3' too, but it runs on agent 'a2'"
+        "must_host: variable 'x' is wished on agents 'a3' too, but it runs on agent 'a2'"
     ]
 
 
@@ -158,9 +157,9 @@ def test_frodo_owners_are_checked_too(tmp_path: Path) -> None:
     placement, warnings = agent_placement(problem)
     assert placement == {"x": "A", "y": "a_y", "z": "B"}
     assert warnings == [
-        "agent: agent 'A' would host 'x' and 'y', but an agent runs one variable: 'y' goes "
-        "elsewhere",
-        "2 agents for 3 variables: 'y' get agents named after them (a_<variable>)",
+        "agent: agent 'A' would host 'x' and 'y', but an agent runs one variable; "
+        "placed elsewhere: 'y'",
+        "2 agents for 3 variables: agents named after them (a_<variable>) run 'y'",
     ]
     shared = INSTANCES / "frodo" / "graph_coloring_14.xml"
     if shared.exists():

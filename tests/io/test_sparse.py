@@ -108,6 +108,20 @@ def test_huge_default_tables_stay_sparse(
     assert peak < 4 * 2**20, f"{peak} bytes traced"
 
 
+def test_a_missing_tuple_without_default_is_refused_before_any_allocation(tmp_path: Path) -> None:
+    """Without a default every tuple must be listed: found without a 1 GiB table of NaN."""
+    path = write(tmp_path, "nodefault.yaml", YAML.replace("default: 3, ", ""))
+    assert path.stat().st_size < 1000
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"tuple '0 0 0 .* 0' has no cost and no default"):
+            read_problem(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"{peak} bytes traced"
+
+
 @pytest.mark.parametrize("fmt", ["wcsp", "xml", "yaml"])
 def test_sparse_tables_are_written_sparsely(fmt: str, tmp_path: Path) -> None:
     """Writers list a sparse table's tuples; reading the copy gives the same costs."""
