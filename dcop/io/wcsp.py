@@ -278,7 +278,14 @@ def choose_scale(values: FloatArray, precision: int | None, what: str) -> int:
     """The smallest power of ten that makes every finite cost in ``values`` an integer exactly,
     trying up to ``precision`` decimals (``MAX_EXACT_DECIMALS`` when None). With a precision,
     costs that need more decimals are rounded to it; without one they are refused."""
+    if np.isneginf(values).any():
+        raise ModelError(f"{what}: a cost of -inf cannot be written to a .wcsp file")
     finite = values[np.isfinite(values)]
+    if finite.size and float(np.abs(finite).max()) >= MAX_FILE_COST:
+        raise ModelError(
+            f"{what}: costs up to {float(np.abs(finite).max()):.3g} cannot be written exactly "
+            "to a .wcsp file (limit 2**53)"
+        )
     most = MAX_EXACT_DECIMALS if precision is None else precision
     if not 0 <= most <= MAX_PRECISION:
         raise ModelError(f"precision must be 0..{MAX_PRECISION} decimals, not {precision}")
@@ -334,8 +341,9 @@ def write_wcsp(problem: Problem, path: str | Path, precision: int | None = None)
     if math.isfinite(head_cost):
         worst += head_cost
     top = float(math.floor(worst) + 1)
-    if problem.upper_bound is not None and math.isfinite(problem.upper_bound):
-        top = min(top, float(math.ceil(problem.upper_bound * scale + shift)))
+    bound = math.inf if problem.upper_bound is None else problem.upper_bound * scale + shift
+    if math.isfinite(bound):
+        top = min(top, float(math.ceil(bound)))
     if top < 1:  # every total reaches the bound: all infeasible, which top 1 cannot say alone
         top, head_cost = 1.0, math.inf
     if not top < MAX_FILE_COST:

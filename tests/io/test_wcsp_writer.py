@@ -109,3 +109,15 @@ def test_title_marks_round_trip() -> None:
     assert join_title("my problem", 1, 0) == "my_problem"
     assert split_title(join_title("x#1", 1000, 17)) == ("x#1", 1000, 17)
     assert split_title("plain#scale=10") == ("plain#scale=10", 1, 0)
+
+
+def test_costs_beyond_exact_integers_are_refused(tmp_path: Path) -> None:
+    v = [Variable.with_size("a", 2)]
+    for costs, words in (([1e16, 0.0], "limit 2\\*\\*53"), ([-math.inf, 1.0], "-inf")):
+        p = Problem.build(v, [CostTable(("a",), np.array(costs))])
+        with pytest.raises(ModelError, match=words):
+            write_problem(p, tmp_path / "x.wcsp")
+    # an upper bound far above every total is harmless, even when scaling overflows it
+    p = Problem.build(v, [CostTable(("a",), np.array([1.5, 2.0]))], upper_bound=1e308)
+    write_problem(p, tmp_path / "x.wcsp")
+    assert read_problem(tmp_path / "x.wcsp").evaluate({"x0": 1}) == 2.0
