@@ -222,7 +222,7 @@ def choose_dtype(problem: Problem, requested: str = "auto") -> Any:
         return np.float64
     bound = abs(problem.constant)
     for table in problem.tables:
-        finite = table.costs[np.isfinite(table.costs)]
+        finite = table.finite_costs()  # a sparse table is not materialised for this
         if finite.size == 0:
             continue
         if not np.array_equal(finite, np.round(finite)):
