@@ -49,8 +49,8 @@ def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConf
         raise InputError(f"the key in {keys} is not agent {entry.id}'s key in peers.json")
     server_keys = {n: str(table[n].public_key).encode() for n in entry.neighbours}
     server_keys[COORDINATOR_ID] = peers.coordinator_public_key.encode()
-    allowed = frozenset(str(table[n].public_key).encode() for n in entry.neighbours)
-    return CurveConfig(public, secret, server_keys, allowed)
+    clients = {n: str(table[n].public_key).encode() for n in entry.neighbours}
+    return CurveConfig(public, secret, server_keys, clients)
 
 
 def agent_backend(gpu: int | None) -> TableBackend:

@@ -210,7 +210,9 @@ def run_local(
         peers_file = folder / "peers.json"
         peers.write(peers_file)
         curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
-        transport = ZmqCoordinatorTransport(peers.coordinator, curve, spec.max_message_bytes)
+        transport = ZmqCoordinatorTransport(
+            peers.coordinator, curve, spec.max_message_bytes, agents=[a.id for a in peers.agents]
+        )
         stack.callback(transport.close)
         procs = AgentProcesses()
         stack.callback(procs.stop)

@@ -8,6 +8,24 @@ PROTOCOL_VERSION = 2
 #: Seconds between heartbeats an agent sends to the coordinator and to quiet neighbours.
 HEARTBEAT_INTERVAL_S = 0.5
 
+#: Seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection heartbeat).
+#: A peer that answers nothing for the transport's heartbeat timeout (``peer_timeout_for`` of the
+#: frame limit, as a PONG may queue behind one largest frame) loses its connection, and the
+#: transport reports it (``Transport.lost_peers``). A killed process is noticed at once (its
+#: kernel closes the connection); heartbeats find a frozen host or a cut link.
+ZMTP_HEARTBEAT_IVL_S = 1.0
+
+#: Default ports: the coordinator's, and the first agent's (the k-th agent of a host listens on
+#: ``DEFAULT_AGENT_BASE_PORT + k``). Both lie below every common ephemeral range (Linux
+#: 32768-60999, the IANA range 49152-65535 of Windows and the BSDs): a port in that range can be
+#: taken by any outgoing connection, even by a ZeroMQ socket reconnecting to that very port
+#: (a TCP self-connection). See :mod:`dcop.protocol.endpoints`.
+DEFAULT_COORDINATOR_PORT = 7000
+DEFAULT_AGENT_BASE_PORT = 7001
+
+#: Refused frames are logged once per peer and reason per this many seconds, with a count.
+REFUSAL_LOG_INTERVAL_S = 5.0
+
 #: Seconds of silence after which a peer (agent or coordinator) is declared dead.
 PEER_TIMEOUT_S = 10.0
 

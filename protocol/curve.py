@@ -1,4 +1,5 @@
-"""CurveZMQ keys: generation, loading, and the per-process settings a secure transport needs.
+"""CurveZMQ keys: generation, loading, the per-process settings a secure transport needs, and the
+ZAP handler that tells a transport whose key each connection authenticated.
 
 Key files are pyzmq's certificate format (``zmq.auth.create_certificates``): ``NAME.key`` holds
 the public key, ``NAME.key_secret`` both keys, Z85-encoded. Names are ``coordinator`` and
@@ -8,15 +9,19 @@ the public key, ``NAME.key_secret`` both keys, Z85-encoded. Names are ``coordina
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import zmq
 import zmq.auth
+import zmq.auth.thread
+from zmq.utils import z85
 
 from dcop.errors import InputError
 from dcop.protocol.constants import COORDINATOR_ID
+from dcop.protocol.ratelog import RateLimitedLog
 
 COORDINATOR_KEY_NAME = "coordinator"
 
@@ -70,9 +75,65 @@ def load_keypair(directory: str | Path, agent_id: int) -> tuple[bytes, bytes]:
 @dataclass(frozen=True)
 class CurveConfig:
     """One process's CURVE settings: its own key pair, the server keys of the peers it connects
-    to (by id), and the client keys it accepts (everyone else is refused by the ZAP handler)."""
+    to, and the client keys it accepts, both by id (Z85 bytes). The ZAP handler refuses every
+    other client key, and names each accepted client by its id: every frame from that client
+    carries the id as its ZAP User-Id, which is how the transport knows who sent it."""
 
     public: bytes
     secret: bytes
     server_keys: Mapping[int, bytes] = field(default_factory=dict)
-    allowed_clients: frozenset[bytes] = frozenset()
+    client_keys: Mapping[int, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ids: dict[bytes, int] = {}
+        for ident, key in self.client_keys.items():
+            if ids.setdefault(key, ident) != ident:  # one key, two ids: whose frames are they?
+                raise InputError(f"agents {ids[key]} and {ident} share a CURVE public key")
+
+    @property
+    def allowed_clients(self) -> frozenset[bytes]:
+        """The accepted client keys."""
+        return frozenset(self.client_keys.values())
+
+    def client_ids(self) -> dict[bytes, int]:
+        """Accepted client key (Z85) -> the id it authenticates."""
+        return {key: ident for ident, key in self.client_keys.items()}
+
+
+class KeyAuthenticator(zmq.auth.thread.ThreadAuthenticator):
+    """ZAP handler: accepts exactly the listed CURVE client keys (Z85 -> id) and names each
+    connection by the id of its key: pyzmq's ``curve_user_id`` hook sets the ZAP User-Id, which
+    libzmq attaches to every frame of that connection (``frame.get("User-Id")``). Refusals are
+    logged with the client's address, rate-limited by ``out``."""
+
+    def __init__(
+        self, ctx: zmq.Context[Any], clients: Mapping[bytes, int], owner: str, out: RateLimitedLog
+    ) -> None:
+        super().__init__(ctx, log=out.logger)
+        self.clients = dict(clients)
+        self.owner = owner
+        self.out = out
+        self._address = "?"
+
+    def start(self) -> None:
+        super().start()
+        self.configure_curve_callback("*", self)
+
+    def handle_zap_message(self, msg: list[bytes]) -> Coroutine[Any, Any, None]:
+        # the credentials callback is not told who is asking: remember it for the log line
+        self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
+        return super().handle_zap_message(msg)
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.clients:
+            return True
+        self.out.warning(
+            (self._address, "curve-key"),
+            "%s: refused a CURVE client whose key is not in peers.json (from %s)",
+            self.owner,
+            self._address,
+        )
+        return False
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        return str(self.clients.get(z85.encode(client_public_key), ""))

@@ -20,6 +20,7 @@ from typing import Any
 
 from dcop.errors import InputError
 from dcop.protocol.constants import MAX_AGENT_ID
+from dcop.protocol.endpoints import endpoint_port, in_ephemeral_range
 
 PEERS_VERSION = 1
 _ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|tcp://\[[0-9a-fA-F:.]+\]:\d{1,5}|ipc://\S+)$")
@@ -159,7 +160,19 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
                 raise InputError(f"agent {a.id} lists {n} as neighbour but not the reverse", file)
     if coord_key is not None and any(a.public_key is None for a in agents):
         raise InputError("with a coordinator key, every agent needs a public_key", file)
+    keys = [k for k in [coord_key, *(a.public_key for a in agents)] if k is not None]
+    if len(set(keys)) != len(keys):  # the key decides who sent a frame: it must name one process
+        raise InputError("two processes share a public key", file)
     return Peers(problem, coordinator, tuple(agents), coord_key)
+
+
+def ephemeral_endpoints(peers: Peers) -> list[tuple[str, str]]:
+    """``(who, endpoint)`` of every listening endpoint in ``peers`` whose port lies in this
+    host's ephemeral range (see :mod:`dcop.protocol.endpoints`): a tool that writes or checks
+    peers.json warns about them or refuses them."""
+    listed = [("coordinator", peers.coordinator)]
+    listed += [(f"agent {a.id}", a.endpoint) for a in peers.agents]
+    return [(who, e) for who, e in listed if in_ephemeral_range(endpoint_port(e))]
 
 
 def load_peers(path: str | Path) -> Peers:

@@ -131,7 +131,9 @@ def coordinator(
         if secure and keys is None:
             raise InputError("--secure needs --keys DIR")
         curve = coordinator_curve(table, keys) if secure and keys is not None else None
-        transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
+        transport = ZmqCoordinatorTransport(
+            table.coordinator, curve, spec.max_message_bytes, agents=[a.id for a in table.agents]
+        )
         try:
             run = Coordinator(
                 problem, table, transport, spec, timeout=timeout, hello_timeout=hello_timeout
