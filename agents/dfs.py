@@ -29,12 +29,19 @@ by a seeded hash of it when the tree has a seed):
   (:func:`dcop.ordering.most_neighbours_first`); reproduces :func:`dcop.ordering.dfs_pseudo_tree`.
 * ``close-ancestors``: the neighbour linked to the ancestor with the fewest open neighbours left
   (compared as sorted lists of the open counts of the ancestors it links to; linking to more is
-  better), then most connected. It closes nearly finished ancestors first. Needs 2-hop knowledge
-  (each neighbour's neighbour list, exchanged once before the DFS) and the open counts the token
-  carries.
+  better), then the least connected. It closes nearly finished ancestors first, as Sloan's
+  profile-reducing order numbers the vertices that shrink the active front, and otherwise walks
+  outwards from the least connected vertices, as Cuthill-McKee's order does; like both, it works
+  best from a peripheral start (``least-connected`` roots, :func:`choose_roots`). Needs 2-hop
+  knowledge (each neighbour's neighbour list, exchanged once before the DFS) and the open counts
+  the token carries.
 * ``max-cardinality``: most neighbours among the ancestors first, then most connected: maximum
   cardinality search restricted to a DFS. Needs 2-hop knowledge.
 * ``random``: a seeded random order (FRODO's ``RandScoringHeuristic``), for restarts.
+
+Candidate trees (:class:`Candidate`: heuristic, root rule and rank, seed) are independent walks,
+one token each, so agents can build K of them at once; each root reports its component's
+:class:`TreeSummary` and the coordinator keeps the tree :func:`choose_candidate` picks.
 
 FRODO's DFS heuristics (``frodo2.algorithms.varOrdering.dfs.DFSgeneration``) score neighbours by a
 static score: most or least connected, smallest domain, variable name or random, with the same
@@ -55,6 +62,7 @@ from dcop.errors import DcopError, ProtocolError
 from dcop.ordering import PseudoTree
 
 HEURISTICS = ("most-connected", "close-ancestors", "max-cardinality", "random")
+ROOT_RULES = ("most-connected", "least-connected", "random")
 NEEDS_NEIGHBOURHOODS = ("close-ancestors", "max-cardinality")
 TOKEN_KINDS = ("child", "back")
 _NEVER = sys.maxsize  # ends a sorted list of open counts: a longer list compares smaller
@@ -118,14 +126,29 @@ def check_heuristic(heuristic: str) -> None:
 def choose_roots(
     adjacency: Mapping[int, Collection[int]],
     names: Mapping[int, str],
+    rule: str = "most-connected",
+    rank: int = 0,
     seed: int | None = None,
 ) -> list[int]:
-    """One root per connected component: the agent with the most neighbours, ties by variable
-    name (as :func:`dcop.coordinator.driver.choose_roots`); with a seed, a seeded random agent of
-    each component (restarts from other roots)."""
+    """One root per connected component, components in the order of their most connected agent.
+
+    ``most-connected``: the agent with the most neighbours, ties by variable name (today's
+    :func:`dcop.coordinator.driver.choose_roots`); ``least-connected``: the fewest neighbours, ties
+    by name (a peripheral start, as profile-reducing orders such as Cuthill-McKee's begin);
+    ``random``: by a seeded hash of the name. ``rank`` k takes the k-th agent of that order in each
+    component (modulo its size): K candidates from K different roots.
+    """
+    if rule not in ROOT_RULES:
+        raise DcopError(f"unknown root rule {rule!r}; use one of {', '.join(ROOT_RULES)}")
+    if rank < 0:
+        raise DcopError(f"a root rank must be >= 0, not {rank}")
 
     def key(i: int) -> tuple[object, ...]:
-        return (-len(adjacency[i]), names[i]) if seed is None else (seeded_rank(seed, names[i]),)
+        if rule == "most-connected":
+            return (-len(adjacency[i]), names[i])
+        if rule == "least-connected":
+            return (len(adjacency[i]), names[i])
+        return (seeded_rank(seed or 0, names[i]),)
 
     seen: set[int] = set()
     roots: list[int] = []
@@ -134,7 +157,8 @@ def choose_roots(
             continue
         component = _component(adjacency, start)
         seen |= component
-        roots.append(min(component, key=key))
+        ranked = sorted(component, key=key)
+        roots.append(ranked[rank % len(ranked)])
     return roots
 
 
@@ -342,7 +366,7 @@ class DfsState:
             # the ancestors it links to, fewest open neighbours first; linking to more is better
             return lambda u: (
                 (*sorted(opened[a] for a in hoods[u] if a in opened), _NEVER),
-                -degrees[u],
+                degrees[u],  # then the least connected, as Cuthill-McKee: measured much better
                 tie(u),
             )
         return lambda u: (seeded_rank(seed or 0, names[u]),)
@@ -424,20 +448,33 @@ def choose_candidate(candidates: Sequence[TreeSummary | None]) -> int:
 # ---- candidates and the in-process simulator ----------------------------------------------------
 @dataclass(frozen=True)
 class Candidate:
-    """How one candidate tree is built: the heuristic, and a seed for its tie-breaks and for
-    seeded random roots (None: ties by name, the most connected agent as root)."""
+    """How one candidate tree is built: the DFS heuristic, the root rule and rank
+    (:func:`choose_roots`), and a seed for seeded tie-breaks and random roots (None: ties by
+    name)."""
 
     heuristic: str = "most-connected"
+    root: str = "most-connected"
+    rank: int = 0
     seed: int | None = None
+
+    def roots(
+        self, adjacency: Mapping[int, Collection[int]], names: Mapping[int, str]
+    ) -> list[int]:
+        """This candidate's roots, one per connected component."""
+        return choose_roots(adjacency, names, self.root, self.rank, self.seed)
+
+
+DEFAULT_CANDIDATE = Candidate("close-ancestors", "least-connected")
 
 
 def default_candidates(k: int) -> list[Candidate]:
-    """``k`` candidate trees: today's tree (most-connected), then close-ancestors from the same
-    roots, then close-ancestors with seeds 2, 3, ... (seeded ties and random roots)."""
+    """The ``k`` candidate trees recommended: close-ancestors from the least connected agent of
+    each component, today's tree (most-connected from the most connected agent), then
+    close-ancestors from the 2nd, 3rd, ... least connected agents."""
     if k < 1:
         raise DcopError(f"at least one candidate tree is needed, not {k}")
-    out = [Candidate("most-connected"), Candidate("close-ancestors")]
-    out += [Candidate("close-ancestors", seed) for seed in range(2, k)]
+    out = [DEFAULT_CANDIDATE, Candidate()]
+    out += [Candidate("close-ancestors", "least-connected", rank) for rank in range(1, k - 1)]
     return out[:k]
 
 
@@ -507,7 +544,7 @@ def simulate(
         if i in ns or any(i not in adj.get(u, ()) for u in ns):
             raise DcopError(f"the adjacency is not symmetric and loop-free at agent {i}")
     if roots is None:
-        roots = choose_roots(adj, names, candidate.seed)
+        roots = candidate.roots(adj, names)
     states = {
         i: DfsState(
             i,

@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.agents.dfs import (
+    DEFAULT_CANDIDATE,
     HEURISTICS,
+    ROOT_RULES,
     Candidate,
     DfsState,
     DfsToken,
@@ -59,15 +61,21 @@ def ancestors(parent: dict[int, int | None], v: int) -> list[int]:
 
 
 graphs = st.builds(graph_of, st.integers(1, 16), st.floats(0.05, 0.8), st.integers(0, 10_000))
+candidates = st.builds(
+    Candidate,
+    st.sampled_from(HEURISTICS),
+    st.sampled_from(ROOT_RULES),
+    st.integers(0, 3),
+    st.one_of(st.none(), st.integers(0, 50)),
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(graphs, st.sampled_from(HEURISTICS), st.one_of(st.none(), st.integers(0, 50)))
-def test_every_heuristic_builds_a_valid_pseudo_forest(
-    graph: Graph, heuristic: str, seed: int | None
-) -> None:
+@given(graphs, candidates)
+def test_every_heuristic_builds_a_valid_pseudo_forest(graph: Graph, candidate: Candidate) -> None:
     adj, names, domains = graph
-    run = simulate(adj, names, domains, Candidate(heuristic, seed))
+    run = simulate(adj, names, domains, candidate)
+    assert run.roots == candidate.roots(adj, names)
     parent = run.parents()
     g = nx.Graph(adj)
     g.add_nodes_from(adj)
@@ -90,12 +98,13 @@ def test_every_heuristic_builds_a_valid_pseudo_forest(
 
 
 @settings(max_examples=60, deadline=None)
-@given(graphs, st.sampled_from(HEURISTICS), st.one_of(st.none(), st.integers(0, 50)))
+@given(graphs, candidates)
 def test_separators_and_sizes_carried_by_tokens_equal_the_sizing_pass(
-    graph: Graph, heuristic: str, seed: int | None
+    graph: Graph, candidate: Candidate
 ) -> None:
     adj, names, domains = graph
-    run = simulate(adj, names, domains, Candidate(heuristic, seed))
+    run = simulate(adj, names, domains, candidate)
+    assert run.roots == candidate.roots(adj, names)
     parent = run.parents()
     seps = tree_separators(parent, run.pseudo_parents())
     for v, s in run.states.items():
@@ -172,7 +181,9 @@ def test_open_counts_in_tokens_are_true(graph: Graph, seed: int | None) -> None:
         for v, ns in adj.items()
     }
     checked = 0
-    for root in choose_roots(adj, names, seed):
+    for root in choose_roots(
+        adj, names, "random" if seed is not None else "least-connected", 0, seed
+    ):
         queue = deque((root, peer, t) for peer, t in states[root].start())
         while queue:
             sender, receiver, token = queue.popleft()
@@ -192,11 +203,11 @@ def test_open_counts_in_tokens_are_true(graph: Graph, seed: int | None) -> None:
 
 def test_seeds_are_deterministic_and_change_the_tree() -> None:
     adj, names, domains = graph_of(14, 0.35, 7)
-    a = simulate(adj, names, domains, Candidate("close-ancestors", 5))
-    b = simulate(adj, names, domains, Candidate("close-ancestors", 5))
+    a = simulate(adj, names, domains, Candidate("close-ancestors", "random", seed=5))
+    b = simulate(adj, names, domains, Candidate("close-ancestors", "random", seed=5))
     assert a.parents() == b.parents() and a.roots == b.roots
     trees = {
-        tuple(sorted(simulate(adj, names, domains, Candidate("random", s)).parents().items()))
+        tuple(sorted(simulate(adj, names, domains, Candidate("random", seed=s)).parents().items()))
         for s in range(6)
     }
     assert len(trees) > 1
@@ -205,10 +216,12 @@ def test_seeds_are_deterministic_and_change_the_tree() -> None:
 def test_candidates_and_choice() -> None:
     adj, names, domains = graph_of(16, 0.3, 2)
     cands = default_candidates(6)
-    assert cands[0] == Candidate("most-connected")
+    assert cands[:2] == [DEFAULT_CANDIDATE, Candidate()]
+    assert Candidate("close-ancestors", "least-connected") == DEFAULT_CANDIDATE
     assert len(cands) == 6 and len(set(cands)) == 6
+    assert default_candidates(1) == [DEFAULT_CANDIDATE]
     runs, best = build_candidates(adj, names, domains, cands)
-    assert [r.states[v].tree for r in runs for v in list(adj)[:1]] == list(range(6))
+    assert [r.states[0].tree for r in runs] == list(range(6))
     chosen = runs[best].summary
     assert all((chosen.largest, chosen.total) <= (r.summary.largest, r.summary.total) for r in runs)
     assert choose_candidate([None, TreeSummary(3, 8, 20), TreeSummary(3, 8, 12)]) == 2
@@ -224,8 +237,15 @@ def test_roots_one_per_component() -> None:
     adj = {0: {1}, 1: {0, 2}, 2: {1}, 3: set(), 4: {5}, 5: {4}}
     names = {0: "a", 1: "b", 2: "c", 3: "d", 4: "f", 5: "e"}
     assert choose_roots(adj, names) == [1, 5, 3]  # most neighbours, then name
-    seeded = choose_roots(adj, names, seed=4)
-    assert len(seeded) == 3 and seeded[1:] in ([4, 3], [5, 3])
+    assert choose_roots(adj, names, "least-connected") == [0, 5, 3]
+    assert choose_roots(adj, names, "least-connected", rank=1) == [2, 4, 3]
+    assert choose_roots(adj, names, "most-connected", rank=4) == [0, 5, 3]  # modulo the size
+    seeded = choose_roots(adj, names, "random", seed=4)
+    assert seeded[0] in (0, 1, 2) and seeded[1:] in ([4, 3], [5, 3])
+    with pytest.raises(DcopError, match="root rule"):
+        choose_roots(adj, names, "central")
+    with pytest.raises(DcopError, match="rank"):
+        choose_roots(adj, names, rank=-1)
 
 
 def test_protocol_errors() -> None:
