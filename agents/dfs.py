@@ -65,7 +65,8 @@ HEURISTICS = ("most-connected", "close-ancestors", "max-cardinality", "random")
 ROOT_RULES = ("most-connected", "least-connected", "random")
 NEEDS_NEIGHBOURHOODS = ("close-ancestors", "max-cardinality")
 TOKEN_KINDS = ("child", "back")
-_NEVER = sys.maxsize  # ends a sorted list of open counts: a longer list compares smaller
+_NEVER = sys.maxsize  # ends each sorted list of open counts: of two lists with the same prefix,
+# the longer one (more ancestors linked) compares smaller
 
 
 # ---- what travels -------------------------------------------------------------------------------
@@ -75,8 +76,8 @@ class DfsToken:
 
     ``path``, ``domains`` (child): the receiver's ancestors from the root, ending with the sender,
     and their domain sizes. ``open`` (child): each ancestor's neighbours not in ``visited`` (the
-    receiver decrements its own ancestors); (back): the same for the sender's ancestors and the
-    receiver, after the sender's subtree. ``visited`` (child, back): agents visited so far.
+    receiver decrements its own ancestors); (back): the same for the sender's ancestors (the
+    receiver's path and the receiver itself), after the sender's subtree. ``visited`` (child, back): agents visited so far.
     ``separator``, ``width``, ``largest``, ``total`` (back): the sender's separator, and its
     subtree's largest separator size, largest and total predicted UTIL entries."""
 
@@ -256,6 +257,10 @@ class DfsState:
             )
         if sender not in self.names:
             raise ProtocolError(f"agent {self.me}: a DFS token from {sender}, not a neighbour")
+        if token.kind not in TOKEN_KINDS:
+            raise ProtocolError(f"agent {self.me}: a DFS token of kind {token.kind!r}")
+        if any(c < 0 for c in token.open):
+            raise ProtocolError(f"agent {self.me}: a DFS token with a negative open count")
         if token.kind == "child":
             return self._on_child(sender, token)
         if sender != self.waiting_on:
@@ -279,8 +284,10 @@ class DfsState:
             raise ProtocolError(
                 f"agent {self.me}: a child token without a domain size and count per ancestor"
             )
-        if min(token.domains) < 1 or min(token.open) < 0:
-            raise ProtocolError(f"agent {self.me}: a child token with a negative size or count")
+        if min(token.domains) < 1:
+            raise ProtocolError(f"agent {self.me}: a child token with a domain size < 1")
+        if self.me in token.visited or not set(path) <= set(token.visited):
+            raise ProtocolError(f"agent {self.me}: a child token whose visited set is inconsistent")
         self.entered = True
         self.parent = sender
         self.path = path

@@ -273,7 +273,15 @@ def test_protocol_errors() -> None:
     with pytest.raises(ProtocolError, match="cycle"):
         state().receive(0, DfsToken("child", path=(1, 0), domains=(2, 2), open=(1, 1)))
     with pytest.raises(ProtocolError, match="negative"):
-        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(-1,)))
+        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(-1,), visited=(0,)))
+    with pytest.raises(ProtocolError, match="domain size"):
+        state().receive(0, DfsToken("child", path=(0,), domains=(0,), open=(1,), visited=(0,)))
+    with pytest.raises(ProtocolError, match="visited set"):
+        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(1,), visited=(0, 1)))
+    with pytest.raises(ProtocolError, match="visited set"):
+        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(1,)))
+    with pytest.raises(ProtocolError, match="kind"):
+        state().receive(0, DfsToken("parent", path=(0,), domains=(2,), open=(1,)))  # type: ignore[arg-type]
     root = state()
     root.start()
     with pytest.raises(ProtocolError, match="root after joining"):
