@@ -134,7 +134,7 @@ def choose_roots(
     """One root per connected component, components in the order of their most connected agent.
 
     ``most-connected``: the agent with the most neighbours, ties by variable name (today's
-    :func:`dcop.coordinator.driver.choose_roots`); ``least-connected``: the fewest neighbours, ties
+    :func:`dcop.coordinator.choose_roots`); ``least-connected``: the fewest neighbours, ties
     by name (a peripheral start, as profile-reducing orders such as Cuthill-McKee's begin);
     ``random``: by a seeded hash of the name. ``rank`` k takes the k-th agent of that order in each
     component (modulo its size): K candidates from K different roots.

@@ -28,8 +28,8 @@ from dcop.agents.dfs import (
     tree_separators,
     util_entries,
 )
-from dcop.coordinator import make_peers
-from dcop.coordinator.driver import choose_roots as driver_roots
+from dcop.coordinator import choose_roots as coordinator_roots
+from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
 from dcop.ordering import dfs_pseudo_tree, induced_scopes
 from tests.conftest import random_problem
@@ -148,13 +148,15 @@ def test_most_connected_is_todays_centralized_tree(graph: Graph) -> None:
 def test_most_connected_is_todays_agents_tree(run_inproc, seed: int) -> None:
     problem = random_problem(seed, n=8, n_tables=10)
     result = run_inproc(problem)
-    peers = make_peers(problem, ports=list(range(20000, 20001 + problem.n)))
+    peers = peers_for(
+        problem, *round_robin(["127.0.0.1"], 0, list(range(20000, 20001 + problem.n)))
+    )
     table = peers.by_id()
     adj = {a.id: set(a.neighbours) for a in peers.agents}
     names = {a.id: a.variable for a in peers.agents}
     domains = {a.id: problem.variables[a.variable].size for a in peers.agents}
     run = simulate(adj, names, domains, Candidate("most-connected"))
-    assert run.roots == driver_roots(peers) == choose_roots(adj, names)
+    assert run.roots == coordinator_roots(peers) == choose_roots(adj, names)
     for agent in result["agent_objects"]:
         mine = run.states[agent.me]
         assert agent.parent == mine.parent
