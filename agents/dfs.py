@@ -240,6 +240,10 @@ class DfsState:
     def depth(self) -> int:
         return len(self.path)
 
+    def ancestor_domains(self) -> dict[int, int]:
+        """The domain size of each ancestor (from the child token that reached me)."""
+        return dict(self._domains)
+
     # ---- entry points -------------------------------------------------------------------
     def start(self) -> list[Send]:
         """Begin the DFS as the root of a component; return the tokens to send."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
 PROTOCOL_VERSION = 2
 
-#: Seconds between heartbeats an agent sends to the coordinator and to quiet neighbours.
-HEARTBEAT_INTERVAL_S = 0.5
+#: Seconds between an agent's heartbeats to the coordinator (proof that its loop works, with its
+#: phase for the live status). Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP)
+#: tell a transport when a link is lost.
+HEARTBEAT_INTERVAL_S = 1.0
 
 #: Seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection heartbeat).
 #: A peer that answers nothing for the transport's heartbeat timeout (``peer_timeout_for`` of the
@@ -52,6 +54,10 @@ MAX_DOMAIN = 1 << 24
 MAX_TABLES = 4096
 MAX_LIST = 1 << 20
 MAX_TEXT_CHARS = 4096
+
+#: Candidate pseudo-trees a run may build at once, and mini-bucket sizes it may size for.
+MAX_TREES = 16
+MAX_Z_CHOICES = MAX_SCOPE + 1
 
 #: dtypes a table may travel in (little-endian floats).
 TABLE_DTYPES = ("<f8", "<f4")

@@ -1,7 +1,8 @@
 """The transport interface the agents and the coordinator talk through, and an in-process one.
 
-A transport moves opaque frames (bytes) between ids: agents ``0..n-1`` and the coordinator
-(``COORDINATOR_ID``). It knows nothing of messages; the codec does. ``recv`` returns the id the
+A transport moves messages - each a list of opaque frames (bytes or views of buffers: a header
+and one frame per table) - between ids: agents ``0..n-1`` and the coordinator
+(``COORDINATOR_ID``). It knows nothing of what they say; the codec does. ``recv`` returns the id the
 transport itself established for the frame - never an id the frame or the peer merely claims:
 the ZeroMQ transports take it from the connection the frame arrived on (an agent's link to the
 coordinator) or from the CURVE key that authenticated the peer (secure mode). The receiver still
@@ -21,8 +22,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+#: One message on its way: its frames (bytes, or views of arrays and of received buffers).
+Frames = Sequence[bytes | memoryview]
+#: What ``recv`` returns: the sender's id (None where the transport cannot tell) and the frames.
+Received = tuple[int | None, list[bytes | memoryview]]
 
 
 @dataclass(frozen=True)
@@ -37,11 +44,12 @@ class PeerLoss:
 class Transport(Protocol):
     """What an agent or the coordinator needs from the network."""
 
-    def send(self, peer: int, frame: bytes) -> None:
-        """Queue ``frame`` for ``peer``; never blocks for long, drops only when the peer is gone."""
+    def send(self, peer: int, frames: Frames) -> None:
+        """Queue one message for ``peer``; never blocks for long, drops only when the peer is
+        gone."""
 
-    def recv(self, timeout_s: float) -> tuple[int | None, bytes] | None:
-        """The next ``(sender id, frame)``, or None after ``timeout_s``. The id is the one the
+    def recv(self, timeout_s: float) -> Received | None:
+        """The next ``(sender id, frames)``, or None after ``timeout_s``. The id is the one the
         transport established (None only where it cannot: the receiver must then drop it)."""
 
     def lost_peers(self) -> list[PeerLoss]:
@@ -73,7 +81,7 @@ class InProcHub:
     """
 
     def __init__(self) -> None:
-        self._boxes: dict[int, queue.Queue[tuple[int | None, bytes]]] = {}
+        self._boxes: dict[int, queue.Queue[Received]] = {}
         self._losses: dict[int, list[PeerLoss]] = {}
         self._links: dict[int, set[int]] = {}
         self._lock = threading.Lock()
@@ -97,13 +105,14 @@ class InProcHub:
             self._links.get(a, set()).discard(b)
             self._links.get(b, set()).discard(a)
 
-    def deliver(self, sender: int | None, peer: int, frame: bytes) -> None:
+    def deliver(self, sender: int | None, peer: int, frames: Frames) -> None:
+        """Put a copy of one message into ``peer``'s box (as a socket would copy it)."""
         box = self._boxes.get(peer)
-        if box is None:  # like a vanished process: frames to it are lost
+        if box is None:  # like a vanished process: messages to it are lost
             return
         if sender is not None and peer not in self._links.get(sender, ()):
             self.link(sender, peer)
-        box.put((sender, bytes(frame)))
+        box.put((sender, [bytes(f) for f in frames]))
 
     def remove(self, me: int) -> None:
         now = time.monotonic()
@@ -115,7 +124,7 @@ class InProcHub:
                     self._links[other].discard(me)
                     self._losses[other].append(PeerLoss(me, now, "removed from the hub"))
 
-    def box(self, me: int) -> queue.Queue[tuple[int | None, bytes]]:
+    def box(self, me: int) -> queue.Queue[Received]:
         return self._boxes[me]
 
     def take_losses(self, me: int) -> list[PeerLoss]:
@@ -138,10 +147,10 @@ class InProcTransport:
     def endpoint(self) -> str:
         return f"inproc://dcop-{self.me}"
 
-    def send(self, peer: int, frame: bytes) -> None:
-        self.hub.deliver(self.me, peer, frame)
+    def send(self, peer: int, frames: Frames) -> None:
+        self.hub.deliver(self.me, peer, frames)
 
-    def recv(self, timeout_s: float) -> tuple[int | None, bytes] | None:
+    def recv(self, timeout_s: float) -> Received | None:
         try:
             return self._box.get(timeout=max(0.0, timeout_s))
         except queue.Empty:

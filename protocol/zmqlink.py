@@ -57,7 +57,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from dcop.errors import RunError
+from dcop.protocol.codec import MAX_FRAMES
 from dcop.protocol.constants import (
     COORDINATOR_ID,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -80,9 +81,10 @@ from dcop.protocol.endpoints import (
     same_endpoint,
     with_port,
 )
+from dcop.protocol.messages import Buffer
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import peer_timeout_for
-from dcop.protocol.transport import PeerLoss
+from dcop.protocol.transport import PeerLoss, Received
 
 __all__ = [
     "ZmqAgentTransport",
@@ -396,32 +398,35 @@ class _ZmqBase:
             (address, reason), "%s: refused a frame from %s: " + msg, self.owner, address, *args
         )
 
-    def _from_router(self, sock: zmq.Socket[Any]) -> tuple[int, zmq.Frame, bytes] | None:
-        """The next frame on a ROUTER with the id it comes from, or None when refused. Nothing
-        of the frame is copied or decoded here."""
+    def _from_router(self, sock: zmq.Socket[Any]) -> tuple[int, list[zmq.Frame], bytes] | None:
+        """The next message on a ROUTER (its frames) with the id it comes from, or None when
+        refused. Nothing of the message is copied or decoded here."""
         try:
             parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
         except zmq.Again:
             return None
-        body = parts[-1]
-        address = _peer_address(body)
-        if len(parts) != 2:
-            self._refuse(address, "parts", "%d message parts, not one frame", len(parts) - 1)
+        body = parts[1:]
+        first = parts[-1]
+        address = _peer_address(first)
+        if not body or len(body) > MAX_FRAMES:
+            self._refuse(address, "parts", "a message of %d frames", len(body))
             return None
         routing = parts[0].bytes
-        if len(body) > self.max_message_bytes:
+        size = sum(len(f) for f in body)
+        if size > self.max_message_bytes:
             self._refuse(
                 address,
                 "oversized",
-                "oversized frame of %d bytes (routing identity %r), the limit is %d",
-                len(body),
+                "oversized message of %d bytes (routing identity %r), the limit is %d",
+                size,
                 routing[:40],
                 self.max_message_bytes,
             )
             return None
+        first = body[0]
         claimed = parse_identity(routing)
         if self.curve is not None:
-            sender = _user_id(body)
+            sender = _user_id(first)
             if sender is None:
                 self._refuse(address, "unauthenticated", "its connection has no authenticated id")
                 return None
@@ -450,20 +455,23 @@ class _ZmqBase:
         return sender, body, routing
 
     def _note_source(self, sender: int, body: zmq.Frame) -> None:
-        """Remember which connection ``sender`` speaks on, to name it when that one closes."""
+        """Remember which connection ``sender`` speaks on, to name it when that one closes
+        (``body`` is any frame of its message)."""
         fd = _source_fd(body)
         if fd is not None:
             self._fd_peers[fd] = sender
 
-    def _read(self, sock: zmq.Socket[Any]) -> tuple[int | None, bytes] | None:
-        raise NotImplementedError
-
-    def _early(self) -> tuple[int | None, bytes] | None:
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
+        """The next accepted message on ``sock`` (each transport knows its own sockets)."""
         return None
 
-    def recv(self, timeout_s: float) -> tuple[int | None, bytes] | None:
-        """The next accepted ``(sender id, frame)``, or None after ``timeout_s``. Refused frames
-        and monitor events are handled on the way and do not end the wait."""
+    def _early(self) -> Received | None:
+        return None
+
+    def recv(self, timeout_s: float) -> Received | None:
+        """The next accepted ``(sender id, frames)``, or None after ``timeout_s``. Refused frames
+        and monitor events are handled on the way and do not end the wait. The frames are views
+        of ZeroMQ's own buffers: a table goes to NumPy without a copy."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             item = self._early()
@@ -526,8 +534,8 @@ class ZmqAgentTransport(_ZmqBase):
         self.router: zmq.Socket[Any] | None = None
         self.candidates = set(candidates)
         self._routes: dict[int, bytes] = {}
-        self._held: dict[int, list[bytes]] = {}
-        self._released: deque[tuple[int | None, bytes]] = deque()
+        self._held: dict[int, list[list[bytes]]] = {}
+        self._released: deque[Received] = deque()
         try:
             for peer, where in neighbours.items():
                 self._check_target(peer, where)
@@ -585,7 +593,7 @@ class ZmqAgentTransport(_ZmqBase):
             self.dealers[peer] = self._dealer(
                 self.me, self.nonce, peer, endpoint, BACKCHANNEL_MAX_BYTES
             )
-        self._released.extend((peer, frame) for frame in held)
+        self._released.extend((peer, list(frames)) for frames in held)
 
     def disconnect_peer(self, peer: int) -> None:
         """Close the link to ``peer`` and refuse its frames from now on (no loss is reported)."""
@@ -598,20 +606,21 @@ class ZmqAgentTransport(_ZmqBase):
             self._unwatch(sock)
             sock.close(linger=LINGER_MS)
 
-    def send(self, peer: int, frame: bytes) -> None:
+    def send(self, peer: int, frames: Sequence[Buffer]) -> None:
+        """Queue one message (its frames; large ones go without a copy) for ``peer``."""
         sock = self.coord if peer == COORDINATOR_ID else self.dealers.get(peer)
         if sock is None:
-            log.error("agent %d: no link to %d; frame dropped", self.me, peer)
+            log.error("agent %d: no link to %d; message dropped", self.me, peer)
             return
         try:
-            sock.send(frame, zmq.NOBLOCK, copy=len(frame) < 65536)
+            sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
-            log.warning("agent %d: send queue to %d is full; frame dropped", self.me, peer)
+            log.warning("agent %d: send queue to %d is full; message dropped", self.me, peer)
 
-    def _early(self) -> tuple[int | None, bytes] | None:
+    def _early(self) -> Received | None:
         return self._released.popleft() if self._released else None
 
-    def _read(self, sock: zmq.Socket[Any]) -> tuple[int | None, bytes] | None:
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
         if sock is self.coord:
             return self._from_coordinator()
         got = self._from_router(sock)
@@ -621,45 +630,46 @@ class ZmqAgentTransport(_ZmqBase):
         if sender in self.neighbour_endpoints:
             if self.curve is None and self._routes.setdefault(sender, routing) != routing:
                 self._refuse(
-                    _peer_address(body),
+                    _peer_address(body[0]),
                     "second",
                     "it claims to be agent %d, which already speaks on another connection",
                     sender,
                 )
                 return None
-            self._note_source(sender, body)
-            return sender, body.bytes
+            self._note_source(sender, body[0])
+            return sender, [f.buffer for f in body]
         if (
             sender in self.candidates
-            and len(body) <= EARLY_MAX_BYTES
+            and sum(len(f) for f in body) <= EARLY_MAX_BYTES
             and sum(map(len, self._held.values())) < EARLY_MAX_FRAMES
         ):
-            self._held.setdefault(sender, []).append(body.bytes)
+            self._held.setdefault(sender, []).append([f.bytes for f in body])
             return None
         self._refuse(
-            _peer_address(body), "stranger", "%s is not a neighbour of this agent", _who(sender)
+            _peer_address(body[0]), "stranger", "%s is not a neighbour of this agent", _who(sender)
         )
         return None
 
-    def _from_coordinator(self) -> tuple[int | None, bytes] | None:
+    def _from_coordinator(self) -> Received | None:
         try:
             parts = self.coord.recv_multipart(zmq.NOBLOCK, copy=False)
         except zmq.Again:
             return None
         address = _peer_address(parts[-1])
-        if len(parts) != 1:
+        if len(parts) > MAX_FRAMES:
             self._refuse(address, "parts", "%d message parts from the coordinator", len(parts))
             return None
-        if len(parts[0]) > self.max_message_bytes:
+        size = sum(len(f) for f in parts)
+        if size > self.max_message_bytes:
             self._refuse(
                 address,
                 "oversized",
-                "oversized frame of %d bytes from the coordinator, the limit is %d",
-                len(parts[0]),
+                "oversized message of %d bytes from the coordinator, the limit is %d",
+                size,
                 self.max_message_bytes,
             )
             return None
-        return COORDINATOR_ID, parts[0].bytes
+        return COORDINATOR_ID, [f.buffer for f in parts]
 
 
 class ZmqCoordinatorTransport(_ZmqBase):
@@ -691,34 +701,37 @@ class ZmqCoordinatorTransport(_ZmqBase):
             self.close()
             raise
 
-    def send(self, peer: int, frame: bytes) -> None:
+    def send(self, peer: int, frames: Sequence[Buffer]) -> None:
+        """Queue one message (its frames) for agent ``peer`` on the connection it spoke on."""
         route = self._routes.get(peer)
         if route is None:  # it has not spoken yet (or never will): nowhere to send
-            log.debug("coordinator: no connection from agent %d yet; frame dropped", peer)
+            log.debug("coordinator: no connection from agent %d yet; message dropped", peer)
             return
         try:
-            self.router.send_multipart([route, frame], zmq.NOBLOCK)
+            self.router.send_multipart([route, *frames], zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: that agent is not connected (anymore)
             log.debug("coordinator: cannot send to agent %d: %s", peer, exc)
 
-    def _read(self, sock: zmq.Socket[Any]) -> tuple[int | None, bytes] | None:
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
         got = self._from_router(sock)
         if got is None:
             return None
         sender, body, routing = got
         if self.agents is not None and sender not in self.agents:
-            self._refuse(_peer_address(body), "stranger", "%s is not in peers.json", _who(sender))
+            self._refuse(
+                _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
+            )
             return None
         known = self._routes.setdefault(sender, routing)
         if known != routing:
             if self.curve is None:  # open mode: the first connection keeps the id
                 self._refuse(
-                    _peer_address(body),
+                    _peer_address(body[0]),
                     "second",
                     "it claims to be agent %d, which already speaks on another connection",
                     sender,
                 )
                 return None
             self._routes[sender] = routing  # the key proves it: a restarted agent
-        self._note_source(sender, body)
-        return sender, body.bytes
+        self._note_source(sender, body[0])
+        return sender, [f.buffer for f in body]

@@ -58,6 +58,24 @@ __all__ = [
 ]
 
 
+def parse_memory(text: str | None) -> float | None:
+    """'8G', '512M', '1.5GiB', '1000000' (bytes) -> bytes."""
+    if text is None:
+        return None
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = 1.0
+    if raw and raw[-1] in units:
+        scale, raw = units[raw[-1]], raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise InputError(f"--max-memory: cannot read {text!r} (use e.g. 8G or 512M)") from None
+    if not value > 0:
+        raise InputError(f"--max-memory must be positive, not {text!r}")
+    return value
+
+
 def to_stdout(target: Path | None) -> bool:
     """Whether ``--json`` asks for the document on stdout."""
     return target is not None and str(target) == "-"

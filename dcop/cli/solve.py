@@ -24,9 +24,9 @@ from dcop.cli.common import (
     bucket_progress,
     failure_document,
     finish_run,
+    parse_memory,
     write_json,
 )
-from dcop.errors import InputError
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.io import read_problem
 from dcop.model import Problem
@@ -34,24 +34,6 @@ from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_t
 from dcop.results import Status
 
 console = Console(stderr=False)
-
-
-def parse_memory(text: str | None) -> float | None:
-    """'8G', '512M', '1.5GiB', '1000000' (bytes) -> bytes."""
-    if text is None:
-        return None
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
-    scale = 1.0
-    if raw and raw[-1] in units:
-        scale, raw = units[raw[-1]], raw[:-1]
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise InputError(f"--max-memory: cannot read {text!r} (use e.g. 8G or 512M)") from None
-    if not value > 0:
-        raise InputError(f"--max-memory must be positive, not {text!r}")
-    return value
 
 
 @app.command("solve")

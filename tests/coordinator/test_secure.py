@@ -36,7 +36,7 @@ def _wait_for(path: Path, text: str, limit_s: float = 20.0) -> None:
         time.sleep(0.1)
 
 
-def _forged(agent_id: int, variable: str) -> list[bytes]:
+def _forged(agent_id: int, variable: str) -> list[list[bytes | memoryview]]:
     """What the coordinator could say to break a run: a zeroed setup, then stop."""
     zeroed = tuple(
         WireTable.from_array(t.scope, np.zeros(t.costs.shape))
@@ -63,8 +63,8 @@ def test_open_mode_nobody_else_speaks_for_the_coordinator(tmp_path: Path) -> Non
                 s = ctx.socket(zmq.DEALER)
                 s.setsockopt(zmq.IDENTITY, b"-1")
                 s.connect(a.endpoint)
-                for frame in _forged(a.id, a.variable):
-                    s.send(frame)
+                for message in _forged(a.id, str(a.variable)):
+                    s.send_multipart(message)
             for a in peers.agents:
                 _wait_for(tmp_path / f"agent-{a.id}.log", "claims to be the coordinator")
         finally:
@@ -95,7 +95,7 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
             s.setsockopt(zmq.IDENTITY, b"rogue")
             s.setsockopt(zmq.LINGER, 0)
             s.connect(target.endpoint)
-            s.send(encode(neighbour, 0, Ready(1)))
+            s.send_multipart(encode(neighbour, 0, Ready(1)))
             # and a plain-text client
             p = ctx.socket(zmq.DEALER)
             p.setsockopt(zmq.LINGER, 0)
@@ -113,12 +113,12 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
                 f.setsockopt(zmq.LINGER, 0)
                 f.connect(target.endpoint)
                 forgers.append(f)
-            for frame in _forged(0, target.variable):
-                forgers[0].send(frame)
+            for message in _forged(0, str(target.variable)):
+                forgers[0].send_multipart(message)
             log = tmp_path / "agent-0.log"
             for text in ("refused a CURVE client", "claims to be the coordinator"):
                 _wait_for(log, text)
-            forgers[1].send(encode(neighbour + 1, 0, Ready(1)))
+            forgers[1].send_multipart(encode(neighbour + 1, 0, Ready(1)))
             time.sleep(0.5)
         finally:
             ctx.destroy(linger=0)

@@ -28,7 +28,7 @@ if sys.argv[1] == "coordinator":
 else:
     t = ZmqAgentTransport(1, "tcp://127.0.0.1:*", {0: sys.argv[3]}, sys.argv[2])
     t.open()
-    t.send(-1, b"hello")
+    t.send(-1, [b"hello"])
 print(t.endpoint, flush=True)
 while True:
     item = t.recv(1.0)
@@ -36,6 +36,12 @@ while True:
         print("got", item[0], flush=True)
 """
 DUMMY = "tcp://127.0.0.1:1"
+
+
+def _flat(item: tuple[int | None, list[bytes | memoryview]] | None) -> tuple[int | None, bytes]:
+    """A received one-frame message as (sender, bytes)."""
+    assert item is not None and len(item[1]) == 1
+    return item[0], bytes(item[1][0])
 
 
 def _line(proc: subprocess.Popen[str], limit_s: float = 20.0) -> str:
@@ -85,8 +91,8 @@ def test_an_agent_hears_of_a_killed_neighbour_and_coordinator(spawn: Spawn) -> N
         a.open()
         neighbour, endpoint = spawn("agent", DUMMY, a.endpoint)
         a.connect_peer(1, endpoint)
-        a.send(COORDINATOR_ID, b"hello")
-        a.send(1, b"hello")
+        a.send(COORDINATOR_ID, [b"hello"])
+        a.send(1, [b"hello"])
         assert _line(coord) == "got 0" and _line(neighbour) == "got 0"  # both links are up
         assert a.lost_peers() == []
         neighbour.kill()
@@ -101,7 +107,7 @@ def test_the_coordinator_hears_of_a_killed_agent(spawn: Spawn) -> None:
     c = ZmqCoordinatorTransport(ANY, agents=[1])
     try:
         agent, _ = spawn("agent", c.endpoint, DUMMY)
-        assert c.recv(20.0) == (1, b"hello")
+        assert _flat(c.recv(20.0)) == (1, b"hello")
         assert c.lost_peers() == []
         agent.kill()
         assert _lost(c, 1)
@@ -114,7 +120,7 @@ def test_the_coordinator_hears_of_a_frozen_agent_through_zmtp_heartbeats(spawn: 
     c = ZmqCoordinatorTransport(ANY, agents=[1], heartbeat_timeout_s=1.0)
     try:
         agent, _ = spawn("agent", c.endpoint, DUMMY)
-        assert c.recv(20.0) == (1, b"hello")
+        assert _flat(c.recv(20.0)) == (1, b"hello")
         os.kill(agent.pid, signal.SIGSTOP)
         assert _lost(c, 1)
     finally:
@@ -124,9 +130,9 @@ def test_the_coordinator_hears_of_a_frozen_agent_through_zmtp_heartbeats(spawn: 
 def test_the_in_process_hub_reports_a_removed_peer_to_those_linked_with_it() -> None:
     hub = InProcHub()
     coord, a0, a1, a2 = (hub.transport(i) for i in (COORDINATOR_ID, 0, 1, 2))
-    a0.send(COORDINATOR_ID, b"hello")
+    a0.send(COORDINATOR_ID, [b"hello"])
     a1.connect_peer(0, a0.endpoint)
-    a2.send(COORDINATOR_ID, b"hello")
+    a2.send(COORDINATOR_ID, [b"hello"])
     a0.close()
     assert [loss.peer for loss in coord.lost_peers()] == [0]
     assert [loss.peer for loss in a1.lost_peers()] == [0]

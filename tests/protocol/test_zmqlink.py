@@ -44,13 +44,14 @@ def closing() -> Iterator[Callable[[Any], Any]]:
 
 
 def frames(t: Any, seconds: float) -> list[tuple[int | None, bytes]]:
-    """Everything ``t`` delivers within ``seconds``."""
+    """Everything ``t`` delivers within ``seconds`` (one-frame messages, as bytes)."""
     out = []
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         item = t.recv(left)
         if item is not None:
-            out.append(item)
+            sender, parts = item
+            out.append((sender, b"".join(bytes(p) for p in parts)))
     return out
 
 
@@ -94,15 +95,15 @@ def test_a_forged_coordinator_frame_on_the_router_is_refused_and_logged(
     a = closing(agent(0, coord.endpoint))
     forger = dealer(ctx, b"-1", a.endpoint)
     with caplog.at_level(logging.WARNING, logger=ZLOG):
-        forger.send(encode(COORDINATOR_ID, 0, Stop("forged")))
+        forger.send_multipart(encode(COORDINATOR_ID, 0, Stop("forged")))
         assert frames(a, 1.0) == []
     assert "claims to be the coordinator" in caplog.text
     assert "refused a frame from 127.0.0.1" in caplog.text
     assert a.dropped == 1
     # the coordinator itself still gets through, on the link the agent opened
-    a.send(COORDINATOR_ID, b"hello")
+    a.send(COORDINATOR_ID, [b"hello"])
     assert frames(coord, 1.0) == [(0, b"hello")]
-    coord.send(0, b"stop")
+    coord.send(0, [b"stop"])
     assert frames(a, 1.0) == [(COORDINATOR_ID, b"stop")]
 
 
@@ -111,7 +112,7 @@ def test_open_mode_the_first_connection_keeps_an_id(
 ) -> None:
     coord = closing(ZmqCoordinatorTransport(ANY, agents=[0, 1]))
     a0 = closing(agent(0, coord.endpoint))
-    a0.send(COORDINATOR_ID, b"real")
+    a0.send(COORDINATOR_ID, [b"real"])
     assert frames(coord, 1.0) == [(0, b"real")]
     impostor = dealer(ctx, b"0/other", coord.endpoint)
     stranger = dealer(ctx, b"5", coord.endpoint)
@@ -121,7 +122,7 @@ def test_open_mode_the_first_connection_keeps_an_id(
         assert frames(coord, 1.0) == []
     assert "already speaks on another connection" in caplog.text
     assert "agent 5 is not in peers.json" in caplog.text
-    coord.send(0, b"answer")  # still reaches the real agent 0, not the impostor
+    coord.send(0, [b"answer"])  # still reaches the real agent 0, not the impostor
     assert frames(a0, 1.0) == [(COORDINATOR_ID, b"answer")]
     assert impostor.poll(200) == 0
 
@@ -146,8 +147,8 @@ def test_secure_a_neighbours_key_cannot_speak_for_the_coordinator_or_another_nei
     as_one = {"curve_publickey": pub[1], "curve_secretkey": keys[1][1], "curve_serverkey": pub[0]}
     with caplog.at_level(logging.WARNING, logger=ZLOG):
         forgers = [dealer(ctx, ident, a0.endpoint, **as_one) for ident in (b"-1", b"2/x", b"1/y")]
-        forgers[0].send(encode(COORDINATOR_ID, 0, Stop("forged")))
-        forgers[1].send(encode(2, 0, Ready(1)))
+        forgers[0].send_multipart(encode(COORDINATOR_ID, 0, Stop("forged")))
+        forgers[1].send_multipart(encode(2, 0, Ready(1)))
         forgers[2].send(b"from one")
         assert frames(a0, 1.5) == [(1, b"from one")]
     assert "the CURVE key of agent 1 claims to be the coordinator" in caplog.text
@@ -216,7 +217,7 @@ def test_an_oversized_frame_is_refused_and_logged(
         neighbour.send(b"x" * 100_000)
         neighbour.send(b"fits")
         assert frames(a, 1.0) == [(1, b"fits")]
-    assert "oversized frame of 100000 bytes" in caplog.text
+    assert "oversized message of 100000 bytes" in caplog.text
     assert "from 127.0.0.1" in caplog.text
 
 
@@ -245,16 +246,16 @@ def test_wildcard_bind_reports_the_port_and_late_links_work(
     host, port = a.endpoint.rsplit(":", 1)
     assert host == "tcp://localhost" and port.isdigit() and int(port) > 0
     b.connect_peer(0, a.endpoint)
-    b.send(0, b"early")  # a does not know b yet: held, not delivered, not refused
+    b.send(0, [b"early"])  # a does not know b yet: held, not delivered, not refused
     assert frames(a, 0.5) == []
     assert a.dropped == 0
     a.connect_peer(1, b.endpoint)
-    b.send(0, b"later")
-    a.send(1, b"back")
+    b.send(0, [b"later"])
+    a.send(1, [b"back"])
     assert frames(a, 1.0) == [(1, b"early"), (1, b"later")]
     assert frames(b, 1.0) == [(0, b"back")]
     a.disconnect_peer(1)
-    b.send(0, b"gone")
+    b.send(0, [b"gone"])
     assert frames(a, 1.0) == []
     assert a.dropped == 1
 
@@ -295,7 +296,7 @@ def test_a_tcp_self_connection_is_dropped(caplog: pytest.LogCaptureFixture) -> N
             got = []
             end = time.monotonic() + 2.0
             while time.monotonic() < end:
-                t.send(COORDINATOR_ID, b"my own frame")
+                t.send(COORDINATOR_ID, [b"my own frame"])
                 got += frames(t, 0.05)
         finally:
             t.close()
