@@ -9,7 +9,7 @@ the public key, ``NAME.key_secret`` both keys, Z85-encoded. Names are ``coordina
 from __future__ import annotations
 
 import os
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,31 +100,44 @@ class CurveConfig:
         return {key: ident for ident, key in self.client_keys.items()}
 
 
-class KeyAuthenticator(zmq.auth.thread.ThreadAuthenticator):
+class KeyAuthenticator:
     """ZAP handler: accepts exactly the listed CURVE client keys (Z85 -> id) and names each
     connection by the id of its key: pyzmq's ``curve_user_id`` hook sets the ZAP User-Id, which
     libzmq attaches to every frame of that connection (``frame.get("User-Id")``). Refusals are
-    logged with the client's address, rate-limited by ``out``."""
+    logged with the client's address, rate-limited by ``out``.
+
+    It drives pyzmq's ``ThreadAuthenticator`` by composition, through the authenticator object
+    its thread calls (``thread.authenticator``): that object is the ThreadAuthenticator itself
+    from pyzmq 25 on and a separate one before (Debian's pyzmq 24 in the container image)."""
 
     def __init__(
         self, ctx: zmq.Context[Any], clients: Mapping[bytes, int], owner: str, out: RateLimitedLog
     ) -> None:
-        super().__init__(ctx, log=out.logger)
         self.clients = dict(clients)
         self.owner = owner
         self.out = out
         self._address = "?"
+        self._auth = zmq.auth.thread.ThreadAuthenticator(ctx, log=out.logger)
 
     def start(self) -> None:
-        super().start()
-        self.configure_curve_callback("*", self)
+        self._auth.start()
+        inner: Any = self._auth.thread.authenticator  # (Any: its methods are replaced below)
+        handle = inner.handle_zap_message
 
-    def handle_zap_message(self, msg: list[bytes]) -> Coroutine[Any, Any, None]:
-        # the credentials callback is not told who is asking: remember it for the log line
-        self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
-        return super().handle_zap_message(msg)
+        def remember(msg: list[bytes]) -> Any:
+            # the credentials callback is not told who is asking: keep it for the log line
+            self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
+            return handle(msg)  # a coroutine from pyzmq 25 on, which the thread awaits
+
+        inner.handle_zap_message = remember
+        inner.curve_user_id = self._user_id
+        self._auth.configure_curve_callback("*", self)
+
+    def stop(self) -> None:
+        self._auth.stop()
 
     def callback(self, domain: str, key: bytes) -> bool:
+        """pyzmq's credentials hook: is this client key (Z85) listed?"""
         if key in self.clients:
             return True
         self.out.warning(
@@ -135,5 +148,5 @@ class KeyAuthenticator(zmq.auth.thread.ThreadAuthenticator):
         )
         return False
 
-    def curve_user_id(self, client_public_key: bytes) -> str:
+    def _user_id(self, client_public_key: bytes) -> str:
         return str(self.clients.get(z85.encode(client_public_key), ""))
