@@ -6,7 +6,8 @@ progress bar: :func:`plan_memory` walks the buckets along the elimination order 
 
 * ``resident``: what the process holds before solving (interpreter, libraries, the Problem);
   measured by :func:`resident_bytes`, or 0 for the tables alone;
-* the input tables converted to the backend's dtype;
+* the input tables converted to the backend's dtype (counted even where NumPy can share the
+  Problem's float64 arrays: an overestimate by the size of the inputs);
 * every message table made so far: messages are kept until the end, because the value-assignment
   phase reads each bucket's tables again (so BE needs the sum of its messages, not its largest);
 * the output being built, and the fused kernel's working memory (NumPy: one output block per
