@@ -314,7 +314,10 @@ class NumpyBackend:
         inputs at each value of ``var`` are summed and folded into the block with the op's
         element-wise form (``minimum``, ``maximum``, ``add``, ``logaddexp``), so neither the joined
         table nor a reduction over a short last axis is ever needed; tables without ``var`` are
-        hoisted out of that loop and added once after the fold. Memory stays at the output plus one block.
+        hoisted out of that loop and added once after the fold. Memory stays at the output plus one
+        block per thread and contiguous copies of the inputs of at most one block's entries
+        (larger inputs are read through strided views: a copy of a large message would cost as
+        much memory as the message itself).
         """
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
@@ -327,11 +330,16 @@ class NumpyBackend:
             block //= out_shape[lead]
             lead += 1
         inner_shape = out_shape[lead:]
+        copy_below = self.block_entries
         with_var = [
-            _prepare_block_source(t, out_scope, var, lead) for t in tables if var in t.scope
+            _prepare_block_source(t, out_scope, var, lead, copy_below)
+            for t in tables
+            if var in t.scope
         ]
         without_var = [
-            _prepare_block_source(t, out_scope, var, lead) for t in tables if var not in t.scope
+            _prepare_block_source(t, out_scope, var, lead, copy_below)
+            for t in tables
+            if var not in t.scope
         ]
         fold = _FOLDS[op]
         d = sizes[var]
@@ -410,10 +418,13 @@ _FOLDS = {"min": np.minimum, "max": np.maximum, "sum": np.add, "logsumexp": np.l
 
 
 def _prepare_block_source(
-    table: Table, out_scope: tuple[str, ...], var: str, lead: int
+    table: Table, out_scope: tuple[str, ...], var: str, lead: int, copy_below: int
 ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]:
     """For the block loop: the table with its axes as (lead variables, ``var``, the rest), which
-    lead indices select its leading axes, and its broadcast shape over ``out_scope[lead:]``."""
+    lead indices select its leading axes, and its broadcast shape over ``out_scope[lead:]``.
+
+    Tables of at most ``copy_below`` entries are made contiguous in that layout (cache-friendly
+    slices); larger ones stay strided views, never copied."""
     for v in table.scope:
         if v != var and v not in out_scope:
             raise ModelError(f"variable {v!r} of a table is not in the join scope")
@@ -425,7 +436,9 @@ def _prepare_block_source(
         (v for v in table.scope if v != var and position[v] >= lead), key=position.__getitem__
     )
     order = [*lead_vars, *([var] if var in table.scope else []), *rest]
-    data = np.ascontiguousarray(np.transpose(table.data, [table.scope.index(v) for v in order]))
+    data = np.transpose(table.data, [table.scope.index(v) for v in order])
+    if data.size <= copy_below:
+        data = np.ascontiguousarray(data)
     sizes = table.sizes()
     view_shape = tuple(sizes[v] if v in table.scope else 1 for v in out_scope[lead:])
     return data, tuple(position[v] for v in lead_vars), view_shape

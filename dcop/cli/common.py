@@ -149,7 +149,8 @@ def failure_document(
 
 @contextmanager
 def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
-    """A rich progress bar over buckets, only when stderr is a terminal."""
+    """A rich progress bar over the run's work (joined entries, from the memory plan: one
+    large bucket weighs what it costs), only when stderr is a terminal."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
@@ -158,7 +159,7 @@ def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
     with Progress(
         TextColumn("[bold]eliminating[/] {task.fields[var]}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} buckets"),
+        TextColumn("{task.percentage:>3.0f}% of the work"),
         TimeElapsedColumn(),
         transient=True,
     ) as bar:
