@@ -257,9 +257,10 @@ class Coordinator:
                 raise RunError(f"{self.name(ident)} exited with code {code} during {self.phase}")
         for loss in self.transport.lost_peers():
             if loss.peer in self.layout.variable and loss.peer not in self.results:
-                self._drain(0.3)
-                raise RunError(
-                    f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})"
+                self._blame(
+                    loss.peer,
+                    f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})",
+                    own=True,
                 )
         for ident in self.active:
             if ident not in self.hellos or ident in self.results:
@@ -296,9 +297,10 @@ class Coordinator:
             )
         )
 
-    def _blame(self, peer: int, report: str) -> None:
-        """A neighbour lost its link to ``peer``: name ``peer``'s own end when it is known (the
-        process exited, its link to the coordinator dropped), else the neighbour's report."""
+    def _blame(self, peer: int, report: str, own: bool = False) -> None:
+        """A link to ``peer`` was lost (``own``: the coordinator's; else a neighbour's, whose
+        report this is): name the cause at ``peer``'s end when it shows within half a second
+        (its process exited; its link to the coordinator dropped), else the report."""
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
             if self.monitor is not None:
@@ -307,13 +309,15 @@ class Coordinator:
                         raise RunError(
                             f"{self.name(peer)} exited with code {code} during {self.phase}"
                         )
+            if self.monitor is None and own:
+                break
             for loss in self.transport.lost_peers():
-                if loss.peer == peer:
+                if loss.peer == peer and not own:
                     raise RunError(
                         f"{self.name(peer)} lost its link during {self.phase} ({loss.reason})"
                     )
             self._drain(0.05)
-        raise RunError(f"{self.name(peer)} is unreachable: {report}")
+        raise RunError(report if own else f"{self.name(peer)} is unreachable: {report}")
 
     def _drain(self, seconds: float) -> None:
         end = time.monotonic() + seconds
