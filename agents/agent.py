@@ -341,6 +341,7 @@ class Agent:
                 self.transport.disconnect_peer(n)
             log.info("agent %d: problem %d ends (%s)", self.me, self.problem, reason)
         self.session = None
+        self.problem = 0  # from now on this agent speaks outside any problem (its hello)
         self.problem_deadline = float("inf")
         if not self.cfg.serving:
             self.stop_reason = reason if reason != "done" else "done"

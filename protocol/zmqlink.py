@@ -596,8 +596,9 @@ class ZmqAgentTransport(_ZmqBase):
         self._released.extend((peer, list(frames)) for frames in held)
 
     def disconnect_peer(self, peer: int) -> None:
-        """Close the link to ``peer`` and refuse its frames from now on (no loss is reported)."""
-        self.candidates.discard(peer)
+        """Close the link to ``peer``: its frames are no longer delivered (no loss is reported).
+        A candidate stays one (a serving agent's neighbour of one problem may be one again in
+        the next): its next few frames are held until it is linked again."""
         self._held.pop(peer, None)
         self.neighbour_endpoints.pop(peer, None)
         self._routes.pop(peer, None)
