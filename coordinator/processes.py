@@ -204,23 +204,27 @@ class AgentProcesses:
             return ""
         return " | ".join(text[-lines:])
 
-    def stop(self, grace_s: float = 3.0) -> None:
-        """Wait up to ``grace_s`` for every agent to leave, then SIGTERM, then SIGKILL; end the
-        template."""
+    def stop(self, grace_s: float = 3.0, term_s: float = 2.0) -> None:
+        """Wait up to ``grace_s`` for every agent to leave, then SIGTERM (and SIGCONT, for a
+        stopped one) and ``term_s`` more, then SIGKILL; end the template."""
         if self.template is not None:
             self.template.close()  # no more agents; it leaves once its children have
         deadline = time.monotonic() + grace_s
         for p in self.procs.values():
             p.wait(max(0.0, deadline - time.monotonic()))
-        for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+        for signals, wait_s in (
+            ((signal.SIGTERM, signal.SIGCONT), term_s),
+            ((signal.SIGKILL,), 5.0),
+        ):
             alive = [p for p in self.procs.values() if p.poll() is None]
             if not alive:
                 break
             for p in alive:
-                with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
-                    os.killpg(p.pid, sig)  # the agent is its own session leader...
-                with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
-                    os.kill(p.pid, sig)  # ...unless it was stopped before it became one
+                for sig in signals:
+                    with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
+                        os.killpg(p.pid, sig)  # the agent is its own session leader...
+                    with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
+                        os.kill(p.pid, sig)  # ...unless it was stopped before it became one
             end = time.monotonic() + wait_s
             for p in alive:
                 p.wait(max(0.0, end - time.monotonic()))

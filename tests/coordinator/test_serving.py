@@ -75,7 +75,9 @@ def test_serving_agents_solve_problem_after_problem_and_shut_down(tmp_path: Path
             assert doc["status"] == "ok" and doc["exact"]
             assert doc["cost"] == solve_be(problem).upper_bound
         assert procs.dead() == []  # still up after three problems
-        too_big = _solve(peers_file, random_network(AGENTS + 2, 3, 0.3, 0.2, 3), tmp_path / "b.wcsp")
+        too_big = _solve(
+            peers_file, random_network(AGENTS + 2, 3, 0.3, 0.2, 3), tmp_path / "b.wcsp"
+        )
         assert too_big["_returncode"] == 2 and too_big["status"] == "error"
         assert f"{AGENTS + 2} variables but peers.json lists {AGENTS} agents" in str(
             too_big["message"]
