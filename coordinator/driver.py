@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dcop.agents.dfs import default_candidates
-from dcop.agents.session import sizing_choices
+from dcop.agents.session import sizing_at, sizing_choices
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
 from dcop.coordinator.topology import Layout, layout_for
@@ -390,7 +390,7 @@ class Coordinator:
     def _on_tree(self, sender: int, report: TreeReport) -> None:
         if not 0 <= report.tree < len(self.roots) or sender not in self.roots[report.tree]:
             raise ProtocolError(f"a tree report from {sender}, which roots no such tree")
-        if len(report.sizings) != len(sizing_choices(self.spec)):
+        if not 1 <= len(report.sizings) <= len(sizing_choices(self.spec)):
             raise ProtocolError(f"a tree report with {len(report.sizings)} sizings")
         self.reports[(report.tree, sender)] = report
 
@@ -425,7 +425,7 @@ class Coordinator:
         zs = sizing_choices(self.spec)
         main = zs.index(self.spec.z) if self.spec.algo == "adpop" else 0
         per_tree = [
-            combine_sizings([self.reports[(k, r)].sizings for r in roots])
+            combine_sizings([self.reports[(k, r)].sizings for r in roots], len(zs))
             for k, roots in enumerate(self.roots)
         ]
         widths = [
@@ -535,11 +535,13 @@ class Coordinator:
         )
 
 
-def combine_sizings(per_root: list[tuple[Sizing, ...]]) -> list[Sizing]:
-    """A forest's sizings from its components' (per mini-bucket size: the largest UTIL over all
-    components, and the total)."""
+def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizing]:
+    """A forest's sizings for all ``count`` choices from its components' (each list may stop
+    where it becomes DPOP's): per mini-bucket size, the largest UTIL over all components, and
+    the total."""
     out = []
-    for j in range(len(per_root[0])):
-        best = max(per_root, key=lambda s: (s[j].largest, -(s[j].agent or 0)))[j]
-        out.append(Sizing((), best.largest, best.agent, sum(s[j].total for s in per_root)))
+    for j in range(count):
+        at = [sizing_at(s, j) for s in per_root]
+        best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
+        out.append(Sizing((), best.largest, best.agent, sum(s.total for s in at)))
     return out

@@ -112,6 +112,20 @@ class Template:
             self.popen.stdout.close()
 
 
+_PRESTARTED: list[Template] = []
+
+
+def prestart_template() -> None:
+    """Start a template now, for the next :class:`AgentProcesses` to use: its imports then run
+    while the caller still reads its problem (``dcop run`` calls this first thing)."""
+    if not _PRESTARTED:
+        _PRESTARTED.append(Template())
+
+
+def _take_template() -> Template:
+    return _PRESTARTED.pop() if _PRESTARTED else Template()
+
+
 class _Forked:
     """A forked agent, with Popen's poll/wait/send_signal."""
 
@@ -174,7 +188,7 @@ class AgentProcesses:
         self.logs[agent_id] = log_file
         if self.fork and argv[:3] == [sys.executable, *AGENT_MODULE]:
             if self.template is None:
-                self.template = Template()
+                self.template = _take_template()
             self.template.fork(agent_id, argv[3:], log_file)
             self.procs[agent_id] = _Forked(self.template, agent_id)
             return

@@ -493,13 +493,15 @@ class _ZmqBase:
         events = dict(self.poller.poll(max(0, int(timeout_s * 1000))))
         return [s for s in events if isinstance(s, zmq.Socket)]
 
-    def close(self) -> None:
+    def close(self, linger_ms: int = LINGER_MS) -> None:
+        """Close every socket; messages not yet sent get ``linger_ms`` to leave (0: none is
+        pending, do not wait)."""
         if self._closed:
             return
         self._closed = True
         if self.auth is not None:
             self.auth.stop()
-        self.ctx.destroy(linger=LINGER_MS)
+        self.ctx.destroy(linger=linger_ms)
 
 
 class ZmqAgentTransport(_ZmqBase):

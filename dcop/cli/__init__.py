@@ -9,6 +9,11 @@ import importlib
 import signal
 import sys
 
+if sys.argv[1:2] == ["run"]:  # fork agents from a template that imports while we do (fast start)
+    from dcop.coordinator.processes import prestart_template
+
+    prestart_template()
+
 from dcop.cli.app import app
 from dcop.errors import DcopError
 
