@@ -439,7 +439,9 @@ class Agent:
             self.meter.sent(body.TYPE, size)
             if body.TYPE == "util":
                 tables = getattr(body, "tables", ())
-                self.meter.util_sent(size, sum(t.entries for t in tables), len(tables))
+                # entries of the tables over variables (a scalar part is not a table entry)
+                scoped = [t for t in tables if t.scope]
+                self.meter.util_sent(size, sum(t.entries for t in scoped), len(scoped))
         return size
 
     def _fail(self, reason: str, kind: ErrorKind = "error") -> None:

@@ -64,7 +64,7 @@ def wire_metrics(
     entries_ok = True
     for i, r in sorted(results.items()):
         sep = tuple(name[a] for a in r.separator)
-        theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None else 0
+        theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None and sep else 0
         if exact and r.parent is not None and r.metrics.util_entries != theory_entries:
             entries_ok = False
         hello = hellos.get(i)
