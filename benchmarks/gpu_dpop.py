@@ -94,7 +94,6 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for the whole benchmark")
     ap.add_argument("--name", default="gpu_dpop")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO))
     from dcop.generators import random_network
     from dcop.protocol import RunSpec
 
