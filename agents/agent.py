@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dcop.agents.metrics import Meter
+from dcop.agents.pauses import GcPauses
 from dcop.agents.session import Out, Session, adopt_setup
 from dcop.errors import DcopError, ProblemMismatch, ProtocolError, RunTimeout, TableTooLarge
 from dcop.model import CostTable
@@ -109,6 +110,8 @@ class Agent:
         self.session: Session | None = None
         self.problem = 0
         self.meter = Meter()
+        #: collector pauses, counted from each problem's set-up
+        self.gc_pauses = GcPauses()
         self.result_sent = False
         self.failed = False
         self.stop_reason: str | None = None
@@ -124,6 +127,7 @@ class Agent:
     def run(self) -> int:
         """Serve until stopped; a signal (KeyboardInterrupt) ends it cleanly: exit code 0 when
         no problem was left unfinished, else 3 (the coordinator hears why)."""
+        self.gc_pauses.start()
         try:
             return self._loop()
         except KeyboardInterrupt as exc:
@@ -132,6 +136,8 @@ class Agent:
             if unfinished:
                 self._fail(f"agent {self.me} ({self._var()}) was stopped by {exc or 'a signal'}")
             return 3 if unfinished else 0
+        finally:
+            self.gc_pauses.stop()
 
     def _loop(self) -> int:
         start = self.now()
@@ -303,6 +309,7 @@ class Agent:
         if self.cfg.variable is not None and self.cfg.neighbours is not None:
             expected = (self.cfg.variable, self.cfg.neighbours)
         self.problem = problem
+        self.gc_pauses.seconds, self.gc_pauses.collections = 0.0, 0
         self.meter = Meter()
         self.meter.set_up(self.cfg.setup_s)
         self.meter.received("setup", size)
@@ -413,6 +420,7 @@ class Agent:
         setup = getattr(self.backend, "setup", None)
         if setup is not None and hasattr(setup, "as_dict"):
             figures.update({f"setup_{k}": float(v) for k, v in setup.as_dict().items()})
+        figures.update(self.gc_pauses.figures())
         return figures
 
     # ---- sending ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import typer
 import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
+from dcop.agents.pauses import freeze_heap
 from dcop.choices import LogLevel
 from dcop.errors import DcopError, InputError
 from dcop.model import CostTable
@@ -203,6 +204,7 @@ def agent(
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
         backend, setup_s, device_name = agent_backend(device)
+        freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,
             entry.variable,

@@ -23,6 +23,8 @@ import os
 import selectors
 import sys
 
+from dcop.agents.pauses import freeze_heap
+
 #: Modules the template imports before it forks agents (the expensive ones come with them).
 PRELOAD = ("numpy", "zmq", "dcop.agents.cli", "dcop.protocol.zmqlink")
 
@@ -70,6 +72,7 @@ def serve() -> None:
     from dcop.agents.cli import command
 
     command()  # built once here, not in every agent
+    freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
     set_title("dcop-agent-template")
     children: dict[int, int] = {}  # pid -> agent id
     selector = selectors.DefaultSelector()
