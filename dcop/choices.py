@@ -23,6 +23,15 @@ class DistributedAlgo(str, Enum):
     adpop = "adpop"
 
 
+class TaskName(str, Enum):
+    """Inference tasks of a UAI model (``dcop solve --task``): the most probable explanation,
+    the partition function, the marginals."""
+
+    mpe = "mpe"
+    pr = "pr"
+    mar = "mar"
+
+
 class OrderingName(str, Enum):
     """Elimination orders."""
 

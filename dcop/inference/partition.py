@@ -1,0 +1,271 @@
+"""Centralized probabilistic inference: the partition function (PR) and marginals (MAR).
+
+Bucket elimination with ``logsumexp`` instead of ``min``, in log space on any table backend:
+
+* **PR** (:func:`infer` with ``task="pr"``): one upward pass along the elimination order; each
+  bucket's UTIL goes to the bucket of its earliest later variable, and the 0-d UTILs of the roots
+  (plus ``ln d`` per variable in no table, plus the constant) add up to ``ln Z``. With evidence
+  (conditioned by the reader) this is ``ln(P(e) Z)``.
+* **MAR** (``task="mar"``): the same upward pass, then one downward pass over the bucket tree
+  it built (:func:`dcop.sumproduct.down_messages`): every bucket's belief gives its variable's
+  marginal. Two passes in all, never one elimination per variable.
+* **Bounds** (``z`` given, PR only): mini-bucket passes (:func:`dcop.sumproduct.bound_util`) give
+  an upper bound on ``Z`` (sum over one mini-bucket, max over the others; or weighted
+  mini-bucket) and a lower bound (min over the others).
+
+``Z = 0`` (no assignment with a positive weight, e.g. a model whose factors are all zero, or
+impossible evidence) is the status ``infeasible``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from dcop.backend import get_backend
+from dcop.buckets import OutputCheck
+from dcop.errors import ModelError, TableTooLarge
+from dcop.inference.elimination import ProgressFn, too_large_message
+from dcop.inference.pr_result import PartitionResult
+from dcop.inference.solve import default_max_bytes
+from dcop.model import Problem
+from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.sumproduct import (
+    BOUND_NAMES,
+    BoundKind,
+    bound_util,
+    down_messages,
+    log_potentials,
+    marginal,
+    sum_util,
+)
+from dcop.tables import Table, TableBackend
+
+Task = Literal["pr", "mar"]
+TASKS: tuple[str, ...] = ("pr", "mar")
+#: Upper-bound kinds of a mini-bucket PR (the lower bound is always ``lower``).
+UPPER_KINDS: tuple[str, ...] = ("upper", "weighted")
+
+
+@dataclass
+class BucketTree:
+    """What the upward pass built: each bucket's own tables, its UTIL, and who sent to whom."""
+
+    order: list[str]
+    own: dict[str, list[Table]]
+    utils: dict[str, Table] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    #: variables that no table holds (ln Z gets ln d from each, their marginal is uniform)
+    empty: list[str] = field(default_factory=list)
+
+
+def place_tables(tables: Sequence[Table], order: Sequence[str]) -> dict[str, list[Table]]:
+    """Each table in the bucket of its earliest variable along ``order``."""
+    position = {v: i for i, v in enumerate(order)}
+    buckets: dict[str, list[Table]] = {v: [] for v in order}
+    for table in tables:
+        buckets[min(table.scope, key=position.__getitem__)].append(table)
+    return buckets
+
+
+def upward(
+    backend: TableBackend,
+    tables: Sequence[Table],
+    order: Sequence[str],
+    sizes: dict[str, int],
+    check: OutputCheck | None = None,
+    progress: ProgressFn | None = None,
+    total: int | None = None,
+) -> tuple[float, BucketTree]:
+    """Exact sum-product elimination along ``order``: ``ln Z`` without the constant, and the
+    bucket tree (every UTIL kept for a downward pass)."""
+    position = {v: i for i, v in enumerate(order)}
+    tree = BucketTree(list(order), place_tables(tables, order))
+    tree.children = {v: [] for v in order}
+    pending: dict[str, list[Table]] = {v: [] for v in order}
+    ln_z = 0.0
+    for done, var in enumerate(order):
+        if progress is not None:
+            progress(done, total or len(order), var)
+        bucket = tree.own[var] + pending.pop(var)
+        if not bucket:
+            tree.empty.append(var)
+            ln_z += math.log(sizes[var])
+            continue
+        scope = tuple(
+            sorted({v for t in bucket for v in t.scope if v != var}, key=position.__getitem__)
+        )
+        if check is not None:
+            check(var, scope, math.prod(sizes[v] for v in scope))
+        util = sum_util(backend, bucket, var, scope=scope)
+        if util.scope:
+            tree.utils[var] = util
+            parent = util.scope[0]
+            tree.children[parent].append(var)
+            pending[parent].append(util)
+        else:
+            ln_z += float(backend.to_numpy(util.data))
+    return ln_z, tree
+
+
+def downward(
+    backend: TableBackend,
+    tree: BucketTree,
+    sizes: dict[str, int],
+    check: OutputCheck | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, np.ndarray]:
+    """The marginal of every variable from one downward pass over ``tree`` (parents first)."""
+    messages: dict[str, Table] = {}
+    marginals: dict[str, np.ndarray] = {}
+    n = len(tree.order)
+    for done, var in enumerate(reversed(tree.order)):
+        if progress is not None:
+            progress(n + done, 2 * n, var)
+        parent_message = messages.pop(var, None)
+        if var in tree.empty:
+            marginals[var] = np.full(sizes[var], 1.0 / sizes[var])
+            continue
+        child_utils = {c: tree.utils[c] for c in tree.children[var]}
+        own = tree.own[var]
+        messages.update(
+            down_messages(backend, own, parent_message, child_utils, sizes=sizes, check=check)
+        )
+        marginals[var], _ = marginal(backend, own, parent_message, child_utils, var, sizes[var])
+    return marginals
+
+
+def bound_pass(
+    backend: TableBackend,
+    tables: Sequence[Table],
+    order: Sequence[str],
+    sizes: dict[str, int],
+    z: int,
+    kind: BoundKind,
+    check: OutputCheck | None = None,
+) -> tuple[float, int]:
+    """One mini-bucket pass: a bound on ``ln Z`` without the constant, and the entries of its
+    largest joined mini-bucket (output entries times the eliminated domain)."""
+    position = {v: i for i, v in enumerate(order)}
+    buckets = place_tables(tables, order)
+    ln_bound = 0.0
+    largest = 0
+    for var in order:
+        bucket = buckets[var]
+        if not bucket:
+            ln_bound += math.log(sizes[var])
+            continue
+        outputs, scalar = bound_util(backend, bucket, var, z, kind, order=position, check=check)
+        ln_bound += scalar
+        largest = max(largest, sizes[var])
+        for message in outputs:
+            buckets[message.scope[0]].append(message)
+            largest = max(largest, message.size * sizes[var])
+    return ln_bound, largest
+
+
+def infer(
+    problem: Problem,
+    task: str = "pr",
+    z: int | None = None,
+    ordering: str = "minfill",
+    backend: str | Any = "numpy",
+    dtype: str = "auto",
+    max_bytes: float | None = None,
+    upper: str = "upper",
+    progress: ProgressFn | None = None,
+) -> PartitionResult:
+    """The partition function (``task="pr"``) or the marginals (``task="mar"``) of ``problem``.
+
+    ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
+    picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
+    ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
+    probabilities need its precision). ``max_bytes`` caps one bucket table (default: half the
+    available RAM).
+    """
+    if task not in TASKS:
+        raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
+    if z is not None:
+        if z < 1:
+            raise ModelError("mini-bucket bounds need z >= 1 (--z)")
+        if task == "mar":
+            raise ModelError("MAR needs exact elimination: mini-bucket marginals are not bounds")
+        if upper not in UPPER_KINDS:
+            raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    chosen = np.float32 if dtype == "float32" else np.float64
+    times: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    adjacency = problem.neighbours()
+    order = elimination_order(ordering, adjacency)
+    width = induced_width(adjacency, order)
+    sizes = problem.domain_sizes()
+    biggest = largest_table(adjacency, order, sizes)
+    times["ordering"] = time.perf_counter() - t0
+
+    itemsize = np.dtype(chosen).itemsize
+    limit = default_max_bytes() if max_bytes is None else max_bytes
+
+    def check(var: str, scope: tuple[str, ...], entries: int) -> None:
+        if entries * itemsize > limit:
+            raise TableTooLarge(too_large_message(var, scope, sizes, entries, itemsize, limit))
+
+    result = PartitionResult(
+        problem=problem,
+        task=task,
+        algo="be" if z is None else "mbe",
+        z=z,
+        ordering=ordering,
+        induced_width=width,
+        largest_table=biggest,
+        backend=engine.name,
+        dtype=np.dtype(chosen).name,
+        times=times,
+    )
+    try:
+        tables, constant = log_potentials(engine, problem, chosen)
+        if z is None:
+            t0 = time.perf_counter()
+            total = 2 * len(order) if task == "mar" else len(order)
+            ln_z, tree = upward(engine, tables, order, sizes, check, progress, total)
+            engine.synchronize()
+            times["eliminate"] = time.perf_counter() - t0
+            result.ln_lower = result.ln_upper = ln_z + constant
+            if task == "mar" and result.ln_upper > -math.inf:
+                t0 = time.perf_counter()
+                result.marginals = downward(engine, tree, sizes, check, progress)
+                engine.synchronize()
+                times["downward"] = time.perf_counter() - t0
+        else:
+            t0 = time.perf_counter()
+            ln_up, joined_up = bound_pass(engine, tables, order, sizes, z, upper, check)  # type: ignore[arg-type]
+            times["upper"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ln_low, joined_low = bound_pass(engine, tables, order, sizes, z, "lower", check)
+            times["lower"] = time.perf_counter() - t0
+            result.ln_upper = min(ln_up + constant, result.ln_upper)
+            result.ln_lower = ln_low + constant
+            result.bound_kinds = {"upper": BOUND_NAMES[upper], "lower": BOUND_NAMES["lower"]}
+            result.largest_table = max(joined_up, joined_low)
+    except engine.out_of_memory_errors as exc:
+        raise TableTooLarge(f"{engine.name}: out of device memory ({exc})") from None
+    if progress is not None:
+        progress(1, 1, "")
+    times["total"] = sum(times.values())
+    return result
+
+
+def solve_pr(problem: Problem, **kwargs: Any) -> PartitionResult:
+    """``ln Z`` (exact, or bounds with ``z``): :func:`infer` with ``task="pr"``."""
+    return infer(problem, "pr", **kwargs)
+
+
+def solve_mar(problem: Problem, **kwargs: Any) -> PartitionResult:
+    """The marginal of every variable: :func:`infer` with ``task="mar"``."""
+    return infer(problem, "mar", **kwargs)
