@@ -72,6 +72,10 @@ def log_potentials(
     return tables, constant
 
 
+#: The name of an axis that stands for several variables at once (never a variable's name).
+_MERGED = "\0merged"
+
+
 def _zeros(backend: TableBackend, scope: Sequence[str], sizes: Mapping[str, int]) -> Table:
     """ln 1 over ``scope``: the neutral table of a log-space product."""
     return backend.table(tuple(scope), np.zeros(tuple(sizes[v] for v in scope)))
@@ -98,16 +102,22 @@ def marginalize(
             raise ModelError(f"marginalize: no table gives the domain of {v!r}")
     if not tables:
         return _zeros(backend, keep, known)
-    drop = [v for v in union_scope(t.scope for t in tables) if v not in keep]
+    present = union_scope(t.scope for t in tables)
+    drop = [v for v in present if v not in keep]
     if drop:
-        first = max(drop, key=known.__getitem__)  # the smallest fused output
+        # sum the largest domain out in the fused pass, into a scope with the kept variables
+        # first: the rest are then one trailing run of the C-order output, summed out in one
+        # reduction over a merged axis (the table viewed with fewer, longer axes)
+        first = max(drop, key=known.__getitem__)
         rest = [v for v in drop if v != first]
-        scope = tuple(v for v in union_scope(t.scope for t in tables) if v != first)
+        kept = tuple(v for v in keep if v in present)
+        scope = (*kept, *rest)
         if check is not None:
             check(first, scope, math.prod(known[v] for v in scope))
         out = backend.join_eliminate(tables, first, "logsumexp", scope=scope)
-        for v in rest:
-            out = backend.eliminate(out, v, "logsumexp")
+        if rest:
+            merged = out.data.reshape((*(known[v] for v in kept), -1))
+            out = backend.eliminate(Table((*kept, _MERGED), merged), _MERGED, "logsumexp")
     else:
         out = tables[0] if len(tables) == 1 else backend.join(tables)
     if missing:
@@ -193,11 +203,22 @@ def marginal(
     child_utils: Mapping[str, Table],
     var: str,
     size: int | None = None,
+    down: Mapping[str, Table] | None = None,
 ) -> tuple[np.ndarray, float]:
     """The marginal of ``var`` from its bucket's belief (own tables, the parent's message and the
     children's UTILs), as host probabilities in value order, and the belief's log normaliser
-    (``ln Z`` of ``var``'s connected component). ``size`` is needed when no table holds ``var``."""
-    tables = bucket_tables(own, parent_message, child_utils)
+    (``ln Z`` of ``var``'s connected component). ``size`` is needed when no table holds ``var``.
+
+    With ``down`` (the messages :func:`down_messages` sent to the children), the belief of a
+    child's separator, ``π_c + λ_c``, gives the same marginal from a table over that separator
+    (which holds ``var`` and is part of the bucket's scope) instead of the whole bucket.
+    """
+    usable = [c for c in child_utils if down is not None and c in down]
+    if usable:
+        child = min(usable, key=lambda c: child_utils[c].size)
+        tables = [child_utils[child], down[child]]  # type: ignore[index]
+    else:
+        tables = bucket_tables(own, parent_message, child_utils)
     sizes = {var: size} if size is not None else None
     belief = marginalize(backend, tables, (var,), sizes)
     return normalize(backend.to_numpy(belief.data))

@@ -133,10 +133,11 @@ def downward(
             continue
         child_utils = {c: tree.utils[c] for c in tree.children[var]}
         own = tree.own[var]
-        messages.update(
-            down_messages(backend, own, parent_message, child_utils, sizes=sizes, check=check)
+        sent = down_messages(backend, own, parent_message, child_utils, sizes=sizes, check=check)
+        marginals[var], _ = marginal(
+            backend, own, parent_message, child_utils, var, sizes[var], down=sent
         )
-        marginals[var], _ = marginal(backend, own, parent_message, child_utils, var, sizes[var])
+        messages.update(sent)
     return marginals
 
 
