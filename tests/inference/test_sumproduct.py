@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -340,6 +341,60 @@ def test_bayes_instance_sums_to_one(instances_dir: Path) -> None:
     assert infer(read_problem(instances_dir / "water.uai"), "pr").ln_partition == pytest.approx(
         0.0, abs=1e-9
     )
+
+
+# ---- CPU and GPU --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gpu() -> Any:
+    pytest.importorskip("cupy")
+    from dcop.backend import gpu_usable
+
+    if not gpu_usable():
+        pytest.skip("no usable CUDA device")
+    return get_backend("cupy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(12))
+def test_gpu_equals_cpu_on_random_models(gpu: Any, seed: int) -> None:
+    """Zeros (-inf in log space) everywhere, evidence, and both signs of log Z."""
+    problem = random_markov(seed, n=8, zeros=0.3, shift=(-1) ** seed * 300.0)
+    if seed % 3 == 0:
+        problem = observe(problem, seed)
+    cpu = infer(problem, "mar")
+    dev = infer(problem, "mar", backend=gpu)
+    assert dev.backend == "cupy" and dev.status == cpu.status
+    if cpu.status == "infeasible":
+        return
+    assert dev.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12, abs=1e-9)
+    assert dev.marginals is not None and cpu.marginals is not None
+    for v, probs in cpu.marginals.items():
+        np.testing.assert_allclose(dev.marginals[v], probs, atol=1e-12)
+    for upper in ("upper", "weighted"):
+        a, b = (
+            infer(problem, "pr", z=2, upper=upper),
+            infer(problem, "pr", z=2, upper=upper, backend=gpu),
+        )
+        assert b.ln_upper == pytest.approx(a.ln_upper, rel=1e-12, abs=1e-9)
+        assert (
+            b.ln_lower == pytest.approx(a.ln_lower, rel=1e-12, abs=1e-9) or a.ln_lower == b.ln_lower
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "name", ["water.uai", "Promedus_24.uai", "grid10x10.f10.uai", "CSP_12.uai"]
+)
+def test_gpu_equals_cpu_on_instances(gpu: Any, instances_dir: Path, name: str) -> None:
+    from dcop.io import read_problem
+
+    problem = read_problem(instances_dir / name)
+    cpu = infer(problem, "mar")
+    dev = infer(problem, "mar", backend=gpu)
+    assert dev.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-10, abs=1e-9)
+    assert dev.marginals is not None and cpu.marginals is not None
+    for v, probs in cpu.marginals.items():
+        np.testing.assert_allclose(dev.marginals[v], probs, atol=1e-9)
 
 
 # ---- command line --------------------------------------------------------------------------------
