@@ -6,8 +6,10 @@ potentials** (``-cost`` of a ``neg_ln`` Problem, ``-inf`` for a zero), so no pro
 underflows or overflows: a join is a sum of logs, an elimination is a ``logsumexp`` (shifted by
 its peak in every backend).
 
-For one variable ``v`` with its *bucket* (its own tables, whose other variables come later in the
-order or are ancestors in the pseudo-tree, plus the UTIL messages of its children):
+An agent first turns its own constraints (those whose deepest variable in the pseudo-tree is its
+own) into log tables (:func:`log_tables`; the coordinator keeps the Problem's constant). Then, for
+one variable ``v`` with its *bucket* (its own tables, whose other variables come later in the order
+or are ancestors in the pseudo-tree, plus the UTIL messages of its children):
 
 * :func:`sum_util` — upward: ``λ_v = ln Σ_v exp(Σ bucket)`` over the bucket's other variables
   (its separator); 0-d at a root, where it is the root's share of ``ln Z``.
@@ -17,7 +19,8 @@ order or are ancestors in the pseudo-tree, plus the UTIL messages of its childre
   out) keeps zeros exact.
 * :func:`marginal` — the belief ``π_v + own + Σ_c λ_c`` summed down to ``v``, normalised: the
   marginal of ``v`` (given the evidence), and its normaliser, which is ``ln Z`` of ``v``'s
-  connected component.
+  connected component (without the constant). Given the messages it just sent down, it sums a
+  child's separator belief ``π_c + λ_c`` instead of the whole bucket.
 
 Bounds (mini-buckets of at most ``z`` variables, :func:`bound_util`): eliminating one mini-bucket
 by ``logsumexp`` and the others by ``max`` gives an upper bound on ``Z``, by ``min`` a lower bound;
@@ -35,7 +38,7 @@ import numpy as np
 
 from dcop.buckets import OutputCheck, plan_bucket
 from dcop.errors import ModelError
-from dcop.model import Problem
+from dcop.model import CostTable, Problem
 from dcop.tables import Op, Table, TableBackend, domain_sizes, union_scope
 
 #: How a mini-bucket bound eliminates the mini-buckets after the first.
@@ -65,11 +68,17 @@ def log_potentials(
             "sum-product inference needs a product of local factors; this model has a global "
             "upper bound (a WCSP top)"
         )
-    tables = [
-        backend.table(t.scope, np.negative(t.costs), dtype) for t in problem.tables if t.scope
-    ]
+    tables = log_tables(backend, [t for t in problem.tables if t.scope], dtype)
     constant = -float(problem.constant) - sum(float(t.costs) for t in problem.tables if not t.scope)
     return tables, constant
+
+
+def log_tables(
+    backend: TableBackend, tables: Sequence[CostTable], dtype: Any = np.float64
+) -> list[Table]:
+    """Cost tables (``-ln`` of potentials) as backend tables of ``ln`` potentials: what an agent
+    turns its own constraints into before its first UTIL."""
+    return [backend.table(t.scope, np.negative(t.costs), dtype) for t in tables]
 
 
 #: The name of an axis that stands for several variables at once (never a variable's name).

@@ -442,3 +442,14 @@ def test_cli_refuses_tasks_a_file_cannot_have(tmp_path: Path, instances_dir: Pat
     run = dcop("solve", str(instances_dir / "test_Z.uai"), "--task", "bogus")
     assert run.returncode == 2
     assert "bogus" in run.stderr
+
+
+def test_cli_zero_markov_model_is_infeasible(tmp_path: Path) -> None:
+    model = tmp_path / "zero.uai"
+    model.write_text("MARKOV\n3\n2 2 3\n2\n2 0 1\n2 1 2\n4\n0 0 0 0\n6\n0 0 0 0 0 0\n")
+    for task in ("pr", "mar"):
+        run = dcop("solve", str(model), "--task", task, "--json", "-", "-q")
+        assert run.returncode == 0, run.stderr
+        doc = json.loads(run.stdout)
+        assert doc["status"] == "infeasible" and doc["ln_partition"] == "-inf"
+        assert doc["marginals"] is None and doc["task"] == task
