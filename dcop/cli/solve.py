@@ -71,9 +71,13 @@ def solve_command(
             "or mar (marginals)."
         ),
     ] = None,
-    ordering: Annotated[OrderingName, typer.Option(help="Elimination order.")] = (
-        OrderingName.minfill
-    ),
+    ordering: Annotated[
+        OrderingName | None,
+        typer.Option(
+            help="Elimination order (default: minfill; for pr/mar the cheapest of minfill, "
+            "mindegree and the file's order)."
+        ),
+    ] = None,
     backend: BackendOption = BackendName.numpy,
     fmt: FormatOption = None,
     evidence: Annotated[
@@ -106,7 +110,7 @@ def solve_command(
                     problem,
                     chosen,
                     z=z if algo is CentralAlgo.mbe else None,
-                    ordering=ordering.value,
+                    ordering=ordering.value if ordering is not None else "auto",
                     backend=backend.value,
                     dtype=dtype.value,
                     max_bytes=parse_memory(max_memory),
@@ -119,7 +123,7 @@ def solve_command(
                 problem,
                 algo=algo.value,
                 z=z,
-                ordering=ordering.value,
+                ordering=(ordering or OrderingName.minfill).value,
                 backend=backend.value,
                 dtype=dtype.value,
                 max_bytes=parse_memory(max_memory),

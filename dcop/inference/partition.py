@@ -34,7 +34,7 @@ from dcop.inference.elimination import ProgressFn, too_large_message
 from dcop.inference.pr_result import PartitionResult
 from dcop.inference.solve import default_max_bytes
 from dcop.model import Problem
-from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.ordering import best_order, elimination_order, induced_width, largest_table
 from dcop.sumproduct import (
     BOUND_NAMES,
     BoundKind,
@@ -170,11 +170,34 @@ def bound_pass(
     return ln_bound, largest
 
 
+#: Candidates of ``ordering="auto"``: the greedy heuristics and the file's own variable order
+#: (row by row on grids, where min-fill's greedy choices end up much wider), both ways.
+AUTO_CANDIDATES: tuple[str, ...] = ("minfill", "mindegree", "natural", "reverse-natural")
+
+
+def choose_order(
+    ordering: str, adjacency: dict[str, set[str]], sizes: dict[str, int], names: list[str]
+) -> tuple[str, list[str]]:
+    """The order called ``ordering`` (see :data:`dcop.ordering.ORDERINGS`), or for ``auto`` the
+    candidate of :data:`AUTO_CANDIDATES` whose elimination touches the fewest table entries;
+    returns the name (``auto:<candidate>``) and the order."""
+    if ordering != "auto":
+        return ordering, elimination_order(ordering, adjacency)
+    candidates = {
+        "minfill": elimination_order("minfill", adjacency),
+        "mindegree": elimination_order("mindegree", adjacency),
+        "natural": names,
+        "reverse-natural": names[::-1],
+    }
+    name, order = best_order(adjacency, sizes, candidates)
+    return f"auto:{name}", order
+
+
 def infer(
     problem: Problem,
     task: str = "pr",
     z: int | None = None,
-    ordering: str = "minfill",
+    ordering: str = "auto",
     backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
@@ -185,6 +208,7 @@ def infer(
 
     ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
+    ``ordering`` is a name of :data:`dcop.ordering.ORDERINGS` or ``auto`` (:func:`choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps one bucket table (default: half the
     available RAM).
@@ -204,9 +228,9 @@ def infer(
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
-    order = elimination_order(ordering, adjacency)
-    width = induced_width(adjacency, order)
     sizes = problem.domain_sizes()
+    ordering, order = choose_order(ordering, adjacency, sizes, list(problem.variables))
+    width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, sizes)
     times["ordering"] = time.perf_counter() - t0
 

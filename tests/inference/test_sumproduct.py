@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from dcop.backend import get_backend
 from dcop.errors import ModelError
 from dcop.generators import ising_grid, random_bayes
-from dcop.inference.partition import infer
+from dcop.inference.partition import choose_order, infer
 from dcop.io.uai import condition, write_uai
 from dcop.model import CostTable, Problem, Variable
 from dcop.ordering import dfs_pseudo_tree
@@ -209,6 +209,38 @@ def test_observed_variable_marginal_spans_its_file_domain() -> None:
     expected = [0.0] * problem.variables[name].size
     expected[value] = 1.0
     assert doc["marginals"][name] == expected
+
+
+# ---- choosing the order ----------------------------------------------------------------------
+def test_elimination_cost_and_the_auto_order() -> None:
+    from dcop.ordering import best_order, elimination_cost, induced_scopes, min_fill_order
+
+    grid = ising_grid(12, seed=3)
+    adjacency, sizes = grid.neighbours(), grid.domain_sizes()
+    natural = list(grid.variables)
+    expected = sum(
+        sizes[v] * math.prod(sizes[u] for u in scope)
+        for v, scope in induced_scopes(adjacency, natural).items()
+    )
+    assert elimination_cost(adjacency, natural, sizes) == expected
+    assert elimination_cost(adjacency, natural, sizes, cap=expected / 2) == math.inf
+    minfill = min_fill_order(adjacency)
+    name, order = best_order(adjacency, sizes, {"minfill": minfill, "natural": natural})
+    cheaper = min(
+        ("minfill", minfill),
+        ("natural", natural),
+        key=lambda c: elimination_cost(adjacency, c[1], sizes),
+    )
+    assert (name, order) == (cheaper[0], cheaper[1])
+    label, chosen = choose_order("auto", adjacency, sizes, natural)
+    assert label.startswith("auto:")
+    assert elimination_cost(adjacency, chosen, sizes) <= min(
+        elimination_cost(adjacency, o, sizes) for o in (minfill, natural, natural[::-1])
+    )
+    result = infer(grid, "pr")
+    assert result.ordering == label
+    exact = infer(grid, "pr", ordering="minfill").ln_partition
+    assert result.ln_partition == pytest.approx(exact, rel=1e-12)
 
 
 # ---- bounds ------------------------------------------------------------------------------------
