@@ -85,9 +85,11 @@ def log_tables(
 _MERGED = "\0merged"
 
 
-def _zeros(backend: TableBackend, scope: Sequence[str], sizes: Mapping[str, int]) -> Table:
+def _zeros(
+    backend: TableBackend, scope: Sequence[str], sizes: Mapping[str, int], dtype: Any = np.float64
+) -> Table:
     """ln 1 over ``scope``: the neutral table of a log-space product."""
-    return backend.table(tuple(scope), np.zeros(tuple(sizes[v] for v in scope)))
+    return backend.table(tuple(scope), np.zeros(tuple(sizes[v] for v in scope)), dtype)
 
 
 def marginalize(
@@ -130,7 +132,7 @@ def marginalize(
     else:
         out = tables[0] if len(tables) == 1 else backend.join(tables)
     if missing:
-        out = backend.join([out, _zeros(backend, missing, known)])
+        out = backend.join([out, _zeros(backend, missing, known, out.data.dtype)])
     return backend.transpose(out, keep)
 
 
