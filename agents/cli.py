@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -38,32 +39,51 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConfig:
-    """This agent's CURVE settings: own keys from ``keys``, peers' public keys from peers.json."""
+    """This agent's CURVE settings: own keys from ``keys``, peers' public keys from peers.json.
+
+    Any agent of peers.json may become a neighbour (a serving agent learns its neighbours per
+    problem), so every other agent's key is known as a server and accepted as a client; the
+    transport still takes frames only from the neighbours of the current problem."""
     if keys is None:
         raise InputError("--secure needs --keys DIR")
     if not peers.secure or peers.coordinator_public_key is None:
         raise InputError("--secure needs public keys in peers.json")
     public, secret = load_keypair(keys, entry.id)
-    table = peers.by_id()
     if entry.public_key is not None and public.decode() != entry.public_key:
         raise InputError(f"the key in {keys} is not agent {entry.id}'s key in peers.json")
-    server_keys = {n: str(table[n].public_key).encode() for n in entry.neighbours}
-    server_keys[COORDINATOR_ID] = peers.coordinator_public_key.encode()
-    allowed = frozenset(str(table[n].public_key).encode() for n in entry.neighbours)
-    return CurveConfig(public, secret, server_keys, allowed)
+    others = {a.id: str(a.public_key).encode() for a in peers.agents if a.id != entry.id}
+    server_keys = {**others, COORDINATOR_ID: peers.coordinator_public_key.encode()}
+    return CurveConfig(public, secret, server_keys, others)
 
 
-def agent_backend(gpu: int | None) -> TableBackend:
-    """NumPy, or CuPy on device ``gpu`` with the backend's own non-blocking stream."""
+def agent_backend(
+    gpu: int | None, spec_min_entries: int | None = None
+) -> tuple[TableBackend, float, str]:
+    """NumPy, or for a GPU agent the placed backend (buckets large enough run on device ``gpu``,
+    on the agent's own stream), warmed up: its CUDA context, memory pools and generic kernels
+    are ready before the agent says hello. Returns the backend, the seconds set-up took and the
+    device's name."""
     from dcop.backend import get_backend
 
-    return get_backend("numpy") if gpu is None else get_backend("cupy", device=gpu)
+    if gpu is None:
+        return get_backend("numpy"), 0.0, ""
+    from dcop.placement import placed_backend
+
+    t0 = time.perf_counter()
+    backend = placed_backend(gpu, None, spec_min_entries)
+    backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
+    return backend, time.perf_counter() - t0, str(backend.gpu.device_name)
 
 
 def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTable], int]:
     """This agent's tables and domain size from the problem file, checked against peers.json."""
     from dcop.io import read_problem
 
+    if entry.variable is None:
+        raise InputError(
+            "--problem needs a problem-specific peers.json (one that gives each agent its "
+            "variable); serving agents receive their part from the coordinator"
+        )
     problem = read_problem(path)
     var = problem.variables.get(entry.variable)
     if var is None:
@@ -78,7 +98,7 @@ def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTab
     if listed != actual:
         raise InputError(
             f"agent {entry.id} ({entry.variable}): peers.json neighbours "
-            f"{sorted(listed)} differ from the problem's {sorted(actual)}",
+            f"{sorted(str(v) for v in listed)} differ from the problem's {sorted(actual)}",
             path,
         )
     return problem.tables_of(entry.variable), var.size
@@ -98,13 +118,24 @@ def agent(
             "against the coordinator's (default: receive them from the coordinator).",
         ),
     ] = None,
-    gpu: Annotated[
-        int | None,
+    serve: Annotated[
+        bool,
         typer.Option(
-            metavar="DEVICE", help="CuPy backend on this CUDA device, on the agent's own stream."
+            help="Stay up after a problem and serve the next one (until a coordinator says "
+            "shutdown)."
+        ),
+    ] = False,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DEVICE",
+            help="Run large buckets with CuPy on this CUDA device ('all': device id mod the "
+            "number of GPUs), on the agent's own stream.",
         ),
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300.0,
+    timeout: Annotated[
+        float, typer.Option(help="Give up after this many seconds (serving: per problem).")
+    ] = 300.0,
     peer_timeout: Annotated[
         float | None,
         typer.Option(
@@ -126,12 +157,16 @@ def agent(
     ] = None,
     log_level: Annotated[LogLevel, typer.Option(help="Log level.")] = LogLevel.WARNING,
     fault: Annotated[str | None, typer.Option(hidden=True)] = None,  # fault-injection tests
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
 ) -> None:
-    """Run one DPOP/ADPOP agent: the variable peers.json gives this id."""
+    """Run one DPOP/ADPOP agent: the variable peers.json (or, serving, the coordinator) gives it."""
     logging.basicConfig(
         level=log_level.value,
         stream=sys.stderr,
-        format=f"dcop-agent {ident}: %(levelname)s %(message)s",
+        format=f"dcop-agent {ident}: %(asctime)s %(levelname)s %(message)s",
     )
     try:
         if fault is not None and fault not in FAULTS:
@@ -142,6 +177,7 @@ def agent(
         peers = load_peers(peers_file)
         entry = peers.agent(ident)
         curve = curve_config(peers, entry, keys) if secure else None
+        device = gpu_device(gpu, ident)
     except DcopError as exc:
         print(f"dcop-agent: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -151,36 +187,60 @@ def agent(
     transport = ZmqAgentTransport(
         entry.id,
         entry.endpoint,
-        {n: table[n].endpoint for n in entry.neighbours},
+        {},
         peers.coordinator,
         curve,
         max_bytes,
+        candidates=[a for a in table if a != entry.id],
     )
     code = 1
     try:
         transport.open()
-        local, domain = (
-            local_part(str(problem), entry, peers) if problem is not None else (None, None)
-        )
+        local = local_part(str(problem), entry, peers) if problem is not None else None
+        backend, setup_s, device_name = agent_backend(device)
         config = AgentConfig(
             entry.id,
             entry.variable,
-            {n: table[n].variable for n in entry.neighbours},
+            {n: str(table[n].variable) for n in entry.neighbours}
+            if entry.variable is not None
+            else None,
             timeout_s=timeout,
             peer_timeout_s=peer_timeout_for(max_bytes) if peer_timeout is None else peer_timeout,
             max_message_bytes=max_bytes,
             host=socket.gethostname(),
+            serving=serve,
+            setup_s=setup_s,
+            gpu=device_name,
             fault=fault,
         )
-        code = Agent(config, transport, agent_backend(gpu), local, domain).run()
+        log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
+        code = Agent(config, transport, backend, local).run()
     except DcopError as exc:
-        reason = f"agent {entry.id} ({entry.variable}): {exc}"
+        reason = f"agent {entry.id} ({entry.variable or 'no variable yet'}): {exc}"
         log.error("%s", reason)
         transport.send(COORDINATOR_ID, encode(entry.id, COORDINATOR_ID, Error(reason)))
         code = 1
     finally:
         transport.close()
     sys.exit(code)
+
+
+def gpu_device(gpu: str | None, agent_id: int) -> int | None:
+    """The CUDA device of ``--gpu``: a number, ``all`` or a list like ``0,2`` (then agent ``k``
+    takes the ``k mod len``-th device of it: agents round robin over the GPUs)."""
+    if gpu is None:
+        return None
+    from dcop.placement import device_for_agent, gpu_count, gpu_devices
+
+    return device_for_agent(agent_id, gpu_devices(gpu, gpu_count() if gpu == "all" else None))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from dcop import __version__
+
+        print(f"dcop-agent {__version__}")
+        raise typer.Exit()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,8 +40,12 @@ class Meter:
         """A frame was refused and dropped."""
         self.metrics = replace(self.metrics, dropped=self.metrics.dropped + 1)
 
-    def snapshot(self, clock: float) -> AgentMetrics:
-        """A copy to send, with the agent's logical clock."""
+    def set_up(self, seconds: float) -> None:
+        """Time spent getting ready (not part of the solve)."""
+        self.metrics = replace(self.metrics, setup_s=seconds)
+
+    def snapshot(self, clock: float, backend: dict[str, float] | None = None) -> AgentMetrics:
+        """A copy to send, with the agent's logical clock and its backend's figures."""
         m = self.metrics
         return replace(
             m,
@@ -50,6 +54,7 @@ class Meter:
             recv_count=dict(m.recv_count),
             recv_bytes=dict(m.recv_bytes),
             clock=clock,
+            backend=dict(backend or {}),
         )
 
 

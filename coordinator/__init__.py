@@ -11,27 +11,28 @@
 
 from dcop.coordinator.driver import Coordinator
 from dcop.coordinator.launch import (
-    AgentProcesses,
     agent_command,
     free_ports,
     run_local,
     write_result,
 )
+from dcop.coordinator.processes import AgentProcesses
 from dcop.coordinator.report import print_summary
 from dcop.coordinator.result import RunResult
-from dcop.coordinator.topology import check_peers, choose_roots, peers_for, round_robin
+from dcop.coordinator.topology import Layout, check_peers, layout_for, peers_for, round_robin
 from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
 
 __all__ = [
     "AgentEntry",
     "AgentProcesses",
     "Coordinator",
+    "Layout",
     "Peers",
     "RunResult",
     "agent_command",
     "check_peers",
-    "choose_roots",
     "free_ports",
+    "layout_for",
     "load_peers",
     "parse_peers",
     "peers_for",

@@ -1,24 +1,36 @@
-"""The coordinator's run: hello -> setup -> ready -> start -> results -> stop, with deadlines.
+"""The coordinator's side of one problem: hello, setup, ready, start, trees, go, results, stop.
 
-It never computes the solution: it hands each agent its share of the problem, picks one DFS root
-per connected component (the agent with the most neighbours, ties by variable name: the root
-:func:`dcop.ordering.dfs_pseudo_tree` would choose), gathers the agents' values and recomputes the
-assignment's cost on the Problem. Any fault - an agent that exits, stops answering, reports an
-error or misses a deadline - ends the run with a :class:`RunError` naming the agent.
+It never computes the solution. It hands each agent its share of the problem and its neighbours'
+endpoints (the ones the agents reported in their hellos), picks the roots of every candidate tree
+(one per connected component), lets the agents build the candidate trees by distributed DFS and
+size their UTIL messages, keeps the tree whose largest UTIL is smallest, and decides: DPOP, ADPOP
+with the run's z, or for ``auto`` the largest z whose UTILs fit. A run whose UTILs cannot fit the
+message or memory limit is refused there, before any table is built, naming the agent, the size
+and the largest z that fits. It then gathers the agents' values and recomputes the assignment's
+cost on the Problem. Any fault - an agent that exits, loses its link, stops answering, reports an
+error or misses a deadline - ends the problem with an error naming the agent.
+
+Agents are one-shot (they exit at the end: stop) or serving (``--serve``: they stay up for the next
+problem: done). With a problem-independent peers.json the coordinator gives the i-th variable to
+the i-th agent (by id).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from dcop.agents.dfs import default_candidates
+from dcop.agents.session import sizing_choices
 from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.result import RunResult
-from dcop.coordinator.topology import check_peers, choose_roots
+from dcop.coordinator.result import RunResult, TreeChoice
+from dcop.coordinator.topology import Layout, layout_for
 from dcop.errors import (
     DcopError,
     ProblemMismatch,
@@ -31,7 +43,9 @@ from dcop.model import Problem
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
+    Done,
     Error,
+    Go,
     Heartbeat,
     Hello,
     Message,
@@ -39,14 +53,18 @@ from dcop.protocol import (
     Result,
     RunSpec,
     Setup,
+    Sizing,
     Start,
     Stop,
     Transport,
+    TreeReport,
     WireTable,
     decode,
     encode,
 )
+from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
+from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
 from dcop.tables import choose_dtype
 
@@ -59,13 +77,37 @@ ERROR_TYPES: dict[str, type[DcopError]] = {
     "mismatch": ProblemMismatch,
     "timeout": RunTimeout,
 }
+#: A UTIL message's header and per-table framing, beside its entries (bytes; generous).
+UTIL_OVERHEAD_BYTES = 4096
 
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
 
 
+@dataclass
+class Progress:
+    """Where a problem stands, for the live display: phase, counts and bytes so far."""
+
+    phase: str = "hello"
+    elapsed_s: float = 0.0
+    agents: int = 0
+    hellos: int = 0
+    ready: int = 0
+    trees: int = 0
+    trees_expected: int = 0
+    utils: int = 0
+    utils_expected: int = 0
+    results: int = 0
+    sent_bytes: int = 0
+    phases: dict[str, int] = field(default_factory=dict)
+
+
 class Coordinator:
-    """Drives one distributed DPOP/ADPOP run over a Transport (ZMQ or in-process)."""
+    """Drives one distributed DPOP/ADPOP problem over a Transport (ZMQ or in-process).
+
+    ``hellos`` carries what earlier problems of the same agents already learnt (a serving
+    cluster); ``on_status`` is called about once a heartbeat with a :class:`Progress`.
+    """
 
     def __init__(
         self,
@@ -79,6 +121,8 @@ class Coordinator:
         heartbeat_s: float = HEARTBEAT_INTERVAL_S,
         monitor: Monitor | None = None,
         before_start: Callable[[], None] | None = None,
+        hellos: dict[int, Hello] | None = None,
+        on_status: Callable[[Progress], None] | None = None,
     ) -> None:
         self.problem = problem
         self.peers = peers
@@ -89,53 +133,83 @@ class Coordinator:
         self.heartbeat_s = heartbeat_s
         self.monitor = monitor
         self.before_start = before_start
+        self.on_status = on_status
         # float32 where integer totals stay exact: chosen once, here, for every agent's tables
         self.dtype = np.dtype(choose_dtype(problem))
-        self.agents = peers.by_id()
-        self.hellos: dict[int, Hello] = {}
+        self.layout: Layout = layout_for(problem, peers)
+        self.active = sorted(self.layout.variable)
+        self.hellos: dict[int, Hello] = dict(hellos or {})
+        self.number = 0
         self.ready: set[int] = set()
+        self.roots: list[list[int]] = []
+        self.reports: dict[tuple[int, int], TreeReport] = {}
+        self.choice: TreeChoice | None = None
         self.results: dict[int, Result] = {}
         self.last_seen: dict[int, float] = {}
+        self.heartbeats: dict[int, Heartbeat] = {}
         self.sent: dict[str, list[int]] = {}
         self.received: dict[str, list[int]] = {}
         self.phase = "hello"
+        self.t0 = 0.0
 
     def name(self, agent_id: int) -> str:
-        entry = self.agents.get(agent_id)
-        return f"agent {agent_id} ({entry.variable})" if entry else f"agent {agent_id}"
+        var = self.layout.variable.get(agent_id)
+        return f"agent {agent_id} ({var})" if var else f"agent {agent_id}"
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Run to the end; return the typed result. Raises RunError naming the agent on a fault."""
-        check_peers(self.problem, self.peers)
-        t0 = time.monotonic()
-        deadline = t0 + self.timeout
+        """Run to the end; return the typed result. Raises a DcopError naming the agent on a
+        fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
+        self.t0 = time.monotonic()
+        deadline = self.t0 + self.timeout
         try:
             self._wait(
-                lambda: len(self.hellos) == len(self.agents), t0 + self.hello_timeout, "hello"
+                lambda: all(a in self.hellos for a in self.active),
+                self.t0 + self.hello_timeout,
+                "hello",
             )
-            self._wait(lambda: len(self.ready) == len(self.agents), deadline, "ready")
+            self.number = secrets.randbits(62) + 1
+            for a in self.active:
+                self._send(a, self._setup(a))
+            self._wait(lambda: len(self.ready) == len(self.active), deadline, "ready")
             if self.before_start is not None:
                 self.before_start()
-            roots = choose_roots(self.peers)
             t_start = time.monotonic()
-            for a in self.peers.agents:
-                self._send(a.id, Start(self.spec, a.id in roots))
-            self.phase = "solve"
-            self._wait(lambda: len(self.results) == len(self.agents), deadline, "solve")
+            self._start()
+            self._wait(self._trees_reported, deadline, "dfs")
+            self.choice = self._choose()
+            for a in self.active:
+                self._send(a, Go(self.choice.tree, self.choice.z))
+            self._wait(lambda: len(self.results) == len(self.active), deadline, "solve")
             solve_s = time.monotonic() - t_start
         except BaseException as exc:
-            self._stop_all(f"aborted: {exc}" if isinstance(exc, RunError) else "aborted")
+            self._end(f"aborted: {exc}" if isinstance(exc, DcopError) else "aborted")
             raise
-        self._stop_all("done")
-        return self._result(roots, time.monotonic() - t0, solve_s)
+        self._end("done")
+        return self._result(time.monotonic() - self.t0, solve_s)
 
-    def _stop_all(self, reason: str) -> None:
-        for a in self.peers.agents:
-            self._send(a.id, Stop(reason[:200]))
+    def _end(self, reason: str) -> None:
+        """Stop one-shot agents, release serving ones (they wait for the next problem)."""
+        for a in self.active:
+            hello = self.hellos.get(a)
+            if hello is None:
+                continue
+            self._send(a, Done(reason[:200]) if hello.serving else Stop(reason[:200]))
+
+    def _start(self) -> None:
+        names = self.layout.variable
+        adjacency = self.layout.neighbours
+        self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        for a in self.active:
+            mine = tuple(k for k, roots in enumerate(self.roots) if a in roots)
+            self._send(a, Start(self.spec, mine))
+
+    def _trees_reported(self) -> bool:
+        return all((k, r) in self.reports for k, roots in enumerate(self.roots) for r in roots)
 
     def _wait(self, done: Callable[[], bool], deadline: float, phase: str) -> None:
         self.phase = phase
+        log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
         while not done():
             now = time.monotonic()
@@ -143,35 +217,53 @@ class Coordinator:
                 raise RunTimeout(self._deadline_message(phase))
             if now >= next_beat:
                 next_beat = now + self.heartbeat_s
-                self._beat_and_check(now)
+                self._check(now)
+                self._report_status(now)
             item = self.transport.recv(min(deadline, next_beat) - now)
             if item is not None:
-                self._on_frame(*item)
+                self._on_frames(*item)
 
     def _deadline_message(self, phase: str) -> str:
         if phase == "hello":
-            late = [a for a in self.agents if a not in self.hellos]
+            late = [a for a in self.active if a not in self.hellos]
             what = "did not say hello"
         elif phase == "ready":
-            late = [a for a in self.agents if a not in self.ready]
+            late = [a for a in self.active if a not in self.ready]
             what = "did not get ready (links to neighbours not up)"
+        elif phase == "dfs":
+            late = sorted(
+                {
+                    r
+                    for k, roots in enumerate(self.roots)
+                    for r in roots
+                    if (k, r) not in self.reports
+                }
+            )
+            what = "did not report its candidate trees (the DFS did not finish)"
         else:
-            late = [a for a in self.agents if a not in self.results]
+            late = [a for a in self.active if a not in self.results]
             what = "sent no result"
         names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
         limit = self.hello_timeout if phase == "hello" else self.timeout
         return f"timed out after {limit:g} s: {names} {what}"
 
-    def _beat_and_check(self, now: float) -> None:
-        for ident in self.hellos:
-            self._send(ident, Heartbeat())
+    def _check(self, now: float) -> None:
+        """Dead processes, lost links and silent agents end the problem, naming the agent."""
         if self.monitor is not None:
-            dead = self.monitor()
+            dead = [(a, c) for a, c in self.monitor() if a in self.layout.variable]
             if dead:
                 self._drain(0.3)  # an agent's own error message names the cause better
                 ident, code = dead[0]
                 raise RunError(f"{self.name(ident)} exited with code {code} during {self.phase}")
-        for ident in self.hellos:
+        for loss in self.transport.lost_peers():
+            if loss.peer in self.layout.variable and loss.peer not in self.results:
+                self._drain(0.3)
+                raise RunError(
+                    f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})"
+                )
+        for ident in self.active:
+            if ident not in self.hellos or ident in self.results:
+                continue
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
                 raise RunError(
@@ -179,99 +271,243 @@ class Coordinator:
                     f"during {self.phase})"
                 )
 
+    def _report_status(self, now: float) -> None:
+        if self.on_status is None:
+            return
+        phases: dict[str, int] = {}
+        for a in self.active:
+            beat = self.heartbeats.get(a)
+            label = "result" if a in self.results else (beat.phase if beat else self.phase)
+            phases[label] = phases.get(label, 0) + 1
+        self.on_status(
+            Progress(
+                phase=self.phase,
+                elapsed_s=now - self.t0,
+                agents=len(self.active),
+                hellos=sum(a in self.hellos for a in self.active),
+                ready=len(self.ready),
+                trees=len(self.reports),
+                trees_expected=sum(len(r) for r in self.roots),
+                utils=sum(1 for b in self.heartbeats.values() if b.util_sent),
+                utils_expected=len(self.active) - len(self.roots[0]) if self.roots else 0,
+                results=len(self.results),
+                sent_bytes=sum(b.sent_bytes for b in self.heartbeats.values()),
+                phases=phases,
+            )
+        )
+
+    def _blame(self, peer: int, report: str) -> None:
+        """A neighbour lost its link to ``peer``: name ``peer``'s own end when it is known (the
+        process exited, its link to the coordinator dropped), else the neighbour's report."""
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            if self.monitor is not None:
+                for ident, code in self.monitor():
+                    if ident == peer:
+                        raise RunError(
+                            f"{self.name(peer)} exited with code {code} during {self.phase}"
+                        )
+            for loss in self.transport.lost_peers():
+                if loss.peer == peer:
+                    raise RunError(
+                        f"{self.name(peer)} lost its link during {self.phase} ({loss.reason})"
+                    )
+            self._drain(0.05)
+        raise RunError(f"{self.name(peer)} is unreachable: {report}")
+
     def _drain(self, seconds: float) -> None:
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             item = self.transport.recv(left)
             if item is None:
                 return
-            self._on_frame(*item)
+            self._on_frames(*item)
 
     # ---- frames -------------------------------------------------------------------------------
-    def _on_frame(self, sender: int | None, frame: bytes) -> None:
+    def _on_frames(self, sender: int | None, frames: list[bytes | memoryview]) -> None:
         try:
+            if sender is None:
+                raise ProtocolError("a message from an unidentified peer")
             env = decode(
-                frame,
+                frames,
                 max_message_bytes=self.spec.max_message_bytes,
-                known_senders=self.agents,
+                known_senders=self.layout.agents,
                 receiver=COORDINATOR_ID,
             )
-            if sender is None:
-                raise ProtocolError(f"frame from an unidentified peer claims to be {env.sender}")
             if env.sender != sender:
-                raise ProtocolError(f"frame from {sender} claims to come from {env.sender}")
+                raise ProtocolError(f"a message from {sender} claims to come from {env.sender}")
+            if env.problem not in (0, self.number):
+                return  # a late message of an earlier problem
         except ProtocolError as exc:
             log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
             return
-        self.last_seen[env.sender] = time.monotonic()
-        self.received.setdefault(env.type, [0, 0])
-        self.received[env.type][0] += 1
-        self.received[env.type][1] += len(frame)
+        self.last_seen[sender] = time.monotonic()
+        counts = self.received.setdefault(env.type, [0, 0])
+        counts[0] += 1
+        counts[1] += message_bytes(frames)
         body = env.body
-        who = self.name(env.sender)
+        who = self.name(sender)
         match body:
             case Hello():
-                entry = self.agents[env.sender]
-                if body.variable != entry.variable:
-                    raise RunError(
-                        f"{who} says its variable is {body.variable!r}; peers.json "
-                        f"says {entry.variable!r}"
-                    )
-                if env.sender not in self.hellos:
-                    self.hellos[env.sender] = body
-                    self._send(env.sender, self._setup(entry.variable))
+                self._on_hello(sender, body)
             case Ready():
-                self.ready.add(env.sender)
+                self.ready.add(sender)
+            case TreeReport():
+                self._on_tree(sender, body)
             case Result():
-                self.results[env.sender] = body
+                self.results[sender] = body
             case Error():
                 if body.peer is not None:
-                    raise RunError(f"{who} reports: {body.reason}")
+                    self._blame(body.peer, f"{who} reports: {body.reason}")
                 reason = (
                     body.reason if body.reason.startswith("agent ") else f"{who}: {body.reason}"
                 )
                 raise ERROR_TYPES[body.kind](reason)
             case Heartbeat():
-                pass
+                self.heartbeats[sender] = body
             case _:
                 log.warning("coordinator: unexpected %s from %s", env.type, who)
 
-    def _setup(self, variable: str) -> Setup:
+    def _on_hello(self, sender: int, hello: Hello) -> None:
+        expected = self.layout.variable.get(sender)
+        if hello.variable and expected is not None and hello.variable != expected:
+            raise RunError(
+                f"{self.name(sender)} says its variable is {hello.variable!r}; the coordinator "
+                f"gives it {expected!r}"
+            )
+        if not hello.endpoint:
+            raise RunError(f"{self.name(sender)} did not say where it listens")
+        first = sender not in self.hellos
+        self.hellos[sender] = hello
+        if first and self.number and sender in self.layout.variable:
+            # an agent that (re)appears after the setups went out gets its own now
+            self._send(sender, self._setup(sender))
+
+    def _on_tree(self, sender: int, report: TreeReport) -> None:
+        if not 0 <= report.tree < len(self.roots) or sender not in self.roots[report.tree]:
+            raise ProtocolError(f"a tree report from {sender}, which roots no such tree")
+        if len(report.sizings) != len(sizing_choices(self.spec)):
+            raise ProtocolError(f"a tree report with {len(report.sizings)} sizings")
+        self.reports[(report.tree, sender)] = report
+
+    def _setup(self, agent: int) -> Setup:
+        variable = self.layout.variable[agent]
         own = self.problem.tables_of(variable)
         domain = self.problem.variables[variable].size
         tables = tuple(WireTable.from_array(t.scope, t.costs.astype(self.dtype)) for t in own)
         digest = part_digest(variable, domain, [(t.scope, t.costs) for t in own])
-        return Setup(variable, domain, tables, digest)
+        neighbours = tuple(
+            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint)
+            for n in sorted(self.layout.neighbours[agent])
+        )
+        return Setup(variable, domain, tables, digest, neighbours)
 
     def _send(self, peer: int, body: Message) -> None:
-        frame = encode(COORDINATOR_ID, peer, body)
-        if len(frame) > self.spec.max_message_bytes:
-            raise RunError(
-                f"the {body.TYPE} message for {self.name(peer)} has {len(frame)} bytes, "
-                f"more than the message limit of {self.spec.max_message_bytes}"
+        frames = encode(COORDINATOR_ID, peer, body, self.number)
+        size = message_bytes(frames)
+        if size > self.spec.max_message_bytes:
+            raise TableTooLarge(
+                f"the {body.TYPE} message for {self.name(peer)} has {size} bytes, more than "
+                f"the message limit of {self.spec.max_message_bytes}"
             )
-        self.transport.send(peer, frame)
-        self.sent.setdefault(body.TYPE, [0, 0])
-        self.sent[body.TYPE][0] += 1
-        self.sent[body.TYPE][1] += len(frame)
+        self.transport.send(peer, frames)
+        counts = self.sent.setdefault(body.TYPE, [0, 0])
+        counts[0] += 1
+        counts[1] += size
+
+    # ---- choosing the tree and z --------------------------------------------------------------
+    def _choose(self) -> TreeChoice:
+        """The candidate tree with the smallest largest UTIL, and the z to run it with."""
+        zs = sizing_choices(self.spec)
+        main = zs.index(self.spec.z) if self.spec.algo == "adpop" else 0
+        per_tree = [
+            combine_sizings([self.reports[(k, r)].sizings for r in roots])
+            for k, roots in enumerate(self.roots)
+        ]
+        widths = [
+            max(self.reports[(k, r)].width for r in roots) for k, roots in enumerate(self.roots)
+        ]
+        tree = min(
+            range(len(per_tree)),
+            key=lambda k: (per_tree[k][main].largest, per_tree[k][main].total, k),
+        )
+        sizings = per_tree[tree]
+        itemsize = self.dtype.itemsize
+        limit = self.spec.max_message_bytes
+        memory = self.spec.max_memory_bytes
+
+        def fits(j: int) -> bool:
+            nbytes = sizings[j].largest * itemsize
+            return nbytes + UTIL_OVERHEAD_BYTES <= limit and (memory is None or nbytes <= memory)
+
+        fitting = [z for j, z in enumerate(zs) if z is not None and fits(j)]
+        if self.spec.algo == "auto":
+            chosen = 0 if fits(0) else (zs.index(max(fitting)) if fitting else None)
+        else:
+            chosen = main if fits(main) else None
+        if chosen is None:
+            raise TableTooLarge(
+                self._refusal(sizings[main], zs[main], itemsize, max(fitting) if fitting else None)
+            )
+        return TreeChoice(
+            tree=tree,
+            z=zs[chosen],
+            largest_entries=[s[main].largest for s in per_tree],
+            widths=widths,
+            predicted={z: s.largest for z, s in zip(zs, sizings, strict=True)},
+            predicted_agent=sizings[chosen].agent,
+        )
+
+    def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
+        who = self.name(sizing.agent) if sizing.agent is not None else "an agent"
+        what = "DPOP" if z is None else f"ADPOP(z={z})"
+        limits = f"the message limit of {self.spec.max_message_bytes / 2**20:g} MiB"
+        if self.spec.max_memory_bytes is not None:
+            limits += f" or the memory limit of {self.spec.max_memory_bytes / 2**20:g} MiB"
+        way = (
+            f"the largest ADPOP z that fits is {fit} (--algo adpop --z {fit}, or --algo auto)"
+            if fit is not None
+            else "no ADPOP z fits either, not even z=1"
+        )
+        return (
+            f"{what}'s largest UTIL, from {who}, would hold {sizing.largest:.4g} entries "
+            f"({sizing.largest * itemsize / 2**20:.4g} MiB) > {limits}; {way}; refused before "
+            "any table was built"
+        )
 
     # ---- the answer ---------------------------------------------------------------------------
-    def _result(self, roots: list[int], wall_s: float, solve_s: float) -> RunResult:
+    def _result(self, wall_s: float, solve_s: float) -> RunResult:
         problem = self.problem
-        assignment = {self.agents[i].variable: r.value for i, r in self.results.items()}
-        for var, value in assignment.items():
-            if value >= problem.variables[var].size:
-                raise RunError(f"agent for {var!r} chose value index {value}, out of its domain")
+        var = self.layout.variable
+        assignment = {var[i]: r.value for i, r in self.results.items()}
+        for name, value in assignment.items():
+            if value >= problem.variables[name].size:
+                raise RunError(f"agent for {name!r} chose value index {value}, out of its domain")
+        for name in problem.variables:
+            assignment.setdefault(name, 0)  # a variable no agent was given: none (n = 0)
         cost = problem.evaluate(assignment)  # recomputed here, never trusted from the agents
+        assert self.choice is not None
+        roots = self.roots[self.choice.tree]
         bound = problem.constant + sum(float(t.costs) for t in problem.tables if not t.scope)
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
+        ran = RunSpec(
+            "dpop" if self.choice.z is None else "adpop",
+            self.choice.z,
+            self.spec.max_message_bytes,
+            self.spec.peer_timeout_s,
+            self.spec.trees,
+            self.spec.max_memory_bytes,
+            self.spec.gpu_min_entries,
+        )
         metrics, per_agent = wire_metrics(
             problem=problem,
-            peers=self.peers,
-            exact=self.spec.exact,
+            layout=self.layout,
+            exact=ran.exact,
             roots=roots,
+            trees=len(self.roots),
+            candidates_roots=sum(len(r) for r in self.roots),
             results=self.results,
             coordinator_sent=self.sent,
             coordinator_received=self.received,
@@ -279,16 +515,27 @@ class Coordinator:
             solve_s=solve_s,
             hellos=self.hellos,
         )
-        name = {i: a.variable for i, a in self.agents.items()}
         return RunResult(
             problem=problem,
             spec=self.spec,
+            ran=ran,
+            tree=self.choice,
             assignment=dict(sorted(assignment.items())),
             cost=cost,
             bound=bound,
-            roots=tuple(name[r] for r in roots),
+            roots=tuple(var[r] for r in roots),
             agents=per_agent,
             metrics=metrics,
             dtype=self.dtype.name,
             times={"total": wall_s, "solve": solve_s},
         )
+
+
+def combine_sizings(per_root: list[tuple[Sizing, ...]]) -> list[Sizing]:
+    """A forest's sizings from its components' (per mini-bucket size: the largest UTIL over all
+    components, and the total)."""
+    out = []
+    for j in range(len(per_root[0])):
+        best = max(per_root, key=lambda s: (s[j].largest, -(s[j].agent or 0)))[j]
+        out.append(Sizing((), best.largest, best.agent, sum(s[j].total for s in per_root)))
+    return out

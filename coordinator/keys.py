@@ -27,8 +27,8 @@ def coordinator_curve(peers: Peers, keys: str | Path) -> CurveConfig:
     public, secret = load_keypair(keys, COORDINATOR_ID)
     if peers.coordinator_public_key is not None and public.decode() != peers.coordinator_public_key:
         raise InputError(f"the coordinator key in {keys} is not the one in peers.json")
-    allowed = frozenset(str(a.public_key).encode() for a in peers.agents)
-    return CurveConfig(public, secret, {}, allowed)
+    clients = {a.id: str(a.public_key).encode() for a in peers.agents}
+    return CurveConfig(public, secret, {}, clients)
 
 
 __all__ = [

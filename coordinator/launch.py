@@ -1,49 +1,43 @@
-"""Agent processes on this machine, and a whole distributed solve with them (``run_local``).
+"""A whole distributed solve on this machine (``run_local``), and the agents' command line.
 
-``run_local`` writes peers.json for 127.0.0.1 with free ports (:mod:`dcop.coordinator.topology`
-makes it), starts one ``dcop-agent`` process per variable (``python -m dcop.agents``, the same
-program as the console script), drives the run with
-:class:`~dcop.coordinator.driver.Coordinator` and always stops every process it started:
-politely with a stop message, then SIGTERM, then SIGKILL. No orphans, even on failure.
+``run_local`` binds the coordinator on a port the system picks, writes peers.json for 127.0.0.1
+(:mod:`dcop.coordinator.topology` makes it; the agents' ports are wildcards: each agent binds
+its own and reports it), starts one agent process per variable (:mod:`dcop.coordinator.processes`:
+forked from a pre-imported template), drives the run with
+:class:`~dcop.coordinator.driver.Coordinator` and always stops every process it started. No
+orphans, even on failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import random
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dcop.coordinator.driver import Coordinator
+from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
+from dcop.coordinator.processes import AgentProcesses
 from dcop.coordinator.result import RunResult
-from dcop.coordinator.topology import peers_for, round_robin
+from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.curve import generate_keys
+from dcop.protocol.endpoints import ephemeral_range
 from dcop.protocol.runspec import MIB
 
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).
 MIN_PORT = 20000
-
-
-def _ephemeral_low() -> int:
-    """First port of the kernel's ephemeral range (outgoing connections take ports from it)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -53,7 +47,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     any outgoing connection (an agent connecting to a neighbour, another program) between being
     chosen here and the agent binding it, which failed about one run in 200 in the soak."""
     held: list[socket.socket] = []
-    low = _ephemeral_low()
+    low = ephemeral_range()[0]
     rng = random.SystemRandom()
     try:
         tries = 0
@@ -86,7 +80,7 @@ def agent_command(
     *,
     timeout: float,
     spec: RunSpec,
-    gpu: int | None = None,
+    gpu: int | str | None = None,
     keys: str | Path | None = None,
     problem_file: str | Path | None = None,
     log_level: str = "WARNING",
@@ -118,60 +112,11 @@ def agent_command(
     return argv
 
 
-class AgentProcesses:
-    """The agent processes of one run; ``stop()`` makes sure every one has exited."""
-
-    def __init__(self) -> None:
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self.logs: dict[int, Path] = {}
-
-    def start(self, agent_id: int, argv: list[str], log_file: Path) -> None:
-        self.logs[agent_id] = log_file
-        with open(log_file, "wb") as err:
-            self.procs[agent_id] = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,  # a Ctrl-C at the terminal reaches us, not every agent
-            )
-
-    def dead(self) -> list[tuple[int, int]]:
-        return [(i, p.returncode) for i, p in self.procs.items() if p.poll() is not None]
-
-    def exit_codes(self) -> dict[int, int | None]:
-        return {i: p.poll() for i, p in self.procs.items()}
-
-    def log_tail(self, agent_id: int, lines: int = 3) -> str:
-        try:
-            text = self.logs[agent_id].read_text(errors="replace").strip().splitlines()
-        except (OSError, KeyError):
-            return ""
-        return " | ".join(text[-lines:])
-
-    def stop(self, grace_s: float = 3.0) -> None:
-        deadline = time.monotonic() + grace_s
-        for p in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(max(0.0, deadline - time.monotonic()))
-        for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-            alive = [p for p in self.procs.values() if p.poll() is None]
-            if not alive:
-                return
-            for p in alive:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, sig)  # the agent is its own session leader
-            end = time.monotonic() + wait_s
-            for p in alive:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(max(0.0, end - time.monotonic()))
-
-
 def run_local(
     problem: Problem,
     spec: RunSpec | None = None,
     *,
-    gpu: int | None = None,
+    gpu: int | str | None = None,
     timeout: float = 120.0,
     secure: bool = False,
     problem_file: str | Path | None = None,
@@ -180,18 +125,22 @@ def run_local(
     agent_argv: Callable[[int, list[str]], list[str] | None] | None = None,
     before_start: Callable[[AgentProcesses], None] | None = None,
     log_level: str = "WARNING",
+    on_status: Callable[[Progress], None] | None = None,
+    fork: bool = True,
 ) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
-    ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's CuPy backend;
-    ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs every
-    socket with CurveZMQ. With ``problem_file`` each agent reads its part from that file and
-    checks it against the coordinator's. ``workdir`` keeps peers.json and the agents' logs
-    (default: a temporary folder, removed afterwards). Test hooks: ``agent_argv(id, argv)`` may
-    change an agent's command line or return None to not start it; ``before_start(processes)``
-    runs once every agent is ready, before the DFS starts.
+    ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
+    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices); ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE
+    keys and runs every socket with CurveZMQ. With ``problem_file`` each agent reads its part
+    from that file and checks it against the coordinator's. ``workdir`` keeps peers.json and the
+    agents' logs (default: a temporary folder, removed afterwards); two runs cannot share one.
+    Agents are forked from a pre-imported template (``fork=False``: a fresh interpreter each),
+    bind ports the system picks and report them in their hello. Test hooks: ``agent_argv(id,
+    argv)`` may change an agent's command line or return None to not start it;
+    ``before_start(processes)`` runs once every agent is ready, before the DFS starts.
 
-    Returns the typed result; raises RunError naming the agent on any fault. Every started
+    Returns the typed result; raises a DcopError naming the agent on any fault. Every started
     process has exited when this returns or raises.
     """
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
@@ -203,16 +152,20 @@ def run_local(
         else:
             folder = Path(workdir)
             folder.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(workdir_lock(folder))
         keys_dir = folder / "keys" if secure else None
         publics = generate_keys(keys_dir, range(problem.n)) if keys_dir is not None else None
-        coordinator_at, endpoint = round_robin(["127.0.0.1"], 0, free_ports(problem.n + 1))
-        peers = peers_for(problem, coordinator_at, endpoint, publics)
+        peers = peers_for(problem, "tcp://127.0.0.1:*", lambda i, v: "tcp://127.0.0.1:*", publics)
+        curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
+        transport = ZmqCoordinatorTransport(
+            peers.coordinator, curve, spec.max_message_bytes, agents=range(problem.n)
+        )
+        stack.callback(transport.close)
+        # the coordinator bound a port the system picked: that is where agents connect
+        peers = dataclasses.replace(peers, coordinator=transport.endpoint)
         peers_file = folder / "peers.json"
         peers.write(peers_file)
-        curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
-        transport = ZmqCoordinatorTransport(peers.coordinator, curve, spec.max_message_bytes)
-        stack.callback(transport.close)
-        procs = AgentProcesses()
+        procs = AgentProcesses(fork=fork)
         stack.callback(procs.stop)
         for a in peers.agents:
             argv = agent_command(
@@ -231,6 +184,16 @@ def run_local(
                     continue
                 argv = changed
             procs.start(a.id, argv, folder / f"agent-{a.id}.log")
+        coordinator: Coordinator
+
+        def ready() -> None:
+            # peers.json now says where every agent listens (the ports the system picked)
+            bound = {i: h.endpoint for i, h in coordinator.hellos.items()}
+            agents = tuple(dataclasses.replace(a, endpoint=bound[a.id]) for a in peers.agents)
+            dataclasses.replace(peers, agents=agents).write(peers_file)
+            if before_start is not None:
+                before_start(procs)
+
         coordinator = Coordinator(
             problem,
             peers,
@@ -239,7 +202,8 @@ def run_local(
             timeout=timeout,
             hello_timeout=hello_timeout,
             monitor=procs.dead,
-            before_start=(lambda: before_start(procs)) if before_start is not None else None,
+            before_start=ready,
+            on_status=on_status,
         )
         started = time.monotonic()
         try:
@@ -253,12 +217,39 @@ def run_local(
             processes={
                 "agents": len(procs.procs),
                 "exit_codes": {str(i): c for i, c in procs.exit_codes().items()},
+                "forked": fork,
                 "secure": secure,
                 "gpu": gpu,
                 "total_s": time.monotonic() - started,
             },
             file=str(problem_file) if problem_file is not None else None,
         )
+
+
+@contextlib.contextmanager
+def workdir_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder`` for one run: a second run pointed at it gets a clear error instead of
+    overwriting the first one's peers.json and logs."""
+    path = folder / ".dcop-run.lock"
+    handle = open(path, "a+")  # noqa: SIM115  # held open for the run, closed below
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise InputError(
+                f"the work folder is in use by another run ({holder}); give each run its own "
+                "--workdir",
+                str(folder),
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
 
 
 def _with_log(message: str, procs: AgentProcesses) -> str:

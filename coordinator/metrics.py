@@ -4,8 +4,9 @@ Measured (by the agents on their own sockets, and by the coordinator on its own)
 bytes per type, the largest UTIL message, totals, wall time, per-agent compute time, and the
 simulated runtime (the largest logical clock: each message carries its sender's clock, a
 receiver's clock is max(own, message) + its compute time). Theory: a connected problem sends
-n-1 UTIL and n-1 VALUE messages (a forest: n - #trees), 2(n - #trees) DFS tokens, one degree
-message each way per edge, and a DPOP UTIL message holds prod(|D_v| for v in separator) entries.
+n-1 UTIL and n-1 VALUE messages (a forest: n - #components), 2(n - #components) DFS tokens per
+candidate tree, one degree message each way per edge, and a DPOP UTIL message holds
+prod(|D_v| for v in separator) entries.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dcop.coordinator.topology import Layout
 from dcop.model import Problem
 from dcop.protocol import Hello, Result
-from dcop.protocol.peers import Peers
 
 ALGORITHM_TYPES = ("degree", "token", "util", "value")
 
@@ -24,9 +25,11 @@ ALGORITHM_TYPES = ("degree", "token", "util", "value")
 def wire_metrics(
     *,
     problem: Problem,
-    peers: Peers,
+    layout: Layout,
     exact: bool,
     roots: list[int],
+    trees: int,
+    candidates_roots: int,
     results: Mapping[int, Result],
     coordinator_sent: Mapping[str, list[int]],
     coordinator_received: Mapping[str, list[int]],
@@ -36,12 +39,11 @@ def wire_metrics(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's metrics (messages and bytes per type, sizes, times, theory and checks) and each
     agent's place in the pseudo-tree with its own figures, by variable name."""
-    table = peers.by_id()
-    name = {i: a.variable for i, a in table.items()}
+    name = dict(layout.variable)
     sizes = problem.domain_sizes()
-    n = len(table)
-    trees = len(roots)
-    edges = sum(len(a.neighbours) for a in peers.agents) // 2
+    n = len(name)
+    components = len(roots)
+    edges = sum(len(ns) for ns in layout.neighbours.values()) // 2
 
     # messages and bytes by type: agents' own sends (up to their result) + the coordinator's
     count: dict[str, int] = {}
@@ -61,7 +63,7 @@ def wire_metrics(
     per_agent: dict[str, Any] = {}
     entries_ok = True
     for i, r in sorted(results.items()):
-        sep = r.separator
+        sep = tuple(name[a] for a in r.separator)
         theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None else 0
         if exact and r.parent is not None and r.metrics.util_entries != theory_entries:
             entries_ok = False
@@ -86,11 +88,14 @@ def wire_metrics(
     value_n = count.get("value", 0)
     theory = {
         "n": n,
-        "trees": trees,
+        "trees": components,
+        "candidate_trees": trees,
         "edges": edges,
-        "util_messages": n - trees,
-        "value_messages": n - trees,
-        "token_messages": 2 * (n - trees),
+        "util_messages": n - components,
+        "value_messages": n - components,
+        # every candidate tree's DFS: a child and a back token per tree edge
+        "token_messages": 2 * (n - components) * trees,
+        "tree_reports": candidates_roots,
         "degree_messages": 2 * edges,
         "largest_util_entries": max((a["theory_entries"] for a in per_agent.values()), default=0),
         "max_separator": max((len(a["separator"]) for a in per_agent.values()), default=0),

@@ -17,16 +17,46 @@ from dcop.results import Status, result_document, status_of
 
 
 @dataclass(frozen=True)
+class TreeChoice:
+    """Which candidate pseudo-tree the coordinator kept and with which z, and why: every
+    candidate's largest predicted UTIL (entries) and width, and the chosen tree's largest UTIL for
+    each mini-bucket size it was sized for (None: DPOP)."""
+
+    tree: int
+    z: int | None
+    largest_entries: list[int]
+    widths: list[int]
+    predicted: dict[int | None, int]
+    predicted_agent: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tree": self.tree,
+            "z": self.z,
+            "candidates_largest_util_entries": self.largest_entries,
+            "candidates_width": self.widths,
+            "predicted_largest_util_entries": self.predicted.get(self.z),
+            "predicted_by_z": {
+                ("dpop" if z is None else str(z)): n for z, n in self.predicted.items()
+            },
+        }
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What a distributed DPOP/ADPOP run found and measured.
 
-    ``bound`` is the proved internal (minimised) bound: the optimum for DPOP, a lower bound for
-    ADPOP, the sum of the roots' reports; ``cost`` the internal cost of ``assignment`` recomputed
-    by the coordinator on its own Problem (never trusted from the agents).
+    ``spec`` is what was asked, ``ran`` what ran (``auto`` becomes DPOP or ADPOP(z)), ``tree``
+    the candidate tree kept. ``bound`` is the proved internal (minimised) bound: the optimum for
+    DPOP, a lower bound for ADPOP, the sum of the roots' reports; ``cost`` the internal cost of
+    ``assignment`` recomputed by the coordinator on its own Problem (never trusted from the
+    agents).
     """
 
     problem: Problem
     spec: RunSpec
+    ran: RunSpec
+    tree: TreeChoice
     assignment: dict[str, int]
     cost: float
     bound: float
@@ -41,7 +71,7 @@ class RunResult:
     @property
     def exact(self) -> bool:
         """DPOP proves the optimum; ADPOP gives bounds."""
-        return self.spec.exact
+        return self.ran.exact
 
     @property
     def status(self) -> Status:
@@ -67,9 +97,9 @@ class RunResult:
             problem=self.problem,
             status=status,
             message=message,
-            algo=self.spec.algo,
+            algo=self.ran.algo,
             exact=self.exact,
-            z=self.spec.z,
+            z=self.ran.z,
             assignment=self.assignment,
             lower=self.bound,
             upper=self.cost,
@@ -78,6 +108,7 @@ class RunResult:
             metrics=self.metrics,
             details={
                 "spec": self.spec.to_wire(),
+                "pseudo_tree": self.tree.to_json(),
                 "dtype": self.dtype,
                 "roots": list(self.roots),
                 "agents": self.agents,

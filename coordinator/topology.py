@@ -8,10 +8,10 @@ local launcher, ``dcop peers`` and every deployment call it with their own endpo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from dcop.errors import InputError
 from dcop.model import Problem
-from dcop.ordering import most_neighbours_first
 from dcop.protocol import COORDINATOR_ID
 from dcop.protocol.peers import AgentEntry, Peers
 
@@ -81,10 +81,48 @@ def round_robin(
     return endpoint_of(hosts[0], ports[0] if ports is not None else base_port), endpoint
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Who does what in one problem: the variable of each agent that takes part (by id), their
+    neighbours (ids, from the primal graph), and every agent peers.json lists (the ids the
+    coordinator accepts messages from)."""
+
+    variable: dict[int, str]
+    neighbours: dict[int, frozenset[int]]
+    agents: frozenset[int]
+
+
+def layout_for(problem: Problem, peers: Peers) -> Layout:
+    """The layout of ``problem`` on ``peers``: a problem-specific peers.json must match the
+    problem (:func:`check_peers`); with a problem-independent one (serving agents) the i-th
+    variable goes to the agent with the i-th smallest id, and a problem with more variables than
+    agents is refused."""
+    agents = frozenset(a.id for a in peers.agents)
+    if peers.problem_specific:
+        check_peers(problem, peers)
+        variable = {a.id: str(a.variable) for a in peers.agents}
+    else:
+        names = list(problem.variables)
+        ids = sorted(agents)
+        if len(names) > len(ids):
+            raise InputError(
+                f"the problem has {len(names)} variables but peers.json lists {len(ids)} agents "
+                "(one agent runs one variable: start more agents, or write a peers file with "
+                f"dcop peers --agents {len(names)})"
+            )
+        variable = dict(zip(ids, names, strict=False))
+    agent_of = {v: i for i, v in variable.items()}
+    adjacency = problem.neighbours()
+    neighbours = {i: frozenset(agent_of[u] for u in adjacency[v]) for i, v in variable.items()}
+    return Layout(variable, neighbours, agents)
+
+
 def check_peers(problem: Problem, peers: Peers) -> None:
     """Raise InputError unless peers.json has one agent per variable with the problem's
     neighbours (a peers file that does not fit the problem is bad input)."""
     names = {a.variable: a for a in peers.agents}
+    if not peers.problem_specific:
+        raise InputError("peers.json gives no variables: it fits any problem")
     for a in peers.agents:
         if a.variable not in problem.variables:
             raise InputError(
@@ -100,32 +138,12 @@ def check_peers(problem: Problem, peers: Peers) -> None:
     adjacency = problem.neighbours()
     table = peers.by_id()
     for a in peers.agents:
-        listed = {table[n].variable for n in a.neighbours}
-        if listed != adjacency[a.variable]:
-            extra = sorted(listed - adjacency[a.variable])
-            lack = sorted(adjacency[a.variable] - listed)
+        listed = {str(table[n].variable) for n in a.neighbours}
+        actual = adjacency[str(a.variable)]
+        if listed != actual:
+            extra = sorted(listed - actual)
+            lack = sorted(actual - listed)
             raise InputError(
                 f"peers.json does not match the problem: agent {a.id} ({a.variable}) "
                 f"neighbours differ (extra {extra}, missing {lack})"
             )
-
-
-def choose_roots(peers: Peers) -> list[int]:
-    """One root per connected component of the peers graph: most neighbours, then name."""
-    table = peers.by_id()
-    adjacency = {a.variable: {table[n].variable for n in a.neighbours} for a in peers.agents}
-    by_name = {a.variable: a.id for a in peers.agents}
-    seen: set[str] = set()
-    roots: list[int] = []
-    for name in most_neighbours_first(adjacency, list(adjacency)):
-        if name in seen:
-            continue
-        roots.append(by_name[name])
-        stack = [name]
-        seen.add(name)
-        while stack:
-            for u in adjacency[stack.pop()]:
-                if u not in seen:
-                    seen.add(u)
-                    stack.append(u)
-    return roots

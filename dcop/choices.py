@@ -21,6 +21,7 @@ class DistributedAlgo(str, Enum):
 
     dpop = "dpop"
     adpop = "adpop"
+    auto = "auto"
 
 
 class TaskName(str, Enum):

@@ -4,7 +4,8 @@ An elimination order lists variables in the order BE eliminates them (first = fi
 processed). Orders: greedy ``minfill`` and ``mindegree`` (ties: smaller degree, then earlier
 variable), and ``pseudotree``: the reverse of a DFS pre-order that visits neighbours with the most
 neighbours first (the paper's heuristic), so each variable is eliminated after all its
-descendants; it is the order DPOP's UTIL phase follows.
+descendants; it is the order DPOP's UTIL phase follows. :func:`order_pseudo_tree` turns any
+elimination order into a pseudo-tree whose width is that order's induced width (not a DFS tree).
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ def min_degree_order(adjacency: Adjacency) -> list[str]:
 # ---- pseudo-trees -------------------------------------------------------------------------------
 @dataclass
 class PseudoTree:
-    """A DFS tree of the primal graph (a forest when it is disconnected); back edges make
-    pseudo-parents. ``order`` is the DFS pre-order."""
+    """A pseudo-tree of the primal graph (a forest when it is disconnected): every edge joins a
+    variable and one of its ancestors; edges to ancestors other than the parent make
+    pseudo-parents. ``order`` is a pre-order (parents before children). ``distributed``: every
+    tree edge is an edge of the graph, as in a DFS tree that agents build by token passing; False
+    for :func:`order_pseudo_tree`, where a parent may not be a neighbour."""
 
     parent: dict[str, str | None]
     children: dict[str, list[str]]
@@ -73,6 +77,7 @@ class PseudoTree:
     roots: list[str]
     order: list[str]
     depth: dict[str, int] = field(default_factory=dict)
+    distributed: bool = True
 
     def separators(self) -> dict[str, tuple[str, ...]]:
         """sep(x) = parent and pseudo-parents of x and of its descendants, minus the subtree."""
@@ -138,6 +143,52 @@ def dfs_pseudo_tree(adjacency: Adjacency, root: str | None = None) -> PseudoTree
                 pseudo_parents[v].append(u)
                 pseudo_children[u].append(v)
     return PseudoTree(parent, children, pseudo_parents, pseudo_children, roots, order, depth)
+
+
+def order_pseudo_tree(adjacency: Adjacency, order: Sequence[str]) -> PseudoTree:
+    """The pseudo-tree of an elimination order (the centralized option, e.g. along min-fill).
+
+    The parent of x is the variable of x's induced scope (:func:`induced_scopes`) that ``order``
+    eliminates first after x; roots are the variables with an empty induced scope. Every graph
+    edge then joins a variable and an ancestor, each variable's separator is its induced scope, and
+    the tree's width is the order's induced width. A parent need not be a neighbour, so agents
+    cannot build this tree by a DFS: it comes back with ``distributed=False``.
+    """
+    scopes = induced_scopes(adjacency, order)
+    position = {v: i for i, v in enumerate(order)}
+    parent: dict[str, str | None] = {v: (s[0] if s else None) for v, s in scopes.items()}
+    children: dict[str, list[str]] = {v: [] for v in adjacency}
+    for v in reversed(order):  # each variable's children: eliminated last first
+        p = parent[v]
+        if p is not None:
+            children[p].append(v)
+    roots = [v for v in reversed(order) if parent[v] is None]
+    pre: list[str] = []
+    depth: dict[str, int] = {}
+    stack = [(r, 0) for r in reversed(roots)]
+    while stack:
+        v, d = stack.pop()
+        pre.append(v)
+        depth[v] = d
+        stack.extend((c, d + 1) for c in reversed(children[v]))
+    pseudo_parents: dict[str, list[str]] = {v: [] for v in adjacency}
+    pseudo_children: dict[str, list[str]] = {v: [] for v in adjacency}
+    for v in pre:
+        # a neighbour eliminated later is an ancestor (it is in v's induced scope)
+        for u in sorted(adjacency[v], key=position.__getitem__):
+            if position[u] > position[v] and u != parent[v]:
+                pseudo_parents[v].append(u)
+                pseudo_children[u].append(v)
+    return PseudoTree(
+        parent,
+        children,
+        pseudo_parents,
+        pseudo_children,
+        roots,
+        pre,
+        depth,
+        distributed=False,
+    )
 
 
 def _is_ancestor(parent: Mapping[str, str | None], u: str, v: str) -> bool:

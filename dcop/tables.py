@@ -93,20 +93,46 @@ def check_op(op: str) -> None:
 def check_join_eliminate(
     tables: Sequence[Table], var: str, op: str, scope: Sequence[str] | None
 ) -> tuple[dict[str, int], tuple[str, ...]]:
-    """The one check of a join+eliminate's inputs, shared by every backend.
+    """The one check of a join+eliminate's inputs, shared by every backend (see
+    :func:`check_join_eliminate_scopes`; this one takes the tables themselves)."""
+    return check_join_eliminate_scopes(
+        [t.scope for t in tables], [t.shape for t in tables], var, op, scope
+    )
+
+
+def check_join_eliminate_scopes(
+    scopes: Sequence[Sequence[str]],
+    shapes: Sequence[Sequence[int]],
+    var: str,
+    op: str,
+    scope: Sequence[str] | None,
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Check a join+eliminate of tables with these scopes and shapes (data not needed).
 
     Returns the domain size of every variable and the output scope (``scope`` when given, else
     the tables' variables but ``var`` in order of first appearance); raises ModelError on an
-    unknown op, no tables, ``var`` in none of them, or a ``scope`` that is not exactly the
-    tables' other variables.
+    unknown op, no tables, a shape that does not fit its scope, two tables that disagree on a
+    domain, ``var`` in none of them, or a ``scope`` that is not exactly the tables' other variables.
     """
     check_op(op)
-    if not tables:
+    if not scopes:
         raise ModelError("join_eliminate needs at least one table")
-    sizes = domain_sizes(tables)
+    if len(scopes) != len(shapes):
+        raise ModelError(f"{len(scopes)} scopes but {len(shapes)} shapes")
+    sizes: dict[str, int] = {}
+    for table_scope, shape in zip(scopes, shapes, strict=True):
+        if len(table_scope) != len(shape):
+            raise ModelError(f"a table over {tuple(table_scope)} has shape {tuple(shape)}")
+        for v, n in zip(table_scope, shape, strict=True):
+            if sizes.setdefault(v, int(n)) != int(n):
+                raise ModelError(
+                    f"variable {v!r} has domain {sizes[v]} in one table and {n} in another"
+                )
     if var not in sizes:
         raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
-    out_scope = tuple(scope) if scope is not None else output_scope(tables, var)
+    out_scope = (
+        tuple(scope) if scope is not None else tuple(v for v in union_scope(scopes) if v != var)
+    )
     if var in out_scope:
         raise ModelError(f"the output scope of eliminating {var!r} cannot hold {var!r}")
     if len(set(out_scope)) != len(out_scope) or set(out_scope) != set(sizes) - {var}:
@@ -196,7 +222,7 @@ def choose_dtype(problem: Problem, requested: str = "auto") -> Any:
         return np.float64
     bound = abs(problem.constant)
     for table in problem.tables:
-        finite = table.costs[np.isfinite(table.costs)]
+        finite = table.finite_costs()  # a sparse table is not materialised for this
         if finite.size == 0:
             continue
         if not np.array_equal(finite, np.round(finite)):
@@ -288,7 +314,10 @@ class NumpyBackend:
         inputs at each value of ``var`` are summed and folded into the block with the op's
         element-wise form (``minimum``, ``maximum``, ``add``, ``logaddexp``), so neither the joined
         table nor a reduction over a short last axis is ever needed; tables without ``var`` are
-        hoisted out of that loop and added once after the fold. Memory stays at the output plus one block.
+        hoisted out of that loop and added once after the fold. Memory stays at the output plus one
+        block per thread and contiguous copies of the inputs of at most one block's entries
+        (larger inputs are read through strided views: a copy of a large message would cost as
+        much memory as the message itself).
         """
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
@@ -296,7 +325,9 @@ class NumpyBackend:
         out = np.empty(out_shape, dtype=dtype)
 
         d = sizes[var]
-        # logsumexp keeps the d slices of a block (see fill): smaller blocks, the same memory
+        # logsumexp keeps the d slices of a block and 3 scratch rows (see fill): blocks of
+        # 4 / d times the size, so at most 4 + 12 / d blocks of working memory per thread
+        # (smaller blocks cost more in Python than they save: d = 16 ran 2.5x slower at 1 / d)
         limit = self.block_entries if op != "logsumexp" else max(1, 4 * self.block_entries // d)
         lead = 0  # leading output axes iterated in Python; the rest of the output is one block
         block = math.prod(out_shape)
@@ -304,11 +335,16 @@ class NumpyBackend:
             block //= out_shape[lead]
             lead += 1
         inner_shape = out_shape[lead:]
+        copy_below = self.block_entries
         with_var = [
-            _prepare_block_source(t, out_scope, var, lead) for t in tables if var in t.scope
+            _prepare_block_source(t, out_scope, var, lead, copy_below)
+            for t in tables
+            if var in t.scope
         ]
         without_var = [
-            _prepare_block_source(t, out_scope, var, lead) for t in tables if var not in t.scope
+            _prepare_block_source(t, out_scope, var, lead, copy_below)
+            for t in tables
+            if var not in t.scope
         ]
         fold = _FOLDS[op]
 
@@ -410,10 +446,13 @@ _FOLDS = {"min": np.minimum, "max": np.maximum, "sum": np.add, "logsumexp": np.l
 
 
 def _prepare_block_source(
-    table: Table, out_scope: tuple[str, ...], var: str, lead: int
+    table: Table, out_scope: tuple[str, ...], var: str, lead: int, copy_below: int
 ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...]]:
     """For the block loop: the table with its axes as (lead variables, ``var``, the rest), which
-    lead indices select its leading axes, and its broadcast shape over ``out_scope[lead:]``."""
+    lead indices select its leading axes, and its broadcast shape over ``out_scope[lead:]``.
+
+    Tables of at most ``copy_below`` entries are made contiguous in that layout (cache-friendly
+    slices); larger ones stay strided views, never copied."""
     for v in table.scope:
         if v != var and v not in out_scope:
             raise ModelError(f"variable {v!r} of a table is not in the join scope")
@@ -425,7 +464,9 @@ def _prepare_block_source(
         (v for v in table.scope if v != var and position[v] >= lead), key=position.__getitem__
     )
     order = [*lead_vars, *([var] if var in table.scope else []), *rest]
-    data = np.ascontiguousarray(np.transpose(table.data, [table.scope.index(v) for v in order]))
+    data = np.transpose(table.data, [table.scope.index(v) for v in order])
+    if data.size <= copy_below:
+        data = np.ascontiguousarray(data)
     sizes = table.sizes()
     view_shape = tuple(sizes[v] if v in table.scope else 1 for v in out_scope[lead:])
     return data, tuple(position[v] for v in lead_vars), view_shape

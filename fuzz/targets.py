@@ -109,21 +109,47 @@ def _close(x: float, y: float) -> bool:
 
 
 # ---- protocol decoder -------------------------------------------------------------------------
+#: A fuzz input holds one message: its frames, each as a 4-byte little-endian length and the bytes
+#: (an input without this magic is one frame).
+FRAMES_MAGIC = b"DCF1"
+
+
+def pack_frames(frames: list[bytes | memoryview]) -> bytes:
+    """A message's frames as one fuzz input."""
+    out = bytearray(FRAMES_MAGIC)
+    for f in frames:
+        data = bytes(f)
+        out += len(data).to_bytes(4, "little") + data
+    return bytes(out)
+
+
+def unpack_frames(data: bytes) -> list[bytes]:
+    """The frames of a fuzz input (a truncated last frame keeps what is there)."""
+    if not data.startswith(FRAMES_MAGIC):
+        return [data]
+    frames, k = [], len(FRAMES_MAGIC)
+    while k + 4 <= len(data):
+        n = int.from_bytes(data[k : k + 4], "little")
+        frames.append(data[k + 4 : k + 4 + n])
+        k += 4 + n
+    return frames or [b""]
+
+
 def check_protocol(data: bytes) -> str:
-    """Decode ``data`` as a frame; if it decodes, re-encoding must give a stable frame."""
+    """Decode ``data`` as a message; if it decodes, re-encoding must give a stable message."""
     from dcop.errors import ProtocolError
     from dcop.protocol import decode, encode
 
     try:
-        env = decode(data)
+        env = decode(unpack_frames(data))
     except ProtocolError:
         return "rejected"
-    frame = encode(env.sender, env.receiver, env.body)
+    frames = pack_frames(encode(env.sender, env.receiver, env.body, env.problem))
     try:
-        again = decode(frame)
+        again = decode(unpack_frames(frames))
     except ProtocolError as exc:
         raise FuzzFailure(f"a decoded message re-encodes to a rejected frame: {exc}") from None
-    if encode(again.sender, again.receiver, again.body) != frame:
+    if pack_frames(encode(again.sender, again.receiver, again.body, again.problem)) != frames:
         raise FuzzFailure("re-encoding a decoded message is not stable")
     for table in getattr(env.body, "tables", ()):
         # The agent reshapes the bytes: the codec must have checked shape, dtype and size.
@@ -250,16 +276,21 @@ def protocol_seeds() -> dict[str, bytes]:
         COORDINATOR_ID,
         AgentMetrics,
         Degree,
+        Done,
         Error,
+        Go,
         Heartbeat,
         Hello,
+        Neighbour,
         Ready,
         Result,
         RunSpec,
         Setup,
+        Sizing,
         Start,
         Stop,
         Token,
+        TreeReport,
         Util,
         Value,
         WireTable,
@@ -271,28 +302,33 @@ def protocol_seeds() -> dict[str, bytes]:
     scalar = WireTable.from_array((), np.float64(7.0))
     metrics = AgentMetrics({"util": 1}, {"util": 99}, {"value": 1}, {"value": 20}, 0.1, 0.2, 99)
     messages = {
-        "hello": Hello("x1", 1234, "localhost"),
-        "setup": Setup("x1", 2, (table, small), "ab" * 32),
+        "hello": Hello("x1", 1234, "localhost", "tcp://127.0.0.1:7001", True, 0.1, ""),
+        "setup": Setup("x1", 2, (table, small), "ab" * 32, (Neighbour(2, "x2", "tcp://h:7002"),)),
         "ready": Ready(2),
-        "start": Start(RunSpec("adpop", 3), True),
-        "degree": Degree(4, 0.5),
-        "token_child": Token("child", (0, 3), (0, 3, 5), 0.25),
-        "token_back": Token("back", (), (1, 2), 0.0),
+        "start": Start(RunSpec("adpop", 3), (0,)),
+        "degree": Degree((0, 3), 0.5),
+        "token_child": Token(0, "child", (0, 3), (2, 3), (1, 1), (0, 3, 5), (), 0, 0, 0, (), 0.25),
+        "token_back": Token(
+            0, "back", (), (), (0, 1), (1, 2), (0,), 1, 2, 2, (Sizing(((0,),), 2, 2, 2),), 0.0
+        ),
+        "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),
+        "go": Go(0, None),
         "util": Util((table, scalar), 1.0),
         "value": Value((("x1", 1), ("x2", 0)), 2.0),
-        "result": Result(1, 12.0, None, (2, 3), (), ("x1",), metrics),
-        "result_child": Result(0, None, 4, (), (1,), ("x0", "x1"), AgentMetrics()),
+        "result": Result(1, 12.0, None, (2, 3), (), (0,), metrics),
+        "result_child": Result(0, None, 4, (), (1,), (0, 1), AgentMetrics()),
         "error": Error("neighbour 3 went silent", 3),
         "stop": Stop("done"),
-        "heartbeat": Heartbeat(),
+        "done": Done("done"),
+        "heartbeat": Heartbeat("util", 10, True),
     }
     out = {}
     for name, body in messages.items():
         receiver = 2 if name in ("degree", "token_child", "token_back", "util", "value") else 0
-        sender = COORDINATOR_ID if name in ("setup", "start", "stop") else 1
-        if name in ("hello", "ready", "result", "result_child", "error"):
+        sender = COORDINATOR_ID if name in ("setup", "start", "stop", "go", "done") else 1
+        if name in ("hello", "ready", "result", "result_child", "error", "tree", "heartbeat"):
             receiver = COORDINATOR_ID
-        out[f"{name}.bin"] = encode(sender, receiver, body)
+        out[f"{name}.bin"] = pack_frames(encode(sender, receiver, body, 7))
     return out
 
 

@@ -5,34 +5,65 @@ CuPy array on the backend's device (a NumPy array is accepted as input and uploa
 bound to one device and one non-blocking stream (its own unless one is given), so that each agent
 process can own a stream; all its work is queued there, and ``synchronize`` waits for it.
 
-``join_eliminate`` never builds the joined table: small buckets go to one precompiled kernel that
-reads strides at run time, larger ones to a kernel generated for the bucket's signature (see
-:mod:`dcop.gpu.kernels`). An output larger than the device memory allowed for it is computed in
-chunks of rows into two device buffers and copied into pinned host memory on a second stream while
-the next chunk is computed; such a table comes back as a NumPy array.
+``join_eliminate`` never builds the joined table. :mod:`dcop.gpu.plan` decides, from shapes alone,
+which kernel a bucket runs (the precompiled generic one for small buckets, one generated for the
+bucket's signature for larger ones) and lays out its metadata; this module holds the device side:
+inputs on the device, compiling and loading kernels, launching, and chunking. An output larger than
+the device memory allowed for it is computed in chunks of rows into two device buffers and copied
+into pinned host memory on a second stream while the next chunk is computed; such a table comes
+back as a NumPy array.
+
+Getting ready is kept apart from solving: :meth:`CupyBackend.warm_up` sets up the memory pools and
+loads the generic kernels, :meth:`CupyBackend.prepare_bucket` compiles a bucket's kernel from its
+shapes before its data exist, and :attr:`CupyBackend.setup` adds up the seconds both took (and any
+compile that still happened while solving), for an agent to report apart from its solve time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from dcop.errors import BackendUnavailable, ModelError, TableTooLarge
+from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
-from dcop.tables import Op, Table, check_op, domain_sizes, output_scope, union_scope
+from dcop.gpu.plan import (
+    DEFAULT_SPECIALIZE_ENTRIES,
+    MAX_LAUNCH_ROWS,
+    BucketPlan,
+    PlanSettings,
+    aggregate_meta,
+    c_strides,
+    chunk_units,
+    kernel_dtype,
+    launch_ranges,
+    plan_join_eliminate,
+)
+from dcop.tables import Op, Table, check_op, domain_sizes, union_scope
 
-#: Buckets with at least this many joined entries get a kernel generated for their signature.
-DEFAULT_SPECIALIZE_ENTRIES = 1 << 22
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "DEFAULT_SPECIALIZE_ENTRIES",
+    "CupyBackend",
+    "JoinEliminatePlan",
+    "SetupStats",
+    "TransferStats",
+    "pinned_empty",
+]
+
 #: Largest chunk (bytes of output) of the chunked, host-bound path.
 DEFAULT_CHUNK_BYTES = 256 << 20
 #: Share of the free device memory an output may take before it is chunked to the host.
 FREE_MEMORY_SHARE = 0.8
-_MAX_LAUNCH_ROWS = 1 << 30  # rows (or groups) per launch, well inside 32-bit indices
+#: Dtypes and ops :meth:`CupyBackend.warm_up` prepares by default (DPOP and BE: min-sum).
+WARM_DTYPES = ("float32", "float64")
+WARM_OPS = ("min",)
 
 
 def _import_cupy() -> Any:
@@ -59,6 +90,35 @@ class TransferStats:
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
 
 
+@dataclass
+class SetupStats:
+    """Seconds a backend spent getting ready rather than solving (host clock), for metrics.
+
+    Attributes
+    ----------
+    init_s
+        The constructor: driver, CUDA context, streams, device properties.
+    warm_up_s
+        :meth:`CupyBackend.warm_up`: memory pools, generic kernels, first launches.
+    prepare_s, prepared
+        :meth:`CupyBackend.prepare_bucket`: buckets planned and their kernels compiled or loaded
+        ahead of their data, and how many.
+    solve_compile_s, solve_compiles
+        Kernels compiled or loaded while solving (not prepared ahead): this time is inside the
+        solve time too.
+    """
+
+    init_s: float = 0.0
+    warm_up_s: float = 0.0
+    prepare_s: float = 0.0
+    prepared: int = 0
+    solve_compile_s: float = 0.0
+    solve_compiles: int = 0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+
 class CupyBackend:
     """Table operations with CuPy RawKernels on one device and one stream.
 
@@ -81,6 +141,9 @@ class CupyBackend:
     min_groups
         A generated kernel gives each thread all rows that differ in the last output variable
         only when that leaves at least this many threads (default: 512 per multiprocessor).
+    kernel_cache
+        Directory of compiled kernels (default: ``$DCOP_KERNEL_CACHE``, else CuPy's own); see
+        :func:`dcop.gpu.kernels.use_cache_dir`.
     """
 
     name = "cupy"
@@ -94,7 +157,11 @@ class CupyBackend:
         specialize_entries: int = DEFAULT_SPECIALIZE_ENTRIES,
         stage_output: bool = True,
         min_groups: int | None = None,
+        kernel_cache: str | os.PathLike[str] | None = None,
     ) -> None:
+        started = time.perf_counter()
+        #: where compiled kernels are kept (set before anything compiles)
+        self.kernel_cache = K.use_cache_dir(kernel_cache)
         cupy = _import_cupy()
         try:
             count = int(cupy.cuda.runtime.getDeviceCount())
@@ -128,6 +195,8 @@ class CupyBackend:
         self.out_of_memory_errors: tuple[type[BaseException], ...] = (
             cupy.cuda.memory.OutOfMemoryError,
         )
+        self._loaded: set[str] = set()  # kernels compiled or loaded on this device
+        self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
     def _on(self) -> Any:
@@ -242,19 +311,13 @@ class CupyBackend:
         dtype = np.result_type(*[t.data.dtype for t in tables])
         datas = [self._cast(t, dtype) for t in tables]
         shape = tuple(sizes[v] for v in full)
-        n_out = math.prod(shape)
-        meta: list[int] = []
-        for t, data in zip(tables, datas, strict=True):
-            strides = _strides(t.shape)
-            mul, div, mod = [], [], []
-            for v, stride in zip(t.scope, strides, strict=True):
-                k = full.index(v)
-                mul.append(stride)
-                div.append(math.prod(shape[k + 1 :]))
-                mod.append(sizes[v])
-            meta += [data.data.ptr, len(t.scope), *mul, *div, *mod]
+        meta_t, pointers = aggregate_meta(
+            [t.scope for t in tables], [t.shape for t in tables], full, sizes
+        )
+        meta = _with_pointers(meta_t, pointers, datas)
         with self._on():
             out = self.xp.empty(shape, dtype=dtype)
+            n_out = out.size
             if n_out:
                 dmeta = self._upload_meta(meta)
                 kernel = K.aggregate_kernel(self.device_id, np.dtype(dtype).name)
@@ -291,21 +354,127 @@ class CupyBackend:
         scope: Sequence[str] | None = None,
     ) -> JoinEliminatePlan:
         """Resolve a join+eliminate once (inputs on the device, kernel chosen and compiled) so that
-        :meth:`run` launches only the kernel: what benchmarks time, and what repeated calls reuse."""
-        plan = self._plan(tables, var, op, scope)
-        if plan.generated:
-            assert plan.sig is not None
-            K.fused_kernel(self.device_id, plan.sig)
-        else:
+        :meth:`run` launches only the kernel: what benchmarks time, and what repeated calls reuse.
+
+        A kernel that :meth:`prepare_bucket` did not make ready is compiled (or loaded from the
+        disk cache) here; that time is counted in ``setup.solve_compile_s``."""
+        shape = self._plan(
+            [t.scope for t in tables],
+            [t.shape for t in tables],
+            kernel_dtype(t.data.dtype for t in tables),
+            var,
+            op,
+            scope,
+        )
+        spent = self._ensure_kernel(shape)
+        if spent:
+            self.setup.solve_compile_s += spent
+            self.setup.solve_compiles += 1
+        datas = [self._cast(tables[j], shape.dtype) for j in shape.order]
+        plan = JoinEliminatePlan(shape, datas, _with_pointers(shape.meta, shape.pointers, datas))
+        if not shape.generated:
             plan.dmeta = self._upload_meta(plan.meta)
         return plan
+
+    def prepare_bucket(
+        self,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+        var: str,
+        op: Op = "min",
+        dtype: Any = np.float64,
+        scope: Sequence[str] | None = None,
+    ) -> float:
+        """Compile (or load from the disk cache) the kernel of a bucket known by its shapes only.
+
+        An agent calls this once it knows its bucket (its own tables, and the scopes of the UTIL
+        tables its children will send), before their data arrive; ``join_eliminate`` on tables of
+        these scopes and shapes (in any order, with the same output scope) then finds the kernel
+        ready. ``dtype`` is the dtype
+        of the tables (the kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of it), ``scope``
+        the output scope that ``join_eliminate`` will be given (default: first appearance).
+
+        Returns
+        -------
+        float
+            Seconds spent (also added to ``setup.prepare_s``).
+        """
+        started = time.perf_counter()
+        plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        self._ensure_kernel(plan)
+        spent = time.perf_counter() - started
+        self.setup.prepare_s += spent
+        self.setup.prepared += 1
+        return spent
+
+    def warm_up(
+        self, dtypes: Sequence[Any] = WARM_DTYPES, ops: Sequence[str] = WARM_OPS
+    ) -> dict[str, float]:
+        """Get the device ready before solving: memory pools (device and pinned host), copies both
+        ways, the generic kernels for ``dtypes`` x ``ops`` (and ``min``, which ``best_value``
+        uses), and one tiny launch of each (module loading, CuPy's cast kernel for mixed dtypes).
+
+        The CUDA context and the streams were made by the constructor (``setup.init_s``). The
+        transfer counters are reset afterwards, so they count the solve only.
+
+        Returns
+        -------
+        dict
+            Seconds per step (``pool_s``, ``kernels_s``, ``launch_s``) and ``total_s`` (also added
+            to ``setup.warm_up_s``).
+        """
+        cupy = self.xp
+        names = [np.dtype(d).name for d in dtypes]
+        for name in names:
+            if name not in ("float32", "float64"):
+                raise ModelError(f"warm_up: GPU kernels compute in float32 or float64, not {name}")
+        all_ops = list(dict.fromkeys([*ops, "min"]))
+        for op in all_ops:
+            check_op(op)
+        times: dict[str, float] = {}
+        started = time.perf_counter()
+        with self._on():
+            probe = cupy.empty(1 << 20, dtype=np.uint8)  # the device pool's first arena
+            host = pinned_empty(cupy, (1 << 20,), np.dtype(np.uint8))
+            host[:] = 0
+            probe.set(host, stream=self.stream)
+            probe.get(stream=self.stream, out=host)
+            del probe
+        self.synchronize()
+        times["pool_s"] = time.perf_counter() - started
+
+        step = time.perf_counter()
+        for name in names:
+            for op in all_ops:
+                self._load(K.generic_kernel(self.device_id, op, name), K.generic_name(op, name))
+        times["kernels_s"] = time.perf_counter() - step
+
+        step = time.perf_counter()
+        tiny: dict[str, list[Table]] = {}
+        for name in names:
+            a = self.table(("a", "b"), np.zeros((2, 2), name), name)
+            b = self.table(("b",), np.zeros(2, name), name)
+            tiny[name] = [a, b]
+            for op in all_ops:
+                self.to_numpy(self.join_eliminate([a, b], "b", cast(Op, op)).data)
+            self.best_value([a, b], "b", {"a": 0})
+        if len(tiny) > 1:  # tables of both dtypes in one bucket: CuPy compiles its cast kernel
+            first, second = list(tiny.values())[:2]
+            self.to_numpy(self.join_eliminate([first[0], second[1]], "b").data)
+        self.synchronize()
+        times["launch_s"] = time.perf_counter() - step
+
+        times["total_s"] = time.perf_counter() - started
+        self.setup.warm_up_s += times["total_s"]
+        self.transfers = TransferStats()
+        return times
 
     def run(self, plan: JoinEliminatePlan, out: Any = None) -> Table:
         """Launch a prepared join+eliminate into ``out`` (a new device array by default)."""
         with self._on():
             if out is None:
                 out = self.xp.empty(plan.out_shape, dtype=plan.dtype)
-            self._launch(plan, out, 0, plan.n_units)
+            self._launch(plan, out, 0, plan.plan.n_units)
         return Table(plan.out_scope, out)
 
     def join_eliminate_host(
@@ -317,7 +486,7 @@ class CupyBackend:
     ) -> Table:
         """``join_eliminate`` whose result is wanted on the host (a UTIL message to send, say):
         chunks are copied out on a second stream while the next chunk is computed."""
-        return self._run_chunked(self._plan(tables, var, op, scope))
+        return self._run_chunked(self.prepare(tables, var, op, scope))
 
     def best_value(
         self,
@@ -355,7 +524,7 @@ class CupyBackend:
             data = self._cast(t, dtype)
             keep.append(data)
             base, step = 0, 0
-            for v, stride in zip(t.scope, _strides(t.shape), strict=True):
+            for v, stride in zip(t.scope, c_strides(t.shape), strict=True):
                 if v == var:
                     step = stride
                 else:
@@ -393,7 +562,7 @@ class CupyBackend:
         index = int(np.argmax(values) if op == "max" else np.argmin(values))
         return index, float(values[index])
 
-    # ---- planning and launching the fused kernels --------------------------------------------
+    # ---- planning, compiling and launching the fused kernels --------------------------------
     def _cast(self, table: Table, dtype: Any) -> Any:
         data = self._device_data(table)
         if data.dtype != dtype:
@@ -402,121 +571,33 @@ class CupyBackend:
         return data
 
     def _plan(
-        self, tables: Sequence[Table], var: str, op: str, scope: Sequence[str] | None
-    ) -> JoinEliminatePlan:
-        check_op(op)
-        if not tables:
-            raise ModelError("join_eliminate needs at least one table")
-        sizes = domain_sizes(tables)
-        if var not in sizes:
-            raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
-        out_scope = tuple(scope) if scope is not None else output_scope(tables, var)
-        if var in out_scope:
-            raise ModelError(f"the output scope of eliminating {var!r} cannot hold {var!r}")
-        for t in tables:
-            for v in t.scope:
-                if v != var and v not in out_scope:
-                    raise ModelError(f"variable {v!r} of a table is not in the join scope")
-        dtype = np.dtype(np.result_type(*[t.data.dtype for t in tables]))
-        if dtype not in (np.float32, np.float64):
-            dtype = np.dtype(np.float64)
-        datas = [self._cast(t, dtype) for t in tables]
-        out_shape = tuple(sizes[v] for v in out_scope)
-        n_out = math.prod(out_shape)
-        ndom = sizes[var]
-        joined = n_out * ndom
-        layouts = [dict(zip(t.scope, _strides(t.shape), strict=True)) for t in tables]
-        generic_meta = 3 + sum(3 + 3 * len(t.scope) for t in tables)
-        generated = (
-            joined >= self.specialize_entries
-            or len(tables) > K.GENERIC_MAX_TABLES
-            or generic_meta > K.GENERIC_MAX_META
-            or n_out >= _MAX_LAUNCH_ROWS
-        )
-        plan = JoinEliminatePlan(
-            tables=list(tables),
-            datas=datas,
-            var=var,
-            op=op,
-            dtype=dtype,
-            out_scope=out_scope,
-            out_shape=out_shape,
-            ndom=ndom,
-            layouts=layouts,
-            generated=generated,
-        )
-        if generated:
-            plan.sig = self._signature(plan)
-            if plan.sig.n_groups >= 1 << 32:
-                raise TableTooLarge(
-                    f"eliminating {var!r}: {plan.sig.n_groups} output groups exceed 32-bit indexing"
-                )
-            plan.n_units = plan.sig.n_groups
-            plan.rows_per_unit = plan.sig.dy
-        else:
-            plan.meta = self._generic_meta(plan)
-            plan.n_units = n_out
-            plan.rows_per_unit = 1
-        return plan
+        self,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+        dtype: Any,
+        var: str,
+        op: str,
+        scope: Sequence[str] | None,
+    ) -> BucketPlan:
+        settings = PlanSettings(self.specialize_entries, self.min_groups, self.stage_output)
+        return plan_join_eliminate(scopes, shapes, dtype, var, op, scope, settings)
 
-    def _signature(self, plan: JoinEliminatePlan) -> K.FusedSig:
-        out_scope, dtype = plan.out_scope, plan.dtype.name
-        group = out_scope[:-1]
-        yvar = out_scope[-1] if out_scope else None
-        dy = plan.out_shape[-1] if out_scope else 1
-        if dy > 1 and plan.n_out // dy < self.min_groups:
-            # too few groups to fill the device: one output row per thread instead
-            group, yvar, dy = out_scope, None, 1
-        sizes = dict(zip(out_scope, plan.out_shape, strict=True))
-        specs = []
-        for t, lay in zip(plan.tables, plan.layouts, strict=True):
-            specs.append(
-                (
-                    t.size,
-                    tuple(lay.get(v, 0) for v in group),
-                    lay.get(yvar, 0) if (yvar is not None and dy > 1) else 0,
-                    lay.get(plan.var, 0),
-                )
-            )
-        stage = self.stage_output and dy > 1
-        sbytes = K.stage_bytes(dtype, dy) if stage else 0
-        if sbytes > K.SHARED_BUDGET // 2:
-            stage, sbytes = False, 0
-        # shared memory for the most used tables first (those read per eliminated value)
-        item = plan.dtype.itemsize
-        budget = K.SHARED_BUDGET - sbytes
-        shared = [False] * len(specs)
-        for j in sorted(range(len(specs)), key=lambda j: (specs[j][3] == 0, specs[j][0])):
-            if specs[j][0] * item <= budget:
-                shared[j] = True
-                budget -= specs[j][0] * item
-        tabs = tuple(
-            K.TableSig(size=s[0], group_strides=s[1], sy=s[2], sx=s[3], shared=shared[j])
-            for j, s in enumerate(specs)
-        )
-        return K.FusedSig(
-            dtype=dtype,
-            op=plan.op,
-            group_sizes=tuple(sizes[v] for v in group),
-            dy=dy,
-            ndom=plan.ndom,
-            tables=tabs,
-            stage=stage,
-        )
+    def _ensure_kernel(self, plan: BucketPlan) -> float:
+        """Seconds spent making the plan's kernel ready on this device (0 if it already was)."""
+        if plan.sig is not None:
+            return self._load(K.fused_kernel(self.device_id, plan.sig), plan.sig.name)
+        kernel = K.generic_kernel(self.device_id, plan.op, plan.dtype.name)
+        return self._load(kernel, plan.kernel_name)
 
-    def _generic_meta(self, plan: JoinEliminatePlan) -> list[int]:
-        out_scope, shape = plan.out_scope, plan.out_shape
-        order = sorted(range(len(plan.tables)), key=lambda j: plan.var in plan.tables[j].scope)
-        hoisted = sum(1 for t in plan.tables if plan.var not in t.scope)
-        meta = [len(plan.tables), hoisted, plan.ndom]
-        for j in order:
-            lay = plan.layouts[j]
-            dims = [v for v in plan.tables[j].scope if v != plan.var]
-            meta += [plan.datas[j].data.ptr, lay.get(plan.var, 0), len(dims)]
-            for v in dims:
-                k = out_scope.index(v)
-                meta += [math.prod(shape[k + 1 :]), shape[k], lay[v]]
-        return meta
+    def _load(self, kernel: Any, name: str) -> float:
+        """Compile ``kernel`` (or load it from CuPy's disk cache) onto this device, once."""
+        if name in self._loaded:
+            return 0.0
+        started = time.perf_counter()
+        with self.device:
+            _ = kernel.kernel  # CuPy compiles or loads on first access, per device
+        self._loaded.add(name)
+        return time.perf_counter() - started
 
     def _upload_meta(self, meta: list[int]) -> Any:
         # on this backend's stream: the copy is ordered before the kernel that reads it, and the
@@ -529,17 +610,15 @@ class CupyBackend:
     def _grid(self, n: int, per_block: int = K.BLOCK) -> tuple[int]:
         return (max(1, min(-(-n // per_block), self.sm_count * 32)),)
 
-    def _launch(self, plan: JoinEliminatePlan, out: Any, begin: int, end: int) -> None:
+    def _launch(self, bound: JoinEliminatePlan, out: Any, begin: int, end: int) -> None:
         """Compute output units ``[begin, end)`` (groups or rows) into ``out`` (their rows only)."""
+        plan = bound.plan
         if end <= begin:
             return
-        if plan.generated:
-            assert plan.sig is not None
+        if plan.sig is not None:
             kernel = K.fused_kernel(self.device_id, plan.sig)
             _, _, shared = plan.sig.shared_layout()
-            rows_per_launch = _MAX_LAUNCH_ROWS
-            for lo in range(begin, end, rows_per_launch):
-                hi = min(end, lo + rows_per_launch)
+            for lo, hi in launch_ranges(begin, end, MAX_LAUNCH_ROWS):
                 warps = -(-(hi - lo) // 32)
                 grid = (max(1, min(-(-warps // (K.BLOCK // 32)), self.sm_count * 8)),)
                 offset = (lo - begin) * plan.rows_per_unit
@@ -547,22 +626,21 @@ class CupyBackend:
                 kernel(
                     grid,
                     (K.BLOCK,),
-                    (*plan.datas, target, np.uint32(lo), np.uint32(hi)),
+                    (*bound.datas, target, np.uint32(lo), np.uint32(hi)),
                     shared_mem=shared,
                 )
             return
-        if plan.dmeta is None:
-            plan.dmeta = self._upload_meta(plan.meta)
+        if bound.dmeta is None:
+            bound.dmeta = self._upload_meta(bound.meta)
         kernel = K.generic_kernel(self.device_id, plan.op, plan.dtype.name)
-        for lo in range(begin, end, _MAX_LAUNCH_ROWS):
-            hi = min(end, lo + _MAX_LAUNCH_ROWS)
+        for lo, hi in launch_ranges(begin, end, MAX_LAUNCH_ROWS):
             offset = lo - begin
             target = out.reshape(-1)[offset:] if offset else out
             kernel(
                 self._grid(hi - lo),
                 (K.BLOCK,),
-                (plan.dmeta, np.int32(len(plan.meta)), target, np.uint32(lo), np.uint32(hi)),
-                shared_mem=8 * len(plan.meta),
+                (bound.dmeta, np.int32(len(bound.meta)), target, np.uint32(lo), np.uint32(hi)),
+                shared_mem=8 * len(bound.meta),
             )
 
     def _device_budget(self) -> float:
@@ -573,13 +651,12 @@ class CupyBackend:
             pool = self.xp.get_default_memory_pool().free_bytes()
         return FREE_MEMORY_SHARE * float(free + pool)
 
-    def _run_chunked(self, plan: JoinEliminatePlan) -> Table:
+    def _run_chunked(self, bound: JoinEliminatePlan) -> Table:
         """Compute the output in chunks on the compute stream; copy each finished chunk to pinned
         host memory on the copy stream while the next one is computed (two device buffers)."""
         cupy = self.xp
-        row_bytes = plan.rows_per_unit * plan.dtype.itemsize
-        budget = min(self.chunk_bytes, max(row_bytes, int(self._device_budget() // 2)))
-        units = max(1, budget // row_bytes)
+        plan = bound.plan
+        units = chunk_units(plan, self.chunk_bytes, self._device_budget())
         n_units = plan.n_units
         t0 = time.perf_counter()
         with self._on():
@@ -589,12 +666,11 @@ class CupyBackend:
                 cupy.empty(min(units, n_units) * plan.rows_per_unit, plan.dtype) for _ in range(2)
             ]
             done = [None, None]  # events: the copy out of each buffer has finished
-            for i, lo in enumerate(range(0, n_units, units)):
-                hi = min(n_units, lo + units)
+            for i, (lo, hi) in enumerate(launch_ranges(0, n_units, units)):
                 buf = bufs[i % 2]
                 if done[i % 2] is not None:
                     self.stream.wait_event(done[i % 2])
-                self._launch(plan, buf, lo, hi)
+                self._launch(bound, buf, lo, hi)
                 computed = self.stream.record()
                 self.copy_stream.wait_event(computed)
                 rows = (hi - lo) * plan.rows_per_unit
@@ -613,32 +689,43 @@ class CupyBackend:
 
 @dataclass
 class JoinEliminatePlan:
-    """One join+eliminate, resolved: inputs on the device, shapes, and the kernel to run
-    (``generated``: a kernel made for this bucket's signature ``sig``; else the generic one)."""
+    """A :class:`~dcop.gpu.plan.BucketPlan` bound to its inputs on this device: the data in plan
+    order, the generic kernel's metadata with their pointers, and that metadata on the device."""
 
-    tables: list[Table]
+    plan: BucketPlan
     datas: list[Any]
-    var: str
-    op: str
-    dtype: np.dtype
-    out_scope: tuple[str, ...]
-    out_shape: tuple[int, ...]
-    ndom: int
-    layouts: list[dict[str, int]]
-    generated: bool
-    sig: K.FusedSig | None = None
     meta: list[int] = field(default_factory=list)
     dmeta: Any = None
-    n_units: int = 0
-    rows_per_unit: int = 1
 
     @property
-    def n_out(self) -> int:
-        return math.prod(self.out_shape)
+    def out_scope(self) -> tuple[str, ...]:
+        return self.plan.out_scope
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.plan.out_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.plan.dtype
 
     @property
     def out_bytes(self) -> int:
-        return self.n_out * self.dtype.itemsize
+        return self.plan.out_bytes
+
+    @property
+    def generated(self) -> bool:
+        return self.plan.generated
+
+
+def _with_pointers(
+    meta: Sequence[int], pointers: Sequence[tuple[int, int]], datas: Sequence[Any]
+) -> list[int]:
+    """Metadata with each table's device pointer written at its position."""
+    out = list(meta)
+    for position, j in pointers:
+        out[position] = int(datas[j].data.ptr)
+    return out
 
 
 class _Bound:
@@ -655,14 +742,6 @@ class _Bound:
     def __exit__(self, *exc: object) -> None:
         self.stream.__exit__(*exc)
         self.device.__exit__(*exc)
-
-
-def _strides(shape: Sequence[int]) -> list[int]:
-    """C-order strides in elements."""
-    out = [1] * len(shape)
-    for k in range(len(shape) - 2, -1, -1):
-        out[k] = out[k + 1] * int(shape[k + 1])
-    return out
 
 
 def pinned_empty(cupy: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -17,15 +17,26 @@ Three families, all named ``dcop_*``:
   loaded once), terms without the eliminated variable are hoisted out of its loop, and a warp's rows
   are staged in shared memory so that the output is written coalesced.
 
-Nothing here imports CuPy at module level: ``import dcop.gpu`` works without CUDA.
+Which the product uses: every join+eliminate of BE, MBE, MPE and the agents runs a fused kernel
+(generic or generated), and ``best_value`` (the value phase) runs the generic one. Aggregation,
+elimination and argbest serve ``CupyBackend.join``/``eliminate``/``argbest``, which no algorithm
+calls; they stay because every table backend offers the same methods (the backend interface of
+:mod:`dcop.tables`), and they are the paper's two-kernel pipeline that the kernel benchmark
+compares the fused kernel with.
+
+Nothing here imports CuPy at module level: ``import dcop.gpu`` works without CUDA. Compiled kernels
+are cached on disk by CuPy; :func:`use_cache_dir` (or ``DCOP_KERNEL_CACHE``) says where.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from dcop.errors import BackendUnavailable
 
 #: Threads per block of every kernel here.
 BLOCK = 256
@@ -425,6 +436,36 @@ def fused_source(sig: FusedSig) -> str:
 
 
 # ---- factories (CuPy imported lazily) --------------------------------------------------------
+#: Environment variable naming the directory of compiled kernels (sets CuPy's ``CUPY_CACHE_DIR``).
+CACHE_ENV = "DCOP_KERNEL_CACHE"
+
+
+def use_cache_dir(path: str | os.PathLike[str] | None = None) -> str | None:
+    """Keep compiled kernels in ``path`` (default: ``$DCOP_KERNEL_CACHE``), so that a restarted
+    process loads them instead of compiling again; a deployment mounts it as a volume.
+
+    It sets ``CUPY_CACHE_DIR``, which CuPy reads each time it compiles; call it before the first
+    compile. With neither ``path`` nor ``DCOP_KERNEL_CACHE``, CuPy's own setting stays
+    (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``). Returns the directory in use, or None
+    for CuPy's default.
+    """
+    chosen = os.fspath(path) if path is not None else os.environ.get(CACHE_ENV) or None
+    if chosen:
+        chosen = os.path.abspath(os.path.expanduser(chosen))
+        try:
+            os.makedirs(chosen, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(f"kernel cache directory {chosen}: {exc}") from exc
+        os.environ["CUPY_CACHE_DIR"] = chosen
+        return chosen
+    return os.environ.get("CUPY_CACHE_DIR") or None
+
+
+def generic_name(op: str, dtype_name: str) -> str:
+    """Name of the generic fused kernel for ``op`` and ``dtype_name``."""
+    return f"dcop_join_elim_generic_{op}_{_SUFFIX[dtype_name]}"
+
+
 def _compile(source: str, name: str) -> Any:
     import cupy
 
@@ -449,8 +490,7 @@ def argbest_kernel(device: int, op: str, dtype_name: str) -> Any:
 
 @functools.cache
 def generic_kernel(device: int, op: str, dtype_name: str) -> Any:
-    name = f"dcop_join_elim_generic_{op}_{_SUFFIX[dtype_name]}"
-    return _compile(generic_source(op, dtype_name), name)
+    return _compile(generic_source(op, dtype_name), generic_name(op, dtype_name))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,12 +1,15 @@
 """The agent protocol: message types, the validating msgpack codec, constants and transports.
 
-* ``constants``  PROTOCOL_VERSION, HEARTBEAT_INTERVAL_S, PEER_TIMEOUT_S, message size limits
+* ``constants``  PROTOCOL_VERSION, heartbeats and timeouts, default ports, message size limits
 * ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start
 * ``messages``   frozen dataclasses, one per message type, with ``to_wire()`` / ``from_wire()``
 * ``codec``      ``encode`` / ``decode`` of the envelope; every failure is a ``ProtocolError``
-* ``transport``  the ``Transport`` interface and an in-process hub for tests
-* ``zmqlink``    ZeroMQ transports (ROUTER/DEALER), with optional CURVE
+* ``transport``  the ``Transport`` interface (frames by id, lost peers) and an in-process hub
+* ``zmqlink``    ZeroMQ transports (ROUTER/DEALER): who sent a frame, refusals, liveness, CURVE
 * ``curve``      CurveZMQ key generation and loading
+* ``endpoints``  what to bind, the ephemeral port range, self-connection checks
+* ``ratelog``    rate-limited log lines for refused frames
+* ``peers``      peers.json
 
 Nothing here solves anything or touches a device.
 """
@@ -14,57 +17,85 @@ Nothing here solves anything or touches a device.
 from dcop.protocol.codec import Envelope, decode, encode
 from dcop.protocol.constants import (
     COORDINATOR_ID,
+    DEFAULT_AGENT_BASE_PORT,
+    DEFAULT_COORDINATOR_PORT,
     DEFAULT_MAX_MESSAGE_BYTES,
     HEARTBEAT_INTERVAL_S,
     PEER_TIMEOUT_S,
     PROTOCOL_VERSION,
+    ZMTP_HEARTBEAT_IVL_S,
 )
 from dcop.protocol.messages import (
     MESSAGE_TYPES,
     AgentMetrics,
     Degree,
+    Done,
     Error,
+    Go,
     Heartbeat,
     Hello,
     Message,
+    Neighbour,
     Ready,
     Result,
     Setup,
+    Sizing,
     Start,
     Stop,
     Token,
+    TreeReport,
     Util,
     Value,
     WireTable,
 )
 from dcop.protocol.runspec import ALGOS, RunSpec, peer_timeout_for
-from dcop.protocol.transport import InProcHub, InProcTransport, Transport
+from dcop.protocol.transport import (
+    AgentTransport,
+    Frames,
+    InProcHub,
+    InProcTransport,
+    PeerLoss,
+    Received,
+    Transport,
+)
 
 __all__ = [
     "ALGOS",
     "COORDINATOR_ID",
+    "DEFAULT_AGENT_BASE_PORT",
+    "DEFAULT_COORDINATOR_PORT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "HEARTBEAT_INTERVAL_S",
     "MESSAGE_TYPES",
     "PEER_TIMEOUT_S",
     "PROTOCOL_VERSION",
+    "ZMTP_HEARTBEAT_IVL_S",
     "AgentMetrics",
+    "AgentTransport",
     "Degree",
+    "Done",
     "Envelope",
     "Error",
+    "Frames",
+    "Go",
     "Heartbeat",
     "Hello",
     "InProcHub",
     "InProcTransport",
     "Message",
+    "Neighbour",
+    "PeerLoss",
     "Ready",
+    "Received",
     "Result",
     "RunSpec",
     "Setup",
+    "Sizing",
     "Start",
     "Stop",
     "Token",
     "Transport",
+    "TreeReport",
     "Util",
     "Value",
     "WireTable",

@@ -5,8 +5,28 @@ from __future__ import annotations
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
 PROTOCOL_VERSION = 2
 
-#: Seconds between heartbeats an agent sends to the coordinator and to quiet neighbours.
-HEARTBEAT_INTERVAL_S = 0.5
+#: Seconds between an agent's heartbeats to the coordinator (proof that its loop works, with its
+#: phase for the live status). Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP)
+#: tell a transport when a link is lost.
+HEARTBEAT_INTERVAL_S = 1.0
+
+#: Seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection heartbeat).
+#: A peer that answers nothing for the transport's heartbeat timeout (``peer_timeout_for`` of the
+#: frame limit, as a PONG may queue behind one largest frame) loses its connection, and the
+#: transport reports it (``Transport.lost_peers``). A killed process is noticed at once (its
+#: kernel closes the connection); heartbeats find a frozen host or a cut link.
+ZMTP_HEARTBEAT_IVL_S = 1.0
+
+#: Default ports: the coordinator's, and the first agent's (the k-th agent of a host listens on
+#: ``DEFAULT_AGENT_BASE_PORT + k``). Both lie below every common ephemeral range (Linux
+#: 32768-60999, the IANA range 49152-65535 of Windows and the BSDs): a port in that range can be
+#: taken by any outgoing connection, even by a ZeroMQ socket reconnecting to that very port
+#: (a TCP self-connection). See :mod:`dcop.protocol.endpoints`.
+DEFAULT_COORDINATOR_PORT = 7000
+DEFAULT_AGENT_BASE_PORT = 7001
+
+#: Refused frames are logged once per peer and reason per this many seconds, with a count.
+REFUSAL_LOG_INTERVAL_S = 5.0
 
 #: Seconds of silence after which a peer (agent or coordinator) is declared dead.
 PEER_TIMEOUT_S = 10.0
@@ -34,6 +54,10 @@ MAX_DOMAIN = 1 << 24
 MAX_TABLES = 4096
 MAX_LIST = 1 << 20
 MAX_TEXT_CHARS = 4096
+
+#: Candidate pseudo-trees a run may build at once, and mini-bucket sizes it may size for.
+MAX_TREES = 16
+MAX_Z_CHOICES = MAX_SCOPE + 1
 
 #: dtypes a table may travel in (little-endian floats).
 TABLE_DTYPES = ("<f8", "<f4")

@@ -1,15 +1,20 @@
 """Message types of the agent protocol: frozen dataclasses with ``to_wire()`` / ``from_wire()``.
 
 Every message travels inside an envelope ``{"v": version, "t": type, "s": sender, "r": receiver,
-"p": payload}`` (see :mod:`dcop.protocol.codec`); the classes here only know their payload.
-``from_wire`` validates every field's type, range and size and raises :class:`ProtocolError` with
-the field name, so the codec never hands an agent a half-checked message.
+"n": problem, "p": payload}``, followed by one frame per table (see :mod:`dcop.protocol.codec`);
+the classes here only know their payload. ``from_wire`` validates every field's type, range and
+size and raises :class:`ProtocolError` with the field name, so the codec never hands an agent a
+half-checked message.
 
-Flow of one run (A = agent, C = coordinator, N = neighbour)::
+Flow of one problem (A = agent, C = coordinator, N = neighbour)::
 
-    A->C hello      C->A setup      A->N degree      A->C ready      C->A start
-    A->N token (DFS: child / back)  A->parent util   A->children value
-    A->C result     C->A stop       (heartbeat both ways, error A->C at any time)
+    A->C hello (with the endpoint it bound)      C->A setup (part, digest, neighbours' endpoints)
+    A->N degree (links work)     A->C ready      C->A start (run spec, trees this agent roots)
+    A->N token: the DFS of each candidate tree, sizing the UTILs in its back tokens
+    root->C tree (a candidate's UTIL sizes)      C->A go (the tree and z chosen, or a refusal)
+    A->parent util      A->children value        A->C result
+    C->A stop (one-shot agents exit) or done (serving agents wait for the next problem)
+    A->C heartbeat and error at any time; a serving agent repeats its hello while idle
 """
 
 from __future__ import annotations
@@ -31,12 +36,16 @@ from dcop.protocol.constants import (
     MAX_SCOPE,
     MAX_TABLES,
     MAX_TEXT_CHARS,
+    MAX_TREES,
+    MAX_Z_CHOICES,
     TABLE_DTYPES,
 )
 from dcop.protocol.digest import DIGEST_CHARS
 from dcop.protocol.runspec import RunSpec
 
 Payload = Mapping[str, Any]
+#: What a table's data may be: bytes, or a view of an array or of a received frame.
+Buffer = bytes | memoryview
 TOKEN_KINDS = ("child", "back")
 
 
@@ -147,37 +156,55 @@ def _sub(p: Payload, key: str) -> Payload:
 
 
 # ---- tables -------------------------------------------------------------------------------------
+class FrameRef:
+    """A buffer that travels as a frame of its own after the msgpack header (never copied into
+    it): the codec swaps it for a reference to its frame (see :mod:`dcop.protocol.codec`)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+
+
 @dataclass(frozen=True, eq=False)
 class WireTable:
-    """A cost table on the wire: scope, shape, dtype and the raw C-order bytes (never pickled)."""
+    """A cost table on the wire: scope, shape, dtype and the raw C-order buffer (never pickled).
+
+    ``data`` is any buffer (bytes, a memoryview of a NumPy array or of a received frame): a table
+    is not copied on its way to or from the socket."""
 
     scope: tuple[str, ...]
     shape: tuple[int, ...]
     dtype: str
-    data: bytes
+    data: Buffer
 
     @staticmethod
     def from_array(scope: tuple[str, ...], array: npt.ArrayLike) -> WireTable:
-        """Pack a host array (float64 unless it already is float32)."""
+        """Wrap a host array (float64 unless it already is float32) without copying it when it is
+        already C-contiguous little-endian."""
         arr = np.asarray(array)
         dtype = "<f4" if arr.dtype == np.float32 else "<f8"
         arr = np.asarray(arr, dtype=dtype, order="C")  # (ascontiguousarray would make 0-d 1-d)
-        return WireTable(tuple(scope), tuple(int(s) for s in arr.shape), dtype, arr.tobytes())
+        return WireTable(tuple(scope), tuple(int(s) for s in arr.shape), dtype, arr.data.cast("B"))
 
     def to_array(self) -> npt.NDArray[Any]:
-        """A read-only view of the bytes as an array of ``shape``."""
+        """A read-only view of the buffer as an array of ``shape``."""
         return np.frombuffer(self.data, dtype=self.dtype).reshape(self.shape)
 
     @property
     def entries(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def nbytes(self) -> int:
+        return self.entries * np.dtype(self.dtype).itemsize
+
     def to_wire(self) -> dict[str, Any]:
         return {
             "scope": list(self.scope),
             "shape": list(self.shape),
             "dtype": self.dtype,
-            "data": self.data,
+            "data": FrameRef(self.data),
         }
 
     @staticmethod
@@ -195,17 +222,26 @@ class WireTable:
             shape.append(s)
         dtype = _choice(p, "dtype", TABLE_DTYPES)
         data = _get(p, "data")
-        if type(data) is not bytes:
-            raise ProtocolError("table data must be raw bytes (msgpack bin)")
+        if not isinstance(data, Frame):
+            raise ProtocolError("table data must travel as a frame of its own")
         expected = math.prod(shape) * np.dtype(dtype).itemsize
-        if len(data) != expected:
+        if len(data.view) != expected:
             raise ProtocolError(
-                f"table data has {len(data)} bytes, shape and dtype need {expected}"
+                f"table data has {len(data.view)} bytes, shape and dtype need {expected}"
             )
-        table = WireTable(scope, tuple(shape), dtype, data)
+        table = WireTable(scope, tuple(shape), dtype, data.view)
         if np.isnan(table.to_array()).any():
             raise ProtocolError("table contains NaN")
         return table
+
+
+class Frame:
+    """A received table frame, as the codec hands it to :meth:`WireTable.from_wire`."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
 
 
 def _tables(p: Payload, key: str) -> tuple[WireTable, ...]:
@@ -217,34 +253,80 @@ def _tables(p: Payload, key: str) -> tuple[WireTable, ...]:
     return tuple(out)
 
 
+def _scopes(p: Payload, key: str) -> tuple[tuple[int, ...], ...]:
+    """A list of scopes given as agent ids (the sizing of a UTIL message)."""
+    out = []
+    for i, raw in enumerate(_seq(p, key, MAX_TABLES)):
+        if not isinstance(raw, list | tuple) or len(raw) > MAX_SCOPE:
+            raise ProtocolError(f"field {key!r}[{i}] must be a scope of at most {MAX_SCOPE} ids")
+        if any(type(a) is not int or not 0 <= a <= MAX_AGENT_ID for a in raw):
+            raise ProtocolError(f"field {key!r}[{i}] must hold agent ids")
+        out.append(tuple(raw))
+    return tuple(out)
+
+
 # ---- messages -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Hello:
-    """Agent -> coordinator on start: who I am."""
+    """Agent -> coordinator: who and where I am. ``variable`` is empty for a serving agent
+    (it gets one per problem); ``endpoint`` is where my ROUTER is bound (the port the system
+    picked, for a wildcard); ``serving`` agents stay up after a problem and repeat their hello
+    while idle; ``setup_s`` is what getting ready took (CUDA context, kernels)."""
 
     TYPE: ClassVar[str] = "hello"
     variable: str
     pid: int
     host: str = ""
+    endpoint: str = ""
+    serving: bool = False
+    setup_s: float = 0.0
+    gpu: str = ""
 
     def to_wire(self) -> dict[str, Any]:
-        return {"variable": self.variable, "pid": self.pid, "host": self.host}
+        return {
+            "variable": self.variable,
+            "pid": self.pid,
+            "host": self.host,
+            "endpoint": self.endpoint,
+            "serving": self.serving,
+            "setup_s": self.setup_s,
+            "gpu": self.gpu,
+        }
 
     @staticmethod
     def from_wire(p: Payload) -> Hello:
-        return Hello(_str(p, "variable"), _int(p, "pid", 0, 1 << 40), _str(p, "host", empty=True))
+        return Hello(
+            _str(p, "variable", empty=True),
+            _int(p, "pid", 0, 1 << 40),
+            _str(p, "host", empty=True),
+            _str(p, "endpoint", MAX_TEXT_CHARS, empty=True),
+            _bool(p, "serving"),
+            _float(p, "setup_s", lo=0.0),
+            _str(p, "gpu", empty=True),
+        )
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A neighbour as Setup names it: its agent id, variable and endpoint."""
+
+    id: int
+    variable: str
+    endpoint: str
 
 
 @dataclass(frozen=True, eq=False)
 class Setup:
-    """Coordinator -> agent: the agent's share of the problem (its domain and its tables, in the
-    run's dtype) and the digest of that share (see :mod:`dcop.protocol.digest`)."""
+    """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
+    run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
+    with their endpoints (the agent links to them now)."""
 
     TYPE: ClassVar[str] = "setup"
     variable: str
     domain: int
     tables: tuple[WireTable, ...]
     digest: str
+    neighbours: tuple[Neighbour, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -252,6 +334,7 @@ class Setup:
             "domain": self.domain,
             "tables": [t.to_wire() for t in self.tables],
             "digest": self.digest,
+            "neighbours": [[n.id, n.variable, n.endpoint] for n in self.neighbours],
         }
 
     @staticmethod
@@ -259,8 +342,28 @@ class Setup:
         digest = _str(p, "digest", DIGEST_CHARS)
         if len(digest) != DIGEST_CHARS or any(c not in "0123456789abcdef" for c in digest):
             raise ProtocolError("field 'digest' must be a sha256 in lower-case hex")
+        neighbours = []
+        for i, raw in enumerate(_seq(p, "neighbours", MAX_LIST)):
+            if not isinstance(raw, list | tuple) or len(raw) != 3:
+                raise ProtocolError(f"field 'neighbours'[{i}] must be [id, variable, endpoint]")
+            ident, name, endpoint = raw
+            if type(ident) is not int or not 0 <= ident <= MAX_AGENT_ID:
+                raise ProtocolError(f"field 'neighbours'[{i}] must start with an agent id")
+            neighbours.append(
+                Neighbour(
+                    ident,
+                    _check_str(name, f"neighbours[{i}].variable"),
+                    _check_str(endpoint, f"neighbours[{i}].endpoint", MAX_TEXT_CHARS),
+                )
+            )
+        if len({n.id for n in neighbours}) != len(neighbours):
+            raise ProtocolError("field 'neighbours' names an agent twice")
         return Setup(
-            _str(p, "variable"), _int(p, "domain", 1, MAX_DOMAIN), _tables(p, "tables"), digest
+            _str(p, "variable"),
+            _int(p, "domain", 1, MAX_DOMAIN),
+            _tables(p, "tables"),
+            digest,
+            tuple(neighbours),
         )
 
 
@@ -281,64 +384,190 @@ class Ready:
 
 @dataclass(frozen=True)
 class Start:
-    """Coordinator -> agent: solve by ``spec``; ``root`` agents start the DFS of their component."""
+    """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
+    ``roots`` (this agent is that tree's root in its component)."""
 
     TYPE: ClassVar[str] = "start"
     spec: RunSpec
-    root: bool
+    roots: tuple[int, ...] = ()
+
+    @property
+    def root(self) -> bool:
+        """Whether this agent roots at least one candidate tree."""
+        return bool(self.roots)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"spec": self.spec.to_wire(), "root": self.root}
+        return {"spec": self.spec.to_wire(), "roots": list(self.roots)}
 
     @staticmethod
     def from_wire(p: Payload) -> Start:
-        return Start(RunSpec.from_wire(_sub(p, "spec")), _bool(p, "root"))
+        spec = RunSpec.from_wire(_sub(p, "spec"))
+        roots = _ids(p, "roots", MAX_TREES)
+        if any(k >= spec.trees for k in roots) or len(set(roots)) != len(roots):
+            raise ProtocolError(f"field 'roots' must name distinct trees below {spec.trees}")
+        return Start(spec, roots)
 
 
 @dataclass(frozen=True)
 class Degree:
-    """Agent -> neighbour: my number of neighbours (for the most-neighbours-first DFS)."""
+    """Agent -> neighbour, once per problem: my neighbours (their ids: the DFS heuristics look
+    two hops ahead) and so my degree. It also proves the link works."""
 
     TYPE: ClassVar[str] = "degree"
-    degree: int
+    neighbours: tuple[int, ...]
     clock: float
 
+    @property
+    def degree(self) -> int:
+        return len(self.neighbours)
+
     def to_wire(self) -> dict[str, Any]:
-        return {"degree": self.degree, "clock": self.clock}
+        return {"neighbours": list(self.neighbours), "clock": self.clock}
 
     @staticmethod
     def from_wire(p: Payload) -> Degree:
-        return Degree(_int(p, "degree", 0, MAX_LIST), _float(p, "clock", lo=0.0))
+        return Degree(_ids(p, "neighbours"), _float(p, "clock", lo=0.0))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """One mini-bucket size's plan of a subtree, carried up by the DFS: the scopes (agent ids)
+    of the UTIL tables the sender will send, and the subtree's largest UTIL (entries and who
+    sends it) and total entries."""
+
+    tables: tuple[tuple[int, ...], ...]
+    largest: int
+    agent: int | None
+    total: int
+
+    def to_wire(self) -> list[Any]:
+        return [[list(s) for s in self.tables], self.largest, self.agent, self.total]
+
+    @staticmethod
+    def from_wire(raw: Any) -> Sizing:
+        if not isinstance(raw, list | tuple) or len(raw) != 4:
+            raise ProtocolError("a sizing must be [tables, largest, agent, total]")
+        p = {"tables": raw[0], "largest": raw[1], "agent": raw[2], "total": raw[3]}
+        big = (1 << 62) - 1
+        return Sizing(
+            _scopes(p, "tables"),
+            _int(p, "largest", 0, big),
+            _opt_int(p, "agent", 0, MAX_AGENT_ID),
+            _int(p, "total", 0, big),
+        )
+
+
+def _sizings(p: Payload, key: str) -> tuple[Sizing, ...]:
+    return tuple(Sizing.from_wire(raw) for raw in _seq(p, key, MAX_Z_CHOICES))
 
 
 @dataclass(frozen=True)
 class Token:
-    """The DFS token. ``child``: you are my child; ``path`` lists your ancestors from the root.
-    ``back``: your child's subtree is done. ``visited`` is every agent the token has reached."""
+    """The DFS token of candidate tree ``tree`` (see :class:`dcop.agents.dfs.DfsToken`).
+    ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
+    their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
+    carries the subtree's visited agents, my separator, the subtree's summary and, per
+    mini-bucket size the run may choose, the sizing of my UTIL message."""
 
     TYPE: ClassVar[str] = "token"
+    tree: int
     kind: Literal["child", "back"]
     path: tuple[int, ...]
+    domains: tuple[int, ...]
+    open: tuple[int, ...]
     visited: tuple[int, ...]
+    separator: tuple[int, ...]
+    width: int
+    largest: int
+    total: int
+    sizings: tuple[Sizing, ...]
     clock: float
 
     def to_wire(self) -> dict[str, Any]:
         return {
+            "tree": self.tree,
             "kind": self.kind,
             "path": list(self.path),
+            "domains": list(self.domains),
+            "open": list(self.open),
             "visited": list(self.visited),
+            "separator": list(self.separator),
+            "width": self.width,
+            "largest": self.largest,
+            "total": self.total,
+            "sizings": [s.to_wire() for s in self.sizings],
             "clock": self.clock,
         }
 
     @staticmethod
     def from_wire(p: Payload) -> Token:
         kind = _choice(p, "kind", TOKEN_KINDS)
+        domains = _seq(p, "domains", MAX_LIST)
+        if any(type(d) is not int or not 1 <= d <= MAX_DOMAIN for d in domains):
+            raise ProtocolError("field 'domains' must hold domain sizes")
+        big = (1 << 62) - 1
         return Token(
+            _int(p, "tree", 0, MAX_TREES - 1),
             "child" if kind == "child" else "back",
             _ids(p, "path"),
+            tuple(domains),
+            _counts(p, "open"),
             _ids(p, "visited"),
+            _ids(p, "separator"),
+            _int(p, "width", 0, MAX_LIST),
+            _int(p, "largest", 0, big),
+            _int(p, "total", 0, big),
+            _sizings(p, "sizings"),
             _float(p, "clock", lo=0.0),
         )
+
+
+def _counts(p: Payload, key: str) -> tuple[int, ...]:
+    raw = _seq(p, key, MAX_LIST)
+    if any(type(c) is not int or not 0 <= c <= MAX_LIST for c in raw):
+        raise ProtocolError(f"field {key!r} must hold counts")
+    return tuple(raw)
+
+
+@dataclass(frozen=True)
+class TreeReport:
+    """A root -> coordinator: candidate tree ``tree`` is built in my component; its largest
+    separator, and per mini-bucket size of the run its UTIL sizing."""
+
+    TYPE: ClassVar[str] = "tree"
+    tree: int
+    width: int
+    sizings: tuple[Sizing, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "tree": self.tree,
+            "width": self.width,
+            "sizings": [s.to_wire() for s in self.sizings],
+        }
+
+    @staticmethod
+    def from_wire(p: Payload) -> TreeReport:
+        return TreeReport(
+            _int(p, "tree", 0, MAX_TREES - 1), _int(p, "width", 0, MAX_LIST), _sizings(p, "sizings")
+        )
+
+
+@dataclass(frozen=True)
+class Go:
+    """Coordinator -> agents: run UTIL/VALUE on candidate tree ``tree``, with mini-buckets of
+    ``z`` variables (None: DPOP, exact)."""
+
+    TYPE: ClassVar[str] = "go"
+    tree: int
+    z: int | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"tree": self.tree, "z": self.z}
+
+    @staticmethod
+    def from_wire(p: Payload) -> Go:
+        return Go(_int(p, "tree", 0, MAX_TREES - 1), _opt_int(p, "z", 1, MAX_SCOPE))
 
 
 @dataclass(frozen=True, eq=False)
@@ -380,6 +609,16 @@ class Value:
         return Value(tuple(values), _float(p, "clock", lo=0.0))
 
 
+def _figures(p: Payload, key: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in _map(p, key, 64).items():
+        name = _check_str(k, f"{key} key")
+        if type(v) not in (int, float) or not math.isfinite(v):
+            raise ProtocolError(f"field {key!r}[{name!r}] must be a finite number")
+        out[name] = float(v)
+    return out
+
+
 @dataclass(frozen=True)
 class AgentMetrics:
     """What one agent measured on its own wire and clock."""
@@ -394,6 +633,10 @@ class AgentMetrics:
     util_entries: int = 0
     util_tables: int = 0
     dropped: int = 0
+    #: seconds spent getting ready (CUDA context, kernels): not part of the solve
+    setup_s: float = 0.0
+    #: named figures of the agent's backend (GPU placement, kernel compiles, transfers)
+    backend: dict[str, float] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -407,6 +650,8 @@ class AgentMetrics:
             "util_entries": self.util_entries,
             "util_tables": self.util_tables,
             "dropped": self.dropped,
+            "setup_s": self.setup_s,
+            "backend": self.backend,
         }
 
     @staticmethod
@@ -433,6 +678,8 @@ class AgentMetrics:
             _int(p, "util_entries", 0, big),
             _int(p, "util_tables", 0, MAX_TABLES),
             _int(p, "dropped", 0, big),
+            _float(p, "setup_s", lo=0.0),
+            _figures(p, "backend"),
         )
 
 
@@ -447,7 +694,7 @@ class Result:
     parent: int | None
     children: tuple[int, ...]
     pseudo_parents: tuple[int, ...]
-    separator: tuple[str, ...]
+    separator: tuple[int, ...]
     metrics: AgentMetrics
 
     def to_wire(self) -> dict[str, Any]:
@@ -469,7 +716,7 @@ class Result:
             _opt_int(p, "parent", 0, MAX_AGENT_ID),
             _ids(p, "children"),
             _ids(p, "pseudo_parents"),
-            _names(p, "separator", MAX_LIST),
+            _ids(p, "separator"),
             AgentMetrics.from_wire(_sub(p, "metrics")),
         )
 
@@ -503,7 +750,7 @@ class Error:
 
 @dataclass(frozen=True)
 class Stop:
-    """Coordinator -> agent: shut down (``reason`` is "done" or why the run ended)."""
+    """Coordinator -> agent: exit (``reason`` is "done", "shutdown" or why the run ended)."""
 
     TYPE: ClassVar[str] = "stop"
     reason: str = "done"
@@ -517,17 +764,41 @@ class Stop:
 
 
 @dataclass(frozen=True)
-class Heartbeat:
-    """Liveness, both ways; carries nothing else."""
+class Done:
+    """Coordinator -> serving agent: this problem is over (``reason`` is "done" or why it
+    ended); drop it and wait for the next one."""
 
-    TYPE: ClassVar[str] = "heartbeat"
+    TYPE: ClassVar[str] = "done"
+    reason: str = "done"
 
     def to_wire(self) -> dict[str, Any]:
-        return {}
+        return {"reason": self.reason[:MAX_TEXT_CHARS]}
+
+    @staticmethod
+    def from_wire(p: Payload) -> Done:
+        return Done(_str(p, "reason", MAX_TEXT_CHARS))
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Agent -> coordinator: alive (the loop runs), with where it stands for the live status: its
+    phase, the bytes it has sent in this problem and whether its UTIL has gone out."""
+
+    TYPE: ClassVar[str] = "heartbeat"
+    phase: str = ""
+    sent_bytes: int = 0
+    util_sent: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"phase": self.phase, "sent_bytes": self.sent_bytes, "util_sent": self.util_sent}
 
     @staticmethod
     def from_wire(p: Payload) -> Heartbeat:
-        return Heartbeat()
+        return Heartbeat(
+            _str(p, "phase", empty=True),
+            _int(p, "sent_bytes", 0, (1 << 62) - 1),
+            _bool(p, "util_sent"),
+        )
 
 
 Message = (
@@ -537,11 +808,14 @@ Message = (
     | Start
     | Degree
     | Token
+    | TreeReport
+    | Go
     | Util
     | Value
     | Result
     | Error
     | Stop
+    | Done
     | Heartbeat
 )
 
@@ -554,11 +828,14 @@ MESSAGE_CLASSES: dict[str, Any] = {
         Start,
         Degree,
         Token,
+        TreeReport,
+        Go,
         Util,
         Value,
         Result,
         Error,
         Stop,
+        Done,
         Heartbeat,
     )
 }

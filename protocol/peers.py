@@ -7,7 +7,10 @@ Format (version 1)::
      "agents": [{"id": 0, "variable": "x0", "endpoint": "tcp://host:port",
                  "neighbours": [1, 2], "public_key": "Z85 (optional)"}, ...]}
 
-Ids are 0..n-1 in any order; neighbours are ids and the relation must be symmetric.
+Ids are 0..n-1 in any order; neighbours are ids and the relation must be symmetric. A
+problem-independent file (for serving agents, ``dcop peers --agents N``) leaves out every
+``variable`` and ``neighbours``: the coordinator hands them out per problem. An agent endpoint may
+end in ``:*``: the agent binds a port the system picks and reports it in its hello.
 """
 
 from __future__ import annotations
@@ -20,29 +23,34 @@ from typing import Any
 
 from dcop.errors import InputError
 from dcop.protocol.constants import MAX_AGENT_ID
+from dcop.protocol.endpoints import endpoint_port, in_ephemeral_range
 
 PEERS_VERSION = 1
-_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|tcp://\[[0-9a-fA-F:.]+\]:\d{1,5}|ipc://\S+)$")
+_ENDPOINT = re.compile(
+    r"^(tcp://[^\s:/]+:(\d{1,5}|\*)|tcp://\[[0-9a-fA-F:.]+\]:(\d{1,5}|\*)|ipc://\S+)$"
+)
 _Z85 = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
 
 
 @dataclass(frozen=True)
 class AgentEntry:
-    """One agent's line of peers.json."""
+    """One agent's line of peers.json. ``variable`` and ``neighbours`` are given in a
+    problem-specific file and left out (None, ()) in a problem-independent one, whose agents get
+    a variable per problem from the coordinator. An agent's endpoint may have a wildcard port
+    (``tcp://host:*``): it binds a port the system picks and reports it in its hello."""
 
     id: int
-    variable: str
+    variable: str | None
     endpoint: str
-    neighbours: tuple[int, ...]
+    neighbours: tuple[int, ...] = ()
     public_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "variable": self.variable,
-            "endpoint": self.endpoint,
-            "neighbours": list(self.neighbours),
-        }
+        out: dict[str, Any] = {"id": self.id}
+        if self.variable is not None:
+            out["variable"] = self.variable
+            out["neighbours"] = list(self.neighbours)
+        out["endpoint"] = self.endpoint
         if self.public_key is not None:
             out["public_key"] = self.public_key
         return out
@@ -60,6 +68,11 @@ class Peers:
 
     def by_id(self) -> dict[int, AgentEntry]:
         return {a.id: a for a in self.agents}
+
+    @property
+    def problem_specific(self) -> bool:
+        """Whether the file gives every agent its variable (else the coordinator does)."""
+        return all(a.variable is not None for a in self.agents)
 
     def agent(self, agent_id: int) -> AgentEntry:
         for a in self.agents:
@@ -89,8 +102,9 @@ class Peers:
 def _endpoint(value: Any, where: str, file: str) -> str:
     if not isinstance(value, str) or not _ENDPOINT.match(value):
         raise InputError(f"{where}: endpoint must look like tcp://host:port, not {value!r}", file)
-    if value.startswith("tcp://"):
-        port = int(value.rsplit(":", 1)[1])
+    port_text = value.rsplit(":", 1)[1]
+    if value.startswith("tcp://") and port_text != "*":
+        port = int(port_text)
         if not 1 <= port <= 65535:
             raise InputError(f"{where}: port {port} is out of range", file)
     return value
@@ -127,7 +141,7 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
             raise InputError(f"agents[{k}]: 'id' must be a non-negative integer", file)
         where = f"agent {ident}"
         variable = raw.get("variable")
-        if not isinstance(variable, str) or not variable:
+        if variable is not None and (not isinstance(variable, str) or not variable):
             raise InputError(f"{where}: 'variable' must be a non-empty string", file)
         neighbours = raw.get("neighbours", [])
         if not isinstance(neighbours, list) or any(type(n) is not int for n in neighbours):
@@ -144,10 +158,16 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
     ids = [a.id for a in agents]
     if len(set(ids)) != len(ids):
         raise InputError("two agents share an id", file)
-    names = [a.variable for a in agents]
-    if len(set(names)) != len(names):
+    named = [a.variable for a in agents if a.variable is not None]
+    if named and len(named) != len(agents):
+        raise InputError(
+            "either every agent has a 'variable' (a problem-specific file) or none has", file
+        )
+    if len(set(named)) != len(named):
         raise InputError("two agents share a variable", file)
-    endpoints = [a.endpoint for a in agents] + [coordinator]
+    if endpoint_port(coordinator) is None and coordinator.startswith("tcp://"):
+        raise InputError("the coordinator's endpoint needs a port (agents connect to it)", file)
+    endpoints = [a.endpoint for a in agents if not a.endpoint.endswith(":*")] + [coordinator]
     if len(set(endpoints)) != len(endpoints):
         raise InputError("two processes share an endpoint", file)
     table = {a.id: a for a in agents}
@@ -159,7 +179,19 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
                 raise InputError(f"agent {a.id} lists {n} as neighbour but not the reverse", file)
     if coord_key is not None and any(a.public_key is None for a in agents):
         raise InputError("with a coordinator key, every agent needs a public_key", file)
+    keys = [k for k in [coord_key, *(a.public_key for a in agents)] if k is not None]
+    if len(set(keys)) != len(keys):  # the key decides who sent a frame: it must name one process
+        raise InputError("two processes share a public key", file)
     return Peers(problem, coordinator, tuple(agents), coord_key)
+
+
+def ephemeral_endpoints(peers: Peers) -> list[tuple[str, str]]:
+    """``(who, endpoint)`` of every listening endpoint in ``peers`` whose port lies in this
+    host's ephemeral range (see :mod:`dcop.protocol.endpoints`): a tool that writes or checks
+    peers.json warns about them or refuses them."""
+    listed = [("coordinator", peers.coordinator)]
+    listed += [(f"agent {a.id}", a.endpoint) for a in peers.agents]
+    return [(who, e) for who, e in listed if in_ephemeral_range(endpoint_port(e))]
 
 
 def load_peers(path: str | Path) -> Peers:

@@ -20,13 +20,19 @@ from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_MIB,
     MAX_SCOPE,
+    MAX_TREES,
     PEER_TIMEOUT_S,
     SLOWEST_FRAME_BYTES_PER_S,
 )
 
-Algo = Literal["dpop", "adpop"]
-#: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds).
+Algo = Literal["dpop", "adpop", "auto"]
+#: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), auto runs
+#: DPOP where its largest UTIL fits and else ADPOP with the largest z that fits.
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
+#: Largest z ``auto`` considers (beyond it ADPOP's tables outgrow any message limit).
+AUTO_Z_MAX = 24
+#: Candidate pseudo-trees built by default (best of: see dcop.agents.dfs.default_candidates).
+DEFAULT_TREES = 8
 MIB = 1 << 20
 #: Smallest message limit a spec accepts (the command line asks for at least 1 MiB; tests go lower).
 MIN_MESSAGE_BYTES = 4096
@@ -53,12 +59,23 @@ class RunSpec:
         Largest message of the run: a UTIL table above it fails the run with a clear error.
     peer_timeout_s
         Seconds of silence before a peer counts as dead; None derives it from the message limit.
+    trees
+        Candidate pseudo-trees the agents build by distributed DFS; the coordinator keeps the one
+        with the smallest largest UTIL.
+    max_memory_bytes
+        Largest UTIL table one agent may build (None: only the message limit applies).
+    gpu_min_entries
+        GPU agents run a bucket on the device from this many joined entries (None: the measured
+        default, ``dcop.placement``; 0: every bucket).
     """
 
     algo: Algo = "dpop"
     z: int | None = None
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     peer_timeout_s: float | None = None
+    trees: int = DEFAULT_TREES
+    max_memory_bytes: int | None = None
+    gpu_min_entries: int | None = None
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -81,6 +98,16 @@ class RunSpec:
             math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
         ):
             raise InputError("--peer-timeout must be a positive number of seconds")
+        if type(self.trees) is not int or not 1 <= self.trees <= MAX_TREES:
+            raise InputError(f"--trees must be between 1 and {MAX_TREES}")
+        if self.max_memory_bytes is not None and (
+            type(self.max_memory_bytes) is not int or self.max_memory_bytes < MIN_MESSAGE_BYTES
+        ):
+            raise InputError("the memory limit must be a number of bytes of at least 4096")
+        if self.gpu_min_entries is not None and (
+            type(self.gpu_min_entries) is not int or self.gpu_min_entries < 0
+        ):
+            raise InputError("--gpu-min-entries must be a whole number >= 0")
 
     @staticmethod
     def from_options(
@@ -88,18 +115,38 @@ class RunSpec:
         z: int | None = None,
         max_message_mib: float = DEFAULT_MAX_MESSAGE_BYTES / MIB,
         peer_timeout_s: float | None = None,
+        trees: int = DEFAULT_TREES,
+        max_memory_bytes: int | None = None,
+        gpu_min_entries: int | None = None,
     ) -> RunSpec:
         """The spec from command-line values (the message limit in MiB)."""
         if not 1 <= max_message_mib <= MAX_MESSAGE_MIB:
             raise InputError(
                 f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}, not {max_message_mib:g}"
             )
-        return RunSpec(algo, z, int(max_message_mib * MIB), peer_timeout_s)  # type: ignore[arg-type]
+        return RunSpec(
+            algo,  # type: ignore[arg-type]  # checked by RunSpec itself
+            z,
+            int(max_message_mib * MIB),
+            peer_timeout_s,
+            trees,
+            max_memory_bytes,
+            gpu_min_entries,
+        )
 
     @property
     def exact(self) -> bool:
-        """Whether the run proves an optimum (DPOP) or bounds it (ADPOP)."""
+        """Whether the run proves an optimum (DPOP) or bounds it (ADPOP; auto decides later)."""
         return self.algo == "dpop"
+
+    def z_choices(self) -> tuple[int | None, ...]:
+        """The mini-bucket sizes the agents size their UTILs for (None: DPOP): the one asked, or
+        for ``auto`` DPOP and every z up to :data:`AUTO_Z_MAX`."""
+        if self.algo == "dpop":
+            return (None,)
+        if self.algo == "adpop":
+            return (self.z,)
+        return (None, *range(1, AUTO_Z_MAX + 1))
 
     @property
     def peer_timeout(self) -> float:
@@ -121,6 +168,9 @@ class RunSpec:
             "z": self.z,
             "max_message_bytes": self.max_message_bytes,
             "peer_timeout_s": self.peer_timeout_s,
+            "trees": self.trees,
+            "max_memory_bytes": self.max_memory_bytes,
+            "gpu_min_entries": self.gpu_min_entries,
         }
 
     @staticmethod
@@ -128,7 +178,7 @@ class RunSpec:
         """Validate a spec that arrived on the wire; every fault is a ProtocolError."""
         if not isinstance(payload, Mapping):
             raise ProtocolError("the run spec must be a map")
-        extra = set(payload) - {"algo", "z", "max_message_bytes", "peer_timeout_s"}
+        extra = set(payload) - set(RunSpec().to_wire())
         if extra:
             raise ProtocolError(f"the run spec has unknown fields {sorted(map(str, extra))[:5]}")
         timeout = payload.get("peer_timeout_s")
@@ -140,6 +190,9 @@ class RunSpec:
                 payload.get("z"),
                 payload.get("max_message_bytes"),  # type: ignore[arg-type]
                 None if timeout is None else float(timeout),
+                payload.get("trees", DEFAULT_TREES),
+                payload.get("max_memory_bytes"),
+                payload.get("gpu_min_entries"),
             )
         except InputError as exc:
             raise ProtocolError(f"bad run spec: {exc.reason}") from None
@@ -152,4 +205,10 @@ class RunSpec:
         args += ["--max-message-mib", f"{self.max_message_bytes / MIB:g}"]
         if self.peer_timeout_s is not None:
             args += ["--peer-timeout", f"{self.peer_timeout_s:g}"]
+        if self.trees != DEFAULT_TREES:
+            args += ["--trees", str(self.trees)]
+        if self.max_memory_bytes is not None:
+            args += ["--max-memory", str(self.max_memory_bytes)]
+        if self.gpu_min_entries is not None:
+            args += ["--gpu-min-entries", str(self.gpu_min_entries)]
         return args

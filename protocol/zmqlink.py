@@ -1,99 +1,258 @@
 """ZeroMQ transports: the only code that touches sockets.
 
-Agent: one ROUTER bound at its own endpoint (everything neighbours send arrives there, the DEALER
-identity tells who sent it), one DEALER per neighbour (identity = own id) and one DEALER to the
-coordinator. Coordinator: one ROUTER; it answers agents through their DEALER identities.
+Sockets
+    Agent: one ROUTER bound at its own endpoint (neighbours' frames arrive there), one DEALER per
+    neighbour, and one DEALER to the coordinator. Coordinator: one ROUTER; it answers each agent
+    through the routing identity of that agent's DEALER. A DEALER's identity is ``<id>/<nonce>``,
+    the nonce random per process: nobody can take an honest peer's identity by guessing it and
+    connecting first (a ROUTER ignores a second connection with an identity already in use).
 
-With a :class:`~dcop.protocol.curve.CurveConfig` every socket uses CURVE and a ZAP handler
-(``zmq.auth.thread.ThreadAuthenticator``) refuses client keys that peers.json does not list; the
-refusal is logged and the client's frames never reach the application.
+Who sent a frame (the id ``recv`` returns)
+    * A frame on the agent's coordinator DEALER is the coordinator's: the agent opened that
+      connection itself, to the coordinator's endpoint in peers.json; in secure mode CURVE also
+      proved that the server holds the coordinator's key. A frame on an agent's ROUTER is never
+      the coordinator's, whatever it claims: it is refused.
+    * Secure mode (a :class:`~dcop.protocol.curve.CurveConfig`): every socket uses CurveZMQ. The
+      ZAP handler accepts only the client keys listed (by id) and names each connection by its
+      key's id; every frame carries that id as its ``User-Id``. A ROUTER takes the sender's id
+      from there, and refuses a frame whose routing identity claims another id: a neighbour's
+      valid key cannot speak for the coordinator or for another neighbour.
+    * Open mode: a ROUTER takes the id that the routing identity claims. The first connection
+      to claim an id keeps it for the transport's life; later connections claiming it are
+      refused (so a stranger cannot hijack a running peer, only pre-empt one).
+
+    Frames from ids a transport does not accept (the coordinator and the neighbours for an agent;
+    the agents for the coordinator), frames over the limit and malformed multi-part messages are
+    refused before any byte is copied or decoded, with a WARNING naming the peer's address,
+    rate-limited per address and reason (:class:`~dcop.protocol.ratelog.RateLimitedLog`).
+    libzmq itself cuts a connection whose frame exceeds the limit by more than 64 KiB
+    (``MAXMSGSIZE``, the hard cap); that shows as a lost connection.
+
+What open mode protects, and what it does not
+    Open mode authenticates nobody; it keeps the roles apart. An agent takes coordinator
+    messages only from the connection it opened itself to the coordinator's endpoint in
+    peers.json, so no process can pose as the coordinator by sending to an agent's port. But any
+    process that can reach an agent's port (another local user, or anyone on the network) can
+    pose as one of its neighbours and send it protocol messages; any process that can reach the
+    coordinator's port can pose as an agent that has not spoken yet; a process that binds the
+    coordinator's port before the coordinator does (or after it exits) gets the agents'
+    connections and is the coordinator for them; and nothing is encrypted. Open mode is for one
+    trusted host or a private network; elsewhere use secure mode.
+
+Liveness
+    Every socket sends ZMTP heartbeats (``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
+    nothing for the heartbeat timeout is closed. A socket monitor turns closed connections into
+    :class:`~dcop.protocol.transport.PeerLoss` events (:meth:`lost_peers`): an agent hears of its
+    neighbours' and the coordinator's links (its DEALERs), the coordinator of each agent's link
+    (its ROUTER, by the connection's file descriptor, learnt from the agent's frames). A monitor
+    also drops a TCP self-connection (see :mod:`dcop.protocol.endpoints`).
 """
 
 from __future__ import annotations
 
-import ipaddress
+import contextlib
 import logging
+import os
+import secrets
+import socket
+import time
+from collections import deque
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
-import zmq.auth.thread
+from zmq.utils.monitor import recv_monitor_message
 
 from dcop.errors import RunError
-from dcop.protocol.constants import COORDINATOR_ID
-from dcop.protocol.constants import DEFAULT_MAX_MESSAGE_BYTES as MAX_FRAME_BYTES
-from dcop.protocol.curve import CurveConfig
+from dcop.protocol.codec import MAX_FRAMES
+from dcop.protocol.constants import (
+    COORDINATOR_ID,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_AGENT_ID,
+    ZMTP_HEARTBEAT_IVL_S,
+)
+from dcop.protocol.curve import CurveConfig, KeyAuthenticator
+from dcop.protocol.endpoints import (
+    bind_endpoint,
+    endpoint_port,
+    ephemeral_range,
+    in_ephemeral_range,
+    same_endpoint,
+    with_port,
+)
+from dcop.protocol.messages import Buffer
+from dcop.protocol.ratelog import RateLimitedLog
+from dcop.protocol.runspec import peer_timeout_for
+from dcop.protocol.transport import PeerLoss, Received
+
+__all__ = [
+    "ZmqAgentTransport",
+    "ZmqCoordinatorTransport",
+    "bind_endpoint",
+    "identity",
+    "parse_identity",
+]
 
 log = logging.getLogger("dcop.protocol.zmq")
 
 #: Outgoing frames kept for a slow peer before sends to it are dropped (heartbeats only in practice).
 SEND_HWM = 10_000
 LINGER_MS = 2000
+#: libzmq's hard cap is this much above the frame limit: frames in between are refused (logged).
+HARD_CAP_MARGIN = 1 << 16
+#: A neighbour's ROUTER never sends on an agent's outgoing link; anything there is cut short.
+BACKCHANNEL_MAX_BYTES = 1 << 16
+#: Frames from a candidate (an agent that may become a neighbour) held until ``connect_peer``.
+EARLY_MAX_FRAMES = 256
+EARLY_MAX_BYTES = 1 << 16
+#: ZMQ_HEARTBEAT_TTL travels in deciseconds in 16 bits.
+_MAX_TTL_MS = 6_553_500
+
+_DEALER_EVENTS = (
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+_ROUTER_EVENTS = (
+    zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
 
 
-def bind_endpoint(endpoint: str) -> str:
-    """The address to bind for an endpoint: its own IP when it names one, else all interfaces
-    (a host or service name such as ``agent3`` cannot be bound, only connected to)."""
-    if not endpoint.startswith("tcp://"):
-        return endpoint
-    host, _, port = endpoint[len("tcp://") :].rpartition(":")
-    host = host.strip("[]")
-    if host == "*":
-        return endpoint
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return f"tcp://*:{port}"
-    return endpoint
-
-
-def identity(agent_id: int) -> bytes:
-    return str(agent_id).encode("ascii")
+def identity(agent_id: int, nonce: str = "") -> bytes:
+    """A DEALER's routing identity: ``<id>/<nonce>`` (``<id>`` alone without a nonce)."""
+    return f"{agent_id}/{nonce}".encode("ascii") if nonce else str(agent_id).encode("ascii")
 
 
 def parse_identity(raw: bytes) -> int | None:
-    """The id behind a routing identity, or None for anything else (a stranger's socket)."""
+    """The id a routing identity claims (``<id>`` or ``<id>/<nonce>``), or None for anything
+    else (a stranger's socket)."""
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
         return None
-    if text.lstrip("-").isdigit() and len(text) <= 11:
-        return int(text)
-    return None
+    text = text.partition("/")[0]
+    if not text.lstrip("-").isdigit() or len(text) > 11:
+        return None
+    value = int(text)
+    return value if value == COORDINATOR_ID or 0 <= value <= MAX_AGENT_ID else None
 
 
-class _KeyFilter:
-    """ZAP credentials provider: accept exactly the listed CURVE client keys, log the rest."""
+def _meta(frame: zmq.Frame, name: str) -> str | None:
+    try:
+        value = frame.get(name)
+    except zmq.ZMQError:  # no such property on this connection (User-Id in open mode)
+        return None
+    return value if isinstance(value, str) else None
 
-    def __init__(self, allowed: frozenset[bytes], owner: str) -> None:
-        self.allowed = allowed
-        self.owner = owner
 
-    def callback(self, domain: str, key: bytes) -> bool:
-        ok = key in self.allowed
-        if not ok:
-            log.warning("%s: refused a CURVE client whose key is not in peers.json", self.owner)
-        return ok
+def _peer_address(frame: zmq.Frame) -> str:
+    return _meta(frame, "Peer-Address") or "an unknown address"
+
+
+def _user_id(frame: zmq.Frame) -> int | None:
+    """The id the ZAP handler gave the connection this frame came on (secure mode)."""
+    user = _meta(frame, "User-Id")
+    if user is None or not user.lstrip("-").isdigit() or len(user) > 11:
+        return None
+    return int(user)
+
+
+def _source_fd(frame: zmq.Frame) -> int | None:
+    try:
+        fd = frame.get(zmq.SRCFD)  # deprecated in libzmq, still there; loss reports need it
+    except (zmq.ZMQError, AttributeError, TypeError):
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
+
+
+def _self_connected(fd: int) -> bool:
+    """Whether the TCP connection on ``fd`` (from a monitor event) is connected to itself."""
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return False
+    try:
+        return bool(sock.getsockname() == sock.getpeername())
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def _who(peer: int | None) -> str:
+    if peer is None:
+        return "nobody"
+    return "the coordinator" if peer == COORDINATOR_ID else f"agent {peer}"
+
+
+@dataclass
+class _Link:
+    """A monitored socket: a DEALER to one peer, or a ROUTER (peer None)."""
+
+    sock: zmq.Socket[Any]
+    peer: int | None
+    endpoint: str
+    connected: bool = False
+    # after dropping a self-connection, that connection's remaining events are ignored
+    muted: bool = False
 
 
 class _ZmqBase:
-    def __init__(self, owner: str, curve: CurveConfig | None, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        owner: str,
+        curve: CurveConfig | None,
+        max_message_bytes: int,
+        heartbeat_timeout_s: float | None,
+    ) -> None:
+        self.owner = owner
         self.ctx: zmq.Context[Any] = zmq.Context()
         self.curve = curve
-        self.max_frame_bytes = max_frame_bytes
-        self.auth: zmq.auth.thread.ThreadAuthenticator | None = None
-        if curve is not None:
-            self.auth = zmq.auth.thread.ThreadAuthenticator(self.ctx, log=log)
-            self.auth.start()
-            self.auth.configure_curve_callback("*", _KeyFilter(curve.allowed_clients, owner))
+        self.max_message_bytes = max_message_bytes
+        self.heartbeat_timeout_s = (
+            peer_timeout_for(max_message_bytes)
+            if heartbeat_timeout_s is None
+            else heartbeat_timeout_s
+        )
+        self.refusals = RateLimitedLog(log)
+        #: Frames refused by the transport itself (never handed to the codec).
+        self.dropped = 0
         self.poller = zmq.Poller()
+        self.auth: KeyAuthenticator | None = None
+        self._monitors: dict[zmq.Socket[Any], _Link] = {}
+        self._losses: list[PeerLoss] = []
+        self._fd_peers: dict[int, int] = {}
+        self._router_losses = False
         self._closed = False
+        if curve is not None:
+            self.auth = KeyAuthenticator(self.ctx, curve.client_ids(), owner, self.refusals)
+            self.auth.start()
 
-    def _router(self, endpoint: str, what: str) -> zmq.Socket[Any]:
-        sock: zmq.Socket[Any] = self.ctx.socket(zmq.ROUTER)
+    # ---- sockets ------------------------------------------------------------------------------
+    def _options(self, sock: zmq.Socket[Any], max_bytes: int) -> None:
         sock.setsockopt(zmq.LINGER, LINGER_MS)
-        # libzmq itself refuses frames far above the limit (the peer is disconnected); frames
-        # just above it reach the codec, which logs and drops them.
-        sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes + (1 << 16))
+        sock.setsockopt(zmq.MAXMSGSIZE, max_bytes + HARD_CAP_MARGIN)
+        ivl_ms = int(ZMTP_HEARTBEAT_IVL_S * 1000)
+        timeout_ms = max(ivl_ms, int(self.heartbeat_timeout_s * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_IVL, ivl_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, min(timeout_ms, _MAX_TTL_MS))
+
+    def _router(self, endpoint: str) -> tuple[zmq.Socket[Any], str]:
+        """Bind a ROUTER; return it and the endpoint actually bound (a ``*`` port filled in)."""
+        sock: zmq.Socket[Any] = self.ctx.socket(zmq.ROUTER)
+        self._options(sock, self.max_message_bytes)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if self.curve is not None:
             sock.curve_secretkey = self.curve.secret
@@ -103,24 +262,232 @@ class _ZmqBase:
             sock.bind(bind_endpoint(endpoint))
         except zmq.ZMQError as exc:
             sock.close(linger=0)
-            raise RunError(f"{what}: cannot bind {endpoint}: {exc}") from None
+            raise RunError(f"{self.owner}: cannot bind {endpoint}: {exc}") from None
+        port = endpoint_port(endpoint)
+        if in_ephemeral_range(port):
+            low, high = ephemeral_range()
+            log.warning(
+                "%s: listening on port %s, inside the kernel's ephemeral port range %d-%d: an "
+                "outgoing connection may take it while this process is not running; use ports "
+                "below %d, or a wildcard port",
+                self.owner,
+                port,
+                low,
+                high,
+                low,
+            )
+        actual = with_port(endpoint, sock.getsockopt_string(zmq.LAST_ENDPOINT))
         self.poller.register(sock, zmq.POLLIN)
-        return sock
+        self._watch(sock, None, actual, _ROUTER_EVENTS)
+        return sock, actual
 
-    def _dealer(self, me: int, peer: int, endpoint: str) -> zmq.Socket[Any]:
+    def _dealer(
+        self, me: int, nonce: str, peer: int, endpoint: str, max_bytes: int
+    ) -> zmq.Socket[Any]:
+        if self.curve is not None and peer not in self.curve.server_keys:
+            raise RunError(f"{self.owner}: no CURVE public key for {_who(peer)} in peers.json")
         sock: zmq.Socket[Any] = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, identity(me))
-        sock.setsockopt(zmq.LINGER, LINGER_MS)
+        sock.setsockopt(zmq.IDENTITY, identity(me, nonce))
+        self._options(sock, max_bytes)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         if self.curve is not None:
-            server = self.curve.server_keys.get(peer)
-            if server is None:
-                raise RunError(f"no CURVE public key for peer {peer} in peers.json")
             sock.curve_secretkey = self.curve.secret
             sock.curve_publickey = self.curve.public
-            sock.curve_serverkey = server
+            sock.curve_serverkey = self.curve.server_keys[peer]
+        self._watch(sock, peer, endpoint, _DEALER_EVENTS)
         sock.connect(endpoint)
         return sock
+
+    def _watch(self, sock: zmq.Socket[Any], peer: int | None, endpoint: str, events: int) -> None:
+        monitor = sock.get_monitor_socket(events)
+        self._monitors[monitor] = _Link(sock, peer, endpoint)
+        self.poller.register(monitor, zmq.POLLIN)
+
+    def _unwatch(self, sock: zmq.Socket[Any]) -> None:
+        for monitor, link in list(self._monitors.items()):
+            if link.sock is sock:
+                self.poller.unregister(monitor)
+                sock.disable_monitor()
+                monitor.close(linger=0)
+                del self._monitors[monitor]
+
+    # ---- monitor events -------------------------------------------------------------------------
+    def _drain_monitors(self, ready: Collection[zmq.Socket[Any]] | None = None) -> None:
+        """Handle the pending events of the monitors in ``ready`` (default: of all)."""
+        for monitor, link in list(self._monitors.items()):
+            if ready is not None and monitor not in ready:
+                continue
+            while True:
+                try:
+                    event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError:  # the monitor went away with its socket
+                    break
+                self._on_event(link, int(event["event"]), int(event["value"]))
+
+    def _on_event(self, link: _Link, event: int, value: int) -> None:
+        if link.peer is None:  # a ROUTER
+            if event == zmq.EVENT_DISCONNECTED:
+                peer = self._fd_peers.pop(value, None)
+                if peer is not None and self._router_losses:
+                    self._lose(peer, f"its connection to {link.endpoint} closed")
+            elif event & _HANDSHAKE_FAILED:
+                self.refusals.log(
+                    logging.INFO,
+                    ("handshake", link.endpoint),
+                    "%s: a client failed the ZMTP handshake on %s",
+                    self.owner,
+                    link.endpoint,
+                )
+            return
+        if event == zmq.EVENT_CONNECTED:
+            link.muted = _self_connected(value)
+            if link.muted:
+                # A TCP self-connection: reconnecting to a port nobody listens on, the kernel
+                # gave the socket that very port. Drop it, or it holds the port and talks to itself.
+                self.refusals.log(
+                    logging.ERROR,
+                    ("self", link.endpoint),
+                    "%s: the connection to %s (%s) reached this socket itself (a TCP "
+                    "self-connection: the port is in the ephemeral range and nobody listens "
+                    "there); dropped, retrying",
+                    self.owner,
+                    link.endpoint,
+                    _who(link.peer),
+                )
+                with contextlib.suppress(zmq.ZMQError):  # already gone: connect anew anyway
+                    link.sock.disconnect(link.endpoint)
+                link.sock.connect(link.endpoint)
+        elif link.muted:
+            return
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            link.connected = True
+        elif event == zmq.EVENT_DISCONNECTED:
+            if link.connected:
+                link.connected = False
+                self._lose(link.peer, f"the connection to {link.endpoint} closed")
+        elif event & _HANDSHAKE_FAILED:
+            self.refusals.warning(
+                ("handshake", link.endpoint),
+                "%s: the handshake with %s at %s failed: %s",
+                self.owner,
+                _who(link.peer),
+                link.endpoint,
+                "it refused this process's key"
+                if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                else "whoever listens there is not a dcop process"
+                + (" with that CURVE key" if self.curve is not None else ""),
+            )
+
+    def _lose(self, peer: int, reason: str) -> None:
+        log.info("%s: lost %s: %s", self.owner, _who(peer), reason)
+        self._losses.append(PeerLoss(peer, time.monotonic(), reason))
+
+    def lost_peers(self) -> list[PeerLoss]:
+        """Peers whose connection was lost since the last call (see the module docstring)."""
+        if not self._closed:
+            self._drain_monitors()
+        losses, self._losses = self._losses, []
+        return losses
+
+    # ---- receiving ----------------------------------------------------------------------------
+    def _refuse(self, address: str, reason: str, msg: str, *args: object) -> None:
+        self.dropped += 1
+        self.refusals.warning(
+            (address, reason), "%s: refused a frame from %s: " + msg, self.owner, address, *args
+        )
+
+    def _from_router(self, sock: zmq.Socket[Any]) -> tuple[int, list[zmq.Frame], bytes] | None:
+        """The next message on a ROUTER (its frames) with the id it comes from, or None when
+        refused. Nothing of the message is copied or decoded here."""
+        try:
+            parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return None
+        body = parts[1:]
+        first = parts[-1]
+        address = _peer_address(first)
+        if not body or len(body) > MAX_FRAMES:
+            self._refuse(address, "parts", "a message of %d frames", len(body))
+            return None
+        routing = parts[0].bytes
+        size = sum(len(f) for f in body)
+        if size > self.max_message_bytes:
+            self._refuse(
+                address,
+                "oversized",
+                "oversized message of %d bytes (routing identity %r), the limit is %d",
+                size,
+                routing[:40],
+                self.max_message_bytes,
+            )
+            return None
+        first = body[0]
+        claimed = parse_identity(routing)
+        if self.curve is not None:
+            sender = _user_id(first)
+            if sender is None:
+                self._refuse(address, "unauthenticated", "its connection has no authenticated id")
+                return None
+            if claimed != sender:
+                self._refuse(
+                    address,
+                    "impostor",
+                    "the CURVE key of %s claims to be %s (routing identity %r)",
+                    _who(sender),
+                    _who(claimed),
+                    routing[:40],
+                )
+                return None
+        elif claimed is None:
+            self._refuse(address, "identity", "routing identity %r names no agent", routing[:40])
+            return None
+        else:
+            sender = claimed
+        if sender == COORDINATOR_ID:
+            self._refuse(
+                address,
+                "coordinator",
+                "it claims to be the coordinator, whose frames never arrive on a listening socket",
+            )
+            return None
+        return sender, body, routing
+
+    def _note_source(self, sender: int, body: zmq.Frame) -> None:
+        """Remember which connection ``sender`` speaks on, to name it when that one closes
+        (``body`` is any frame of its message)."""
+        fd = _source_fd(body)
+        if fd is not None:
+            self._fd_peers[fd] = sender
+
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
+        """The next accepted message on ``sock`` (each transport knows its own sockets)."""
+        return None
+
+    def _early(self) -> Received | None:
+        return None
+
+    def recv(self, timeout_s: float) -> Received | None:
+        """The next accepted ``(sender id, frames)``, or None after ``timeout_s``. Refused frames
+        and monitor events are handled on the way and do not end the wait. The frames are views
+        of ZeroMQ's own buffers: a table goes to NumPy without a copy."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            item = self._early()
+            if item is not None:
+                return item
+            ready = self._poll(deadline - time.monotonic())
+            # Monitor events first: a self-connection is dropped before its frames are read (its
+            # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
+            self._drain_monitors(ready)
+            for sock in ready:
+                if sock not in self._monitors:
+                    item = self._read(sock)
+                    if item is not None:
+                        return item
+            if time.monotonic() >= deadline:
+                return None
 
     def _poll(self, timeout_s: float) -> list[zmq.Socket[Any]]:
         events = dict(self.poller.poll(max(0, int(timeout_s * 1000))))
@@ -136,80 +503,235 @@ class _ZmqBase:
 
 
 class ZmqAgentTransport(_ZmqBase):
-    """An agent's sockets (see the module docstring)."""
+    """An agent's sockets (see the module docstring).
+
+    ``endpoint`` may name a wildcard port (``tcp://host:*``): after :meth:`open` the attribute
+    holds the endpoint actually bound, to report to the coordinator. Neighbours come from the
+    constructor (connected by :meth:`open`) or later from :meth:`connect_peer`. ``candidates``
+    are agents that may become neighbours later: their frames that arrive before
+    ``connect_peer`` are held (a few small ones) instead of refused.
+    """
 
     def __init__(
         self,
         me: int,
         endpoint: str,
-        neighbours: dict[int, str],
+        neighbours: Mapping[int, str],
         coordinator: str,
         curve: CurveConfig | None = None,
-        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        *,
+        candidates: Collection[int] = (),
+        heartbeat_timeout_s: float | None = None,
     ) -> None:
-        super().__init__(f"agent {me}", curve, max_frame_bytes)
+        super().__init__(f"agent {me}", curve, max_message_bytes, heartbeat_timeout_s)
         self.me = me
-        # The coordinator link first: a failure to bind is still reported through it.
-        self.coord = self._dealer(me, COORDINATOR_ID, coordinator)
-        self.poller.register(self.coord, zmq.POLLIN)
-        self.router: zmq.Socket[Any] | None = None
+        self.nonce = secrets.token_hex(4)
         self.endpoint = endpoint
-        self.neighbour_endpoints = neighbours
+        self.coordinator_endpoint = coordinator
+        self.neighbour_endpoints: dict[int, str] = {}
         self.dealers: dict[int, zmq.Socket[Any]] = {}
+        self.router: zmq.Socket[Any] | None = None
+        self.candidates = set(candidates)
+        self._routes: dict[int, bytes] = {}
+        self._held: dict[int, list[list[bytes]]] = {}
+        self._released: deque[Received] = deque()
+        try:
+            for peer, where in neighbours.items():
+                self._check_target(peer, where)
+                self.neighbour_endpoints[peer] = where
+            self._check_target(COORDINATOR_ID, coordinator)
+            # The coordinator link first: a failure to bind is still reported through it.
+            self.coord = self._dealer(
+                me, self.nonce, COORDINATOR_ID, coordinator, max_message_bytes
+            )
+        except BaseException:
+            self.close()
+            raise
+        self.poller.register(self.coord, zmq.POLLIN)
+
+    def _check_target(self, peer: int, endpoint: str) -> None:
+        if peer == self.me:
+            raise RunError(f"agent {self.me}: will not link to itself")
+        if same_endpoint(endpoint, self.endpoint):
+            raise RunError(
+                f"agent {self.me}: {_who(peer)}'s endpoint {endpoint} is this agent's own "
+                f"({self.endpoint}); a socket never connects to its own endpoint"
+            )
+
+    @property
+    def accepted(self) -> frozenset[int]:
+        """The ids whose frames this agent accepts now (the coordinator and its neighbours)."""
+        return frozenset({COORDINATOR_ID, *self.neighbour_endpoints})
 
     def open(self) -> None:
-        """Bind the ROUTER and connect to the neighbours (raises RunError if the port is taken)."""
-        self.router = self._router(self.endpoint, f"agent {self.me}")
-        for peer, endpoint in self.neighbour_endpoints.items():
-            self.dealers[peer] = self._dealer(self.me, peer, endpoint)
+        """Bind the ROUTER and connect to the neighbours (raises RunError if the port is taken).
+        Afterwards ``endpoint`` holds the endpoint actually bound."""
+        self.router, self.endpoint = self._router(self.endpoint)
+        for peer, where in self.neighbour_endpoints.items():
+            self._check_target(peer, where)  # against the bound port, for a wildcard
+            self.dealers[peer] = self._dealer(
+                self.me, self.nonce, peer, where, BACKCHANNEL_MAX_BYTES
+            )
 
-    def send(self, peer: int, frame: bytes) -> None:
+    def connect_peer(self, peer: int, endpoint: str) -> None:
+        """Link to neighbour ``peer`` at ``endpoint`` and accept its frames from now on (frames
+        it sent earlier and that were held are delivered first). Idempotent for the same
+        endpoint; another endpoint replaces the link."""
+        if peer == COORDINATOR_ID:
+            raise RunError(f"agent {self.me}: the coordinator is not a neighbour")
+        self._check_target(peer, endpoint)
+        if self.neighbour_endpoints.get(peer) == endpoint and (
+            peer in self.dealers or self.router is None
+        ):
+            return
+        held = self._held.pop(peer, [])
+        if peer in self.neighbour_endpoints:
+            self.disconnect_peer(peer)
+        self.neighbour_endpoints[peer] = endpoint
+        if self.router is not None:
+            self.dealers[peer] = self._dealer(
+                self.me, self.nonce, peer, endpoint, BACKCHANNEL_MAX_BYTES
+            )
+        self._released.extend((peer, list(frames)) for frames in held)
+
+    def disconnect_peer(self, peer: int) -> None:
+        """Close the link to ``peer`` and refuse its frames from now on (no loss is reported)."""
+        self.candidates.discard(peer)
+        self._held.pop(peer, None)
+        self.neighbour_endpoints.pop(peer, None)
+        self._routes.pop(peer, None)
+        sock = self.dealers.pop(peer, None)
+        if sock is not None:
+            self._unwatch(sock)
+            sock.close(linger=LINGER_MS)
+
+    def send(self, peer: int, frames: Sequence[Buffer]) -> None:
+        """Queue one message (its frames; large ones go without a copy) for ``peer``."""
         sock = self.coord if peer == COORDINATOR_ID else self.dealers.get(peer)
         if sock is None:
-            log.error("agent %d: no link to %d; frame dropped", self.me, peer)
+            log.error("agent %d: no link to %d; message dropped", self.me, peer)
             return
         try:
-            sock.send(frame, zmq.NOBLOCK, copy=len(frame) < 65536)
+            sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
-            log.warning("agent %d: send queue to %d is full; frame dropped", self.me, peer)
+            log.warning("agent %d: send queue to %d is full; message dropped", self.me, peer)
 
-    def recv(self, timeout_s: float) -> tuple[int | None, bytes] | None:
-        for sock in self._poll(timeout_s):
-            if sock is self.coord:
-                return COORDINATOR_ID, self.coord.recv(zmq.NOBLOCK)
-            parts = sock.recv_multipart(zmq.NOBLOCK)
-            if len(parts) != 2:  # a stranger's multi-part message: let the codec reject it
-                return None, b""
-            return parse_identity(parts[0]), parts[1]
+    def _early(self) -> Received | None:
+        return self._released.popleft() if self._released else None
+
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
+        if sock is self.coord:
+            return self._from_coordinator()
+        got = self._from_router(sock)
+        if got is None:
+            return None
+        sender, body, routing = got
+        if sender in self.neighbour_endpoints:
+            if self.curve is None and self._routes.setdefault(sender, routing) != routing:
+                self._refuse(
+                    _peer_address(body[0]),
+                    "second",
+                    "it claims to be agent %d, which already speaks on another connection",
+                    sender,
+                )
+                return None
+            self._note_source(sender, body[0])
+            return sender, [f.buffer for f in body]
+        if (
+            sender in self.candidates
+            and sum(len(f) for f in body) <= EARLY_MAX_BYTES
+            and sum(map(len, self._held.values())) < EARLY_MAX_FRAMES
+        ):
+            self._held.setdefault(sender, []).append([f.bytes for f in body])
+            return None
+        self._refuse(
+            _peer_address(body[0]), "stranger", "%s is not a neighbour of this agent", _who(sender)
+        )
         return None
+
+    def _from_coordinator(self) -> Received | None:
+        try:
+            parts = self.coord.recv_multipart(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return None
+        address = _peer_address(parts[-1])
+        if len(parts) > MAX_FRAMES:
+            self._refuse(address, "parts", "%d message parts from the coordinator", len(parts))
+            return None
+        size = sum(len(f) for f in parts)
+        if size > self.max_message_bytes:
+            self._refuse(
+                address,
+                "oversized",
+                "oversized message of %d bytes from the coordinator, the limit is %d",
+                size,
+                self.max_message_bytes,
+            )
+            return None
+        return COORDINATOR_ID, [f.buffer for f in parts]
 
 
 class ZmqCoordinatorTransport(_ZmqBase):
-    """The coordinator's ROUTER."""
+    """The coordinator's ROUTER.
+
+    It accepts frames from the agents in ``agents`` (secure mode: default, the ids of the client
+    keys; open mode: default, any agent id) and answers each through the routing identity of its
+    first accepted frame. :meth:`lost_peers` reports agents whose connection closed.
+    """
 
     def __init__(
         self,
         endpoint: str,
         curve: CurveConfig | None = None,
-        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        *,
+        agents: Collection[int] | None = None,
+        heartbeat_timeout_s: float | None = None,
     ) -> None:
-        super().__init__("coordinator", curve, max_frame_bytes)
+        super().__init__("coordinator", curve, max_message_bytes, heartbeat_timeout_s)
+        if agents is None and curve is not None:
+            agents = list(curve.client_keys)
+        self.agents: frozenset[int] | None = None if agents is None else frozenset(agents)
+        self._routes: dict[int, bytes] = {}
+        self._router_losses = True
         try:
-            self.router = self._router(endpoint, "coordinator")
+            self.router, self.endpoint = self._router(endpoint)
         except RunError:
             self.close()
             raise
 
-    def send(self, peer: int, frame: bytes) -> None:
+    def send(self, peer: int, frames: Sequence[Buffer]) -> None:
+        """Queue one message (its frames) for agent ``peer`` on the connection it spoke on."""
+        route = self._routes.get(peer)
+        if route is None:  # it has not spoken yet (or never will): nowhere to send
+            log.debug("coordinator: no connection from agent %d yet; message dropped", peer)
+            return
         try:
-            self.router.send_multipart([identity(peer), frame], zmq.NOBLOCK)
-        except zmq.ZMQError as exc:  # EHOSTUNREACH: that agent is not connected (yet, or anymore)
+            self.router.send_multipart([route, *frames], zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: that agent is not connected (anymore)
             log.debug("coordinator: cannot send to agent %d: %s", peer, exc)
 
-    def recv(self, timeout_s: float) -> tuple[int | None, bytes] | None:
-        for _ in self._poll(timeout_s):
-            parts = self.router.recv_multipart(zmq.NOBLOCK)
-            if len(parts) != 2:
-                return None, b""
-            return parse_identity(parts[0]), parts[1]
-        return None
+    def _read(self, sock: zmq.Socket[Any]) -> Received | None:
+        got = self._from_router(sock)
+        if got is None:
+            return None
+        sender, body, routing = got
+        if self.agents is not None and sender not in self.agents:
+            self._refuse(
+                _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
+            )
+            return None
+        known = self._routes.setdefault(sender, routing)
+        if known != routing:
+            if self.curve is None:  # open mode: the first connection keeps the id
+                self._refuse(
+                    _peer_address(body[0]),
+                    "second",
+                    "it claims to be agent %d, which already speaks on another connection",
+                    sender,
+                )
+                return None
+            self._routes[sender] = routing  # the key proves it: a restarted agent
+        self._note_source(sender, body[0])
+        return sender, [f.buffer for f in body]

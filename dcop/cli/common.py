@@ -58,6 +58,24 @@ __all__ = [
 ]
 
 
+def parse_memory(text: str | None) -> float | None:
+    """'8G', '512M', '1.5GiB', '1000000' (bytes) -> bytes."""
+    if text is None:
+        return None
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = 1.0
+    if raw and raw[-1] in units:
+        scale, raw = units[raw[-1]], raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise InputError(f"--max-memory: cannot read {text!r} (use e.g. 8G or 512M)") from None
+    if not value > 0:
+        raise InputError(f"--max-memory must be positive, not {text!r}")
+    return value
+
+
 def to_stdout(target: Path | None) -> bool:
     """Whether ``--json`` asks for the document on stdout."""
     return target is not None and str(target) == "-"
@@ -131,7 +149,8 @@ def failure_document(
 
 @contextmanager
 def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
-    """A rich progress bar over buckets, only when stderr is a terminal."""
+    """A rich progress bar over the run's work (joined entries, from the memory plan: one
+    large bucket weighs what it costs), only when stderr is a terminal."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
@@ -140,7 +159,7 @@ def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
     with Progress(
         TextColumn("[bold]eliminating[/] {task.fields[var]}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} buckets"),
+        TextColumn("{task.percentage:>3.0f}% of the work"),
         TimeElapsedColumn(),
         transient=True,
     ) as bar:

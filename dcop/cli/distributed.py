@@ -6,6 +6,8 @@ unchanged to every agent.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,28 +16,39 @@ import typer
 from rich.console import Console
 
 from dcop.cli.app import app
-from dcop.cli.common import DistributedAlgo, JsonOption, failure_document, finish_run
+from dcop.cli.common import (
+    DistributedAlgo,
+    JsonOption,
+    LogLevel,
+    failure_document,
+    finish_run,
+    parse_memory,
+)
+from dcop.cli.live import live_status
 from dcop.errors import InputError
 from dcop.model import Problem
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
-from dcop.protocol.constants import MAX_MESSAGE_MIB
-from dcop.protocol.runspec import MIB
+from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
+from dcop.protocol.runspec import DEFAULT_TREES, MIB
 from dcop.results import Status
 
-#: Default ports of ``dcop peers``: below the kernel's ephemeral range (32768 and up on Linux),
-#: where an outgoing connection never takes them (a socket could otherwise connect to itself).
-DEFAULT_BASE_PORT = 7000
-
 ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
-Algo = Annotated[DistributedAlgo, typer.Option("--algo", help="dpop (exact) or adpop (bounds)")]
+Algo = Annotated[
+    DistributedAlgo,
+    typer.Option(
+        "--algo",
+        help="dpop (exact), adpop (bounds, needs --z) or auto (DPOP where its UTILs fit, else "
+        "ADPOP with the largest z that fits)",
+    ),
+]
 ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
 Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
 MaxMessage = Annotated[
     float,
     typer.Option(
         "--max-message-mib",
-        help="largest message of the run in MiB (UTIL tables above it fail the run); "
-        f"up to {MAX_MESSAGE_MIB}",
+        help="largest message of the run in MiB (UTIL tables above it are refused before any "
+        f"table is built); up to {MAX_MESSAGE_MIB}",
     ),
 ]
 PeerTimeout = Annotated[
@@ -45,6 +58,20 @@ PeerTimeout = Annotated[
         help="seconds of silence before an agent counts as dead (default: from the message limit)",
     ),
 ]
+Trees = Annotated[
+    int,
+    typer.Option(
+        "--trees", help="candidate pseudo-trees the agents build (the smallest largest UTIL wins)"
+    ),
+]
+MaxMemory = Annotated[
+    str | None,
+    typer.Option("--max-memory", help="largest UTIL table one agent may build, e.g. 2G"),
+]
+LogOption = Annotated[
+    LogLevel, typer.Option("--log-level", help="log level of the coordinator and the agents")
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no live status, no summary")]
 
 
 def _read(path: Path) -> Problem:
@@ -53,50 +80,121 @@ def _read(path: Path) -> Problem:
     return read_problem(str(path))
 
 
+def _spec(
+    algo: DistributedAlgo,
+    z: int | None,
+    max_message_mib: float,
+    peer_timeout: float | None,
+    trees: int,
+    max_memory: str | None,
+) -> RunSpec:
+    memory = parse_memory(max_memory)
+    return RunSpec.from_options(
+        algo.value,
+        z,
+        max_message_mib,
+        peer_timeout,
+        trees,
+        None if memory is None else int(memory),
+    )
+
+
 def _failure(
-    algo: str, z: int | None, file: Path, read: dict[str, Problem]
+    algo: str, z: int | None, file: Path | None, read: dict[str, Problem]
 ) -> Callable[[Status, str], dict[str, Any]]:
     """The document of a run that ended without an answer (the problem, if it was read)."""
 
     def failure(status: Status, message: str) -> dict[str, Any]:
         return failure_document(
-            status, message, algo=algo, z=z, file=str(file), problem=read.get("problem")
+            status,
+            message,
+            algo=algo,
+            z=z,
+            file=str(file) if file is not None else None,
+            problem=read.get("problem"),
         )
 
     return failure
 
 
+def _logging(level: LogLevel) -> None:
+    logging.basicConfig(
+        level=level.value, stream=sys.stderr, format="dcop: %(levelname)s %(name)s: %(message)s"
+    )
+
+
 @app.command()
 def peers(
-    file: ProblemFile,
-    hosts: Annotated[str, typer.Option("--hosts", help="comma-separated hosts, round-robin")],
     output: Annotated[Path, typer.Option("-o", "--output", help="peers.json to write")],
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            help="problem file: one agent per variable (leave out with --agents N for serving "
+            "agents that take any problem)",
+        ),
+    ] = None,
+    hosts: Annotated[
+        str, typer.Option("--hosts", help="comma-separated hosts, agents round robin")
+    ] = "127.0.0.1",
+    agents: Annotated[
+        int | None,
+        typer.Option("--agents", help="a problem-independent file with this many agents"),
+    ] = None,
     base_port: Annotated[
-        int, typer.Option(help="coordinator port; agents use the next ones on each host")
-    ] = DEFAULT_BASE_PORT,
+        int,
+        typer.Option(
+            help="the coordinator's port; agents listen on the next ones, on each host (the "
+            "default lies below the kernel's ephemeral range)"
+        ),
+    ] = DEFAULT_COORDINATOR_PORT,
     coordinator_host: Annotated[str | None, typer.Option(help="default: the first host")] = None,
     keys: Annotated[
         Path | None, typer.Option(help="key directory: add its public keys (dcop keys generate)")
     ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(help="allow agents on several hosts without CurveZMQ keys (plain TCP)"),
+    ] = False,
 ) -> None:
-    """Assign one agent per variable to hosts and ports and write peers.json."""
+    """Write peers.json: who listens where. With FILE one agent per variable (problem-specific);
+    with --agents N a file that serving agents (dcop-agent --serve) use for any problem."""
     from dcop.coordinator.launch import hosts_list
     from dcop.coordinator.topology import endpoint_of, peers_for, round_robin
     from dcop.protocol import COORDINATOR_ID
     from dcop.protocol.curve import load_public_key
+    from dcop.protocol.peers import AgentEntry, Peers
 
-    problem = _read(file)
     names = hosts_list(hosts)
+    if len(set(names)) > 1 and keys is None and not insecure:
+        raise InputError(
+            "agents on several hosts talk over the network: give --keys DIR (dcop keys "
+            "generate) for CurveZMQ, or --insecure to run in the open"
+        )
+    if (file is None) == (agents is None):
+        raise InputError("give either a problem FILE or --agents N")
+    count = agents if agents is not None else _read(file).n  # type: ignore[arg-type]
+    if count < 1:
+        raise InputError(f"--agents must be at least 1, not {count}")
     publics = None
     if keys is not None:
-        publics = {i: load_public_key(keys, i) for i in [COORDINATOR_ID, *range(problem.n)]}
-    coordinator_at, endpoint = round_robin(names, base_port)
-    if coordinator_host is not None:
-        coordinator_at = endpoint_of(coordinator_host, base_port)
-    result = peers_for(problem, coordinator_at, endpoint, publics, problem_ref=file.name)
+        publics = {i: load_public_key(keys, i) for i in [COORDINATOR_ID, *range(count)]}
+    _, endpoint = round_robin(names, base_port)
+    coordinator_at = endpoint_of(coordinator_host or names[0], base_port)
+    if file is not None:
+        result = peers_for(_read(file), coordinator_at, endpoint, publics, problem_ref=file.name)
+    else:
+        keyed = publics or {}
+        result = Peers(
+            "",
+            coordinator_at,
+            tuple(AgentEntry(i, None, endpoint(i, ""), (), keyed.get(i)) for i in range(count)),
+            keyed.get(COORDINATOR_ID),
+        )
     result.write(output)
     Console(stderr=True).print(
-        f"wrote {output}: {problem.n} agents on {len(names)} host(s), coordinator at "
+        f"wrote {output}: {count} agents on {len(names)} host(s), coordinator at "
         f"{result.coordinator}"
     )
 
@@ -104,9 +202,16 @@ def peers(
 @app.command()
 def coordinator(
     peers_file: Annotated[Path, typer.Option("--peers", exists=True, dir_okay=False)],
-    problem_file: Annotated[Path, typer.Option("--problem", exists=True, dir_okay=False)],
+    problem_file: Annotated[
+        Path | None,
+        typer.Option("--problem", exists=True, dir_okay=False, help="the problem to solve"),
+    ] = None,
+    shutdown: Annotated[
+        bool, typer.Option(help="stop every (serving) agent of peers.json, solve nothing")
+    ] = False,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
+    trees: Trees = DEFAULT_TREES,
     timeout: Timeout = 300.0,
     hello_timeout: Annotated[float, typer.Option(help="seconds to wait for every hello")] = 120.0,
     json_out: JsonOption = None,
@@ -114,35 +219,56 @@ def coordinator(
     keys: Annotated[Path | None, typer.Option(help="directory with coordinator.key_secret")] = None,
     peer_timeout: PeerTimeout = None,
     max_message_mib: MaxMessage = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    max_memory: MaxMemory = None,
+    log_level: LogOption = LogLevel.WARNING,
+    quiet: Quiet = False,
 ) -> None:
-    """Drive a run of agents started elsewhere (other hosts, containers) from peers.json."""
+    """Drive agents started elsewhere (other hosts, containers; one-shot or serving) from
+    peers.json: solve --problem, or --shutdown the serving agents."""
+    from dcop.coordinator.keys import coordinator_curve
+    from dcop.protocol.peers import load_peers
+
+    _logging(log_level)
+    table = load_peers(peers_file)
+    if secure and keys is None:
+        raise InputError("--secure needs --keys DIR")
+    curve = coordinator_curve(table, keys) if secure and keys is not None else None
+    if shutdown:
+        from dcop.coordinator.cluster import shutdown_agents
+
+        stopped = shutdown_agents(table, curve, hello_timeout)
+        Console(stderr=True).print(f"stopped {len(stopped)} of {len(table.agents)} agents")
+        return
+    if problem_file is None:
+        raise InputError("give --problem FILE to solve, or --shutdown")
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         from dcop.coordinator.driver import Coordinator
-        from dcop.coordinator.keys import coordinator_curve
         from dcop.coordinator.report import print_summary
-        from dcop.protocol.peers import load_peers
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
-        spec = RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout)
+        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory)
         read["problem"] = problem = _read(problem_file)
-        table = load_peers(peers_file)
-        if secure and keys is None:
-            raise InputError("--secure needs --keys DIR")
-        curve = coordinator_curve(table, keys) if secure and keys is not None else None
         transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
         try:
-            run = Coordinator(
-                problem, table, transport, spec, timeout=timeout, hello_timeout=hello_timeout
-            ).run()
+            with live_status(not quiet) as on_status:
+                run = Coordinator(
+                    problem,
+                    table,
+                    transport,
+                    spec,
+                    timeout=timeout,
+                    hello_timeout=hello_timeout,
+                    on_status=on_status,
+                ).run()
         finally:
             transport.close()
         doc = run.to_json()
         doc["file"] = str(problem_file)
         return doc, lambda console: print_summary(run, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read))
+    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read), quiet)
 
 
 @app.command()
@@ -150,8 +276,13 @@ def run(
     file: ProblemFile,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
-    gpu: Annotated[bool, typer.Option(help="every agent uses CuPy on its own stream")] = False,
-    device: Annotated[int, typer.Option(help="CUDA device for --gpu")] = 0,
+    trees: Trees = DEFAULT_TREES,
+    gpu: Annotated[
+        bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
+    ] = False,
+    device: Annotated[
+        str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
+    ] = "0",
     timeout: Timeout = 120.0,
     json_out: JsonOption = None,
     secure: Annotated[bool, typer.Option(help="generate keys and use CurveZMQ")] = False,
@@ -160,31 +291,38 @@ def run(
         typer.Option(help="agents read the problem file and check it against the coordinator's"),
     ] = False,
     workdir: Annotated[
-        Path | None, typer.Option(help="keep peers.json and agent logs here")
+        Path | None, typer.Option(help="keep peers.json and the agents' logs here")
     ] = None,
     peer_timeout: PeerTimeout = None,
     max_message_mib: MaxMessage = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    max_memory: MaxMemory = None,
+    log_level: LogOption = LogLevel.WARNING,
+    quiet: Quiet = False,
 ) -> None:
-    """Solve FILE with one agent process per variable on this machine (DPOP or ADPOP(z))."""
+    """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto)."""
+    _logging(log_level)
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         from dcop.coordinator.launch import run_local
         from dcop.coordinator.report import print_summary
 
-        spec = RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout)
+        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory)
         read["problem"] = problem = _read(file)
-        result = run_local(
-            problem,
-            spec,
-            gpu=device if gpu else None,
-            timeout=timeout,
-            secure=secure,
-            problem_file=file if agents_read_file else None,
-            workdir=workdir,
-        )
+        with live_status(not quiet) as on_status:
+            result = run_local(
+                problem,
+                spec,
+                gpu=device if gpu else None,
+                timeout=timeout,
+                secure=secure,
+                problem_file=file if agents_read_file else None,
+                workdir=workdir,
+                log_level=log_level.value,
+                on_status=on_status,
+            )
         doc = result.to_json()
         doc["file"] = str(file)
         return doc, lambda console: print_summary(result, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, file, read))
+    finish_run(produce, json_out, _failure(algo.value, z, file, read), quiet)

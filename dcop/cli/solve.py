@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -25,36 +25,21 @@ from dcop.cli.common import (
     bucket_progress,
     failure_document,
     finish_run,
+    parse_memory,
     write_json,
 )
 from dcop.cli.partition import print_partition, task_for
 from dcop.errors import InputError
 from dcop.inference import SolveResult, default_max_bytes, solve
+from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
 from dcop.inference.partition import infer
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.results import Status
+from dcop.tables import NumpyBackend, choose_dtype
 
 console = Console(stderr=False)
-
-
-def parse_memory(text: str | None) -> float | None:
-    """'8G', '512M', '1.5GiB', '1000000' (bytes) -> bytes."""
-    if text is None:
-        return None
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
-    scale = 1.0
-    if raw and raw[-1] in units:
-        scale, raw = units[raw[-1]], raw[:-1]
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise InputError(f"--max-memory: cannot read {text!r} (use e.g. 8G or 512M)") from None
-    if not value > 0:
-        raise InputError(f"--max-memory must be positive, not {text!r}")
-    return value
 
 
 @app.command("solve")
@@ -88,7 +73,10 @@ def solve_command(
     ] = DtypeName.auto,
     max_memory: Annotated[
         str | None,
-        typer.Option(help="Largest bucket table allowed, e.g. 8G (default: half the free RAM)."),
+        typer.Option(
+            help="Memory the whole run may use, e.g. 8G (default: what the process holds plus "
+            "half the available memory); a run whose planned peak exceeds it is refused."
+        ),
     ] = None,
     json_out: JsonOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
@@ -176,11 +164,16 @@ def _fmt(value: object) -> str:
 
 
 def describe(problem: Problem) -> dict[str, object]:
-    """The statistics ``dcop info`` prints."""
+    """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
+    (:func:`dcop.inference.memory.plan_memory`) in the dtype a run would use, this process's
+    resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``."""
     adjacency = problem.neighbours()
     n = problem.n
     edges = sum(len(v) for v in adjacency.values()) // 2
     sizes = problem.domain_sizes()
+    dtype = np.dtype(choose_dtype(problem))
+    resident = resident_bytes()
+    work = work_model_of(NumpyBackend())
     info: dict[str, object] = {
         "name": problem.name,
         "variables": n,
@@ -191,13 +184,16 @@ def describe(problem: Problem) -> dict[str, object]:
         "density": edges / (n * (n - 1) / 2) if n > 1 else 0.0,
         "cost_kind": problem.cost_kind,
         "objective": "max" if problem.sign < 0 else "min",
+        "dtype": dtype.name,
+        "memory_resident": resident,
     }
+    scopes = [t.scope for t in problem.tables]
     for name in ORDERINGS:
         order = elimination_order(name, adjacency)
-        biggest = largest_table(adjacency, order, sizes)
+        plan = plan_memory(scopes, sizes, order, None, dtype.itemsize, resident=resident, work=work)
         info[f"induced_width_{name}"] = induced_width(adjacency, order)
-        info[f"largest_table_{name}"] = biggest
-        info[f"memory_bytes_{name}"] = biggest * 8
+        info[f"largest_table_{name}"] = largest_table(adjacency, order, sizes)
+        info[f"memory_bytes_{name}"] = plan.peak_bytes
     return info
 
 
@@ -207,7 +203,8 @@ def info_command(
     fmt: FormatOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Print n, d, constraints, density, induced width, largest table and the memory BE needs."""
+    """Print n, d, constraints, density, induced width, largest table and BE's planned peak
+    memory per ordering."""
     problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem)
     write_json(info, json_out)
@@ -215,18 +212,10 @@ def info_command(
         return
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():
-        if key.startswith("memory_bytes"):
-            value = _bytes(float(value))  # type: ignore[arg-type]
+        if key.startswith("memory_"):
+            value = human_bytes(float(value))  # type: ignore[arg-type]
         elif isinstance(value, float):
             value = f"{value:.4g}"
         table.add_row(key, str(value))
-    table.add_row("memory limit (default)", _bytes(default_max_bytes()))
+    table.add_row("memory limit (default)", human_bytes(default_max_bytes()))
     console.print(table)
-
-
-def _bytes(n: float) -> str:
-    if n <= 0 or not math.isfinite(n):
-        return str(n)
-    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    k = min(int(math.log(n, 1024)), len(units) - 1)
-    return f"{n / 1024**k:.3g} {units[k]}"

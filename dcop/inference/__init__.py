@@ -6,17 +6,20 @@
 
 from dcop.buckets import partition_minibuckets
 from dcop.inference.elimination import eliminate
+from dcop.inference.memory import MemoryPlan, plan_memory
 from dcop.inference.result import SolveResult
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
 from dcop.tables import choose_dtype
 
 __all__ = [
     "ALGOS",
+    "MemoryPlan",
     "SolveResult",
     "choose_dtype",
     "default_max_bytes",
     "eliminate",
     "partition_minibuckets",
+    "plan_memory",
     "solve",
     "solve_be",
     "solve_mbe",

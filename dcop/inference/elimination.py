@@ -13,7 +13,6 @@ true cost, recomputed on the Problem, is an upper bound.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +22,19 @@ import numpy as np
 
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
+from dcop.inference.memory import (
+    MemoryPlan,
+    human_bytes,
+    largest_fitting_z,
+    plan_memory,
+    suggestion_bound,
+    work_model_of,
+)
 from dcop.model import Problem
 from dcop.tables import Op, Table, TableBackend
 
-#: progress(done_buckets, total_buckets, variable)
+#: progress(done, total, variable): work done so far of the run's total, in joined entries (the
+#: plan's :attr:`~dcop.inference.memory.MemoryPlan.total_work`), and the bucket now eliminated.
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -52,49 +60,65 @@ def eliminate(
     dtype: Any = np.float64,
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
+    plan: MemoryPlan | None = None,
 ) -> tuple[dict[str, int], EliminationStats]:
-    """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics."""
+    """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics.
+
+    ``plan`` is this run's :func:`~dcop.inference.memory.plan_memory` (made here when not given):
+    progress is reported in its work units. ``max_bytes`` is checked again before each output is
+    built, against the bytes actually held (the plan's resident part, the input tables and every
+    message so far): a second line of defence behind the caller's check of the plan.
+    """
     position = {v: i for i, v in enumerate(order)}
     itemsize = np.dtype(dtype).itemsize
+    scopes = [t.scope for t in problem.tables]
+    if plan is None:
+        plan = plan_memory(
+            scopes, problem.domain_sizes(), order, z, itemsize, work=work_model_of(backend)
+        )
     stats = EliminationStats(bound=float(problem.constant))
     buckets: dict[str, list[Table]] = {v: [] for v in order}
+    held = plan.resident_bytes
     for cost_table in problem.tables:
         if not cost_table.scope:
             stats.bound += float(cost_table.costs)
             continue
         first = min(cost_table.scope, key=position.__getitem__)
-        buckets[first].append(backend.table(cost_table.scope, cost_table.costs, dtype))
+        table = backend.table(cost_table.scope, cost_table.costs, dtype)
+        buckets[first].append(table)
+        held += table.size * itemsize
 
     def check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
-        if max_bytes is not None and out_entries * itemsize > max_bytes:
-            raise TableTooLarge(
-                too_large_message(
-                    var, scope, problem.domain_sizes(), out_entries, itemsize, max_bytes
-                )
-            )
+        out_bytes = out_entries * itemsize if scope else 0  # a scalar is summed on the host
+        if max_bytes is not None and held + out_bytes > max_bytes:
+            raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
 
+    work = {b.var: b.work for b in plan.buckets}
+    done = 0
     start = time.perf_counter()
-    for done, var in enumerate(order):
-        if progress is not None:
-            progress(done, len(order), var)
-        t0 = time.perf_counter()
+    for var in order:
         if not buckets[var]:  # a variable no table mentions: any value will do
             continue
+        if progress is not None:
+            progress(done, plan.total_work, var)
+        t0 = time.perf_counter()
         output = eliminate_bucket(
             backend, buckets[var], var, z=z, op=op, order=position, check=check
         )
-        for plan in output.plans:
-            stats.largest_output = max(stats.largest_output, plan.out_entries)
-            stats.largest_joined = max(stats.largest_joined, plan.joined_entries)
+        for mini in output.plans:
+            stats.largest_output = max(stats.largest_output, mini.out_entries)
+            stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
         stats.messages += len(output.plans)
         stats.bound += output.scalar
-        for message in output.tables:
+        for message in output.tables:  # kept: the value-assignment phase reads them again
             buckets[min(message.scope, key=position.__getitem__)].append(message)
+            held += message.size * itemsize
+        done += work.get(var, 0)
         stats.bucket_seconds[var] = time.perf_counter() - t0
     backend.synchronize()
     stats.seconds_eliminate = time.perf_counter() - start
     if progress is not None:
-        progress(len(order), len(order), "")
+        progress(plan.total_work, plan.total_work, "")
 
     start = time.perf_counter()
     assignment: dict[str, int] = {}
@@ -107,18 +131,21 @@ def eliminate(
 def too_large_message(
     var: str,
     scope: Sequence[str],
-    sizes: dict[str, int],
-    out_entries: int,
-    itemsize: int,
+    out_bytes: int,
+    held: int,
     max_bytes: float,
+    plan: MemoryPlan,
 ) -> str:
-    """Why a bucket's table is refused, and the largest MBE z whose outputs would fit."""
-    d = max((sizes[v] for v in scope), default=2)
-    # the largest z whose mini-bucket outputs (d^(z-1) entries) fit the limit
-    fit = max(1, int(math.log(max(max_bytes / itemsize, 1.0)) / math.log(max(d, 2)))) + 1
+    """Why a bucket's output is refused while the run holds ``held`` bytes, and the largest MBE z
+    whose plan fits (the plan's z excluded)."""
+    fitting = largest_fitting_z(plan, max_bytes, suggestion_bound(plan))
+    way = (
+        f"--algo mbe --z {fitting.z} for bounds"
+        if fitting is not None
+        else "nothing fits, not even MBE with z=1"
+    )
     return (
-        f"bucket of {var!r}: its table over {len(scope)} variables has {out_entries:.3g} entries "
-        f"({out_entries * itemsize / 2**30:.2f} GiB) > the memory limit of "
-        f"{max_bytes / 2**30:.2f} GiB; use --max-memory to raise it or "
-        f"--algo mbe --z {min(fit, len(scope))} for bounds"
+        f"bucket of {var!r}: its output over {len(scope)} variables ({human_bytes(out_bytes)}) "
+        f"would bring the tables held to {human_bytes(held + out_bytes)} > the memory limit of "
+        f"{human_bytes(max_bytes)}; use --max-memory to raise it or {way}"
     )

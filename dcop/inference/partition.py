@@ -31,8 +31,18 @@ from dcop.backend import get_backend
 from dcop.buckets import OutputCheck
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, too_large_message
+from dcop.inference.memory import (
+    Limit,
+    effective_limit,
+    human_bytes,
+    largest_fitting_z,
+    plan_memory,
+    refusal,
+    resident_bytes,
+    suggestion_bound,
+    work_model_of,
+)
 from dcop.inference.pr_result import PartitionResult
-from dcop.inference.solve import default_max_bytes
 from dcop.model import Problem
 from dcop.ordering import best_order, elimination_order, induced_width, largest_table
 from dcop.sumproduct import (
@@ -193,6 +203,45 @@ def choose_order(
     return f"auto:{name}", order
 
 
+def check_memory(
+    problem: Problem,
+    engine: TableBackend,
+    order: Sequence[str],
+    sizes: dict[str, int],
+    task: str,
+    z: int | None,
+    itemsize: int,
+    limit: Limit,
+) -> None:
+    """Refuse a run whose planned peak exceeds ``limit``, before any table is built.
+
+    The upward pass is BE's (:func:`dcop.inference.memory.plan_memory`: every message is kept);
+    MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
+    once) and one bucket's marginalisation output.
+    """
+    plan = plan_memory(
+        [t.scope for t in problem.tables],
+        sizes,
+        order,
+        z,
+        itemsize,
+        resident=resident_bytes(),
+        work=work_model_of(engine),
+    )
+    if task == "mar":
+        peak = plan.peak_bytes + plan.message_bytes + plan.largest_output * itemsize
+        if peak > limit.bytes:
+            raise TableTooLarge(
+                f"MAR keeps every message for its downward pass: a planned peak of "
+                f"{human_bytes(peak)} (the upward pass {human_bytes(plan.peak_bytes)}, the "
+                f"downward messages {human_bytes(plan.message_bytes)}) exceeds {limit.text}; "
+                "--task pr with --algo mbe --z N bounds Z instead"
+            )
+    elif not plan.fits(limit.bytes):
+        fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
+        raise TableTooLarge(refusal(plan, limit, fitting))
+
+
 def infer(
     problem: Problem,
     task: str = "pr",
@@ -210,8 +259,8 @@ def infer(
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
     ``ordering`` is a name of :data:`dcop.ordering.ORDERINGS` or ``auto`` (:func:`choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
-    probabilities need its precision). ``max_bytes`` caps one bucket table (default: half the
-    available RAM).
+    probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
+    (:func:`check_memory`; default: what the process holds plus half the available memory).
     """
     if task not in TASKS:
         raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
@@ -235,11 +284,15 @@ def infer(
     times["ordering"] = time.perf_counter() - t0
 
     itemsize = np.dtype(chosen).itemsize
-    limit = default_max_bytes() if max_bytes is None else max_bytes
+    limit = effective_limit(max_bytes)
+    check_memory(problem, engine, order, sizes, task, z, itemsize, limit)
 
     def check(var: str, scope: tuple[str, ...], entries: int) -> None:
-        if entries * itemsize > limit:
-            raise TableTooLarge(too_large_message(var, scope, sizes, entries, itemsize, limit))
+        # a second guard, per table, should the plan have missed one
+        if entries * itemsize > limit.bytes:
+            raise TableTooLarge(
+                too_large_message(var, scope, sizes, entries, itemsize, limit.bytes)
+            )
 
     result = PartitionResult(
         problem=problem,
@@ -278,8 +331,11 @@ def infer(
             result.ln_lower = ln_low + constant
             result.bound_kinds = {"upper": BOUND_NAMES[upper], "lower": BOUND_NAMES["lower"]}
             result.largest_table = max(joined_up, joined_low)
-    except engine.out_of_memory_errors as exc:
-        raise TableTooLarge(f"{engine.name}: out of device memory ({exc})") from None
+    except (MemoryError, *engine.out_of_memory_errors) as exc:
+        # the plan fitted, yet an allocation failed (other processes took the memory meanwhile)
+        raise TableTooLarge(
+            f"{engine.name}: out of memory although the plan fitted ({exc})"
+        ) from None
     if progress is not None:
         progress(1, 1, "")
     times["total"] = sum(times.values())

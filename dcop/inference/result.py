@@ -30,6 +30,8 @@ class SolveResult:
     dtype: str
     times: dict[str, float] = field(default_factory=dict)
     file: str | None = None
+    #: the planned peak memory of the run in bytes (:mod:`dcop.inference.memory`)
+    memory_peak: int | None = None
 
     @property
     def exact(self) -> bool:
@@ -70,6 +72,7 @@ class SolveResult:
                     "largest_table": self.largest_table,
                     "backend": self.backend,
                     "dtype": self.dtype,
+                    "memory_peak_bytes": self.memory_peak,
                 },
                 "size": {
                     "variables": p.n,

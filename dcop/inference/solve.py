@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
@@ -12,6 +11,16 @@ import numpy as np
 from dcop.backend import get_backend
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
+from dcop.inference.memory import (
+    default_limit,
+    effective_limit,
+    largest_fitting_z,
+    plan_memory,
+    refusal,
+    resident_bytes,
+    suggestion_bound,
+    work_model_of,
+)
 from dcop.inference.result import SolveResult
 from dcop.model import Problem
 from dcop.ordering import elimination_order, induced_width, largest_table
@@ -21,12 +30,9 @@ ALGOS = ("be", "mbe")
 
 
 def default_max_bytes() -> float:
-    """A safe share of this machine's RAM for one bucket table: half of what is available."""
-    try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        available = 8 * 2**30
-    return float(available) * 0.5
+    """The default memory limit of a run: what the process holds now plus half the memory still
+    available to it (see :func:`dcop.inference.memory.default_limit`)."""
+    return float(default_limit())
 
 
 def solve(
@@ -38,11 +44,20 @@ def solve(
     dtype: str = "auto",
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
+    resident: int | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with BE (``algo="be"``) or MBE(z) (``algo="mbe"``).
 
-    ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object. ``max_bytes``
-    caps the size of one bucket output table (default: half the available RAM).
+    ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
+
+    ``max_bytes`` caps the memory of the whole run (default: what the process holds plus half
+    the available memory; never more than the process can have). Before any table is built, the
+    run's :func:`~dcop.inference.memory.plan_memory` peak (``resident`` bytes already held, by
+    default this process's resident memory, plus the tables the run makes) is checked against
+    it: a run that would not fit raises :class:`~dcop.errors.TableTooLarge` naming the bucket
+    that makes the peak and the largest MBE z that fits, or saying that nothing does. An
+    allocation that fails anyway (MemoryError, the backend's out-of-memory errors) raises the
+    same error.
     """
     if algo not in ALGOS:
         raise ModelError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGOS)}")
@@ -52,6 +67,7 @@ def solve(
     else:
         z = None
     engine = get_backend(backend) if isinstance(backend, str) else backend
+    out_of_memory = (MemoryError, *getattr(engine, "out_of_memory_errors", ()))
     times: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -62,14 +78,36 @@ def solve(
     times["ordering"] = time.perf_counter() - t0
 
     chosen = choose_dtype(problem, dtype)
-    limit = default_max_bytes() if max_bytes is None else max_bytes
+    limit = effective_limit(max_bytes)
+    plan = plan_memory(
+        [t.scope for t in problem.tables],
+        problem.domain_sizes(),
+        order,
+        z,
+        np.dtype(chosen).itemsize,
+        resident=resident_bytes() if resident is None else resident,
+        work=work_model_of(engine),
+    )
+    times["plan"] = time.perf_counter() - t0 - times["ordering"]
+    if not plan.fits(limit.bytes):
+        fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
+        raise TableTooLarge(refusal(plan, limit, fitting))
     try:
         assignment, stats = eliminate(
-            problem, order, engine, z=z, dtype=chosen, max_bytes=limit, progress=progress
+            problem,
+            order,
+            engine,
+            z=z,
+            dtype=chosen,
+            max_bytes=limit.bytes,
+            progress=progress,
+            plan=plan,
         )
-    except getattr(engine, "out_of_memory_errors", ()) as exc:
-        # the device ran out before the table limit did (other tables held at the same time)
-        raise TableTooLarge(f"{engine.name}: out of device memory ({exc})") from None
+    except out_of_memory as exc:
+        # the plan fitted, yet an allocation failed (other processes took the memory meanwhile)
+        raise TableTooLarge(
+            f"{engine.name}: out of memory although the plan fitted ({exc})"
+        ) from None
     times["eliminate"] = stats.seconds_eliminate
     times["assign"] = stats.seconds_assign
 
@@ -93,6 +131,7 @@ def solve(
         backend=engine.name,
         dtype=np.dtype(chosen).name,
         times=times,
+        memory_peak=plan.peak_bytes,
     )
 
 

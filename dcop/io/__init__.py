@@ -10,7 +10,12 @@ xml       ``.xml``             yes     yes    :mod:`dcop.io.frodo_xml` (FRODO XC
 ========  ===================  ======  =====  ==================================================
 
 Every reader reports malformed or oversized input as ``InputError`` (``file:line: reason``) and
-checks declared sizes against :mod:`dcop.io._common`'s limits before allocating.
+checks declared sizes against :mod:`dcop.io._common`'s limits before allocating; tables given by a
+default cost plus tuples stay sparse when that is much smaller than their dense form.
+
+Beside the instance formats: :mod:`dcop.io.solution` writes and reads solution files (toulbar2's
+``-w`` line, the UAI competition's MPE / PR / MAR results) and :mod:`dcop.io.placement` decides
+which agent runs each variable from a file's agents and hints (one agent per variable).
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from dcop.errors import InputError
+from dcop.errors import InputError, ModelError
 from dcop.io.frodo_xml import read_xml, write_xml
+from dcop.io.placement import agent_placement
 from dcop.io.pydcop_yaml import read_yaml, write_yaml
+from dcop.io.solution import read_solution, write_mar, write_pr, write_solution
 from dcop.io.uai import read_uai, write_uai
 from dcop.io.wcsp import read_wcsp, write_wcsp
 from dcop.model import Problem
@@ -78,11 +85,22 @@ def read_problem(
     return read_xml(path)
 
 
-def write_problem(problem: Problem, path: str | Path, format: str | None = None) -> None:
-    """Write ``problem`` in the format named or implied by the extension of ``path``."""
+def write_problem(
+    problem: Problem, path: str | Path, format: str | None = None, precision: int | None = None
+) -> None:
+    """Write ``problem`` in the format named or implied by the extension of ``path``.
+
+    ``precision`` (``.wcsp`` only) is the number of decimals kept for costs that are not
+    integers; without it such costs are written exactly or refused (see :func:`write_wcsp`).
+    """
     kind = detect_format(path, format)
+    if precision is not None and kind != "wcsp":
+        raise ModelError(f"a precision applies to .wcsp files only, not {kind}")
     try:
-        _WRITERS[kind](problem, path)
+        if kind == "wcsp":
+            write_wcsp(problem, path, precision=precision)
+        else:
+            _WRITERS[kind](problem, path)
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror or exc}", str(path)) from None
 
@@ -90,13 +108,18 @@ def write_problem(problem: Problem, path: str | Path, format: str | None = None)
 __all__ = [
     "EXTENSIONS",
     "FORMATS",
+    "agent_placement",
     "detect_format",
     "read_problem",
+    "read_solution",
     "read_uai",
     "read_wcsp",
     "read_xml",
     "read_yaml",
+    "write_mar",
+    "write_pr",
     "write_problem",
+    "write_solution",
     "write_uai",
     "write_wcsp",
     "write_xml",

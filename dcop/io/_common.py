@@ -11,9 +11,12 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dcop.errors import InputError, ModelError
 from dcop.model import CostTable, FloatArray, Problem, Variable
@@ -67,7 +70,12 @@ def table_entries(shape: Sequence[int]) -> int:
 
 
 class SizeBudget:
-    """Counts table entries over a file and refuses tables above the limits."""
+    """Counts the values a file's tables hold in memory and refuses them above the limits.
+
+    A dense table claims its entries (and may not exceed ``table_limit``); a sparse table (a
+    default cost plus listed tuples) claims only what it stores, ``tuples * (arity + 1)`` values,
+    however large its dense form would be. Both count against ``MAX_TOTAL_ENTRIES``.
+    """
 
     def __init__(self, file: str, table_limit: int = MAX_TABLE_ENTRIES) -> None:
         self.file = file
@@ -75,6 +83,7 @@ class SizeBudget:
         self.total = 0
 
     def claim(self, shape: Sequence[int], line: int | None, what: str = "table") -> int:
+        """Claim a dense table of that shape; returns its number of entries."""
         entries = table_entries(shape)
         if entries > self.table_limit:
             raise InputError(
@@ -82,12 +91,60 @@ class SizeBudget:
                 self.file,
                 line,
             )
-        self.total += entries
+        self._add(entries, line)
+        return entries
+
+    def claim_listed(self, tuples: int, arity: int, line: int | None) -> None:
+        """Claim a sparse table that lists ``tuples`` tuples of ``arity`` value indices."""
+        self._add(tuples * (arity + 1), line)
+
+    def claim_stored(self, table: CostTable, line: int | None, what: str = "table") -> None:
+        """Claim what an existing table stores (a reused shared table, say)."""
+        form = table.sparse_form()
+        if form is None:
+            self.claim(table.shape, line, what)
+        else:
+            self.claim_listed(len(form[2]), table.arity, line)
+
+    def _add(self, values: int, line: int | None) -> None:
+        self.total += values
         if self.total > MAX_TOTAL_ENTRIES:
             raise InputError(
                 f"the tables hold more than {MAX_TOTAL_ENTRIES} entries in all", self.file, line
             )
-        return entries
+
+
+#: Dense tables up to this many entries are built at once, whatever they list (they are small).
+DENSE_SLACK = 1 << 16
+
+
+def listed_table(
+    scope: Sequence[str],
+    shape: Sequence[int],
+    default: float,
+    index: npt.NDArray[np.int64],
+    values: FloatArray,
+    name: str,
+    budget: SizeBudget,
+    line: int | None,
+) -> CostTable:
+    """A table given by a default cost and listed tuples (index rows, checked by the caller),
+    claimed against ``budget``. It is built dense when that is about as small as the listing
+    (at most ``DENSE_SLACK`` entries more than the values listed), else kept sparse, so a short
+    file never allocates a huge table."""
+    shape = tuple(int(s) for s in shape)
+    k = len(shape)
+    entries = table_entries(shape)
+    if entries <= min(budget.table_limit, len(values) * (k + 1) + DENSE_SLACK):
+        budget.claim(shape, line)
+        costs = np.full(shape, default, dtype=np.float64)
+        if len(values) and k == 0:
+            costs[()] = values[-1]
+        elif len(values):
+            costs[tuple(index.T)] = values
+        return CostTable(tuple(scope), costs, name)
+    budget.claim_listed(len(values), k, line)
+    return CostTable.sparse(tuple(scope), shape, default, index, values, name)
 
 
 class Tokens:
@@ -292,13 +349,54 @@ def most_common(costs: FloatArray) -> float:
 
 
 def effective_tables(problem: Problem) -> list[tuple[tuple[str, ...], FloatArray, str]]:
-    """Tables with costs at or above the problem's upper bound turned into +inf (for writers)."""
+    """Tables with costs at or above the problem's upper bound turned into +inf (for writers of
+    dense formats: this builds the dense array of a sparse table; see :func:`listings`)."""
     out = []
     for table in problem.tables:
         costs = np.asarray(table.costs, dtype=np.float64)
         if problem.upper_bound is not None:
             costs = np.where(costs >= problem.upper_bound, np.inf, costs)
         out.append((tuple(table.scope), costs, table.name))
+    return out
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A table as a writer of default-plus-tuples formats needs it: every tuple costs
+    ``default`` except the rows of ``index`` (value indices), which cost ``values``."""
+
+    scope: tuple[str, ...]
+    shape: tuple[int, ...]
+    default: float
+    index: npt.NDArray[np.integer[Any]]
+    values: FloatArray
+    name: str
+
+
+def listings(problem: Problem) -> list[Listing]:
+    """Every table as a :class:`Listing`, costs at or above the upper bound as +inf. A sparse
+    table keeps its own default and lists its other tuples (it is never built densely); a dense
+    table takes its most frequent cost as the default."""
+    bound = problem.upper_bound
+
+    def effective(costs: FloatArray) -> FloatArray:
+        costs = np.asarray(costs, dtype=np.float64)
+        return costs if bound is None else np.where(costs >= bound, np.inf, costs)
+
+    out = []
+    for table in problem.tables:
+        form = table.sparse_form()
+        if form is None:
+            costs = effective(table.costs)
+            default = most_common(costs)
+            index = np.argwhere(costs != default)
+            values = costs[tuple(index.T)] if table.arity else costs.reshape(-1)[:0]
+        else:
+            default = float(effective(np.array([form[0]]))[0])
+            values = effective(form[2])
+            keep = values != default
+            index, values = form[1][keep], values[keep]
+        out.append(Listing(table.scope, table.shape, default, index, values, table.name))
     return out
 
 

@@ -13,7 +13,10 @@ with a ``scope``.
   infeasible value. An infinite reward (``infinity`` when maximising, ``-infinity`` when
   minimising) is refused.
 * ``nbValues``, ``nbTuples``, ``arity`` are checked against the content; intensional constraints
-  (``<predicates>``/``<functions>``) are refused as not supported.
+  (``<predicates>``/``<functions>``) are refused as not supported, and so is an instance that
+  declares no variables (``<instance/>`` is a mistake, not an empty problem).
+* A constraint's table stays sparse (:class:`dcop.model.CostTable`: the relation's default cost
+  plus its tuples) when its dense form would be much larger than the tuple list.
 
 Safety: parsed with ``defusedxml`` (SAX) with DTDs forbidden, so entity expansion ("billion
 laughs") and external entities are refused; files above 64 MiB are refused before parsing;
@@ -22,7 +25,8 @@ declared domain ranges and table sizes are checked before allocating. Errors nam
 Write: the layout of FRODO 2.18.1's own generators (the files in ``instances/frodo``): one agent
 per variable (``a_<var>``, or the variables' own agents when they are all set and distinct),
 integer domains (the labels when they are all integers, else value indices 0..d-1), one soft
-relation per table (default = the most frequent cost) and one constraint referencing it;
+relation per table (default = the most frequent cost, or a sparse table's own default) and one
+constraint referencing it;
 ``maximize="true"`` with utilities when ``Problem.sign == -1``. A non-zero constant becomes a
 unary relation on the first variable with that cost everywhere. FRODO's default cost type is
 integer: non-integer costs are written exactly but need FRODO's real-valued configuration.
@@ -48,12 +52,12 @@ from dcop.io._common import (
     MAX_XML_BYTES,
     SizeBudget,
     build_problem,
-    effective_tables,
     format_cost,
-    most_common,
+    listed_table,
+    listings,
     read_text,
 )
-from dcop.model import CostTable, FloatArray, Problem, Variable
+from dcop.model import CostTable, Problem, Variable
 
 
 class XNode:
@@ -396,11 +400,9 @@ def read_xml(path: str | Path) -> Problem:
                 node.line,
             )
         shape = tuple(variables[v].size for v in scope)
-        budget.claim(shape, node.line, f"constraint {cname!r}")
-        costs: FloatArray = np.full(shape, relation.default, dtype=np.float64)
-        for cost, values, line in relation.tuples:
-            index = []
-            for v, val in zip(scope, values, strict=True):
+        index = np.empty((len(relation.tuples), len(scope)), dtype=np.int64)
+        for row, (_, values, line) in enumerate(relation.tuples):
+            for col, (v, val) in enumerate(zip(scope, values, strict=True)):
                 i = index_of[v].get(val)
                 if i is None:
                     raise InputError(
@@ -409,11 +411,14 @@ def read_xml(path: str | Path) -> Problem:
                         file,
                         line,
                     )
-                index.append(i)
-            costs[tuple(index)] = cost
+                index[row, col] = i
+        costs = np.array([cost for cost, _, _ in relation.tuples], dtype=np.float64)
+        default = relation.default
         if sign < 0:
-            costs = -costs
-        if np.isneginf(costs).any():
+            costs, default = -costs, -default
+        # a soft relation is a default cost plus tuples: kept sparse when that is smaller
+        table = listed_table(scope, shape, default, index, costs, cname, budget, node.line)
+        if np.isneginf(table.cost_values()).any():
             what = "infinity" if maximize else "-infinity"
             raise InputError(
                 f"constraint {cname!r}: an infinite reward ({what}) is not supported",
@@ -421,9 +426,11 @@ def read_xml(path: str | Path) -> Problem:
                 node.line,
             )
         if scope:
-            tables.append(CostTable(tuple(scope), costs, name=cname))
+            tables.append(table)
         else:
-            constant += float(costs[()])
+            constant += table.cost_of({})
+    if not variables:
+        raise InputError("the instance declares no variables", file, root.line)
     meta: dict[str, object] = {"format": "xml", "file": file}
     if agents:
         meta["agents"] = agents
@@ -479,17 +486,14 @@ def write_xml(problem: Problem, path: str | Path) -> None:
         labels[v] = values
         domain_names.setdefault(values, f"D{len(domain_names)}")
 
-    tables = [(scope, costs.copy()) for scope, costs, _ in effective_tables(problem)]
-    constant = problem.constant
-    scoped = [(s, c) for s, c in tables if s]
-    for s, c in tables:
-        if not s:
-            constant += float(c[()])
+    tables = listings(problem)  # sparse tables are listed as they are, never built densely
+    constant = problem.constant + sum(t.default for t in tables if not t.scope)
+    scoped = [(t.scope, t.default, t.index, t.values) for t in tables if t.scope]
     if constant != 0:
         if not names:
             raise ModelError("FRODO XML cannot hold a constant cost without variables")
-        size = problem.variables[names[0]].size
-        scoped.append(((names[0],), np.full((size,), constant)))
+        none = np.zeros((0, 1), dtype=np.int64)
+        scoped.append(((names[0],), constant, none, np.zeros(0)))
     sign = problem.sign
 
     out: list[str] = ['<?xml version="1.0" encoding="UTF-8"?>']
@@ -497,7 +501,7 @@ def write_xml(problem: Problem, path: str | Path) -> None:
         '<instance xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
         'xsi:noNamespaceSchemaLocation="src/frodo2/algorithms/XCSPschema.xsd">'
     )
-    max_arity = max((len(s) for s, _ in scoped), default=0)
+    max_arity = max((len(s[0]) for s in scoped), default=0)
     out.append(
         f"  <presentation name={quoteattr(problem.name or 'problem')} "
         f'maxConstraintArity="{max_arity}" maximize="{"true" if sign < 0 else "false"}" '
@@ -521,16 +525,16 @@ def write_xml(problem: Problem, path: str | Path) -> None:
     out.append("  </variables>")
     relations: list[str] = []
     constraints: list[str] = []
-    for i, (scope, internal) in enumerate(scoped):
+    for i, (scope, internal_default, listed, internal) in enumerate(scoped):
+        default = sign * internal_default
         costs = sign * internal
-        default = most_common(costs)
-        listed = np.argwhere(costs != default)
         if len(listed) == 0:  # list one tuple so that no relation has an empty body
             listed = np.zeros((1, len(scope)), dtype=np.int64)
+            costs = np.array([default])
         groups: dict[float, list[str]] = {}
-        for row in listed:
+        for row, cost in zip(listed, costs, strict=True):
             tup = " ".join(str(labels[v][int(j)]) for v, j in zip(scope, row, strict=True))
-            groups.setdefault(float(costs[tuple(row)]), []).append(tup)
+            groups.setdefault(float(cost), []).append(tup)
         body = " | ".join(f"{_cost_text(c)}: " + " | ".join(ts) for c, ts in groups.items())
         relations.append(
             f'    <relation name="r_{i}" arity="{len(scope)}" semantics="soft" '

@@ -13,20 +13,30 @@ Read::
       c2: {type: extensional, variables: [v1, v2], default: 1,
            values: {0: "R G | G R", 2.5: "B B"}}   # cost: tuples (labels), '|' separated
     agents: {a1: {capacity: 100}, ...}    # or a list of names
-    distribution_hints: {must_host: {a1: [v1]}}
+    distribution_hints: {must_host: {a1: [v1]}, host_with: {v1: [c1]}}
+    hosting_costs: {default: 10, a1: {default: 5, computations: {v1: 0}}}
+    distribution: {a1: [v1], a2: [v2]}   # optional: pyDCOP's distribution-file layout
 
 * Intentional expressions (constraints' ``function``, variables' ``cost_function``) go through
   the restricted evaluator :mod:`dcop.io.expressions`, never ``eval``; the scope is the set of
   DCOP variables the expression names, in declaration order, and the table is the expression
-  evaluated on every combination of their value labels.
+  evaluated on every combination of their value labels. Besides each expression's own limits,
+  a file may ask for at most ``MAX_INTENTION_ENTRIES`` evaluations per constraint and
+  ``MAX_EVALUATIONS`` (and ``MAX_EVALUATION_SECONDS`` of wall time) in all; beyond that the
+  error names the constraint being built.
 * Extensional tuples name value labels (compared as text, as pyDCOP does); a tuple listed twice
   keeps the last cost; a tuple not listed costs ``default``, and without a default every tuple
-  must be listed. An extensional ``default``/cost may be ``.inf``.
-* ``Variable.agent``: the agent named in ``distribution_hints.must_host``; without any such hint
-  and with at least as many agents as variables, the i-th agent (file order) owns the i-th
-  variable; with fewer agents than variables, owners stay unset.
+  must be listed. An extensional ``default``/cost may be ``.inf``. A constraint with a default
+  stays sparse (:class:`dcop.model.CostTable`) when its dense table would be much larger than
+  its list, so a short file never allocates a huge table.
+* Agents: ``Problem.meta["agents"]`` (names, file order), ``meta["agent_properties"]`` (each
+  agent's declared properties, e.g. ``capacity``) and ``meta["placement_hints"]`` (distribution,
+  must_host, host_with, hosting_costs as written). ``Variable.agent`` comes from
+  :func:`dcop.io.placement.agent_placement` (one agent per variable: distribution, must_host,
+  hosting_costs, then free agents in file order); whatever cannot be honoured is logged as a
+  warning (logger ``dcop.io.pydcop_yaml``) and kept in ``meta["placement_warnings"]``.
 * ``initial_value`` is checked against the domain and kept in ``Problem.meta["initial_values"]``;
-  ``noise_level`` (random noise added by pyDCOP), ``routes`` and ``hosting_costs`` are ignored;
+  ``noise_level`` (random noise added by pyDCOP) and ``routes`` are ignored;
   ``external_variables`` are refused.
 
 Safety: the file is at most 32 MiB; it is first scanned as a YAML event stream (no objects built)
@@ -34,7 +44,8 @@ and refused if it uses aliases (so no "billion laughs"), nests deeper than 32 or
 2 million events; only then is it composed with the safe loader. Tags other than the standard
 scalar ones are refused. Every error names ``file:line``.
 
-The writer emits only extensional constraints (default = the most frequent cost), domains with the
+The writer emits only extensional constraints (default = the most frequent cost, or a sparse
+table's own default), domains with the
 variables' labels (value indices when labels would not survive the ``'a b | c d'`` syntax), the
 objective (``max`` with costs negated back when ``Problem.sign == -1``), agents with
 ``must_host`` hints (or, when no variable has an agent, one agent ``a_<var>`` per variable, which
@@ -44,11 +55,14 @@ pyDCOP needs to run), and a non-zero constant as a unary constraint on the first
 from __future__ import annotations
 
 import itertools
+import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import yaml
 
 from dcop.errors import InputError, ModelError
@@ -57,17 +71,24 @@ from dcop.io._common import (
     MAX_YAML_BYTES,
     SizeBudget,
     build_problem,
-    effective_tables,
-    most_common,
+    listed_table,
+    listings,
     read_text,
 )
-from dcop.io.expressions import compile_expression
+from dcop.io.expressions import Expression, compile_expression
+from dcop.io.placement import agent_placement
 from dcop.model import CostTable, FloatArray, Problem, Variable
+
+log = logging.getLogger(__name__)
 
 MAX_YAML_DEPTH = 32
 MAX_YAML_EVENTS = 2_000_000
 #: Most entries an intentional table may have (each is one interpreted evaluation).
 MAX_INTENTION_ENTRIES = 1 << 21
+#: Most interpreted evaluations (intentional constraints and cost functions) in one file, and
+#: the most wall time they may take together.
+MAX_EVALUATIONS = 1 << 23
+MAX_EVALUATION_SECONDS = 120.0
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _COLLECTION_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
@@ -300,6 +321,7 @@ def read_yaml(path: str | Path) -> Problem:
 
     tables: list[CostTable] = []
     constant = 0.0
+    evaluations = EvaluationBudget(file)
     for vname, source, line in unary:
         expr = compile_expression(str(source), file, line)
         others = sorted(expr.names - {vname})
@@ -311,7 +333,8 @@ def read_yaml(path: str | Path) -> Problem:
             )
         var = variables[vname]
         budget.claim([var.size], line)
-        costs = np.array([expr({vname: v}) for v in var.values], dtype=np.float64)
+        what = f"cost_function of variable {vname!r}"
+        costs = evaluations.table(expr, [vname], [var.values], what, line)
         tables.append(CostTable((vname,), costs, name=f"{vname}_cost"))
 
     con_section = root.get("constraints") or YMap()
@@ -322,7 +345,7 @@ def read_yaml(path: str | Path) -> Problem:
             raise InputError(f"constraint {name!r} must be a mapping", file, cline)
         kind = spec.get("type")
         if kind in ("intention", "intentional"):
-            table = _intention(name, spec, variables, budget, file, cline)
+            table = _intention(name, spec, variables, budget, evaluations, file, cline)
         elif kind == "extensional":
             table = _extensional(name, spec, variables, budget, file, cline)
         else:
@@ -334,27 +357,25 @@ def read_yaml(path: str | Path) -> Problem:
         if table.scope:
             tables.append(table)
         else:
-            constant += float(table.costs[()])
+            constant += table.cost_of({})
 
     if sign < 0:
-        tables = [CostTable(t.scope, -t.costs, t.name) for t in tables]
+        tables = [t.map_costs(np.negative) for t in tables]
         constant = -constant
     for table in tables:
-        if np.isneginf(table.costs).any():
+        if np.isneginf(table.cost_values()).any():
             what = "+inf reward in a max problem" if sign < 0 else "cost -inf"
             raise InputError(
                 f"constraint {table.name!r}: {what} is not supported",
                 file,
                 _line(con_section, table.name, None),
             )
-    _assign_agents(root, variables, con_section, file)
     meta: dict[str, object] = {"format": "yaml", "file": file, "objective": objective}
     if initial:
         meta["initial_values"] = initial
-    agents = root.get("agents")
-    if agents:
-        meta["agents"] = [str(a) for a in agents]
-    return build_problem(
+    meta.update(_agents_meta(root, file))
+    meta["constraints"] = [str(c) for c in con_section]
+    problem = build_problem(
         file,
         list(variables.values()),
         tables,
@@ -363,6 +384,14 @@ def read_yaml(path: str | Path) -> Problem:
         sign=sign,
         meta=meta,
     )
+    placement, warnings = agent_placement(problem)
+    for vname, agent in placement.items():
+        var = problem.variables[vname]
+        problem.variables[vname] = Variable(var.name, var.values, agent)
+    problem.meta["placement_warnings"] = warnings
+    for warning in warnings:
+        log.warning("%s: %s", file, warning)
+    return problem
 
 
 def _scope_vars(
@@ -388,6 +417,7 @@ def _intention(
     spec: YMap,
     variables: dict[str, Variable],
     budget: SizeBudget,
+    evaluations: EvaluationBudget,
     file: str,
     line: int | None,
 ) -> CostTable:
@@ -415,9 +445,63 @@ def _intention(
         )
     labels = [var.values for var in scope]
     names = [var.name for var in scope]
-    flat = [expr(dict(zip(names, combo, strict=True))) for combo in itertools.product(*labels)]
-    costs = np.array(flat, dtype=np.float64).reshape(shape)
+    costs = evaluations.table(expr, names, labels, f"constraint {name!r}", fline)
     return CostTable(tuple(names), costs, name=name)
+
+
+class EvaluationBudget:
+    """Caps the interpreted evaluations of intentional expressions over a whole file, in number
+    and in wall time, on top of each expression's own limits (no loops, bounded integers) and
+    the per-constraint ``MAX_INTENTION_ENTRIES``: many moderate constraints cannot add up to
+    hours of work. Exceeding it is an InputError naming the constraint being built."""
+
+    #: evaluations between two looks at the clock
+    CHECK_EVERY = 1024
+    #: the clock (seconds); a class attribute so that tests can replace it
+    clock = staticmethod(time.monotonic)
+
+    def __init__(
+        self,
+        file: str,
+        evaluations: int | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        self.file = file
+        self.limit = MAX_EVALUATIONS if evaluations is None else evaluations
+        self.left = self.limit
+        self.seconds = MAX_EVALUATION_SECONDS if seconds is None else seconds
+        self.deadline = self.clock() + self.seconds
+
+    def table(
+        self,
+        expr: Expression,
+        names: list[str],
+        labels: list[tuple[object, ...]],
+        what: str,
+        line: int | None,
+    ) -> FloatArray:
+        """The expression on every combination of the labels (C order), as a float64 array."""
+        shape = [len(values) for values in labels]
+        count = math.prod(shape)
+        if count > self.left:
+            raise InputError(
+                f"{what}: {count} more evaluations exceed the budget of {self.limit} "
+                "intentional evaluations per file",
+                self.file,
+                line,
+            )
+        self.left -= count
+        flat = np.empty(count, dtype=np.float64)
+        for i, combo in enumerate(itertools.product(*labels)):
+            if i % self.CHECK_EVERY == 0 and self.clock() > self.deadline:
+                raise InputError(
+                    f"{what}: evaluating intentional expressions took more than "
+                    f"{self.seconds:g} s in all",
+                    self.file,
+                    line,
+                )
+            flat[i] = expr(dict(zip(names, combo, strict=True)))
+        return flat.reshape(shape)
 
 
 def _extensional(
@@ -434,14 +518,12 @@ def _extensional(
         spec["variables"], variables, f"constraint {name!r}", file, _line(spec, "variables")
     )
     shape = tuple(var.size for var in scope)
-    budget.claim(shape, line, f"constraint {name!r}")
     label_maps = [_label_map(var) for var in scope]
     default = None
     if spec.get("default") is not None:
         default = _cost(
             spec["default"], f"constraint {name!r}: default", file, _line(spec, "default")
         )
-    costs: FloatArray = np.full(shape, np.nan if default is None else default, dtype=np.float64)
     values = spec.get("values")
     vline = _line(spec, "values")
     if values is None:
@@ -449,6 +531,8 @@ def _extensional(
         values.line, values.lines = line or 1, {}
     if not isinstance(values, YMap):
         raise InputError(f"constraint {name!r}: 'values' must map costs to tuples", file, vline)
+    rows: list[list[int]] = []
+    costs: list[float] = []
     for cost_key, tuples in values.items():
         tline = _line(values, cost_key)
         cost = _cost(cost_key, f"constraint {name!r}: cost", file, tline)
@@ -481,51 +565,110 @@ def _extensional(
                         tline,
                     )
                 index.append(i)
-            costs[tuple(index)] = cost
-    if default is None and np.isnan(costs).any():
-        missing = tuple(int(i) for i in np.argwhere(np.isnan(costs))[0])
-        shown = " ".join(str(var.values[i]) for var, i in zip(scope, missing, strict=True))
-        raise InputError(
-            f"constraint {name!r}: tuple '{shown}' has no cost and no default is given",
-            file,
-            line,
-        )
-    return CostTable(tuple(var.name for var in scope), costs, name=name)
+            rows.append(index)
+            costs.append(cost)
+    index_array = np.array(rows, dtype=np.int64).reshape(len(rows), len(scope))
+    names = tuple(var.name for var in scope)
+    if default is None:
+        # every tuple must be listed: find the first one that is not, without a dense table
+        listed = CostTable.sparse(names, shape, math.nan, index_array, costs)
+        form = listed.sparse_form()
+        assert form is not None
+        if len(form[2]) < listed.entries:
+            seen = iter(form[1].tolist())
+            for want in itertools.product(*(range(s) for s in shape)):
+                if list(want) != next(seen, None):
+                    break
+            shown = " ".join(str(var.values[i]) for var, i in zip(scope, want, strict=True))
+            raise InputError(
+                f"constraint {name!r}: tuple '{shown}' has no cost and no default is given",
+                file,
+                line,
+            )
+    return listed_table(
+        names,
+        shape,
+        math.nan if default is None else default,
+        index_array,
+        np.array(costs, dtype=np.float64),
+        name,
+        budget,
+        line,
+    )
 
 
-def _assign_agents(
-    root: YMap, variables: dict[str, Variable], constraints: YMap, file: str
-) -> None:
-    agents_raw = root.get("agents") or []
-    if not isinstance(agents_raw, (list, dict)):
+def _plain(value: Any) -> Any:
+    """YAML values as plain dicts, lists and scalars (for Problem.meta)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _agents_meta(root: YMap, file: str) -> dict[str, object]:
+    """The agents (with their properties) and the placement hints, for :mod:`dcop.io.placement`."""
+    meta: dict[str, object] = {}
+    agents_raw = root.get("agents")
+    if agents_raw is not None and not isinstance(agents_raw, (list, dict)):
         raise InputError("'agents' must be a mapping or a list", file, _line(root, "agents"))
-    agents = [str(a) for a in agents_raw]
-    owner: dict[str, str] = {}
-    hints = root.get("distribution_hints")
-    if isinstance(hints, YMap) and hints.get("must_host"):
-        must = hints["must_host"]
-        if not isinstance(must, YMap):
-            raise InputError("must_host must be a mapping", file, _line(hints, "must_host"))
-        for agent, hosted in must.items():
-            hline = _line(must, agent)
-            if agents and str(agent) not in agents:
-                raise InputError(f"must_host names unknown agent {agent!r}", file, hline)
-            if isinstance(hosted, str):
-                hosted = [hosted]
-            if not isinstance(hosted, list):
-                raise InputError(f"must_host of {agent!r} must be a list", file, hline)
-            for item in hosted:
-                if str(item) in variables:
-                    owner[str(item)] = str(agent)
-                elif str(item) not in constraints:
+    if agents_raw:
+        agents = [str(a) for a in agents_raw]
+        if len(set(agents)) != len(agents):
+            raise InputError("'agents' names an agent twice", file, _line(root, "agents"))
+        meta["agents"] = agents
+        if isinstance(agents_raw, dict):
+            properties = {str(a): _plain(p) for a, p in agents_raw.items() if p}
+            for agent, props in properties.items():
+                if not isinstance(props, dict):
                     raise InputError(
-                        f"must_host of {agent!r} names unknown variable {item!r}", file, hline
+                        f"the properties of agent {agent!r} must be a mapping",
+                        file,
+                        _line(agents_raw, agent),
                     )
-    elif agents and len(agents) >= len(variables):
-        owner = dict(zip(variables, agents[: len(variables)], strict=True))
-    for vname, agent in owner.items():
-        var = variables[vname]
-        variables[vname] = Variable(var.name, var.values, agent)
+            meta["agent_properties"] = properties
+    hints: dict[str, object] = {}
+    raw_hints = root.get("distribution_hints")
+    if raw_hints is not None and not isinstance(raw_hints, YMap):
+        raise InputError(
+            "distribution_hints must be a mapping", file, _line(root, "distribution_hints")
+        )
+    given: dict[Any, Any] = raw_hints or {}
+    for key, section, where in (
+        ("distribution", root.get("distribution"), (root, "distribution")),
+        ("must_host", given.get("must_host"), (raw_hints, "must_host")),
+    ):
+        if section is None:
+            continue
+        if not isinstance(section, YMap):
+            raise InputError(f"{key} must be a mapping of agents to names", file, _line(*where))
+        wishes: dict[str, list[str]] = {}
+        for agent, hosted in section.items():
+            if isinstance(hosted, (str, int)):
+                hosted = [hosted]
+            if hosted is None:
+                hosted = []
+            if not isinstance(hosted, list):
+                raise InputError(f"{key} of {agent!r} must be a list", file, _line(section, agent))
+            wishes[str(agent)] = [str(h) for h in hosted]
+        hints[key] = wishes
+    host_with = given.get("host_with")
+    if host_with is not None:
+        if not isinstance(host_with, YMap):
+            raise InputError("host_with must be a mapping", file, _line(raw_hints, "host_with"))
+        hints["host_with"] = [
+            [str(k), *(str(x) for x in (v if isinstance(v, list) else [v]))]
+            for k, v in host_with.items()
+        ]
+    costs = root.get("hosting_costs")
+    if costs is not None:
+        if not isinstance(costs, YMap):
+            raise InputError("hosting_costs must be a mapping", file, _line(root, "hosting_costs"))
+        hints["hosting_costs"] = _plain(costs)
+    # always present (maybe empty) for YAML: agent_placement then ignores Variable.agent, which
+    # the reader fills from its result, and gives the same answer when called again
+    meta["placement_hints"] = hints
+    return meta
 
 
 # ---- writer ------------------------------------------------------------------------------------
@@ -575,16 +718,17 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
     constraints: dict[str, dict[str, Any]] = {}
     constant = problem.constant
     used: set[str] = set(problem.variables)
-    for i, (scope, internal, tname) in enumerate(effective_tables(problem)):
-        if not scope:
-            constant += float(internal[()])
+    for i, table in enumerate(listings(problem)):  # sparse tables are never built densely
+        if not table.scope:
+            constant += table.default
             continue
-        costs = sign * internal
-        cname = tname or f"c{i}"
+        cname = table.name or f"c{i}"
         while cname in used:
             cname = f"{cname}_{i}"
         used.add(cname)
-        constraints[cname] = _extensional_entry(scope, costs, labels)
+        constraints[cname] = _extensional_entry(
+            table.scope, sign * table.default, table.index, sign * table.values, labels
+        )
     if constant != 0:
         if not problem.variables:
             raise ModelError("pyDCOP YAML cannot hold a constant cost without variables")
@@ -592,8 +736,10 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
         cname = "constant_cost"
         while cname in used:
             cname += "_"
-        size = problem.variables[first].size
-        constraints[cname] = _extensional_entry((first,), np.full((size,), sign * constant), labels)
+        none = np.zeros((0, 1), dtype=np.int64)
+        constraints[cname] = _extensional_entry(
+            (first,), sign * constant, none, np.zeros(0), labels
+        )
     doc: dict[str, Any] = {
         "name": problem.name,
         "objective": "max" if sign < 0 else "min",
@@ -625,13 +771,16 @@ def write_yaml(problem: Problem, path: str | Path) -> None:
 
 
 def _extensional_entry(
-    scope: tuple[str, ...], costs: FloatArray, labels: dict[str, tuple[object, ...]]
+    scope: tuple[str, ...],
+    default: float,
+    index: npt.NDArray[np.integer[Any]],
+    costs: FloatArray,
+    labels: dict[str, tuple[object, ...]],
 ) -> dict[str, Any]:
-    default = most_common(costs)
     groups: dict[float, list[str]] = {}
-    for index in np.argwhere(costs != default):
-        text = " ".join(str(labels[v][int(i)]) for v, i in zip(scope, index, strict=True))
-        groups.setdefault(float(costs[tuple(index)]), []).append(text)
+    for row, cost in zip(index, costs, strict=True):
+        text = " ".join(str(labels[v][int(i)]) for v, i in zip(scope, row, strict=True))
+        groups.setdefault(float(cost), []).append(text)
     return {
         "type": "extensional",
         "variables": list(scope),

@@ -22,11 +22,13 @@ Conventions:
 Evidence (``evidence=path.evid``): both layouts are read, the UAI-2014 one (``m v_1 e_1 .. v_m
 e_m``) and the older one with a leading sample count (``1 m v_1 e_1 ..``; only one sample).
 Evidence is applied by conditioning: an observed variable stays in the Problem with a one-value
-domain whose only label is the observed value, and every table is sliced at that value along its
-axis (keeping the axis, of size 1). Scopes therefore do not change, ``Problem.evaluate`` with
-index 0 for observed variables gives ``-ln`` of the product of the original entries with the
-evidence plugged in, and ``Problem.labels`` reports the observed values. The evidence is also in
-``Problem.meta["evidence"]`` (name -> value index).
+domain whose only label is the observed value's index in the file, and every table is sliced at
+that value along its axis (keeping the axis, of size 1). Scopes therefore do not change,
+``Problem.evaluate`` with index 0 for observed variables gives ``-ln`` of the product of the
+original entries with the evidence plugged in, and ``Problem.labels`` reports the file's value
+indices (observed variables included). The evidence is also in ``Problem.meta["evidence"]``
+(name -> value index in the file) and the observed variables' domain sizes in the file in
+``Problem.meta["evidence_sizes"]`` (:mod:`dcop.io.solution` writes results with both).
 
 The writer emits MARKOV (``BAYES`` only when the Problem was read from a BAYES file and carries no
 evidence), entries ``exp(-cost)`` with ``repr`` precision; a non-zero constant becomes an arity-0
@@ -67,8 +69,9 @@ def read_uai(path: str | Path, evidence: str | Path | None = None) -> Problem:
     if evidence is not None:
         names = [v.name for v in variables]
         observed = read_evidence(evidence, [v.size for v in variables])
-        variables, tables = condition(variables, tables, {names[v]: e for v, e in observed.items()})
         meta["evidence"] = {names[v]: e for v, e in observed.items()}
+        meta["evidence_sizes"] = {names[v]: variables[v].size for v in observed}
+        variables, tables = condition(variables, tables, {names[v]: e for v, e in observed.items()})
         meta["evidence_file"] = str(evidence)
     return build_problem(
         file,
@@ -189,21 +192,18 @@ def _read_evidence(tk: Tokens, file: str, total: int, sizes: list[int]) -> dict[
 def condition(
     variables: list[Variable], tables: list[CostTable], observed: dict[str, int]
 ) -> tuple[list[Variable], list[CostTable]]:
-    """Fix observed variables: one-value domains (label = observed value), tables sliced."""
+    """Fix observed variables: a one-value domain whose label is the observed value's index in
+    the file (so results name the file's own value), tables restricted with their axes kept."""
     new_vars = [
-        Variable(v.name, (v.values[observed[v.name]],), v.agent) if v.name in observed else v
+        Variable(v.name, (int(observed[v.name]),), v.agent) if v.name in observed else v
         for v in variables
     ]
-    new_tables: list[CostTable] = []
-    for table in tables:
-        if not any(name in observed for name in table.scope):
-            new_tables.append(table)
-            continue
-        index = tuple(
-            slice(observed[name], observed[name] + 1) if name in observed else slice(None)
-            for name in table.scope
-        )
-        new_tables.append(CostTable(table.scope, table.costs[index].copy(), table.name))
+    new_tables = [
+        table.restrict(observed, keep_axes=True)
+        if any(name in observed for name in table.scope)
+        else table
+        for table in tables
+    ]
     return new_vars, new_tables
 
 

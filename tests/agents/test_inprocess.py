@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dcop.agents.dfs import to_pseudo_tree
 from dcop.generators import grid_network, random_network, scale_free_network
-from dcop.inference import solve_be, solve_mbe
-from dcop.ordering import dfs_pseudo_tree
+from dcop.inference import solve_be
+from dcop.inference.elimination import eliminate
+from dcop.ordering import PseudoTree
 from dcop.protocol import RunSpec
 from dcop.tables import NumpyBackend
 from tests.conftest import brute_force, random_problem
@@ -40,6 +42,15 @@ def test_dpop_equals_brute_force_on_random_mixed_arity(run_inproc, seed: int) ->
     assert checks["token_messages_match"] and checks["util_entries_match"]
 
 
+def _tree_of(result: dict) -> PseudoTree:  # type: ignore[type-arg]
+    """The candidate tree the coordinator kept, as the agents built it."""
+    choice = result["run"].tree
+    names = {a.me: a.session.var for a in result["agent_objects"]}
+    states = {a.me: a.session.trees[choice.tree] for a in result["agent_objects"]}
+    roots = [i for i, st in states.items() if st.parent is None]
+    return to_pseudo_tree(states, roots, names)
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -50,25 +61,33 @@ def test_dpop_equals_brute_force_on_random_mixed_arity(run_inproc, seed: int) ->
     ],
     ids=["random16", "scalefree16", "grid16", "random30"],
 )
-def test_dpop_equals_be_and_tree_equals_centralized(run_inproc, make) -> None:
+def test_dpop_equals_be_and_reports_the_tree_it_ran(run_inproc, make) -> None:
+    """DPOP on the kept candidate tree equals BE; every agent reports that tree, the separator
+    the DFS gave it and a UTIL of exactly the predicted size; counts match the theory."""
     problem = make()
     result = run_inproc(problem)
     be = solve_be(problem)
     assert _same(result["cost"], be.upper_bound)
-    tree = dfs_pseudo_tree(problem.neighbours())
-    assert result["roots"] == tree.roots
+    choice = result["run"].tree
+    tree = _tree_of(result)
+    assert sorted(result["roots"]) == sorted(tree.roots)
     seps = tree.separators()
+    sizes = problem.domain_sizes()
+    largest = 0
     for var, info in result["agents"].items():
         assert info["parent"] == tree.parent[var]
         assert info["children"] == tree.children[var]
         assert sorted(info["pseudo_parents"]) == sorted(tree.pseudo_parents[var])
         if tree.parent[var] is not None:
             assert sorted(info["separator"]) == sorted(seps[var])
-            sizes = problem.domain_sizes()
             assert info["util_entries"] == math.prod(sizes[v] for v in seps[var])
+            largest = max(largest, info["util_entries"])
+    assert choice.predicted[None] == largest  # the sizing predicted what was sent
+    assert choice.largest_entries[choice.tree] == min(choice.largest_entries)
     n = problem.n
     messages = result["metrics"]["messages"]
     assert messages["util"] == n - len(tree.roots) == messages["value"]
+    assert all(result["metrics"]["checks"].values())
 
 
 @pytest.mark.parametrize("z", [1, 2, 3])
@@ -78,9 +97,10 @@ def test_adpop_bounds_bracket_the_optimum(run_inproc, z: int) -> None:
     result = run_inproc(problem, "adpop", z=z)
     assert result["lower_bound"] <= opt + 1e-9 <= result["upper_bound"] + 2e-9
     assert result["upper_bound"] == pytest.approx(problem.evaluate(result["run"].assignment))
-    # ADPOP along the DFS pseudo-tree is MBE along its elimination order
-    mbe = solve_mbe(problem, z, ordering="pseudotree")
-    assert result["lower_bound"] == pytest.approx(mbe.lower_bound)
+    # ADPOP along the kept pseudo-tree is MBE along that tree's elimination order
+    order = _tree_of(result).elimination_order()
+    _, stats = eliminate(problem, order, NumpyBackend(), z=z)
+    assert result["lower_bound"] == pytest.approx(stats.bound)
     sizes = problem.domain_sizes()
     for info in result["agents"].values():
         assert info["util_entries"] <= info["util_tables"] * max(sizes.values()) ** max(z, 1)
@@ -135,5 +155,5 @@ def test_util_larger_than_the_frame_limit_fails_fast() -> None:
     from tests.agents.conftest import run_in_process
 
     problem = random_network(8, 4, 0.8, 0.0, seed=3)  # dense: separators of several variables
-    with _pytest.raises(TableTooLarge, match="exceeds the message limit"):
+    with _pytest.raises(TableTooLarge, match="refused before any table was built"):
         run_in_process(problem, timeout=10, spec=RunSpec(max_message_bytes=4096))

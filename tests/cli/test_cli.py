@@ -110,7 +110,7 @@ def test_memory_limit_and_usage_errors(tmp_path: Path) -> None:
         == 0
     )
     out = tmp_path / "r.json"
-    run = dcop("solve", str(target), "--max-memory", "1K", "--json", str(out))
+    run = dcop("solve", str(target), "--max-memory", "300M", "--json", str(out))
     assert run.returncode == 5 and "--algo mbe --z" in run.stderr  # too large: exit 5
     refused = json.loads(out.read_text())
     assert refused["status"] == "too_large" and refused["cost"] is None

@@ -122,6 +122,6 @@ def test_peers_agents_by_hand_and_coordinator_cli(tmp_path: Path) -> None:
         expected = solve_be(problem).upper_bound
         assert result["cost"] == expected
         procs.stop()
-        assert all(p.returncode == 0 for p in procs.procs.values())
+        assert all(p.poll() == 0 for p in procs.procs.values())
     finally:
         procs.stop()

@@ -16,6 +16,7 @@ from dcop.ordering import (
     largest_table,
     min_degree_order,
     min_fill_order,
+    order_pseudo_tree,
 )
 
 
@@ -75,3 +76,60 @@ def test_most_neighbours_first_and_errors() -> None:
         elimination_order("random", adj)
     with pytest.raises(ModelError):
         induced_width(adj, ["a", "b"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 16), st.floats(0.05, 0.8), st.integers(0, 10_000), st.integers(0, 2))
+def test_pseudo_tree_of_an_elimination_order(n: int, p: float, seed: int, which: int) -> None:
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    adj = adjacency_of(graph)
+    if which == 0:
+        order = min_fill_order(adj)
+    elif which == 1:
+        order = min_degree_order(adj)
+    else:  # any order works, not only greedy ones
+        order = sorted(adj, key=lambda v: (int(v) * 7919 + seed) % 101)
+    tree = order_pseudo_tree(adj, order)
+    assert not tree.distributed
+    assert sorted(tree.order) == sorted(adj)
+    assert len(tree.roots) == nx.number_connected_components(graph)
+
+    def ancestors(v: str) -> list[str]:
+        out = []
+        while tree.parent[v] is not None:
+            v = tree.parent[v]  # type: ignore[assignment]
+            out.append(v)
+        return out
+
+    position = {v: i for i, v in enumerate(order)}
+    for v in adj:
+        # a parent is eliminated after its child, and the pre-order puts it first
+        if tree.parent[v] is not None:
+            assert position[tree.parent[v]] > position[v]  # type: ignore[index]
+            assert tree.order.index(tree.parent[v]) < tree.order.index(v)  # type: ignore[arg-type]
+            assert tree.depth[v] == tree.depth[tree.parent[v]] + 1  # type: ignore[index]
+        assert set(tree.pseudo_parents[v]) == (adj[v] & set(ancestors(v))) - {tree.parent[v]}
+        for c in tree.children[v]:
+            assert tree.parent[c] == v
+    # a valid pseudo-tree: every edge joins a variable and one of its ancestors
+    for a, b in graph.edges:
+        a, b = str(a), str(b)
+        assert a in ancestors(b) or b in ancestors(a)
+    # its separators are the order's induced scopes, so its width is the order's induced width
+    seps = tree.separators()
+    scopes = induced_scopes(adj, order)
+    for v in adj:
+        assert set(seps[v]) == set(scopes[v])
+    width = max((len(s) for s in seps.values()), default=0)
+    assert width == induced_width(adj, order)
+    assert induced_width(adj, tree.elimination_order()) == width
+
+
+def test_order_pseudo_tree_need_not_be_a_dfs_tree() -> None:
+    # 6-cycle eliminated 0, 2, 4, 1, 3, 5: the fill edge 1-3 (from 2) makes 3 the parent of 1
+    adj = adjacency_of(nx.cycle_graph(6))
+    tree = order_pseudo_tree(adj, ["0", "2", "4", "1", "3", "5"])
+    assert any(p is not None and p not in adj[v] for v, p in tree.parent.items())
+    assert dfs_pseudo_tree(adj).distributed
+    with pytest.raises(ModelError):
+        order_pseudo_tree(adj, ["0", "1"])

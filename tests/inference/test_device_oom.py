@@ -25,7 +25,7 @@ class FullBackend(NumpyBackend):
 
 def test_device_out_of_memory_is_table_too_large() -> None:
     problem = random_network(8, 3, 0.4, 0.2, seed=1)
-    with pytest.raises(TableTooLarge, match="out of device memory"):
+    with pytest.raises(TableTooLarge, match="out of memory"):
         solve(problem, backend=FullBackend())
     # the same problem on the plain backend solves
     assert solve(problem, backend=NumpyBackend()).lower_bound >= 0

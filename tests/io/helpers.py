@@ -21,8 +21,9 @@ EXT = {"wcsp": ".wcsp", "uai": ".uai", "yaml": ".yaml", "xml": ".xml"}
 
 def normal_form(problem: Problem) -> tuple[list[tuple[tuple[int, ...], np.ndarray]], float]:
     """Tables (scopes as variable positions, costs >= upper bound as +inf) and the constant,
-    with arity-0 tables and tables that hold one finite cost everywhere folded into the constant
-    (writers may move a constant into such a table)."""
+    with every table shifted to a smallest finite cost of 0 (the .wcsp writer shifts negative
+    costs), and arity-0 tables and tables that hold one finite cost everywhere folded into the
+    constant (writers may move a constant into such a table)."""
     position = {name: i for i, name in enumerate(problem.variables)}
     constant = problem.constant
     tables = []
@@ -32,6 +33,10 @@ def normal_form(problem: Problem) -> tuple[list[tuple[tuple[int, ...], np.ndarra
         if flat.size and np.all(np.isfinite(flat)) and np.all(flat == flat[0]):
             constant += float(flat[0])
             continue
+        finite = flat[np.isfinite(flat)]
+        if finite.size:
+            low = float(finite.min())
+            costs, constant = costs - low, constant + low
         tables.append((tuple(position[v] for v in table.scope), costs))
     return tables, constant
 

@@ -183,6 +183,14 @@ CASES: list[tuple[str, str, int, str]] = [
         6,
         "unknown domain",
     ),
+    # an instance without variables is not an empty problem but a mistake
+    ("instance.xml", "<instance/>\n", 1, "declares no variables"),
+    (
+        "novars.xml",
+        '<?xml version="1.0"?>\n<instance>\n<presentation name="t"/>\n</instance>',
+        2,
+        "declares no variables",
+    ),
 ]
 
 

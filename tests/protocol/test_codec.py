@@ -17,34 +17,57 @@ from dcop.protocol import (
     PROTOCOL_VERSION,
     AgentMetrics,
     Degree,
+    Done,
     Error,
+    Go,
     Heartbeat,
     Hello,
+    Neighbour,
     Ready,
     Result,
     Setup,
+    Sizing,
     Start,
     Stop,
     Token,
+    TreeReport,
     Util,
     Value,
     WireTable,
     decode,
     encode,
 )
+from dcop.protocol.codec import message_bytes
 from dcop.protocol.peers import parse_peers
 from dcop.protocol.runspec import RunSpec
 
 TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
 MESSAGES = [
-    Hello("x1", 1234, "host"),
-    Setup("x1", 3, (TABLE,), "0" * 64),
+    Hello("x1", 1234, "host", "tcp://127.0.0.1:7001", True, 0.25, "H100"),
+    Setup("x1", 3, (TABLE,), "0" * 64, (Neighbour(2, "x2", "tcp://h:7002"),)),
     Ready(2),
-    Start(RunSpec("adpop", 3), True),
-    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5), False),
-    Degree(4, 0.5),
-    Token("child", (0, 3), (0, 3, 5), 0.25),
-    Token("back", (), (1, 2), 0.0),
+    Start(RunSpec("adpop", 3), (0, 2)),
+    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5), ()),
+    Start(RunSpec("auto", trees=2), (1,)),
+    Degree((1, 4, 9), 0.5),
+    Token(1, "child", (0, 3), (2, 4), (1, 0), (0, 3, 5), (), 0, 0, 0, (), 0.25),
+    Token(
+        0,
+        "back",
+        (),
+        (),
+        (1, 2),
+        (1, 2),
+        (0,),
+        1,
+        4,
+        6,
+        (Sizing(((0,),), 4, 2, 6), Sizing((), 0, None, 0)),
+        0.0,
+    ),
+    TreeReport(3, 2, (Sizing((), 9, 4, 12),)),
+    Go(2, None),
+    Go(0, 3),
     Util((TABLE, WireTable.from_array((), np.float64(7.0))), 1.0),
     Value((("x1", 2), ("x2", 0)), 2.0),
     Result(
@@ -53,19 +76,30 @@ MESSAGES = [
         None,
         (2, 3),
         (),
-        ("x1",),
-        AgentMetrics({"util": 1}, {"util": 99}, {}, {}, 0.1, 0.2, 99, 6, 1, 0),
+        (0,),
+        AgentMetrics(
+            {"util": 1}, {"util": 99}, {}, {}, 0.1, 0.2, 99, 6, 1, 0, 0.5, {"buckets_gpu": 2.0}
+        ),
     ),
     Result(0, None, 4, (), (1,), (), AgentMetrics()),
     Error("boom", 3),
     Error("too big", None, "too_large"),
     Stop("done"),
+    Done("aborted: x"),
     Heartbeat(),
+    Heartbeat("util", 1234, True),
 ]
 
 
 def _frame(**over: object) -> bytes:
-    raw = {"v": PROTOCOL_VERSION, "t": "ready", "s": 1, "r": COORDINATOR_ID, "p": {"degree": 2}}
+    raw = {
+        "v": PROTOCOL_VERSION,
+        "t": "ready",
+        "s": 1,
+        "r": COORDINATOR_ID,
+        "n": 0,
+        "p": {"degree": 2},
+    }
     raw.update(over)
     return msgpack.packb(raw, use_bin_type=True)
 
@@ -109,7 +143,8 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
             _frame(t="token", p={"kind": "sideways", "path": [], "visited": [], "clock": 0.0}),
             "not one of",
         ),
-        (_frame(t="degree", p={"degree": 1, "clock": math.nan}), "finite"),
+        (_frame(t="degree", p={"neighbours": [1], "clock": math.nan}), "finite"),
+        (_frame(n=-1), "problem number"),
         (
             _frame(
                 t="util",
@@ -118,7 +153,7 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
                     "clock": 0.0,
                 },
             ),
-            "bytes",
+            "frame of its own",
         ),
         (
             _frame(
@@ -164,7 +199,7 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
                     "x": msgpack.ExtType(1, b"a"),
                 }
             ),
-            "malformed",
+            "extension",
         ),
     ],
 )
@@ -176,14 +211,26 @@ def test_rejected_with_reason(frame: bytes, reason: str) -> None:
 def test_oversized_unknown_sender_and_receiver() -> None:
     frame = encode(1, COORDINATOR_ID, Ready(1))
     with pytest.raises(ProtocolError, match="oversized"):
-        decode(frame, max_message_bytes=len(frame) - 1)
+        decode(frame, max_message_bytes=message_bytes(frame) - 1)
     with pytest.raises(ProtocolError, match="unknown sender 1"):
         decode(frame, known_senders={2, 3})
     with pytest.raises(ProtocolError, match="delivered to 5"):
         decode(frame, receiver=5)
-    nan_table = {"scope": ["a"], "shape": [1], "dtype": "<f8", "data": np.array([np.nan]).tobytes()}
+    nan_table = WireTable(("a",), (1,), "<f8", np.array([np.nan]).tobytes())
     with pytest.raises(ProtocolError, match="NaN"):
-        decode(_frame(t="util", p={"tables": [nan_table], "clock": 0.0}))
+        decode(encode(1, 2, Util((nan_table,), 0.0)))
+
+
+def test_table_frames_must_fit_and_be_used_once() -> None:
+    """A table travels as its own frame: a wrong size, a missing or a stray frame is refused."""
+    good = encode(1, 2, Util((WireTable.from_array(("a",), np.zeros(3)),), 0.0))
+    assert len(good) == 2 and decode(good).body.tables[0].shape == (3,)  # type: ignore[union-attr]
+    with pytest.raises(ProtocolError, match="bytes, shape and dtype need"):
+        decode([good[0], b"\0" * 8])
+    with pytest.raises(ProtocolError, match="missing"):
+        decode([good[0]])
+    with pytest.raises(ProtocolError, match="stray"):
+        decode([good[0], good[1], b"extra"])
 
 
 @settings(max_examples=300, deadline=500, suppress_health_check=[HealthCheck.too_slow])
@@ -212,7 +259,8 @@ _json = st.recursive(
 def test_fuzz_mutated_frames(message: object, data: st.DataObject) -> None:
     """Valid frames with one field replaced by arbitrary msgpack, or bytes flipped/cut: the
     decoder returns a message or raises ProtocolError, nothing else."""
-    frame = bytearray(encode(1, 2, message))  # type: ignore[arg-type]
+    frames = encode(1, 2, message)  # type: ignore[arg-type]
+    frame = bytearray(frames[0])
     how = data.draw(st.sampled_from(["flip", "cut", "field"]))
     if how == "flip" and frame:
         for _ in range(data.draw(st.integers(1, 4))):
@@ -228,7 +276,7 @@ def test_fuzz_mutated_frames(message: object, data: st.DataObject) -> None:
         target[key] = data.draw(_json)
         frame = bytearray(msgpack.packb(raw, use_bin_type=True))
     try:
-        env = decode(bytes(frame))
+        env = decode([bytes(frame), *frames[1:]])
     except ProtocolError:
         return
     assert env.body.TYPE in {m.TYPE for m in MESSAGES}
@@ -286,7 +334,8 @@ def test_run_spec_on_the_wire_is_validated(spec: dict[str, object], reason: str 
             "t": "start",
             "s": COORDINATOR_ID,
             "r": 1,
-            "p": {"spec": spec, "root": True},
+            "n": 5,
+            "p": {"spec": spec, "roots": [0]},
         },
         use_bin_type=True,
     )

@@ -1,0 +1,117 @@
+"""Agents forked from a template process that has imported dcop, NumPy and ZeroMQ once.
+
+Starting a fresh interpreter per agent costs a few tenths of a second of imports each (and on two
+cores, dozens of them queue); forking a template that has done those imports costs a few
+milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``): it imports
+:data:`PRELOAD`, says ``ready``, then reads one JSON request per line on stdin -
+``{"id": 3, "argv": [...], "log": "agent-3.log"}`` - and forks a child per request. It answers
+``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ...}`` (a negative
+code is the signal that ended it), one JSON line each on stdout. When stdin closes it waits for
+its children and exits: the template lives exactly as long as the run that started it.
+
+A child becomes its own session leader (a Ctrl-C at the terminal reaches the coordinator, not
+every agent), sends its output to its log file, takes the process title ``dcop-agent --id N ...``
+(so ``ps`` shows what it is) and runs the ordinary ``dcop-agent`` entry point. Each agent stays a
+separate process with its own sockets.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import selectors
+import sys
+
+#: Modules the template imports before it forks agents (the expensive ones come with them).
+PRELOAD = ("numpy", "zmq", "dcop.agents.cli", "dcop.protocol.zmqlink")
+
+
+def set_title(title: str) -> None:
+    """Show ``title`` as this process's command line in ``ps`` (when setproctitle is there)."""
+    try:
+        import setproctitle
+    except ImportError:  # an optional nicety: ps then shows the template's command line
+        return
+    setproctitle.setproctitle(title)
+
+
+def run_child(argv: list[str], log_path: str) -> int:
+    """The body of a forked agent: ``dcop-agent ARGV`` with stdout and stderr in ``log_path``."""
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    set_title("dcop-agent " + " ".join(argv))
+    from dcop.agents.cli import main
+
+    sys.argv = ["dcop-agent", *argv]
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def _say(message: dict[str, int]) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def serve() -> None:
+    """The template's loop (see the module docstring)."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    set_title("dcop-agent-template")
+    children: dict[int, int] = {}  # pid -> agent id
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ)
+    pending = b""
+    open_input = True
+    _say({"ready": os.getpid()})
+    while open_input or children:
+        for pid, status in _reaped():
+            ident = children.pop(pid, None)
+            if ident is not None:
+                _say({"exit": ident, "code": os.waitstatus_to_exitcode(status)})
+        if not open_input:
+            selector.select(0.05)
+            continue
+        if not selector.select(0.05):
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:
+            open_input = False
+            selector.unregister(0)
+            continue
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                os._exit(run_child(list(request["argv"]), str(request["log"])))
+            children[pid] = int(request["id"])
+            _say({"started": int(request["id"]), "pid": pid})
+
+
+def _reaped() -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return out
+        if pid == 0:
+            return out
+        out.append((pid, status))
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,511 @@
+"""One agent's part of one problem, as state that takes messages and returns the messages to send.
+
+A :class:`Session` is made from the coordinator's Setup (its variable, tables, neighbours) and
+driven by :meth:`Session.on`: every call returns ``[(peer, message), ...]`` to send and never
+touches a socket, so the same code runs over ZeroMQ, in process, and in tests. The only work that
+runs beside it is a bucket's join+eliminate, on a worker thread (:attr:`Session.job`); the agent's
+loop calls :meth:`Session.finish_job` when it is done.
+
+Phases of a problem::
+
+    setup  -> degree to every neighbour (it carries my neighbour list: the DFS looks two hops ahead)
+    every neighbour's degree in -> ready to the coordinator
+    start  -> the DFS of every candidate tree (this agent starts those it roots); each back token
+              carries the sender's separator and the sizing of its UTIL for every mini-bucket size
+              the run may choose (:mod:`dcop.agents.sizing`); a finished root reports its tree
+    go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
+              VALUE down once the parent's has; then the result to the coordinator.
+
+Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dcop.agents.dfs import DfsState, DfsToken, default_candidates
+from dcop.agents.jobs import Job
+from dcop.agents.metrics import Meter
+from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
+from dcop.buckets import choose_value, eliminate_bucket
+from dcop.errors import DcopError, ProtocolError
+from dcop.model import CostTable
+from dcop.protocol import (
+    COORDINATOR_ID,
+    Degree,
+    Go,
+    Message,
+    Ready,
+    Result,
+    RunSpec,
+    Setup,
+    Sizing,
+    Start,
+    Token,
+    TreeReport,
+    Util,
+    Value,
+    WireTable,
+)
+from dcop.protocol.digest import part_digest
+from dcop.tables import Table, TableBackend
+
+Out = list[tuple[int, Message]]
+UtilOutput = tuple[tuple[WireTable, ...], float, float]
+
+
+@dataclass(frozen=True)
+class Part:
+    """What an agent knows of a problem before the DFS: its variable and domain, its tables, and
+    its neighbours (id -> variable)."""
+
+    variable: str
+    domain: int
+    tables: tuple[Table, ...]
+    neighbours: dict[int, str]
+
+
+def adopt_setup(
+    me: int,
+    setup: Setup,
+    backend: TableBackend,
+    local: tuple[Sequence[CostTable], int] | None = None,
+    expected: tuple[str, dict[int, str]] | None = None,
+) -> Part:
+    """Check a Setup and turn it into this agent's :class:`Part`.
+
+    With ``local`` (the tables and domain an agent read from its own problem file) the file wins,
+    but only if its digest equals the coordinator's (else :class:`~dcop.errors.ProblemMismatch`).
+    ``expected`` (variable, neighbours) comes from a problem-specific peers.json.
+    """
+    from dcop.errors import ProblemMismatch
+
+    neighbours = {n.id: n.variable for n in setup.neighbours}
+    if me in neighbours:
+        raise ProtocolError(f"agent {me} is named as its own neighbour")
+    if expected is not None:
+        variable, listed = expected
+        if setup.variable != variable:
+            raise DcopError(
+                f"coordinator set up variable {setup.variable!r}, peers.json says {variable!r}"
+            )
+        if listed != neighbours:
+            raise DcopError(
+                f"the coordinator's neighbours {sorted(neighbours)} for {variable!r} are not "
+                f"peers.json's {sorted(listed)}"
+            )
+    dtype = setup.tables[0].dtype if setup.tables else "<f8"  # the run's, chosen once
+    if local is not None:
+        costs, domain = local
+        mine = part_digest(setup.variable, domain, [(t.scope, t.costs) for t in costs])
+        if mine != setup.digest or domain != setup.domain:
+            raise ProblemMismatch(
+                f"problem mismatch: agent {me} ({setup.variable})'s problem file gives its part "
+                f"digest {mine[:12]}, the coordinator's copy {setup.digest[:12]} (the agents "
+                "and the coordinator must read the same problem)"
+            )
+        tables = tuple(backend.table(t.scope, t.costs, dtype) for t in costs)
+    else:
+        domain = setup.domain
+        tables = tuple(
+            backend.table(t.scope, a, a.dtype) for t in setup.tables for a in [t.to_array()]
+        )
+    names = set(neighbours.values())
+    for t in tables:
+        if setup.variable not in t.scope:
+            raise DcopError(f"a table over {t.scope} does not hold {setup.variable!r}")
+        strangers = [v for v in t.scope if v != setup.variable and v not in names]
+        if strangers:
+            raise DcopError(
+                f"a table links {setup.variable!r} with {strangers[0]!r}, which is not a neighbour"
+            )
+    return Part(setup.variable, domain, tables, neighbours)
+
+
+class Session:
+    """One problem seen from one agent (see the module docstring).
+
+    ``util_hook`` runs at the start of the UTIL phase (fault injection in tests);
+    ``prepare`` is called with each bucket's planned scopes and shapes once the tree is chosen,
+    so a GPU backend compiles its kernels before the data arrive.
+    """
+
+    def __init__(
+        self,
+        me: int,
+        part: Part,
+        backend: TableBackend,
+        meter: Meter,
+        *,
+        util_hook: Callable[[], None] | None = None,
+        prepare: Callable[[list[tuple[str, ...]], list[tuple[int, ...]], str, int | None], None]
+        | None = None,
+    ) -> None:
+        self.me = me
+        self.part = part
+        self.var = part.variable
+        self.backend = backend
+        self.meter = meter
+        self.util_hook = util_hook
+        self.prepare = prepare
+        self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
+        self.clock = 0.0
+        # degree exchange
+        self.hoods: dict[int, tuple[int, ...]] = {}
+        self.ready = False
+        # the DFS of each candidate tree, and what the children's back tokens said
+        self.spec: RunSpec | None = None
+        self.zs: tuple[int | None, ...] = ()
+        self.trees: list[DfsState] = []
+        self.child_sizings: list[dict[int, tuple[Sizing, ...]]] = []
+        self.early: list[tuple[int, Message]] = []
+        # UTIL and VALUE on the chosen tree
+        self.go: Go | None = None
+        self.tree: DfsState | None = None
+        self.utils: dict[int, list[Table]] = {}
+        self.scalars = 0.0
+        self.bucket: list[Table] = []
+        self.plan: UtilPlan | None = None
+        self.job: Job[UtilOutput] | None = None
+        self.util_sent = False
+        self.bound: float | None = None
+        self.assignment: dict[str, int] | None = None
+        self.value: int | None = None
+        self.done = False
+
+    # ---- what the agent's loop calls --------------------------------------------------------
+    def begin(self) -> Out:
+        """The first messages: my neighbour list to every neighbour (links are checked by it)."""
+        hood = tuple(sorted(self.part.neighbours))
+        out: Out = [(n, Degree(hood, self.clock)) for n in sorted(self.part.neighbours)]
+        return out + self._progress()
+
+    def on(self, sender: int, message: Message) -> Out:
+        """Take one message of this problem; return what to send."""
+        match message:
+            case Degree():
+                if sender not in self.part.neighbours or sender in self.hoods:
+                    raise ProtocolError(f"a degree message from {sender}")
+                self.hoods[sender] = message.neighbours
+                if self.me not in message.neighbours:
+                    raise ProtocolError(f"agent {sender} does not list me as its neighbour")
+            case Start():
+                if sender != COORDINATOR_ID or self.spec is not None:
+                    raise ProtocolError("a second start")
+                return self._start(message) + self._progress()
+            case Token() | Util() if self.spec is None or (
+                isinstance(message, Util) and self.tree is None
+            ):
+                self.early.append((sender, message))  # ahead of my own start or go
+            case Token():
+                return self._on_token(sender, message) + self._progress()
+            case Go():
+                if sender != COORDINATOR_ID or self.go is not None:
+                    raise ProtocolError("a second go")
+                return self._go(message) + self._progress()
+            case Util():
+                self._on_util(sender, message)
+            case Value():
+                if self.tree is None or sender != self.tree.parent or self.assignment is not None:
+                    raise ProtocolError(f"VALUE from {sender}, which is not my waiting parent")
+                self.assignment = dict(message.values)
+            case _:
+                raise ProtocolError(f"no handler for {message.TYPE} in a problem")
+        return self._progress()
+
+    def finish_job(self) -> Out:
+        """Take the finished UTIL computation; return the UTIL (or, at a root, the results)."""
+        assert self.job is not None and self.tree is not None
+        wire, scalar, spent = self.job.result()
+        self.job = None
+        self.charge(spent)
+        if self.tree.parent is None:
+            if wire:
+                raise DcopError(f"root {self.var!r} holds tables over {wire[0].scope}")
+            self.bound = scalar
+            return self._progress()
+        if scalar != 0.0 or not wire:
+            wire = (*wire, WireTable.from_array((), scalar))
+        self.util_sent = True
+        return [(self.tree.parent, Util(wire, self.clock)), *self._progress()]
+
+    def charge(self, seconds: float) -> None:
+        """Add compute time to the logical clock (the simulated runtime) and the metrics."""
+        self.meter.computed(seconds)
+        self.clock += seconds
+
+    @property
+    def phase(self) -> str:
+        if not self.ready:
+            return "degree exchange"
+        if self.spec is None:
+            return "waiting for start"
+        if self.go is None:
+            return "dfs"
+        if not self.util_sent and self.bound is None:
+            return "util"
+        if not self.done:
+            return "value"
+        return "finished"
+
+    # ---- phases -----------------------------------------------------------------------------
+    def _progress(self) -> Out:
+        out: Out = []
+        if not self.ready and len(self.hoods) == len(self.part.neighbours):
+            self.ready = True
+            out.append((COORDINATOR_ID, Ready(len(self.part.neighbours))))
+        tree = self.tree
+        if (
+            tree is not None
+            and self.job is None
+            and not self.util_sent
+            and self.bound is None
+            and len(self.utils) == len(tree.children)
+        ):
+            self._start_util()
+        if (
+            not self.done
+            and tree is not None
+            and ((tree.parent is None and self.bound is not None) or self.assignment is not None)
+        ):
+            out += self._value_phase()
+        return out
+
+    def _start(self, start: Start) -> Out:
+        spec = start.spec
+        self.spec = spec
+        self.zs = sizing_choices(spec)
+        degrees = {n: len(h) for n, h in self.hoods.items()}
+        hoods = {n: frozenset(h) for n, h in self.hoods.items()}
+        for k, candidate in enumerate(default_candidates(spec.trees)):
+            self.trees.append(
+                DfsState(
+                    self.me,
+                    self.part.domain,
+                    self.part.neighbours,
+                    degrees=degrees,
+                    neighbourhoods=hoods,
+                    heuristic=candidate.heuristic,
+                    seed=candidate.seed,
+                    tree=k,
+                )
+            )
+            self.child_sizings.append({})
+        out: Out = []
+        for k in start.roots:
+            out += self._wire(k, self.trees[k].start())
+        early, self.early = self.early, []
+        for sender, message in early:
+            out += self.on(sender, message)
+        return out
+
+    def _on_token(self, sender: int, token: Token) -> Out:
+        if not 0 <= token.tree < len(self.trees):
+            raise ProtocolError(f"a token of tree {token.tree}, the run builds {len(self.trees)}")
+        if token.kind == "back":
+            if len(token.sizings) != len(self.zs):
+                raise ProtocolError(f"a back token with {len(token.sizings)} sizings")
+            self.child_sizings[token.tree][sender] = token.sizings
+        dfs = DfsToken(
+            token.kind,
+            path=token.path,
+            domains=token.domains,
+            open=token.open,
+            visited=token.visited,
+            separator=token.separator,
+            width=token.width,
+            largest=token.largest,
+            total=token.total,
+            tree=token.tree,
+        )
+        return self._wire(token.tree, self.trees[token.tree].receive(sender, dfs))
+
+    def _wire(self, k: int, sends: list[tuple[int, DfsToken]]) -> Out:
+        """The DFS's tokens as wire tokens (a back token gets my sizing); a finished root
+        reports its tree."""
+        state = self.trees[k]
+        out: Out = []
+        for peer, t in sends:
+            sizings = self._sizings(k) if t.kind == "back" else ()
+            out.append(
+                (
+                    peer,
+                    Token(
+                        k,
+                        t.kind,
+                        t.path,
+                        t.domains,
+                        t.open,
+                        t.visited,
+                        t.separator,
+                        t.width,
+                        t.largest,
+                        t.total,
+                        sizings,
+                        self.clock,
+                    ),
+                )
+            )
+        if state.done and state.parent is None and not sends:
+            report = TreeReport(k, state.summary.width, self._sizings(k))
+            out.append((COORDINATOR_ID, report))
+        return out
+
+    def _own_scopes(self, state: DfsState) -> list[tuple[int, ...]]:
+        """My tables whose other variables are my ancestors, as scopes of agent ids."""
+        ancestors = set(state.path)
+        return [
+            tuple(self.ids[v] for v in t.scope)
+            for t in self.part.tables
+            if all(v == self.var or self.ids[v] in ancestors for v in t.scope)
+        ]
+
+    def _domains(self, state: DfsState) -> dict[int, int]:
+        return {**state.ancestor_domains(), self.me: self.part.domain}
+
+    def _plans(self, k: int) -> list[UtilPlan]:
+        state = self.trees[k]
+        own = self._own_scopes(state)
+        children = self.child_sizings[k]
+        domains = self._domains(state)
+        return [
+            plan_util(self.me, own, [children[c][j].tables for c in state.children], domains, z)
+            for j, z in enumerate(self.zs)
+        ]
+
+    def _sizings(self, k: int) -> tuple[Sizing, ...]:
+        state = self.trees[k]
+        children = self.child_sizings[k]
+        out = []
+        for j, plan in enumerate(self._plans(k)):
+            summary = (
+                SizeSummary()
+                if state.parent is None
+                else SizeSummary(plan.entries, self.me, plan.entries)
+            )
+            for c in state.children:
+                s = children[c][j]
+                summary = summary.merge(SizeSummary(s.largest, s.agent, s.total))
+            tables = plan.tables if state.parent is not None else ()
+            out.append(Sizing(tables, summary.largest, summary.agent, summary.total))
+        return tuple(out)
+
+    def _go(self, go: Go) -> Out:
+        if not 0 <= go.tree < len(self.trees) or not self.trees[go.tree].done:
+            raise ProtocolError(f"go on tree {go.tree}, which this agent has not finished")
+        if go.z not in self.zs:
+            raise ProtocolError(f"go with z={go.z}, which the run did not size")
+        self.go = go
+        self.tree = self.trees[go.tree]
+        j = self.zs.index(go.z)
+        self.plan = self._plans(go.tree)[j]
+        if self.prepare is not None:
+            self._prepare_kernels(go.tree, j)
+        early, self.early = self.early, []
+        out: Out = []
+        for sender, message in early:
+            out += self.on(sender, message)
+        return out
+
+    def _prepare_kernels(self, k: int, j: int) -> None:
+        """Tell the backend the buckets' shapes (ids stand for the ancestors' names: only the
+        shapes and axis orders matter to a kernel)."""
+        assert self.prepare is not None
+        state = self.trees[k]
+        domains = self._domains(state)
+        received = [s for c in state.children for s in self.child_sizings[k][c][j].tables]
+        bucket, _ = bucket_order(self.me, self._own_scopes(state), received)
+        scopes = [tuple(str(a) for a in s) for s in bucket]
+        shapes = [tuple(domains[a] for a in s) for s in bucket]
+        if scopes:
+            self.prepare(scopes, shapes, str(self.me), self.zs[j])
+
+    def _on_util(self, sender: int, util: Util) -> None:
+        assert self.tree is not None
+        if sender not in self.tree.children or sender in self.utils:
+            raise ProtocolError(f"UTIL from {sender}, which is not a waiting child")
+        # scalars (scope ()) stay host floats: they only add to the bound
+        self.utils[sender] = [
+            self.backend.table(t.scope, a, a.dtype)
+            for t in util.tables
+            if t.scope
+            for a in [t.to_array()]
+        ]
+        self.scalars += sum(float(t.to_array()) for t in util.tables if not t.scope)
+
+    def _start_util(self) -> None:
+        assert self.tree is not None and self.go is not None
+        if self.util_hook is not None:
+            self.util_hook()
+        ancestors = {self.part.neighbours[i] for i in self.tree.path if i in self.part.neighbours}
+        own = [t for t in self.part.tables if all(v == self.var or v in ancestors for v in t.scope)]
+        received = [t for c in self.tree.children for t in self.utils[c]]
+        self.bucket = [*own, *(t for t in received if self.var in t.scope)]
+        # children's tables without my variable go up unchanged (MBE puts them in the bucket of
+        # their deepest variable)
+        passing = [t for t in received if self.var not in t.scope]
+        z = self.go.z
+        # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
+        # answering and heartbeating: a long UTIL computation is not a dead agent.
+        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util")
+
+    def _util_compute(self, passing: list[Table], z: int | None) -> UtilOutput:
+        """Eliminate my variable from my bucket; return the host tables, the scalar part, time."""
+        t0 = time.perf_counter()
+        out = eliminate_bucket(self.backend, self.bucket, self.var, z=z, op="min")
+        wire = tuple(
+            WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
+            for t in (*out.tables, *passing)
+            if t.scope
+        )
+        scalar = self.scalars + out.scalar
+        self.backend.synchronize()
+        return wire, scalar, time.perf_counter() - t0
+
+    def _value_phase(self) -> Out:
+        assert self.tree is not None
+        t0 = time.perf_counter()
+        known = dict(self.assignment or {})
+        self.value = choose_value(self.backend, self.bucket, self.var, known, "min")
+        known[self.var] = self.value
+        self.charge(time.perf_counter() - t0)
+        out: Out = []
+        for child in self.tree.children:
+            needs = sorted({v for t in self.utils[child] for v in t.scope})
+            missing = [v for v in needs if v not in known]
+            if missing:
+                raise DcopError(f"no value for {missing[0]!r} to send to agent {child}")
+            out.append((child, Value(tuple((v, known[v]) for v in needs), self.clock)))
+        self.done = True
+        return out
+
+    def result(self, metrics: Any) -> Result:
+        """My result for the coordinator (a root adds its component's bound)."""
+        assert self.tree is not None and self.value is not None
+        bound = self.bound if self.tree.parent is None else None
+        if bound is not None and math.isnan(bound):
+            bound = math.inf
+        return Result(
+            self.value,
+            bound,
+            self.tree.parent,
+            tuple(self.tree.children),
+            tuple(self.tree.pseudo_parents),
+            tuple(self.tree.separator),
+            metrics,
+        )
+
+
+def sizing_choices(spec: RunSpec) -> tuple[int | None, ...]:
+    """The mini-bucket sizes every agent sizes its UTIL for: DPOP (None) and 1..AUTO_Z_MAX, so
+    that a refusal can name the largest z that fits, plus an ADPOP z beyond that range."""
+    from dcop.protocol.runspec import AUTO_Z_MAX
+
+    zs: list[int | None] = [None, *range(1, AUTO_Z_MAX + 1)]
+    if spec.z is not None and spec.z not in zs:
+        zs.append(spec.z)
+    return tuple(zs)

@@ -1,0 +1,52 @@
+"""Serving agents between problems: stopping them all (``dcop coordinator --shutdown``).
+
+Serving agents (``dcop-agent --serve``) repeat their hello while they have no problem, so a
+coordinator that starts later learns where they are. Each ``dcop coordinator --problem`` run
+then solves one problem with them and leaves them up; :func:`shutdown_agents` tells every agent
+of peers.json to exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from dcop.protocol import COORDINATOR_ID, Hello, Stop, decode, encode
+from dcop.protocol.curve import CurveConfig
+from dcop.protocol.peers import Peers
+
+log = logging.getLogger("dcop.coordinator")
+
+
+def shutdown_agents(peers: Peers, curve: CurveConfig | None, wait_s: float) -> list[int]:
+    """Stop every agent of ``peers`` that says hello within ``wait_s`` seconds; return the ids
+    stopped (an agent that is not running is not waited for longer)."""
+    from dcop.protocol.zmqlink import ZmqCoordinatorTransport
+
+    ids = {a.id for a in peers.agents}
+    stopped: list[int] = []
+    transport = ZmqCoordinatorTransport(peers.coordinator, curve, agents=ids)
+    try:
+        deadline = time.monotonic() + wait_s
+        while len(stopped) < len(ids) and (left := deadline - time.monotonic()) > 0:
+            item = transport.recv(left)
+            if item is None:
+                continue
+            sender, frames = item
+            try:
+                env = decode(frames, known_senders=ids, receiver=COORDINATOR_ID)
+            except Exception as exc:  # a bad frame is logged, the others still get their stop
+                log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
+                continue
+            if sender is None or env.sender != sender or sender in stopped:
+                continue
+            if isinstance(env.body, Hello) or env.type == "heartbeat":
+                transport.send(sender, encode(COORDINATOR_ID, sender, Stop("shutdown")))
+                stopped.append(sender)
+        missing = sorted(ids - set(stopped))
+        if missing:
+            log.warning("coordinator: no hello from agents %s: not stopped", missing[:10])
+        time.sleep(0.2)  # let the stop messages leave before the socket closes
+    finally:
+        transport.close()
+    return sorted(stopped)

@@ -1,0 +1,385 @@
+"""The memory plan of a (mini-)bucket elimination run, from scopes and domain sizes alone.
+
+One estimate serves ``dcop info``, the memory limit of :func:`dcop.inference.solve` and the
+progress bar: :func:`plan_memory` walks the buckets along the elimination order with
+:func:`dcop.buckets.plan_bucket` (no table is built) and adds up what is live at each step:
+
+* ``resident``: what the process holds before solving (interpreter, libraries, the Problem);
+  measured by :func:`resident_bytes`, or 0 for the tables alone;
+* the input tables converted to the backend's dtype (counted even where NumPy can share the
+  Problem's float64 arrays: an overestimate by the size of the inputs);
+* every message table made so far: messages are kept until the end, because the value-assignment
+  phase reads each bucket's tables again (so BE needs the sum of its messages, not its largest);
+* the output being built, and the fused kernel's working memory (NumPy: one output block per
+  thread, plus contiguous copies of the small tables of the mini-bucket).
+
+The plan's peak is the largest of these sums over all mini-buckets; :func:`largest_fitting_z`
+finds the MBE z whose plan fits a limit, and :func:`refusal` says why a run is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dcop.buckets import MiniBucketPlan, plan_bucket
+
+#: Fallback when the machine does not say how much memory is available.
+FALLBACK_AVAILABLE_BYTES = 8 * 2**30
+
+
+@dataclass(frozen=True)
+class WorkModel:
+    """The fused join+eliminate's working memory beyond its output, as a backend spends it.
+
+    At most ``block_entries`` output entries per thread (the NumPy backend's accumulator block;
+    no more threads than blocks), and member tables of at most ``copy_below`` entries copied into
+    a contiguous layout.
+    """
+
+    block_entries: int = 0
+    threads: int = 1
+    copy_below: int = 0
+
+    def bytes_for(self, plan: MiniBucketPlan, member_entries: Sequence[int], itemsize: int) -> int:
+        """Working bytes of one mini-bucket's join+eliminate (``member_entries``: its tables)."""
+        block = min(self.block_entries, plan.out_entries)
+        threads = min(max(1, self.threads), -(-plan.out_entries // max(block, 1)))
+        copies = sum(n for n in member_entries if n <= self.copy_below)
+        return (block * threads + copies) * itemsize
+
+
+def work_model_of(backend: Any) -> WorkModel:
+    """The :class:`WorkModel` of a backend: NumPy's block and threads; none for others (CuPy
+    computes in registers and chunks large outputs itself)."""
+    block = int(getattr(backend, "block_entries", 0) or 0)
+    if block <= 0:
+        return WorkModel()
+    return WorkModel(block, int(getattr(backend, "threads", 1) or 1), block)
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """One bucket of the plan: its mini-buckets, its work and the most bytes live while it runs."""
+
+    var: str
+    minibuckets: tuple[MiniBucketPlan, ...]
+    work: int
+    peak_bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What a run along ``order`` holds at its peak, and the work of each bucket.
+
+    ``peak_bytes`` counts ``resident_bytes`` + ``input_bytes`` + the messages made before the peak
+    + the output being built + working memory; ``peak_var``/``peak_scope`` name the bucket and the
+    output at that moment. ``message_bytes`` is the sum of all messages (kept until the end).
+    """
+
+    order: tuple[str, ...]
+    z: int | None
+    itemsize: int
+    resident_bytes: int
+    input_bytes: int
+    message_bytes: int
+    peak_bytes: int
+    peak_var: str | None
+    peak_scope: tuple[str, ...]
+    peak_out_bytes: int
+    buckets: tuple[BucketPlan, ...]
+    scopes: tuple[tuple[str, ...], ...] = field(repr=False, default=())
+    sizes: Mapping[str, int] = field(repr=False, default_factory=dict)
+    work: WorkModel = field(repr=False, default_factory=WorkModel)
+
+    @property
+    def total_work(self) -> int:
+        """Joined entries over all mini-buckets: the progress bar's total."""
+        return sum(b.work for b in self.buckets)
+
+    @property
+    def largest_output(self) -> int:
+        """Entries of the largest message (output) table."""
+        return max((m.out_entries for b in self.buckets for m in b.minibuckets), default=0)
+
+    @property
+    def largest_joined(self) -> int:
+        """Entries of the largest joined (never built) table of a mini-bucket."""
+        return max((m.joined_entries for b in self.buckets for m in b.minibuckets), default=0)
+
+    @property
+    def width(self) -> int:
+        """The largest output scope: the induced width along the order for BE."""
+        return max((len(m.out_scope) for b in self.buckets for m in b.minibuckets), default=0)
+
+    def fits(self, limit: float) -> bool:
+        """Whether the peak stays within ``limit`` bytes."""
+        return self.peak_bytes <= limit
+
+    def with_z(self, z: int | None) -> MemoryPlan:
+        """The same run planned with mini-bucket size ``z`` (None: BE)."""
+        return plan_memory(
+            self.scopes,
+            self.sizes,
+            self.order,
+            z,
+            self.itemsize,
+            resident=self.resident_bytes,
+            work=self.work,
+        )
+
+
+def plan_memory(
+    scopes: Sequence[Sequence[str]],
+    sizes: Mapping[str, int],
+    order: Sequence[str],
+    z: int | None = None,
+    itemsize: int = 8,
+    *,
+    resident: int = 0,
+    work: WorkModel | None = None,
+) -> MemoryPlan:
+    """Plan (mini-)bucket elimination of tables over ``scopes`` along ``order``.
+
+    Parameters
+    ----------
+    scopes
+        The scope of every input table (arity-0 tables are constants and take no table memory).
+    sizes
+        The domain size of every variable.
+    order
+        The elimination order (every variable of ``scopes`` once).
+    z
+        The mini-bucket size; None for BE.
+    itemsize
+        Bytes per table entry in the dtype of the run.
+    resident
+        Bytes the process holds before the run (see :func:`resident_bytes`).
+    work
+        The backend's working memory per mini-bucket (:func:`work_model_of`); none by default.
+
+    Returns
+    -------
+    MemoryPlan
+        The peak, where it happens, and every bucket's mini-buckets and work.
+    """
+    work = work or WorkModel()
+    position = {v: i for i, v in enumerate(order)}
+    buckets: dict[str, list[tuple[str, ...]]] = {v: [] for v in order}
+    inputs = 0
+    for scope in scopes:
+        if scope:
+            buckets[min(scope, key=position.__getitem__)].append(tuple(scope))
+            inputs += math.prod(sizes[v] for v in scope)
+    live = resident + inputs * itemsize
+    peak, peak_out = live, 0
+    peak_var: str | None = None
+    peak_scope: tuple[str, ...] = ()
+    messages = 0
+    planned: list[BucketPlan] = []
+    for var in order:
+        bucket = buckets[var]
+        if not bucket:
+            continue
+        minis = plan_bucket(bucket, var, sizes, z, position)
+        bucket_peak = live
+        for mini in minis:
+            out_bytes = mini.out_entries * itemsize if mini.out_scope else 0
+            members = [math.prod(sizes[v] for v in bucket[k]) for k in mini.members]
+            during = live + out_bytes + work.bytes_for(mini, members, itemsize)
+            bucket_peak = max(bucket_peak, during)
+            if during > peak:
+                peak, peak_var, peak_scope, peak_out = during, var, mini.out_scope, out_bytes
+            if mini.out_scope:  # kept until the value-assignment phase has read it
+                live += out_bytes
+                messages += out_bytes
+                buckets[min(mini.out_scope, key=position.__getitem__)].append(mini.out_scope)
+        planned.append(
+            BucketPlan(var, tuple(minis), sum(m.joined_entries for m in minis), bucket_peak)
+        )
+    return MemoryPlan(
+        order=tuple(order),
+        z=z,
+        itemsize=itemsize,
+        resident_bytes=resident,
+        input_bytes=inputs * itemsize,
+        message_bytes=messages,
+        peak_bytes=peak,
+        peak_var=peak_var,
+        peak_scope=peak_scope,
+        peak_out_bytes=peak_out,
+        buckets=tuple(planned),
+        scopes=tuple(tuple(scope) for scope in scopes),
+        sizes=dict(sizes),
+        work=work,
+    )
+
+
+def largest_fitting_z(plan: MemoryPlan, limit: float, below: int) -> MemoryPlan | None:
+    """The plan of the largest MBE z < ``below`` whose peak fits ``limit`` (the run of ``plan``
+    otherwise unchanged), trying z = 1, 2, ... until one does not fit; None when not even z = 1
+    fits."""
+    best = None
+    for z in range(1, below):
+        candidate = plan.with_z(z)
+        if not candidate.fits(limit):
+            break
+        best = candidate
+    return best
+
+
+def suggestion_bound(plan: MemoryPlan) -> int:
+    """The z an MBE suggestion must stay below: the plan's own z, or for BE its width + 1
+    (where MBE becomes BE)."""
+    return plan.z if plan.z is not None else plan.width + 1
+
+
+def resident_bytes() -> int:
+    """The resident memory of this process now (Linux ``/proc``; else its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def available_bytes() -> int:
+    """How many more bytes this process may allocate: the machine's available memory, lowered by
+    an address-space rlimit or a cgroup limit where one applies."""
+    limits = [_meminfo_available()]
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limits.append(max(0, soft - _virtual_bytes()))
+    cgroup = _cgroup_room()
+    if cgroup is not None:
+        limits.append(cgroup)
+    return min(limits)
+
+
+def default_limit() -> int:
+    """The default memory limit of a run: what it holds now plus half the available memory."""
+    return resident_bytes() + available_bytes() // 2
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The memory limit a run keeps to: bytes, how to name it, and whether it was lowered to
+    what the process can have (then raising ``--max-memory`` does not help)."""
+
+    bytes: float
+    text: str
+    capped: bool = False
+
+
+def effective_limit(requested: float | None) -> Limit:
+    """The limit a run keeps to: ``requested`` (None: :func:`default_limit`), lowered to what
+    this process can have (resident + available), since a larger limit would let an allocation
+    fail midway, or the kernel kill the process, instead of refusing the run up front."""
+    if requested is None:
+        limit = default_limit()
+        return Limit(float(limit), f"the default memory limit of {human_bytes(limit)}")
+    room = resident_bytes() + available_bytes()
+    if requested > room:
+        text = (
+            f"the {human_bytes(room)} this process can have (--max-memory "
+            f"{human_bytes(requested)} is more than that)"
+        )
+        return Limit(float(room), text, capped=True)
+    return Limit(float(requested), f"the memory limit of {human_bytes(requested)}")
+
+
+def refusal(plan: MemoryPlan, limit: Limit, fitting: MemoryPlan | None) -> str:
+    """Why ``plan`` is refused (the bucket that makes its peak, the peak and what it is made of,
+    the limit) and the way out: the largest MBE z that fits, or that nothing does."""
+    parts = [f"{human_bytes(plan.resident_bytes)} held by the process"]
+    parts.append(f"{human_bytes(plan.input_bytes)} of input tables")
+    if plan.peak_var is None:
+        what = "the input tables bring"
+    else:
+        what = f"bucket of {plan.peak_var!r} brings"
+        kept = plan.peak_bytes - plan.resident_bytes - plan.input_bytes - plan.peak_out_bytes
+        largest = max(
+            ((m.out_entries, b.var) for b in plan.buckets for m in b.minibuckets if m.out_scope),
+            default=(0, ""),
+        )
+        parts.append(
+            f"its output over {len(plan.peak_scope)} variables: {human_bytes(plan.peak_out_bytes)}"
+        )
+        if largest[0]:
+            parts.append(
+                f"{human_bytes(max(kept, 0))} of earlier messages kept for the assignment phase "
+                f"and working blocks (the largest message: "
+                f"{human_bytes(largest[0] * plan.itemsize)} from bucket {largest[1]!r})"
+            )
+    text = (
+        f"{what} the run to a peak of {human_bytes(plan.peak_bytes)} ({'; '.join(parts)}) "
+        f"> {limit.text}"
+    )
+    more = "a machine with more memory" if limit.capped else "raise --max-memory"
+    if fitting is not None:
+        return (
+            f"{text}; use --algo mbe --z {fitting.z} (peak {human_bytes(fitting.peak_bytes)}) for "
+            f"bounds, or {more}"
+        )
+    if plan.z == 1:
+        return f"{text}; nothing fits, not even MBE with z=1: {more}"
+    least = plan.with_z(1)
+    return (
+        f"{text}; nothing fits, not even MBE with z=1 (peak {human_bytes(least.peak_bytes)}): "
+        f"{more}"
+    )
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB', 1.06e12 -> '986 GiB'."""
+    if not math.isfinite(n):
+        return str(n)
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    k = 0
+    while abs(n) >= 1024 and k < len(units) - 1:
+        n /= 1024
+        k += 1
+    return f"{n:.0f} {units[k]}" if abs(n) >= 100 or k == 0 else f"{n:.3g} {units[k]}"
+
+
+# ---- what the machine says ---------------------------------------------------------------------
+def _meminfo_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_AVAILABLE_BYTES
+
+
+def _virtual_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cgroup_room() -> int | None:
+    """cgroup v2: memory.max minus memory.current of this process's group, if limited."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
+        base = f"/sys/fs/cgroup{path}".rstrip("/")
+        with open(f"{base}/memory.max") as f:
+            text = f.read().strip()
+        if text == "max":
+            return None
+        with open(f"{base}/memory.current") as f:
+            return max(0, int(text) - int(f.read().strip()))
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None

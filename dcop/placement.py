@@ -1,0 +1,300 @@
+"""Where work runs: each bucket on the CPU or the GPU, and each agent on a GPU.
+
+A bucket sent to the device pays for more than its kernel: the upload of its inputs, a launch, a
+synchronisation and, in an agent, the download of its output (a UTIL message). Below some size the
+CPU is done before the device has started, so a GPU agent keeps small buckets on the CPU.
+:func:`place` decides from the bucket's joined entries (the size of the table that is never built)
+against one threshold, :data:`DEFAULT_GPU_MIN_ENTRIES`, overridden by an argument or by the
+environment (``DCOP_GPU_MIN_ENTRIES``); ``0`` sends every bucket to the device (for tests).
+:class:`PlacedBackend` applies it call by call, with the same methods as any table backend, moves
+inputs to where their bucket runs and records where each bucket ran.
+
+For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``,
+and :func:`device_for_agent` gives the ``k``-th agent device ``k mod count`` of that list.
+
+Nothing here imports CuPy: the device backend is given (or built by :func:`placed_backend`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from dcop.errors import BackendUnavailable, InputError, ModelError
+from dcop.tables import NumpyBackend, Op, Table, domain_sizes
+
+Where = Literal["cpu", "gpu"]
+
+#: Joined entries from which a bucket runs on the GPU: the crossover measured on an H100 by
+#: ``benchmarks/gpu_agents_probe.py`` (``benchmarks/results/gpu_agents_probe.json``): with the
+#: agent's uploads and download counted, the GPU took 0.44 ms against NumPy's 0.55 ms at 1e5
+#: joined entries, 0.43 against 0.30 ms at 1e4, and 0.70 against 2.4 ms at 1e6.
+DEFAULT_GPU_MIN_ENTRIES = 100_000
+#: Environment variable overriding :data:`DEFAULT_GPU_MIN_ENTRIES` (0: every bucket on the GPU).
+GPU_MIN_ENTRIES_ENV = "DCOP_GPU_MIN_ENTRIES"
+
+
+def gpu_min_entries(value: int | None = None) -> int:
+    """The placement threshold: ``value`` if given, else ``$DCOP_GPU_MIN_ENTRIES``, else
+    :data:`DEFAULT_GPU_MIN_ENTRIES`. The variable takes a whole number (``131072``, ``1e5``)."""
+    if value is None:
+        raw = os.environ.get(GPU_MIN_ENTRIES_ENV, "").strip()
+        if not raw:
+            return DEFAULT_GPU_MIN_ENTRIES
+        try:
+            number = float(raw.replace("_", ""))
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number >= 0 and number == int(number)):
+            raise InputError(
+                f"{GPU_MIN_ENTRIES_ENV}={raw!r}: want a whole number of joined entries >= 0"
+            )
+        return int(number)
+    if value < 0:
+        raise InputError(f"GPU placement threshold {value}: want joined entries >= 0")
+    return int(value)
+
+
+def place(joined_entries: int, min_entries: int = DEFAULT_GPU_MIN_ENTRIES) -> Where:
+    """Where a join+eliminate of ``joined_entries`` entries runs: ``"gpu"`` from ``min_entries``
+    on (so ``0`` puts everything on the GPU), ``"cpu"`` below."""
+    return "gpu" if joined_entries >= min_entries else "cpu"
+
+
+@dataclass(frozen=True)
+class BucketPlacement:
+    """One join+eliminate and where it ran."""
+
+    var: str
+    joined: int
+    out_entries: int
+    where: Where
+
+
+class PlacedBackend:
+    """A table backend that runs each bucket on the CPU or the GPU, whichever :func:`place` says.
+
+    Tables are made on the host (:meth:`table`); a bucket placed on the GPU uploads its inputs
+    and leaves its output on the device (a GPU output comes back only when a CPU bucket, or
+    :meth:`to_numpy`, needs it). Single-table operations run where their table is.
+
+    Parameters
+    ----------
+    cpu
+        The host backend (a :class:`dcop.tables.NumpyBackend`).
+    gpu
+        The device backend (a :class:`dcop.gpu.CupyBackend`, or a stand-in with its methods).
+    min_entries
+        Joined entries from which a bucket runs on the GPU (default: :func:`gpu_min_entries`).
+    """
+
+    name = "placed"
+    xp = np
+
+    def __init__(self, cpu: Any, gpu: Any, min_entries: int | None = None) -> None:
+        self.cpu = cpu
+        self.gpu = gpu
+        self.min_entries = gpu_min_entries(min_entries)
+        #: every join+eliminate, in call order
+        self.placements: list[BucketPlacement] = []
+        self.out_of_memory_errors: tuple[type[BaseException], ...] = (
+            *getattr(cpu, "out_of_memory_errors", (MemoryError,)),
+            *getattr(gpu, "out_of_memory_errors", ()),
+        )
+
+    # ---- where data lives --------------------------------------------------------------------
+    @staticmethod
+    def on_host(data: Any) -> bool:
+        """True for host data (NumPy, pinned host memory included); False for device arrays."""
+        return isinstance(data, np.ndarray | np.generic)
+
+    def _host(self, table: Table) -> Table:
+        if self.on_host(table.data):
+            return table
+        return Table(table.scope, self.gpu.to_numpy(table.data))
+
+    def _where_data(self, table: Table) -> Any:
+        return self.cpu if self.on_host(table.data) else self.gpu
+
+    # ---- moving data -------------------------------------------------------------------------
+    def asarray(self, array: Any, dtype: Any = np.float64) -> np.ndarray:
+        if not self.on_host(array):
+            array = self.gpu.to_numpy(array)
+        return np.asarray(self.cpu.asarray(array, dtype))
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array) if self.on_host(array) else np.asarray(self.gpu.to_numpy(array))
+
+    def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
+        """A table on the host: it goes to the device only with a bucket placed there."""
+        return Table(tuple(scope), self.asarray(array, dtype))
+
+    def synchronize(self) -> None:
+        self.gpu.synchronize()
+
+    # ---- single-table operations: where the table is -----------------------------------------
+    def transpose(self, table: Table, scope: Sequence[str]) -> Table:
+        return self._where_data(table).transpose(table, scope)  # type: ignore[no-any-return]
+
+    def eliminate(self, table: Table, var: str, op: Op = "min") -> Table:
+        return self._where_data(table).eliminate(table, var, op)  # type: ignore[no-any-return]
+
+    def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
+        return self._where_data(table).argbest(table, var, op)  # type: ignore[no-any-return]
+
+    def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
+        return self._where_data(table).condition(table, assignment)  # type: ignore[no-any-return]
+
+    # ---- joins: where the bucket is placed ---------------------------------------------------
+    def join(self, tables: Sequence[Table], scope: Sequence[str] | None = None) -> Table:
+        """The materialised join, on the GPU when its size reaches the threshold."""
+        if not tables:
+            raise ModelError("join needs at least one table")
+        size = math.prod(domain_sizes(tables).values())
+        if place(size, self.min_entries) == "gpu":
+            return self.gpu.join(tables, scope)  # type: ignore[no-any-return]
+        return self.cpu.join([self._host(t) for t in tables], scope)  # type: ignore[no-any-return]
+
+    def join_eliminate(
+        self,
+        tables: Sequence[Table],
+        var: str,
+        op: Op = "min",
+        scope: Sequence[str] | None = None,
+    ) -> Table:
+        """``join_eliminate`` on the device chosen by :func:`place` for the bucket's joined size;
+        recorded in :attr:`placements`."""
+        if not tables:
+            raise ModelError("join_eliminate needs at least one table")
+        sizes = domain_sizes(tables)
+        joined = math.prod(sizes.values())
+        where = place(joined, self.min_entries)
+        if where == "gpu":
+            out = self.gpu.join_eliminate(tables, var, op, scope)
+        else:
+            out = self.cpu.join_eliminate([self._host(t) for t in tables], var, op, scope)
+        self.placements.append(
+            BucketPlacement(var, joined, joined // max(sizes.get(var, 1), 1), where)
+        )
+        return out  # type: ignore[no-any-return]
+
+    def best_value(
+        self,
+        tables: Sequence[Table],
+        var: str,
+        assignment: Mapping[str, int],
+        op: Op = "min",
+    ) -> tuple[int, float]:
+        """On the GPU when a table is there (it reads only the rows it needs), else on the CPU."""
+        if any(not self.on_host(t.data) for t in tables):
+            return self.gpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
+        return self.cpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
+
+    # ---- getting ready -----------------------------------------------------------------------
+    def warm_up(self, **kwargs: Any) -> dict[str, float]:
+        """The device backend's ``warm_up`` (context, pools, generic kernels)."""
+        return self.gpu.warm_up(**kwargs)  # type: ignore[no-any-return]
+
+    def prepare_bucket(
+        self,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+        var: str,
+        op: Op = "min",
+        dtype: Any = np.float64,
+        scope: Sequence[str] | None = None,
+    ) -> float:
+        """Compile the bucket's kernel ahead if the bucket will run on the GPU; seconds spent."""
+        joined = math.prod(_sizes(scopes, shapes).values())
+        if place(joined, self.min_entries) != "gpu":
+            return 0.0
+        return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope))
+
+    @property
+    def setup(self) -> Any:
+        """The device backend's set-up seconds (:class:`dcop.gpu.SetupStats`)."""
+        return self.gpu.setup
+
+    def placement_metrics(self) -> dict[str, int]:
+        """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
+        out = {"gpu_min_entries": self.min_entries}
+        for side in ("cpu", "gpu"):
+            done = [p for p in self.placements if p.where == side]
+            out[f"buckets_{side}"] = len(done)
+            out[f"joined_{side}"] = sum(p.joined for p in done)
+        return out
+
+
+def _sizes(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for scope, shape in zip(scopes, shapes, strict=True):
+        sizes.update(zip(scope, (int(s) for s in shape), strict=True))
+    return sizes
+
+
+def placed_backend(
+    device: int | None = None,
+    stream: Any = None,
+    min_entries: int | None = None,
+    **gpu_options: Any,
+) -> PlacedBackend:
+    """A :class:`PlacedBackend` over ``NumpyBackend()`` and ``CupyBackend(device, stream, ...)``
+    (raises :class:`dcop.errors.BackendUnavailable` without CuPy or a device)."""
+    try:
+        from dcop.gpu import CupyBackend
+    except ImportError as exc:
+        raise BackendUnavailable(f"GPU placement needs dcop.gpu and CuPy ({exc})") from exc
+    gpu = CupyBackend(device=device, stream=stream, **gpu_options)
+    return PlacedBackend(NumpyBackend(), gpu, min_entries)
+
+
+# ---- agents on GPUs ---------------------------------------------------------------------------
+def gpu_devices(spec: str, count: int | None) -> tuple[int, ...]:
+    """The devices named by a ``--gpu`` value: ``all`` (every one of the ``count`` devices), one
+    ordinal (``1``) or a comma-separated list (``0,2``).
+
+    ``count`` is the number of devices visible on the agents' host; ``None`` when unknown (the
+    ordinals are then not checked, and ``all`` is refused).
+    """
+    text = spec.strip()
+    if text == "all":
+        if not count:
+            raise BackendUnavailable("--gpu all: no CUDA device is visible here")
+        return tuple(range(count))
+    devices: list[int] = []
+    for part in text.split(","):
+        item = part.strip()
+        if not item.isdigit():
+            raise InputError(f"--gpu {spec!r}: want 'all', a device number or a list like 0,2")
+        ordinal = int(item)
+        if ordinal in devices:
+            raise InputError(f"--gpu {spec!r}: device {ordinal} is listed twice")
+        if count is not None and ordinal >= count:
+            raise BackendUnavailable(f"--gpu {spec!r}: no device {ordinal} (this host has {count})")
+        devices.append(ordinal)
+    return tuple(devices)
+
+
+def device_for_agent(index: int, devices: Sequence[int]) -> int:
+    """The device of the ``index``-th agent (0-based, in launch order): round robin over
+    ``devices``, so agent ``k`` gets ``devices[k mod len(devices)]``."""
+    if not devices:
+        raise BackendUnavailable("no GPU to place agents on")
+    if index < 0:
+        raise ModelError(f"agent index {index} < 0")
+    return int(devices[index % len(devices)])
+
+
+def gpu_count() -> int:
+    """CUDA devices visible to this process (0 without CuPy or a driver)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # any import or driver failure means "no GPU here"
+        return 0

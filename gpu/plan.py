@@ -1,0 +1,335 @@
+"""Planning a GPU join+eliminate from shapes alone: which kernel, its signature, its metadata.
+
+Everything here works on scopes, shapes and dtypes (no data, no CuPy), so a bucket can be planned,
+and its kernel compiled, before its tables exist (an agent knows its bucket's shape once the
+pseudo-tree is built, before the UTIL messages arrive), and the plans can be tested on any machine.
+:mod:`dcop.gpu.backend` turns a plan into launches on a device; :mod:`dcop.gpu.kernels` holds the
+CUDA sources that the signatures select.
+
+A plan is *generic* (one precompiled kernel reads strides from a metadata array at run time: small
+buckets, where compiling would cost more than running) or *generated* (a kernel compiled for the
+bucket's :class:`~dcop.gpu.kernels.FusedSig`). The inputs are taken in a canonical order (by scope,
+then shape), so that the same bucket gives the same signature whatever order its tables come in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dcop.errors import ModelError, TableTooLarge
+from dcop.gpu import kernels as K
+from dcop.tables import check_join_eliminate_scopes
+
+#: Buckets with at least this many joined entries get a kernel generated for their signature.
+DEFAULT_SPECIALIZE_ENTRIES = 1 << 22
+#: Rows (or groups) per launch, well inside 32-bit indices.
+MAX_LAUNCH_ROWS = 1 << 30
+#: Output groups a generated kernel can index (its group counter is 32-bit).
+MAX_GROUPS = 1 << 32
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The backend's choices that shape a plan (see :class:`dcop.gpu.CupyBackend`).
+
+    Attributes
+    ----------
+    specialize_entries
+        Joined-table size from which a bucket gets a generated kernel (0: always).
+    min_groups
+        A generated kernel gives each thread all rows that differ in the last output variable only
+        when that leaves at least this many threads; otherwise one row per thread.
+    stage_output
+        Let generated kernels stage a warp's output rows in shared memory (coalesced stores).
+    """
+
+    specialize_entries: int = DEFAULT_SPECIALIZE_ENTRIES
+    min_groups: int = 0
+    stage_output: bool = True
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """One join+eliminate, resolved from shapes: the kernel to run and how to launch it.
+
+    ``scopes`` and ``shapes`` are in plan order; ``order[k]`` is the caller's index of the plan's
+    ``k``-th table. A generic plan carries its int64 metadata with zeros where the device pointers
+    go (``pointers``: pairs of metadata position and plan-order table index); a generated plan
+    carries its signature ``sig``. Launches cover ``n_units`` units (output rows for the generic
+    kernel, groups of ``rows_per_unit`` rows for a generated one).
+    """
+
+    scopes: tuple[tuple[str, ...], ...]
+    shapes: tuple[tuple[int, ...], ...]
+    order: tuple[int, ...]
+    var: str
+    op: str
+    dtype: np.dtype
+    out_scope: tuple[str, ...]
+    out_shape: tuple[int, ...]
+    ndom: int
+    generated: bool
+    sig: K.FusedSig | None
+    meta: tuple[int, ...]
+    pointers: tuple[tuple[int, int], ...]
+    n_units: int
+    rows_per_unit: int
+
+    @property
+    def n_out(self) -> int:
+        return math.prod(self.out_shape)
+
+    @property
+    def out_bytes(self) -> int:
+        return self.n_out * self.dtype.itemsize
+
+    @property
+    def joined(self) -> int:
+        """Entries of the (never built) joined table."""
+        return self.n_out * self.ndom
+
+    @property
+    def kernel_name(self) -> str:
+        """The name of the kernel this plan launches."""
+        if self.sig is not None:
+            return self.sig.name
+        return K.generic_name(self.op, self.dtype.name)
+
+
+def c_strides(shape: Sequence[int]) -> list[int]:
+    """C-order strides of ``shape``, in elements."""
+    out = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        out[k] = out[k + 1] * int(shape[k + 1])
+    return out
+
+
+def kernel_dtype(dtypes: Iterable[Any]) -> np.dtype:
+    """The dtype the kernels compute a bucket in: the inputs' common float type (float64 for
+    anything else, integers included)."""
+    dtype = np.dtype(np.result_type(*list(dtypes)))
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+def plan_join_eliminate(
+    scopes: Sequence[Sequence[str]],
+    shapes: Sequence[Sequence[int]],
+    dtype: Any,
+    var: str,
+    op: str = "min",
+    scope: Sequence[str] | None = None,
+    settings: PlanSettings = PlanSettings(),
+) -> BucketPlan:
+    """Plan ``join_eliminate`` of tables with these scopes and shapes, computed in ``dtype``.
+
+    Parameters
+    ----------
+    scopes, shapes
+        One scope and one shape per input table, in the caller's order.
+    dtype
+        The dtype to compute in (see :func:`kernel_dtype`): float32 or float64.
+    var
+        The variable to eliminate.
+    op
+        The elimination op (``min``, ``max``, ``sum``, ``logsumexp``).
+    scope
+        Order of the output's variables (default: first appearance in the tables).
+    settings
+        The backend's planning choices.
+
+    Returns
+    -------
+    BucketPlan
+        The plan; generated plans name their kernel in ``sig``.
+    """
+    sizes, out = check_join_eliminate_scopes(scopes, shapes, var, op, scope)
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ModelError(f"GPU kernels compute in float32 or float64, not {dt}")
+    order = tuple(sorted(range(len(scopes)), key=lambda j: (tuple(scopes[j]), tuple(shapes[j]))))
+    p_scopes = tuple(tuple(scopes[j]) for j in order)
+    p_shapes = tuple(tuple(int(s) for s in shapes[j]) for j in order)
+    out_shape = tuple(sizes[v] for v in out)
+    n_out = math.prod(out_shape)
+    ndom = sizes[var]
+    meta_words = 3 + sum(3 + 3 * len(s) for s in p_scopes)
+    generated = (
+        n_out * ndom >= settings.specialize_entries
+        or len(p_scopes) > K.GENERIC_MAX_TABLES
+        or meta_words > K.GENERIC_MAX_META
+        or n_out >= MAX_LAUNCH_ROWS
+    )
+    sig: K.FusedSig | None = None
+    meta: tuple[int, ...] = ()
+    pointers: tuple[tuple[int, int], ...] = ()
+    if generated:
+        sig = fused_signature(p_scopes, p_shapes, dt, var, op, out, out_shape, settings)
+        if sig.n_groups >= MAX_GROUPS:
+            raise TableTooLarge(
+                f"eliminating {var!r}: {sig.n_groups} output groups exceed 32-bit indexing"
+            )
+        n_units, rows_per_unit = sig.n_groups, sig.dy
+    else:
+        meta, pointers = generic_meta(p_scopes, p_shapes, var, out, out_shape)
+        n_units, rows_per_unit = n_out, 1
+    return BucketPlan(
+        scopes=p_scopes,
+        shapes=p_shapes,
+        order=order,
+        var=var,
+        op=op,
+        dtype=dt,
+        out_scope=out,
+        out_shape=out_shape,
+        ndom=ndom,
+        generated=generated,
+        sig=sig,
+        meta=meta,
+        pointers=pointers,
+        n_units=n_units,
+        rows_per_unit=rows_per_unit,
+    )
+
+
+def fused_signature(
+    scopes: Sequence[tuple[str, ...]],
+    shapes: Sequence[tuple[int, ...]],
+    dtype: np.dtype,
+    var: str,
+    op: str,
+    out_scope: tuple[str, ...],
+    out_shape: tuple[int, ...],
+    settings: PlanSettings,
+) -> K.FusedSig:
+    """The signature of the kernel generated for a bucket (tables in plan order).
+
+    Each thread computes the rows of one *group* (output tuple without the last variable ``y``),
+    for every value of ``y``, unless that leaves fewer than ``settings.min_groups`` threads; then
+    each thread computes one row. Shared memory goes to the tables read most (those holding the
+    eliminated variable first, smaller first) while the staging buffer leaves room.
+    """
+    n_out = math.prod(out_shape)
+    group: tuple[str, ...] = out_scope[:-1]
+    yvar = out_scope[-1] if out_scope else None
+    dy = out_shape[-1] if out_scope else 1
+    if dy > 1 and n_out // dy < settings.min_groups:
+        # too few groups to fill the device: one output row per thread instead
+        group, yvar, dy = out_scope, None, 1
+    sizes = dict(zip(out_scope, out_shape, strict=True))
+    specs = []
+    for scope, shape in zip(scopes, shapes, strict=True):
+        lay = dict(zip(scope, c_strides(shape), strict=True))
+        specs.append(
+            (
+                math.prod(shape),
+                tuple(lay.get(v, 0) for v in group),
+                lay.get(yvar, 0) if (yvar is not None and dy > 1) else 0,
+                lay.get(var, 0),
+            )
+        )
+    stage = settings.stage_output and dy > 1
+    sbytes = K.stage_bytes(dtype.name, dy) if stage else 0
+    if sbytes > K.SHARED_BUDGET // 2:
+        stage, sbytes = False, 0
+    budget = K.SHARED_BUDGET - sbytes
+    shared = [False] * len(specs)
+    for j in sorted(range(len(specs)), key=lambda j: (specs[j][3] == 0, specs[j][0])):
+        if specs[j][0] * dtype.itemsize <= budget:
+            shared[j] = True
+            budget -= specs[j][0] * dtype.itemsize
+    tabs = tuple(
+        K.TableSig(size=s[0], group_strides=s[1], sy=s[2], sx=s[3], shared=shared[j])
+        for j, s in enumerate(specs)
+    )
+    return K.FusedSig(
+        dtype=dtype.name,
+        op=op,
+        group_sizes=tuple(sizes[v] for v in group),
+        dy=dy,
+        ndom=_domain_of(var, scopes, shapes),
+        tables=tabs,
+        stage=stage,
+    )
+
+
+def _domain_of(
+    var: str, scopes: Sequence[tuple[str, ...]], shapes: Sequence[tuple[int, ...]]
+) -> int:
+    for scope, shape in zip(scopes, shapes, strict=True):
+        if var in scope:
+            return int(shape[scope.index(var)])
+    raise ModelError(f"variable {var!r} is in none of the tables to eliminate it from")
+
+
+def generic_meta(
+    scopes: Sequence[tuple[str, ...]],
+    shapes: Sequence[tuple[int, ...]],
+    var: str,
+    out_scope: tuple[str, ...],
+    out_shape: tuple[int, ...],
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """Metadata of the generic fused kernel (see ``_GENERIC`` in :mod:`dcop.gpu.kernels`).
+
+    Layout (int64): ``[n_tables, n_hoisted, NDOM]``, then per table ``[pointer, sx, s]`` and
+    ``(div, mod, mul)`` for each of its ``s`` output variables; tables without ``var`` (hoisted out
+    of the loop over its values) come first. Pointers are left 0; the second value lists
+    ``(position, table index)`` for each of them.
+    """
+    order = sorted(range(len(scopes)), key=lambda j: var in scopes[j])
+    hoisted = sum(1 for s in scopes if var not in s)
+    meta = [len(scopes), hoisted, _domain_of(var, scopes, shapes)]
+    pointers = []
+    for j in order:
+        lay = dict(zip(scopes[j], c_strides(shapes[j]), strict=True))
+        dims = [v for v in scopes[j] if v != var]
+        pointers.append((len(meta), j))
+        meta += [0, lay.get(var, 0), len(dims)]
+        for v in dims:
+            k = out_scope.index(v)
+            meta += [math.prod(out_shape[k + 1 :]), out_shape[k], lay[v]]
+    return tuple(meta), tuple(pointers)
+
+
+def aggregate_meta(
+    scopes: Sequence[tuple[str, ...]],
+    shapes: Sequence[tuple[int, ...]],
+    full: tuple[str, ...],
+    sizes: Mapping[str, int],
+) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """Metadata of the paper's aggregation kernel (``dcop_aggregate``) joining into ``full``.
+
+    Layout (int64), per table: ``[pointer, s, mul[0..s), div[0..s), mod[0..s)]`` (Eq. 1 of the
+    paper: the table's row is the sum over its variables of ``mul * (r / div % mod)``). Pointers
+    are left 0, listed as ``(position, table index)``.
+    """
+    shape = tuple(sizes[v] for v in full)
+    meta: list[int] = []
+    pointers = []
+    for j, (scope, tshape) in enumerate(zip(scopes, shapes, strict=True)):
+        mul, div, mod = [], [], []
+        for v, stride in zip(scope, c_strides(tshape), strict=True):
+            k = full.index(v)
+            mul.append(stride)
+            div.append(math.prod(shape[k + 1 :]))
+            mod.append(sizes[v])
+        pointers.append((len(meta), j))
+        meta += [0, len(scope), *mul, *div, *mod]
+    return tuple(meta), tuple(pointers)
+
+
+def chunk_units(plan: BucketPlan, chunk_bytes: int, device_budget: float) -> int:
+    """Units per chunk of the chunked (host-bound) path: at most ``chunk_bytes`` of output and
+    half the device budget (two chunk buffers live at once), and at least one unit."""
+    unit_bytes = plan.rows_per_unit * plan.dtype.itemsize
+    budget = min(int(chunk_bytes), max(unit_bytes, int(device_budget // 2)))
+    return max(1, budget // unit_bytes)
+
+
+def launch_ranges(begin: int, end: int, step: int = MAX_LAUNCH_ROWS) -> list[tuple[int, int]]:
+    """``[begin, end)`` cut into launches of at most ``step`` units."""
+    return [(lo, min(end, lo + step)) for lo in range(begin, end, step)]

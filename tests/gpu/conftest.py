@@ -1,0 +1,20 @@
+"""Fixtures of the GPU tests: a fake CuPy for the host side of the CuPy backend (no GPU needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from tests.gpu import fake_cupy
+
+
+@pytest.fixture
+def fake_cupy_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """``cupy`` replaced by :mod:`tests.gpu.fake_cupy`; kernel caches and env restored after."""
+    for name in ("CUPY_CACHE_DIR", "DCOP_KERNEL_CACHE", "DCOP_GPU_MIN_ENTRIES"):
+        monkeypatch.setenv(name, "unset")  # remembers the real value for the undo
+        monkeypatch.delenv(name)
+    with fake_cupy.installed(monkeypatch) as module:
+        yield module

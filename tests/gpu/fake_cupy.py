@@ -1,0 +1,345 @@
+"""A stand-in for CuPy on the host, so that ``CupyBackend``'s host side runs in CI without a GPU.
+
+"Device" arrays are :class:`FakeArray`: NumPy arrays behind a wrapper that, like CuPy, refuses to
+turn into a NumPy array implicitly (a missed download fails loudly). Kernels are not compiled: a
+:class:`FakeRawKernel` records that it was "compiled" (first ``.kernel`` access or launch) and
+launched, and computes what the dcop kernel of that name computes, from its arguments the way the
+CUDA code reads them (metadata, device pointers, launch ranges), with NumPy. The results are then
+compared with ``NumpyBackend``, an independent computation.
+
+What this checks: planning, metadata with pointers, launch ranges, chunking, casts, warm-up and
+prepared kernels, placement. What it cannot check: the CUDA sources (the GPU tests do that).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from dcop.tables import _reduce_last
+
+_CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+
+
+class FakeArray:
+    """A "device" array: a NumPy array that will not convert to NumPy implicitly."""
+
+    def __init__(self, host: np.ndarray) -> None:
+        self.a = host
+        self.device = types.SimpleNamespace(id=0)
+
+    # CuPy raises TypeError on implicit conversion; so do we
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise TypeError("implicit conversion of a fake device array to NumPy")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.a.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.a.dtype
+
+    @property
+    def size(self) -> int:
+        return int(self.a.size)
+
+    @property
+    def ndim(self) -> int:
+        return int(self.a.ndim)
+
+    @property
+    def flags(self) -> Any:
+        return self.a.flags
+
+    @property
+    def data(self) -> Any:
+        return types.SimpleNamespace(ptr=int(self.a.ctypes.data))
+
+    def reshape(self, *shape: Any) -> FakeArray:
+        return FakeArray(self.a.reshape(*shape))
+
+    def __getitem__(self, index: Any) -> FakeArray:
+        return FakeArray(np.asarray(self.a[index]))
+
+    def astype(self, dtype: Any) -> FakeArray:
+        return FakeArray(self.a.astype(dtype))
+
+    def __add__(self, other: FakeArray) -> FakeArray:
+        return FakeArray(self.a + other.a)
+
+    def get(self, stream: Any = None, out: np.ndarray | None = None, blocking: bool = True) -> Any:
+        STATS["d2h"] += 1
+        if out is None:
+            return self.a.copy()
+        out[...] = self.a.reshape(out.shape)
+        return out
+
+    def set(self, host: np.ndarray, stream: Any = None) -> None:
+        STATS["h2d"] += 1
+        self.a[...] = np.asarray(host).reshape(self.a.shape)
+
+
+#: Counters of the fake device: compiles and launches by kernel name, copies each way.
+STATS: dict[str, Any] = {}
+COMPILED: list[str] = []
+LAUNCHED: list[str] = []
+#: Signatures of generated kernels by name (filled by the fixture's wrapper of fused_source).
+SIGS: dict[str, Any] = {}
+
+
+def reset() -> None:
+    STATS.clear()
+    STATS.update(h2d=0, d2h=0)
+    COMPILED.clear()
+    LAUNCHED.clear()
+    SIGS.clear()
+
+
+def _read(ptr: int, n: int, dtype: np.dtype) -> np.ndarray:
+    """``n`` elements of ``dtype`` at host address ``ptr`` (a fake device pointer)."""
+    if n <= 0:
+        return np.empty(0, dtype)
+    if dtype == np.dtype(np.int64):
+        buf = (ctypes.c_longlong * n).from_address(ptr)
+    else:
+        buf = (_CTYPES[dtype] * n).from_address(ptr)
+    return np.ctypeslib.as_array(buf).view(dtype)
+
+
+def _combine(values: np.ndarray, op: str) -> np.ndarray:
+    return np.asarray(_reduce_last(values, op))
+
+
+class FakeRawKernel:
+    """Records compile and launch; computes the named dcop kernel with NumPy."""
+
+    def __init__(self, source: str, name: str, options: tuple[str, ...] = ()) -> None:
+        self.source = source
+        self.name = name
+        self.compiled = False
+
+    @property
+    def kernel(self) -> FakeRawKernel:
+        if not self.compiled:
+            self.compiled = True
+            COMPILED.append(self.name)
+        return self
+
+    def __call__(self, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: int = 0) -> None:
+        _ = self.kernel
+        LAUNCHED.append(self.name)
+        parts = self.name.split("_")
+        if self.name.startswith("dcop_join_elim_generic_"):
+            self._generic(parts[4], *args)
+        elif self.name.startswith("dcop_join_elim_"):
+            self._fused(SIGS[self.name], args)
+        elif self.name.startswith("dcop_aggregate_"):
+            self._aggregate(*args)
+        elif self.name.startswith("dcop_eliminate_"):
+            self._eliminate(parts[2], *args)
+        elif self.name.startswith("dcop_argbest_"):
+            self._argbest(parts[2], *args)
+        else:
+            raise AssertionError(f"no fake for kernel {self.name}")
+
+    @staticmethod
+    def _generic(
+        op: str, dmeta: FakeArray, meta_len: Any, out: FakeArray, lo: Any, hi: Any
+    ) -> None:
+        meta = dmeta.a.reshape(-1)[: int(meta_len)].astype(np.int64)
+        n_tables, ndom = int(meta[0]), int(meta[2])
+        rows = np.arange(int(lo), int(hi), dtype=np.int64)
+        dtype = out.dtype
+        total = np.zeros((rows.size, ndom), dtype)
+        pos = 3
+        xs = np.arange(ndom, dtype=np.int64)
+        for _ in range(n_tables):
+            ptr, sx, s = int(meta[pos]), int(meta[pos + 1]), int(meta[pos + 2])
+            base = np.zeros(rows.size, np.int64)
+            for k in range(s):
+                div, mod, mul = (int(e) for e in meta[pos + 3 + 3 * k : pos + 6 + 3 * k])
+                base += mul * ((rows // div) % mod)
+            index = base[:, None] + xs[None, :] * sx
+            table = _read(ptr, int(index.max()) + 1 if index.size else 0, dtype)
+            total += table[index] if index.size else 0
+            pos += 3 + 3 * s
+        out.a.reshape(-1)[: rows.size] = _combine(total, op).astype(dtype)
+
+    @staticmethod
+    def _fused(sig: Any, args: tuple[Any, ...]) -> None:
+        *datas, out, lo, hi = args
+        groups = np.arange(int(lo), int(hi), dtype=np.int64)
+        digits = []
+        q = groups.copy()
+        for size in reversed(sig.group_sizes):
+            digits.append(q % size)
+            q //= size
+        digits.reverse()
+        dtype = np.dtype(sig.dtype)
+        total = np.zeros((groups.size, sig.dy, sig.ndom), dtype)
+        ys = np.arange(sig.dy, dtype=np.int64)[None, :, None]
+        xs = np.arange(sig.ndom, dtype=np.int64)[None, None, :]
+        for tab, data in zip(sig.tables, datas, strict=True):
+            assert data.size == tab.size and data.dtype == dtype
+            base = np.zeros(groups.size, np.int64)
+            for d, stride in zip(digits, tab.group_strides, strict=True):
+                base += d * stride
+            index = base[:, None, None] + ys * tab.sy + xs * tab.sx
+            total += data.a.reshape(-1)[index]
+        n = groups.size * sig.dy
+        out.a.reshape(-1)[:n] = _combine(total, sig.op).reshape(-1).astype(dtype)
+
+    @staticmethod
+    def _aggregate(
+        dmeta: FakeArray, meta_len: Any, n_tables: Any, out: FakeArray, n_out: Any
+    ) -> None:
+        meta = dmeta.a.reshape(-1)[: int(meta_len)].astype(np.int64)
+        rows = np.arange(int(n_out), dtype=np.int64)
+        acc = np.zeros(rows.size, out.dtype)
+        pos = 0
+        for _ in range(int(n_tables)):
+            ptr, s = int(meta[pos]), int(meta[pos + 1])
+            mul = meta[pos + 2 : pos + 2 + s]
+            div = meta[pos + 2 + s : pos + 2 + 2 * s]
+            mod = meta[pos + 2 + 2 * s : pos + 2 + 3 * s]
+            index = np.zeros(rows.size, np.int64)
+            for k in range(s):
+                index += mul[k] * ((rows // div[k]) % mod[k])
+            acc += _read(ptr, int(index.max()) + 1, out.dtype)[index]
+            pos += 2 + 3 * s
+        out.a.reshape(-1)[:] = acc
+
+    @staticmethod
+    def _eliminate(op: str, data: FakeArray, out: FakeArray, n_out: Any, ndom: Any) -> None:
+        rows = data.a.reshape(int(n_out), int(ndom))
+        out.a.reshape(-1)[:] = _combine(rows, op).astype(out.dtype)
+
+    @staticmethod
+    def _argbest(op: str, data: FakeArray, out: FakeArray, n_out: Any, ndom: Any) -> None:
+        rows = data.a.reshape(int(n_out), int(ndom))
+        pick = np.argmax if op == "max" else np.argmin
+        out.a.reshape(-1)[:] = pick(rows, axis=-1)
+
+
+class _Context:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class FakeStream(_Context):
+    def __init__(self, non_blocking: bool = False) -> None:
+        self.non_blocking = non_blocking
+
+    def synchronize(self) -> None:
+        return None
+
+    def record(self) -> object:
+        return object()
+
+    def wait_event(self, event: object) -> None:
+        return None
+
+
+class FakeDevice(_Context):
+    def __init__(self, ordinal: int = 0) -> None:
+        self.id = ordinal
+
+    def synchronize(self) -> None:
+        return None
+
+
+class _OutOfMemoryError(MemoryError):
+    pass
+
+
+class FakeEvent:
+    def record(self, stream: Any = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+def _asarray(array: Any, dtype: Any = None) -> FakeArray:
+    if isinstance(array, FakeArray):
+        return FakeArray(np.array(array.a, dtype=dtype or array.dtype, order="C"))
+    STATS["h2d"] += 1
+    return FakeArray(np.array(array, dtype=dtype, order="C"))
+
+
+def _ascontiguousarray(array: FakeArray, dtype: Any = None) -> FakeArray:
+    out = np.ascontiguousarray(array.a, dtype=dtype)
+    return array if out is array.a else FakeArray(out)
+
+
+def make_module(devices: int = 1) -> types.ModuleType:
+    """A module object that stands in for ``cupy`` (install it in ``sys.modules``)."""
+    cupy = types.ModuleType("cupy")
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: devices,
+        getDevice=lambda: 0,
+        getDeviceProperties=lambda i: {"multiProcessorCount": 2, "name": b"Fake GPU"},
+        memGetInfo=lambda: (1 << 34, 1 << 34),
+        runtimeGetVersion=lambda: 0,
+    )
+    cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        runtime=runtime,
+        Device=FakeDevice,
+        Stream=FakeStream,
+        memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError),
+        alloc_pinned_memory=lambda n: bytearray(n),
+        Event=FakeEvent,
+        get_elapsed_time=lambda start, stop: 0.0,
+    )
+    cupy.__version__ = "fake"  # type: ignore[attr-defined]
+    cupy.ndarray = FakeArray  # type: ignore[attr-defined]
+    cupy.RawKernel = FakeRawKernel  # type: ignore[attr-defined]
+    cupy.asarray = _asarray  # type: ignore[attr-defined]
+    cupy.ascontiguousarray = _ascontiguousarray  # type: ignore[attr-defined]
+    cupy.transpose = lambda a, axes: FakeArray(np.transpose(a.a, axes))  # type: ignore[attr-defined]
+    cupy.empty = lambda shape, dtype=np.float64: FakeArray(np.empty(shape, dtype))  # type: ignore[attr-defined]
+    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
+        free_bytes=lambda: 0, free_all_blocks=lambda: None
+    )
+    return cupy
+
+
+@contextmanager
+def installed(monkeypatch: Any, devices: int = 1) -> Iterator[types.ModuleType]:
+    """Install the fake as ``cupy`` with fresh kernel factories; restore both afterwards."""
+    from dcop.gpu import kernels as K
+
+    factories = [
+        K.aggregate_kernel,
+        K.eliminate_kernel,
+        K.argbest_kernel,
+        K.generic_kernel,
+        K.fused_kernel,
+    ]
+    real_source = K.fused_source
+
+    def recording_source(sig: Any) -> str:
+        SIGS[sig.name] = sig
+        return real_source(sig)
+
+    reset()
+    for factory in factories:
+        factory.cache_clear()
+    module = make_module(devices)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", module)
+    monkeypatch.setattr(K, "fused_source", recording_source)
+    try:
+        yield module
+    finally:
+        # memoized fake kernels must not outlive the fake (a real GPU test may follow)
+        for factory in factories:
+            factory.cache_clear()

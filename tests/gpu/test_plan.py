@@ -1,0 +1,204 @@
+"""GPU plans from shapes alone (no CuPy): kernel choice, signatures, metadata, chunk sizes."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dcop.errors import ModelError, TableTooLarge
+from dcop.gpu import kernels as K
+from dcop.gpu.plan import (
+    BucketPlan,
+    PlanSettings,
+    aggregate_meta,
+    c_strides,
+    chunk_units,
+    kernel_dtype,
+    launch_ranges,
+    plan_join_eliminate,
+)
+
+# a bucket eliminating x (4 values): caller order T1 (a, x), T2 (a, b), T3 (x, b)
+SCOPES = [("a", "x"), ("a", "b"), ("x", "b")]
+SHAPES = [(3, 4), (3, 5), (4, 5)]
+ALWAYS = PlanSettings(specialize_entries=0, min_groups=0, stage_output=True)
+NEVER = PlanSettings(specialize_entries=1 << 62)
+
+
+def test_strides_and_dtypes() -> None:
+    assert c_strides((3, 4, 5)) == [20, 5, 1]
+    assert c_strides(()) == []
+    assert kernel_dtype([np.float32, np.float32]) == np.float32
+    assert kernel_dtype([np.float32, np.float64]) == np.float64
+    assert kernel_dtype([np.int64]) == np.float64  # integer tables are computed in float64
+
+
+def test_generated_signature_of_a_bucket() -> None:
+    plan = plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", "min", settings=ALWAYS)
+    # canonical order (a, b) < (a, x) < (x, b); the output keeps first appearance in the caller's
+    assert plan.order == (1, 0, 2)
+    assert plan.scopes == (("a", "b"), ("a", "x"), ("x", "b"))
+    assert plan.out_scope == ("a", "b") and plan.out_shape == (3, 5)
+    assert plan.generated and plan.joined == 60 and plan.out_bytes == 60
+    assert plan.sig == K.FusedSig(
+        dtype="float32",
+        op="min",
+        group_sizes=(3,),
+        dy=5,
+        ndom=4,
+        tables=(
+            K.TableSig(size=15, group_strides=(5,), sy=1, sx=0, shared=True),
+            K.TableSig(size=12, group_strides=(4,), sy=0, sx=1, shared=True),
+            K.TableSig(size=20, group_strides=(0,), sy=1, sx=5, shared=True),
+        ),
+        stage=True,
+    )
+    assert (plan.n_units, plan.rows_per_unit) == (3, 5)
+    assert plan.kernel_name == plan.sig.name and plan.meta == ()
+
+
+def test_few_groups_give_one_row_per_thread() -> None:
+    settings = PlanSettings(specialize_entries=0, min_groups=100)
+    plan = plan_join_eliminate(SCOPES, SHAPES, np.float64, "x", "max", settings=settings)
+    assert plan.sig is not None
+    assert plan.sig.group_sizes == (3, 5) and plan.sig.dy == 1 and not plan.sig.stage
+    assert [(t.group_strides, t.sy, t.sx) for t in plan.sig.tables] == [
+        ((5, 1), 0, 0),
+        ((4, 0), 0, 1),
+        ((0, 1), 0, 5),
+    ]
+    assert (plan.n_units, plan.rows_per_unit) == (15, 1)
+
+
+def test_table_order_does_not_change_the_signature() -> None:
+    first = plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", scope=("a", "b"), settings=ALWAYS)
+    for perm in itertools.permutations(range(3)):
+        scopes = [SCOPES[j] for j in perm]
+        shapes = [SHAPES[j] for j in perm]
+        plan = plan_join_eliminate(
+            scopes, shapes, np.float32, "x", scope=("a", "b"), settings=ALWAYS
+        )
+        assert plan.sig == first.sig
+        # order maps plan position -> caller index
+        assert [scopes[j] for j in plan.order] == list(first.scopes)
+
+
+def test_shared_memory_goes_to_tables_read_per_eliminated_value_smaller_first() -> None:
+    # float64; three tables with x of 2000, 3000 and 4000 entries, one without x of 100
+    scopes = [("p", "x"), ("q", "x"), ("r", "x"), ("p", "q")]
+    shapes = [(200, 10), (300, 10), (400, 10), (200, 300)]
+    plan = plan_join_eliminate(
+        scopes, shapes, np.float64, "x", scope=("p", "q", "r"), settings=ALWAYS
+    )
+    assert plan.sig is not None
+    shared = {s: t.shared for s, t in zip(plan.scopes, plan.sig.tables, strict=True)}
+    # staging 8 warps x 32 x 401 doubles is over half the budget, so no staging; 48 KiB hold 6144
+    # doubles: (p, x) 2000 and (q, x) 3000 fit, then (r, x) 4000 does not, nor (p, q) 60000
+    assert not plan.sig.stage
+    assert shared == {("p", "x"): True, ("q", "x"): True, ("r", "x"): False, ("p", "q"): False}
+
+
+def test_staging_fits_or_is_dropped() -> None:
+    assert K.stage_bytes("float32", 5) == 8 * 32 * 5 * 4
+    assert K.stage_bytes("float32", 4) == 8 * 32 * 5 * 4  # an odd row pitch
+    plan = plan_join_eliminate([("a", "x")], [(4, 500)], np.float32, "a", settings=ALWAYS)
+    assert plan.sig is not None and plan.sig.dy == 500 and not plan.sig.stage
+
+
+def test_generic_metadata_layout() -> None:
+    plan = plan_join_eliminate(SCOPES, SHAPES, np.float64, "x", "sum", settings=NEVER)
+    assert not plan.generated and plan.sig is None
+    assert plan.kernel_name == "dcop_join_elim_generic_sum_f64"
+    # [n_tables, n_hoisted, NDOM]; per table [ptr, sx, s, (div, mod, mul) per output variable];
+    # the table without x, (a, b), first
+    assert plan.meta == (
+        3, 1, 4,
+        0, 0, 2, 5, 3, 5, 1, 5, 1,
+        0, 1, 1, 5, 3, 4,
+        0, 5, 1, 1, 5, 1,
+    )  # fmt: skip
+    assert plan.pointers == ((3, 0), (12, 1), (18, 2))  # positions of plan tables 0, 1, 2
+    assert (plan.n_units, plan.rows_per_unit) == (15, 1)
+
+
+def test_aggregate_metadata_layout() -> None:
+    sizes = {"a": 3, "b": 5, "x": 4}
+    meta, pointers = aggregate_meta(SCOPES[:2], SHAPES[:2], ("a", "b", "x"), sizes)
+    # per table [ptr, s, mul.., div.., mod..]
+    assert meta == (0, 2, 4, 1, 20, 1, 3, 4, 0, 2, 5, 1, 20, 4, 3, 5)
+    assert pointers == ((0, 0), (8, 1))
+
+
+@pytest.mark.parametrize(
+    ("settings", "scopes", "shapes", "generated"),
+    [
+        (PlanSettings(specialize_entries=60), SCOPES, SHAPES, True),  # joined 60 >= 60
+        (PlanSettings(specialize_entries=61), SCOPES, SHAPES, False),
+        # more tables than the generic kernel takes
+        (NEVER, [("a", "x")] * (K.GENERIC_MAX_TABLES + 1), [(3, 4)] * 33, True),
+        (NEVER, [("a", "x")] * K.GENERIC_MAX_TABLES, [(3, 4)] * 32, False),
+    ],
+)
+def test_generic_or_generated(
+    settings: PlanSettings, scopes: list, shapes: list, generated: bool
+) -> None:
+    plan = plan_join_eliminate(scopes, shapes, np.float32, "x", settings=settings)
+    assert plan.generated is generated
+
+
+def test_too_much_metadata_means_generated() -> None:
+    # 30 tables (fewer than GENERIC_MAX_TABLES) of 45 variables: 3 + 30 * (3 + 3 * 45) words
+    names = [f"v{i}" for i in range(44)]
+    scopes = [(*names, "x")] * 30
+    shapes = [(1,) * 44 + (2,)] * 30
+    assert K.GENERIC_MAX_TABLES >= 30 and K.GENERIC_MAX_META < 3 + 30 * (3 + 3 * 45)
+    assert plan_join_eliminate(scopes, shapes, np.float32, "x", settings=NEVER).generated
+
+
+def test_plan_errors() -> None:
+    with pytest.raises(ModelError, match="at least one"):
+        plan_join_eliminate([], [], np.float32, "x")
+    with pytest.raises(ModelError, match="none of the tables"):
+        plan_join_eliminate(SCOPES, SHAPES, np.float32, "z")
+    with pytest.raises(ModelError, match="cannot hold"):
+        plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", scope=("a", "b", "x"))
+    with pytest.raises(ModelError, match="does not match the tables"):
+        plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", scope=("a",))
+    with pytest.raises(ModelError, match="domain 3 in one table and 4"):
+        plan_join_eliminate([("a", "x"), ("a",)], [(3, 4), (4,)], np.float32, "x")
+    with pytest.raises(ModelError, match="has shape"):
+        plan_join_eliminate([("a", "x")], [(3,)], np.float32, "x")
+    with pytest.raises(ModelError, match="float32 or float64"):
+        plan_join_eliminate(SCOPES, SHAPES, np.int32, "x")
+    with pytest.raises(ModelError, match="unknown elimination op"):
+        plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", "avg")
+
+
+def test_more_groups_than_32_bits_index_is_too_large() -> None:
+    # only shapes: planning a 2**35-row output allocates nothing
+    scopes = [("a", "b", "c", "x")]
+    shapes = [(1 << 17, 1 << 17, 4, 2)]
+    with pytest.raises(TableTooLarge, match="32-bit"):
+        plan_join_eliminate(scopes, shapes, np.float32, "x", settings=ALWAYS)
+
+
+def _plan_with(rows_per_unit: int, dtype: type) -> BucketPlan:
+    plan = plan_join_eliminate(SCOPES, SHAPES, dtype, "x", settings=ALWAYS)
+    assert plan.rows_per_unit == rows_per_unit
+    return plan
+
+
+def test_chunk_units() -> None:
+    plan = _plan_with(5, np.float32)  # 20 bytes per unit
+    assert chunk_units(plan, chunk_bytes=100, device_budget=1e9) == 5
+    assert chunk_units(plan, chunk_bytes=100, device_budget=60) == 1  # half the budget: 30 B
+    assert chunk_units(plan, chunk_bytes=10, device_budget=1e9) == 1  # at least one unit
+    assert chunk_units(plan, chunk_bytes=1 << 30, device_budget=400) == 10
+
+
+def test_launch_ranges() -> None:
+    assert launch_ranges(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert launch_ranges(3, 3, 4) == []
+    assert launch_ranges(0, 5) == [(0, 5)]

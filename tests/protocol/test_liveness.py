@@ -1,0 +1,142 @@
+"""Lost connections: a killed or frozen process on the other side of a real ZeroMQ link is reported
+by ``lost_peers()`` (ZMTP heartbeats and socket monitors), without application heartbeats."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from dcop.protocol import COORDINATOR_ID, InProcHub
+from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
+
+ANY = "tcp://127.0.0.1:*"
+# The other side, in its own process: "coordinator" (accepts agents 0 and 1), or "agent" 1
+# (argv: the coordinator's endpoint, then its neighbour agent 0's), which says hello at once.
+PEER = r"""
+import sys
+from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
+if sys.argv[1] == "coordinator":
+    t = ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[0, 1])
+else:
+    t = ZmqAgentTransport(1, "tcp://127.0.0.1:*", {0: sys.argv[3]}, sys.argv[2])
+    t.open()
+    t.send(-1, [b"hello"])
+print(t.endpoint, flush=True)
+while True:
+    item = t.recv(1.0)
+    if item is not None:
+        print("got", item[0], flush=True)
+"""
+DUMMY = "tcp://127.0.0.1:1"
+
+
+def _flat(item: tuple[int | None, list[bytes | memoryview]] | None) -> tuple[int | None, bytes]:
+    """A received one-frame message as (sender, bytes)."""
+    assert item is not None and len(item[1]) == 1
+    return item[0], bytes(item[1][0])
+
+
+def _line(proc: subprocess.Popen[str], limit_s: float = 20.0) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], limit_s)
+    assert ready, "the peer process said nothing"
+    return proc.stdout.readline().strip()
+
+
+Spawn = Callable[..., tuple[subprocess.Popen[str], str]]
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """Start the other side; return it and the endpoint it listens on."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*argv: str) -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PEER, *argv], stdout=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        return proc, _line(proc)
+
+    yield start
+    for proc in procs:
+        proc.kill()  # SIGKILL works on a stopped process too
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _lost(t: Any, peer: int, limit_s: float = 20.0) -> bool:
+    """Whether ``t`` reports ``peer`` lost within ``limit_s`` (a deadline, not a timing claim)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        t.recv(0.1)
+        if any(loss.peer == peer for loss in t.lost_peers()):
+            return True
+    return False
+
+
+def test_an_agent_hears_of_a_killed_neighbour_and_coordinator(spawn: Spawn) -> None:
+    coord, coord_endpoint = spawn("coordinator")
+    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
+    try:
+        a.open()
+        neighbour, endpoint = spawn("agent", DUMMY, a.endpoint)
+        a.connect_peer(1, endpoint)
+        a.send(COORDINATOR_ID, [b"hello"])
+        a.send(1, [b"hello"])
+        assert _line(coord) == "got 0" and _line(neighbour) == "got 0"  # both links are up
+        assert a.lost_peers() == []
+        neighbour.kill()
+        assert _lost(a, 1)
+        coord.kill()
+        assert _lost(a, COORDINATOR_ID)
+    finally:
+        a.close()
+
+
+def test_the_coordinator_hears_of_a_killed_agent(spawn: Spawn) -> None:
+    c = ZmqCoordinatorTransport(ANY, agents=[1])
+    try:
+        agent, _ = spawn("agent", c.endpoint, DUMMY)
+        assert _flat(c.recv(20.0)) == (1, b"hello")
+        assert c.lost_peers() == []
+        agent.kill()
+        assert _lost(c, 1)
+    finally:
+        c.close()
+
+
+def test_the_coordinator_hears_of_a_frozen_agent_through_zmtp_heartbeats(spawn: Spawn) -> None:
+    """A stopped process keeps its TCP connections open: only the heartbeats can tell."""
+    c = ZmqCoordinatorTransport(ANY, agents=[1], heartbeat_timeout_s=1.0)
+    try:
+        agent, _ = spawn("agent", c.endpoint, DUMMY)
+        assert _flat(c.recv(20.0)) == (1, b"hello")
+        os.kill(agent.pid, signal.SIGSTOP)
+        assert _lost(c, 1)
+    finally:
+        c.close()
+
+
+def test_the_in_process_hub_reports_a_removed_peer_to_those_linked_with_it() -> None:
+    hub = InProcHub()
+    coord, a0, a1, a2 = (hub.transport(i) for i in (COORDINATOR_ID, 0, 1, 2))
+    a0.send(COORDINATOR_ID, [b"hello"])
+    a1.connect_peer(0, a0.endpoint)
+    a2.send(COORDINATOR_ID, [b"hello"])
+    a0.close()
+    assert [loss.peer for loss in coord.lost_peers()] == [0]
+    assert [loss.peer for loss in a1.lost_peers()] == [0]
+    assert a2.lost_peers() == [] and coord.lost_peers() == []  # reported once, to the linked
+    a1.disconnect_peer(0)
+    a2.close()
+    assert [loss.peer for loss in coord.lost_peers()] == [2]

@@ -1,0 +1,304 @@
+"""The ZeroMQ transports on real sockets (127.0.0.1): who a frame is from, what is refused before
+decoding, wildcard ports, late links, and that a socket never talks to itself."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from dcop.errors import RunError
+from dcop.protocol import COORDINATOR_ID, Ready, Stop, encode
+from dcop.protocol.curve import CurveConfig
+from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
+
+ZLOG = "dcop.protocol.zmq"
+ANY = "tcp://127.0.0.1:*"
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    c: zmq.Context[Any] = zmq.Context()
+    yield c
+    c.destroy(linger=0)
+
+
+@pytest.fixture
+def closing() -> Iterator[Callable[[Any], Any]]:
+    """Register transports to close after the test."""
+    opened: list[Any] = []
+
+    def keep(t: Any) -> Any:
+        opened.append(t)
+        return t
+
+    yield keep
+    for t in opened:
+        t.close()
+
+
+def frames(t: Any, seconds: float) -> list[tuple[int | None, bytes]]:
+    """Everything ``t`` delivers within ``seconds`` (one-frame messages, as bytes)."""
+    out = []
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        item = t.recv(left)
+        if item is not None:
+            sender, parts = item
+            out.append((sender, b"".join(bytes(p) for p in parts)))
+    return out
+
+
+def until(check: Callable[[], bool], limit_s: float = 20.0) -> bool:
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def dealer(ctx: zmq.Context[Any], ident: bytes, endpoint: str, **curve: bytes) -> zmq.Socket[Any]:
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.IDENTITY, ident)
+    s.setsockopt(zmq.LINGER, 0)
+    for name, value in curve.items():
+        setattr(s, name, value)
+    s.connect(endpoint)
+    return s
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def agent(me: int, coordinator: str, neighbours: dict[int, str] | None = None, **kw: Any) -> Any:
+    t = ZmqAgentTransport(me, ANY, neighbours or {}, coordinator, **kw)
+    t.open()
+    return t
+
+
+# ---- open mode: roles ---------------------------------------------------------------------------
+def test_a_forged_coordinator_frame_on_the_router_is_refused_and_logged(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    coord = closing(ZmqCoordinatorTransport(ANY, agents=[0]))
+    a = closing(agent(0, coord.endpoint))
+    forger = dealer(ctx, b"-1", a.endpoint)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        forger.send_multipart(encode(COORDINATOR_ID, 0, Stop("forged")))
+        assert frames(a, 1.0) == []
+    assert "claims to be the coordinator" in caplog.text
+    assert "refused a frame from 127.0.0.1" in caplog.text
+    assert a.dropped == 1
+    # the coordinator itself still gets through, on the link the agent opened
+    a.send(COORDINATOR_ID, [b"hello"])
+    assert frames(coord, 1.0) == [(0, b"hello")]
+    coord.send(0, [b"stop"])
+    assert frames(a, 1.0) == [(COORDINATOR_ID, b"stop")]
+
+
+def test_open_mode_the_first_connection_keeps_an_id(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    coord = closing(ZmqCoordinatorTransport(ANY, agents=[0, 1]))
+    a0 = closing(agent(0, coord.endpoint))
+    a0.send(COORDINATOR_ID, [b"real"])
+    assert frames(coord, 1.0) == [(0, b"real")]
+    impostor = dealer(ctx, b"0/other", coord.endpoint)
+    stranger = dealer(ctx, b"5", coord.endpoint)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        impostor.send(b"fake")
+        stranger.send(b"who")
+        assert frames(coord, 1.0) == []
+    assert "already speaks on another connection" in caplog.text
+    assert "agent 5 is not in peers.json" in caplog.text
+    coord.send(0, [b"answer"])  # still reaches the real agent 0, not the impostor
+    assert frames(a0, 1.0) == [(COORDINATOR_ID, b"answer")]
+    assert impostor.poll(200) == 0
+
+
+# ---- secure mode: the key decides ---------------------------------------------------------------
+def _keys(*ids: int) -> dict[int, tuple[bytes, bytes]]:
+    return {i: zmq.curve_keypair() for i in ids}
+
+
+def test_secure_a_neighbours_key_cannot_speak_for_the_coordinator_or_another_neighbour(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = _keys(COORDINATOR_ID, 0, 1, 2)
+    pub = {i: k[0] for i, k in keys.items()}
+    coord_curve = CurveConfig(*keys[COORDINATOR_ID], {}, {i: pub[i] for i in (0, 1, 2)})
+    coord = closing(ZmqCoordinatorTransport(ANY, coord_curve))
+    servers = {COORDINATOR_ID: pub[COORDINATOR_ID], 1: pub[1], 2: pub[2]}
+    curve0 = CurveConfig(*keys[0], servers, {1: pub[1], 2: pub[2]})
+    a0 = closing(
+        agent(0, coord.endpoint, {1: "tcp://127.0.0.1:1", 2: "tcp://127.0.0.1:2"}, curve=curve0)
+    )
+    as_one = {"curve_publickey": pub[1], "curve_secretkey": keys[1][1], "curve_serverkey": pub[0]}
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        forgers = [dealer(ctx, ident, a0.endpoint, **as_one) for ident in (b"-1", b"2/x", b"1/y")]
+        forgers[0].send_multipart(encode(COORDINATOR_ID, 0, Stop("forged")))
+        forgers[1].send_multipart(encode(2, 0, Ready(1)))
+        forgers[2].send(b"from one")
+        assert frames(a0, 1.5) == [(1, b"from one")]
+    assert "the CURVE key of agent 1 claims to be the coordinator" in caplog.text
+    assert a0.dropped == 2  # the second impostor's line is held back: same address, same reason
+    # the same towards the coordinator: agent 1's key speaking for agent 2
+    to_coord = {**as_one, "curve_serverkey": pub[COORDINATOR_ID]}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        two, one = (dealer(ctx, ident, coord.endpoint, **to_coord) for ident in (b"2", b"1"))
+        two.send(b"I am two")
+        one.send(b"I am one")
+        assert frames(coord, 1.5) == [(1, b"I am one")]
+    assert "the CURVE key of agent 1 claims to be agent 2" in caplog.text
+
+
+def test_secure_an_unlisted_key_is_refused_with_its_address(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = _keys(COORDINATOR_ID, 0)
+    coord = closing(
+        ZmqCoordinatorTransport(ANY, CurveConfig(*keys[COORDINATOR_ID], {}, {0: keys[0][0]}))
+    )
+    pub, sec = zmq.curve_keypair()
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        rogue = dealer(
+            ctx,
+            b"0",
+            coord.endpoint,
+            curve_publickey=pub,
+            curve_secretkey=sec,
+            curve_serverkey=keys[COORDINATOR_ID][0],
+        )
+        rogue.send(b"let me in")
+        assert frames(coord, 1.0) == []
+        assert until(lambda: "refused a CURVE client" in caplog.text, 5)
+    assert "(from 127.0.0.1)" in caplog.text
+
+
+# ---- refused before decoding --------------------------------------------------------------------
+def test_an_unknown_senders_large_frame_is_dropped_without_a_copy(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    a = closing(agent(0, "tcp://127.0.0.1:1", {1: "tcp://127.0.0.1:2"}))
+    big = b"\x81" * (50 << 20)
+    stranger = dealer(ctx, b"7", a.endpoint)
+    stranger.send(big, copy=False)
+    del big
+    tracemalloc.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger=ZLOG):
+            assert frames(a, 2.0) == []
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert a.dropped == 1
+    assert "agent 7 is not a neighbour" in caplog.text
+    assert peak < (4 << 20), f"{peak} bytes allocated to refuse the frame"
+
+
+def test_an_oversized_frame_is_refused_and_logged(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    a = closing(agent(0, "tcp://127.0.0.1:1", {1: "tcp://127.0.0.1:2"}, max_message_bytes=65536))
+    neighbour = dealer(ctx, b"1", a.endpoint)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        neighbour.send(b"x" * 100_000)
+        neighbour.send(b"fits")
+        assert frames(a, 1.0) == [(1, b"fits")]
+    assert "oversized message of 100000 bytes" in caplog.text
+    assert "from 127.0.0.1" in caplog.text
+
+
+def test_refusals_are_rate_limited_per_peer_and_reason(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    a = closing(agent(0, "tcp://127.0.0.1:1"))
+    forger = dealer(ctx, b"-1", a.endpoint)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        for _ in range(50):
+            forger.send(b"stop")
+        assert until(lambda: frames(a, 0.1) == [] and a.dropped == 50, 10)
+    lines = [r for r in caplog.records if "refused a frame" in r.getMessage()]
+    assert len(lines) == 1
+
+
+# ---- endpoints ----------------------------------------------------------------------------------
+def test_wildcard_bind_reports_the_port_and_late_links_work(
+    closing: Callable[[Any], Any],
+) -> None:
+    coord = closing(ZmqCoordinatorTransport(ANY))
+    a = closing(ZmqAgentTransport(0, "tcp://localhost:*", {}, coord.endpoint, candidates={1}))
+    b = closing(ZmqAgentTransport(1, ANY, {}, coord.endpoint))
+    a.open()
+    b.open()
+    host, port = a.endpoint.rsplit(":", 1)
+    assert host == "tcp://localhost" and port.isdigit() and int(port) > 0
+    b.connect_peer(0, a.endpoint)
+    b.send(0, [b"early"])  # a does not know b yet: held, not delivered, not refused
+    assert frames(a, 0.5) == []
+    assert a.dropped == 0
+    a.connect_peer(1, b.endpoint)
+    b.send(0, [b"later"])
+    a.send(1, [b"back"])
+    assert frames(a, 1.0) == [(1, b"early"), (1, b"later")]
+    assert frames(b, 1.0) == [(0, b"back")]
+    a.disconnect_peer(1)
+    b.send(0, [b"gone"])
+    assert frames(a, 1.0) == []
+    assert a.dropped == 1
+
+
+def test_listening_in_the_ephemeral_range_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()  # the kernel picks it from the ephemeral range
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        ZmqCoordinatorTransport(f"tcp://127.0.0.1:{port}").close()
+    assert f"listening on port {port}, inside the kernel's ephemeral port range" in caplog.text
+
+
+def test_a_socket_never_connects_to_its_own_endpoint() -> None:
+    port = free_port()
+    own = f"tcp://127.0.0.1:{port}"
+    with pytest.raises(RunError, match="own endpoint"):
+        ZmqAgentTransport(0, own, {}, f"tcp://localhost:{port}")
+    with pytest.raises(RunError, match="own endpoint"):
+        ZmqAgentTransport(0, own, {1: f"tcp://127.0.0.1:{port}"}, "tcp://127.0.0.1:1")
+    t = ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1")
+    try:
+        t.open()
+        with pytest.raises(RunError, match="own endpoint"):
+            t.connect_peer(1, t.endpoint)
+    finally:
+        t.close()
+
+
+def test_a_tcp_self_connection_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """ZeroMQ's source-address syntax forces what the kernel does by chance in the ephemeral
+    range: the coordinator link connects to its own local port. The transport drops it; its own
+    frames never come back as the coordinator's."""
+    port = free_port()
+    looped = f"tcp://127.0.0.1:{port};127.0.0.1:{port}"
+    with caplog.at_level(logging.ERROR, logger=ZLOG):
+        t = ZmqAgentTransport(0, ANY, {}, looped)
+        try:
+            t.open()
+            got = []
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end:
+                t.send(COORDINATOR_ID, [b"my own frame"])
+                got += frames(t, 0.05)
+        finally:
+            t.close()
+    assert got == []
+    assert "TCP self-connection" in caplog.text
