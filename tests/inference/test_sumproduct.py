@@ -485,3 +485,25 @@ def test_cli_zero_markov_model_is_infeasible(tmp_path: Path) -> None:
         doc = json.loads(run.stdout)
         assert doc["status"] == "infeasible" and doc["ln_partition"] == "-inf"
         assert doc["marginals"] is None and doc["task"] == task
+
+
+def test_results_feed_the_uai_pr_and_mar_writers(tmp_path: Path) -> None:
+    from dcop.io.solution import write_mar, write_pr
+    from dcop.io.uai import read_uai
+
+    model, evid = tmp_path / "net.uai", tmp_path / "net.uai.evid"
+    write_uai(random_bayes(6, d=3, parents=2, seed=2), model)
+    evid.write_text("1 4 2\n")
+    problem = read_uai(model, evid)
+    result = infer(problem, "mar")
+    assert result.marginals is not None and result.log10_partition is not None
+    write_pr(tmp_path / "out.PR", result.log10_partition)
+    write_mar(tmp_path / "out.MAR", problem, result.marginals)
+    assert float((tmp_path / "out.PR").read_text().split()[1]) == result.log10_partition
+    tokens = (tmp_path / "out.MAR").read_text().split()
+    assert tokens[:2] == ["MAR", "6"]
+    doc = result.to_json()
+    assert doc["marginals"]["x4"] == [0.0, 0.0, 1.0]  # observed: its whole domain in the file
+    values = [float(t) for t in tokens[2:]]
+    expected = [x for name in problem.variables for x in [3, *doc["marginals"][name]]]
+    assert values == pytest.approx(expected, abs=1e-15)
