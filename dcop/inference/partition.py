@@ -30,7 +30,7 @@ import numpy as np
 from dcop.backend import get_backend
 from dcop.buckets import OutputCheck
 from dcop.errors import ModelError, TableTooLarge
-from dcop.inference.elimination import ProgressFn, too_large_message
+from dcop.inference.elimination import ProgressFn
 from dcop.inference.memory import (
     Limit,
     effective_limit,
@@ -291,7 +291,8 @@ def infer(
         # a second guard, per table, should the plan have missed one
         if entries * itemsize > limit.bytes:
             raise TableTooLarge(
-                too_large_message(var, scope, sizes, entries, itemsize, limit.bytes)
+                f"bucket of {var!r}: its table over {len(scope)} variables "
+                f"({human_bytes(entries * itemsize)}) exceeds {limit.text}"
             )
 
     result = PartitionResult(

@@ -277,6 +277,15 @@ def test_minibucket_bounds_on_a_grid() -> None:
         assert result.ln_lower < exact < result.ln_upper
 
 
+def test_memory_limit_refuses_before_building_tables() -> None:
+    from dcop.errors import TableTooLarge
+
+    problem = ising_grid(6, seed=1)
+    for task, match in (("pr", "memory limit"), ("mar", "MAR keeps every message")):
+        with pytest.raises(TableTooLarge, match=match):
+            infer(problem, task, max_bytes=1.0)
+
+
 def test_bad_requests_are_model_errors() -> None:
     problem = random_markov(1)
     with pytest.raises(ModelError, match="MAR needs exact"):
