@@ -40,6 +40,7 @@ from dcop.protocol import (
     HEARTBEAT_INTERVAL_S,
     PEER_TIMEOUT_S,
     Done,
+    Envelope,
     Error,
     Heartbeat,
     Hello,
@@ -59,6 +60,8 @@ log = logging.getLogger("dcop.agents")
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
 FROM_NEIGHBOUR = ("degree", "token", "util", "value", "heartbeat")
 FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start")
+#: Messages of a problem kept until its setup arrives (neighbours may be set up first).
+AHEAD_MAX = 4096
 ErrorKind = Literal["error", "too_large", "mismatch", "timeout"]
 
 
@@ -114,9 +117,23 @@ class Agent:
         self.problem_deadline = float("inf")
         self.reported_lost: set[int] = set()
         self.solved = 0
+        #: neighbours' messages of a problem whose setup has not reached me yet
+        self.ahead: list[tuple[int, Envelope, int]] = []
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self) -> int:
+        """Serve until stopped; a signal (KeyboardInterrupt) ends it cleanly: exit code 0 when
+        no problem was left unfinished, else 3 (the coordinator hears why)."""
+        try:
+            return self._loop()
+        except KeyboardInterrupt as exc:
+            unfinished = self.session is not None and not self.result_sent
+            log.warning("agent %d: %s; exiting", self.me, exc or "interrupted")
+            if unfinished:
+                self._fail(f"agent {self.me} ({self._var()}) was stopped by {exc or 'a signal'}")
+            return 3 if unfinished else 0
+
+    def _loop(self) -> int:
         start = self.now()
         deadline = start + self.cfg.timeout_s if not self.cfg.serving else float("inf")
         self._hello()
@@ -255,8 +272,16 @@ class Agent:
             self._step(lambda: self._on_setup(env.problem, body, size))
             return
         if self.session is None or env.problem != self.problem:
-            log.debug("agent %d: dropped a %s of problem %d", self.me, env.type, env.problem)
+            if env.problem and sender != COORDINATOR_ID and len(self.ahead) < AHEAD_MAX:
+                # a neighbour that got its setup first: keep it for when mine arrives
+                self.ahead.append((sender, env, size))
+            else:
+                log.debug("agent %d: dropped a %s of problem %d", self.me, env.type, env.problem)
             return
+        self._dispatch(sender, env, size)
+
+    def _dispatch(self, sender: int, env: Envelope, size: int) -> None:
+        body = env.body
         self.meter.received(env.type, size)
         if isinstance(body, Done):
             self._end_problem(body.reason)
@@ -264,6 +289,7 @@ class Agent:
         if isinstance(body, Start):
             self._on_start(body)
         session = self.session
+        assert session is not None  # checked by the caller
         self._step(lambda: self._out(session.on(sender, body)))
 
     def _on_setup(self, problem: int, setup: Setup, size: int) -> None:
@@ -299,6 +325,10 @@ class Agent:
         )
         log.info("agent %d: problem %d, variable %s", self.me, problem, part.variable)
         self._out(self.session.begin())
+        ahead, self.ahead = self.ahead, []
+        for sender, env, size in ahead:
+            if env.problem == problem and sender in part.neighbours:
+                self._dispatch(sender, env, size)
 
     def _on_start(self, start: Start) -> None:
         if start.spec.max_message_bytes > self.cfg.max_message_bytes:
@@ -341,6 +371,7 @@ class Agent:
                 self.transport.disconnect_peer(n)
             log.info("agent %d: problem %d ends (%s)", self.me, self.problem, reason)
         self.session = None
+        self.problem = 0  # from now on this agent speaks outside any problem (its hello)
         self.problem_deadline = float("inf")
         if not self.cfg.serving:
             self.stop_reason = reason if reason != "done" else "done"
@@ -408,7 +439,9 @@ class Agent:
             self.meter.sent(body.TYPE, size)
             if body.TYPE == "util":
                 tables = getattr(body, "tables", ())
-                self.meter.util_sent(size, sum(t.entries for t in tables), len(tables))
+                # entries of the tables over variables (a scalar part is not a table entry)
+                scoped = [t for t in tables if t.scope]
+                self.meter.util_sent(size, sum(t.entries for t in scoped), len(scoped))
         return size
 
     def _fail(self, reason: str, kind: ErrorKind = "error") -> None:

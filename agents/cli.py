@@ -6,14 +6,17 @@ could be reached); 2 bad arguments or input; 3 stopped before finishing (another
 
 from __future__ import annotations
 
+import functools
 import logging
+import signal
 import socket
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.choices import LogLevel
@@ -181,7 +184,7 @@ def agent(
     except DcopError as exc:
         print(f"dcop-agent: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    from dcop.protocol.zmqlink import ZmqAgentTransport
+    from dcop.protocol.zmqlink import LINGER_MS, ZmqAgentTransport
 
     table = peers.by_id()
     transport = ZmqAgentTransport(
@@ -194,6 +197,8 @@ def agent(
         candidates=[a for a in table if a != entry.id],
     )
     code = 1
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, _stop_signal)
     try:
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
@@ -221,8 +226,14 @@ def agent(
         transport.send(COORDINATOR_ID, encode(entry.id, COORDINATOR_ID, Error(reason)))
         code = 1
     finally:
-        transport.close()
+        # after a clean stop nothing is left to send: do not linger (the run ends sooner)
+        transport.close(0 if code == 0 else LINGER_MS)
     sys.exit(code)
+
+
+def _stop_signal(signum: int, _frame: object) -> None:
+    """SIGTERM (docker stop, compose down), SIGHUP and Ctrl-C end the agent's loop cleanly."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def gpu_device(gpu: str | None, agent_id: int) -> int | None:
@@ -243,9 +254,19 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+@functools.cache
+def command() -> Any:
+    """The click command behind ``app``, built and warmed up once: building it from the
+    annotations and its first parse (which imports typer's coercion machinery) take a tenth of a
+    second, which a forked agent should not pay (the template calls this before it forks)."""
+    built = typer.main.get_command(app)
+    built.make_context("dcop-agent", ["--id", "0", "--peers", "peers.json"], resilient_parsing=True)
+    return built
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``dcop-agent``)."""
-    app(args=argv, prog_name="dcop-agent")
+    command().main(args=argv, prog_name="dcop-agent")
 
 
 if __name__ == "__main__":

@@ -307,7 +307,7 @@ class Session:
         if not 0 <= token.tree < len(self.trees):
             raise ProtocolError(f"a token of tree {token.tree}, the run builds {len(self.trees)}")
         if token.kind == "back":
-            if len(token.sizings) != len(self.zs):
+            if not 1 <= len(token.sizings) <= len(self.zs):
                 raise ProtocolError(f"a back token with {len(token.sizings)} sizings")
             self.child_sizings[token.tree][sender] = token.sizings
         dfs = DfsToken(
@@ -367,28 +367,38 @@ class Session:
     def _domains(self, state: DfsState) -> dict[int, int]:
         return {**state.ancestor_domains(), self.me: self.part.domain}
 
-    def _plans(self, k: int) -> list[UtilPlan]:
+    def _child_tables(self, k: int, j: int) -> list[tuple[tuple[int, ...], ...]]:
+        """Each child's UTIL scopes for mini-bucket size index ``j`` (see :func:`sizing_at`)."""
         state = self.trees[k]
-        own = self._own_scopes(state)
-        children = self.child_sizings[k]
-        domains = self._domains(state)
-        return [
-            plan_util(self.me, own, [children[c][j].tables for c in state.children], domains, z)
-            for j, z in enumerate(self.zs)
-        ]
+        return [sizing_at(self.child_sizings[k][c], j).tables for c in state.children]
+
+    def _plan(self, k: int, j: int) -> UtilPlan:
+        state = self.trees[k]
+        return plan_util(
+            self.me,
+            self._own_scopes(state),
+            self._child_tables(k, j),
+            self._domains(state),
+            self.zs[j],
+        )
 
     def _sizings(self, k: int) -> tuple[Sizing, ...]:
+        """My subtree's sizing for DPOP and for z = 1, 2, ... up to where it becomes DPOP's (my
+        plan is DPOP's and every child's list has ended): a longer list would only repeat it."""
         state = self.trees[k]
-        children = self.child_sizings[k]
-        out = []
-        for j, plan in enumerate(self._plans(k)):
+        children = [self.child_sizings[k][c] for c in state.children]
+        out: list[Sizing] = []
+        for j in range(len(self.zs)):
+            plan = self._plan(k, j)
+            if j >= 1 and plan.groups <= 1 and all(len(c) <= j for c in children):
+                break  # one mini-bucket here and below: z = j and more plan as DPOP does
             summary = (
                 SizeSummary()
                 if state.parent is None
                 else SizeSummary(plan.entries, self.me, plan.entries)
             )
-            for c in state.children:
-                s = children[c][j]
+            for c in children:
+                s = sizing_at(c, j)
                 summary = summary.merge(SizeSummary(s.largest, s.agent, s.total))
             tables = plan.tables if state.parent is not None else ()
             out.append(Sizing(tables, summary.largest, summary.agent, summary.total))
@@ -402,7 +412,7 @@ class Session:
         self.go = go
         self.tree = self.trees[go.tree]
         j = self.zs.index(go.z)
-        self.plan = self._plans(go.tree)[j]
+        self.plan = self._plan(go.tree, j)
         if self.prepare is not None:
             self._prepare_kernels(go.tree, j)
         early, self.early = self.early, []
@@ -417,7 +427,7 @@ class Session:
         assert self.prepare is not None
         state = self.trees[k]
         domains = self._domains(state)
-        received = [s for c in state.children for s in self.child_sizings[k][c][j].tables]
+        received = [s for tables in self._child_tables(k, j) for s in tables]
         bucket, _ = bucket_order(self.me, self._own_scopes(state), received)
         scopes = [tuple(str(a) for a in s) for s in bucket]
         shapes = [tuple(domains[a] for a in s) for s in bucket]
@@ -501,11 +511,15 @@ class Session:
 
 
 def sizing_choices(spec: RunSpec) -> tuple[int | None, ...]:
-    """The mini-bucket sizes every agent sizes its UTIL for: DPOP (None) and 1..AUTO_Z_MAX, so
-    that a refusal can name the largest z that fits, plus an ADPOP z beyond that range."""
+    """The mini-bucket sizes every agent sizes its UTIL for, index ``j`` standing for z = j and
+    index 0 for DPOP (None): up to AUTO_Z_MAX (so that a refusal can name the largest z that
+    fits) or the run's own larger z."""
     from dcop.protocol.runspec import AUTO_Z_MAX
 
-    zs: list[int | None] = [None, *range(1, AUTO_Z_MAX + 1)]
-    if spec.z is not None and spec.z not in zs:
-        zs.append(spec.z)
-    return tuple(zs)
+    top = max(AUTO_Z_MAX, spec.z or 0)
+    return (None, *range(1, top + 1))
+
+
+def sizing_at(sizings: Sequence[Sizing], j: int) -> Sizing:
+    """The sizing for choice index ``j`` of a list that stops where it becomes DPOP's (index 0)."""
+    return sizings[j] if j < len(sizings) else sizings[0]

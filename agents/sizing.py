@@ -32,6 +32,8 @@ class UtilPlan:
 
     tables: tuple[Scope, ...]
     entries: int
+    #: mini-buckets: 1 means the whole bucket in one (then every larger z plans the same)
+    groups: int = 1
 
 
 def bucket_order(
@@ -61,7 +63,7 @@ def plan_util(
     outputs = [tuple(int(a) for a in p.out_scope) for p in plans if p.out_scope]
     tables = (*outputs, *passing)
     entries = sum(math.prod(domains[a] for a in s) for s in tables)
-    return UtilPlan(tuple(tables), entries)
+    return UtilPlan(tuple(tables), entries, len(plans))
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,67 @@
 """The coordinator: peers.json, launching agent processes, driving a run, results and metrics.
 
-* ``topology``  ``peers_for`` (one agent per variable, neighbours from the primal graph),
-  ``check_peers``, ``choose_roots``
-* ``driver``    ``Coordinator``: drives one run over any Transport (ZMQ or in-process)
-* ``launch``    ``run_local(problem, spec)``: one agent process per variable on this machine
-* ``result``    ``RunResult``: the typed result, written as the shared result document
-* ``metrics``   wire metrics and the theory beside them; ``report`` the readable summary
-* ``keys``      CurveZMQ key helpers
+* ``topology``   ``peers_for`` (one agent per variable, neighbours from the primal graph),
+  ``layout_for`` (who runs which variable), ``check_peers``
+* ``driver``     ``Coordinator``: drives one problem over any Transport (ZMQ or in-process)
+* ``launch``     ``run_local(problem, spec)``: one agent process per variable on this machine
+* ``processes``  agent processes, forked from a pre-imported template
+* ``cluster``    serving agents between problems (``--shutdown``)
+* ``result``     ``RunResult``: the typed result, written as the shared result document
+* ``metrics``    wire metrics and the theory beside them; ``report`` the readable summary
+* ``keys``       CurveZMQ key helpers
+
+The names below are imported on first use (PEP 562), so that ``dcop run`` can start the agents'
+template from :mod:`dcop.coordinator.processes` before the heavier modules load.
 """
 
-from dcop.coordinator.driver import Coordinator
-from dcop.coordinator.launch import (
-    agent_command,
-    free_ports,
-    run_local,
-    write_result,
-)
-from dcop.coordinator.processes import AgentProcesses
-from dcop.coordinator.report import print_summary
-from dcop.coordinator.result import RunResult
-from dcop.coordinator.topology import Layout, check_peers, layout_for, peers_for, round_robin
-from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: name -> the module that defines it
+_EXPORTS = {
+    "Coordinator": "dcop.coordinator.driver",
+    "agent_command": "dcop.coordinator.launch",
+    "free_ports": "dcop.coordinator.launch",
+    "run_local": "dcop.coordinator.launch",
+    "write_result": "dcop.coordinator.launch",
+    "AgentProcesses": "dcop.coordinator.processes",
+    "print_summary": "dcop.coordinator.report",
+    "RunResult": "dcop.coordinator.result",
+    "Layout": "dcop.coordinator.topology",
+    "check_peers": "dcop.coordinator.topology",
+    "layout_for": "dcop.coordinator.topology",
+    "peers_for": "dcop.coordinator.topology",
+    "round_robin": "dcop.coordinator.topology",
+    "AgentEntry": "dcop.protocol.peers",
+    "Peers": "dcop.protocol.peers",
+    "load_peers": "dcop.protocol.peers",
+    "parse_peers": "dcop.protocol.peers",
+}
+
+if TYPE_CHECKING:
+    from dcop.coordinator.driver import Coordinator
+    from dcop.coordinator.launch import agent_command, free_ports, run_local, write_result
+    from dcop.coordinator.processes import AgentProcesses
+    from dcop.coordinator.report import print_summary
+    from dcop.coordinator.result import RunResult
+    from dcop.coordinator.topology import (
+        Layout,
+        check_peers,
+        layout_for,
+        peers_for,
+        round_robin,
+    )
+    from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dcop.coordinator' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "AgentEntry",

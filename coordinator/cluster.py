@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
-from dcop.protocol import COORDINATOR_ID, Hello, Stop, decode, encode
+from dcop.errors import ProtocolError
+from dcop.protocol import COORDINATOR_ID, Heartbeat, Hello, Stop, Transport, decode, encode
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.peers import Peers
 
@@ -24,29 +25,36 @@ def shutdown_agents(peers: Peers, curve: CurveConfig | None, wait_s: float) -> l
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
     ids = {a.id for a in peers.agents}
-    stopped: list[int] = []
     transport = ZmqCoordinatorTransport(peers.coordinator, curve, agents=ids)
     try:
-        deadline = time.monotonic() + wait_s
-        while len(stopped) < len(ids) and (left := deadline - time.monotonic()) > 0:
-            item = transport.recv(left)
-            if item is None:
-                continue
-            sender, frames = item
-            try:
-                env = decode(frames, known_senders=ids, receiver=COORDINATOR_ID)
-            except Exception as exc:  # a bad frame is logged, the others still get their stop
-                log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
-                continue
-            if sender is None or env.sender != sender or sender in stopped:
-                continue
-            if isinstance(env.body, Hello) or env.type == "heartbeat":
-                transport.send(sender, encode(COORDINATOR_ID, sender, Stop("shutdown")))
-                stopped.append(sender)
-        missing = sorted(ids - set(stopped))
-        if missing:
-            log.warning("coordinator: no hello from agents %s: not stopped", missing[:10])
-        time.sleep(0.2)  # let the stop messages leave before the socket closes
+        return stop_agents(transport, ids, wait_s, "shutdown")
     finally:
         transport.close()
+
+
+def stop_agents(transport: Transport, ids: set[int], wait_s: float, reason: str) -> list[int]:
+    """Answer the hello or heartbeat of every agent in ``ids`` with a stop saying ``reason``,
+    for up to ``wait_s`` seconds; return the ids stopped. A coordinator that cannot run a
+    problem (its peers.json does not fit it, say) still releases the agents started for it."""
+    stopped: list[int] = []
+    deadline = time.monotonic() + wait_s
+    while len(stopped) < len(ids) and (left := deadline - time.monotonic()) > 0:
+        item = transport.recv(left)
+        if item is None:
+            continue
+        sender, frames = item
+        try:
+            env = decode(frames, known_senders=ids, receiver=COORDINATOR_ID)
+        except ProtocolError as exc:  # a bad frame is logged, the others still get their stop
+            log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
+            continue
+        if sender is None or env.sender != sender or sender in stopped:
+            continue
+        if isinstance(env.body, Hello | Heartbeat):
+            transport.send(sender, encode(COORDINATOR_ID, sender, Stop(reason[:200])))
+            stopped.append(sender)
+    missing = sorted(ids - set(stopped))
+    if missing:
+        log.warning("coordinator: no hello from agents %s: not stopped", missing[:10])
+    time.sleep(0.2)  # let the stop messages leave before the socket closes
     return sorted(stopped)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dcop.agents.dfs import default_candidates
-from dcop.agents.session import sizing_choices
+from dcop.agents.session import sizing_at, sizing_choices
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
 from dcop.coordinator.topology import Layout, layout_for
@@ -257,9 +257,10 @@ class Coordinator:
                 raise RunError(f"{self.name(ident)} exited with code {code} during {self.phase}")
         for loss in self.transport.lost_peers():
             if loss.peer in self.layout.variable and loss.peer not in self.results:
-                self._drain(0.3)
-                raise RunError(
-                    f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})"
+                self._blame(
+                    loss.peer,
+                    f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})",
+                    own=True,
                 )
         for ident in self.active:
             if ident not in self.hellos or ident in self.results:
@@ -296,9 +297,10 @@ class Coordinator:
             )
         )
 
-    def _blame(self, peer: int, report: str) -> None:
-        """A neighbour lost its link to ``peer``: name ``peer``'s own end when it is known (the
-        process exited, its link to the coordinator dropped), else the neighbour's report."""
+    def _blame(self, peer: int, report: str, own: bool = False) -> None:
+        """A link to ``peer`` was lost (``own``: the coordinator's; else a neighbour's, whose
+        report this is): name the cause at ``peer``'s end when it shows within half a second
+        (its process exited; its link to the coordinator dropped), else the report."""
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
             if self.monitor is not None:
@@ -307,13 +309,15 @@ class Coordinator:
                         raise RunError(
                             f"{self.name(peer)} exited with code {code} during {self.phase}"
                         )
+            if self.monitor is None and own:
+                break
             for loss in self.transport.lost_peers():
-                if loss.peer == peer:
+                if loss.peer == peer and not own:
                     raise RunError(
                         f"{self.name(peer)} lost its link during {self.phase} ({loss.reason})"
                     )
             self._drain(0.05)
-        raise RunError(f"{self.name(peer)} is unreachable: {report}")
+        raise RunError(report if own else f"{self.name(peer)} is unreachable: {report}")
 
     def _drain(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -386,7 +390,7 @@ class Coordinator:
     def _on_tree(self, sender: int, report: TreeReport) -> None:
         if not 0 <= report.tree < len(self.roots) or sender not in self.roots[report.tree]:
             raise ProtocolError(f"a tree report from {sender}, which roots no such tree")
-        if len(report.sizings) != len(sizing_choices(self.spec)):
+        if not 1 <= len(report.sizings) <= len(sizing_choices(self.spec)):
             raise ProtocolError(f"a tree report with {len(report.sizings)} sizings")
         self.reports[(report.tree, sender)] = report
 
@@ -421,7 +425,7 @@ class Coordinator:
         zs = sizing_choices(self.spec)
         main = zs.index(self.spec.z) if self.spec.algo == "adpop" else 0
         per_tree = [
-            combine_sizings([self.reports[(k, r)].sizings for r in roots])
+            combine_sizings([self.reports[(k, r)].sizings for r in roots], len(zs))
             for k, roots in enumerate(self.roots)
         ]
         widths = [
@@ -531,11 +535,13 @@ class Coordinator:
         )
 
 
-def combine_sizings(per_root: list[tuple[Sizing, ...]]) -> list[Sizing]:
-    """A forest's sizings from its components' (per mini-bucket size: the largest UTIL over all
-    components, and the total)."""
+def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizing]:
+    """A forest's sizings for all ``count`` choices from its components' (each list may stop
+    where it becomes DPOP's): per mini-bucket size, the largest UTIL over all components, and
+    the total."""
     out = []
-    for j in range(len(per_root[0])):
-        best = max(per_root, key=lambda s: (s[j].largest, -(s[j].agent or 0)))[j]
-        out.append(Sizing((), best.largest, best.agent, sum(s[j].total for s in per_root)))
+    for j in range(count):
+        at = [sizing_at(s, j) for s in per_root]
+        best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
+        out.append(Sizing((), best.largest, best.agent, sum(s.total for s in at)))
     return out

@@ -209,9 +209,12 @@ def run_local(
         try:
             result = coordinator.run()
         except DcopError as exc:  # the same kind of error, with the named agent's last log line
+            procs.stop(grace_s=0.3, term_s=0.5)  # a failed run ends within a second
             raise type(exc)(_with_log(str(exc), procs)) from None
-        finally:
-            procs.stop()
+        except BaseException:
+            procs.stop(grace_s=0.3, term_s=0.5)
+            raise
+        procs.stop()
         return dataclasses.replace(
             result,
             processes={

@@ -64,7 +64,7 @@ def wire_metrics(
     entries_ok = True
     for i, r in sorted(results.items()):
         sep = tuple(name[a] for a in r.separator)
-        theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None else 0
+        theory_entries = math.prod(sizes[v] for v in sep) if r.parent is not None and sep else 0
         if exact and r.parent is not None and r.metrics.util_entries != theory_entries:
             entries_ok = False
         hello = hellos.get(i)
@@ -81,6 +81,8 @@ def wire_metrics(
             "compute_s": r.metrics.compute_s,
             "clock_s": r.metrics.clock,
             "dropped_frames": r.metrics.dropped,
+            "setup_s": r.metrics.setup_s,
+            "backend": dict(r.metrics.backend),
             "pid": hello.pid if hello else None,
             "host": hello.host if hello else None,
         }
@@ -116,6 +118,8 @@ def wire_metrics(
         "compute_s_total": sum(r.metrics.compute_s for r in results.values()),
         "compute_s_max": max((r.metrics.compute_s for r in results.values()), default=0.0),
         "dropped_frames": sum(r.metrics.dropped for r in results.values()),
+        "setup_s_max": max((r.metrics.setup_s for r in results.values()), default=0.0),
+        "buckets_gpu": sum(int(r.metrics.backend.get("buckets_gpu", 0)) for r in results.values()),
         "theory": theory,
         "checks": {
             "util_messages_match": util_n == theory["util_messages"],

@@ -112,6 +112,20 @@ class Template:
             self.popen.stdout.close()
 
 
+_PRESTARTED: list[Template] = []
+
+
+def prestart_template() -> None:
+    """Start a template now, for the next :class:`AgentProcesses` to use: its imports then run
+    while the caller still reads its problem (``dcop run`` calls this first thing)."""
+    if not _PRESTARTED:
+        _PRESTARTED.append(Template())
+
+
+def _take_template() -> Template:
+    return _PRESTARTED.pop() if _PRESTARTED else Template()
+
+
 class _Forked:
     """A forked agent, with Popen's poll/wait/send_signal."""
 
@@ -174,7 +188,7 @@ class AgentProcesses:
         self.logs[agent_id] = log_file
         if self.fork and argv[:3] == [sys.executable, *AGENT_MODULE]:
             if self.template is None:
-                self.template = Template()
+                self.template = _take_template()
             self.template.fork(agent_id, argv[3:], log_file)
             self.procs[agent_id] = _Forked(self.template, agent_id)
             return
@@ -204,23 +218,27 @@ class AgentProcesses:
             return ""
         return " | ".join(text[-lines:])
 
-    def stop(self, grace_s: float = 3.0) -> None:
-        """Wait up to ``grace_s`` for every agent to leave, then SIGTERM, then SIGKILL; end the
-        template."""
+    def stop(self, grace_s: float = 3.0, term_s: float = 2.0) -> None:
+        """Wait up to ``grace_s`` for every agent to leave, then SIGTERM (and SIGCONT, for a
+        stopped one) and ``term_s`` more, then SIGKILL; end the template."""
         if self.template is not None:
             self.template.close()  # no more agents; it leaves once its children have
         deadline = time.monotonic() + grace_s
         for p in self.procs.values():
             p.wait(max(0.0, deadline - time.monotonic()))
-        for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+        for signals, wait_s in (
+            ((signal.SIGTERM, signal.SIGCONT), term_s),
+            ((signal.SIGKILL,), 5.0),
+        ):
             alive = [p for p in self.procs.values() if p.poll() is None]
             if not alive:
                 break
             for p in alive:
-                with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
-                    os.killpg(p.pid, sig)  # the agent is its own session leader...
-                with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
-                    os.kill(p.pid, sig)  # ...unless it was stopped before it became one
+                for sig in signals:
+                    with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
+                        os.killpg(p.pid, sig)  # the agent is its own session leader...
+                    with contextlib.suppress(ProcessLookupError, PermissionError, RunError):
+                        os.kill(p.pid, sig)  # ...unless it was stopped before it became one
             end = time.monotonic() + wait_s
             for p in alive:
                 p.wait(max(0.0, end - time.monotonic()))

@@ -34,25 +34,41 @@ def peers_for(
     endpoint: EndpointFn,
     public_keys: Mapping[int, str] | None = None,
     problem_ref: str = "",
+    specific: bool = True,
 ) -> Peers:
     """peers.json for ``problem``: one agent per variable (ids in the Problem's order) at
-    ``endpoint(id, variable)``; with ``public_keys`` (by id, ``COORDINATOR_ID`` for the
-    coordinator) every process is known by its CURVE key."""
+    ``endpoint(id, variable)``, named after the file's agent of that variable (pyDCOP, FRODO;
+    :func:`dcop.io.placement.agent_placement`); with ``public_keys`` (by id, ``COORDINATOR_ID``
+    for the coordinator) every process is known by its CURVE key. ``specific=False`` leaves
+    out the variables and neighbours: serving agents that take any problem (the coordinator
+    then gives each named agent the variable the file places on it)."""
     names = list(problem.variables)
     ident = {v: i for i, v in enumerate(names)}
     adjacency = problem.neighbours()
     keys = public_keys or {}
+    placement = placement_names(problem)
     agents = tuple(
         AgentEntry(
             i,
-            var,
+            var if specific else None,
             endpoint(i, var),
-            tuple(sorted(ident[u] for u in adjacency[var])),
+            tuple(sorted(ident[u] for u in adjacency[var])) if specific else (),
             keys.get(i),
+            placement.get(var),
         )
         for i, var in enumerate(names)
     )
     return Peers(problem_ref or problem.name, coordinator, agents, keys.get(COORDINATOR_ID))
+
+
+def placement_names(problem: Problem) -> dict[str, str]:
+    """The file's agent of each variable, for files that name agents (else empty)."""
+    from dcop.io.placement import agent_placement
+
+    if not problem.meta.get("agents") and not any(v.agent for v in problem.variables.values()):
+        return {}
+    placement, _ = agent_placement(problem)
+    return placement
 
 
 def round_robin(
@@ -110,7 +126,18 @@ def layout_for(problem: Problem, peers: Peers) -> Layout:
                 "(one agent runs one variable: start more agents, or write a peers file with "
                 f"dcop peers --agents {len(names)})"
             )
-        variable = dict(zip(ids, names, strict=False))
+        # the file's agents first (a named agent takes the variable the file places on it),
+        # then every other variable on the next free agent, by id
+        named = {a.name: a.id for a in peers.agents if a.name is not None}
+        variable = {}
+        for var, wanted in placement_names(problem).items():
+            if wanted in named:
+                variable[named.pop(wanted)] = var
+        placed = set(variable.values())
+        free = iter(i for i in ids if i not in variable)
+        for var in names:
+            if var not in placed:
+                variable[next(free)] = var
     agent_of = {v: i for i, v in variable.items()}
     adjacency = problem.neighbours()
     neighbours = {i: frozenset(agent_of[u] for u in adjacency[v]) for i, v in variable.items()}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import networkx as nx
 import numpy as np
 
 from dcop.errors import ModelError
@@ -38,6 +37,8 @@ def random_edges(n: int, p1: float, rng: np.random.Generator) -> list[tuple[int,
     m = math.floor(p1 * n * (n - 1) / 2 + 1e-9)
     if n > 1 and m < n - 1:
         raise ModelError(f"p1={p1} gives {m} edges: too few for a connected graph of {n} nodes")
+    import networkx as nx  # only the random networks need it: imported on use
+
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     for _ in range(_MAX_REJECTIONS):
         chosen = rng.choice(len(pairs), size=m, replace=False) if m else np.array([], dtype=int)

@@ -9,10 +9,14 @@ The directory it writes runs as it is::
     DIR/keys/                  with --secure: CURVE key pairs; each container mounts only its own
     DIR/results/               the coordinator writes result.json here
 
-``docker-compose up --abort-on-container-exit`` (or ``docker compose up ...``) runs one DPOP
-solve: the coordinator waits for every agent's hello, drives the run, writes the result and stops
-the agents; every container then exits (0 when the run succeeded). Restart policy is "no": an
-agent that dies is an error to see, not one to hide.
+The agents serve (``dcop-agent --serve``): peers.json names no variables, and each problem's
+coordinator hands them out. ``docker-compose up --abort-on-container-exit`` (or ``docker compose
+up ...``) solves the deployed problem once: the coordinator waits for every agent's hello, drives
+the run, writes the result and exits; compose then stops the agents (they exit 0). To solve
+problem after problem, keep the agents up (``up -d``), put each problem in ``config/`` and run
+``docker-compose run --rm coordinator dcop coordinator --peers /config/peers.json --problem
+/config/NEXT --json /results/NEXT.json``; ``... --shutdown`` stops them. Restart policy is "no":
+an agent that dies is an error to see, not one to hide.
 """
 
 from __future__ import annotations
@@ -110,12 +114,14 @@ def coordinator_command(
 def agent_command(agent_id: int, options: ComposeOptions, *, keys_dir: str | None) -> list[str]:
     """An agent's command line inside its container.
 
-    Agents get their variable and tables from the coordinator (its setup message) rather than
-    reading the problem file, so the containers need only peers.json (and their keys)."""
+    Agents serve: they stay up and take problem after problem, each time getting their variable
+    and tables from the coordinator (its setup message), so the containers need only peers.json
+    (and their keys). ``--timeout`` then bounds each problem."""
     cmd = [
         "dcop-agent",
         "--id", str(agent_id),
         "--peers", f"{CONFIG_DIR}/peers.json",
+        "--serve",
         "--timeout", f"{options.timeout_s:g}",
         "--peer-timeout", f"{options.spec.peer_timeout:g}",
         "--max-message-mib", f"{options.spec.max_message_bytes / MIB:g}",
@@ -283,6 +289,7 @@ def write_compose(
         lambda i, _var: f"tcp://{agent_service(i)}:{options.agent_port}",
         public_keys,
         problem_ref=f"{CONFIG_DIR}/{name}",
+        specific=False,
     )
     peers.write(out / "config" / "peers.json")
     compose = {

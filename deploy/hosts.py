@@ -142,6 +142,7 @@ def write_hosts(
             lambda i, _var: f"tcp://{addresses[placement[i]]}:{options.base_port + i}",
             public_keys,
             problem_ref=f"{CONFIG_DIR}/{source.name}",
+            specific=False,
         )
         peers.write(out / "peers.json")
         if options.secure:

@@ -44,9 +44,14 @@ class AgentEntry:
     endpoint: str
     neighbours: tuple[int, ...] = ()
     public_key: str | None = None
+    #: the agent's name in the problem file (pyDCOP/FRODO agents): a coordinator gives it the
+    #: variables the file places on that agent
+    name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
         if self.variable is not None:
             out["variable"] = self.variable
             out["neighbours"] = list(self.neighbours)
@@ -146,6 +151,9 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
         neighbours = raw.get("neighbours", [])
         if not isinstance(neighbours, list) or any(type(n) is not int for n in neighbours):
             raise InputError(f"{where}: 'neighbours' must be a list of agent ids", file)
+        name = raw.get("name")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise InputError(f"{where}: 'name' must be a non-empty string", file)
         agents.append(
             AgentEntry(
                 ident,
@@ -153,6 +161,7 @@ def parse_peers(data: Any, file: str = "peers.json") -> Peers:
                 _endpoint(raw.get("endpoint"), where, file),
                 tuple(neighbours),
                 _key(raw.get("public_key"), where, file),
+                name,
             )
         )
     ids = [a.id for a in agents]

@@ -493,13 +493,15 @@ class _ZmqBase:
         events = dict(self.poller.poll(max(0, int(timeout_s * 1000))))
         return [s for s in events if isinstance(s, zmq.Socket)]
 
-    def close(self) -> None:
+    def close(self, linger_ms: int = LINGER_MS) -> None:
+        """Close every socket; messages not yet sent get ``linger_ms`` to leave (0: none is
+        pending, do not wait)."""
         if self._closed:
             return
         self._closed = True
         if self.auth is not None:
             self.auth.stop()
-        self.ctx.destroy(linger=LINGER_MS)
+        self.ctx.destroy(linger=linger_ms)
 
 
 class ZmqAgentTransport(_ZmqBase):
@@ -596,8 +598,9 @@ class ZmqAgentTransport(_ZmqBase):
         self._released.extend((peer, list(frames)) for frames in held)
 
     def disconnect_peer(self, peer: int) -> None:
-        """Close the link to ``peer`` and refuse its frames from now on (no loss is reported)."""
-        self.candidates.discard(peer)
+        """Close the link to ``peer``: its frames are no longer delivered (no loss is reported).
+        A candidate stays one (a serving agent's neighbour of one problem may be one again in
+        the next): its next few frames are held until it is linked again."""
         self._held.pop(peer, None)
         self.neighbour_endpoints.pop(peer, None)
         self._routes.pop(peer, None)

@@ -126,7 +126,9 @@ def finish_run(
         doc, show = produce()
     except (DcopError, MemoryError, KeyboardInterrupt) as exc:
         status = failure_status(exc)
-        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        message = (
+            f"interrupted ({exc})" if isinstance(exc, KeyboardInterrupt) and str(exc) else str(exc)
+        ) or "interrupted"
         if isinstance(exc, MemoryError):
             message = f"out of memory: {exc}" if str(exc) else "out of memory"
         write_json(failure(status, message), json_target)

@@ -43,6 +43,16 @@ PeerTimeoutOption = Annotated[
 LogOption = Annotated[LogLevel, typer.Option("--log-level", help="Agents' log level.")]
 
 
+def _placement_warnings(path: Path) -> None:
+    """What the file's agents section wants that one agent per variable cannot honour."""
+    from dcop.io import read_problem
+    from dcop.io.placement import agent_placement
+
+    _, warnings = agent_placement(read_problem(path))
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
 @deploy_app.command("compose")
 def compose_command(
     problem: InputFile,
@@ -76,6 +86,7 @@ def compose_command(
         log_level=log_level.value,
     )
     peers = write_compose(problem, output, options, force=force)
+    _placement_warnings(problem)
     typer.echo(
         f"wrote {output}/docker-compose.yml ({len(peers.agents)} agents + coordinator"
         f"{', CURVE' if secure else ''}{', GPU' if gpu else ''}) and {output}/stack.yml\n"
@@ -133,6 +144,7 @@ def hosts_command(
         log_level=log_level.value,
     )
     peers = write_hosts(problem, output, options, force=force)
+    _placement_warnings(problem)
     typer.echo(
         f"wrote {output}: {len(peers.agents)} agents on {len(names)} hosts"
         f"{' (CURVE)' if not insecure else ' (no encryption)'}; copy {output}/<host> to each "

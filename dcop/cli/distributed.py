@@ -32,6 +32,9 @@ from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
 from dcop.results import Status
 
+#: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
+MISMATCH_STOP_S = 5.0
+
 ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
 Algo = Annotated[
     DistributedAlgo,
@@ -244,6 +247,7 @@ def coordinator(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        from dcop.coordinator.cluster import stop_agents
         from dcop.coordinator.driver import Coordinator
         from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
@@ -252,16 +256,23 @@ def coordinator(
         read["problem"] = problem = _read(problem_file)
         transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
         try:
-            with live_status(not quiet) as on_status:
-                run = Coordinator(
+            try:
+                coordinator = Coordinator(
                     problem,
                     table,
                     transport,
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
-                    on_status=on_status,
-                ).run()
+                )
+            except InputError as exc:
+                # peers.json does not fit the problem: the agents started for it still get a stop
+                ids = {a.id for a in table.agents}
+                stop_agents(transport, ids, min(hello_timeout, MISMATCH_STOP_S), f"aborted: {exc}")
+                raise
+            with live_status(not quiet) as on_status:
+                coordinator.on_status = on_status
+                run = coordinator.run()
         finally:
             transport.close()
         doc = run.to_json()

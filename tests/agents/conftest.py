@@ -25,6 +25,7 @@ def run_in_process(
     backend: Any = None,
     coordinator_kw: dict[str, Any] | None = None,
     spec: RunSpec | None = None,
+    keep: list[Any] | None = None,
     **agent_kw: Any,
 ) -> dict[str, Any]:
     """Solve ``problem`` with one agent thread per variable; return the result document, plus
@@ -46,6 +47,8 @@ def run_in_process(
             **agent_kw,
         )
         agents.append(Agent(config, hub.transport(a.id), backend or get_backend("numpy")))
+    if keep is not None:
+        keep.extend(agents)  # the agents, also when the run raises
     codes: dict[int, int] = {}
     threads = [
         threading.Thread(target=lambda ag=ag: codes.__setitem__(ag.me, ag.run()), daemon=True)

@@ -157,3 +157,50 @@ def test_util_larger_than_the_frame_limit_fails_fast() -> None:
     problem = random_network(8, 4, 0.8, 0.0, seed=3)  # dense: separators of several variables
     with _pytest.raises(TableTooLarge, match="refused before any table was built"):
         run_in_process(problem, timeout=10, spec=RunSpec(max_message_bytes=4096))
+
+
+@pytest.mark.parametrize("z", [1, 2, 3])
+def test_adpop_sizing_predicts_what_is_sent(run_inproc, z: int) -> None:
+    """The sizing carried by the DFS predicts every ADPOP UTIL message the agents then send."""
+    problem = random_network(14, 3, 0.35, 0.0, seed=12)
+    result = run_inproc(problem, "adpop", z=z)
+    sent = max(info["util_entries"] for info in result["agents"].values())
+    assert result["run"].tree.predicted[z] == sent
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_auto_runs_dpop_when_it_fits_and_is_exact(run_inproc, seed: int) -> None:
+    problem = random_network(12, 3, 0.3, 0.2, seed=seed)
+    result = run_inproc(problem, spec=RunSpec("auto"))
+    assert result["algo"] == "dpop" and result["z"] is None and result["exact"]
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_auto_falls_back_to_the_largest_adpop_z_that_fits(run_inproc, seed: int) -> None:
+    """With a message limit DPOP's largest UTIL does not fit, auto runs ADPOP with the largest z
+    whose UTILs fit; its bounds enclose the optimum."""
+    problem = random_network(12, 4, 0.6, 0.0, seed=seed)  # dense: wide separators
+    opt = solve_be(problem).upper_bound
+    exact = run_inproc(problem)
+    dpop_bytes = exact["run"].tree.predicted[None] * 4
+    spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096))
+    result = run_inproc(problem, spec=spec)
+    z = result["z"]
+    assert result["algo"] == "adpop" and z is not None and not result["exact"]
+    assert result["lower_bound"] <= opt + 1e-9 <= result["upper_bound"] + 1e-9
+    predicted = result["run"].tree.predicted
+    assert predicted[z] * 4 + 4096 <= spec.max_message_bytes
+    assert z + 1 not in predicted or predicted[z + 1] * 4 + 4096 > spec.max_message_bytes
+
+
+def test_a_refused_run_builds_no_table(run_inproc) -> None:
+    """DPOP whose largest UTIL cannot fit is refused after the DFS: no agent starts a UTIL."""
+    from dcop.errors import TableTooLarge
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(12, 4, 0.6, 0.0, seed=4)
+    agents: list[object] = []
+    with pytest.raises(TableTooLarge, match=r"largest ADPOP z that fits is \d+"):
+        run_in_process(problem, spec=RunSpec(max_message_bytes=8192), keep=agents)
+    assert agents and all(a.session.job is None and not a.session.bucket for a in agents)  # type: ignore[attr-defined]

@@ -146,25 +146,43 @@ def test_peers_not_matching_the_problem(tmp_path: Path) -> None:
     write_problem(PROBLEM, str(problem_file))
     peers_file = tmp_path / "peers.json"
     bad.write(peers_file)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dcop",
-            "coordinator",
-            "--peers",
-            str(peers_file),
-            "--problem",
-            str(problem_file),
-            "--timeout",
-            "10",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert f"agent {a.id} ({a.variable}) neighbours differ" in proc.stderr
+    # agents started by hand on that peers.json are told to stop, not left waiting
+    procs = AgentProcesses()
+    try:
+        for agent in bad.agents:
+            procs.start(
+                agent.id, agent_command_for(agent.id, peers_file), tmp_path / f"{agent.id}.log"
+            )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dcop",
+                "coordinator",
+                "--peers",
+                str(peers_file),
+                "--problem",
+                str(problem_file),
+                "--timeout",
+                "10",
+                "--hello-timeout",
+                "10",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2
+        assert f"agent {a.id} ({a.variable}) neighbours differ" in proc.stderr
+        end = time.monotonic() + 10
+        while time.monotonic() < end and len(procs.dead()) < len(bad.agents):
+            time.sleep(0.1)
+        assert len(procs.dead()) == len(bad.agents), procs.exit_codes()
+        assert "stop (aborted: " in procs.log_tail(0, 5) or all(
+            code == 3 for code in procs.exit_codes().values()
+        )
+    finally:
+        procs.stop()
 
 
 REFUSALS = ("oversized message", "names no agent", "is not a neighbour", "a message of 9000 frames")
@@ -287,3 +305,18 @@ def agent_command_for(agent_id: int, peers_file: Path) -> list[str]:
     from dcop.coordinator import agent_command
 
     return agent_command(agent_id, peers_file, timeout=60, spec=RunSpec(peer_timeout_s=2))
+
+
+def test_an_agent_stopped_before_hello_does_not_delay_the_timeout() -> None:
+    """A stopped (SIGSTOP) agent cannot act on SIGTERM: the run still ends at its timeout, not
+    seconds later (regression: it overshot by about 6 s)."""
+
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        if i != 2:
+            return cmd
+        return ["sh", "-c", 'kill -STOP $$; exec "$@"', "agent", *cmd]  # stops before hello
+
+    t0 = time.monotonic()
+    with pytest.raises(RunTimeout, match=r"agent 2 \(x2\).* did not say hello"):
+        run_local(PROBLEM, RunSpec(), timeout=5, agent_argv=argv)
+    assert time.monotonic() - t0 < 5 + 2

@@ -13,6 +13,7 @@ import zmq.auth
 from typer.testing import CliRunner
 
 from dcop.cli import app
+from dcop.coordinator.topology import layout_for
 from dcop.deploy import ComposeOptions, HostsOptions, assign_hosts, write_compose, write_hosts
 from dcop.deploy.health import listening_ports
 from dcop.deploy.health import main as health_main
@@ -39,12 +40,16 @@ def test_compose_layout_matches_problem(problem_file: Path, tmp_path: Path) -> N
     on_disk = load_peers(out / "config" / "peers.json")
     assert on_disk == peers
     assert on_disk.coordinator == "tcp://coordinator:4999"
+    # serving agents: peers.json names no variable; the coordinator gives the i-th to agent i
+    assert not on_disk.problem_specific
+    layout = layout_for(problem, on_disk)
     names = list(problem.variables)
     adjacency = problem.neighbours()
     for entry in on_disk.agents:
-        assert entry.variable == names[entry.id]
+        assert entry.variable is None and entry.neighbours == ()
+        assert layout.variable[entry.id] == names[entry.id]
+        assert {names[n] for n in layout.neighbours[entry.id]} == adjacency[names[entry.id]]
         assert entry.endpoint == f"tcp://agent-{entry.id}:5000"
-        assert {names[n] for n in entry.neighbours} == adjacency[entry.variable]
         service = services[f"agent-{entry.id}"]
         assert service["image"] == "dcop:test"
         assert service["restart"] == "no"
@@ -52,6 +57,7 @@ def test_compose_layout_matches_problem(problem_file: Path, tmp_path: Path) -> N
         cmd = service["command"]
         assert cmd[:3] == ["dcop-agent", "--id", str(entry.id)]
         assert cmd[cmd.index("--peers") + 1] == "/config/peers.json"
+        assert "--serve" in cmd  # up for problem after problem
         assert "--problem" not in cmd  # the coordinator sends each agent its part
         assert "--secure" not in cmd and "--gpu" not in cmd
         assert service["volumes"] == ["./config:/config:ro"]

@@ -225,3 +225,20 @@ def test_agents_on_an_explicit_list() -> None:
     assert [device_for_agent(k, (0, 2)) for k in range(5)] == [0, 2, 0, 2, 0]
     with pytest.raises(BackendUnavailable):
         device_for_agent(0, ())
+
+
+def test_agents_compile_their_kernels_before_the_util_data_arrive(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """Once the pseudo-tree is known, each GPU agent prepares its bucket's kernel from the
+    sizing's scopes and shapes: the joins then find it compiled (no compile during the solve)."""
+    from dcop.gpu import CupyBackend
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(10, 4, 0.4, 0.2, seed=2)
+    backend = PlacedBackend(NumpyBackend(), CupyBackend(specialize_entries=0), 64)
+    result = run_in_process(problem, backend=backend)
+    assert result["cost"] == solve(problem, backend="numpy").upper_bound
+    on_gpu = [p for p in backend.placements if p.where == "gpu"]
+    assert on_gpu and backend.setup.prepared >= 1
+    assert backend.setup.solve_compiles == 0

@@ -1,0 +1,224 @@
+"""GPU agents against CPU agents: distributed DPOP/ADPOP on the paper's random networks.
+
+Run on a machine with CuPy and a CUDA device (the device tool), from outside the repository::
+
+    source benchmarks/device_env.sh .whl && cd /tmp && \\
+        python3 $DCOP_REPO/benchmarks/gpu_dpop.py --out $OUT --budget 400
+
+For every row (random networks, d = 10, p1 = 0.3, p2 = 0.5, n = 10..20, ``--seeds`` seeds) the
+same instance is solved twice in one run on one host: with CPU agents (NumPy) and with GPU agents
+(``dcop run --gpu``: every agent warms up its CUDA context and kernels before it says hello, runs
+the buckets large enough on its own stream and the small ones on the CPU, and compiles a bucket's
+kernel as soon as the pseudo-tree is known). Both must find the same cost. Reported: the paper's
+simulated runtime (the message-carried logical clock: compute along the critical path) and the
+solve wall time of each, the GPU agents' set-up time (not part of the solve), how many buckets ran
+on the device, and the paper's GpuDBE simulated time beside them. ADPOP(z) rows do the same with
+mini-buckets. Writes ``gpu_dpop.json`` and ``gpu_dpop.md`` (``meta.gpu``, ``meta.date``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: The paper's GpuDBE (GPU DPOP) simulated seconds on random networks, d = 10, p1 = 0.3.
+PAPER_GPU_DPOP = {10: 0.001, 11: 0.001, 12: 0.001, 13: 0.002, 14: 0.002, 15: 0.009,
+                  16: 0.049, 17: 0.138, 18: 0.483, 19: 2.019, 20: 2.160}  # fmt: skip
+#: The paper's CPU DPOP simulated seconds on the same rows.
+PAPER_CPU_DPOP = {10: 0.007, 11: 0.013, 12: 0.028, 13: 0.210, 14: 0.214, 15: 1.609,
+                  16: 9.848, 17: 28.14, 18: 103.0, 19: 470.2, 20: 508.9}  # fmt: skip
+
+
+def one(problem: Any, spec: Any, gpu: bool, timeout: float) -> dict[str, Any]:
+    """One distributed run; the figures this benchmark reports."""
+    from dcop.coordinator import run_local
+    from dcop.errors import DcopError
+
+    t0 = time.perf_counter()
+    try:
+        run = run_local(problem, spec, gpu=0 if gpu else None, timeout=timeout)
+    except DcopError as exc:  # a failed run is a row, not the end of the benchmark
+        return {"error": str(exc)[:300], "wall_s": time.perf_counter() - t0}
+    m = run.metrics
+    agents = run.agents.values()
+    backend: dict[str, float] = {}
+    for result in run.agents.values():
+        for key, value in result.get("backend", {}).items():
+            backend[key] = backend.get(key, 0.0) + value
+    return {
+        "status": run.status,
+        "cost": run.cost if math.isfinite(run.cost) else None,
+        "bound": run.bound if math.isfinite(run.bound) else None,
+        "algo": run.ran.algo,
+        "z": run.ran.z,
+        "sim_s": m["simulated_runtime_s"],
+        "solve_wall_s": m["solve_wall_s"],
+        "wall_s": m["wall_s"],
+        "compute_s_total": m["compute_s_total"],
+        "largest_util_entries": m["largest_util_entries"],
+        "largest_util_bytes": m["largest_util_bytes"],
+        "setup_s_max": max((a.get("setup_s", 0.0) for a in agents), default=0.0),
+        "backend": backend,
+    }
+
+
+def device_name() -> str:
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception as exc:  # reported, the benchmark needs the device anyway
+        return f"unknown ({exc})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--n-min", type=int, default=10)
+    ap.add_argument("--n-max", type=int, default=20)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--adpop", default="4,6", help="ADPOP z values for the n >= 16 rows")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    ap.add_argument("--budget", type=float, default=420.0, help="seconds for the whole benchmark")
+    ap.add_argument("--name", default="gpu_dpop")
+    args = ap.parse_args()
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    started = time.monotonic()
+    spec = RunSpec(max_message_bytes=4095 * 2**20)
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    cpu_too_slow = False
+    plan = [(n, None) for n in range(args.n_min, args.n_max + 1)]
+    plan += [(n, int(z)) for z in args.adpop.split(",") if z for n in (16, 18, 20)]
+    for n, z in plan:
+        for seed in range(1, args.seeds + 1):
+            if time.monotonic() - started > args.budget:
+                skipped.append(f"n={n} z={z} seed={seed}: time budget")
+                continue
+            problem = random_network(n, 10, 0.3, 0.5, seed)
+            run_spec = spec if z is None else RunSpec("adpop", z, spec.max_message_bytes)
+            gpu = one(problem, run_spec, True, args.timeout)
+            cpu: dict[str, Any] = {"error": "skipped: the CPU agents took too long on a smaller n"}
+            if not (cpu_too_slow and z is None):
+                cpu = one(problem, run_spec, False, args.timeout)
+                if z is None and cpu.get("solve_wall_s", args.timeout) > args.timeout / 3:
+                    cpu_too_slow = True
+            same = (
+                "cost" in gpu and "cost" in cpu and gpu["cost"] == cpu["cost"]
+                and gpu.get("bound") == cpu.get("bound")
+            )
+            rows.append({"n": n, "d": 10, "p1": 0.3, "p2": 0.5, "seed": seed, "z": z,
+                         "gpu": gpu, "cpu": cpu, "same": same})  # fmt: skip
+            print(
+                f"n={n} z={z} seed={seed}: GPU sim {gpu.get('sim_s')} wall "
+                f"{gpu.get('solve_wall_s')} | CPU sim {cpu.get('sim_s')} wall "
+                f"{cpu.get('solve_wall_s')} | same {same}",
+                flush=True,
+            )
+            write(args, rows, skipped, started)
+    write(args, rows, skipped, started)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for key in sorted({(r["n"], r["z"] or 0) for r in rows}):
+        n, z = key
+        group = [r for r in rows if (r["n"], r["z"] or 0) == key]
+
+        def med(side: str, field: str, group: list[dict[str, Any]] = group) -> float | None:
+            return _median([r[side][field] for r in group if field in r[side]])
+
+        out.append(
+            {
+                "n": n,
+                "d": 10,
+                "z": z or None,
+                "seeds": len(group),
+                "dpop_sim_s": med("gpu", "sim_s"),
+                "cpu_dpop_sim_s": med("cpu", "sim_s"),
+                "gpu_solve_wall_s": med("gpu", "solve_wall_s"),
+                "cpu_solve_wall_s": med("cpu", "solve_wall_s"),
+                "gpu_setup_s": med("gpu", "setup_s_max"),
+                "paper_gpudbe_sim_s": PAPER_GPU_DPOP.get(n) if not z else None,
+                "paper_cpu_sim_s": PAPER_CPU_DPOP.get(n) if not z else None,
+                "all_same": all(r["same"] for r in group if "cost" in r["cpu"]),
+                "gpu_buckets": sum(r["gpu"].get("backend", {}).get("buckets_gpu", 0) for r in group),
+                "cpu_buckets": sum(r["gpu"].get("backend", {}).get("buckets_cpu", 0) for r in group),
+                "errors": [r[s]["error"] for r in group for s in ("gpu", "cpu") if "error" in r[s]],
+            }
+        )
+    return out
+
+
+def write(args: argparse.Namespace, rows: list[dict[str, Any]], skipped: list[str], t0: float) -> None:
+    meta = {
+        "gpu": device_name(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python3 benchmarks/gpu_dpop.py " + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
+        "host": platform.node() and "device machine",
+        "cpus": __import__("os").cpu_count(),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    summary = summary_rows(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "summary": summary, "skipped": skipped}, indent=1)
+    )
+    def f(x: Any) -> str:
+        return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
+
+    lines = [
+        f"# GPU agents vs CPU agents: distributed DPOP/ADPOP ({meta['gpu']})",
+        "",
+        f"`{meta['command']}` on {meta['date']}, {meta['cpus']} CPU cores. Random networks "
+        "d = 10, p1 = 0.3, p2 = 0.5; medians over the seeds. `sim` = the paper's simulated "
+        "runtime (message-carried logical clocks: compute along the critical path); `solve wall` "
+        "= from the start message to the last result; `set-up` = a GPU agent's CUDA context, pools "
+        "and kernels before its hello (not in the solve). Both runs solve the same instance on the "
+        "same host in one run; `same` = equal cost and bound. Paper: GpuDBE on a GTX TITAN.",
+        "",
+        "| n | z | seeds | GPU sim | CPU sim | CPU/GPU sim | GPU solve wall | CPU solve wall | "
+        "GPU set-up | paper GpuDBE sim | buckets GPU/CPU | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summary:
+        ratio = (
+            s["cpu_dpop_sim_s"] / s["dpop_sim_s"]
+            if s["cpu_dpop_sim_s"] and s["dpop_sim_s"]
+            else None
+        )
+        lines.append(
+            f"| {s['n']} | {s['z'] or 'DPOP'} | {s['seeds']} | {f(s['dpop_sim_s'])} | "
+            f"{f(s['cpu_dpop_sim_s'])} | {f(ratio)} | {f(s['gpu_solve_wall_s'])} | "
+            f"{f(s['cpu_solve_wall_s'])} | {f(s['gpu_setup_s'])} | "
+            f"{f(s['paper_gpudbe_sim_s'])} | {s['gpu_buckets']}/{s['cpu_buckets']} | "
+            f"{'yes' if s['all_same'] else 'NO'} |"
+        )
+    if skipped:
+        lines += ["", "Not run: " + "; ".join(skipped)]
+    errors = [e for s in summary for e in s["errors"]]
+    if errors:
+        lines += ["", "Errors: " + "; ".join(errors[:10])]
+    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Serving agents (``dcop-agent --serve``): problem after problem, shutdown, and a lost agent."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dcop.coordinator import AgentProcesses, free_ports
+from dcop.generators import grid_network, random_network
+from dcop.inference import solve_be
+from dcop.io import write_problem
+from dcop.model import Problem
+from dcop.protocol.peers import AgentEntry, Peers
+
+AGENTS = 10
+
+
+def _peers(tmp_path: Path, count: int = AGENTS) -> Path:
+    """A problem-independent peers.json: the agents bind ports the system picks."""
+    port = free_ports(1)[0]
+    peers = Peers(
+        "",
+        f"tcp://127.0.0.1:{port}",
+        tuple(AgentEntry(i, None, "tcp://127.0.0.1:*") for i in range(count)),
+    )
+    path = tmp_path / "peers.json"
+    peers.write(path)
+    return path
+
+
+def _agent(i: int, peers_file: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "dcop.agents", "--id", str(i), "--peers", str(peers_file),
+        "--serve", "--timeout", "60", "--log-level", "INFO",
+    ]  # fmt: skip
+
+
+def _coordinator(peers_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dcop", "coordinator", "--peers", str(peers_file), "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _solve(peers_file: Path, problem: Problem, path: Path, *args: str) -> dict[str, object]:
+    write_problem(problem, path)
+    out = path.with_suffix(".json")
+    run = _coordinator(
+        peers_file, "--problem", str(path), "--json", str(out), "--hello-timeout", "20", *args
+    )
+    assert out.exists(), run.stderr
+    doc: dict[str, object] = json.loads(out.read_text())
+    doc["_returncode"] = run.returncode
+    doc["_stderr"] = run.stderr
+    return doc
+
+
+def test_serving_agents_solve_problem_after_problem_and_shut_down(tmp_path: Path) -> None:
+    peers_file = _peers(tmp_path)
+    procs = AgentProcesses()
+    try:
+        for i in range(AGENTS):
+            procs.start(i, _agent(i, peers_file), tmp_path / f"agent-{i}.log")
+        first = random_network(AGENTS, 3, 0.3, 0.2, seed=1)
+        second = grid_network(9, 3, 0.3, seed=2)  # fewer variables: one agent idles
+        for k, problem in enumerate((first, second, first)):
+            doc = _solve(peers_file, problem, tmp_path / f"p{k}.wcsp")
+            assert doc["_returncode"] == 0, doc["_stderr"]
+            assert doc["status"] == "ok" and doc["exact"]
+            assert doc["cost"] == solve_be(problem).upper_bound
+        assert procs.dead() == []  # still up after three problems
+        too_big = _solve(
+            peers_file, random_network(AGENTS + 2, 3, 0.3, 0.2, 3), tmp_path / "b.wcsp"
+        )
+        assert too_big["_returncode"] == 2 and too_big["status"] == "error"
+        assert f"{AGENTS + 2} variables but peers.json lists {AGENTS} agents" in str(
+            too_big["message"]
+        )
+        stop = _coordinator(peers_file, "--shutdown", "--hello-timeout", "20")
+        assert stop.returncode == 0, stop.stderr
+        assert f"stopped {AGENTS} of {AGENTS} agents" in stop.stderr
+        end = time.monotonic() + 20
+        while time.monotonic() < end and len(procs.dead()) < AGENTS:
+            time.sleep(0.1)
+        assert sorted(procs.exit_codes().values()) == [0] * AGENTS
+    finally:
+        procs.stop()
+
+
+def test_a_killed_serving_agent_is_named_and_a_restarted_one_rejoins(tmp_path: Path) -> None:
+    peers_file = _peers(tmp_path)
+    procs = AgentProcesses()
+    problem = random_network(AGENTS, 3, 0.3, 0.2, seed=4)
+    try:
+        for i in range(AGENTS):
+            procs.start(i, _agent(i, peers_file), tmp_path / f"agent-{i}.log")
+        assert _solve(peers_file, problem, tmp_path / "a.wcsp")["status"] == "ok"
+        procs.procs[3].send_signal(signal.SIGKILL)
+        failed = _solve(peers_file, problem, tmp_path / "b.wcsp", "--hello-timeout", "4")
+        assert failed["_returncode"] == 4 and failed["status"] == "timeout"
+        assert "agent 3 (x3)" in str(failed["message"]) and "hello" in str(failed["message"])
+        procs.start(3, _agent(3, peers_file), tmp_path / "agent-3-again.log")
+        again = _solve(peers_file, problem, tmp_path / "c.wcsp")
+        assert again["_returncode"] == 0, again["_stderr"]
+        assert again["cost"] == solve_be(problem).upper_bound
+    finally:
+        _coordinator(peers_file, "--shutdown", "--hello-timeout", "5")
+        procs.stop()

@@ -1,0 +1,65 @@
+"""Ending a run from outside: SIGTERM and SIGHUP end ``dcop run`` as Ctrl-C does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dcop.generators import random_network
+from dcop.io import write_problem
+
+
+def _agents_of(folder: Path) -> list[int]:
+    """Pids of agent processes whose command line names ``folder`` (their peers.json)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "dcop-agent" in cmdline and str(folder) in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_every_agent_and_leaves_a_result(tmp_path: Path, sig: int) -> None:
+    problem_file = tmp_path / "p.wcsp"
+    # dense enough that the agents are still at work when the signal comes
+    write_problem(random_network(12, 8, 0.6, 0.1, seed=2), problem_file)
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "result.json"
+    env = {**os.environ, "TMPDIR": str(private_tmp)}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dcop", "run", str(problem_file), "--json", str(out), "-q",
+         "--timeout", "120"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    end = time.monotonic() + 60
+    while time.monotonic() < end and len(_agents_of(private_tmp)) < 12 and run.poll() is None:
+        time.sleep(0.05)
+    assert run.poll() is None, run.communicate()
+    run.send_signal(sig)
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 130, err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted" and doc["cost"] is None
+    assert signal.Signals(sig).name in doc["message"]
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _agents_of(private_tmp):
+        time.sleep(0.1)
+    assert _agents_of(private_tmp) == []
+    assert list(private_tmp.iterdir()) == []  # the run's temporary folder is gone
