@@ -425,7 +425,8 @@ def _logsumexp_slabs(slabs: np.ndarray, target: np.ndarray, scratch: np.ndarray)
         np.maximum(peak, slabs[x, ...], out=peak)
     shift = np.where(np.isfinite(peak), peak, 0.0).astype(slabs.dtype, copy=False)
     np.subtract(slabs, shift, out=slabs)
-    np.exp(slabs, out=slabs)
+    with np.errstate(over="ignore"):  # a +inf peak (left unshifted) stays +inf
+        np.exp(slabs, out=slabs)
     np.copyto(scratch, slabs[0, ...])
     for x in range(1, len(slabs)):
         np.add(scratch, slabs[x, ...], out=scratch)
