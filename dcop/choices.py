@@ -24,6 +24,15 @@ class DistributedAlgo(str, Enum):
     auto = "auto"
 
 
+class TaskName(str, Enum):
+    """Inference tasks of a UAI model (``dcop solve --task``): the most probable explanation,
+    the partition function, the marginals."""
+
+    mpe = "mpe"
+    pr = "pr"
+    mar = "mar"
+
+
 class OrderingName(str, Enum):
     """Elimination orders."""
 

@@ -152,3 +152,68 @@ def generate(
     if topology == "grid":
         return grid_network(n, d, p2, seed)
     raise ModelError(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
+
+
+# ---- graphical models for probabilistic inference (PR / MAR) ------------------------------------
+def ising_grid(
+    side: int, coupling: float = 1.0, field: float = 0.1, seed: int = 0, name: str | None = None
+) -> Problem:
+    """An Ising model on a ``side`` x ``side`` 4-neighbour grid, as a MARKOV network.
+
+    Spins ``s_i = ±1`` (value 0 is -1, value 1 is +1); each edge has the potential
+    ``exp(J s_i s_j)`` with ``J`` uniform in ``[-coupling, coupling]``, each node
+    ``exp(h s_i)`` with ``h`` uniform in ``[-field, field]`` (the UAI competition's "Grids"
+    family). Costs are ``-ln`` of the potentials (``cost_kind="neg_ln"``); induced width ``side``.
+    """
+    if side < 1:
+        raise ModelError(f"an Ising grid needs side >= 1, not {side}")
+    rng = np.random.default_rng(seed)
+    n = side * side
+    spins = np.array([-1.0, 1.0])
+    variables = [Variable(f"x{i}", (0, 1), agent=f"a{i}") for i in range(n)]
+    tables = [
+        CostTable((f"x{i}",), -rng.uniform(-field, field) * spins, name=f"h{i}") for i in range(n)
+    ]
+    for i, j in grid_edges(n):
+        coupling_ij = rng.uniform(-coupling, coupling)
+        tables.append(
+            CostTable((f"x{i}", f"x{j}"), -coupling_ij * np.outer(spins, spins), name=f"J_{i}_{j}")
+        )
+    label = name or f"ising_{side}x{side}_c{coupling}_f{field}_s{seed}"
+    return Problem.build(
+        variables, tables, name=label, cost_kind="neg_ln", meta={"uai_network": "MARKOV"}
+    )
+
+
+def random_bayes(
+    n: int, d: int = 2, parents: int = 3, window: int | None = None, seed: int = 0
+) -> Problem:
+    """A random Bayesian network: variable ``i`` gets up to ``parents`` parents drawn uniformly
+    among the ``window`` variables before it (all of them when ``window`` is None), and a
+    conditional probability table whose rows are uniform draws from the simplex (Dirichlet(1)).
+
+    Costs are ``-ln p`` (``cost_kind="neg_ln"``); the scope of each table lists the parents, then
+    the child (the UAI BAYES layout), so ``Z = 1``. A smaller ``window`` keeps the induced width
+    down; a larger ``parents`` raises it.
+    """
+    if n < 1 or d < 1 or parents < 0:
+        raise ModelError(
+            f"random_bayes needs n >= 1, d >= 1, parents >= 0 (got {n}, {d}, {parents})"
+        )
+    rng = np.random.default_rng(seed)
+    variables = [Variable(f"x{i}", tuple(range(d)), agent=f"a{i}") for i in range(n)]
+    tables = []
+    for i in range(n):
+        low = 0 if window is None else max(0, i - window)
+        pool = np.arange(low, i)
+        k = min(parents, len(pool))
+        chosen = sorted(int(v) for v in rng.choice(pool, size=k, replace=False)) if k else []
+        probs = rng.dirichlet(np.ones(d), size=d**k).reshape((d,) * k + (d,))
+        with np.errstate(divide="ignore"):
+            costs = -np.log(probs)
+        scope = (*(f"x{p}" for p in chosen), f"x{i}")
+        tables.append(CostTable(scope, costs, name=f"p{i}"))
+    label = f"bayes_n{n}_d{d}_k{parents}_w{window}_s{seed}"
+    return Problem.build(
+        variables, tables, name=label, cost_kind="neg_ln", meta={"uai_network": "BAYES"}
+    )

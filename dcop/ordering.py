@@ -238,3 +238,36 @@ def elimination_order(name: str, adjacency: Adjacency) -> list[str]:
     if name == "pseudotree":
         return dfs_pseudo_tree(adjacency).elimination_order()
     raise ModelError(f"unknown ordering {name!r}; use one of {', '.join(ORDERINGS)}")
+
+
+def elimination_cost(
+    adjacency: Adjacency,
+    order: Sequence[str],
+    sizes: Mapping[str, int],
+    cap: float = math.inf,
+) -> float:
+    """Entries of all joined bucket tables along ``order`` (the work of one elimination pass);
+    ``math.inf`` as soon as the running total exceeds ``cap`` (a worse candidate stops early)."""
+    graph = {v: set(ns) for v, ns in adjacency.items()}
+    total = 0.0
+    for v in order:
+        ns = graph.pop(v)
+        total += sizes[v] * math.prod(float(sizes[u]) for u in ns)
+        if total > cap:
+            return math.inf
+        for a in ns:
+            graph[a].discard(v)
+            graph[a].update(ns - {a})
+    return total
+
+
+def best_order(
+    adjacency: Adjacency, sizes: Mapping[str, int], candidates: Mapping[str, Sequence[str]]
+) -> tuple[str, list[str]]:
+    """The candidate order (by name) with the least :func:`elimination_cost`, first on ties."""
+    best_name, best_cost = "", math.inf
+    for name, order in candidates.items():
+        cost = elimination_cost(adjacency, order, sizes, best_cost)
+        if cost < best_cost or not best_name:
+            best_name, best_cost = name, cost
+    return best_name, list(candidates[best_name])

@@ -78,10 +78,12 @@ def _op_code(op: str, dtype_name: str) -> tuple[str, str, str]:
     if op == "sum":
         return f"{t} acc = 0;", "acc += v;", "acc"
     if op == "logsumexp":
-        # online log-sum-exp: m is the running peak, s the sum of exp(v - m); an infinite peak is kept
+        # online log-sum-exp: m is the running peak, s the sum of exp(v - m); an infinite peak is
+        # kept. A -inf value adds nothing (skipped: with m = -inf too, exp(v - m) would be NaN).
         return (
             f"{t} m = -{inf}; {t} s = 0;",
-            "if (v > m) { s = s * exp(m - v) + 1; m = v; } else { s += exp(v - m); }",
+            "if (v > m) { s = s * exp(m - v) + 1; m = v; } "
+            f"else if (v > -{inf}) {{ s += exp(v - m); }}",
             "(isfinite(m) ? m + log(s) : m)",
         )
     raise ValueError(op)

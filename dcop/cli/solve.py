@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from dcop.choices import TaskName
 from dcop.cli.app import app
 from dcop.cli.common import (
     BackendName,
@@ -27,8 +28,11 @@ from dcop.cli.common import (
     parse_memory,
     write_json,
 )
+from dcop.cli.partition import print_partition, task_for
+from dcop.errors import InputError
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
+from dcop.inference.partition import infer
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
@@ -45,9 +49,20 @@ def solve_command(
         CentralAlgo, typer.Option(help="be (exact) or mbe (bounds, needs --z).")
     ] = CentralAlgo.be,
     z: Annotated[int | None, typer.Option(help="Mini-bucket size for mbe.")] = None,
-    ordering: Annotated[OrderingName, typer.Option(help="Elimination order.")] = (
-        OrderingName.minfill
-    ),
+    task: Annotated[
+        TaskName | None,
+        typer.Option(
+            help="UAI models only: mpe (default), pr (partition function; mbe: bounds on it) "
+            "or mar (marginals)."
+        ),
+    ] = None,
+    ordering: Annotated[
+        OrderingName | None,
+        typer.Option(
+            help="Elimination order (default: minfill; for pr/mar the cheapest of minfill, "
+            "mindegree and the file's order)."
+        ),
+    ] = None,
     backend: BackendOption = BackendName.numpy,
     fmt: FormatOption = None,
     evidence: Annotated[
@@ -66,17 +81,37 @@ def solve_command(
     json_out: JsonOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
-    """Solve an instance with Bucket Elimination (exact) or Mini-Bucket Elimination (bounds)."""
+    """Solve an instance with Bucket Elimination (exact) or Mini-Bucket Elimination (bounds);
+    on a UAI model also its partition function (--task pr) or marginals (--task mar)."""
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        if chosen in ("pr", "mar"):
+            if algo is CentralAlgo.mbe and z is None:
+                raise InputError("--algo mbe needs a mini-bucket size --z")
+            if chosen == "mar" and algo is CentralAlgo.mbe:
+                raise InputError("--task mar needs exact elimination (--algo be)")
+            with bucket_progress(not quiet) as progress:
+                inferred = infer(
+                    problem,
+                    chosen,
+                    z=z if algo is CentralAlgo.mbe else None,
+                    ordering=ordering.value if ordering is not None else "auto",
+                    backend=backend.value,
+                    dtype=dtype.value,
+                    max_bytes=parse_memory(max_memory),
+                    progress=progress,
+                )
+            inferred.file = str(file)
+            return inferred.to_json(), lambda console: print_partition(inferred, console)
         with bucket_progress(not quiet) as progress:
             result = solve(
                 problem,
                 algo=algo.value,
                 z=z,
-                ordering=ordering.value,
+                ordering=(ordering or OrderingName.minfill).value,
                 backend=backend.value,
                 dtype=dtype.value,
                 max_bytes=parse_memory(max_memory),
@@ -86,9 +121,10 @@ def solve_command(
         return result.to_json(), lambda console: print_result(result, console)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
-        return failure_document(
+        doc = failure_document(
             status, message, algo=algo.value, z=z, file=str(file), problem=read.get("problem")
         )
+        return doc | ({"task": task.value} if task is not None else {})
 
     finish_run(produce, json_out, failure, quiet)
 
