@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "dcop.cli.solve",
     "dcop.cli.generate",
     "dcop.cli.distributed",
+    "dcop.cli.batch",
     "dcop.cli.deploy",
 )
 
