@@ -63,7 +63,7 @@ def main() -> None:
         )
         sys.exit(2)
     try:
-        app()  # standalone: typer reports usage errors itself (exit 2)
+        app(prog_name="dcop")  # standalone: typer reports usage errors itself (exit 2)
     except DcopError as exc:
         print(f"dcop: error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -36,8 +36,6 @@ from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_t
 from dcop.results import Status
 from dcop.tables import NumpyBackend, choose_dtype
 
-console = Console(stderr=False)
-
 
 @app.command("solve")
 def solve_command(
