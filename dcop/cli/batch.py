@@ -304,7 +304,10 @@ def run_central(path: Path, settings: BatchSettings) -> tuple[dict[str, Any], in
                 reply = ours.recv()
             except EOFError:  # the child died without a word (a bug, or killed from outside)
                 child.join(5)
-                why = f"the solver process ended without a result (exit code {child.exitcode})"
+                code = child.exitcode
+                why = f"the solver process ended without a result (exit code {code})"
+                if code is not None and code < 0:
+                    why = f"the solver process was killed by signal {-code} (out of memory?)"
                 return _failed("error", why, algo, z, path, None), EXIT_CODES["error"]
             if reply[0] == "chose":
                 algo, z = reply[1], reply[2]
