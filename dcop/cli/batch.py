@@ -29,6 +29,7 @@ from typing import IO, Annotated, Any
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -503,23 +504,39 @@ def batch_document(settings: BatchSettings, rows: Sequence[Row]) -> dict[str, An
 
 
 def print_rows(rows: Sequence[Row], console: Console) -> None:
-    """The human summary: one line per file and the count per status."""
-    table = RichTable(title=f"dcop batch: {len(rows)} files")
-    for column in ("file", "algo", "status", "cost", "bounds", "wall s"):
-        table.add_column(column)
+    """The human summary: one line per file (full messages are in the CSV and JSON) and the
+    count per status.
+
+    Parameters
+    ----------
+    rows
+        The rows run, in order.
+    console
+        Where to print (stderr when the JSON goes to stdout).
+    """
+    table = RichTable(title=f"dcop batch: {len(rows)} files", box=box.SIMPLE_HEAD)
+    table.add_column("file", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("algo", no_wrap=True, min_width=6)
+    table.add_column("status", no_wrap=True, min_width=10)
+    table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=30)
+    table.add_column("wall s", no_wrap=True, justify="right", min_width=6)
     for row in rows:
         doc = row.document
-        algo = doc["algo"] + (f"(z={doc['z']})" if doc["z"] is not None else "")
-        bounds = (
-            "" if doc["lower_bound"] is None else f"{doc['lower_bound']} .. {doc['upper_bound']}"
-        )
-        status = doc["status"] if doc["status"] == "ok" else f"{doc['status']}: {doc['message']}"
-        table.add_row(
-            str(doc["file"]), algo, status, csv_cell(doc["cost"]), bounds, f"{row.wall_s:.3g}"
-        )
+        algo = doc["algo"] + (f"({doc['z']})" if doc["z"] is not None else "")
+        if doc["status"] != "ok":
+            shown = doc["message"] or ""
+        elif doc["exact"]:
+            shown = f"optimum {_short(doc['cost'])}"
+        else:
+            shown = f"{_short(doc['lower_bound'])} .. {_short(doc['upper_bound'])}"
+        table.add_row(Path(str(doc["file"])).name, algo, doc["status"], shown, f"{row.wall_s:.3g}")
     console.print(table)
     counts = Counter(row.document["status"] for row in rows)
     console.print(", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]))
+
+
+def _short(value: object) -> str:
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
 
 
 # ---- the command -------------------------------------------------------------------------------
