@@ -6,8 +6,8 @@ that imported dcop once), killed at the deadline, so that ``--timeout`` holds ev
 bucket; the result document is the one ``dcop solve --json`` writes. Distributed rows (dpop,
 adpop) run :func:`dcop.coordinator.run_local`, which enforces its own deadline.
 
-``auto`` picks BE when the largest table BE would build fits the memory limit, else MBE with the
-largest z whose tables fit (:func:`choose_auto`, from scopes and domain sizes only).
+``auto`` picks BE when its planned peak memory fits the memory limit, else MBE with the largest z
+whose plan fits (:func:`choose_auto`, on the solver's own plan: scopes and domain sizes only).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from dcop.buckets import plan_bucket
+from dcop.backend import get_backend
 from dcop.choices import BatchAlgo, OrderingName
 from dcop.cli.app import app
 from dcop.cli.common import (
@@ -44,6 +44,14 @@ from dcop.cli.common import (
     write_json,
 )
 from dcop.errors import DcopError, InputError
+from dcop.inference.memory import (
+    effective_limit,
+    largest_fitting_z,
+    plan_memory,
+    resident_bytes,
+    suggestion_bound,
+    work_model_of,
+)
 from dcop.model import Problem
 from dcop.ordering import elimination_order
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES
@@ -76,59 +84,31 @@ BATCH_SCHEMA = "dcop-batch/1"
 CENTRAL = ("be", "mbe", "auto")
 
 
-# ---- memory estimate of auto -------------------------------------------------------------------
-def largest_output_entries(problem: Problem, order: Sequence[str], z: int | None = None) -> int:
-    """Entries of the largest table BE (``z=None``) or MBE(z) would build along ``order``.
-
-    The buckets are replayed on scopes and domain sizes alone (:func:`dcop.buckets.plan_bucket`),
-    with the same placement as the solver: a table goes to the bucket of its earliest variable.
-    The solver's memory limit applies to these output tables (the join is never built).
-
-    Parameters
-    ----------
-    problem
-        The problem (only its scopes and domain sizes are used).
-    order
-        An elimination order of all its variables.
-    z
-        The mini-bucket size, or None for exact BE.
-
-    Returns
-    -------
-    int
-        Entries of the largest bucket output (0 when every output is a scalar).
-    """
-    position = {v: i for i, v in enumerate(order)}
-    sizes = problem.domain_sizes()
-    buckets: dict[str, list[tuple[str, ...]]] = {v: [] for v in order}
-    for table in problem.tables:
-        if table.scope:
-            buckets[min(table.scope, key=position.__getitem__)].append(tuple(table.scope))
-    largest = 0
-    for var in order:
-        if not buckets[var]:
-            continue
-        for plan in plan_bucket(buckets[var], var, sizes, z, position):
-            largest = max(largest, plan.out_entries)
-            if plan.out_scope:
-                buckets[min(plan.out_scope, key=position.__getitem__)].append(plan.out_scope)
-    return largest
-
-
+# ---- auto --------------------------------------------------------------------------------------
 def choose_auto(
-    problem: Problem, max_bytes: float, ordering: str = "minfill"
+    problem: Problem,
+    max_bytes: float | None = None,
+    ordering: str = "minfill",
+    resident: int | None = None,
 ) -> tuple[str, int | None]:
-    """``auto``: BE when its largest table fits ``max_bytes``, else MBE with the largest z that
-    fits (z=1 when none does: that row then reports ``too_large``).
+    """``auto``: BE when its planned peak memory fits the limit, else MBE with the largest z
+    whose plan fits (z=1 when none does: that row then reports ``too_large``).
+
+    The plan is the one :func:`dcop.inference.solve` checks before it builds any table
+    (:func:`dcop.inference.memory.plan_memory` on the NumPy backend, the dtype ``auto`` picks),
+    so the choice fits exactly when the solve's own check passes.
 
     Parameters
     ----------
     problem
         The problem to solve.
     max_bytes
-        The memory limit of one bucket table, as ``dcop solve --max-memory`` applies it.
+        The memory limit of the run, as ``dcop solve --max-memory`` applies it (None: the
+        solver's default).
     ordering
         The elimination order the solve will use.
+    resident
+        Bytes the process holds before solving (None: measured now, as the solver does).
 
     Returns
     -------
@@ -136,14 +116,20 @@ def choose_auto(
         ``("be", None)`` or ``("mbe", z)``.
     """
     order = elimination_order(ordering, problem.neighbours())
-    itemsize = np.dtype(choose_dtype(problem, "auto")).itemsize
-    if largest_output_entries(problem, order) * itemsize <= max_bytes:
+    limit = effective_limit(max_bytes)
+    plan = plan_memory(
+        [t.scope for t in problem.tables],
+        problem.domain_sizes(),
+        order,
+        None,
+        np.dtype(choose_dtype(problem, "auto")).itemsize,
+        resident=resident_bytes() if resident is None else resident,
+        work=work_model_of(get_backend("numpy")),
+    )
+    if plan.fits(limit.bytes):
         return "be", None
-    widest = max((len(t.scope) for t in problem.tables), default=1)
-    for z in range(max(problem.n, widest), 0, -1):
-        if largest_output_entries(problem, order, z) * itemsize <= max_bytes:
-            return "mbe", z
-    return "mbe", 1
+    fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
+    return "mbe", fitting.z if fitting is not None and fitting.z is not None else 1
 
 
 # ---- one row ---------------------------------------------------------------------------------
@@ -238,7 +224,7 @@ def solve_in_child(conn: Connection, path: str, settings: BatchSettings) -> None
     settings
         The batch's settings.
     """
-    from dcop.inference import default_max_bytes, solve
+    from dcop.inference import solve
     from dcop.io import read_problem
 
     algo, z = settings.algo, settings.z if settings.algo == "mbe" else None
@@ -246,12 +232,11 @@ def solve_in_child(conn: Connection, path: str, settings: BatchSettings) -> None
     try:
         problem = read_problem(path)
         limit = settings.max_bytes
+        resident = resident_bytes()  # the same for auto's choice and the solve's own check
         if algo == "auto":
-            algo, z = choose_auto(
-                problem, default_max_bytes() if limit is None else limit, settings.ordering
-            )
+            algo, z = choose_auto(problem, limit, settings.ordering, resident)
         conn.send(("chose", algo, z))
-        result = solve(problem, algo, z, settings.ordering, max_bytes=limit)
+        result = solve(problem, algo, z, settings.ordering, max_bytes=limit, resident=resident)
         result.file = path
         doc = result.to_json()
         code = EXIT_CODES[doc["status"]]
@@ -546,8 +531,8 @@ def batch_command(
     algo: Annotated[
         BatchAlgo,
         typer.Option(
-            help="be, mbe (needs --z), dpop, adpop (needs --z), or auto: be when its largest "
-            "table fits the memory limit, else mbe with the largest z that fits."
+            help="be, mbe (needs --z), dpop, adpop (needs --z), or auto: be when its planned "
+            "memory fits --max-memory, else mbe with the largest z that fits."
         ),
     ] = BatchAlgo.auto,
     z: Annotated[int | None, typer.Option(help="Mini-bucket size for mbe and adpop.")] = None,
@@ -557,7 +542,8 @@ def batch_command(
     max_memory: Annotated[
         str | None,
         typer.Option(
-            help="Largest bucket table of be/mbe/auto, e.g. 8G (default: half the free RAM)."
+            help="Memory each be/mbe/auto run may use, e.g. 8G (default: what the solver process "
+            "holds plus half the available memory), as dcop solve --max-memory."
         ),
     ] = None,
     ordering: Annotated[OrderingName, typer.Option(help="Elimination order of be/mbe/auto.")] = (
