@@ -33,6 +33,17 @@ class TaskName(str, Enum):
     mar = "mar"
 
 
+class BatchAlgo(str, Enum):
+    """Algorithms of ``dcop batch`` (auto: BE when its largest table fits the memory limit,
+    else MBE with the largest z that fits)."""
+
+    be = "be"
+    mbe = "mbe"
+    dpop = "dpop"
+    adpop = "adpop"
+    auto = "auto"
+
+
 class OrderingName(str, Enum):
     """Elimination orders."""
 

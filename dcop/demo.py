@@ -22,6 +22,8 @@ console = Console()
 
 
 def main() -> int:
+    """``make demo``: BE, MBE(z=2..4) and a local DPOP run on the paper's default random network;
+    returns the exit code."""
     problem = random_network(10, 10, 0.3, 0.5, seed=1)
     console.print(
         f"[bold]instance[/] {problem.name}: {problem.n} variables, {len(problem.tables)} tables"

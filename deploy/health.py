@@ -45,6 +45,7 @@ def listening_ports(tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6"
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m dcop.deploy.health PORT``: the container health check; returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m dcop.deploy.health PORT", file=sys.stderr)

@@ -51,6 +51,7 @@ def check_host(host: str) -> str:
 
 
 def check_port(port: int, what: str) -> int:
+    """``port`` when it is a TCP port number (1..65535), else an InputError naming ``what``."""
     if not 1 <= port <= 65535:
         raise InputError(f"{what} {port} is out of range 1..65535")
     return port

@@ -224,20 +224,24 @@ def _fill(template: str, dtype_name: str, op: str | None = None) -> str:
 
 
 def aggregate_source(dtype_name: str) -> str:
+    """CUDA source of ``dcop_aggregate_<T>`` (the paper's aggregation) for ``dtype_name``."""
     return _fill(_AGGREGATE, dtype_name)
 
 
 def eliminate_source(op: str, dtype_name: str) -> str:
+    """CUDA source of ``dcop_eliminate_<op>_<T>`` (the paper's elimination; ``op``: min or max)."""
     return _fill(_ELIMINATE, dtype_name, op)
 
 
 def argbest_source(op: str, dtype_name: str) -> str:
+    """CUDA source of ``dcop_argbest_<op>_<T>``: the best value index per row (``op``: min or max)."""
     code = _PRELUDE + "#define T " + ctype(dtype_name) + "\n" + _ARGBEST
     code = code.replace("@SUF@", _SUFFIX[dtype_name]).replace("@CMP@", ">" if op == "max" else "<")
     return code.replace("@OP@", "max" if op == "max" else "min")
 
 
 def generic_source(op: str, dtype_name: str) -> str:
+    """CUDA source of ``dcop_join_elim_generic_<op>_<T>`` (strides read at run time)."""
     return _fill(_GENERIC, dtype_name, op)
 
 
@@ -298,6 +302,8 @@ class FusedSig:
 
 
 def stage_bytes(dtype_name: str, dy: int) -> int:
+    """Shared memory a block uses to stage its warps' output rows before a coalesced write
+    (``dy`` rows per thread, padded to an odd count against bank conflicts)."""
     item = 4 if dtype_name == "float32" else 8
     dyp = dy if dy % 2 else dy + 1
     return (BLOCK // 32) * 32 * dyp * item

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "dcop.cli.solve",
     "dcop.cli.generate",
     "dcop.cli.distributed",
+    "dcop.cli.batch",
     "dcop.cli.deploy",
 )
 
@@ -62,7 +63,7 @@ def main() -> None:
         )
         sys.exit(2)
     try:
-        app()  # standalone: typer reports usage errors itself (exit 2)
+        app(prog_name="dcop")  # standalone: typer reports usage errors itself (exit 2)
     except DcopError as exc:
         print(f"dcop: error: {exc}", file=sys.stderr)
         sys.exit(2)

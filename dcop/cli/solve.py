@@ -26,6 +26,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
+    summary_console,
     write_json,
 )
 from dcop.cli.partition import print_partition, task_for
@@ -38,8 +39,6 @@ from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.results import Status
 from dcop.tables import NumpyBackend, choose_dtype
-
-console = Console(stderr=False)
 
 
 @app.command("solve")
@@ -208,8 +207,6 @@ def info_command(
     problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem)
     write_json(info, json_out)
-    if json_out is not None and str(json_out) == "-":
-        return
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():
         if key.startswith("memory_"):
@@ -218,4 +215,4 @@ def info_command(
             value = f"{value:.4g}"
         table.add_row(key, str(value))
     table.add_row("memory limit (default)", human_bytes(default_max_bytes()))
-    console.print(table)
+    summary_console(json_out).print(table)

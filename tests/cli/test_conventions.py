@@ -1,0 +1,119 @@
+"""Command-line conventions: --version, shell completion, choices as enums, --json - on stdout."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+
+import typer
+
+import dcop
+from dcop import choices
+from dcop.agents.cli import app as agent_app
+from dcop.cli import app
+from tests.cli.conftest import run_dcop
+
+
+def test_version() -> None:
+    run = run_dcop("--version")
+    assert run.returncode == 0 and run.stdout.strip() == f"dcop {dcop.__version__}"
+    agent = subprocess.run(
+        [sys.executable, "-m", "dcop.agents", "--version"], capture_output=True, text=True
+    )
+    assert agent.returncode == 0 and agent.stdout.strip() == f"dcop-agent {dcop.__version__}"
+
+
+def test_shell_completion() -> None:
+    shown = run_dcop("--show-completion", "bash")
+    assert shown.returncode == 0 and "_DCOP_COMPLETE" in shown.stdout
+    env = {**os.environ, "_DCOP_COMPLETE": "complete_bash"}
+
+    def complete(words: str, cword: int) -> list[str]:
+        run = subprocess.run(
+            [sys.executable, "-m", "dcop"],
+            env={**env, "COMP_WORDS": words, "COMP_CWORD": str(cword)},
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()
+
+    assert complete("dcop ba", 1) == ["batch"]
+    assert complete("dcop solve x.wcsp --algo ", 4) == ["be", "mbe"]
+    assert set(complete("dcop batch x.wcsp --algo ", 4)) == {"be", "mbe", "dpop", "adpop", "auto"}
+
+
+def _commands(application: typer.Typer, path: str) -> Iterator[tuple[str, Callable[..., Any]]]:
+    for info in application.registered_commands:
+        assert info.callback is not None
+        yield f"{path} {info.name or info.callback.__name__}", info.callback
+    for group in application.registered_groups:
+        assert group.typer_instance is not None
+        yield from _commands(group.typer_instance, f"{path} {group.name}")
+    if application.registered_callback is not None and application.registered_callback.callback:
+        yield path, application.registered_callback.callback
+
+
+def _parameters(fn: Callable[..., Any]) -> Iterator[tuple[str, type, Any]]:
+    """(name, base type, typer ParameterInfo or None) of each parameter of a command."""
+    for name, hint in get_type_hints(fn, include_extras=True).items():
+        if name == "return":
+            continue
+        info = None
+        if get_origin(hint) is Annotated:
+            hint, *meta = get_args(hint)
+            info = next((m for m in meta if hasattr(m, "help")), None)
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if get_origin(hint) in (Union, types.UnionType) and len(args) == 1:
+            hint = args[0]
+        yield name, hint, info
+
+
+def test_every_fixed_choice_is_an_enum_listed_in_help() -> None:
+    """An option with a fixed set of values is an enum of dcop.choices (so --help lists the
+    values and typer checks them); no free-text option's help lists alternatives instead."""
+    alternatives = re.compile(r"\b[a-z0-9]+ ?\| ?[a-z0-9]+\b|one of")
+    enums = 0
+    for where, fn in [*_commands(app, "dcop"), *_commands(agent_app, "dcop-agent")]:
+        for name, base, info in _parameters(fn):
+            if isinstance(base, type) and issubclass(base, enum.Enum):
+                enums += 1
+                assert getattr(choices, base.__name__, None) is base, (where, name)
+            elif base is str and info is not None and not getattr(info, "hidden", False):
+                assert not alternatives.search(info.help or ""), (where, name, info.help)
+    assert enums >= 10
+    assert "<be|mbe>" in run_dcop("solve", "--help").stdout
+    assert "<be|mbe|dpop|adpop|auto>" in run_dcop("batch", "--help").stdout
+
+
+def test_solve_points_distributed_algorithms_to_run(tmp_path: Path) -> None:
+    path = tmp_path / "x.wcsp"
+    path.write_text("x 1 2 0 10\n2\n")
+    for algo in ("dpop", "adpop"):
+        run = run_dcop("solve", str(path), "--algo", algo)
+        assert run.returncode == 2 and f"dcop run FILE --algo {algo}" in run.stderr
+
+
+def test_info_json_on_stdout_summary_on_stderr(instances_dir: Path) -> None:
+    run = run_dcop("info", str(instances_dir / "warehouse.wcsp"), "--json", "-")
+    assert run.returncode == 0, run.stderr
+    info = json.loads(run.stdout)
+    assert info["variables"] == 15 and info["induced_width_minfill"] == 5
+    assert "memory limit" in run.stderr  # the human table went to stderr
+    plain = run_dcop("info", str(instances_dir / "warehouse.wcsp"))
+    assert "memory limit" in plain.stdout and not plain.stdout.lstrip().startswith("{")
+
+
+def test_solve_json_on_stdout_summary_on_stderr(instances_dir: Path) -> None:
+    run = run_dcop("solve", str(instances_dir / "warehouse.wcsp"), "--json", "-")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["cost"] == 328
+    assert "optimum" in run.stderr
