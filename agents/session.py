@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dcop.agents.dfs import DfsState, DfsToken, default_candidates
+from dcop.agents.dfs import DfsState, DfsToken
 from dcop.agents.jobs import Job
 from dcop.agents.metrics import Meter
 from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -52,6 +52,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
+from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.tables import Table, TableBackend
 
 Out = list[tuple[int, Message]]
@@ -508,18 +509,3 @@ class Session:
             tuple(self.tree.separator),
             metrics,
         )
-
-
-def sizing_choices(spec: RunSpec) -> tuple[int | None, ...]:
-    """The mini-bucket sizes every agent sizes its UTIL for, index ``j`` standing for z = j and
-    index 0 for DPOP (None): up to AUTO_Z_MAX (so that a refusal can name the largest z that
-    fits) or the run's own larger z."""
-    from dcop.protocol.runspec import AUTO_Z_MAX
-
-    top = max(AUTO_Z_MAX, spec.z or 0)
-    return (None, *range(1, top + 1))
-
-
-def sizing_at(sizings: Sequence[Sizing], j: int) -> Sizing:
-    """The sizing for choice index ``j`` of a list that stops where it becomes DPOP's (index 0)."""
-    return sizings[j] if j < len(sizings) else sizings[0]

@@ -32,14 +32,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dcop.agents.dfs import (
-    HEURISTICS,
-    Candidate,
-    DfsRun,
-    choose_candidate,
-    default_candidates,
-    simulate,
-)
+from dcop.agents.dfs import DfsRun, choose_candidate, simulate
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
@@ -50,6 +43,7 @@ from dcop.ordering import (
     min_fill_order,
     order_pseudo_tree,
 )
+from dcop.protocol.trees import HEURISTICS, Candidate, default_candidates
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -32,13 +32,17 @@ def shutdown_agents(peers: Peers, curve: CurveConfig | None, wait_s: float) -> l
         transport.close()
 
 
-def stop_agents(transport: Transport, ids: set[int], wait_s: float, reason: str) -> list[int]:
+def stop_agents(
+    transport: Transport, ids: set[int], wait_s: float, reason: str, spare_serving: bool = False
+) -> list[int]:
     """Answer the hello or heartbeat of every agent in ``ids`` with a stop saying ``reason``,
     for up to ``wait_s`` seconds; return the ids stopped. A coordinator that cannot run a
-    problem (its peers.json does not fit it, say) still releases the agents started for it."""
+    problem (its peers.json does not fit it, say) still releases the agents started for it;
+    with ``spare_serving`` it leaves serving agents (``--serve``) up for the next problem."""
     stopped: list[int] = []
+    spared: set[int] = set()
     deadline = time.monotonic() + wait_s
-    while len(stopped) < len(ids) and (left := deadline - time.monotonic()) > 0:
+    while len(stopped) + len(spared) < len(ids) and (left := deadline - time.monotonic()) > 0:
         item = transport.recv(left)
         if item is None:
             continue
@@ -48,12 +52,14 @@ def stop_agents(transport: Transport, ids: set[int], wait_s: float, reason: str)
         except ProtocolError as exc:  # a bad frame is logged, the others still get their stop
             log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
             continue
-        if sender is None or env.sender != sender or sender in stopped:
+        if sender is None or env.sender != sender or sender in stopped or sender in spared:
             continue
-        if isinstance(env.body, Hello | Heartbeat):
+        if spare_serving and isinstance(env.body, Hello) and env.body.serving:
+            spared.add(sender)
+        elif isinstance(env.body, Hello | Heartbeat):
             transport.send(sender, encode(COORDINATOR_ID, sender, Stop(reason[:200])))
             stopped.append(sender)
-    missing = sorted(ids - set(stopped))
+    missing = sorted(ids - set(stopped) - spared)
     if missing:
         log.warning("coordinator: no hello from agents %s: not stopped", missing[:10])
     time.sleep(0.2)  # let the stop messages leave before the socket closes

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dcop.agents.dfs import default_candidates
-from dcop.agents.session import sizing_at, sizing_choices
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
 from dcop.coordinator.topology import Layout, layout_for
@@ -66,6 +64,7 @@ from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
+from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.tables import choose_dtype
 
 log = logging.getLogger("dcop.coordinator")
@@ -300,8 +299,9 @@ class Coordinator:
     def _blame(self, peer: int, report: str, own: bool = False) -> None:
         """A link to ``peer`` was lost (``own``: the coordinator's; else a neighbour's, whose
         report this is): name the cause at ``peer``'s end when it shows within half a second
-        (its process exited; its link to the coordinator dropped), else the report."""
+        (its process exited, else its link to the coordinator dropped), else the report."""
         end = time.monotonic() + 0.5
+        link_lost: str | None = None  # why the coordinator's own link to ``peer`` closed
         while time.monotonic() < end:
             if self.monitor is not None:
                 for ident, code in self.monitor():
@@ -309,14 +309,16 @@ class Coordinator:
                         raise RunError(
                             f"{self.name(peer)} exited with code {code} during {self.phase}"
                         )
-            if self.monitor is None and own:
-                break
-            for loss in self.transport.lost_peers():
-                if loss.peer == peer and not own:
-                    raise RunError(
-                        f"{self.name(peer)} lost its link during {self.phase} ({loss.reason})"
-                    )
+            elif own or link_lost is not None:
+                break  # nothing more to learn without a process monitor
+            if not own and link_lost is None:
+                link_lost = next(
+                    (loss.reason for loss in self.transport.lost_peers() if loss.peer == peer),
+                    None,
+                )
             self._drain(0.05)
+        if link_lost is not None:
+            raise RunError(f"{self.name(peer)} lost its link during {self.phase} ({link_lost})")
         raise RunError(report if own else f"{self.name(peer)} is unreachable: {report}")
 
     def _drain(self, seconds: float) -> None:

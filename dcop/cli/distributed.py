@@ -266,9 +266,11 @@ def coordinator(
                     hello_timeout=hello_timeout,
                 )
             except InputError as exc:
-                # peers.json does not fit the problem: the agents started for it still get a stop
+                # peers.json does not fit the problem: the agents started for it still get a
+                # stop; serving agents stay up for the next problem
                 ids = {a.id for a in table.agents}
-                stop_agents(transport, ids, min(hello_timeout, MISMATCH_STOP_S), f"aborted: {exc}")
+                wait_s = min(hello_timeout, MISMATCH_STOP_S)
+                stop_agents(transport, ids, wait_s, f"aborted: {exc}", spare_serving=True)
                 raise
             with live_status(not quiet) as on_status:
                 coordinator.on_status = on_status

@@ -12,17 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.agents.dfs import (
-    DEFAULT_CANDIDATE,
-    HEURISTICS,
-    ROOT_RULES,
-    Candidate,
     DfsState,
     DfsToken,
     TreeSummary,
     build_candidates,
     choose_candidate,
-    choose_roots,
-    default_candidates,
     simulate,
     summarize,
     tree_separators,
@@ -31,6 +25,14 @@ from dcop.agents.dfs import (
 from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
 from dcop.ordering import dfs_pseudo_tree, induced_scopes
+from dcop.protocol.trees import (
+    DEFAULT_CANDIDATE,
+    HEURISTICS,
+    ROOT_RULES,
+    Candidate,
+    choose_roots,
+    default_candidates,
+)
 from tests.conftest import random_problem
 
 Graph = tuple[dict[int, set[int]], dict[int, str], dict[int, int]]

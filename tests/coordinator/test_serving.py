@@ -82,6 +82,7 @@ def test_serving_agents_solve_problem_after_problem_and_shut_down(tmp_path: Path
         assert f"{AGENTS + 2} variables but peers.json lists {AGENTS} agents" in str(
             too_big["message"]
         )
+        assert procs.dead() == []  # a refused problem leaves serving agents up
         stop = _coordinator(peers_file, "--shutdown", "--hello-timeout", "20")
         assert stop.returncode == 0, stop.stderr
         assert f"stopped {AGENTS} of {AGENTS} agents" in stop.stderr
