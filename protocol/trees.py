@@ -105,6 +105,7 @@ def default_candidates(k: int) -> list[Candidate]:
 
 
 def connected_component(adjacency: Mapping[int, Collection[int]], start: int) -> set[int]:
+    """The agents reachable from ``start`` over the constraint graph ``adjacency``."""
     seen = {start}
     stack = [start]
     while stack:

@@ -30,7 +30,7 @@ from tests.conftest import brute_force
 from tests.deploy import docker_driver as dk
 from tests.deploy.conftest import small_problem
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 IMAGE = "dcop:pytest"
 #: The three "hosts" of the multi-host test: loopback addresses, each its own bind address.
@@ -110,12 +110,13 @@ def _rogue(peers: Peers, target: int, curve: bool) -> None:
     client with its own (unlisted) key pair; each sends a garbage frame and a well-formed one."""
     entry = peers.agent(target)
     ctx = zmq.Context()
+    sockets: list[zmq.Socket] = []
     try:
-        sockets = []
         for use_curve in (False, True) if curve else (False,):
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.IDENTITY, str(ROGUE_ID).encode())
-            sock.setsockopt(zmq.LINGER, 1000)
+            sock.setsockopt(zmq.LINGER, 0)
+            sockets.append(sock)
             if use_curve:
                 public, secret = zmq.curve_keypair()
                 sock.curve_publickey = public
@@ -123,13 +124,11 @@ def _rogue(peers: Peers, target: int, curve: bool) -> None:
                 sock.curve_serverkey = str(entry.public_key).encode()
             sock.connect(entry.endpoint)
             sock.send(b"\x93not a dcop frame")
-            sock.send(encode(ROGUE_ID, target, Heartbeat()))
-            sockets.append(sock)
+            sock.send_multipart(encode(ROGUE_ID, target, Heartbeat()))
         time.sleep(2.0)  # handshakes (and ZAP refusals) happen in the background
-        for sock in sockets:
-            sock.close()
     finally:
-        ctx.term()
+        # linger 0 everywhere: a refused handshake must never keep the context from closing
+        ctx.destroy(linger=0)
 
 
 def _hosts_run(
