@@ -119,7 +119,9 @@ def main() -> None:
                 if z is None and cpu.get("solve_wall_s", args.timeout) > args.timeout / 3:
                     cpu_too_slow = True
             same = (
-                "cost" in gpu and "cost" in cpu and gpu["cost"] == cpu["cost"]
+                "cost" in gpu
+                and "cost" in cpu
+                and gpu["cost"] == cpu["cost"]
                 and gpu.get("bound") == cpu.get("bound")
             )
             rows.append({"n": n, "d": 10, "p1": 0.3, "p2": 0.5, "seed": seed, "z": z,
@@ -161,19 +163,26 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "paper_gpudbe_sim_s": PAPER_GPU_DPOP.get(n) if not z else None,
                 "paper_cpu_sim_s": PAPER_CPU_DPOP.get(n) if not z else None,
                 "all_same": all(r["same"] for r in group if "cost" in r["cpu"]),
-                "gpu_buckets": sum(r["gpu"].get("backend", {}).get("buckets_gpu", 0) for r in group),
-                "cpu_buckets": sum(r["gpu"].get("backend", {}).get("buckets_cpu", 0) for r in group),
+                "gpu_buckets": sum(
+                    r["gpu"].get("backend", {}).get("buckets_gpu", 0) for r in group
+                ),
+                "cpu_buckets": sum(
+                    r["gpu"].get("backend", {}).get("buckets_cpu", 0) for r in group
+                ),
                 "errors": [r[s]["error"] for r in group for s in ("gpu", "cpu") if "error" in r[s]],
             }
         )
     return out
 
 
-def write(args: argparse.Namespace, rows: list[dict[str, Any]], skipped: list[str], t0: float) -> None:
+def write(
+    args: argparse.Namespace, rows: list[dict[str, Any]], skipped: list[str], t0: float
+) -> None:
     meta = {
         "gpu": device_name(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python3 benchmarks/gpu_dpop.py " + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
+        "command": "python3 benchmarks/gpu_dpop.py "
+        + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
         "host": platform.node() and "device machine",
         "cpus": __import__("os").cpu_count(),
         "seconds": round(time.monotonic() - t0, 1),
@@ -183,6 +192,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], skipped: list[st
     (args.out / f"{args.name}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "summary": summary, "skipped": skipped}, indent=1)
     )
+
     def f(x: Any) -> str:
         return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
 
