@@ -149,16 +149,26 @@ def cli_pair(file: Path, timeout: float, repeat: int) -> dict[str, Any]:
             runs.append(r | _doc_fields(out))
             s = timed_command([DCOP, "solve", str(file), "-q", "--json", str(out)], timeout)
             solves.append(s | _doc_fields(out))
-    run_ok = [r["wall_s"] for r in runs if r.get("status") == "ok"]
-    solve_ok = [s["wall_s"] for s in solves if s.get("status") == "ok"]
+    return cli_summary(runs, solves)
+
+
+#: statuses of a command that answered (an optimum, or a proof that there is none)
+ANSWERED = ("ok", "infeasible")
+
+
+def cli_summary(runs: list[dict[str, Any]], solves: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the wall clocks of the commands that answered, their ratio, and whether every
+    answer was the same (cost, or infeasible)."""
+    run_ok = [r["wall_s"] for r in runs if r.get("status") in ANSWERED]
+    solve_ok = [s["wall_s"] for s in solves if s.get("status") in ANSWERED]
     run_s = statistics.median(run_ok) if run_ok else None
     solve_s = statistics.median(solve_ok) if solve_ok else None
-    costs = {x.get("cost") for x in runs + solves if x.get("status") == "ok"}
+    answers = {(x.get("status"), x.get("cost")) for x in runs + solves}
     return {
         "run_wall_s": run_s,
         "solve_wall_s": solve_s,
         "ratio": run_s / solve_s if run_s and solve_s else None,
-        "same_cost": len(costs) == 1,
+        "same_answer": len(answers) == 1,
         "runs": runs,
         "solves": solves,
     }
@@ -508,6 +518,9 @@ def main() -> None:
         if args.other:
             report["other"] = json.loads(args.other.read_text())
         report.setdefault("stem", f"distributed{args.tag}")
+        for row in report["rows"]:  # summaries again from the commands' own records
+            if row.get("cli"):
+                row["cli"] = cli_summary(row["cli"]["runs"], row["cli"]["solves"])
         report["by_n"] = by_n(report["rows"])
         write_outputs(report, args.out)
         return
