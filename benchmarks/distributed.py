@@ -1,7 +1,9 @@
-"""Distributed DPOP / ADPOP(z) with one process per agent: wall time, simulated time, messages and
-bytes against n, and UTIL message size against separator size beside the theory d^|sep|.
+"""Distributed DPOP / ADPOP(z) with one process per agent: start-up, solve and wall time,
+simulated time, messages and bytes (heartbeats apart) against n, UTIL message size against
+separator size beside the theory d^|sep|, and what a user sees: ``dcop run FILE`` beside
+``dcop solve FILE`` (wall clock of each command, same file, same run of this script).
 
-    .venv/bin/python benchmarks/distributed.py                       # n = 10..30, DPOP + ADPOP(2)
+    .venv/bin/python benchmarks/distributed.py                       # n = 10..30, 3 seeds
     .venv/bin/python benchmarks/distributed.py --sizes 10,20 --z 2,3 --seeds 2
     .venv/bin/python benchmarks/distributed.py --other pydcop.json   # add results run elsewhere
 
@@ -10,6 +12,12 @@ instances as pyDCOP YAML under benchmarks/results/distributed_instances/ so that
 (pyDCOP's DPOP, run by the evaluation scripts) can solve the same ones. ``--other FILE`` takes a
 JSON list of ``{"instance": name, "solver": label, "wall_s": float, "finished": bool,
 "cost": float|null}`` and puts it beside our rows (wall-time ratio, whether each finished).
+
+In process (``run_local``): start-up = wall - solve, where wall runs from launching the agents to
+the last result and solve from ``start`` to the last result. As a command: ``dcop run FILE -q
+--json OUT`` and ``dcop solve FILE -q --json OUT`` each timed as a subprocess (interpreter start,
+reading the file, every agent process and writing the result included), ``--repeat`` times in
+turn, median kept. The run/solve ratio per n is the mean over seeds of the per-seed ratios.
 """
 
 from __future__ import annotations
@@ -17,8 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +42,12 @@ from dcop.io import write_problem
 from dcop.protocol import RunSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent))
+from compare.machine import machine_info  # noqa: E402  (benchmarks/compare, beside this file)
+
+DCOP = str(Path(sys.executable).with_name("dcop"))
+#: the issue's target: a 30-agent local DPOP run costs at most this many times ``dcop solve``
+TARGET_RATIO = 2.0
 
 
 def make_instance(topology: str, n: int, d: int, seed: int) -> Any:
@@ -48,6 +66,7 @@ def one_run(
         return {"finished": False, "error": str(exc), "wall_s": time.perf_counter() - t0}
     result = run.to_json()
     m = run.metrics
+    hb = m["messages"].get("heartbeat", 0)
     return {
         "finished": True,
         "cost": run.cost if math.isfinite(run.cost) else None,
@@ -55,12 +74,17 @@ def one_run(
         "assignment": run.assignment,
         "wall_s": m["wall_s"],
         "solve_wall_s": m["solve_wall_s"],
+        "startup_s": m["wall_s"] - m["solve_wall_s"],
         "simulated_s": m["simulated_runtime_s"],
         "compute_s_total": m["compute_s_total"],
         "messages": m["total_messages"],
         "bytes": m["total_bytes"],
         "algorithm_messages": m["algorithm_messages"],
         "algorithm_bytes": m["algorithm_bytes"],
+        "heartbeat_messages": hb,
+        "heartbeat_bytes": m["bytes"].get("heartbeat", 0),
+        "messages_by_type": m["messages"],
+        "bytes_by_type": m["bytes"],
         "util_messages": m["messages"].get("util", 0),
         "value_messages": m["messages"].get("value", 0),
         "theory_util_messages": m["theory"]["util_messages"],
@@ -82,12 +106,179 @@ def one_run(
     }
 
 
+def timed_command(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run a command to its end and time it with the wall clock (a user's view)."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"wall_s": time.perf_counter() - t0, "exit": None, "error": "timed out"}
+    out: dict[str, Any] = {"wall_s": time.perf_counter() - t0, "exit": proc.returncode}
+    if proc.returncode != 0:
+        out["error"] = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    return out
+
+
+def _doc_fields(path: Path) -> dict[str, Any]:
+    """Status, cost and (for ``dcop run``) the wire figures of a result document."""
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    out: dict[str, Any] = {"status": doc.get("status"), "cost": doc.get("cost")}
+    m = doc.get("metrics") or {}
+    if "solve_wall_s" in m:
+        out.update(
+            run_wall_s=m["wall_s"],
+            run_solve_wall_s=m["solve_wall_s"],
+            heartbeat_messages=m["messages"].get("heartbeat", 0),
+            heartbeat_bytes=m["bytes"].get("heartbeat", 0),
+        )
+    path.unlink()
+    return out
+
+
+def cli_pair(file: Path, timeout: float, repeat: int) -> dict[str, Any]:
+    """``dcop run FILE -q --json OUT`` and ``dcop solve FILE -q --json OUT``, one after the other,
+    ``repeat`` times; medians of the wall clocks of the runs that answered."""
+    runs: list[dict[str, Any]] = []
+    solves: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="dcop-bench-cli-") as tmp:
+        out = Path(tmp) / "result.json"
+        for _ in range(repeat):
+            r = timed_command([DCOP, "run", str(file), "-q", "--json", str(out)], timeout)
+            runs.append(r | _doc_fields(out))
+            s = timed_command([DCOP, "solve", str(file), "-q", "--json", str(out)], timeout)
+            solves.append(s | _doc_fields(out))
+    return cli_summary(runs, solves)
+
+
+#: statuses of a command that answered (an optimum, or a proof that there is none)
+ANSWERED = ("ok", "infeasible")
+
+
+def cli_summary(runs: list[dict[str, Any]], solves: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the wall clocks of the commands that answered, their ratio, and whether every
+    answer was the same (cost, or infeasible)."""
+    run_ok = [r["wall_s"] for r in runs if r.get("status") in ANSWERED]
+    solve_ok = [s["wall_s"] for s in solves if s.get("status") in ANSWERED]
+    run_s = statistics.median(run_ok) if run_ok else None
+    solve_s = statistics.median(solve_ok) if solve_ok else None
+    answers = {(x.get("status"), x.get("cost")) for x in runs + solves}
+    return {
+        "run_wall_s": run_s,
+        "solve_wall_s": solve_s,
+        "ratio": run_s / solve_s if run_s and solve_s else None,
+        "same_answer": len(answers) == 1,
+        "runs": runs,
+        "solves": solves,
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def by_n(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """DPOP per n: means over the seeds that finished (in process and as commands)."""
+    table = []
+    for n in sorted({r["n"] for r in rows if r["algo"] == "dpop"}):
+        rs = [r for r in rows if r["algo"] == "dpop" and r["n"] == n]
+        ok = [r["run"] for r in rs if r["run"]["finished"]]
+        cli = [r["cli"] for r in rs if r.get("cli") and r["cli"]["ratio"] is not None]
+
+        def mean(key: str, runs: list[dict[str, Any]] = ok) -> float | None:
+            return _mean([float(x[key]) for x in runs if x.get(key) is not None])
+
+        table.append(
+            {
+                "n": n,
+                "seeds": len(rs),
+                "finished": len(ok),
+                "startup_s": mean("startup_s"),
+                "solve_wall_s": mean("solve_wall_s"),
+                "wall_s": mean("wall_s"),
+                "simulated_s": mean("simulated_s"),
+                "cli_seeds": len(cli),
+                "cli_run_wall_s": mean("run_wall_s", cli),
+                "cli_solve_wall_s": mean("solve_wall_s", cli),
+                "cli_ratio": mean("ratio", cli),
+                "cli_ratio_max": max((c["ratio"] for c in cli), default=None),
+                "heartbeat_messages": mean("heartbeat_messages"),
+                "heartbeat_bytes": mean("heartbeat_bytes"),
+                "algorithm_messages": mean("algorithm_messages"),
+                "algorithm_bytes": mean("algorithm_bytes"),
+                "util_messages": mean("util_messages"),
+                "messages": mean("messages"),
+                "bytes": mean("bytes"),
+            }
+        )
+    return table
+
+
+def target_line(table: list[dict[str, Any]]) -> str:
+    """Whether the largest n meets ``dcop run`` <= TARGET_RATIO x ``dcop solve``."""
+    rows = [r for r in table if r["cli_ratio"] is not None]
+    if not rows:
+        return "Target not measured (no `dcop run` / `dcop solve` pair answered)."
+    top = max(rows, key=lambda r: r["n"])
+    met = top["cli_ratio_max"] <= TARGET_RATIO
+    return (
+        f"Target: a {top['n']}-agent local DPOP run costs at most {TARGET_RATIO:g}x `dcop solve` "
+        f"of the same file. Measured at n = {top['n']}: `dcop run` {top['cli_run_wall_s']:.2f} s, "
+        f"`dcop solve` {top['cli_solve_wall_s']:.2f} s, ratio {top['cli_ratio']:.2f}x (mean over "
+        f"{top['cli_seeds']} seeds; worst seed {top['cli_ratio_max']:.2f}x): "
+        + ("**met**." if met else "**not met**.")
+    )
+
+
+def markdown_by_n(report: dict[str, Any]) -> list[str]:
+    table = report.get("by_n") or []
+    if not table:
+        return []
+    lines = [
+        "## DPOP per n: start-up, solve and wall time; `dcop run` beside `dcop solve`",
+        "",
+        "Means over the seeds. In process (`run_local`): wall = launch of the agents to the last "
+        "result, solve = `start` to the last result, start-up = wall - solve. Commands (wall "
+        f"clock of the subprocess, median of {report.get('repeat', 1)} in turn per seed): "
+        "`dcop run FILE -q --json OUT` and `dcop solve FILE -q --json OUT` (BE, min-fill) on the "
+        "same YAML file; run / solve is the mean of the per-seed ratios. Heartbeats: agent -> "
+        "coordinator application heartbeats counted by the agents up to their result (ZeroMQ's "
+        "own ZMTP pings are below the application and not counted). alg. = degree + DFS token "
+        "+ UTIL + VALUE.",
+        "",
+        "| n | ok | start-up s | solve s | wall s | `dcop run` s | `dcop solve` s | run / solve "
+        "| heartbeats | heartbeat B | alg. msgs | alg. B | UTIL | all msgs | all B |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        lines.append(
+            f"| {r['n']} | {r['finished']}/{r['seeds']} | {_f(r['startup_s'])} | "
+            f"{_f(r['solve_wall_s'])} | {_f(r['wall_s'])} | {_f(r['cli_run_wall_s'])} | "
+            f"{_f(r['cli_solve_wall_s'])} | {_ratio(r['cli_ratio'])} | "
+            f"{_i(r['heartbeat_messages'])} | {_i(r['heartbeat_bytes'])} | "
+            f"{_i(r['algorithm_messages'])} | {_i(r['algorithm_bytes'])} | "
+            f"{_i(r['util_messages'])} | {_i(r['messages'])} | {_i(r['bytes'])} |"
+        )
+    return [*lines, "", target_line(table), ""]
+
+
+def _i(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Distributed DPOP / ADPOP(z): one OS process per agent over ZeroMQ",
         "",
         f"Command: `{report['command']}`  ",
         f"Machine: {report['machine']}; {report['date']}.  ",
+        f"Load average (1, 5, 15 min) at the start: {report.get('load_average_start', '?')}, at "
+        f"the end: {report.get('load_average_end', '?')}.  ",
         f"Instances: {report['topology']} networks, d = {report['d']}, "
         "integer costs in [0, 100], tightness 0.3 (random: p1 = 4/(n-1), about 2n edges); seeds "
         f"{report['seeds']}. Every DPOP cost is checked against centralized BE.",
@@ -97,6 +288,9 @@ def markdown(report: dict[str, Any]) -> str:
         "carries its sender's clock; receiver = max(own, message) + compute). Messages/bytes: "
         "everything on the wire, control and heartbeats included; alg. = degree + DFS token + "
         "UTIL + VALUE only.",
+        "",
+        *markdown_by_n(report),
+        "## Every run (in process)",
         "",
         "| algo | n | seed | ok | cost (BE) | LB | wall s | solve s | simulated s | messages "
         "| bytes | alg. msgs | alg. bytes | UTIL/theory | VALUE | largest UTIL B | max sep |",
@@ -257,6 +451,12 @@ def plot_vs_n(report: dict[str, Any], path: Path) -> bool:
             color=line.get_color(),
             label=f"{algo} bytes (degree+token+UTIL+VALUE)",
         )
+    table = [r for r in report.get("by_n") or [] if r.get("cli_ratio") is not None]
+    if table:
+        ns = [r["n"] for r in table]
+        left.plot(ns, [r["cli_run_wall_s"] for r in table], "-s", label="`dcop run` command")
+        left.plot(ns, [r["cli_solve_wall_s"] for r in table], "-^", label="`dcop solve` command")
+        left.plot(ns, [r["startup_s"] for r in table], ":", label="dpop start-up")
     left.set_yscale("log")
     left.set_xlabel("n (agents)")
     left.set_ylabel("seconds")
@@ -288,7 +488,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,15,20,25,30")
     ap.add_argument("--z", default="2", help="ADPOP mini-bucket sizes, comma-separated")
     ap.add_argument("--d", type=int, default=3)
-    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="`dcop run` / `dcop solve` pairs per instance"
+    )
+    ap.add_argument(
+        "--no-cli", action="store_true", help="skip the `dcop run` / `dcop solve` commands"
+    )
     ap.add_argument("--topology", choices=["random", "scalefree"], default="random")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--other", type=Path, help="JSON results of another solver (e.g. pyDCOP)")
@@ -312,6 +518,10 @@ def main() -> None:
         if args.other:
             report["other"] = json.loads(args.other.read_text())
         report.setdefault("stem", f"distributed{args.tag}")
+        for row in report["rows"]:  # summaries again from the commands' own records
+            if row.get("cli"):
+                row["cli"] = cli_summary(row["cli"]["runs"], row["cli"]["solves"])
+        report["by_n"] = by_n(report["rows"])
         write_outputs(report, args.out)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -320,11 +530,14 @@ def main() -> None:
     inst_dir = args.out / "distributed_instances"
     inst_dir.mkdir(exist_ok=True)
     rows = []
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    print(f"load average at the start: {load_start}", file=sys.stderr)
     for n in sizes:
         for seed in range(args.seeds):
             problem = make_instance(args.topology, n, args.d, seed)
             name = f"{args.topology}_n{n}_d{args.d}_s{seed}"
-            write_problem(problem, inst_dir / f"{name}.yaml")
+            file = inst_dir / f"{name}.yaml"
+            write_problem(problem, file)
             be = solve_be(problem).upper_bound
             plan = [("dpop", None, None), *[("adpop", z, None) for z in zs]]
             if args.gpu is not None:
@@ -350,18 +563,23 @@ def main() -> None:
                         if algo == "dpop"
                         else (lb <= be + 1e-9 <= cost + 1e-9)
                     )
-                rows.append(
-                    {
-                        "instance": name,
-                        "algo": label,
-                        "n": n,
-                        "seed": seed,
-                        "be_cost": be if math.isfinite(be) else None,
-                        "correct": correct,
-                        "run": run,
-                    }
-                )
+                row: dict[str, Any] = {
+                    "instance": name,
+                    "algo": label,
+                    "n": n,
+                    "seed": seed,
+                    "be_cost": be if math.isfinite(be) else None,
+                    "correct": correct,
+                    "run": run,
+                }
                 status = "ok" if correct else ("FAILED" if not run["finished"] else "WRONG")
+                if label == "dpop" and not args.no_cli:
+                    row["cli"] = cli_pair(file, args.timeout, args.repeat)
+                    c = row["cli"]
+                    status += (
+                        f"; dcop run {_f(c['run_wall_s'])} s, dcop solve {_f(c['solve_wall_s'])} s"
+                    )
+                rows.append(row)
                 print(f"{name} {label}: {status} wall {run['wall_s']:.2f}s", file=sys.stderr)
     report = {
         "command": " ".join(["benchmarks/distributed.py", *sys.argv[1:]]),
@@ -371,6 +589,11 @@ def main() -> None:
         "topology": args.topology,
         "d": args.d,
         "seeds": args.seeds,
+        "repeat": args.repeat,
+        "machine_info": machine_info(),
+        "load_average_start": load_start,
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "by_n": by_n(rows),
         "rows": rows,
         "other": json.loads(args.other.read_text()) if args.other else None,
     }

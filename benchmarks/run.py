@@ -4,8 +4,8 @@
     python benchmarks/run.py SUITE [--seeds N] [--time-limit S] [--mem-limit GB]
                              [--pydcop PATH] [--frodo PATH] [--out DIR] [--quick]
 
-Suites: wcsp, wcsp-extra, uai, dpop-vs-pydcop, dpop-vs-frodo, random, scalefree, scalefree-m5, grid, mbe (``all`` runs the
-CPU suites one after the other). Each writes ``benchmarks/results/<suite>.json`` and ``.md`` with
+Suites: wcsp, wcsp-extra, uai, dpop-vs-pydcop, dpop-vs-frodo, dpop-maxdiscsp, random, scalefree,
+scalefree-m5, grid, mbe (``all`` runs the CPU suites one after the other). Each writes ``benchmarks/results/<suite>.json`` and ``.md`` with
 the machine description. Every instance runs in its own process under the time limit and an
 address-space limit and is reported as ``oot`` / ``oom`` when it exceeds them, never a crash.
 
@@ -44,6 +44,7 @@ SUITES = {
     "mbe": ("topology", "suite_mbe"),
     "dpop-vs-pydcop": ("distributed_cmp", "suite_pydcop"),
     "dpop-vs-frodo": ("distributed_cmp", "suite_frodo"),
+    "dpop-maxdiscsp": ("distributed_cmp", "suite_maxdiscsp"),
 }
 
 
@@ -85,7 +86,25 @@ REPORTS = {
     "wcsp-extra": ("central", "wcsp_extra_report", "wcsp_extra"),
     "dpop-vs-frodo": ("distributed_cmp", "_frodo_report", "dpop_vs_frodo"),
     "dpop-vs-pydcop": ("distributed_cmp", "_pydcop_report", "dpop_vs_pydcop"),
+    "dpop-maxdiscsp": ("distributed_cmp", "_maxdiscsp_report", "dpop_maxdiscsp"),
 }
+
+#: options whose value is a folder of this machine: results name a placeholder instead
+PLACEHOLDERS = {"--frodo": "FRODO_DIR", "--pydcop": "PYDCOP_VENV"}
+
+
+def public_command(argv: list[str]) -> str:
+    """The command line for the results, with outside folders replaced by placeholders."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        option, eq, _ = arg.partition("=")
+        if eq and option in PLACEHOLDERS:
+            out.append(f"{option}={PLACEHOLDERS[option]}")
+        elif i > 0 and argv[i - 1] in PLACEHOLDERS:
+            out.append(PLACEHOLDERS[argv[i - 1]])
+        else:
+            out.append(arg)
+    return shell_join(["python", "benchmarks/run.py", *out])
 
 
 def rerender(suite: str, out: Path) -> int:
@@ -150,13 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     names = (
-        [n for n in SUITE_NAMES if n not in ("dpop-vs-frodo", "dpop-vs-pydcop")]
+        [n for n in SUITE_NAMES if n not in ("dpop-vs-frodo", "dpop-vs-pydcop", "dpop-maxdiscsp")]
         if (args.suite == "all")
         else [args.suite]
     )
-    command = shell_join(
-        ["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    command = public_command(argv if argv is not None else sys.argv[1:])
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
