@@ -54,12 +54,12 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.transport import AgentTransport
-from dcop.tables import TableBackend
+from dcop.tables import Op, TableBackend
 
 log = logging.getLogger("dcop.agents")
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
-FROM_NEIGHBOUR = ("degree", "token", "util", "value", "heartbeat")
+FROM_NEIGHBOUR = ("degree", "token", "util", "value", "down", "heartbeat")
 FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start")
 #: Messages of a problem kept until its setup arrives (neighbours may be set up first).
 AHEAD_MAX = 4096
@@ -358,7 +358,12 @@ class Agent:
             time.sleep(10 * self.cfg.timeout_s)
 
     def _prepare(
-        self, scopes: list[tuple[str, ...]], shapes: list[tuple[int, ...]], var: str, z: int | None
+        self,
+        scopes: list[tuple[str, ...]],
+        shapes: list[tuple[int, ...]],
+        var: str,
+        z: int | None,
+        op: Op = "min",
     ) -> None:
         """Compile the GPU kernels of my (mini-)buckets before the UTIL data arrive."""
         from dcop.buckets import partition_scopes
@@ -369,7 +374,7 @@ class Agent:
         tables = self.session.part.tables if self.session is not None else ()
         dtype = tables[0].data.dtype if tables else "float64"
         for members in partition_scopes(scopes, z):
-            prepare([scopes[k] for k in members], [shapes[k] for k in members], var, "min", dtype)
+            prepare([scopes[k] for k in members], [shapes[k] for k in members], var, op, dtype)
 
     def _end_problem(self, reason: str) -> None:
         """Drop the current problem (a serving agent then waits for the next one)."""

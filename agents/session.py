@@ -16,6 +16,12 @@ Phases of a problem::
     go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
               VALUE down once the parent's has; then the result to the coordinator.
 
+PR and MAR (``spec.task``) run the same phases in log space: own tables become ``ln``
+potentials, UTILs eliminate by log-sum-exp, and a root's bound is its component's ``ln Z``
+(:mod:`dcop.sumproduct`). PR ends with the UTILs; MAR sends a ``down`` message (the parent's
+bucket summed without the child's UTIL) instead of VALUE, and each agent reports its marginal.
+Every message's clock advances mine (the simulated runtime is the critical path).
+
 Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
 """
 
@@ -37,6 +43,7 @@ from dcop.model import CostTable
 from dcop.protocol import (
     COORDINATOR_ID,
     Degree,
+    Down,
     Go,
     Message,
     Ready,
@@ -53,10 +60,12 @@ from dcop.protocol import (
 )
 from dcop.protocol.digest import part_digest
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
-from dcop.tables import Table, TableBackend
+from dcop.sumproduct import down_messages, marginal
+from dcop.tables import Op, Table, TableBackend
 
 Out = list[tuple[int, Message]]
-UtilOutput = tuple[tuple[WireTable, ...], float, float]
+#: What a worker-thread job hands back: the step that applies its output on the agent's loop.
+Finish = Callable[[], Out]
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,9 @@ class Session:
         meter: Meter,
         *,
         util_hook: Callable[[], None] | None = None,
-        prepare: Callable[[list[tuple[str, ...]], list[tuple[int, ...]], str, int | None], None]
+        prepare: Callable[
+            [list[tuple[str, ...]], list[tuple[int, ...]], str, int | None, Op], None
+        ]
         | None = None,
     ) -> None:
         self.me = me
@@ -171,11 +182,16 @@ class Session:
         self.scalars = 0.0
         self.bucket: list[Table] = []
         self.plan: UtilPlan | None = None
-        self.job: Job[UtilOutput] | None = None
+        self.job: Job[Finish] | None = None
         self.util_sent = False
         self.bound: float | None = None
         self.assignment: dict[str, int] | None = None
         self.value: int | None = None
+        # MAR: my own log tables, the parent's down message, my marginal once known
+        self.own: list[Table] = []
+        self.down: Table | None = None
+        self.down_started = False
+        self.marginal: tuple[float, ...] | None = None
         self.done = False
 
     # ---- what the agent's loop calls --------------------------------------------------------
@@ -187,6 +203,10 @@ class Session:
 
     def on(self, sender: int, message: Message) -> Out:
         """Take one message of this problem; return what to send."""
+        clock = getattr(message, "clock", None)
+        if clock is not None:
+            # a message leaves its sender at the sender's clock: mine is at least that late
+            self.clock = max(self.clock, clock)
         match message:
             case Degree():
                 if sender not in self.part.neighbours or sender in self.hoods:
@@ -211,18 +231,40 @@ class Session:
             case Util():
                 self._on_util(sender, message)
             case Value():
-                if self.tree is None or sender != self.tree.parent or self.assignment is not None:
+                if (
+                    self.tree is None
+                    or self.summing
+                    or sender != self.tree.parent
+                    or self.assignment is not None
+                ):
                     raise ProtocolError(f"VALUE from {sender}, which is not my waiting parent")
                 self.assignment = dict(message.values)
+            case Down():
+                if (
+                    self.tree is None
+                    or self.task != "mar"
+                    or sender != self.tree.parent
+                    or self.down is not None
+                ):
+                    raise ProtocolError(f"a down message from {sender}, not my waiting parent")
+                (table,) = message.tables
+                array = table.to_array()
+                self.down = self.backend.table(table.scope, array, array.dtype)
             case _:
                 raise ProtocolError(f"no handler for {message.TYPE} in a problem")
         return self._progress()
 
     def finish_job(self) -> Out:
-        """Take the finished UTIL computation; return the UTIL (or, at a root, the results)."""
-        assert self.job is not None and self.tree is not None
-        wire, scalar, spent = self.job.result()
+        """Apply the finished worker-thread job (a UTIL, or MAR's down messages); return what to
+        send."""
+        assert self.job is not None
+        finish = self.job.result()
         self.job = None
+        return finish()
+
+    def _util_done(self, wire: tuple[WireTable, ...], scalar: float, spent: float) -> Out:
+        """The UTIL computed: send it up (a root keeps the bound)."""
+        assert self.tree is not None
         self.charge(spent)
         if self.tree.parent is None:
             if wire:
@@ -240,6 +282,16 @@ class Session:
         self.clock += seconds
 
     @property
+    def task(self) -> str:
+        """``min``, ``pr`` or ``mar`` (``min`` until the start names the run)."""
+        return self.spec.task if self.spec is not None else "min"
+
+    @property
+    def summing(self) -> bool:
+        """Whether this problem sums (PR/MAR) instead of minimising."""
+        return self.task != "min"
+
+    @property
     def phase(self) -> str:
         if not self.ready:
             return "degree exchange"
@@ -250,7 +302,7 @@ class Session:
         if not self.util_sent and self.bound is None:
             return "util"
         if not self.done:
-            return "value"
+            return "down" if self.task == "mar" else "value"
         return "finished"
 
     # ---- phases -----------------------------------------------------------------------------
@@ -268,12 +320,20 @@ class Session:
             and len(self.utils) == len(tree.children)
         ):
             self._start_util()
-        if (
-            not self.done
-            and tree is not None
-            and ((tree.parent is None and self.bound is not None) or self.assignment is not None)
+        if self.done or tree is None:
+            return out
+        if self.task == "min":
+            if (tree.parent is None and self.bound is not None) or self.assignment is not None:
+                out += self._value_phase()
+        elif self.task == "pr":
+            self.done = self.bound is not None or self.util_sent
+        elif (
+            not self.down_started
+            and self.job is None
+            and ((tree.parent is None and self.bound is not None) or self.down is not None)
+            and (tree.parent is None or self.util_sent)
         ):
-            out += self._value_phase()
+            self._start_down()
         return out
 
     def _start(self, start: Start) -> Out:
@@ -433,7 +493,12 @@ class Session:
         scopes = [tuple(str(a) for a in s) for s in bucket]
         shapes = [tuple(domains[a] for a in s) for s in bucket]
         if scopes:
-            self.prepare(scopes, shapes, str(self.me), self.zs[j])
+            self.prepare(scopes, shapes, str(self.me), self.zs[j], self._op)
+
+    @property
+    def _op(self) -> Op:
+        """How a bucket eliminates: min, or log-sum-exp for PR/MAR."""
+        return "logsumexp" if self.summing else "min"
 
     def _on_util(self, sender: int, util: Util) -> None:
         assert self.tree is not None
@@ -454,6 +519,9 @@ class Session:
             self.util_hook()
         ancestors = {self.part.neighbours[i] for i in self.tree.path if i in self.part.neighbours}
         own = [t for t in self.part.tables if all(v == self.var or v in ancestors for v in t.scope)]
+        if self.summing:
+            own = [Table(t.scope, -t.data) for t in own]  # costs are -ln potentials
+        self.own = own
         received = [t for c in self.tree.children for t in self.utils[c]]
         self.bucket = [*own, *(t for t in received if self.var in t.scope)]
         # children's tables without my variable go up unchanged (MBE puts them in the bucket of
@@ -464,18 +532,64 @@ class Session:
         # answering and heartbeating: a long UTIL computation is not a dead agent.
         self.job = Job(lambda: self._util_compute(passing, z), "dcop-util")
 
-    def _util_compute(self, passing: list[Table], z: int | None) -> UtilOutput:
-        """Eliminate my variable from my bucket; return the host tables, the scalar part, time."""
+    def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
+        """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part
+        and the time go to :meth:`_util_done` on the loop."""
         t0 = time.perf_counter()
-        out = eliminate_bucket(self.backend, self.bucket, self.var, z=z, op="min")
+        out = eliminate_bucket(self.backend, self.bucket, self.var, z=z, op=self._op)
         wire = tuple(
             WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
             for t in (*out.tables, *passing)
             if t.scope
         )
         scalar = self.scalars + out.scalar
+        if self.summing and not self.bucket:
+            scalar += math.log(self.part.domain)  # a variable in no table: Z counts its values
         self.backend.synchronize()
-        return wire, scalar, time.perf_counter() - t0
+        spent = time.perf_counter() - t0
+        return lambda: self._util_done(wire, scalar, spent)
+
+    # ---- MAR's downward pass --------------------------------------------------------------
+    def _child_utils(self) -> dict[str, Table]:
+        """Each child's UTIL as one table (DPOP sends one), keyed by the child's id."""
+        assert self.tree is not None
+        out: dict[str, Table] = {}
+        for child in self.tree.children:
+            tables = self.utils[child]
+            if not tables:
+                raise DcopError(f"agent {child} sent a UTIL without my variable")
+            out[str(child)] = tables[0] if len(tables) == 1 else self.backend.join(tables)
+        return out
+
+    def _start_down(self) -> None:
+        self.down_started = True
+        self.job = Job(self._down_compute, "dcop-down")
+
+    def _down_compute(self) -> Finish:
+        """MAR (worker thread): the down message to every child and my marginal."""
+        t0 = time.perf_counter()
+        child_utils = self._child_utils()
+        sent = down_messages(self.backend, self.own, self.down, child_utils)
+        probs, ln_norm = marginal(
+            self.backend, self.own, self.down, child_utils, self.var, self.part.domain, sent
+        )
+        wire = {
+            int(c): WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
+            for c, t in sent.items()
+        }
+        self.backend.synchronize()
+        spent = time.perf_counter() - t0
+        known = math.isfinite(ln_norm)  # Z = 0 (an inconsistent component): no marginal
+        return lambda: self._down_done(wire, tuple(map(float, probs)) if known else None, spent)
+
+    def _down_done(
+        self, wire: dict[int, WireTable], probs: tuple[float, ...] | None, spent: float
+    ) -> Out:
+        assert self.tree is not None
+        self.charge(spent)
+        self.marginal = probs
+        self.done = True
+        return [(child, Down((wire[child],), self.clock)) for child in self.tree.children]
 
     def _value_phase(self) -> Out:
         assert self.tree is not None
@@ -495,10 +609,13 @@ class Session:
         return out
 
     def result(self, metrics: Any) -> Result:
-        """My result for the coordinator (a root adds its component's bound)."""
-        assert self.tree is not None and self.value is not None
+        """My result for the coordinator (a root adds its component's bound; MAR my marginal)."""
+        assert self.tree is not None and (self.value is not None or self.summing)
         bound = self.bound if self.tree.parent is None else None
         if bound is not None and math.isnan(bound):
+            # min: a NaN comes from inf - inf (no finite cost); a sum never makes one honestly
+            if self.summing:
+                raise DcopError(f"the log-sum-exp UTIL of {self.var!r} produced NaN")
             bound = math.inf
         return Result(
             self.value,
@@ -508,4 +625,5 @@ class Session:
             tuple(self.tree.pseudo_parents),
             tuple(self.tree.separator),
             metrics,
+            self.marginal,
         )

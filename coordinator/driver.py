@@ -22,12 +22,14 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
+from dcop.inference.pr_result import PartitionResult
 from dcop.coordinator.topology import Layout, layout_for
 from dcop.errors import (
     DcopError,
@@ -65,6 +67,7 @@ from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 
 log = logging.getLogger("dcop.coordinator")
@@ -133,8 +136,11 @@ class Coordinator:
         self.monitor = monitor
         self.before_start = before_start
         self.on_status = on_status
-        # float32 where integer totals stay exact: chosen once, here, for every agent's tables
-        self.dtype = np.dtype(choose_dtype(problem))
+        # float32 where integer totals stay exact: chosen once, here, for every agent's tables;
+        # sums of exponentials are never exact in float32 (PR/MAR run in float64)
+        self.dtype = np.dtype(np.float64 if self.spec.summing else choose_dtype(problem))
+        if self.spec.summing:
+            log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
         self.active = sorted(self.layout.variable)
         self.hellos: dict[int, Hello] = dict(hellos or {})
@@ -485,42 +491,27 @@ class Coordinator:
     def _result(self, wall_s: float, solve_s: float) -> RunResult:
         problem = self.problem
         var = self.layout.variable
-        assignment = {var[i]: r.value for i, r in self.results.items()}
+        assert self.choice is not None
+        roots = self.roots[self.choice.tree]
+        if self.spec.summing:
+            return self._sum_result(wall_s, solve_s, roots)
+        assignment: dict[str, int] = {}
+        for i, r in self.results.items():
+            if r.value is None:
+                raise RunError(f"{self.name(i)} sent no value")
+            assignment[var[i]] = r.value
         for name, value in assignment.items():
             if value >= problem.variables[name].size:
                 raise RunError(f"agent for {name!r} chose value index {value}, out of its domain")
         for name in problem.variables:
             assignment.setdefault(name, 0)  # a variable no agent was given: none (n = 0)
         cost = problem.evaluate(assignment)  # recomputed here, never trusted from the agents
-        assert self.choice is not None
-        roots = self.roots[self.choice.tree]
         bound = problem.constant + sum(float(t.costs) for t in problem.tables if not t.scope)
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
-        ran = RunSpec(
-            "dpop" if self.choice.z is None else "adpop",
-            self.choice.z,
-            self.spec.max_message_bytes,
-            self.spec.peer_timeout_s,
-            self.spec.trees,
-            self.spec.max_memory_bytes,
-            self.spec.gpu_min_entries,
-        )
-        metrics, per_agent = wire_metrics(
-            problem=problem,
-            layout=self.layout,
-            exact=ran.exact,
-            roots=roots,
-            trees=len(self.roots),
-            candidates_roots=sum(len(r) for r in self.roots),
-            results=self.results,
-            coordinator_sent=self.sent,
-            coordinator_received=self.received,
-            wall_s=wall_s,
-            solve_s=solve_s,
-            hellos=self.hellos,
-        )
+        ran = replace(self.spec, algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
+        metrics, per_agent = self._metrics(ran, roots, wall_s, solve_s)
         return RunResult(
             problem=problem,
             spec=self.spec,
@@ -534,6 +525,75 @@ class Coordinator:
             metrics=metrics,
             dtype=self.dtype.name,
             times={"total": wall_s, "solve": solve_s},
+        )
+
+    def _metrics(
+        self, ran: RunSpec, roots: list[int], wall_s: float, solve_s: float
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        return wire_metrics(
+            problem=self.problem,
+            layout=self.layout,
+            exact=ran.exact,
+            task=ran.task,
+            roots=roots,
+            trees=len(self.roots),
+            candidates_roots=sum(len(r) for r in self.roots),
+            results=self.results,
+            coordinator_sent=self.sent,
+            coordinator_received=self.received,
+            wall_s=wall_s,
+            solve_s=solve_s,
+            hellos=self.hellos,
+        )
+
+    def _sum_result(self, wall_s: float, solve_s: float, roots: list[int]) -> RunResult:
+        """PR/MAR: ``ln Z`` is the roots' component ``ln Z`` plus the Problem's constant factor
+        (which no agent holds); MAR adds every agent's marginal."""
+        problem = self.problem
+        var = self.layout.variable
+        ln_z = log_constant(problem) + sum(float(self.results[r].bound or 0.0) for r in roots)
+        marginals: dict[str, np.ndarray] | None = None
+        if self.spec.task == "mar" and ln_z > -math.inf:
+            marginals = {}
+            for i, r in self.results.items():
+                size = problem.variables[var[i]].size
+                if r.marginal is None or len(r.marginal) != size:
+                    raise RunError(f"{self.name(i)} sent no marginal over its {size} values")
+                marginals[var[i]] = np.asarray(r.marginal)
+            for name, v in problem.variables.items():
+                marginals.setdefault(name, np.full(v.size, 1.0 / v.size))  # in no agent: n = 0
+        assert self.choice is not None
+        metrics, per_agent = self._metrics(self.spec, roots, wall_s, solve_s)
+        times = {"total": wall_s, "solve": solve_s}
+        partition = PartitionResult(
+            problem=problem,
+            task=self.spec.task,
+            algo="dpop",
+            z=None,
+            ordering="pseudo-tree",
+            induced_width=metrics["theory"]["max_separator"],
+            largest_table=metrics["largest_util_entries"],
+            backend="agents",
+            dtype=self.dtype.name,
+            ln_lower=ln_z,
+            ln_upper=ln_z,
+            marginals=marginals,
+            times=times,
+        )
+        return RunResult(
+            problem=problem,
+            spec=self.spec,
+            ran=self.spec,
+            tree=self.choice,
+            assignment={},
+            cost=-ln_z,
+            bound=-ln_z,
+            roots=tuple(var[r] for r in roots),
+            agents=per_agent,
+            metrics=metrics,
+            dtype=self.dtype.name,
+            times=times,
+            partition=partition,
         )
 
 

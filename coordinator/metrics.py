@@ -19,7 +19,7 @@ from dcop.coordinator.topology import Layout
 from dcop.model import Problem
 from dcop.protocol import Hello, Result
 
-ALGORITHM_TYPES = ("degree", "token", "util", "value")
+ALGORITHM_TYPES = ("degree", "token", "util", "value", "down")
 
 
 def wire_metrics(
@@ -28,6 +28,7 @@ def wire_metrics(
     layout: Layout,
     exact: bool,
     roots: list[int],
+    task: str = "min",
     trees: int,
     candidates_roots: int,
     results: Mapping[int, Result],
@@ -88,13 +89,16 @@ def wire_metrics(
         }
     util_n = count.get("util", 0)
     value_n = count.get("value", 0)
+    tree_edges = n - components
     theory = {
         "n": n,
         "trees": components,
         "candidate_trees": trees,
         "edges": edges,
-        "util_messages": n - components,
-        "value_messages": n - components,
+        "util_messages": tree_edges,
+        # the downward pass: VALUE when minimising, MAR's down messages, none for PR
+        "value_messages": tree_edges if task == "min" else 0,
+        "down_messages": tree_edges if task == "mar" else 0,
         # every candidate tree's DFS: a child and a back token per tree edge
         "token_messages": 2 * (n - components) * trees,
         "tree_reports": candidates_roots,
@@ -124,6 +128,7 @@ def wire_metrics(
         "checks": {
             "util_messages_match": util_n == theory["util_messages"],
             "value_messages_match": value_n == theory["value_messages"],
+            "down_messages_match": count.get("down", 0) == theory["down_messages"],
             "token_messages_match": count.get("token", 0) == theory["token_messages"],
             "util_entries_match": entries_ok if exact else None,
         },

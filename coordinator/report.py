@@ -25,7 +25,11 @@ def print_summary(run: RunResult, console: Console | None = None) -> None:
         f"{th['trees']} tree(s), roots {', '.join(run.roots[:5])}"
     )
     status = result["status"]
-    if status == "infeasible":
+    if run.partition is not None:
+        from dcop.cli.partition import print_partition
+
+        print_partition(run.partition, console)
+    elif status == "infeasible":
         console.print("[bold]infeasible[/bold]: no assignment has a finite cost (proved)")
     elif status != "ok":
         console.print(f"[bold red]{status}[/bold red]: {result['message']}")
@@ -47,6 +51,7 @@ def print_summary(run: RunResult, console: Console | None = None) -> None:
     expected = {
         "util": th["util_messages"],
         "value": th["value_messages"],
+        "down": th["down_messages"],
         "token": th["token_messages"],
         "degree": th["degree_messages"],
     }
@@ -59,6 +64,8 @@ def print_summary(run: RunResult, console: Console | None = None) -> None:
         f"{m['largest_util_entries']} entries (theory d^|sep|: "
         f"{th['largest_util_entries']}); max separator {th['max_separator']}"
     )
+    if run.partition is not None:
+        return
     assignment = result["assignment"] or {}
     shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])
     console.print(f"assignment: {shown}{' ...' if len(assignment) > 12 else ''}")

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.protocol import RunSpec
 from dcop.results import Status, result_document, status_of
@@ -50,7 +51,8 @@ class RunResult:
     the candidate tree kept. ``bound`` is the proved internal (minimised) bound: the optimum for
     DPOP, a lower bound for ADPOP, the sum of the roots' reports; ``cost`` the internal cost of
     ``assignment`` recomputed by the coordinator on its own Problem (never trusted from the
-    agents).
+    agents). For PR/MAR ``partition`` holds ``ln Z`` and the marginals, ``bound`` and ``cost``
+    are ``-ln Z`` and ``assignment`` is empty.
     """
 
     problem: Problem
@@ -67,6 +69,7 @@ class RunResult:
     times: dict[str, float] = field(default_factory=dict)
     processes: dict[str, Any] | None = None
     file: str | None = None
+    partition: PartitionResult | None = None
 
     @property
     def exact(self) -> bool:
@@ -75,7 +78,10 @@ class RunResult:
 
     @property
     def status(self) -> Status:
-        """``ok``, ``infeasible``, or ``error`` when DPOP's bound and the cost disagree."""
+        """``ok``, ``infeasible``, or ``error`` when DPOP's bound and the cost disagree (PR/MAR:
+        ``infeasible`` when ``Z = 0``, ``error`` on a NaN)."""
+        if self.partition is not None:
+            return self.partition.status
         return status_of(self.bound, self.exact, self.cost)[0]
 
     @property
@@ -91,7 +97,19 @@ class RunResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The result document (see :mod:`dcop.results`)."""
+        """The result document (see :mod:`dcop.results`; PR/MAR: :mod:`dcop.inference.pr_result`
+        with the wire metrics and the pseudo-tree)."""
+        details = {
+            "spec": self.spec.to_wire(),
+            "pseudo_tree": self.tree.to_json(),
+            "dtype": self.dtype,
+            "roots": list(self.roots),
+            "agents": self.agents,
+            "processes": self.processes,
+        }
+        if self.partition is not None:
+            self.partition.file = self.file
+            return self.partition.to_json() | {"metrics": self.metrics} | details
         status, message = status_of(self.bound, self.exact, self.cost)
         return result_document(
             problem=self.problem,
@@ -106,12 +124,5 @@ class RunResult:
             file=self.file,
             times=self.times,
             metrics=self.metrics,
-            details={
-                "spec": self.spec.to_wire(),
-                "pseudo_tree": self.tree.to_json(),
-                "dtype": self.dtype,
-                "roots": list(self.roots),
-                "agents": self.agents,
-                "processes": self.processes,
-            },
+            details=details,
         )

@@ -63,14 +63,20 @@ def log_potentials(
     Raises ModelError for a Problem with a global upper bound (a WCSP ``top``): that cut is not a
     product of local factors, so it has no partition function of this form.
     """
+    constant = log_constant(problem)
+    return log_tables(backend, [t for t in problem.tables if t.scope], dtype), constant
+
+
+def log_constant(problem: Problem) -> float:
+    """``ln`` of the Problem's constant factor (its constant and its 0-d tables): the part of
+    ``ln Z`` no variable's bucket holds. Raises ModelError for a Problem with a global upper
+    bound (a WCSP ``top``): that cut is not a product of local factors."""
     if problem.upper_bound is not None:
         raise ModelError(
             "sum-product inference needs a product of local factors; this model has a global "
             "upper bound (a WCSP top)"
         )
-    tables = log_tables(backend, [t for t in problem.tables if t.scope], dtype)
-    constant = -float(problem.constant) - sum(float(t.costs) for t in problem.tables if not t.scope)
-    return tables, constant
+    return -float(problem.constant) - sum(float(t.costs) for t in problem.tables if not t.scope)
 
 
 def log_tables(

@@ -277,6 +277,7 @@ def protocol_seeds() -> dict[str, bytes]:
         AgentMetrics,
         Degree,
         Done,
+        Down,
         Error,
         Go,
         Heartbeat,
@@ -315,7 +316,9 @@ def protocol_seeds() -> dict[str, bytes]:
         "go": Go(0, None),
         "util": Util((table, scalar), 1.0),
         "value": Value((("x1", 1), ("x2", 0)), 2.0),
+        "down": Down((small,), 2.5),
         "result": Result(1, 12.0, None, (2, 3), (), (0,), metrics),
+        "result_mar": Result(None, -3.5, None, (2,), (), (), metrics, (0.25, 0.75)),
         "result_child": Result(0, None, 4, (), (1,), (0, 1), AgentMetrics()),
         "error": Error("neighbour 3 went silent", 3),
         "stop": Stop("done"),
@@ -324,9 +327,11 @@ def protocol_seeds() -> dict[str, bytes]:
     }
     out = {}
     for name, body in messages.items():
-        receiver = 2 if name in ("degree", "token_child", "token_back", "util", "value") else 0
+        receiver = 2 if name in ("degree", "token_child", "token_back", "util", "value", "down") else 0
         sender = COORDINATOR_ID if name in ("setup", "start", "stop", "go", "done") else 1
-        if name in ("hello", "ready", "result", "result_child", "error", "tree", "heartbeat"):
+        if name in (
+            "hello", "ready", "result", "result_child", "result_mar", "error", "tree", "heartbeat"
+        ):
             receiver = COORDINATOR_ID
         out[f"{name}.bin"] = pack_frames(encode(sender, receiver, body, 7))
     return out

@@ -30,6 +30,7 @@ from dcop.protocol.messages import (
     AgentMetrics,
     Degree,
     Done,
+    Down,
     Error,
     Go,
     Heartbeat,
@@ -48,7 +49,7 @@ from dcop.protocol.messages import (
     Value,
     WireTable,
 )
-from dcop.protocol.runspec import ALGOS, RunSpec, peer_timeout_for
+from dcop.protocol.runspec import ALGOS, TASKS, RunSpec, peer_timeout_for
 from dcop.protocol.transport import (
     AgentTransport,
     Frames,
@@ -61,6 +62,7 @@ from dcop.protocol.transport import (
 
 __all__ = [
     "ALGOS",
+    "TASKS",
     "COORDINATOR_ID",
     "DEFAULT_AGENT_BASE_PORT",
     "DEFAULT_COORDINATOR_PORT",
@@ -74,6 +76,7 @@ __all__ = [
     "AgentTransport",
     "Degree",
     "Done",
+    "Down",
     "Envelope",
     "Error",
     "Frames",

@@ -12,7 +12,7 @@ Flow of one problem (A = agent, C = coordinator, N = neighbour)::
     A->N degree (links work)     A->C ready      C->A start (run spec, trees this agent roots)
     A->N token: the DFS of each candidate tree, sizing the UTILs in its back tokens
     root->C tree (a candidate's UTIL sizes)      C->A go (the tree and z chosen, or a refusal)
-    A->parent util      A->children value        A->C result
+    A->parent util      A->children value (MAR: down)      A->C result
     C->A stop (one-shot agents exit) or done (serving agents wait for the next problem)
     A->C heartbeat and error at any time; a serving agent repeats its hello while idle
 """
@@ -609,6 +609,45 @@ class Value:
         return Value(tuple(values), _float(p, "clock", lo=0.0))
 
 
+@dataclass(frozen=True, eq=False)
+class Down:
+    """Parent -> child, for MAR: the log-space message over the child's separator (the parent's
+    bucket summed without the child's own UTIL; :func:`dcop.sumproduct.down_messages`)."""
+
+    TYPE: ClassVar[str] = "down"
+    tables: tuple[WireTable, ...]
+    clock: float
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"tables": [t.to_wire() for t in self.tables], "clock": self.clock}
+
+    @staticmethod
+    def from_wire(p: Payload) -> Down:
+        tables = _tables(p, "tables")
+        if len(tables) != 1:
+            raise ProtocolError(f"a down message holds one table, not {len(tables)}")
+        return Down(tables, _float(p, "clock", lo=0.0))
+
+
+def _probabilities(p: Payload, key: str) -> tuple[float, ...] | None:
+    """An optional list of probabilities (a marginal): each in [0, 1], summing to about 1."""
+    if p.get(key) is None:
+        if key not in p:
+            raise ProtocolError(f"missing field {key!r}")
+        return None
+    raw = _seq(p, key, MAX_DOMAIN)
+    if not raw:
+        raise ProtocolError(f"field {key!r} must not be empty")
+    out = []
+    for v in raw:
+        if type(v) not in (int, float) or not 0.0 <= float(v) <= 1.0:
+            raise ProtocolError(f"field {key!r} must hold probabilities in [0, 1]")
+        out.append(float(v))
+    if not math.isclose(sum(out), 1.0, abs_tol=1e-6):
+        raise ProtocolError(f"field {key!r} sums to {sum(out):.9g}, not 1")
+    return tuple(out)
+
+
 def _figures(p: Payload, key: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, v in _map(p, key, 64).items():
@@ -686,16 +725,18 @@ class AgentMetrics:
 @dataclass(frozen=True)
 class Result:
     """Agent -> coordinator: my value, my place in the pseudo-tree and my metrics. Roots add
-    ``bound``: their component's optimum (DPOP) or lower bound (ADPOP)."""
+    ``bound``: their component's optimum (DPOP) or lower bound (ADPOP); for PR/MAR its ``ln Z``.
+    PR and MAR send no value; MAR sends my variable's ``marginal`` (None where ``Z = 0``)."""
 
     TYPE: ClassVar[str] = "result"
-    value: int
+    value: int | None
     bound: float | None
     parent: int | None
     children: tuple[int, ...]
     pseudo_parents: tuple[int, ...]
     separator: tuple[int, ...]
     metrics: AgentMetrics
+    marginal: tuple[float, ...] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -706,18 +747,20 @@ class Result:
             "pseudo_parents": list(self.pseudo_parents),
             "separator": list(self.separator),
             "metrics": self.metrics.to_wire(),
+            "marginal": None if self.marginal is None else list(self.marginal),
         }
 
     @staticmethod
     def from_wire(p: Payload) -> Result:
         return Result(
-            _int(p, "value", 0, MAX_DOMAIN - 1),
+            _opt_int(p, "value", 0, MAX_DOMAIN - 1),
             _opt_float(p, "bound"),
             _opt_int(p, "parent", 0, MAX_AGENT_ID),
             _ids(p, "children"),
             _ids(p, "pseudo_parents"),
             _ids(p, "separator"),
             AgentMetrics.from_wire(_sub(p, "metrics")),
+            _probabilities(p, "marginal"),
         )
 
 
@@ -812,6 +855,7 @@ Message = (
     | Go
     | Util
     | Value
+    | Down
     | Result
     | Error
     | Stop
@@ -832,6 +876,7 @@ MESSAGE_CLASSES: dict[str, Any] = {
         Go,
         Util,
         Value,
+        Down,
         Result,
         Error,
         Stop,

@@ -26,6 +26,10 @@ from dcop.protocol.constants import (
 )
 
 Algo = Literal["dpop", "adpop", "auto"]
+Task = Literal["min", "pr", "mar"]
+#: What a run computes: ``min`` the optimum (MPE on a model of potentials), ``pr`` the partition
+#: function, ``mar`` it and every variable's marginal (sum-product UTILs in log space).
+TASKS: tuple[str, ...] = ("min", "pr", "mar")
 #: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), auto runs
 #: DPOP where its largest UTIL fits and else ADPOP with the largest z that fits.
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
@@ -67,6 +71,9 @@ class RunSpec:
     gpu_min_entries
         GPU agents run a bucket on the device from this many joined entries (None: the measured
         default, ``dcop.placement``; 0: every bucket).
+    task
+        ``min`` (minimise the cost), ``pr`` (``ln Z``: UTILs by log-sum-exp) or ``mar`` (``ln Z``
+        and marginals: a downward pass after the UTILs). PR and MAR are exact: DPOP only.
     """
 
     algo: Algo = "dpop"
@@ -76,10 +83,17 @@ class RunSpec:
     trees: int = DEFAULT_TREES
     max_memory_bytes: int | None = None
     gpu_min_entries: int | None = None
+    task: Task = "min"
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise InputError(f"unknown algorithm {self.algo!r}; use one of {', '.join(ALGOS)}")
+        if self.task not in TASKS:
+            raise InputError(f"unknown task {self.task!r}; use one of {', '.join(TASKS)}")
+        if self.task != "min" and self.algo != "dpop":
+            raise InputError(
+                f"--task {self.task} is exact sum-product: run it with --algo dpop, not {self.algo}"
+            )
         if self.algo == "adpop":
             if type(self.z) is not int or not 1 <= self.z <= MAX_SCOPE:
                 raise InputError(f"adpop needs a mini-bucket size --z between 1 and {MAX_SCOPE}")
@@ -118,6 +132,7 @@ class RunSpec:
         trees: int = DEFAULT_TREES,
         max_memory_bytes: int | None = None,
         gpu_min_entries: int | None = None,
+        task: str = "min",
     ) -> RunSpec:
         """The spec from command-line values (the message limit in MiB)."""
         if not 1 <= max_message_mib <= MAX_MESSAGE_MIB:
@@ -132,7 +147,13 @@ class RunSpec:
             trees,
             max_memory_bytes,
             gpu_min_entries,
+            task,  # type: ignore[arg-type]  # checked by RunSpec itself
         )
+
+    @property
+    def summing(self) -> bool:
+        """Whether the run sums (PR/MAR: log-sum-exp UTILs) instead of minimising."""
+        return self.task != "min"
 
     @property
     def exact(self) -> bool:
@@ -158,7 +179,8 @@ class RunSpec:
     @property
     def label(self) -> str:
         """``DPOP`` or ``ADPOP(z)``, for messages and summaries."""
-        return self.algo.upper() + (f"({self.z})" if self.z is not None else "")
+        label = self.algo.upper() + (f"({self.z})" if self.z is not None else "")
+        return label + (f" {self.task.upper()}" if self.summing else "")
 
     # ---- travelling -----------------------------------------------------------------------
     def to_wire(self) -> dict[str, Any]:
@@ -171,6 +193,7 @@ class RunSpec:
             "trees": self.trees,
             "max_memory_bytes": self.max_memory_bytes,
             "gpu_min_entries": self.gpu_min_entries,
+            "task": self.task,
         }
 
     @staticmethod
@@ -193,6 +216,7 @@ class RunSpec:
                 payload.get("trees", DEFAULT_TREES),
                 payload.get("max_memory_bytes"),
                 payload.get("gpu_min_entries"),
+                payload.get("task", "min"),  # type: ignore[arg-type]
             )
         except InputError as exc:
             raise ProtocolError(f"bad run spec: {exc.reason}") from None
@@ -211,4 +235,6 @@ class RunSpec:
             args += ["--max-memory", str(self.max_memory_bytes)]
         if self.gpu_min_entries is not None:
             args += ["--gpu-min-entries", str(self.gpu_min_entries)]
+        if self.summing:
+            args += ["--task", self.task]
         return args

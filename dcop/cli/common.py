@@ -46,6 +46,36 @@ JsonOption = Annotated[
     ),
 ]
 
+SolutionOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--solution",
+        help="Write the answer as a solution file: the UAI competition's MPE, PR or MAR format "
+        "for .uai models, toulbar2's value line otherwise.",
+    ),
+]
+
+
+def write_answer_file(
+    path: Path,
+    problem: Any,
+    task: str,
+    *,
+    answered: bool,
+    assignment: Any = None,
+    ln_z: float | None = None,
+    marginals: Any = None,
+) -> None:
+    """``--solution``: write the answer of ``task``; a run without one (infeasible, failed)
+    writes none, except PR's proved ``Z = 0`` (``log10 Z = -inf``)."""
+    from dcop.io import write_answer
+
+    if answered or (task == "pr" and ln_z == float("-inf")):
+        try:
+            write_answer(path, problem, task, assignment=assignment, ln_z=ln_z, marginals=marginals)
+        except OSError as exc:
+            raise InputError(f"cannot write the solution file: {exc.strerror}", str(path)) from None
+
 
 __all__ = [
     "BackendName",
@@ -141,11 +171,25 @@ def finish_run(
 
 
 def failure_document(
-    status: Status, message: str, *, algo: str, z: int | None, file: str | None, problem: Any
+    status: Status,
+    message: str,
+    *,
+    algo: str,
+    z: int | None,
+    file: str | None,
+    problem: Any,
+    task: str = "min",
 ) -> dict[str, Any]:
     """The result document of a command that ended without an answer."""
     return result_document(
-        problem=problem, status=status, message=message, algo=algo, exact=False, z=z, file=file
+        problem=problem,
+        status=status,
+        message=message,
+        algo=algo,
+        exact=False,
+        z=z,
+        file=file,
+        task=task,
     )
 
 

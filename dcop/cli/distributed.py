@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,13 +17,16 @@ import typer
 from rich.console import Console
 
 from dcop.cli.app import app
+from dcop.choices import TaskName
 from dcop.cli.common import (
     DistributedAlgo,
     JsonOption,
     LogLevel,
+    SolutionOption,
     failure_document,
     finish_run,
     parse_memory,
+    write_answer_file,
 )
 from dcop.cli.live import live_status
 from dcop.errors import InputError
@@ -75,12 +79,49 @@ LogOption = Annotated[
     LogLevel, typer.Option("--log-level", help="log level of the coordinator and the agents")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no live status, no summary")]
+TaskOpt = Annotated[
+    TaskName | None,
+    typer.Option(
+        "--task",
+        help="UAI models only: mpe (default: DPOP minimises -ln P), pr (partition function) or "
+        "mar (marginals), both exact sum-product over the pseudo-tree",
+    ),
+]
+Evidence = Annotated[
+    Path | None,
+    typer.Option("--evidence", exists=True, dir_okay=False, help="UAI .evid file"),
+]
 
 
-def _read(path: Path) -> Problem:
+def _read(path: Path, evidence: Path | None = None) -> Problem:
     from dcop.io import read_problem
 
-    return read_problem(str(path))
+    return read_problem(str(path), evidence=evidence)
+
+
+def _task(file: Path, task: TaskName | None) -> str:
+    """The RunSpec task for ``--task`` on ``file`` (mpe is DPOP's minimisation); one-line
+    InputError for a task the file's format does not have."""
+    from dcop.cli.partition import task_for
+
+    chosen = task_for(file, None, task and task.value)
+    return "min" if chosen in (None, "mpe") else chosen
+
+
+def _write_answer(path: Path | None, run: Any) -> None:
+    """``--solution`` for a distributed run."""
+    if path is None:
+        return
+    partition = run.partition
+    write_answer_file(
+        path,
+        run.problem,
+        run.ran.task,
+        answered=run.status == "ok",
+        assignment=run.assignment,
+        ln_z=partition.ln_partition if partition is not None else None,
+        marginals=partition.marginals if partition is not None else None,
+    )
 
 
 def _spec(
@@ -90,6 +131,7 @@ def _spec(
     peer_timeout: float | None,
     trees: int,
     max_memory: str | None,
+    task: str = "min",
 ) -> RunSpec:
     memory = parse_memory(max_memory)
     return RunSpec.from_options(
@@ -99,11 +141,16 @@ def _spec(
         peer_timeout,
         trees,
         None if memory is None else int(memory),
+        task=task,
     )
 
 
 def _failure(
-    algo: str, z: int | None, file: Path | None, read: dict[str, Problem]
+    algo: str,
+    z: int | None,
+    file: Path | None,
+    read: dict[str, Problem],
+    task: TaskName | None = None,
 ) -> Callable[[Status, str], dict[str, Any]]:
     """The document of a run that ended without an answer (the problem, if it was read)."""
 
@@ -115,6 +162,7 @@ def _failure(
             z=z,
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
+            task="min" if task is None or task is TaskName.mpe else task.value,
         )
 
     return failure
@@ -214,6 +262,8 @@ def coordinator(
     ] = False,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
+    task: TaskOpt = None,
+    evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
     timeout: Timeout = 300.0,
     hello_timeout: Annotated[float, typer.Option(help="seconds to wait for every hello")] = 120.0,
@@ -223,6 +273,7 @@ def coordinator(
     peer_timeout: PeerTimeout = None,
     max_message_mib: MaxMessage = DEFAULT_MAX_MESSAGE_BYTES / MIB,
     max_memory: MaxMemory = None,
+    solution: SolutionOption = None,
     log_level: LogOption = LogLevel.WARNING,
     quiet: Quiet = False,
 ) -> None:
@@ -252,8 +303,10 @@ def coordinator(
         from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
-        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory)
-        read["problem"] = problem = _read(problem_file)
+        spec = _spec(
+            algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
+        )
+        read["problem"] = problem = _read(problem_file, evidence)
         transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
         try:
             try:
@@ -277,11 +330,11 @@ def coordinator(
                 run = coordinator.run()
         finally:
             transport.close()
-        doc = run.to_json()
-        doc["file"] = str(problem_file)
-        return doc, lambda console: print_summary(run, console)
+        run = replace(run, file=str(problem_file))
+        _write_answer(solution, run)
+        return run.to_json(), lambda console: print_summary(run, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read), quiet)
+    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read, task), quiet)
 
 
 @app.command()
@@ -289,6 +342,8 @@ def run(
     file: ProblemFile,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
+    task: TaskOpt = None,
+    evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
     gpu: Annotated[
         bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
@@ -309,10 +364,12 @@ def run(
     peer_timeout: PeerTimeout = None,
     max_message_mib: MaxMessage = DEFAULT_MAX_MESSAGE_BYTES / MIB,
     max_memory: MaxMemory = None,
+    solution: SolutionOption = None,
     log_level: LogOption = LogLevel.WARNING,
     quiet: Quiet = False,
 ) -> None:
-    """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto)."""
+    """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto;
+    on a UAI model also --task pr or mar)."""
     _logging(log_level)
     read: dict[str, Problem] = {}
 
@@ -320,8 +377,17 @@ def run(
         from dcop.coordinator.launch import run_local
         from dcop.coordinator.report import print_summary
 
-        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory)
-        read["problem"] = problem = _read(file)
+        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        if evidence is not None and agents_read_file:
+            raise InputError(
+                "--agents-read-file with --evidence: the agents would read the model without "
+                "the evidence; leave one out"
+            )
+        read["problem"] = problem = _read(file, evidence)
+        if spec.summing:
+            from dcop.sumproduct import log_constant
+
+            log_constant(problem)  # a model without a partition function is refused here
         with live_status(not quiet) as on_status:
             result = run_local(
                 problem,
@@ -334,8 +400,8 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
             )
-        doc = result.to_json()
-        doc["file"] = str(file)
-        return doc, lambda console: print_summary(result, console)
+        result = replace(result, file=str(file))
+        _write_answer(solution, result)
+        return result.to_json(), lambda console: print_summary(result, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, file, read), quiet)
+    finish_run(produce, json_out, _failure(algo.value, z, file, read, task), quiet)

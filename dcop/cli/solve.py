@@ -22,11 +22,13 @@ from dcop.cli.common import (
     InputFile,
     JsonOption,
     OrderingName,
+    SolutionOption,
     bucket_progress,
     failure_document,
     finish_run,
     parse_memory,
     summary_console,
+    write_answer_file,
     write_json,
 )
 from dcop.cli.partition import print_partition, task_for
@@ -78,6 +80,7 @@ def solve_command(
         ),
     ] = None,
     json_out: JsonOption = None,
+    solution: SolutionOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Solve an instance with Bucket Elimination (exact) or Mini-Bucket Elimination (bounds);
@@ -104,6 +107,15 @@ def solve_command(
                     progress=progress,
                 )
             inferred.file = str(file)
+            if solution is not None:
+                write_answer_file(
+                    solution,
+                    problem,
+                    chosen,
+                    ln_z=inferred.ln_partition,
+                    marginals=inferred.marginals,
+                    answered=inferred.status == "ok",
+                )
             return inferred.to_json(), lambda console: print_partition(inferred, console)
         with bucket_progress(not quiet) as progress:
             result = solve(
@@ -117,7 +129,16 @@ def solve_command(
                 progress=progress,
             )
         result.file = str(file)
-        return result.to_json(), lambda console: print_result(result, console)
+        doc = result.to_json()
+        if solution is not None:
+            write_answer_file(
+                solution,
+                problem,
+                "min",
+                assignment=result.assignment,
+                answered=doc["status"] == "ok",
+            )
+        return doc, lambda console: print_result(result, console)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
         doc = failure_document(

@@ -27,7 +27,7 @@ from dcop.errors import InputError, ModelError
 from dcop.io.frodo_xml import read_xml, write_xml
 from dcop.io.placement import agent_placement
 from dcop.io.pydcop_yaml import read_yaml, write_yaml
-from dcop.io.solution import read_solution, write_mar, write_pr, write_solution
+from dcop.io.solution import read_solution, write_answer, write_mar, write_pr, write_solution
 from dcop.io.uai import read_uai, write_uai
 from dcop.io.wcsp import read_wcsp, write_wcsp
 from dcop.model import Problem
@@ -116,6 +116,7 @@ __all__ = [
     "read_wcsp",
     "read_xml",
     "read_yaml",
+    "write_answer",
     "write_mar",
     "write_pr",
     "write_problem",

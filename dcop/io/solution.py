@@ -116,6 +116,34 @@ def write_mar(path: str | Path, problem: Problem, marginals: Mapping[str, Sequen
     Path(path).write_text("MAR\n" + " ".join(parts) + "\n", encoding="utf-8")
 
 
+def write_answer(
+    path: str | Path,
+    problem: Problem,
+    task: str,
+    *,
+    assignment: Mapping[str, int] | None = None,
+    ln_z: float | None = None,
+    marginals: Mapping[str, Sequence[float]] | None = None,
+) -> None:
+    """Write what a run of ``task`` answered (``--solution``): an assignment (``min``/``mpe``:
+    :func:`write_solution`), ``ln Z`` (``pr``: :func:`write_pr`, as log10) or the marginals
+    (``mar``: :func:`write_mar`). Raises ModelError when the answer for the task is missing."""
+    if task in ("min", "mpe"):
+        if assignment is None:
+            raise ModelError("no assignment to write")
+        write_solution(path, problem, assignment)
+    elif task == "pr":
+        if ln_z is None:
+            raise ModelError("no partition function to write")
+        write_pr(path, ln_z / math.log(10))
+    elif task == "mar":
+        if marginals is None:
+            raise ModelError("no marginals to write")
+        write_mar(path, problem, marginals)
+    else:
+        raise ModelError(f"unknown task {task!r}")
+
+
 def read_solution(path: str | Path, problem: Problem) -> dict[str, int]:
     """An assignment (value indices of ``problem``) from a toulbar2 ``-w`` line or a UAI ``MPE``
     result file (the last solution when several are given)."""

@@ -18,6 +18,7 @@ from dcop.protocol import (
     AgentMetrics,
     Degree,
     Done,
+    Down,
     Error,
     Go,
     Heartbeat,
@@ -70,6 +71,8 @@ MESSAGES = [
     Go(0, 3),
     Util((TABLE, WireTable.from_array((), np.float64(7.0))), 1.0),
     Value((("x1", 2), ("x2", 0)), 2.0),
+    Down((TABLE,), 3.0),
+    Result(None, -2.5, None, (2,), (), (), AgentMetrics(), (0.125, 0.875)),
     Result(
         1,
         12.0,
@@ -104,12 +107,20 @@ def _frame(**over: object) -> bytes:
     return msgpack.packb(raw, use_bin_type=True)
 
 
+def _result(**over: object) -> bytes:
+    """A result frame (from agent 1) with some payload fields replaced."""
+    frames = encode(1, COORDINATOR_ID, Result(None, 0.0, None, (), (), (), AgentMetrics()))
+    raw = msgpack.unpackb(frames[0], raw=False)
+    raw["p"].update(over)
+    return msgpack.packb(raw, use_bin_type=True)
+
+
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
 def test_round_trip(message: object) -> None:
     env = decode(encode(3, COORDINATOR_ID, message))  # type: ignore[arg-type]
     assert env.sender == 3 and env.receiver == COORDINATOR_ID
     assert type(env.body) is type(message)
-    if isinstance(message, Setup | Util):
+    if isinstance(message, Setup | Util | Down):
         for a, b in zip(message.tables, env.body.tables, strict=True):  # type: ignore[union-attr]
             assert a.scope == b.scope and a.shape == b.shape
             np.testing.assert_array_equal(a.to_array(), b.to_array())
@@ -145,6 +156,11 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
         ),
         (_frame(t="degree", p={"neighbours": [1], "clock": math.nan}), "finite"),
         (_frame(n=-1), "problem number"),
+        (_frame(t="down", p={"tables": [], "clock": 0.0}), "one table, not 0"),
+        (_result(marginal=[0.5, 0.6]), "sums to"),
+        (_result(marginal=[1.5, -0.5]), r"in \[0, 1\]"),
+        (_result(marginal=[]), "must not be empty"),
+        (_result(marginal="0.5"), "must be an array"),
         (
             _frame(
                 t="util",
@@ -324,6 +340,9 @@ def test_peer_timeout_grows_with_the_frame_limit() -> None:
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "extra": 1}, "unknown fields"),
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": -1}, "peer"),
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": "x"}, "peer"),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "task": "mar"}, None),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "task": "map"}, "unknown task"),
+        ({"algo": "adpop", "z": 2, "max_message_bytes": 2**20, "task": "pr"}, "--algo dpop"),
     ],
 )
 def test_run_spec_on_the_wire_is_validated(spec: dict[str, object], reason: str | None) -> None:

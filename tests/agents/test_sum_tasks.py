@@ -1,0 +1,132 @@
+"""Distributed PR and MAR: log-sum-exp UTILs up the pseudo-tree, down messages for the marginals.
+
+Each run is checked against brute force (every assignment enumerated) and against the
+centralized solver, on random MARKOV and BAYES models with and without evidence, with zeros,
+isolated variables, a constant factor, and log Z far from 0 in both directions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dcop.errors import InputError, ModelError
+from dcop.generators import ising_grid, random_bayes
+from dcop.inference.partition import infer
+from dcop.model import CostTable, Problem, Variable
+from dcop.protocol import RunSpec
+from tests.inference.test_sumproduct import brute_force, observe, random_markov
+
+
+def _run(run_inproc, problem: Problem, task: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    doc = run_inproc(problem, spec=RunSpec(task=task))  # type: ignore[arg-type]
+    json.dumps({k: v for k, v in doc.items() if k not in ("run", "agent_objects")}, allow_nan=False)
+    return doc  # type: ignore[no-any-return]
+
+
+def _assert_equals_brute_force(run_inproc, problem: Problem) -> None:  # type: ignore[no-untyped-def]
+    ln_z, marginals = brute_force(problem)
+    pr = _run(run_inproc, problem, "pr")
+    mar = _run(run_inproc, problem, "mar")
+    for doc in (pr, mar):
+        assert doc["task"] in ("pr", "mar") and doc["algo"] == "dpop"
+        assert doc["cost"] is None and doc["assignment"] is None
+    if ln_z == -math.inf:
+        assert pr["status"] == mar["status"] == "infeasible"
+        assert pr["ln_partition"] == mar["ln_partition"] == "-inf"
+        assert mar["marginals"] is None
+        return
+    assert pr["status"] == mar["status"] == "ok", (pr["message"], mar["message"])
+    assert pr["exact"] and mar["exact"]
+    assert pr["ln_partition"] == pytest.approx(ln_z, rel=1e-9, abs=1e-9)
+    assert mar["ln_partition"] == pytest.approx(ln_z, rel=1e-9, abs=1e-9)
+    assert pr["marginals"] is None
+    for v, probs in marginals.items():
+        np.testing.assert_allclose(mar["marginals"][v], probs, atol=1e-9)
+    # the wire: PR sends no downward message, MAR one down message per tree edge
+    edges = problem.n - pr["metrics"]["theory"]["trees"]
+    assert pr["metrics"]["messages"].get("down", 0) == 0
+    assert pr["metrics"]["messages"].get("value", 0) == 0
+    assert mar["metrics"]["messages"].get("down", 0) == edges
+    assert all(mar["metrics"]["checks"][k] for k in ("util_messages_match", "down_messages_match"))
+
+
+@pytest.mark.parametrize("evidence", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_markov_equals_brute_force(run_inproc, seed: int, evidence: bool) -> None:
+    problem = random_markov(seed)
+    _assert_equals_brute_force(run_inproc, observe(problem, seed) if evidence else problem)
+
+
+@pytest.mark.parametrize("evidence", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_bayes_equals_brute_force(run_inproc, seed: int, evidence: bool) -> None:
+    problem = random_bayes(7, d=2, parents=3, seed=seed)
+    _assert_equals_brute_force(run_inproc, observe(problem, seed) if evidence else problem)
+
+
+def test_equals_the_centralized_solver_on_a_grid(run_inproc) -> None:
+    problem = ising_grid(4, coupling=1.5, seed=3)
+    central = infer(problem, "mar")
+    mar = _run(run_inproc, problem, "mar")
+    assert mar["ln_partition"] == pytest.approx(central.ln_partition, rel=1e-12)
+    assert central.marginals is not None
+    for v, probs in central.marginals.items():
+        np.testing.assert_allclose(mar["marginals"][v], probs, atol=1e-12)
+
+
+@pytest.mark.parametrize("shift", [-300.0, 300.0])
+def test_log_z_far_from_zero(run_inproc, shift: float) -> None:
+    problem = random_markov(3, zeros=0.0, shift=shift)
+    ln_z, marginals = brute_force(problem)
+    assert abs(ln_z) > 1000  # far beyond what exp() of a float64 holds
+    mar = _run(run_inproc, problem, "mar")
+    assert mar["ln_partition"] == pytest.approx(ln_z, rel=1e-12)
+    for v, probs in marginals.items():
+        np.testing.assert_allclose(mar["marginals"][v], probs, atol=1e-9)
+
+
+def test_isolated_variables_and_a_constant_factor(run_inproc) -> None:
+    variables = [Variable.with_size(f"x{i}", 3) for i in range(4)]
+    pair = CostTable(("x0", "x1"), -np.log(np.arange(1.0, 10.0).reshape(3, 3)))
+    unary = CostTable(("x2",), -np.log(np.array([1.0, 2.0, 5.0])))
+    constant = CostTable((), np.asarray(-math.log(7.0)))  # a factor of 7 on every assignment
+    problem = Problem.build(variables, [pair, unary, constant], cost_kind="neg_ln")
+    # x3 is in no table: it multiplies Z by its 3 values and has a uniform marginal
+    _assert_equals_brute_force(run_inproc, problem)
+    doc = _run(run_inproc, problem, "pr")
+    assert doc["ln_partition"] == pytest.approx(math.log(45 * 8 * 3 * 7), rel=1e-12)
+
+
+def test_a_model_of_zeros_is_infeasible(run_inproc) -> None:
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(3)]
+    tables = [
+        CostTable(("x0", "x1"), np.full((2, 2), math.inf)),
+        CostTable(("x1", "x2"), np.array([[0.0, 1.0], [2.0, 0.5]])),
+    ]
+    _assert_equals_brute_force(run_inproc, Problem.build(variables, tables, cost_kind="neg_ln"))
+
+
+def test_sum_tasks_are_exact_dpop_only() -> None:
+    for algo in ("adpop", "auto"):
+        with pytest.raises(InputError, match="--algo dpop"):
+            RunSpec(algo, 2, task="pr")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown task"):
+        RunSpec(task="map")  # type: ignore[arg-type]
+    spec = RunSpec(task="mar")
+    assert RunSpec.from_wire(spec.to_wire()) == spec
+    assert spec.cli_args()[-2:] == ["--task", "mar"]
+    assert RunSpec.from_wire({k: v for k, v in RunSpec().to_wire().items() if k != "task"}).task == (
+        "min"
+    )
+
+
+def test_a_wcsp_top_has_no_partition_function(run_inproc) -> None:
+    variables = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
+    table = CostTable(("a", "b"), np.array([[0.0, 1.0], [1.0, 0.0]]))
+    problem = Problem.build(variables, [table], upper_bound=5.0)
+    with pytest.raises(ModelError, match="partition function|global upper bound"):
+        run_inproc(problem, spec=RunSpec(task="pr"))
