@@ -340,7 +340,6 @@ def test_peer_timeout_grows_with_the_frame_limit() -> None:
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "extra": 1}, "unknown fields"),
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": -1}, "peer"),
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "peer_timeout_s": "x"}, "peer"),
-        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "task": "mar"}, None),
         ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "task": "map"}, "unknown task"),
         ({"algo": "adpop", "z": 2, "max_message_bytes": 2**20, "task": "pr"}, "--algo dpop"),
     ],
