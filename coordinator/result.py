@@ -109,7 +109,9 @@ class RunResult:
         }
         if self.partition is not None:
             self.partition.file = self.file
-            return self.partition.to_json() | {"metrics": self.metrics} | details
+            doc = self.partition.to_json() | {"metrics": self.metrics} | details
+            del doc["solver"]  # a centralized run's order and backend: the agents had neither
+            return doc
         status, message = status_of(self.bound, self.exact, self.cost)
         return result_document(
             problem=self.problem,

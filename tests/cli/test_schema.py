@@ -47,6 +47,24 @@ def test_solve_documents_validate(instances_dir: Path, file: str, args: list[str
     assert doc["status"] == "ok" and doc["exact"] == (args[1] == "be")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--task", "pr"],
+        ["--task", "mar"],
+        ["--task", "pr", "--algo", "mbe", "--z", "1"],
+        ["--task", "mpe"],
+    ],
+)
+def test_uai_task_documents_validate(instances_dir: Path, args: list[str]) -> None:
+    run = run_dcop("solve", str(instances_dir / "test_Z.uai"), *args, "--json", "-", "-q")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert_valid(doc)
+    assert doc["status"] == "ok" and doc["task"] == args[1]
+    assert (doc["bounds"] is None) == ("mbe" not in args) if args[1] == "pr" else True
+
+
 def test_in_process_documents_validate() -> None:
     """SolveResult.to_json on random problems with +inf entries, maximised and MPE problems."""
     for seed in range(12):
