@@ -152,9 +152,7 @@ class Session:
         meter: Meter,
         *,
         util_hook: Callable[[], None] | None = None,
-        prepare: Callable[
-            [list[tuple[str, ...]], list[tuple[int, ...]], str, int | None, Op], None
-        ]
+        prepare: Callable[[list[tuple[str, ...]], list[tuple[int, ...]], str, int | None, Op], None]
         | None = None,
     ) -> None:
         self.me = me

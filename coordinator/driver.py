@@ -29,7 +29,6 @@ import numpy as np
 
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
-from dcop.inference.pr_result import PartitionResult
 from dcop.coordinator.topology import Layout, layout_for
 from dcop.errors import (
     DcopError,
@@ -39,6 +38,7 @@ from dcop.errors import (
     RunTimeout,
     TableTooLarge,
 )
+from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.protocol import (
     COORDINATOR_ID,

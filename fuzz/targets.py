@@ -327,10 +327,19 @@ def protocol_seeds() -> dict[str, bytes]:
     }
     out = {}
     for name, body in messages.items():
-        receiver = 2 if name in ("degree", "token_child", "token_back", "util", "value", "down") else 0
+        receiver = (
+            2 if name in ("degree", "token_child", "token_back", "util", "value", "down") else 0
+        )
         sender = COORDINATOR_ID if name in ("setup", "start", "stop", "go", "done") else 1
         if name in (
-            "hello", "ready", "result", "result_child", "result_mar", "error", "tree", "heartbeat"
+            "hello",
+            "ready",
+            "result",
+            "result_child",
+            "result_mar",
+            "error",
+            "tree",
+            "heartbeat",
         ):
             receiver = COORDINATOR_ID
         out[f"{name}.bin"] = pack_frames(encode(sender, receiver, body, 7))

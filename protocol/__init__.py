@@ -62,7 +62,6 @@ from dcop.protocol.transport import (
 
 __all__ = [
     "ALGOS",
-    "TASKS",
     "COORDINATOR_ID",
     "DEFAULT_AGENT_BASE_PORT",
     "DEFAULT_COORDINATOR_PORT",
@@ -71,6 +70,7 @@ __all__ = [
     "MESSAGE_TYPES",
     "PEER_TIMEOUT_S",
     "PROTOCOL_VERSION",
+    "TASKS",
     "ZMTP_HEARTBEAT_IVL_S",
     "AgentMetrics",
     "AgentTransport",

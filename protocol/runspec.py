@@ -216,7 +216,7 @@ class RunSpec:
                 payload.get("trees", DEFAULT_TREES),
                 payload.get("max_memory_bytes"),
                 payload.get("gpu_min_entries"),
-                payload.get("task", "min"),  # type: ignore[arg-type]
+                payload.get("task", "min"),
             )
         except InputError as exc:
             raise ProtocolError(f"bad run spec: {exc.reason}") from None

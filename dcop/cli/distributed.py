@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from dcop.cli.app import app
 from dcop.choices import TaskName
+from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
     JsonOption,

@@ -119,14 +119,14 @@ def test_sum_tasks_are_exact_dpop_only() -> None:
     spec = RunSpec(task="mar")
     assert RunSpec.from_wire(spec.to_wire()) == spec
     assert spec.cli_args()[-2:] == ["--task", "mar"]
-    assert RunSpec.from_wire({k: v for k, v in RunSpec().to_wire().items() if k != "task"}).task == (
-        "min"
-    )
+    assert RunSpec.from_wire(
+        {k: v for k, v in RunSpec().to_wire().items() if k != "task"}
+    ).task == ("min")
 
 
 def test_a_wcsp_top_has_no_partition_function(run_inproc) -> None:
     variables = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
     table = CostTable(("a", "b"), np.array([[0.0, 1.0], [1.0, 0.0]]))
     problem = Problem.build(variables, [table], upper_bound=5.0)
-    with pytest.raises(ModelError, match="partition function|global upper bound"):
+    with pytest.raises(ModelError, match="global upper bound"):
         run_inproc(problem, spec=RunSpec(task="pr"))

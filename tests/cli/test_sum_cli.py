@@ -93,7 +93,9 @@ def test_a_zero_model_is_infeasible_and_its_pr_file_says_so(tmp_path: Path) -> N
     assert json.loads(run.stdout)["marginals"] is None and not out.exists()
 
 
-def test_solve_and_run_write_toulbar2_and_mpe_solutions(tmp_path: Path, instances_dir: Path) -> None:
+def test_solve_and_run_write_toulbar2_and_mpe_solutions(
+    tmp_path: Path, instances_dir: Path
+) -> None:
     wcsp = instances_dir / "warehouse.wcsp"
     for command in ("solve", "run"):
         out = tmp_path / f"{command}.sol"
@@ -131,4 +133,3 @@ def test_bad_tasks_get_one_line(
     assert doc["status"] == "error" and doc["task"] == args[1]
     run = run_dcop("run", str(file), "--task", "bogus")
     assert run.returncode == 2 and "bogus" in run.stderr
-
