@@ -33,3 +33,24 @@ def test_gpu_all_spreads_agents_over_the_devices() -> None:
     problem = random_network(8, 4, 0.4, 0.3, seed=3)
     run = run_local(problem, RunSpec(gpu_min_entries=0), gpu="all", timeout=120)
     assert run.status == "ok"
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_gpu_agents_sum_tasks_equal_cpu_agents(task: str) -> None:
+    """PR/MAR with every bucket (UTIL and down messages) on the device: the CPU agents' ln Z and
+    marginals (log-sum-exp sums in another order: equal to rounding)."""
+    import numpy as np
+
+    from dcop.generators import ising_grid
+
+    problem = ising_grid(4, coupling=1.0, seed=5)
+    spec = RunSpec(gpu_min_entries=0, task=task)  # type: ignore[arg-type]
+    cpu = run_local(problem, spec, timeout=120)
+    gpu = run_local(problem, spec, gpu=0, timeout=120)
+    assert cpu.partition is not None and gpu.partition is not None
+    assert gpu.partition.ln_partition == pytest.approx(cpu.partition.ln_partition, rel=1e-12)
+    assert gpu.metrics["buckets_gpu"] >= problem.n
+    if task == "mar":
+        assert cpu.partition.marginals is not None and gpu.partition.marginals is not None
+        for name, probs in cpu.partition.marginals.items():
+            np.testing.assert_allclose(gpu.partition.marginals[name], probs, atol=1e-12)
