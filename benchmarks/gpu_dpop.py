@@ -224,6 +224,7 @@ def write(
         "and kernels before its hello (not in the solve). Both runs solve the same instance on the "
         "same host in one run; `same` = equal cost and bound. Paper: GpuDBE on a GTX TITAN.",
         "",
+        *([f"**Correction:** {meta['correction']}", ""] if meta.get("correction") else []),
         "| n | z | paired | GPU sim | CPU sim | CPU/GPU sim | GPU solve wall | CPU solve wall | "
         "GPU sim, all seeds | GPU set-up | paper GpuDBE sim | buckets GPU/CPU | same |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
