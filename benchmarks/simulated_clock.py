@@ -68,7 +68,7 @@ def main() -> None:
         )
     meta = {
         "command": "python benchmarks/simulated_clock.py "
-        + " ".join(a for a in sys.argv[1:] if str(args.out) not in a),
+        + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
         "load_average": list(os.getloadavg()),

@@ -152,12 +152,31 @@ def gpu_reservation(device: int) -> dict[str, Any]:
 ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+#: Where GPU agents keep their compiled kernels inside a container: a bind mount of the
+#: deployment's ``kernel-cache/`` folder, so that a restarted agent (or the next deployment from
+#: the same folder) loads its kernels instead of compiling them again.
+KERNEL_CACHE_DIR = "/cache/kernels"
+KERNEL_CACHE_FOLDER = "kernel-cache"
+
+
+def gpu_agent_service(service: dict[str, Any], directory: Path, device: int) -> None:
+    """Make ``service`` a GPU agent's: reserve ``device`` and mount the deployment's kernel
+    cache (created in ``directory``) with ``DCOP_KERNEL_CACHE`` pointing at it."""
+    (directory / KERNEL_CACHE_FOLDER).mkdir(exist_ok=True)
+    service["deploy"] = gpu_reservation(device)
+    service["volumes"].append(f"./{KERNEL_CACHE_FOLDER}:{KERNEL_CACHE_DIR}")
+    service["environment"] = {**service["environment"], "DCOP_KERNEL_CACHE": KERNEL_CACHE_DIR}
+
+
 def _key_mount(name: str) -> str:
     return f"./keys/{name}.key_secret:{KEYS_DIR}/{name}.key_secret:ro"
 
 
-def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dict[str, Any]:
-    """The compose ``services`` mapping: the coordinator, then one service per agent."""
+def compose_services(
+    peers: Peers, problem: str, options: ComposeOptions, directory: Path
+) -> dict[str, Any]:
+    """The compose ``services`` mapping: the coordinator, then one service per agent
+    (``directory``: the deployment's folder, for the GPU agents' kernel cache)."""
     keys = KEYS_DIR if options.secure else None
     config = f"./config:{CONFIG_DIR}:ro"
     # No init process: as PID 1, each Python process ignores SIGTERM, so when the first agent
@@ -193,7 +212,7 @@ def compose_services(peers: Peers, problem: str, options: ComposeOptions) -> dic
         if options.secure:
             service["volumes"].append(_key_mount(key_name(entry.id)))
         if options.gpu:
-            service["deploy"] = gpu_reservation(entry.id % options.gpus)
+            gpu_agent_service(service, directory, entry.id % options.gpus)
         services[agent_service(entry.id)] = service
     return services
 
@@ -293,7 +312,7 @@ def write_compose(
     )
     peers.write(out / "config" / "peers.json")
     compose = {
-        "services": compose_services(peers, name, options),
+        "services": compose_services(peers, name, options, out),
         "networks": {"dcop": {"driver": "bridge"}},
     }
     write_yaml(out / "docker-compose.yml", compose, HEADER)

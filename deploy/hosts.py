@@ -30,7 +30,7 @@ from dcop.deploy.compose import (
     ComposeOptions,
     agent_command,
     coordinator_command,
-    gpu_reservation,
+    gpu_agent_service,
 )
 from dcop.deploy.layout import (
     CONFIG_DIR,
@@ -197,7 +197,7 @@ def write_hosts(
                     "healthcheck": healthcheck(options.base_port + i),
                 }
                 if options.gpu:
-                    service["deploy"] = gpu_reservation(k % options.gpus)
+                    gpu_agent_service(service, directory, k % options.gpus)
                 services[agent_service(i)] = service
             header = HOST_HEADER.format(
                 host=host,

@@ -89,6 +89,11 @@ def test_compose_gpu_reservations_round_robin(problem_file: Path, tmp_path: Path
         ]
         cmd = service["command"]
         assert cmd[cmd.index("--gpu") + 1] == "0"  # the one device the container sees
+        # compiled kernels outlive the container: a bind mount of the deployment's folder
+        assert "./kernel-cache:/cache/kernels" in service["volumes"]
+        assert service["environment"]["DCOP_KERNEL_CACHE"] == "/cache/kernels"
+    assert (out / "kernel-cache").is_dir()
+    assert "DCOP_KERNEL_CACHE" not in services["coordinator"]["environment"]
 
 
 def test_compose_secure_mounts_only_own_secret(problem_file: Path, tmp_path: Path) -> None:
@@ -192,6 +197,8 @@ def test_hosts_gpu_reservations_per_host(problem_file: Path, tmp_path: Path) -> 
             devices = service["deploy"]["resources"]["reservations"]["devices"]
             assert devices[0]["device_ids"] == [str(k % 2)]
             assert service["command"][service["command"].index("--gpu") + 1] == "0"
+            assert "./kernel-cache:/cache/kernels" in service["volumes"]
+        assert (tmp_path / "g" / host / "kernel-cache").is_dir()
 
 
 def test_hosts_insecure_and_bad_input(problem_file: Path, tmp_path: Path) -> None:
