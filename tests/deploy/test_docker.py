@@ -105,6 +105,45 @@ def test_compose_run_equals_be(docker: dk.Docker, instance: tuple[Path, float], 
     assert result["metrics"]["checks"]["util_messages_match"]
 
 
+def test_compose_agents_serve_problem_after_problem(
+    docker: dk.Docker, instance: tuple[Path, float], tmp_path: Path
+) -> None:
+    """deploy/README's "problem after problem": agents up, one coordinator run per problem (a
+    smaller second problem too), then --shutdown; every agent exits 0."""
+    path, optimum = instance
+    out = tmp_path / "serve"
+    write_compose(path, out, ComposeOptions(image=IMAGE, timeout_s=240))
+    second = small_problem(7, seed=9)
+    write_problem(second, out / "config" / "second.wcsp")
+    project = f"dcop{uuid.uuid4().hex[:8]}"
+    agents = [f"agent-{i}" for i in range(8)]
+
+    def coordinator(*args: str) -> None:
+        done = dk.compose(
+            docker, out, project, "run", "--rm", "--use-aliases", "coordinator",
+            "dcop", "coordinator", "--peers", "/config/peers.json", "--hello-timeout", "120",
+            *args, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+    try:
+        _up(docker, out, project, "-d", *agents)
+        for name in (path.name, "second.wcsp"):
+            coordinator("--problem", f"/config/{name}", "--json", f"/results/{name}.json", "-q")
+        coordinator("--shutdown")
+        dk.compose(docker, out, project, "stop", "-t", "60", timeout=120)
+        codes = dk.exit_codes(project)
+        first = json.loads((out / "results" / f"{path.name}.json").read_text())
+        again = json.loads((out / "results" / "second.wcsp.json").read_text())
+    finally:
+        _down(docker, out, project)
+    assert first["status"] == "ok" and first["cost"] == optimum
+    assert again["status"] == "ok" and again["cost"] == solve_be(second).upper_bound
+    assert {a: c for a, c in codes.items() if "agent" in a} and all(
+        c == 0 for a, c in codes.items() if "agent" in a
+    ), codes
+
+
 def _rogue(peers: Peers, target: int, curve: bool) -> None:
     """Knock on ``target``'s door as a stranger: a plain client, and with ``curve`` also a CURVE
     client with its own (unlisted) key pair; each sends a garbage frame and a well-formed one."""
