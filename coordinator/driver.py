@@ -481,6 +481,12 @@ class Coordinator:
             if fit is not None
             else "no ADPOP z fits either, not even z=1"
         )
+        if self.spec.summing:
+            # PR/MAR have no mini-bucket fallback here: say where an exact answer may still be
+            way = (
+                f"--task {self.spec.task} runs exact DPOP only; `dcop solve --task "
+                f"{self.spec.task}` eliminates along the cheapest centralized order"
+            )
         return (
             f"{what}'s largest UTIL, from {who}, would hold {sizing.largest:.4g} entries "
             f"({sizing.largest * itemsize / 2**20:.4g} MiB) > {limits}; {way}; refused before "

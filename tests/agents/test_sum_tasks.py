@@ -130,3 +130,12 @@ def test_a_wcsp_top_has_no_partition_function(run_inproc) -> None:
     problem = Problem.build(variables, [table], upper_bound=5.0)
     with pytest.raises(ModelError, match="global upper bound"):
         run_inproc(problem, spec=RunSpec(task="pr"))
+
+
+def test_a_util_over_the_limit_is_refused_without_an_adpop_hint(run_inproc) -> None:
+    from dcop.errors import TableTooLarge
+
+    problem = ising_grid(5, seed=1)
+    with pytest.raises(TableTooLarge, match="exact DPOP only") as caught:
+        run_inproc(problem, spec=RunSpec(max_message_bytes=4096, task="pr"))
+    assert "--algo adpop" not in str(caught.value)
