@@ -1,20 +1,29 @@
-"""dcop: Bucket Elimination (BE, MBE(z), MPE) and distributed DPOP/ADPOP over ZeroMQ.
+"""dcop: Bucket Elimination (BE, MBE(z), MPE, PR/MAR) and distributed DPOP/ADPOP over ZeroMQ.
 
 General layout. One import name, ``dcop``; the design card's top-level folders are mapped into it by
-``pyproject.toml``:
+``pyproject.toml`` (the import rules between them: ``docs/DESIGN.md``, checked by a test):
 
 * ``dcop/`` (``dcop``): the core. ``model`` (Variable, CostTable, Problem), ``io/`` (readers and
-  writers per file format), ``generators`` (the paper's random, scale-free and grid networks),
-  ``ordering`` (min-fill, min-degree, DFS pseudo-trees, induced width), ``tables`` (NumPy table
-  operations), ``backend`` (the NumPy/CuPy switch), ``inference/`` (BE, MBE(z), MPE), ``cli/``.
-* ``gpu/`` (``dcop.gpu``): the CuPy backend: CUDA kernels, streams, chunking.
-* ``protocol/`` (``dcop.protocol``): message types, msgpack codec, size limits, version.
-* ``agents/`` (``dcop.agents``): the agent process (one per variable): sockets, DFS, DPOP/ADPOP.
-* ``coordinator/`` (``dcop.coordinator``): peers.json, launching agents, gathering results, metrics.
+  writers per file format, solution files), ``generators`` (the paper's random, scale-free and
+  grid networks, Ising grids, Bayesian networks), ``ordering`` (min-fill, min-degree, DFS
+  pseudo-trees, induced width), ``tables`` (the ``TableBackend`` protocol and NumPy tables),
+  ``backend`` (the NumPy/CuPy switch), ``placement`` (CPU or GPU per bucket), ``buckets`` (the
+  bucket step BE, MBE and the agents share), ``sumproduct`` (log-space steps for PR/MAR),
+  ``inference/`` (BE, MBE(z), MPE, PR/MAR, the memory plan), ``results`` and ``schema/`` (the
+  result document), ``choices`` (option values), ``cli/``.
+* ``gpu/`` (``dcop.gpu``): the CuPy backend: CUDA kernels, plans, streams, chunking.
+* ``protocol/`` (``dcop.protocol``): the RunSpec, message types, msgpack codec, ZeroMQ
+  transports, CURVE keys, peers.json, candidate trees; size limits and version.
+* ``agents/`` (``dcop.agents``): the agent process (one per variable): its loop and liveness
+  (``agent``), one problem's state (``session``), the DFS, UTIL sizing, jobs, metrics.
+* ``coordinator/`` (``dcop.coordinator``): layouts, launching agents, one run (``driver``),
+  serving clusters, the typed ``RunResult`` and the wire metrics.
+* ``deploy/`` (``dcop.deploy``): docker-compose, Swarm and multi-host deployments.
 
 Data enters through ``dcop.io.read_problem`` (or ``dcop.generators``), flows as a ``Problem`` into
-``dcop.inference`` (centralized) or ``dcop.coordinator`` (distributed), and leaves as a result dict
-(JSON) from the CLI.
+``dcop.inference`` (centralized) or ``dcop.coordinator`` (distributed: agents get their part in
+Setup messages), and leaves as a typed result (``SolveResult``, ``PartitionResult``,
+``RunResult``) whose ``to_json()`` is the one result document the CLI writes.
 """
 
 from dcop.errors import (
