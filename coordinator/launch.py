@@ -144,8 +144,11 @@ def run_local(
     process has exited when this returns or raises.
     """
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
+    from dcop.sumproduct import log_constant
 
     spec = spec if spec is not None else RunSpec()
+    if spec.summing:
+        log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
         if workdir is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dcop-run-")))

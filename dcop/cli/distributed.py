@@ -29,7 +29,7 @@ from dcop.cli.common import (
     write_answer_file,
 )
 from dcop.cli.live import live_status
-from dcop.errors import InputError
+from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
@@ -318,9 +318,9 @@ def coordinator(
                     timeout=timeout,
                     hello_timeout=hello_timeout,
                 )
-            except InputError as exc:
-                # peers.json does not fit the problem: the agents started for it still get a
-                # stop; serving agents stay up for the next problem
+            except DcopError as exc:
+                # peers.json does not fit the problem (or the problem has no such task): the
+                # agents started for it still get a stop; serving agents stay up for the next
                 ids = {a.id for a in table.agents}
                 wait_s = min(hello_timeout, MISMATCH_STOP_S)
                 stop_agents(transport, ids, wait_s, f"aborted: {exc}", spare_serving=True)
@@ -384,10 +384,6 @@ def run(
                 "the evidence; leave one out"
             )
         read["problem"] = problem = _read(file, evidence)
-        if spec.summing:
-            from dcop.sumproduct import log_constant
-
-            log_constant(problem)  # a model without a partition function is refused here
         with live_status(not quiet) as on_status:
             result = run_local(
                 problem,

@@ -124,12 +124,24 @@ def test_sum_tasks_are_exact_dpop_only() -> None:
     ).task == ("min")
 
 
-def test_a_wcsp_top_has_no_partition_function(run_inproc) -> None:
+def test_a_wcsp_top_has_no_partition_function() -> None:
+    """Refused by the coordinator as it is made, before any message."""
+    from dcop.coordinator.driver import Coordinator
+    from dcop.coordinator.topology import peers_for
+    from dcop.protocol import COORDINATOR_ID, InProcHub
+
     variables = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
     table = CostTable(("a", "b"), np.array([[0.0, 1.0], [1.0, 0.0]]))
     problem = Problem.build(variables, [table], upper_bound=5.0)
+    peers = peers_for(problem, "tcp://127.0.0.1:1", lambda i, v: f"tcp://127.0.0.1:{2 + i}")
+    transport = InProcHub().transport(COORDINATOR_ID)
     with pytest.raises(ModelError, match="global upper bound"):
-        run_inproc(problem, spec=RunSpec(task="pr"))
+        Coordinator(problem, peers, transport, RunSpec(task="pr"))
+    Coordinator(problem, peers, transport, RunSpec())  # minimising it is fine
+    from dcop.coordinator import run_local
+
+    with pytest.raises(ModelError, match="global upper bound"):
+        run_local(problem, RunSpec(task="mar"))  # before any agent process starts
 
 
 def test_a_util_over_the_limit_is_refused_without_an_adpop_hint(run_inproc) -> None:
