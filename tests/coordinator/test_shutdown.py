@@ -63,3 +63,23 @@ def test_a_signal_stops_every_agent_and_leaves_a_result(tmp_path: Path, sig: int
         time.sleep(0.1)
     assert _agents_of(private_tmp) == []
     assert list(private_tmp.iterdir()) == []  # the run's temporary folder is gone
+
+
+def test_the_agent_template_leaves_quietly_when_its_run_is_gone() -> None:
+    """``dcop run`` ended by a signal while its prestarted template still imports: the template
+    finds its output closed when it says ready. It used to die with a BrokenPipeError traceback
+    on the terminal after the command had returned; it now just leaves (found by the soak's
+    SIGTERM probes)."""
+    template = subprocess.Popen(
+        [sys.executable, "-m", "dcop.agents.forked"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert template.stdin and template.stdout and template.stderr
+    template.stdout.close()  # the run is gone: nobody reads
+    template.stdin.close()  # and nobody asks for agents
+    err = template.stderr.read()
+    template.stderr.close()
+    assert template.wait(timeout=60) == 0, err
+    assert err == b""
