@@ -65,6 +65,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -1175,6 +1176,18 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]], meta: dict[
     return "\n".join(lines)
 
 
+def command_line(argv: list[str]) -> str:
+    """The soak's command as run, without the report's ``--note`` (it is printed on its own)."""
+    kept = []
+    skip = False
+    for arg in argv:
+        if skip or arg == "--note" or arg.startswith("--note="):
+            skip = arg == "--note"
+            continue
+        kept.append(arg)
+    return shlex.join(["python", "benchmarks/soak.py", *kept])
+
+
 def _fault(r: dict[str, Any]) -> str:
     if r["fault"] is None:
         return "plain"
@@ -1232,7 +1245,7 @@ def main(argv: list[str] | None = None) -> int:
         "after_last_run": fd_count(),
     }
     meta = {
-        "command": " ".join(["python benchmarks/soak.py", *sys.argv[1:]]),
+        "command": command_line(sys.argv[1:]),
         "machine": f"{platform.machine()} Linux ({os.cpu_count()} cores, "
         f"Python {platform.python_version()})",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
