@@ -59,7 +59,8 @@ fuzz: $(VENV)/.installed-test
 	done; \
 	if [ $$status -ne 0 ]; then echo "fuzz: crashes in $(FUZZ_WORK)/crashes"; fi; exit $$status
 
-# 200 distributed DPOP/ADPOP solves with agent kills, checked against BE (not in CI).
+# 200 distributed DPOP/ADPOP solves checked against BE, with agent kills, SIGTERM to `dcop run`,
+# forged coordinator frames and self-connect attempts mixed in (not in CI; see benchmarks/soak.py).
 SOAK_ARGS ?=
 soak: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)

@@ -188,15 +188,19 @@ def agent(
     from dcop.protocol.zmqlink import LINGER_MS, ZmqAgentTransport
 
     table = peers.by_id()
-    transport = ZmqAgentTransport(
-        entry.id,
-        entry.endpoint,
-        {},
-        peers.coordinator,
-        curve,
-        max_bytes,
-        candidates=[a for a in table if a != entry.id],
-    )
+    try:
+        transport = ZmqAgentTransport(
+            entry.id,
+            entry.endpoint,
+            {},
+            peers.coordinator,
+            curve,
+            max_bytes,
+            candidates=[a for a in table if a != entry.id],
+        )
+    except DcopError as exc:  # peers.json names this agent's own endpoint as the coordinator's
+        print(f"dcop-agent: error: {exc}", file=sys.stderr)
+        sys.exit(2)
     code = 1
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _stop_signal)

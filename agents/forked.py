@@ -17,6 +17,7 @@ separate process with its own sockets.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -62,7 +63,10 @@ def run_child(argv: list[str], log_path: str) -> int:
 
 
 def _say(message: dict[str, int]) -> None:
-    os.write(1, (json.dumps(message) + "\n").encode())
+    # The run that reads us may be gone (``dcop run`` ended by a signal while we imported): then
+    # no one is left to tell, and the loop still ends once stdin closes and the children are reaped.
+    with contextlib.suppress(BrokenPipeError):
+        os.write(1, (json.dumps(message) + "\n").encode())
 
 
 def serve() -> None:

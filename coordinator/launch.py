@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import random
+import shutil
 import socket
 import sys
 import tempfile
@@ -151,7 +152,8 @@ def run_local(
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
         if workdir is None:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dcop-run-")))
+            folder = Path(tempfile.mkdtemp(prefix="dcop-run-"))
+            stack.callback(remove_folder, folder)
         else:
             folder = Path(workdir)
             folder.mkdir(parents=True, exist_ok=True)
@@ -230,6 +232,17 @@ def run_local(
             },
             file=str(problem_file) if problem_file is not None else None,
         )
+
+
+def remove_folder(folder: Path) -> None:
+    """Remove a run's temporary folder, even when an interrupt (SIGTERM, Ctrl-C) lands while it
+    is being removed: the command then still leaves nothing behind (the soak found half-removed
+    folders; TemporaryDirectory gives up at the interrupt)."""
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -118,6 +118,28 @@ def test_port_already_in_use(tmp_path: Path) -> None:
     assert all(p.poll() is not None for p in procs.procs.values())  # no orphans
 
 
+def test_own_endpoint_as_the_coordinators_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A peers.json that gives an agent the coordinator's endpoint under another name
+    (localhost for 127.0.0.1) would have it connect to itself: the agent refuses with one line
+    and exit code 2 (bad input), as for any other peers.json mistake (it used to die with a
+    traceback and exit 1; found by the soak's self-connect runs)."""
+    port = free_ports(1)[0]
+    peers = local_peers()
+    own = AgentEntry(0, "x0", f"tcp://localhost:{port}", peers.agents[0].neighbours)
+    bad = Peers(peers.problem, f"tcp://127.0.0.1:{port}", (own, *peers.agents[1:]))
+    peers_file = tmp_path / "peers.json"
+    bad.write(peers_file)
+    proc = subprocess.run(
+        agent_command_for(0, peers_file), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"dcop-agent: error: agent 0: the coordinator's endpoint tcp://127.0.0.1:{port} is this "
+        f"agent's own (tcp://localhost:{port}); a socket never connects to its own endpoint"
+    ]
+
+
 def test_peers_not_matching_the_problem(tmp_path: Path) -> None:
     peers = local_peers()
     a, b = peers.agents[0], peers.agents[peers.agents[0].neighbours[0]]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +66,51 @@ def test_a_signal_stops_every_agent_and_leaves_a_result(tmp_path: Path, sig: int
         time.sleep(0.1)
     assert _agents_of(private_tmp) == []
     assert list(private_tmp.iterdir()) == []  # the run's temporary folder is gone
+
+
+def test_the_agent_template_leaves_quietly_when_its_run_is_gone() -> None:
+    """``dcop run`` ended by a signal while its prestarted template still imports: the template
+    finds its output closed when it says ready. It used to die with a BrokenPipeError traceback
+    on the terminal after the command had returned; it now just leaves (found by the soak's
+    SIGTERM probes)."""
+    template = subprocess.Popen(
+        [sys.executable, "-m", "dcop.agents.forked"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert template.stdin and template.stdout and template.stderr
+    template.stdout.close()  # the run is gone: nobody reads
+    template.stdin.close()  # and nobody asks for agents
+    err = template.stderr.read()
+    template.stderr.close()
+    assert template.wait(timeout=60) == 0, err
+    assert err == b""
+
+
+def test_an_interrupt_while_the_run_folder_is_removed_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM (a KeyboardInterrupt in ``dcop run``) that lands while run_local removes its
+    temporary folder: the folder is still removed. TemporaryDirectory gave up at the interrupt
+    and left the agents' logs and peers.json behind (found by the soak's SIGTERM runs)."""
+    from dcop.coordinator import run_local
+    from dcop.protocol import RunSpec
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    real_rmtree = shutil.rmtree
+    interrupted: list[str] = []
+
+    def interrupted_once(path: Any, *args: Any, **kwargs: Any) -> None:
+        if not interrupted and Path(path).name.startswith("dcop-run-"):
+            interrupted.append(str(path))
+            (Path(path) / "peers.json").unlink()  # part of the folder is gone...
+            raise KeyboardInterrupt("signal SIGTERM")  # ...when the signal lands
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        run_local(random_network(4, 2, 0.5, 0.1, seed=1), RunSpec(), timeout=60)
+    assert interrupted
+    assert list(tmp_path.iterdir()) == []
