@@ -6,16 +6,19 @@ A ``DcopError`` becomes one line on stderr and exit code 2; anything else is a b
 from __future__ import annotations
 
 import importlib
-import signal
 import sys
+
+from dcop.cli.signals import interrupt_on_signals, keep_early_signals
+
+keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
 
 if sys.argv[1:2] == ["run"]:  # fork agents from a template that imports while we do (fast start)
     from dcop.coordinator.processes import prestart_template
 
     prestart_template()
 
-from dcop.cli.app import app
-from dcop.errors import DcopError
+from dcop.cli.app import app  # noqa: E402  (after the signal handlers, on purpose)
+from dcop.errors import DcopError  # noqa: E402
 
 #: Modules whose import registers commands on ``app`` (in help order).
 COMMAND_MODULES = (
@@ -43,17 +46,9 @@ def _distributed_algo_in_solve(argv: list[str]) -> str | None:
     return None
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    """SIGTERM and SIGHUP end a command as Ctrl-C does: agents stopped, temporary files removed,
-    and the result document written with status ``interrupted``."""
-    signal.signal(signum, signal.SIG_IGN)  # once is enough: clean-up must not be interrupted
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def main() -> None:
     """Console-script entry point."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+    interrupt_on_signals()
     algo = _distributed_algo_in_solve(sys.argv[1:])
     if algo is not None:
         print(

@@ -21,6 +21,7 @@ from dcop.choices import (
     LogLevel,
     OrderingName,
 )
+from dcop.cli.signals import raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
@@ -153,6 +154,7 @@ def finish_run(
     """
     console = summary_console(json_target)
     try:
+        raise_pending()  # a SIGTERM that came while the command was starting
         doc, show = produce()
     except (DcopError, MemoryError, KeyboardInterrupt) as exc:
         status = failure_status(exc)

@@ -124,3 +124,24 @@ def test_solve_json_on_stdout_summary_on_stderr(instances_dir: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["cost"] == 328
     assert "optimum" in run.stderr
+
+
+def test_a_sigterm_during_start_up_still_writes_the_result_document(
+    tmp_path: Path, instances_dir: Path
+) -> None:
+    """A SIGTERM that lands while dcop still imports is kept, and the command then ends as on
+    Ctrl-C: status interrupted in the document, exit code 130 (here the signal is sent right
+    after the import, before the command line is parsed: the same moment, made certain)."""
+    out = tmp_path / "r.json"
+    instance = instances_dir / "warehouse.wcsp"
+    script = (
+        "import os, signal, sys\n"
+        "import dcop.cli\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        f"sys.argv = ['dcop', 'solve', {str(instance)!r}, '--json', {str(out)!r}, '-q']\n"
+        "dcop.cli.main()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 130, run.stderr
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"]
