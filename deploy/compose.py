@@ -13,7 +13,8 @@ The agents serve (``dcop-agent --serve``): peers.json names no variables, and ea
 coordinator hands them out. ``docker-compose up --abort-on-container-exit`` (or ``docker compose
 up ...``) solves the deployed problem once: the coordinator waits for every agent's hello, drives
 the run, writes the result and exits; compose then stops the agents (they exit 0). To solve
-problem after problem, keep the agents up (``up -d``), put each problem in ``config/`` and run
+problem after problem, keep the agents up (``up -d --no-deps agent-0 ...``: without the
+deployed coordinator), put each problem in ``config/`` and run
 ``docker-compose run --rm --use-aliases coordinator dcop coordinator --peers /config/peers.json
 --problem /config/NEXT --json /results/NEXT.json``; ``... --shutdown`` stops them. Restart policy is "no":
 an agent that dies is an error to see, not one to hide.

@@ -127,7 +127,7 @@ def test_compose_agents_serve_problem_after_problem(
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
     try:
-        _up(docker, out, project, "-d", *agents)
+        _up(docker, out, project, "-d", "--no-deps", *agents)
         for name in (path.name, "second.wcsp"):
             coordinator("--problem", f"/config/{name}", "--json", f"/results/{name}.json", "-q")
         coordinator("--shutdown")
