@@ -177,9 +177,18 @@ def reference(ctx: Context, file: Path) -> dict[str, Any]:
     return res
 
 
+def _number(value: Any) -> Any:
+    """A cost as a float: JSON spells infinity "inf" / "-inf"."""
+    if value in ("inf", "-inf"):
+        return float(value)
+    return value
+
+
 def agree(results: dict[str, dict[str, Any]], optimum: Any) -> str:
-    """``ok`` when every finished tool's recomputed cost equals the optimum (or each other)."""
-    costs = {k: r["recomputed"] for k, r in results.items() if r.get("status") == "ok"}
+    """``ok`` when every finished tool's recomputed cost equals the optimum (or each other). An
+    infeasible problem's optimum is inf: an assignment whose recomputed cost is inf is optimal."""
+    costs = {k: _number(r["recomputed"]) for k, r in results.items() if r.get("status") == "ok"}
+    optimum = _number(optimum)
     target = optimum if isinstance(optimum, (int, float)) else next(iter(costs.values()), None)
     bad = [
         f"{k}={v}"
@@ -187,7 +196,7 @@ def agree(results: dict[str, dict[str, Any]], optimum: Any) -> str:
         if not (
             isinstance(v, (int, float))
             and isinstance(target, (int, float))
-            and abs(v - target) <= 1e-6 * max(1.0, abs(target))
+            and (v == target or abs(v - target) <= 1e-6 * max(1.0, abs(target)))
         )
     ]
     if bad:
