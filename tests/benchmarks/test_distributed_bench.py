@@ -19,6 +19,7 @@ from compare.context import Context  # noqa: E402
 from compare.distributed_cmp import (  # noqa: E402
     FRODO_GENERATED,
     _frodo_report,
+    agree,
     frodo_generated_family,
     min_fill_width,
     tree_fields,
@@ -168,3 +169,13 @@ def test_results_name_placeholders_for_outside_folders() -> None:
     assert "/somewhere" not in cmd and "/x/venv" not in cmd
     assert "--frodo FRODO_DIR" in cmd and "--pydcop=PYDCOP_VENV" in cmd
     assert public_command(["wcsp", "--time-limit", "5"]).endswith("wcsp --time-limit 5")
+
+
+def test_agree_counts_an_infeasible_optimum_and_flags_a_wrong_cost() -> None:
+    ok = {"status": "ok"}
+    assert agree({"dcop": ok | {"recomputed": "inf"}}, "inf") == "ok"  # every assignment costs inf
+    assert agree({"dcop": ok | {"recomputed": 12.0}}, 12) == "ok"
+    assert agree({"dcop": ok | {"recomputed": 13.0}}, 12).startswith("DIFFER")
+    assert agree({"dcop": ok | {"recomputed": "inf"}}, 12).startswith("DIFFER")
+    assert agree({"dcop": ok | {"recomputed": 12.0}}, "inf").startswith("DIFFER")
+    assert agree({"dcop": {"status": "oot"}}, 12) == "-"
