@@ -196,7 +196,10 @@ def agree(results: dict[str, dict[str, Any]], optimum: Any) -> str:
         if not (
             isinstance(v, (int, float))
             and isinstance(target, (int, float))
-            and (v == target or abs(v - target) <= 1e-6 * max(1.0, abs(target)))
+            and (
+                v == target
+                or (math.isfinite(target) and abs(v - target) <= 1e-6 * max(1.0, abs(target)))
+            )
         )
     ]
     if bad:
