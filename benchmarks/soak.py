@@ -113,6 +113,15 @@ from dcop.protocol.digest import part_digest  # noqa: E402
 from dcop.protocol.peers import AgentEntry, Peers, load_peers  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def package_place(package: Path) -> str:
+    """Which dcop ran, without naming a folder of this machine: the checkout beside this script,
+    or another one (a link tree on PYTHONPATH)."""
+    here = RESULTS.parent.parent / "dcop"
+    return "this checkout's dcop/" if package == here.resolve() else "another checkout's dcop/"
+
+
 TOPOLOGIES = ("random", "scalefree", "grid")
 GRID_SIZES = (4, 9, 16)
 #: Largest UTIL/BE table (entries) a run may need: keeps 20 agents x 2 cores comfortable.
@@ -1251,7 +1260,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seed": args.seed,
         "shares": dict(zip(VARIANTS, shares, strict=True)) | {"secure": args.secure_share},
-        "dcop_package": str(Path(dcop.__file__).resolve().parent),
+        "dcop_package": package_place(Path(dcop.__file__).resolve().parent),
         "note": args.note,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
