@@ -7,6 +7,7 @@ the wire metrics, the pseudo-tree and the processes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +109,8 @@ class RunResult:
             "processes": self.processes,
         }
         if self.partition is not None:
-            self.partition.file = self.file
-            doc = self.partition.to_json() | {"metrics": self.metrics} | details
+            partition = dataclasses.replace(self.partition, file=self.file)
+            doc = partition.to_json() | {"metrics": self.metrics} | details
             del doc["solver"]  # a centralized run's order and backend: the agents had neither
             return doc
         status, message = status_of(self.bound, self.exact, self.cost)

@@ -233,6 +233,8 @@ class _ZmqBase:
         self._monitors: dict[zmq.Socket[Any], _Link] = {}
         self._losses: list[PeerLoss] = []
         self._fd_peers: dict[int, int] = {}
+        #: The connection (ROUTER routing id) each peer id speaks on (see _keeps_route).
+        self._routes: dict[int, bytes] = {}
         self._router_losses = False
         self._closed = False
         if curve is not None:
@@ -454,6 +456,25 @@ class _ZmqBase:
             return None
         return sender, body, routing
 
+    def _keeps_route(self, sender: int, routing: bytes, body: zmq.Frame) -> bool:
+        """Whether a message from ``sender`` over ``routing`` may be taken. In open mode the
+        first connection that speaks as an id keeps it and a second one is refused (logged);
+        with CURVE the key proves the id, and the newest connection (a restarted peer) wins.
+        ``self._routes`` holds the connection of each id."""
+        known = self._routes.setdefault(sender, routing)
+        if known == routing:
+            return True
+        if self.curve is None:
+            self._refuse(
+                _peer_address(body),
+                "second",
+                "it claims to be agent %d, which already speaks on another connection",
+                sender,
+            )
+            return False
+        self._routes[sender] = routing
+        return True
+
     def _note_source(self, sender: int, body: zmq.Frame) -> None:
         """Remember which connection ``sender`` speaks on, to name it when that one closes
         (``body`` is any frame of its message)."""
@@ -535,7 +556,6 @@ class ZmqAgentTransport(_ZmqBase):
         self.dealers: dict[int, zmq.Socket[Any]] = {}
         self.router: zmq.Socket[Any] | None = None
         self.candidates = set(candidates)
-        self._routes: dict[int, bytes] = {}
         self._held: dict[int, list[list[bytes]]] = {}
         self._released: deque[Received] = deque()
         try:
@@ -631,13 +651,7 @@ class ZmqAgentTransport(_ZmqBase):
             return None
         sender, body, routing = got
         if sender in self.neighbour_endpoints:
-            if self.curve is None and self._routes.setdefault(sender, routing) != routing:
-                self._refuse(
-                    _peer_address(body[0]),
-                    "second",
-                    "it claims to be agent %d, which already speaks on another connection",
-                    sender,
-                )
+            if not self._keeps_route(sender, routing, body[0]):
                 return None
             self._note_source(sender, body[0])
             return sender, [f.buffer for f in body]
@@ -696,7 +710,6 @@ class ZmqCoordinatorTransport(_ZmqBase):
         if agents is None and curve is not None:
             agents = list(curve.client_keys)
         self.agents: frozenset[int] | None = None if agents is None else frozenset(agents)
-        self._routes: dict[int, bytes] = {}
         self._router_losses = True
         try:
             self.router, self.endpoint = self._router(endpoint)
@@ -725,16 +738,7 @@ class ZmqCoordinatorTransport(_ZmqBase):
                 _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
             )
             return None
-        known = self._routes.setdefault(sender, routing)
-        if known != routing:
-            if self.curve is None:  # open mode: the first connection keeps the id
-                self._refuse(
-                    _peer_address(body[0]),
-                    "second",
-                    "it claims to be agent %d, which already speaks on another connection",
-                    sender,
-                )
-                return None
-            self._routes[sender] = routing  # the key proves it: a restarted agent
+        if not self._keeps_route(sender, routing, body[0]):
+            return None
         self._note_source(sender, body[0])
         return sender, [f.buffer for f in body]
