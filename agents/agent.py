@@ -49,6 +49,7 @@ from dcop.protocol import (
     Setup,
     Start,
     Stop,
+    Util,
     decode,
     encode,
 )
@@ -60,7 +61,7 @@ log = logging.getLogger("dcop.agents")
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
 FROM_NEIGHBOUR = ("degree", "token", "util", "value", "down", "heartbeat")
-FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start")
+FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start", "crash-after-util")
 #: Messages of a problem kept until its setup arrives (neighbours may be set up first).
 AHEAD_MAX = 4096
 ErrorKind = Literal["error", "too_large", "mismatch", "timeout"]
@@ -86,6 +87,8 @@ class AgentConfig:
     #: seconds getting ready took before the loop started (CUDA context, kernels)
     setup_s: float = 0.0
     gpu: str = ""
+    #: CUDA IPC domain of a GPU agent (:func:`dcop.gpu.ipc.ipc_domain`; empty: none)
+    ipc: str = ""
     fault: str | None = None  # test-only fault injection, one of FAULTS
 
 
@@ -195,6 +198,7 @@ class Agent:
                 self.cfg.serving,
                 self.cfg.setup_s,
                 self.cfg.gpu,
+                self.cfg.ipc,
             ),
         )
 
@@ -329,6 +333,7 @@ class Agent:
             self.meter,
             util_hook=self._util_fault if self.cfg.fault else None,
             prepare=self._prepare if hasattr(self.backend, "prepare_bucket") else None,
+            ipc=self.cfg.ipc,
         )
         log.info("agent %d: problem %d, variable %s", self.me, problem, part.variable)
         self._out(self.session.begin())
@@ -450,11 +455,16 @@ class Agent:
         self.transport.send(peer, frames)
         if not isinstance(body, Hello):
             self.meter.sent(body.TYPE, size)
-            if body.TYPE == "util":
-                tables = getattr(body, "tables", ())
-                # entries of the tables over variables (a scalar part is not a table entry)
-                scoped = [t for t in tables if t.scope]
-                self.meter.util_sent(size, sum(t.entries for t in scoped), len(scoped))
+            if isinstance(body, Util):
+                # the UTIL's size counts tables handed over by CUDA IPC as if they were framed
+                # (the paper's message size); the network bytes are only what crossed the socket
+                scoped = [t for t in body.tables if t.scope]
+                ipc_bytes = sum(t.nbytes for t in body.shared)
+                self.meter.util_sent(size + ipc_bytes, body.entries, len(scoped) + len(body.shared))
+                self.meter.handed_over(ipc_bytes, len(body.shared))
+                if self.cfg.fault == "crash-after-util":
+                    time.sleep(0.5)  # long enough for ZeroMQ to deliver it
+                    os.kill(os.getpid(), signal.SIGKILL)
         return size
 
     def _fail(self, reason: str, kind: ErrorKind = "error") -> None:

@@ -62,21 +62,22 @@ def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConf
 
 def agent_backend(
     gpu: int | None, spec_min_entries: int | None = None
-) -> tuple[TableBackend, float, str]:
+) -> tuple[TableBackend, float, str, str]:
     """NumPy, or for a GPU agent the placed backend (buckets large enough run on device ``gpu``,
     on the agent's own stream), warmed up: its CUDA context, memory pools and generic kernels
-    are ready before the agent says hello. Returns the backend, the seconds set-up took and the
-    device's name."""
+    are ready before the agent says hello. Returns the backend, the seconds set-up took, the
+    device's name and the agent's CUDA IPC domain (:func:`dcop.gpu.ipc.ipc_domain`)."""
     from dcop.backend import get_backend
 
     if gpu is None:
-        return get_backend("numpy"), 0.0, ""
+        return get_backend("numpy"), 0.0, "", ""
     from dcop.placement import placed_backend
 
     t0 = time.perf_counter()
     backend = placed_backend(gpu, None, spec_min_entries)
     backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
-    return backend, time.perf_counter() - t0, str(backend.gpu.device_name)
+    domain = backend.ipc_domain
+    return backend, time.perf_counter() - t0, str(backend.gpu.device_name), domain
 
 
 def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTable], int]:
@@ -207,7 +208,7 @@ def agent(
     try:
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
-        backend, setup_s, device_name = agent_backend(device)
+        backend, setup_s, device_name, ipc = agent_backend(device)
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,
@@ -222,6 +223,7 @@ def agent(
             serving=serve,
             setup_s=setup_s,
             gpu=device_name,
+            ipc=ipc,
             fault=fault,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)

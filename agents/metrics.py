@@ -36,6 +36,10 @@ class Meter:
             self.metrics, util_bytes=nbytes, util_entries=entries, util_tables=tables
         )
 
+    def handed_over(self, nbytes: int, tables: int) -> None:
+        """UTIL tables handed to the parent by CUDA IPC instead of the network."""
+        self.metrics = replace(self.metrics, ipc_bytes=nbytes, ipc_tables=tables)
+
     def dropped(self) -> None:
         """A frame was refused and dropped."""
         self.metrics = replace(self.metrics, dropped=self.metrics.dropped + 1)

@@ -22,6 +22,11 @@ potentials, UTILs eliminate by log-sum-exp, and a root's bound is its component'
 bucket summed without the child's UTIL) instead of VALUE, and each agent reports its marginal.
 Every message's clock advances mine (the simulated runtime is the critical path).
 
+A GPU agent whose parent shares its CUDA IPC domain (same host, namespaces and GPU; the Setup
+names each neighbour's) leaves its device UTIL tables on the GPU and sends their IPC handles
+(:class:`~dcop.protocol.IpcTable`); the parent copies them at once (:mod:`dcop.gpu.ipc`). The
+exported buffers live until the parent's VALUE or down message, or the end of the problem.
+
 Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
 """
 
@@ -30,8 +35,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from dcop.agents.dfs import DfsState, DfsToken
 from dcop.agents.jobs import Job
@@ -45,6 +52,7 @@ from dcop.protocol import (
     Degree,
     Down,
     Go,
+    IpcTable,
     Message,
     Ready,
     Result,
@@ -64,6 +72,7 @@ from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, TableBackend
 
 Out = list[tuple[int, Message]]
+
 #: What a worker-thread job hands back: the step that applies its output on the agent's loop.
 Finish = Callable[[], Out]
 
@@ -77,6 +86,8 @@ class Part:
     domain: int
     tables: tuple[Table, ...]
     neighbours: dict[int, str]
+    #: each neighbour's CUDA IPC domain, where it has one (Setup's ``Neighbour.ipc``)
+    ipc: dict[int, str] = field(default_factory=dict)
 
 
 def adopt_setup(
@@ -133,7 +144,8 @@ def adopt_setup(
             raise DcopError(
                 f"a table links {setup.variable!r} with {strangers[0]!r}, which is not a neighbour"
             )
-    return Part(setup.variable, domain, tables, neighbours)
+    ipc = {n.id: n.ipc for n in setup.neighbours if n.ipc}
+    return Part(setup.variable, domain, tables, neighbours, ipc)
 
 
 class Session:
@@ -141,7 +153,8 @@ class Session:
 
     ``util_hook`` runs at the start of the UTIL phase (fault injection in tests);
     ``prepare`` is called with each bucket's planned scopes and shapes once the tree is chosen,
-    so a GPU backend compiles its kernels before the data arrive.
+    so a GPU backend compiles its kernels before the data arrive; ``ipc`` is this agent's CUDA
+    IPC domain (empty: it hands nothing over on the device).
     """
 
     def __init__(
@@ -154,6 +167,7 @@ class Session:
         util_hook: Callable[[], None] | None = None,
         prepare: Callable[[list[tuple[str, ...]], list[tuple[int, ...]], str, int | None, Op], None]
         | None = None,
+        ipc: str = "",
     ) -> None:
         self.me = me
         self.part = part
@@ -162,6 +176,9 @@ class Session:
         self.meter = meter
         self.util_hook = util_hook
         self.prepare = prepare
+        self.ipc = ipc
+        #: my UTIL tables exported by CUDA IPC, kept until the parent cannot need them
+        self.exported: list[Any] = []
         self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
         self.clock = 0.0
         # degree exchange
@@ -237,6 +254,7 @@ class Session:
                 ):
                     raise ProtocolError(f"VALUE from {sender}, which is not my waiting parent")
                 self.assignment = dict(message.values)
+                self.exported = []  # the parent has used my UTIL
             case Down():
                 if (
                     self.tree is None
@@ -245,6 +263,7 @@ class Session:
                     or self.down is not None
                 ):
                     raise ProtocolError(f"a down message from {sender}, not my waiting parent")
+                self.exported = []
                 (table,) = message.tables
                 array = table.to_array()
                 self.down = self.backend.table(table.scope, array, array.dtype)
@@ -260,19 +279,28 @@ class Session:
         self.job = None
         return finish()
 
-    def _util_done(self, wire: tuple[WireTable, ...], scalar: float, spent: float) -> Out:
+    def _util_done(
+        self,
+        wire: tuple[WireTable, ...],
+        shared: tuple[IpcTable, ...],
+        exported: list[Any],
+        scalar: float,
+        spent: float,
+    ) -> Out:
         """The UTIL computed: send it up (a root keeps the bound)."""
         assert self.tree is not None
         self.charge(spent)
+        self.exported = exported
         if self.tree.parent is None:
-            if wire:
-                raise DcopError(f"root {self.var!r} holds tables over {wire[0].scope}")
+            if wire or shared:
+                scope = (wire or shared)[0].scope
+                raise DcopError(f"root {self.var!r} holds tables over {scope}")
             self.bound = scalar
             return self._progress()
-        if scalar != 0.0 or not wire:
+        if scalar != 0.0 or not (wire or shared):
             wire = (*wire, WireTable.from_array((), scalar))
         self.util_sent = True
-        return [(self.tree.parent, Util(wire, self.clock)), *self._progress()]
+        return [(self.tree.parent, Util(wire, self.clock, shared)), *self._progress()]
 
     def charge(self, seconds: float) -> None:
         """Add compute time to the logical clock (the simulated runtime) and the metrics."""
@@ -510,6 +538,29 @@ class Session:
             for a in [t.to_array()]
         ]
         self.scalars += sum(float(t.to_array()) for t in util.tables if not t.scope)
+        if util.shared:
+            self.utils[sender] += self._import_shared(sender, util.shared)
+
+    def _import_shared(self, sender: int, shared: tuple[IpcTable, ...]) -> list[Table]:
+        """Copy a child's tables handed over by CUDA IPC onto my device (they stay there)."""
+        from dcop.gpu.ipc import IpcUnavailable
+
+        importer = getattr(self.backend, "import_ipc", None)
+        if importer is None or not self.ipc or self.part.ipc.get(sender) != self.ipc:
+            raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
+        t0 = time.perf_counter()
+        out = []
+        for t in shared:
+            try:
+                data = importer(t.handle, t.shape, t.dtype)
+            except IpcUnavailable as exc:
+                raise DcopError(
+                    f"the UTIL of agent {sender} ({self.part.neighbours[sender]}) on the GPU: "
+                    f"{exc}; did agent {sender} exit?"
+                ) from None
+            out.append(Table(t.scope, data))
+        self.charge(time.perf_counter() - t0)  # a device copy, like an upload of bytes
+        return out
 
     def _start_util(self) -> None:
         assert self.tree is not None and self.go is not None
@@ -535,17 +586,42 @@ class Session:
         and the time go to :meth:`_util_done` on the loop."""
         t0 = time.perf_counter()
         out = eliminate_bucket(self.backend, self.bucket, self.var, z=z, op=self._op)
-        wire = tuple(
-            WireTable.from_array(t.scope, self.backend.to_numpy(t.data))
-            for t in (*out.tables, *passing)
-            if t.scope
-        )
+        export = self._exporter()
+        wire: list[WireTable] = []
+        shared: list[IpcTable] = []
+        exported: list[Any] = []
+        for t in (*out.tables, *passing):
+            if not t.scope:
+                continue
+            exportable = t.data.dtype in (np.float32, np.float64)
+            handed = export(t.data) if export is not None and exportable else None
+            if handed is None:
+                wire.append(WireTable.from_array(t.scope, self.backend.to_numpy(t.data)))
+            else:
+                dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
+                shared.append(IpcTable(t.scope, tuple(t.data.shape), dtype, handed.handle))
+                exported.append(handed)
         scalar = self.scalars + out.scalar
         if self.summing and not self.bucket:
             scalar += math.log(self.part.domain)  # a variable in no table: Z counts its values
         self.backend.synchronize()
         spent = time.perf_counter() - t0
-        return lambda: self._util_done(wire, scalar, spent)
+        return lambda: self._util_done(tuple(wire), tuple(shared), exported, scalar, spent)
+
+    def _exporter(self) -> Callable[[Any], Any] | None:
+        """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
+        exporter returns None for a host table), else None (every table as bytes)."""
+        assert self.tree is not None
+        parent = self.tree.parent
+        export = getattr(self.backend, "export_ipc", None)
+        if (
+            parent is None
+            or export is None
+            or not self.ipc
+            or self.part.ipc.get(parent) != self.ipc
+        ):
+            return None
+        return export  # type: ignore[no-any-return]
 
     # ---- MAR's downward pass --------------------------------------------------------------
     def _child_utils(self) -> dict[str, Table]:

@@ -67,6 +67,9 @@ def one(problem: Any, spec: Any, gpu: bool, timeout: float) -> dict[str, Any]:
         "compute_s_total": m["compute_s_total"],
         "largest_util_entries": m["largest_util_entries"],
         "largest_util_bytes": m["largest_util_bytes"],
+        "network_util_bytes": m["bytes"].get("util", 0),
+        "ipc_bytes": m.get("ipc_bytes", 0),
+        "ipc_tables": m.get("ipc_tables", 0),
         "setup_s_max": max((a.get("setup_s", 0.0) for a in agents), default=0.0),
         "backend": backend,
     }
@@ -142,6 +145,10 @@ def main() -> None:
     write(args, rows, skipped, started)
 
 
+def _mb(nbytes: float | None) -> float | None:
+    return None if nbytes is None else nbytes / 1e6
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -171,6 +178,7 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "gpu_solve_wall_s": med("gpu", "solve_wall_s"),
                 "cpu_solve_wall_s": med("cpu", "solve_wall_s"),
                 "gpu_setup_s": med("gpu", "setup_s_max", group),
+                "gpu_ipc_mb": _mb(med("gpu", "ipc_bytes", group)),
                 "paper_gpudbe_sim_s": PAPER_GPU_DPOP.get(n) if not z else None,
                 "paper_cpu_sim_s": PAPER_CPU_DPOP.get(n) if not z else None,
                 "all_same": all(r["same"] for r in paired),
@@ -221,13 +229,15 @@ def write(
         "seed is listed below). `sim` = the paper's simulated "
         "runtime (message-carried logical clocks: compute along the critical path); `solve wall` "
         "= from the start message to the last result; `set-up` = a GPU agent's CUDA context, pools "
-        "and kernels before its hello (not in the solve). Both runs solve the same instance on the "
+        "and kernels before its hello (not in the solve); `IPC MB` = UTIL megabytes GPU agents handed "
+        "to their parents on the device by CUDA IPC (median over the seeds; not network bytes). "
+        "Both runs solve the same instance on the "
         "same host in one run; `same` = equal cost and bound. Paper: GpuDBE on a GTX TITAN.",
         "",
         *([f"**Correction:** {meta['correction']}", ""] if meta.get("correction") else []),
         "| n | z | paired | GPU sim | CPU sim | CPU/GPU sim | GPU solve wall | CPU solve wall | "
-        "GPU sim, all seeds | GPU set-up | paper GpuDBE sim | buckets GPU/CPU | same |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "GPU sim, all seeds | GPU set-up | paper GpuDBE sim | buckets GPU/CPU | IPC MB | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         ratio = (
@@ -241,6 +251,7 @@ def write(
             f"{f(s['gpu_solve_wall_s'])} | {f(s['cpu_solve_wall_s'])} | "
             f"{f(s['gpu_sim_s_all_seeds'])} | {f(s['gpu_setup_s'])} | "
             f"{f(s['paper_gpudbe_sim_s'])} | {s['gpu_buckets']}/{s['cpu_buckets']} | "
+            f"{f(s.get('gpu_ipc_mb'))} | "
             f"{'yes' if s['all_same'] else 'NO'} |"
         )
     lines += [

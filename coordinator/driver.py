@@ -409,7 +409,7 @@ class Coordinator:
         tables = tuple(WireTable.from_array(t.scope, t.costs.astype(self.dtype)) for t in own)
         digest = part_digest(variable, domain, [(t.scope, t.costs) for t in own])
         neighbours = tuple(
-            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint)
+            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
             for n in sorted(self.layout.neighbours[agent])
         )
         return Setup(variable, domain, tables, digest, neighbours)

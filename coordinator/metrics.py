@@ -1,7 +1,8 @@
 """The result of a distributed run: answer, pseudo-tree, wire metrics and the theory beside them.
 
 Measured (by the agents on their own sockets, and by the coordinator on its own): messages and
-bytes per type, the largest UTIL message, totals, wall time, per-agent compute time, and the
+bytes per type (what crossed the sockets), the largest UTIL message (with the tables handed over
+by CUDA IPC, which are also counted apart as ``ipc_bytes``), totals, wall time, per-agent compute time, and the
 simulated runtime (the largest logical clock: each message carries its sender's clock, a
 receiver's clock is max(own, message) + its compute time). Theory: a connected problem sends
 n-1 UTIL and n-1 VALUE messages (a forest: n - #components), 2(n - #components) DFS tokens per
@@ -78,6 +79,7 @@ def wire_metrics(
             "util_bytes": r.metrics.util_bytes,
             "util_entries": r.metrics.util_entries,
             "util_tables": r.metrics.util_tables,
+            "ipc_bytes": r.metrics.ipc_bytes,
             "theory_entries": theory_entries,
             "compute_s": r.metrics.compute_s,
             "clock_s": r.metrics.clock,
@@ -116,6 +118,9 @@ def wire_metrics(
         "algorithm_bytes": sum(size.get(k, 0) for k in ALGORITHM_TYPES),
         "largest_util_bytes": max(measured_util, default=0),
         "largest_util_entries": max((a["util_entries"] for a in per_agent.values()), default=0),
+        # UTIL tables handed over on the GPU by CUDA IPC: in the UTIL sizes above, not in bytes
+        "ipc_bytes": sum(r.metrics.ipc_bytes for r in results.values()),
+        "ipc_tables": sum(r.metrics.ipc_tables for r in results.values()),
         "wall_s": wall_s,
         "solve_wall_s": solve_s,
         "simulated_runtime_s": max((r.metrics.clock for r in results.values()), default=0.0),

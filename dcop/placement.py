@@ -195,6 +195,21 @@ class PlacedBackend:
             return self.gpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
         return self.cpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
 
+    # ---- CUDA IPC between agents of one GPU ----------------------------------------------------
+    @property
+    def ipc_domain(self) -> str:
+        """Who can open this backend's IPC handles (empty: nobody)."""
+        return str(getattr(self.gpu, "ipc_domain", ""))
+
+    def export_ipc(self, data: Any) -> Any:
+        """An IPC export of device ``data`` (:class:`dcop.gpu.ipc.Exported`); None for host data,
+        which travels as bytes anyway."""
+        return None if self.on_host(data) else self.gpu.export_ipc(data)
+
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+        """Another agent's table on this GPU, copied to this backend's device (it stays there)."""
+        return self.gpu.import_ipc(handle, shape, dtype)
+
     # ---- getting ready -----------------------------------------------------------------------
     def warm_up(self, **kwargs: Any) -> dict[str, float]:
         """The device backend's ``warm_up`` (context, pools, generic kernels)."""
@@ -227,6 +242,10 @@ class PlacedBackend:
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)
             out[f"joined_{side}"] = sum(p.joined for p in done)
+        transfers = getattr(self.gpu, "transfers", None)
+        for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
+            if transfers is not None:
+                out[key] = int(getattr(transfers, key, 0))
         return out
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
+from dcop.gpu.ipc import Exported
 from dcop.gpu.plan import (
     DEFAULT_SPECIALIZE_ENTRIES,
     MAX_LAUNCH_ROWS,
@@ -86,6 +87,9 @@ class TransferStats:
 
     h2d_bytes: int = 0
     d2h_bytes: int = 0
+    #: bytes handed to / taken from other processes of this GPU by CUDA IPC
+    ipc_out_bytes: int = 0
+    ipc_in_bytes: int = 0
     chunks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -199,6 +203,8 @@ class CupyBackend:
             cupy.cuda.memory.OutOfMemoryError,
         )
         self._loaded: set[str] = set()  # kernels compiled or loaded on this device
+        #: smallest table exported by CUDA IPC (read from the environment at the first export)
+        self.ipc_min_bytes: int | None = None
         self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
@@ -235,6 +241,41 @@ class CupyBackend:
 
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
+
+    # ---- CUDA IPC between agents of one GPU ----------------------------------------------------
+    @property
+    def ipc_domain(self) -> str:
+        """Who can open this backend's IPC handles (:func:`dcop.gpu.ipc.ipc_domain`)."""
+        from dcop.gpu.ipc import ipc_domain
+
+        return ipc_domain(self.xp, self.device_id)
+
+    def export_ipc(self, array: Any) -> Exported | None:
+        """A copy of device ``array`` that another process of this GPU can open by its handle;
+        None for a table under :func:`dcop.gpu.ipc.ipc_min_bytes` (it travels as bytes)."""
+        from dcop.gpu.ipc import export_array
+
+        if self.ipc_min_bytes is None:
+            from dcop.gpu.ipc import ipc_min_bytes
+
+            self.ipc_min_bytes = ipc_min_bytes()
+        if int(array.size) * int(array.dtype.itemsize) < self.ipc_min_bytes:
+            return None
+        with self._on():
+            data = self.xp.ascontiguousarray(array)
+            exported = export_array(self.xp, data, self.stream)
+        self.transfers.ipc_out_bytes += exported.nbytes
+        return exported
+
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+        """The table behind another process's IPC ``handle``, copied onto this backend's device
+        (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened)."""
+        from dcop.gpu.ipc import import_array
+
+        with self._on():
+            out = import_array(self.xp, handle, shape, dtype, self.device_id, self.stream)
+        self.transfers.ipc_in_bytes += int(out.size) * int(out.dtype.itemsize)
+        return out
 
     def synchronize(self) -> None:
         """Wait for all work queued on this backend's streams."""

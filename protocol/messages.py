@@ -209,17 +209,7 @@ class WireTable:
 
     @staticmethod
     def from_wire(p: Payload) -> WireTable:
-        scope = _names(p, "scope", MAX_SCOPE)
-        if len(set(scope)) != len(scope):
-            raise ProtocolError("table scope repeats a variable")
-        shape_raw = _seq(p, "shape", MAX_SCOPE)
-        if len(shape_raw) != len(scope):
-            raise ProtocolError(f"table shape has {len(shape_raw)} axes for {len(scope)} variables")
-        shape: list[int] = []
-        for i, s in enumerate(shape_raw):
-            if type(s) is not int or not 1 <= s <= MAX_DOMAIN:
-                raise ProtocolError(f"table shape[{i}] must be an integer in [1, {MAX_DOMAIN}]")
-            shape.append(s)
+        scope, shape = _scope_and_shape(p)
         dtype = _choice(p, "dtype", TABLE_DTYPES)
         data = _get(p, "data")
         if not isinstance(data, Frame):
@@ -242,6 +232,67 @@ class Frame:
 
     def __init__(self, view: memoryview) -> None:
         self.view = view
+
+
+#: Bytes of a CUDA IPC memory handle (``cudaIpcMemHandle_t``).
+IPC_HANDLE_BYTES = 64
+
+
+@dataclass(frozen=True, eq=False)
+class IpcTable:
+    """A table left in device memory and handed over by CUDA IPC (same host, same GPU): scope,
+    shape, dtype and the exporter's ``cudaIpcMemHandle_t`` of a buffer holding exactly the table
+    (C order). Only the handle crosses the socket; the receiver opens it, copies the table onto
+    its own stream and closes it (:mod:`dcop.gpu.ipc`). The exporter keeps the buffer until its
+    problem ends or its parent's answer (VALUE, down) arrives."""
+
+    scope: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    handle: bytes
+
+    @property
+    def entries(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.entries * np.dtype(self.dtype).itemsize
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "scope": list(self.scope),
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "handle": self.handle,
+        }
+
+    @staticmethod
+    def from_wire(p: Payload) -> IpcTable:
+        scope, shape = _scope_and_shape(p)
+        if not scope:
+            raise ProtocolError("a table handed over by CUDA IPC needs a scope")
+        dtype = _choice(p, "dtype", TABLE_DTYPES)
+        handle = _get(p, "handle")
+        if type(handle) is not bytes or len(handle) != IPC_HANDLE_BYTES:
+            raise ProtocolError(f"field 'handle' must be {IPC_HANDLE_BYTES} bytes")
+        return IpcTable(scope, shape, dtype, handle)
+
+
+def _scope_and_shape(p: Payload) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A table's scope (distinct names) and its shape (one domain size per variable)."""
+    scope = _names(p, "scope", MAX_SCOPE)
+    if len(set(scope)) != len(scope):
+        raise ProtocolError("table scope repeats a variable")
+    shape_raw = _seq(p, "shape", MAX_SCOPE)
+    if len(shape_raw) != len(scope):
+        raise ProtocolError(f"table shape has {len(shape_raw)} axes for {len(scope)} variables")
+    shape: list[int] = []
+    for i, s in enumerate(shape_raw):
+        if type(s) is not int or not 1 <= s <= MAX_DOMAIN:
+            raise ProtocolError(f"table shape[{i}] must be an integer in [1, {MAX_DOMAIN}]")
+        shape.append(s)
+    return scope, tuple(shape)
 
 
 def _tables(p: Payload, key: str) -> tuple[WireTable, ...]:
@@ -271,7 +322,9 @@ class Hello:
     """Agent -> coordinator: who and where I am. ``variable`` is empty for a serving agent
     (it gets one per problem); ``endpoint`` is where my ROUTER is bound (the port the system
     picked, for a wildcard); ``serving`` agents stay up after a problem and repeat their hello
-    while idle; ``setup_s`` is what getting ready took (CUDA context, kernels)."""
+    while idle; ``setup_s`` is what getting ready took (CUDA context, kernels); ``ipc`` names the
+    CUDA IPC domain of a GPU agent (:func:`dcop.gpu.ipc.ipc_domain`; empty: none): two agents of
+    one domain hand UTILs over on the device."""
 
     TYPE: ClassVar[str] = "hello"
     variable: str
@@ -281,6 +334,7 @@ class Hello:
     serving: bool = False
     setup_s: float = 0.0
     gpu: str = ""
+    ipc: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -291,6 +345,7 @@ class Hello:
             "serving": self.serving,
             "setup_s": self.setup_s,
             "gpu": self.gpu,
+            "ipc": self.ipc,
         }
 
     @staticmethod
@@ -303,16 +358,19 @@ class Hello:
             _bool(p, "serving"),
             _float(p, "setup_s", lo=0.0),
             _str(p, "gpu", empty=True),
+            _str(p, "ipc", MAX_TEXT_CHARS, empty=True),
         )
 
 
 @dataclass(frozen=True)
 class Neighbour:
-    """A neighbour as Setup names it: its agent id, variable and endpoint."""
+    """A neighbour as Setup names it: its agent id, variable, endpoint and CUDA IPC domain (its
+    hello's ``ipc``)."""
 
     id: int
     variable: str
     endpoint: str
+    ipc: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,7 +392,7 @@ class Setup:
             "domain": self.domain,
             "tables": [t.to_wire() for t in self.tables],
             "digest": self.digest,
-            "neighbours": [[n.id, n.variable, n.endpoint] for n in self.neighbours],
+            "neighbours": [[n.id, n.variable, n.endpoint, n.ipc] for n in self.neighbours],
         }
 
     @staticmethod
@@ -344,9 +402,11 @@ class Setup:
             raise ProtocolError("field 'digest' must be a sha256 in lower-case hex")
         neighbours = []
         for i, raw in enumerate(_seq(p, "neighbours", MAX_LIST)):
-            if not isinstance(raw, list | tuple) or len(raw) != 3:
-                raise ProtocolError(f"field 'neighbours'[{i}] must be [id, variable, endpoint]")
-            ident, name, endpoint = raw
+            if not isinstance(raw, list | tuple) or len(raw) != 4:
+                raise ProtocolError(
+                    f"field 'neighbours'[{i}] must be [id, variable, endpoint, ipc domain]"
+                )
+            ident, name, endpoint, domain = raw
             if type(ident) is not int or not 0 <= ident <= MAX_AGENT_ID:
                 raise ProtocolError(f"field 'neighbours'[{i}] must start with an agent id")
             neighbours.append(
@@ -354,6 +414,7 @@ class Setup:
                     ident,
                     _check_str(name, f"neighbours[{i}].variable"),
                     _check_str(endpoint, f"neighbours[{i}].endpoint", MAX_TEXT_CHARS),
+                    _check_str(domain, f"neighbours[{i}].ipc", MAX_TEXT_CHARS, empty=True),
                 )
             )
         if len({n.id for n in neighbours}) != len(neighbours):
@@ -572,18 +633,37 @@ class Go:
 
 @dataclass(frozen=True, eq=False)
 class Util:
-    """Child -> parent: the UTIL tables (one for DPOP, mini-bucket outputs for ADPOP)."""
+    """Child -> parent: the UTIL tables (one for DPOP, mini-bucket outputs for ADPOP). ``tables``
+    travel as frames; ``shared`` ones stay on the GPU the parent shares and travel as CUDA IPC
+    handles (:class:`IpcTable`)."""
 
     TYPE: ClassVar[str] = "util"
     tables: tuple[WireTable, ...]
     clock: float
+    shared: tuple[IpcTable, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
-        return {"tables": [t.to_wire() for t in self.tables], "clock": self.clock}
+        return {
+            "tables": [t.to_wire() for t in self.tables],
+            "clock": self.clock,
+            "shared": [t.to_wire() for t in self.shared],
+        }
 
     @staticmethod
     def from_wire(p: Payload) -> Util:
-        return Util(_tables(p, "tables"), _float(p, "clock", lo=0.0))
+        tables = _tables(p, "tables")
+        shared = []
+        for i, t in enumerate(_seq(p, "shared", MAX_TABLES - len(tables))):
+            if not isinstance(t, dict):
+                raise ProtocolError(f"field 'shared'[{i}] must be a table map")
+            shared.append(IpcTable.from_wire(t))
+        return Util(tables, _float(p, "clock", lo=0.0), tuple(shared))
+
+    @property
+    def entries(self) -> int:
+        """Entries of the tables over variables, framed and shared (a scalar is no entry)."""
+        framed = sum(t.entries for t in self.tables if t.scope)
+        return framed + sum(t.entries for t in self.shared)  # a shared table always has a scope
 
 
 @dataclass(frozen=True)
@@ -676,6 +756,10 @@ class AgentMetrics:
     setup_s: float = 0.0
     #: named figures of the agent's backend (GPU placement, kernel compiles, transfers)
     backend: dict[str, float] = field(default_factory=dict)
+    #: UTIL bytes and tables handed to the parent by CUDA IPC (not on the network: they are in
+    #: ``util_bytes`` and ``util_entries``, the message's size, but not in ``sent_bytes``)
+    ipc_bytes: int = 0
+    ipc_tables: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -691,6 +775,8 @@ class AgentMetrics:
             "dropped": self.dropped,
             "setup_s": self.setup_s,
             "backend": self.backend,
+            "ipc_bytes": self.ipc_bytes,
+            "ipc_tables": self.ipc_tables,
         }
 
     @staticmethod
@@ -719,6 +805,8 @@ class AgentMetrics:
             _int(p, "dropped", 0, big),
             _float(p, "setup_s", lo=0.0),
             _figures(p, "backend"),
+            _int(p, "ipc_bytes", 0, big),
+            _int(p, "ipc_tables", 0, MAX_TABLES),
         )
 
 

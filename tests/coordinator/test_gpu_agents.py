@@ -13,9 +13,18 @@ from dcop.protocol import RunSpec
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_usable(), reason="needs CuPy and a GPU")]
 
 
+@pytest.fixture
+def every_table_by_ipc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents (forked with this environment) hand every device UTIL over by CUDA IPC."""
+    monkeypatch.setenv("DCOP_CUDA_IPC", "1")
+    monkeypatch.setenv("DCOP_CUDA_IPC_MIN_BYTES", "0")
+
+
 @pytest.mark.parametrize(("algo", "z"), [("dpop", None), ("adpop", 2), ("auto", None)])
 @pytest.mark.parametrize("min_entries", [None, 0])
-def test_gpu_agents_equal_cpu_agents(algo: str, z: int | None, min_entries: int | None) -> None:
+def test_gpu_agents_equal_cpu_agents(
+    algo: str, z: int | None, min_entries: int | None, every_table_by_ipc: None
+) -> None:
     problem = random_network(12, 10, 0.35, 0.3, seed=21)
     spec = RunSpec(algo, z, gpu_min_entries=min_entries)  # type: ignore[arg-type]
     cpu = run_local(problem, spec, timeout=120)
@@ -26,7 +35,37 @@ def test_gpu_agents_equal_cpu_agents(algo: str, z: int | None, min_entries: int 
     placed = gpu.metrics["buckets_gpu"]
     if min_entries == 0:
         assert placed >= problem.n  # every bucket on the device
+        assert gpu.metrics["ipc_tables"] >= 1  # ... and its UTIL handed over by CUDA IPC
     assert gpu.metrics["setup_s_max"] > 0  # warmed up before the hello
+
+
+def test_gpu_agents_without_ipc_send_bytes_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DCOP_CUDA_IPC", "0")
+    problem = random_network(11, 10, 0.35, 0.3, seed=5)
+    spec = RunSpec(gpu_min_entries=0)
+    cpu = run_local(problem, spec, timeout=120)
+    gpu = run_local(problem, spec, gpu=0, timeout=120)
+    assert gpu.cost == cpu.cost and gpu.assignment == cpu.assignment
+    assert gpu.metrics["ipc_tables"] == 0
+    assert gpu.metrics["bytes"]["util"] == cpu.metrics["bytes"]["util"]
+
+
+def test_a_child_that_dies_after_its_ipc_util_fails_the_run_clearly(
+    every_table_by_ipc: None,
+) -> None:
+    """Every agent kills itself just after sending its UTIL (handed over by CUDA IPC): the run
+    ends with an error naming an agent, whether its parent had copied the table yet or not."""
+    from dcop.errors import DcopError
+
+    problem = random_network(8, 10, 0.4, 0.3, seed=3)
+    with pytest.raises(DcopError, match=r"agent \d+"):
+        run_local(
+            problem,
+            RunSpec(gpu_min_entries=0),
+            gpu=0,
+            timeout=90,
+            agent_argv=lambda i, argv: [*argv, "--fault", "crash-after-util"],
+        )
 
 
 def test_gpu_all_spreads_agents_over_the_devices() -> None:
@@ -36,7 +75,7 @@ def test_gpu_all_spreads_agents_over_the_devices() -> None:
 
 
 @pytest.mark.parametrize("task", ["pr", "mar"])
-def test_gpu_agents_sum_tasks_equal_cpu_agents(task: str) -> None:
+def test_gpu_agents_sum_tasks_equal_cpu_agents(task: str, every_table_by_ipc: None) -> None:
     """PR/MAR with every bucket (UTIL and down messages) on the device: the CPU agents' ln Z and
     marginals (log-sum-exp sums in another order: equal to rounding)."""
     import numpy as np
@@ -49,7 +88,7 @@ def test_gpu_agents_sum_tasks_equal_cpu_agents(task: str) -> None:
     gpu = run_local(problem, spec, gpu=0, timeout=120)
     assert cpu.partition is not None and gpu.partition is not None
     assert gpu.partition.ln_partition == pytest.approx(cpu.partition.ln_partition, rel=1e-12)
-    assert gpu.metrics["buckets_gpu"] >= problem.n
+    assert gpu.metrics["buckets_gpu"] >= problem.n and gpu.metrics["ipc_tables"] >= 1
     if task == "mar":
         assert cpu.partition.marginals is not None and gpu.partition.marginals is not None
         for name, probs in cpu.partition.marginals.items():

@@ -13,7 +13,7 @@ from tests.gpu import fake_cupy
 @pytest.fixture
 def fake_cupy_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """``cupy`` replaced by :mod:`tests.gpu.fake_cupy`; kernel caches and env restored after."""
-    for name in ("CUPY_CACHE_DIR", "DCOP_KERNEL_CACHE", "DCOP_GPU_MIN_ENTRIES"):
+    for name in ("CUPY_CACHE_DIR", "DCOP_KERNEL_CACHE", "DCOP_GPU_MIN_ENTRIES", "DCOP_CUDA_IPC"):
         monkeypatch.setenv(name, "unset")  # remembers the real value for the undo
         monkeypatch.delenv(name)
     with fake_cupy.installed(monkeypatch) as module:

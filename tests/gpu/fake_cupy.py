@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -58,8 +59,8 @@ class FakeArray:
         return self.a.flags
 
     @property
-    def data(self) -> Any:
-        return types.SimpleNamespace(ptr=int(self.a.ctypes.data))
+    def data(self) -> FakeMemoryPointer:
+        return FakeMemoryPointer(int(self.a.ctypes.data))
 
     def reshape(self, *shape: Any) -> FakeArray:
         return FakeArray(self.a.reshape(*shape))
@@ -85,6 +86,58 @@ class FakeArray:
         self.a[...] = np.asarray(host).reshape(self.a.shape)
 
 
+class FakeMemoryPointer:
+    """A "device" pointer (a host address) that copies like CuPy's ``MemoryPointer``."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def copy_from_device_async(self, src: FakeMemoryPointer, size: int, stream: Any = None) -> None:
+        ctypes.memmove(self.ptr, src.ptr, size)
+
+
+class FakeMemory:
+    """``cupy.cuda.memory.Memory``: a buffer of its own, exportable by its (fake) IPC handle
+    while it lives."""
+
+    def __init__(self, size: int) -> None:
+        self.buffer = np.zeros(size, np.uint8)
+        self.ptr = int(self.buffer.ctypes.data)
+
+
+class FakeCudaError(RuntimeError):
+    pass
+
+
+#: Live exports by fake IPC handle (weak: a freed buffer cannot be opened, as on a GPU).
+EXPORTS: weakref.WeakValueDictionary[bytes, FakeMemory] = weakref.WeakValueDictionary()
+
+
+def _ipc_get(ptr: int) -> bytes:
+    for handle, memory in list(EXPORTS.items()):
+        if memory.ptr == ptr:
+            return handle
+    raise FakeCudaError("cudaErrorInvalidValue: not the base of an exportable allocation")
+
+
+def _ipc_open(handle: bytes) -> int:
+    memory = EXPORTS.get(handle)
+    if memory is None:
+        raise FakeCudaError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    STATS["ipc_open"] += 1
+    return memory.ptr
+
+
+def _ipc_close(ptr: int) -> None:
+    STATS["ipc_close"] += 1
+
+
+def _memory(size: int) -> FakeMemory:
+    memory = FakeMemory(size)
+    EXPORTS[b"fake-ipc" + memory.ptr.to_bytes(8, "little") + bytes(48)] = memory
+    return memory
+
+
 #: Counters of the fake device: compiles and launches by kernel name, copies each way.
 STATS: dict[str, Any] = {}
 COMPILED: list[str] = []
@@ -95,7 +148,7 @@ SIGS: dict[str, Any] = {}
 
 def reset() -> None:
     STATS.clear()
-    STATS.update(h2d=0, d2h=0)
+    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0)
     COMPILED.clear()
     LAUNCHED.clear()
     SIGS.clear()
@@ -290,12 +343,17 @@ def make_module(devices: int = 1) -> types.ModuleType:
         getDeviceProperties=lambda i: {"multiProcessorCount": 2, "name": b"Fake GPU"},
         memGetInfo=lambda: (1 << 34, 1 << 34),
         runtimeGetVersion=lambda: 0,
+        ipcGetMemHandle=_ipc_get,
+        ipcOpenMemHandle=_ipc_open,
+        ipcCloseMemHandle=_ipc_close,
     )
     cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         runtime=runtime,
         Device=FakeDevice,
         Stream=FakeStream,
-        memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError),
+        memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError, Memory=_memory),
+        MemoryPointer=lambda mem, offset: FakeMemoryPointer(mem.ptr + offset),
+        UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(ptr=ptr),
         alloc_pinned_memory=lambda n: bytearray(n),
         Event=FakeEvent,
         get_elapsed_time=lambda start, stop: 0.0,
@@ -307,6 +365,8 @@ def make_module(devices: int = 1) -> types.ModuleType:
     cupy.ascontiguousarray = _ascontiguousarray  # type: ignore[attr-defined]
     cupy.transpose = lambda a, axes: FakeArray(np.transpose(a.a, axes))  # type: ignore[attr-defined]
     cupy.empty = lambda shape, dtype=np.float64: FakeArray(np.empty(shape, dtype))  # type: ignore[attr-defined]
+    cupy.isnan = lambda a: FakeArray(np.isnan(a.a))  # type: ignore[attr-defined]
+    cupy.count_nonzero = lambda a: np.count_nonzero(a.a)  # type: ignore[attr-defined]
     cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
         free_bytes=lambda: 0, free_all_blocks=lambda: None
     )

@@ -96,12 +96,18 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
         (100, 10, "cpu"),
         (10_000, 1000, "gpu"),
     ]
-    assert backend.placement_metrics() == {
+    figures = backend.placement_metrics()
+    # uploads: the large bucket's tables (float64, as backend.table made them) and kernel metadata
+    assert figures.pop("h2d_bytes") >= (3 * 10 * 10 + 10**4) * 8
+    assert figures.pop("d2h_bytes") == 1000 * 8  # its output, downloaded above
+    assert figures == {
         "gpu_min_entries": 1000,
         "buckets_cpu": 1,
         "joined_cpu": 100,
         "buckets_gpu": 1,
         "joined_gpu": 10_000,
+        "ipc_out_bytes": 0,
+        "ipc_in_bytes": 0,
     }
 
 

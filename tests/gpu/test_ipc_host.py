@@ -1,0 +1,113 @@
+"""UTILs handed over on the device by CUDA IPC between agents of one GPU, without a GPU: every
+agent runs in process on one placed backend over the fake CuPy, whose IPC handles name live
+host buffers (a freed one cannot be opened, as on a GPU). The device tests do it for real."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from dcop.errors import DcopError
+from dcop.generators import ising_grid, random_network
+from dcop.placement import PlacedBackend
+from dcop.protocol import RunSpec
+from dcop.tables import NumpyBackend
+from tests.agents.conftest import run_in_process
+from tests.gpu import fake_cupy
+
+DOMAIN = "cuda/boot/ipc:[1]/pid:[1]/0000:00:00"
+
+
+def _placed(ipc_min_bytes: int = 0) -> PlacedBackend:
+    """Every bucket on the "device"; every device table of at least ``ipc_min_bytes`` by IPC."""
+    from dcop.gpu import CupyBackend
+
+    gpu = CupyBackend()
+    gpu.ipc_min_bytes = ipc_min_bytes
+    return PlacedBackend(NumpyBackend(), gpu, 0)
+
+
+@pytest.mark.parametrize(("algo", "z"), [("dpop", None), ("adpop", 2)])
+def test_agents_of_one_gpu_hand_utils_over_by_ipc(
+    fake_cupy_module: ModuleType, algo: str, z: int | None
+) -> None:
+    problem = random_network(9, 6, 0.4, 0.3, seed=4)  # UTILs larger than a handle
+    cpu = run_in_process(problem, algo, z)
+    gpu = run_in_process(problem, algo, z, backend=_placed(), ipc=DOMAIN)
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    m = gpu["metrics"]
+    assert m["ipc_tables"] >= 1 and m["ipc_bytes"] > 0
+    # every device UTIL went by handle: one open and one close per table, nothing else
+    assert fake_cupy.STATS["ipc_open"] == fake_cupy.STATS["ipc_close"] == m["ipc_tables"]
+    # the network carried headers only, the UTIL sizes still count the tables (paper's figure)
+    per_agent = gpu["agents"].values()
+    assert sum(a["util_bytes"] for a in per_agent) >= m["bytes"]["util"] + m["ipc_bytes"]
+    if algo == "dpop":  # DPOP's UTILs outweigh a handle (ADPOP(2)'s mini-bucket tables may not)
+        assert m["bytes"]["util"] < cpu["metrics"]["bytes"]["util"]
+    assert m["largest_util_entries"] == cpu["metrics"]["largest_util_entries"]
+    assert m["checks"]["util_messages_match"]
+
+
+@pytest.mark.parametrize(("domain", "min_bytes"), [("", 0), (DOMAIN, 1 << 20)])
+def test_without_a_shared_domain_or_below_the_size_utils_travel_as_bytes(
+    fake_cupy_module: ModuleType, domain: str, min_bytes: int
+) -> None:
+    problem = random_network(8, 3, 0.4, 0.3, seed=2)
+    cpu = run_in_process(problem)
+    gpu = run_in_process(problem, backend=_placed(min_bytes), ipc=domain)
+    assert gpu["cost"] == cpu["cost"]
+    assert gpu["metrics"]["ipc_bytes"] == 0 and fake_cupy.STATS["ipc_open"] == 0
+    assert gpu["metrics"]["bytes"]["util"] == cpu["metrics"]["bytes"]["util"]
+
+
+def test_ipc_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dcop.errors import InputError
+    from dcop.gpu.ipc import DEFAULT_IPC_MIN_BYTES, ipc_domain, ipc_min_bytes
+
+    monkeypatch.delenv("DCOP_CUDA_IPC_MIN_BYTES", raising=False)
+    assert ipc_min_bytes() == DEFAULT_IPC_MIN_BYTES
+    monkeypatch.setenv("DCOP_CUDA_IPC_MIN_BYTES", "4_096")
+    assert ipc_min_bytes() == 4096
+    monkeypatch.setenv("DCOP_CUDA_IPC_MIN_BYTES", "lots")
+    with pytest.raises(InputError, match="DCOP_CUDA_IPC_MIN_BYTES"):
+        ipc_min_bytes()
+    cupy = fake_cupy.make_module()
+    monkeypatch.setenv("DCOP_CUDA_IPC", "1")
+    domain = ipc_domain(cupy, 0)
+    assert domain.startswith("cuda/") and domain == ipc_domain(cupy, 0)  # stable in one process
+    monkeypatch.setenv("DCOP_CUDA_IPC", "0")
+    assert ipc_domain(cupy, 0) == ""  # switched off: nobody shares this agent's GPU
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_sum_tasks_over_ipc_equal_the_cpu_agents(fake_cupy_module: ModuleType, task: str) -> None:
+    problem = ising_grid(3, coupling=0.8, seed=1)
+    spec = RunSpec(task=task)  # type: ignore[arg-type]
+    cpu = run_in_process(problem, spec=spec)
+    gpu = run_in_process(problem, spec=spec, backend=_placed(), ipc=DOMAIN)
+    assert gpu["metrics"]["ipc_tables"] >= 1
+    assert gpu["ln_partition"] == pytest.approx(cpu["ln_partition"], rel=1e-12)
+    if task == "mar":
+        for name, probs in cpu["marginals"].items():
+            np.testing.assert_allclose(gpu["marginals"][name], probs, atol=1e-12)
+
+
+def test_a_handle_whose_buffer_is_gone_fails_the_run_naming_the_child(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exporter that no longer holds its buffer (it exited): the parent's open fails, and the
+    run ends with an error that names the child, not a hang or a wrong answer."""
+    from dcop.gpu import ipc
+
+    real = ipc.export_array
+
+    def forgetful(*args: object) -> ipc.Exported:
+        exported = real(*args)  # type: ignore[arg-type]
+        return ipc.Exported(exported.handle, exported.nbytes, None)  # the buffer is freed
+
+    monkeypatch.setattr(ipc, "export_array", forgetful)
+    problem = random_network(6, 3, 0.5, 0.3, seed=1)
+    with pytest.raises(DcopError, match=r"UTIL of agent \d+ .*on the GPU.*did agent \d+ exit"):
+        run_in_process(problem, backend=_placed(), ipc=DOMAIN, timeout=20)
