@@ -235,17 +235,19 @@ class PlacedBackend:
         """The device backend's set-up seconds (:class:`dcop.gpu.SetupStats`)."""
         return self.gpu.setup
 
-    def placement_metrics(self) -> dict[str, int]:
+    def placement_metrics(self) -> dict[str, float]:
         """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
-        out = {"gpu_min_entries": self.min_entries}
+        out: dict[str, float] = {"gpu_min_entries": self.min_entries}
         for side in ("cpu", "gpu"):
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)
             out[f"joined_{side}"] = sum(p.joined for p in done)
         transfers = getattr(self.gpu, "transfers", None)
-        for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
-            if transfers is not None:
+        if transfers is not None:
+            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
                 out[key] = int(getattr(transfers, key, 0))
+            for key in ("ipc_out", "ipc_in"):  # seconds of CUDA IPC exports and imports
+                out[f"{key}_s"] = float(transfers.seconds.get(key, 0.0))
         return out
 
 

@@ -261,10 +261,12 @@ class CupyBackend:
             self.ipc_min_bytes = ipc_min_bytes()
         if int(array.size) * int(array.dtype.itemsize) < self.ipc_min_bytes:
             return None
+        t0 = time.perf_counter()
         with self._on():
             data = self.xp.ascontiguousarray(array)
             exported = export_array(self.xp, data, self.stream)
         self.transfers.ipc_out_bytes += exported.nbytes
+        self.transfers.add("ipc_out", time.perf_counter() - t0)
         return exported
 
     def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
@@ -272,9 +274,11 @@ class CupyBackend:
         (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened)."""
         from dcop.gpu.ipc import import_array
 
+        t0 = time.perf_counter()
         with self._on():
             out = import_array(self.xp, handle, shape, dtype, self.device_id, self.stream)
         self.transfers.ipc_in_bytes += int(out.size) * int(out.dtype.itemsize)
+        self.transfers.add("ipc_in", time.perf_counter() - t0)
         return out
 
     def synchronize(self) -> None:

@@ -31,9 +31,11 @@ from dcop.errors import DcopError, InputError, ProtocolError
 IPC_ENV = "DCOP_CUDA_IPC"
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
-#: Tables smaller than this travel as bytes even between agents of one GPU: a download and a
-#: small frame cost less than an allocation, a handle and its opening in the other process.
-DEFAULT_IPC_MIN_BYTES = 1 << 20
+#: Tables smaller than this travel as bytes even between agents of one GPU. A hand-over costs a
+#: fixed ~35 ms a table (an allocation, a handle, its opening in the other process; 16-19 agents
+#: on one H100), the bytes path ~1.3 ms per MB end to end (download into pinned memory, socket,
+#: upload): they cross near 27 MB (`benchmarks/results/gpu_ipc_smoke.md`).
+DEFAULT_IPC_MIN_BYTES = 32 << 20
 
 
 class IpcUnavailable(DcopError):

@@ -108,6 +108,8 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
         "joined_gpu": 10_000,
         "ipc_out_bytes": 0,
         "ipc_in_bytes": 0,
+        "ipc_out_s": 0.0,
+        "ipc_in_s": 0.0,
     }
 
 
