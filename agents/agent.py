@@ -60,7 +60,7 @@ from dcop.tables import Op, TableBackend
 log = logging.getLogger("dcop.agents")
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
-FROM_NEIGHBOUR = ("degree", "token", "util", "value", "down", "heartbeat")
+FROM_NEIGHBOUR = ("degree", "token", "offer", "util", "value", "down", "heartbeat")
 FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start", "crash-after-util")
 #: Messages of a problem kept until its setup arrives (neighbours may be set up first).
 AHEAD_MAX = 4096
@@ -384,6 +384,7 @@ class Agent:
     def _end_problem(self, reason: str) -> None:
         """Drop the current problem (a serving agent then waits for the next one)."""
         if self.session is not None:
+            self.session.release()
             for n in self.session.part.neighbours:
                 self.transport.disconnect_peer(n)
             log.info("agent %d: problem %d ends (%s)", self.me, self.problem, reason)

@@ -54,6 +54,7 @@ from dcop.protocol import (
     Go,
     IpcTable,
     Message,
+    Offer,
     Ready,
     Result,
     RunSpec,
@@ -72,6 +73,8 @@ from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, TableBackend
 
 Out = list[tuple[int, Message]]
+#: Tables in an offered IPC buffer start at multiples of this (CUDA's allocation alignment).
+IPC_ALIGN = 256
 
 #: What a worker-thread job hands back: the step that applies its output on the agent's loop.
 Finish = Callable[[], Out]
@@ -177,8 +180,14 @@ class Session:
         self.util_hook = util_hook
         self.prepare = prepare
         self.ipc = ipc
-        #: my UTIL tables exported by CUDA IPC, kept until the parent cannot need them
+        #: the backend's CUDA IPC methods (a GPU backend's; checked with getattr before use)
+        self.handover: Any = backend
+        #: my UTIL tables exported by CUDA IPC, kept until the parent cannot need them: the
+        #: buffer offered to my parent ahead (:class:`~dcop.protocol.Offer`), and any others
+        self.mailbox: Any = None
         self.exported: list[Any] = []
+        #: children's offered buffers I mapped: child -> (handle, pointer, bytes)
+        self.opened: dict[int, tuple[bytes, int, int]] = {}
         self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
         self.clock = 0.0
         # degree exchange
@@ -233,8 +242,8 @@ class Session:
                 if sender != COORDINATOR_ID or self.spec is not None:
                     raise ProtocolError("a second start")
                 return self._start(message) + self._progress()
-            case Token() | Util() if self.spec is None or (
-                isinstance(message, Util) and self.tree is None
+            case Token() | Util() | Offer() if self.spec is None or (
+                isinstance(message, Util | Offer) and self.tree is None
             ):
                 self.early.append((sender, message))  # ahead of my own start or go
             case Token():
@@ -243,6 +252,8 @@ class Session:
                 if sender != COORDINATOR_ID or self.go is not None:
                     raise ProtocolError("a second go")
                 return self._go(message) + self._progress()
+            case Offer():
+                self._on_offer(sender, message)
             case Util():
                 self._on_util(sender, message)
             case Value():
@@ -254,7 +265,7 @@ class Session:
                 ):
                     raise ProtocolError(f"VALUE from {sender}, which is not my waiting parent")
                 self.assignment = dict(message.values)
-                self.exported = []  # the parent has used my UTIL
+                self.mailbox, self.exported = None, []  # the parent has used my UTIL
             case Down():
                 if (
                     self.tree is None
@@ -263,7 +274,7 @@ class Session:
                     or self.down is not None
                 ):
                     raise ProtocolError(f"a down message from {sender}, not my waiting parent")
-                self.exported = []
+                self.mailbox, self.exported = None, []
                 (table,) = message.tables
                 array = table.to_array()
                 self.down = self.backend.table(table.scope, array, array.dtype)
@@ -502,8 +513,8 @@ class Session:
         self.plan = self._plan(go.tree, j)
         if self.prepare is not None:
             self._prepare_kernels(go.tree, j)
+        out: Out = self._offer()
         early, self.early = self.early, []
-        out: Out = []
         for sender, message in early:
             out += self.on(sender, message)
         return out
@@ -541,26 +552,70 @@ class Session:
         if util.shared:
             self.utils[sender] += self._import_shared(sender, util.shared)
 
-    def _import_shared(self, sender: int, shared: tuple[IpcTable, ...]) -> list[Table]:
-        """Copy a child's tables handed over by CUDA IPC onto my device (they stay there)."""
+    def _on_offer(self, sender: int, offer: Offer) -> None:
+        """Map a child's offered UTIL buffer now, while its subtree still computes."""
         from dcop.gpu.ipc import IpcUnavailable
 
-        importer = getattr(self.backend, "import_ipc", None)
-        if importer is None or not self.ipc or self.part.ipc.get(sender) != self.ipc:
+        assert self.tree is not None
+        if sender not in self.tree.children or sender in self.opened or sender in self.utils:
+            raise ProtocolError(f"an offer from {sender}, which is not a waiting child")
+        opener = getattr(self.backend, "open_ipc", None)
+        if opener is None or not self._shares_gpu(sender):
+            raise ProtocolError(f"agent {sender} offered a CUDA IPC buffer; we share no GPU")
+        t0 = time.perf_counter()
+        try:
+            pointer = opener(offer.handle)
+        except IpcUnavailable as exc:
+            raise self._lost_handle(sender, exc) from None
+        self.opened[sender] = (offer.handle, pointer, offer.nbytes)
+        self.charge(time.perf_counter() - t0)
+
+    def _shares_gpu(self, peer: int | None) -> bool:
+        """Whether ``peer`` and I are agents of one GPU (equal, non-empty IPC domains)."""
+        return bool(self.ipc) and peer is not None and self.part.ipc.get(peer) == self.ipc
+
+    def _lost_handle(self, sender: int, exc: Exception) -> DcopError:
+        name = self.part.neighbours.get(sender, "?")
+        return DcopError(
+            f"the UTIL of agent {sender} ({name}) on the GPU: {exc}; did agent {sender} exit?"
+        )
+
+    def _import_shared(self, sender: int, shared: tuple[IpcTable, ...]) -> list[Table]:
+        """Copy a child's tables handed over by CUDA IPC onto my device (they stay there); its
+        offered buffer is unmapped once they are copied."""
+        from dcop.gpu.ipc import IpcUnavailable
+
+        if getattr(self.backend, "import_ipc", None) is None or not self._shares_gpu(sender):
             raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
         t0 = time.perf_counter()
+        mapped = self.opened.pop(sender, None)
         out = []
-        for t in shared:
-            try:
-                data = importer(t.handle, t.shape, t.dtype)
-            except IpcUnavailable as exc:
-                raise DcopError(
-                    f"the UTIL of agent {sender} ({self.part.neighbours[sender]}) on the GPU: "
-                    f"{exc}; did agent {sender} exit?"
-                ) from None
-            out.append(Table(t.scope, data))
-        self.charge(time.perf_counter() - t0)  # a device copy, like an upload of bytes
+        try:
+            for t in shared:
+                if mapped is not None and t.handle == mapped[0]:
+                    if t.offset + t.nbytes > mapped[2]:
+                        raise ProtocolError(f"agent {sender}'s table overruns its offered buffer")
+                    data = self.handover.read_ipc(mapped[1], t.offset, t.shape, t.dtype)
+                elif t.offset:
+                    raise ProtocolError(f"agent {sender} names an offset in a buffer not offered")
+                else:
+                    try:
+                        data = self.handover.import_ipc(t.handle, t.shape, t.dtype)
+                    except IpcUnavailable as exc:
+                        raise self._lost_handle(sender, exc) from None
+                out.append(Table(t.scope, data))
+        finally:
+            if mapped is not None:
+                self.handover.close_ipc(mapped[1])
+        self.charge(time.perf_counter() - t0)  # device copies, like an upload of bytes
         return out
+
+    def release(self) -> None:
+        """The problem ends: unmap children's buffers I still hold, drop the ones I exported."""
+        for _, pointer, _ in self.opened.values():
+            self.handover.close_ipc(pointer)
+        self.opened = {}
+        self.mailbox, self.exported = None, []
 
     def _start_util(self) -> None:
         assert self.tree is not None and self.go is not None
@@ -590,15 +645,27 @@ class Session:
         wire: list[WireTable] = []
         shared: list[IpcTable] = []
         exported: list[Any] = []
+        offset = 0  # the next free byte of the offered buffer
         for t in (*out.tables, *passing):
             if not t.scope:
                 continue
-            exportable = t.data.dtype in (np.float32, np.float64)
-            handed = export(t.data) if export is not None and exportable else None
+            exportable = export is not None and t.data.dtype in (np.float32, np.float64)
+            dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
+            size = int(t.data.size) * int(t.data.dtype.itemsize)
+            box = self.mailbox
+            if (
+                exportable
+                and box is not None
+                and offset + size <= box.nbytes
+                and self.handover.export_ipc_into(box, offset, t.data)
+            ):
+                shared.append(IpcTable(t.scope, tuple(t.data.shape), dtype, box.handle, offset))
+                offset += -(-size // IPC_ALIGN) * IPC_ALIGN
+                continue
+            handed = export(t.data) if exportable and export is not None else None
             if handed is None:
                 wire.append(WireTable.from_array(t.scope, self.backend.to_numpy(t.data)))
             else:
-                dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
                 shared.append(IpcTable(t.scope, tuple(t.data.shape), dtype, handed.handle))
                 exported.append(handed)
         scalar = self.scalars + out.scalar
@@ -612,16 +679,27 @@ class Session:
         """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
         exporter returns None for a host table), else None (every table as bytes)."""
         assert self.tree is not None
-        parent = self.tree.parent
         export = getattr(self.backend, "export_ipc", None)
-        if (
-            parent is None
-            or export is None
-            or not self.ipc
-            or self.part.ipc.get(parent) != self.ipc
-        ):
+        if export is None or not self._shares_gpu(self.tree.parent):
             return None
         return export  # type: ignore[no-any-return]
+
+    def _offer(self) -> Out:
+        """A GPU agent whose parent shares its GPU offers it a buffer for the planned UTIL now,
+        so that mapping it is off the path from my subtree's tables to my parent's bucket."""
+        assert self.tree is not None and self.plan is not None
+        offer = getattr(self.backend, "offer_ipc", None)
+        if offer is None or not self._shares_gpu(self.tree.parent) or not self.plan.entries:
+            return []
+        itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
+        t0 = time.perf_counter()
+        box = offer(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
+        self.charge(time.perf_counter() - t0)
+        if box is None:
+            return []
+        self.mailbox = box
+        assert self.tree.parent is not None
+        return [(self.tree.parent, Offer(box.handle, box.nbytes, self.clock))]
 
     # ---- MAR's downward pass --------------------------------------------------------------
     def _child_utils(self) -> dict[str, Table]:

@@ -20,7 +20,7 @@ from dcop.coordinator.topology import Layout
 from dcop.model import Problem
 from dcop.protocol import Hello, Result
 
-ALGORITHM_TYPES = ("degree", "token", "util", "value", "down")
+ALGORITHM_TYPES = ("degree", "token", "offer", "util", "value", "down")
 
 
 def wire_metrics(

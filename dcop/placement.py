@@ -210,6 +210,29 @@ class PlacedBackend:
         """Another agent's table on this GPU, copied to this backend's device (it stays there)."""
         return self.gpu.import_ipc(handle, shape, dtype)
 
+    def offer_ipc(self, nbytes: int) -> Any:
+        """An exportable device buffer to fill later (None when too small to be worth it)."""
+        return self.gpu.offer_ipc(nbytes)
+
+    def export_ipc_into(self, exported: Any, offset: int, data: Any) -> bool:
+        """Copy device ``data`` into an offered buffer; False for host data (sent as bytes)."""
+        if self.on_host(data):
+            return False
+        self.gpu.export_ipc_into(exported, offset, data)
+        return True
+
+    def open_ipc(self, handle: bytes) -> int:
+        """Map another agent's offered buffer on this GPU."""
+        return int(self.gpu.open_ipc(handle))
+
+    def read_ipc(self, pointer: int, offset: int, shape: tuple[int, ...], dtype: str) -> Any:
+        """A table of a mapped buffer, copied to this backend's device."""
+        return self.gpu.read_ipc(pointer, offset, shape, dtype)
+
+    def close_ipc(self, pointer: int) -> None:
+        """Unmap a buffer of :meth:`open_ipc`."""
+        self.gpu.close_ipc(pointer)
+
     # ---- getting ready -----------------------------------------------------------------------
     def warm_up(self, **kwargs: Any) -> dict[str, float]:
         """The device backend's ``warm_up`` (context, pools, generic kernels)."""
@@ -246,7 +269,7 @@ class PlacedBackend:
         if transfers is not None:
             for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
                 out[key] = int(getattr(transfers, key, 0))
-            for key in ("ipc_out", "ipc_in"):  # seconds of CUDA IPC exports and imports
+            for key in ("ipc_out", "ipc_open", "ipc_in"):  # seconds of CUDA IPC steps
                 out[f"{key}_s"] = float(transfers.seconds.get(key, 0.0))
         return out
 

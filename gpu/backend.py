@@ -250,36 +250,83 @@ class CupyBackend:
 
         return ipc_domain(self.xp, self.device_id)
 
-    def export_ipc(self, array: Any) -> Exported | None:
-        """A copy of device ``array`` that another process of this GPU can open by its handle;
-        None for a table under :func:`dcop.gpu.ipc.ipc_min_bytes` (it travels as bytes)."""
-        from dcop.gpu.ipc import export_array
-
+    def _ipc_worth(self, nbytes: int) -> bool:
+        """Whether a table of ``nbytes`` goes by IPC (:func:`dcop.gpu.ipc.ipc_min_bytes`)."""
         if self.ipc_min_bytes is None:
             from dcop.gpu.ipc import ipc_min_bytes
 
             self.ipc_min_bytes = ipc_min_bytes()
-        if int(array.size) * int(array.dtype.itemsize) < self.ipc_min_bytes:
+        return nbytes >= self.ipc_min_bytes
+
+    def offer_ipc(self, nbytes: int) -> Exported | None:
+        """An exportable buffer of ``nbytes`` to fill later (None when that is too small to be
+        worth a handle)."""
+        from dcop.gpu.ipc import offer_buffer
+
+        if not self._ipc_worth(nbytes):
             return None
         t0 = time.perf_counter()
         with self._on():
-            data = self.xp.ascontiguousarray(array)
-            exported = export_array(self.xp, data, self.stream)
-        self.transfers.ipc_out_bytes += exported.nbytes
+            offered = offer_buffer(self.xp, nbytes)
         self.transfers.add("ipc_out", time.perf_counter() - t0)
+        return offered
+
+    def export_ipc_into(self, exported: Exported, offset: int, array: Any) -> None:
+        """Copy device ``array`` into an offered buffer at byte ``offset``."""
+        from dcop.gpu.ipc import copy_into
+
+        t0 = time.perf_counter()
+        with self._on():
+            copy_into(self.xp, exported, offset, self.xp.ascontiguousarray(array), self.stream)
+        self.transfers.ipc_out_bytes += int(array.size) * int(array.dtype.itemsize)
+        self.transfers.add("ipc_out", time.perf_counter() - t0)
+
+    def export_ipc(self, array: Any) -> Exported | None:
+        """A copy of device ``array`` that another process of this GPU can open by its handle;
+        None for a table under :func:`dcop.gpu.ipc.ipc_min_bytes` (it travels as bytes)."""
+        nbytes = int(array.size) * int(array.dtype.itemsize)
+        exported = self.offer_ipc(nbytes)
+        if exported is not None:
+            self.export_ipc_into(exported, 0, array)
         return exported
+
+    def open_ipc(self, handle: bytes) -> int:
+        """Map another process's buffer on this device (:class:`dcop.gpu.ipc.IpcUnavailable`)."""
+        from dcop.gpu.ipc import open_handle
+
+        t0 = time.perf_counter()
+        with self.device:
+            pointer = open_handle(self.xp, handle)
+        self.transfers.add("ipc_open", time.perf_counter() - t0)
+        return pointer
+
+    def read_ipc(self, pointer: int, offset: int, shape: tuple[int, ...], dtype: str) -> Any:
+        """The table at ``pointer + offset`` of a mapped buffer, copied onto this backend's
+        device (it stays there)."""
+        from dcop.gpu.ipc import copy_out
+
+        t0 = time.perf_counter()
+        with self._on():
+            out = copy_out(self.xp, pointer, offset, shape, dtype, self.device_id, self.stream)
+        self.transfers.ipc_in_bytes += int(out.size) * int(out.dtype.itemsize)
+        self.transfers.add("ipc_in", time.perf_counter() - t0)
+        return out
+
+    def close_ipc(self, pointer: int) -> None:
+        """Unmap a buffer of :meth:`open_ipc`."""
+        from dcop.gpu.ipc import close_handle
+
+        with self.device:
+            close_handle(self.xp, pointer)
 
     def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
         """The table behind another process's IPC ``handle``, copied onto this backend's device
         (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened)."""
-        from dcop.gpu.ipc import import_array
-
-        t0 = time.perf_counter()
-        with self._on():
-            out = import_array(self.xp, handle, shape, dtype, self.device_id, self.stream)
-        self.transfers.ipc_in_bytes += int(out.size) * int(out.dtype.itemsize)
-        self.transfers.add("ipc_in", time.perf_counter() - t0)
-        return out
+        pointer = self.open_ipc(handle)
+        try:
+            return self.read_ipc(pointer, 0, shape, dtype)
+        finally:
+            self.close_ipc(pointer)
 
     def synchronize(self) -> None:
         """Wait for all work queued on this backend's streams."""

@@ -1,18 +1,23 @@
 """CUDA IPC: a UTIL table handed from a child agent to its parent on the same GPU, on the device.
 
-Exporter (:func:`export_array`): copies the table into a buffer of its own ``cudaMalloc`` (an IPC
-handle names a whole allocation, and CuPy's pool sub-allocates), waits for that copy, and takes
-the buffer's ``cudaIpcMemHandle_t``; the :class:`Exported` it returns keeps the buffer alive, and
-the agent drops it once the parent cannot need it any more (its VALUE or down message came, or
-the problem ended). Importer (:func:`import_array`): opens the handle, copies the table into its
-own memory on its own stream, waits, and closes the handle: it holds the exporter's memory only
-for that copy, so an exporter that dies later harms nobody, and one that died earlier makes the
-open fail with :class:`IpcUnavailable` (the agent reports it, naming the child).
+Opening a handle costs tens of milliseconds (measured on the H100: 40-65 ms a table with 17-20
+agents on one GPU), so it happens ahead, off the path of the tables. Once the pseudo-tree is
+chosen, a child that shares its parent's GPU allocates a buffer for its planned UTIL with a
+``cudaMalloc`` of its own (:func:`offer_buffer`: a handle names a whole allocation, and CuPy's
+pool sub-allocates) and offers its handle; the parent maps it at once (:func:`open_handle`)
+while the child's subtree still computes. When the UTIL is ready the child copies its tables into
+the buffer (:func:`copy_into`) and sends their offsets; the parent copies them onto its own
+stream (:func:`copy_out`) and unmaps the buffer (:func:`close_handle`), so it never holds the
+child's memory past that copy. The child keeps the buffer until the parent's VALUE or down
+message arrives, or the problem ends. A table that does not fit the offer (another dtype) goes by
+a buffer of its own (:func:`export_array`, :func:`import_array`: open, copy, close). A handle
+that cannot be opened (its exporter exited) raises :class:`IpcUnavailable`; the agent reports it
+naming the child.
 
 Who may: two agents whose :func:`ipc_domain` strings are equal and not empty: one kernel boot,
 one IPC and one PID namespace (containers that do not share them cannot open each other's
-handles), one GPU by PCI address. ``DCOP_CUDA_IPC=0`` turns it off (UTILs then travel as bytes); tables
-under :data:`DEFAULT_IPC_MIN_BYTES` (``DCOP_CUDA_IPC_MIN_BYTES``) travel as bytes anyway.
+handles), one GPU by PCI address. ``DCOP_CUDA_IPC=0`` turns it off (UTILs then travel as bytes);
+UTILs under :data:`DEFAULT_IPC_MIN_BYTES` (``DCOP_CUDA_IPC_MIN_BYTES``) travel as bytes anyway.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ from dcop.errors import DcopError, InputError, ProtocolError
 IPC_ENV = "DCOP_CUDA_IPC"
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
-#: Tables smaller than this travel as bytes even between agents of one GPU. A hand-over costs a
-#: fixed ~35 ms a table (an allocation, a handle, its opening in the other process; 16-19 agents
-#: on one H100), the bytes path ~1.3 ms per MB end to end (download into pinned memory, socket,
-#: upload): they cross near 27 MB (`benchmarks/results/gpu_ipc_smoke.md`).
+#: UTILs smaller than this travel as bytes even between agents of one GPU. Measured on the H100
+#: (`benchmarks/results/gpu_ipc_smoke.md`, `gpu_dpop.md`): opening a handle costs 40-65 ms and
+#: once 4.7 s; the bytes path ~1.3 ms per MB end to end (download into pinned memory, socket,
+#: upload). An offer maps the buffer ahead, off the tables' path, but every mapping still costs
+#: the parent's loop that time, so small UTILs stay on the network.
 DEFAULT_IPC_MIN_BYTES = 32 << 20
 
 
@@ -98,16 +104,67 @@ def ipc_domain(cupy: Any, device_id: int) -> str:
     return f"cuda/{boot}/{spaces[0]}/{spaces[1]}/{pci}"
 
 
+def offer_buffer(cupy: Any, nbytes: int) -> Exported:
+    """A buffer of its own ``cudaMalloc`` and its handle, to fill later (:func:`copy_into`): the
+    receiver can open it while the tables are still being computed."""
+    memory = cupy.cuda.memory.Memory(max(1, nbytes))
+    handle = bytes(cupy.cuda.runtime.ipcGetMemHandle(memory.ptr))
+    return Exported(handle, nbytes, memory)
+
+
+def copy_into(cupy: Any, exported: Exported, offset: int, array: Any, stream: Any) -> None:
+    """Copy the C-contiguous device ``array`` into ``exported`` at byte ``offset`` and wait (the
+    receiver reads it from another process)."""
+    nbytes = int(array.size) * int(array.dtype.itemsize)
+    if offset < 0 or offset + nbytes > exported.nbytes:
+        raise ValueError(f"{nbytes} bytes at {offset} do not fit a buffer of {exported.nbytes}")
+    target = cupy.cuda.MemoryPointer(exported.memory, offset)
+    target.copy_from_device_async(array.data, nbytes, stream)
+    stream.synchronize()
+
+
 def export_array(cupy: Any, array: Any, stream: Any) -> Exported:
     """Copy the C-contiguous device ``array`` into a buffer of its own and return its handle
     (call with the array's device current)."""
-    nbytes = int(array.size) * int(array.dtype.itemsize)
-    memory = cupy.cuda.memory.Memory(max(1, nbytes))
-    target = cupy.cuda.MemoryPointer(memory, 0)
-    target.copy_from_device_async(array.data, nbytes, stream)
-    stream.synchronize()  # the parent reads it from another process: complete before the handle
-    handle = bytes(cupy.cuda.runtime.ipcGetMemHandle(memory.ptr))
-    return Exported(handle, nbytes, memory)
+    exported = offer_buffer(cupy, int(array.size) * int(array.dtype.itemsize))
+    copy_into(cupy, exported, 0, array, stream)
+    return exported
+
+
+def open_handle(cupy: Any, handle: bytes) -> int:
+    """Map another process's buffer (:class:`IpcUnavailable` when it cannot be opened)."""
+    try:
+        return int(cupy.cuda.runtime.ipcOpenMemHandle(handle))
+    except Exception as exc:  # CuPy's CUDARuntimeError, whatever the driver said
+        raise IpcUnavailable(f"cannot open its CUDA IPC handle ({exc})") from None
+
+
+def close_handle(cupy: Any, pointer: int) -> None:
+    """Unmap what :func:`open_handle` mapped."""
+    cupy.cuda.runtime.ipcCloseMemHandle(pointer)
+
+
+def copy_out(
+    cupy: Any,
+    pointer: int,
+    offset: int,
+    shape: tuple[int, ...],
+    dtype: str,
+    device_id: int,
+    stream: Any,
+) -> Any:
+    """A new array of this process holding the table at ``pointer + offset`` (mapped by
+    :func:`open_handle`); NaN is refused as in a framed table."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    out = cupy.empty(shape, dtype=np.dtype(dtype))
+    source = cupy.cuda.MemoryPointer(
+        cupy.cuda.UnownedMemory(pointer + offset, nbytes, None, device_id), 0
+    )
+    out.data.copy_from_device_async(source, nbytes, stream)
+    stream.synchronize()
+    if int(cupy.count_nonzero(cupy.isnan(out))):  # as a framed table is checked on decode
+        raise ProtocolError("a table handed over by CUDA IPC holds NaN")
+    return out
 
 
 def import_array(
@@ -115,23 +172,11 @@ def import_array(
 ) -> Any:
     """Open ``handle``, copy its table into a new array of this process, close it (call with the
     device current). Raises :class:`IpcUnavailable` when the handle cannot be opened."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    pointer = open_handle(cupy, handle)
     try:
-        pointer = cupy.cuda.runtime.ipcOpenMemHandle(handle)
-    except Exception as exc:  # CuPy's CUDARuntimeError, whatever the driver said
-        raise IpcUnavailable(f"cannot open its CUDA IPC handle ({exc})") from None
-    try:
-        out = cupy.empty(shape, dtype=np.dtype(dtype))
-        source = cupy.cuda.MemoryPointer(
-            cupy.cuda.UnownedMemory(pointer, nbytes, None, device_id), 0
-        )
-        out.data.copy_from_device_async(source, nbytes, stream)
-        stream.synchronize()
+        return copy_out(cupy, pointer, 0, shape, dtype, device_id, stream)
     finally:
-        cupy.cuda.runtime.ipcCloseMemHandle(pointer)
-    if int(cupy.count_nonzero(cupy.isnan(out))):  # as a framed table is checked on decode
-        raise ProtocolError("a table handed over by CUDA IPC holds NaN")
-    return out
+        close_handle(cupy, pointer)
 
 
 __all__ = [
@@ -140,8 +185,13 @@ __all__ = [
     "IPC_MIN_BYTES_ENV",
     "Exported",
     "IpcUnavailable",
+    "close_handle",
+    "copy_into",
+    "copy_out",
     "export_array",
     "import_array",
     "ipc_domain",
     "ipc_min_bytes",
+    "offer_buffer",
+    "open_handle",
 ]

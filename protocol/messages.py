@@ -12,6 +12,7 @@ Flow of one problem (A = agent, C = coordinator, N = neighbour)::
     A->N degree (links work)     A->C ready      C->A start (run spec, trees this agent roots)
     A->N token: the DFS of each candidate tree, sizing the UTILs in its back tokens
     root->C tree (a candidate's UTIL sizes)      C->A go (the tree and z chosen, or a refusal)
+    A->parent offer (GPU agents of one GPU: an IPC buffer for the UTIL, opened ahead)
     A->parent util      A->children value (MAR: down)      A->C result
     C->A stop (one-shot agents exit) or done (serving agents wait for the next problem)
     A->C heartbeat and error at any time; a serving agent repeats its hello while idle
@@ -250,6 +251,8 @@ class IpcTable:
     shape: tuple[int, ...]
     dtype: str
     handle: bytes
+    #: where the table starts in the buffer (an :class:`Offer`'s buffer holds several)
+    offset: int = 0
 
     @property
     def entries(self) -> int:
@@ -265,6 +268,7 @@ class IpcTable:
             "shape": list(self.shape),
             "dtype": self.dtype,
             "handle": self.handle,
+            "offset": self.offset,
         }
 
     @staticmethod
@@ -273,10 +277,14 @@ class IpcTable:
         if not scope:
             raise ProtocolError("a table handed over by CUDA IPC needs a scope")
         dtype = _choice(p, "dtype", TABLE_DTYPES)
-        handle = _get(p, "handle")
-        if type(handle) is not bytes or len(handle) != IPC_HANDLE_BYTES:
-            raise ProtocolError(f"field 'handle' must be {IPC_HANDLE_BYTES} bytes")
-        return IpcTable(scope, shape, dtype, handle)
+        return IpcTable(scope, shape, dtype, _handle(p), _int(p, "offset", 0, (1 << 62) - 1))
+
+
+def _handle(p: Payload) -> bytes:
+    handle = _get(p, "handle")
+    if type(handle) is not bytes or len(handle) != IPC_HANDLE_BYTES:
+        raise ProtocolError(f"field 'handle' must be {IPC_HANDLE_BYTES} bytes")
+    return handle
 
 
 def _scope_and_shape(p: Payload) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -667,6 +675,25 @@ class Util:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """Child -> parent of one GPU, once the tree is chosen: the CUDA IPC handle of the buffer my
+    UTIL tables will be copied into (``nbytes``). The parent opens it at once, while my subtree
+    still computes, so that taking the UTIL later is only a device copy (:mod:`dcop.gpu.ipc`)."""
+
+    TYPE: ClassVar[str] = "offer"
+    handle: bytes
+    nbytes: int
+    clock: float
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"handle": self.handle, "nbytes": self.nbytes, "clock": self.clock}
+
+    @staticmethod
+    def from_wire(p: Payload) -> Offer:
+        return Offer(_handle(p), _int(p, "nbytes", 1, (1 << 62) - 1), _float(p, "clock", lo=0.0))
+
+
+@dataclass(frozen=True)
 class Value:
     """Parent -> child: the values (domain indices) of the child's separator."""
 
@@ -941,6 +968,7 @@ Message = (
     | Token
     | TreeReport
     | Go
+    | Offer
     | Util
     | Value
     | Down
@@ -962,6 +990,7 @@ MESSAGE_CLASSES: dict[str, Any] = {
         Token,
         TreeReport,
         Go,
+        Offer,
         Util,
         Value,
         Down,

@@ -39,8 +39,11 @@ def test_agents_of_one_gpu_hand_utils_over_by_ipc(
     assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
     m = gpu["metrics"]
     assert m["ipc_tables"] >= 1 and m["ipc_bytes"] > 0
-    # every device UTIL went by handle: one open and one close per table, nothing else
-    assert fake_cupy.STATS["ipc_open"] == fake_cupy.STATS["ipc_close"] == m["ipc_tables"]
+    # each child offered one buffer when the tree was chosen; its parent mapped it then (one
+    # open) and unmapped it once the UTIL's tables were copied out (one close)
+    offers = m["messages"]["offer"]
+    assert 1 <= offers <= m["messages"]["util"] and offers <= m["ipc_tables"]
+    assert fake_cupy.STATS["ipc_open"] == fake_cupy.STATS["ipc_close"] == offers
     # the network carried headers only, the UTIL sizes still count the tables (paper's figure)
     per_agent = gpu["agents"].values()
     assert sum(a["util_bytes"] for a in per_agent) >= m["bytes"]["util"] + m["ipc_bytes"]
@@ -101,13 +104,13 @@ def test_a_handle_whose_buffer_is_gone_fails_the_run_naming_the_child(
     run ends with an error that names the child, not a hang or a wrong answer."""
     from dcop.gpu import ipc
 
-    real = ipc.export_array
+    real = ipc.offer_buffer
 
     def forgetful(*args: object) -> ipc.Exported:
         exported = real(*args)  # type: ignore[arg-type]
         return ipc.Exported(exported.handle, exported.nbytes, None)  # the buffer is freed
 
-    monkeypatch.setattr(ipc, "export_array", forgetful)
+    monkeypatch.setattr(ipc, "offer_buffer", forgetful)
     problem = random_network(6, 3, 0.5, 0.3, seed=1)
     with pytest.raises(DcopError, match=r"UTIL of agent \d+ .*on the GPU.*did agent \d+ exit"):
         run_in_process(problem, backend=_placed(), ipc=DOMAIN, timeout=20)

@@ -109,6 +109,7 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
         "ipc_out_bytes": 0,
         "ipc_in_bytes": 0,
         "ipc_out_s": 0.0,
+        "ipc_open_s": 0.0,
         "ipc_in_s": 0.0,
     }
 

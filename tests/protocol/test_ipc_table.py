@@ -42,6 +42,7 @@ def _shared(**changes: object) -> dict[str, object]:
         "shape": [3, 4],
         "dtype": "<f4",
         "handle": HANDLE,
+        "offset": 0,
     }
     table.update(changes)
     return table
@@ -100,3 +101,20 @@ def test_hello_and_setup_carry_the_ipc_domain() -> None:
     header["p"]["neighbours"][0] = header["p"]["neighbours"][0][:3]
     with pytest.raises(ProtocolError, match="ipc domain"):
         decode([msgpack.packb(header, use_bin_type=True)])
+
+
+def test_offer_and_offsets_round_trip_and_bad_ones_are_refused() -> None:
+    from dcop.protocol import Offer
+
+    got = decode(encode(3, 1, Offer(HANDLE, 4096, 0.125))).body
+    assert isinstance(got, Offer) and (got.handle, got.nbytes, got.clock) == (HANDLE, 4096, 0.125)
+    shared = IpcTable(("a",), (8,), "<f8", HANDLE, offset=256)
+    body = decode(encode(1, 0, Util((), 0.0, (shared,)))).body
+    assert isinstance(body, Util) and body.shared[0].offset == 256
+    with pytest.raises(ProtocolError, match="offset"):
+        decode(_util_frames([_shared(offset=-1)]))
+    for bad in ({"nbytes": 0}, {"handle": b"short"}):
+        header = msgpack.unpackb(bytes(encode(3, 1, Offer(HANDLE, 4096, 0.0))[0]))
+        header["p"].update(bad)
+        with pytest.raises(ProtocolError):
+            decode([msgpack.packb(header, use_bin_type=True)])
