@@ -560,6 +560,8 @@ class CupyBackend:
             for op in all_ops:
                 self.to_numpy(self.join_eliminate([a, b], "b", cast(Op, op)).data)
             self.best_value([a, b], "b", {"a": 0})
+            with self._on():  # the NaN check of tables taken by CUDA IPC (dcop.gpu.ipc.copy_out)
+                int(cupy.count_nonzero(cupy.isnan(a.data)))
         if len(tiny) > 1:  # tables of both dtypes in one bucket: CuPy compiles its cast kernel
             first, second = list(tiny.values())[:2]
             self.to_numpy(self.join_eliminate([first[0], second[1]], "b").data)
