@@ -282,7 +282,9 @@ def protocol_seeds() -> dict[str, bytes]:
         Go,
         Heartbeat,
         Hello,
+        IpcTable,
         Neighbour,
+        Offer,
         Ready,
         Result,
         RunSpec,
@@ -302,9 +304,12 @@ def protocol_seeds() -> dict[str, bytes]:
     small = WireTable.from_array(("x1",), np.arange(3, dtype=np.float32))
     scalar = WireTable.from_array((), np.float64(7.0))
     metrics = AgentMetrics({"util": 1}, {"util": 99}, {"value": 1}, {"value": 20}, 0.1, 0.2, 99)
+    handle = bytes(range(64))  # a CUDA IPC handle's size
     messages = {
-        "hello": Hello("x1", 1234, "localhost", "tcp://127.0.0.1:7001", True, 0.1, ""),
-        "setup": Setup("x1", 2, (table, small), "ab" * 32, (Neighbour(2, "x2", "tcp://h:7002"),)),
+        "hello": Hello("x1", 1234, "localhost", "tcp://127.0.0.1:7001", True, 0.1, "", "cuda/a"),
+        "setup": Setup(
+            "x1", 2, (table, small), "ab" * 32, (Neighbour(2, "x2", "tcp://h:7002", "cuda/a"),)
+        ),
         "ready": Ready(2),
         "start": Start(RunSpec("adpop", 3), (0,)),
         "degree": Degree((0, 3), 0.5),
@@ -315,6 +320,8 @@ def protocol_seeds() -> dict[str, bytes]:
         "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),
         "go": Go(0, None),
         "util": Util((table, scalar), 1.0),
+        "util_shared": Util((scalar,), 1.0, (IpcTable(("x1", "x3"), (4, 5), "<f4", handle, 256),)),
+        "offer": Offer(handle, 1 << 20, 0.5),
         "value": Value((("x1", 1), ("x2", 0)), 2.0),
         "down": Down((small,), 2.5),
         "result": Result(1, 12.0, None, (2, 3), (), (0,), metrics),
@@ -328,7 +335,19 @@ def protocol_seeds() -> dict[str, bytes]:
     out = {}
     for name, body in messages.items():
         receiver = (
-            2 if name in ("degree", "token_child", "token_back", "util", "value", "down") else 0
+            2
+            if name
+            in (
+                "degree",
+                "token_child",
+                "token_back",
+                "util",
+                "util_shared",
+                "offer",
+                "value",
+                "down",
+            )
+            else 0
         )
         sender = COORDINATOR_ID if name in ("setup", "start", "stop", "go", "done") else 1
         if name in (
