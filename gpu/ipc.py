@@ -1,7 +1,9 @@
 """CUDA IPC: a UTIL table handed from a child agent to its parent on the same GPU, on the device.
 
-Opening a handle costs tens of milliseconds (measured on the H100: 40-65 ms a table with 17-20
-agents on one GPU), so it happens ahead, off the path of the tables. Once the pseudo-tree is
+Taking a table from another process costs tens of milliseconds (on the H100, 17-20 agents on
+one GPU: ~35 ms a table for open + copy + close when each UTIL opened its own handle; with the
+handle mapped ahead, the open is ~1 ms and the copy out still ~50 ms), so the mapping at least
+happens ahead, off the path of the tables. Once the pseudo-tree is
 chosen, a child that shares its parent's GPU allocates a buffer for its planned UTIL with a
 ``cudaMalloc`` of its own (:func:`offer_buffer`: a handle names a whole allocation, and CuPy's
 pool sub-allocates) and offers its handle; the parent maps it at once (:func:`open_handle`)
@@ -37,10 +39,9 @@ IPC_ENV = "DCOP_CUDA_IPC"
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
 #: UTILs smaller than this travel as bytes even between agents of one GPU. Measured on the H100
-#: (`benchmarks/results/gpu_ipc_smoke.md`, `gpu_dpop.md`): opening a handle costs 40-65 ms and
-#: once 4.7 s; the bytes path ~1.3 ms per MB end to end (download into pinned memory, socket,
-#: upload). An offer maps the buffer ahead, off the tables' path, but every mapping still costs
-#: the parent's loop that time, so small UTILs stay on the network.
+#: (`benchmarks/results/gpu_ipc_smoke.md`, `gpu_dpop.md`): taking a table over costs ~35-50 ms
+#: whatever its size (and in two runs once 3-5 s); the bytes path ~1.3 ms per MB end to end
+#: (download into pinned memory, socket, upload): they cross near 27-40 MB.
 DEFAULT_IPC_MIN_BYTES = 32 << 20
 
 
