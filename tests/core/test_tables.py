@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.errors import ModelError
-from dcop.tables import NumpyBackend, Table, domain_sizes
+from dcop.tables import NumpyBackend, Table, _logsumexp_linear, domain_sizes
 
 VARS = "abcde"
 
@@ -76,6 +76,56 @@ def test_logsumexp_handles_infinities() -> None:
     assert out[0] == pytest.approx(math.log(4.0))
     assert out[1] == -math.inf
     assert out[2] == math.inf
+
+
+def stable_logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    peak = np.max(a, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(np.log(np.sum(np.exp(a - shift), axis=axis, keepdims=True)) + shift, axis)
+
+
+@st.composite
+def log_table_sets(draw: st.DrawFn) -> list[Table]:
+    """Log-weights with exact zeros (-inf) and peaks up to 1500 apart: some buckets underflow in
+    linear space and must come out exactly as in log space."""
+    sizes = {v: draw(st.integers(1, 3)) for v in VARS}
+    tables = []
+    for _ in range(draw(st.integers(1, 4))):
+        scope = tuple(draw(st.permutations(VARS))[: draw(st.integers(1, 4))])
+        shape = tuple(sizes[v] for v in scope)
+        entry = st.one_of(st.integers(-1500, 40).map(float), st.just(-math.inf))
+        flat = draw(st.lists(entry, min_size=math.prod(shape), max_size=math.prod(shape)))
+        tables.append(Table(scope, np.array(flat, dtype=float).reshape(shape)))
+    return tables
+
+
+@settings(max_examples=80, deadline=None)
+@given(log_table_sets(), st.integers(1, 64))
+def test_logsumexp_join_eliminate_matches_log_space(tables, block) -> None:
+    backend = NumpyBackend(block_entries=block)
+    joined = backend.join(tables)
+    for var in joined.scope:
+        fused = backend.join_eliminate(tables, var, "logsumexp")
+        expected = stable_logsumexp(joined.data, joined.scope.index(var))
+        assert np.array_equal(np.isneginf(fused.data), np.isneginf(expected))
+        np.testing.assert_allclose(fused.data, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_linear_sum_product_refuses_underflow_but_keeps_exact_zeros() -> None:
+    backend = NumpyBackend()
+    # every product pairs a peak of one factor with an entry 1000 below the other's peak
+    t1 = Table(("a", "b"), np.array([[0.0, -1000.0], [-1000.0, 0.0]]))
+    t2 = Table(("b",), np.array([-1000.0, 0.0]))
+    assert _logsumexp_linear([t1, t2], ("a",), 2, 64) is None
+    out = backend.join_eliminate([t1, t2], "b", "logsumexp").data
+    np.testing.assert_allclose(out, [-1000.0 + math.log(2.0), 0.0], rtol=1e-15)
+    # an exact zero (a = 0 has no assignment with a positive weight) is no underflow
+    t3 = Table(("a", "b"), np.array([[-math.inf, -math.inf], [1.0, 2.0]]))
+    linear = _logsumexp_linear([t3, Table(("b",), np.array([0.5, 0.0]))], ("a",), 2, 64)
+    assert linear is not None
+    assert linear[0] == -math.inf
+    assert linear[1] == pytest.approx(math.log(math.exp(1.5) + math.exp(2.0)))
 
 
 def test_condition_and_best_value() -> None:
