@@ -2,8 +2,23 @@
 
 ``Agent`` (the state machine, :mod:`dcop.agents.agent`) never imports zmq; ``dcop-agent``
 (:mod:`dcop.agents.cli`) wires it to the ZeroMQ transport of :mod:`dcop.protocol.zmqlink`.
+``Agent`` and ``AgentConfig`` load on first use: the coordinator imports only the DFS's pure
+state code (:mod:`dcop.agents.dfs`), not the agent and its backends.
 """
 
-from dcop.agents.agent import Agent, AgentConfig
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dcop.agents.agent import Agent, AgentConfig
 
 __all__ = ["Agent", "AgentConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from dcop.agents import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'dcop.agents' has no attribute {name!r}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.result import RunResult, TreeChoice
-from dcop.coordinator.topology import Layout, layout_for
+from dcop.coordinator.topology import Layout, auto_tree_count, layout_for
 from dcop.errors import (
     DcopError,
     ProblemMismatch,
@@ -66,6 +66,7 @@ from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
+from dcop.protocol.runspec import AUTO_TREES
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
@@ -142,6 +143,8 @@ class Coordinator:
         if self.spec.summing:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
+        if self.spec.trees == AUTO_TREES:
+            self.spec = replace(self.spec, trees=auto_tree_count(problem, self.layout))
         self.active = sorted(self.layout.variable)
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0

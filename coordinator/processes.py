@@ -102,8 +102,11 @@ class Template:
                 self.popen.stdin.close()
 
     def wait(self, timeout: float) -> None:
+        # the reader sees the end of the template's output when it exits: waiting on that thread
+        # wakes at once, where Popen.wait(timeout) sleeps in steps of up to 50 ms
+        self._reader.join(timeout)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout)
+            self.popen.wait(0.5 if not self._reader.is_alive() else 0.0)
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait()

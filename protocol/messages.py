@@ -472,6 +472,8 @@ class Start:
     def from_wire(p: Payload) -> Start:
         spec = RunSpec.from_wire(_sub(p, "spec"))
         roots = _ids(p, "roots", MAX_TREES)
+        if spec.trees < 1:  # "auto" is resolved by the coordinator before any Start
+            raise ProtocolError("field 'spec.trees' must be at least 1 in a start message")
         if any(k >= spec.trees for k in roots) or len(set(roots)) != len(roots):
             raise ProtocolError(f"field 'roots' must name distinct trees below {spec.trees}")
         return Start(spec, roots)

@@ -35,8 +35,14 @@ TASKS: tuple[str, ...] = ("min", "pr", "mar")
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
 #: Largest z ``auto`` considers (beyond it ADPOP's tables outgrow any message limit).
 AUTO_Z_MAX = 24
-#: Candidate pseudo-trees built by default (best of: see dcop.agents.dfs.default_candidates).
-DEFAULT_TREES = 8
+#: ``trees`` of a spec that leaves the count to the coordinator: one candidate pseudo-tree where
+#: the first candidate's largest UTIL has at most AUTO_ONE_TREE_ENTRIES entries (such a tree is
+#: solved in milliseconds, while each more candidate costs a DFS of n tokens), else AUTO_TREES_MAX
+#: (see dcop.protocol.trees.default_candidates for which).
+AUTO_TREES = 0
+AUTO_TREES_MAX = 8
+AUTO_ONE_TREE_ENTRIES = 1 << 16
+DEFAULT_TREES = AUTO_TREES
 MIB = 1 << 20
 #: Smallest message limit a spec accepts (the command line asks for at least 1 MiB; tests go lower).
 MIN_MESSAGE_BYTES = 4096
@@ -65,7 +71,8 @@ class RunSpec:
         Seconds of silence before a peer counts as dead; None derives it from the message limit.
     trees
         Candidate pseudo-trees the agents build by distributed DFS; the coordinator keeps the one
-        with the smallest largest UTIL.
+        with the smallest largest UTIL. ``AUTO_TREES`` (0, the default) lets the coordinator
+        choose before the DFS starts; the agents always receive a count of at least one.
     max_memory_bytes
         Largest UTIL table one agent may build (None: only the message limit applies).
     gpu_min_entries
@@ -112,8 +119,8 @@ class RunSpec:
             math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
         ):
             raise InputError("--peer-timeout must be a positive number of seconds")
-        if type(self.trees) is not int or not 1 <= self.trees <= MAX_TREES:
-            raise InputError(f"--trees must be between 1 and {MAX_TREES}")
+        if type(self.trees) is not int or not 0 <= self.trees <= MAX_TREES:
+            raise InputError(f"--trees must be between 1 and {MAX_TREES}, or 0 for auto")
         if self.max_memory_bytes is not None and (
             type(self.max_memory_bytes) is not int or self.max_memory_bytes < MIN_MESSAGE_BYTES
         ):

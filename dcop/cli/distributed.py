@@ -68,7 +68,9 @@ PeerTimeout = Annotated[
 Trees = Annotated[
     int,
     typer.Option(
-        "--trees", help="candidate pseudo-trees the agents build (the smallest largest UTIL wins)"
+        "--trees",
+        help="candidate pseudo-trees the agents build (the smallest largest UTIL wins); 0: auto, "
+        "one where the first tree's UTILs are at most 65536 entries, else 8",
     ),
 ]
 MaxMemory = Annotated[

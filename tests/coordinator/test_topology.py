@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from dcop.coordinator.topology import layout_for, peers_for
+from dcop.coordinator.topology import auto_tree_count, layout_for, peers_for
 from dcop.errors import InputError
 from dcop.generators import random_network
 from dcop.io import read_problem
+from dcop.protocol.runspec import AUTO_TREES_MAX
 
 YAML = """\
 name: placed
@@ -66,3 +67,14 @@ def test_more_variables_than_agents_is_a_clear_error() -> None:
     with pytest.raises(InputError, match=r"5 variables but peers\.json lists 3 agents"):
         layout_for(big, serving)
     assert len(layout_for(small, serving).variable) == 3
+
+
+def test_auto_tree_count_builds_more_candidates_only_for_large_utils() -> None:
+    """One candidate where its UTILs are small (d = 3, n = 20: at most 3^9 entries), the full set
+    where the first tree's largest UTIL exceeds 65536 entries (d = 10, separators of 5+)."""
+    for d, expected in ((3, 1), (10, AUTO_TREES_MAX)):
+        problem = random_network(20, d, 0.3, 0.5, seed=1)
+        peers = peers_for(
+            problem, "tcp://127.0.0.1:7000", lambda i, v: f"tcp://127.0.0.1:{7001 + i}"
+        )
+        assert auto_tree_count(problem, layout_for(problem, peers)) == expected

@@ -47,8 +47,8 @@ MESSAGES = [
     Hello("x1", 1234, "host", "tcp://127.0.0.1:7001", True, 0.25, "H100"),
     Setup("x1", 3, (TABLE,), "0" * 64, (Neighbour(2, "x2", "tcp://h:7002"),)),
     Ready(2),
-    Start(RunSpec("adpop", 3), (0, 2)),
-    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5), ()),
+    Start(RunSpec("adpop", 3, trees=8), (0, 2)),
+    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5, trees=1), ()),
     Start(RunSpec("auto", trees=2), (1,)),
     Degree((1, 4, 9), 0.5),
     Token(1, "child", (0, 3), (2, 4), (1, 0), (0, 3, 5), (), 0, 0, 0, (), 0.25),
@@ -332,7 +332,8 @@ def test_peer_timeout_grows_with_the_frame_limit() -> None:
 @pytest.mark.parametrize(
     ("spec", "reason"),
     [
-        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20}, None),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "trees": 1}, None),
+        ({"algo": "dpop", "z": None, "max_message_bytes": 2**20, "trees": 0}, "at least 1"),
         ({"algo": "adpop", "z": 0, "max_message_bytes": 2**20}, "mini-bucket size"),
         ({"algo": "adpop", "z": None, "max_message_bytes": 2**20}, "mini-bucket size"),
         ({"algo": "bogus", "z": None, "max_message_bytes": 2**20}, "unknown algorithm"),
@@ -358,7 +359,7 @@ def test_run_spec_on_the_wire_is_validated(spec: dict[str, object], reason: str 
         use_bin_type=True,
     )
     if reason is None:
-        assert decode(frame).body.spec == RunSpec("dpop", None, 2**20)
+        assert decode(frame).body.spec == RunSpec("dpop", None, 2**20, trees=1)
     else:
         with pytest.raises(ProtocolError, match=reason):
             decode(frame)
