@@ -269,7 +269,14 @@ class PlacedBackend:
         if transfers is not None:
             for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
                 out[key] = int(getattr(transfers, key, 0))
-            for key in ("ipc_out", "ipc_open", "ipc_in"):  # seconds of CUDA IPC steps
+            for key in (
+                "ipc_out",
+                "ipc_open",
+                "ipc_in",
+                "ipc_in_alloc",
+                "ipc_in_copy",
+                "ipc_in_check",
+            ):
                 out[f"{key}_s"] = float(transfers.seconds.get(key, 0.0))
         return out
 

@@ -1,9 +1,10 @@
 """CUDA IPC: a UTIL table handed from a child agent to its parent on the same GPU, on the device.
 
-Taking a table from another process costs tens of milliseconds (on the H100, 17-20 agents on
-one GPU: ~35 ms a table for open + copy + close when each UTIL opened its own handle; with the
-handle mapped ahead, the open is ~1 ms and the copy out still ~50 ms), so the mapping at least
-happens ahead, off the path of the tables. Once the pseudo-tree is
+On the H100 (``benchmarks/results/gpu_ipc_copy.md``) the mechanics are cheap: an open takes
+0.04-0.16 ms and the copy out of a 512 MB table 0.4 ms; the ~50 ms a table (and once 5.7 s)
+measured earlier inside agents was CuPy compiling its NaN test for each new table shape, now one
+kernel of our own loaded at warm-up. The mapping still happens ahead, off the path of the
+tables. Once the pseudo-tree is
 chosen, a child that shares its parent's GPU allocates a buffer for its planned UTIL with a
 ``cudaMalloc`` of its own (:func:`offer_buffer`: a handle names a whole allocation, and CuPy's
 pool sub-allocates) and offers its handle; the parent maps it at once (:func:`open_handle`)
@@ -12,7 +13,7 @@ the buffer (:func:`copy_into`) and sends their offsets; the parent copies them o
 stream (:func:`copy_out`) and unmaps the buffer (:func:`close_handle`), so it never holds the
 child's memory past that copy. The child keeps the buffer until the parent's VALUE or down
 message arrives, or the problem ends. A table that does not fit the offer (another dtype) goes by
-a buffer of its own (:func:`export_array`, :func:`import_array`: open, copy, close). A handle
+a buffer of its own (:func:`export_array`; the parent opens, copies and closes it). A handle
 that cannot be opened (its exporter exited) raises :class:`IpcUnavailable`; the agent reports it
 naming the child.
 
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import math
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,31 +156,30 @@ def copy_out(
     dtype: str,
     device_id: int,
     stream: Any,
+    has_nan: Callable[[Any], bool],
+    seconds: dict[str, float] | None = None,
 ) -> Any:
     """A new array of this process holding the table at ``pointer + offset`` (mapped by
-    :func:`open_handle`); NaN is refused as in a framed table."""
+    :func:`open_handle`); NaN (``has_nan``, the backend's own kernel) is refused as in a framed
+    table. ``seconds`` (when given) gets the host time of each step added: ``alloc`` (the new
+    array), ``copy`` (the copy and the wait for it on ``stream``) and ``check`` (the NaN test)."""
+    steps = seconds if seconds is not None else {}
+    t0 = time.perf_counter()
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     out = cupy.empty(shape, dtype=np.dtype(dtype))
+    t1 = time.perf_counter()
     source = cupy.cuda.MemoryPointer(
         cupy.cuda.UnownedMemory(pointer + offset, nbytes, None, device_id), 0
     )
     out.data.copy_from_device_async(source, nbytes, stream)
     stream.synchronize()
-    if int(cupy.count_nonzero(cupy.isnan(out))):  # as a framed table is checked on decode
+    t2 = time.perf_counter()
+    if has_nan(out):  # as a framed table is checked on decode
         raise ProtocolError("a table handed over by CUDA IPC holds NaN")
+    t3 = time.perf_counter()
+    for key, dt in (("alloc", t1 - t0), ("copy", t2 - t1), ("check", t3 - t2)):
+        steps[key] = steps.get(key, 0.0) + dt
     return out
-
-
-def import_array(
-    cupy: Any, handle: bytes, shape: tuple[int, ...], dtype: str, device_id: int, stream: Any
-) -> Any:
-    """Open ``handle``, copy its table into a new array of this process, close it (call with the
-    device current). Raises :class:`IpcUnavailable` when the handle cannot be opened."""
-    pointer = open_handle(cupy, handle)
-    try:
-        return copy_out(cupy, pointer, 0, shape, dtype, device_id, stream)
-    finally:
-        close_handle(cupy, pointer)
 
 
 __all__ = [
@@ -190,7 +192,6 @@ __all__ = [
     "copy_into",
     "copy_out",
     "export_array",
-    "import_array",
     "ipc_domain",
     "ipc_min_bytes",
     "offer_buffer",

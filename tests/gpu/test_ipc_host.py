@@ -114,3 +114,24 @@ def test_a_handle_whose_buffer_is_gone_fails_the_run_naming_the_child(
     problem = random_network(6, 3, 0.5, 0.3, seed=1)
     with pytest.raises(DcopError, match=r"UTIL of agent \d+ .*on the GPU.*did agent \d+ exit"):
         run_in_process(problem, backend=_placed(), ipc=DOMAIN, timeout=20)
+
+
+def test_a_table_with_nan_taken_by_ipc_is_refused(fake_cupy_module: ModuleType) -> None:
+    """The parent tests every table it takes out of a mapped buffer for NaN with the backend's
+    own kernel, as a framed table is tested on decode; a clean table passes."""
+    from dcop.errors import ProtocolError
+    from dcop.gpu import CupyBackend, ipc
+
+    cupy = fake_cupy_module
+    backend = CupyBackend()
+    for values, bad in ((np.arange(6.0), False), (np.array([0.0, np.nan, 2.0]), True)):
+        exported = ipc.export_array(cupy, cupy.asarray(values), backend.stream)
+        pointer = ipc.open_handle(cupy, exported.handle)
+        shape = values.shape
+        if bad:
+            with pytest.raises(ProtocolError, match="NaN"):
+                backend.read_ipc(pointer, 0, shape, "float64")
+        else:
+            got = backend.read_ipc(pointer, 0, shape, "float64")
+            np.testing.assert_array_equal(backend.to_numpy(got), values)
+        ipc.close_handle(cupy, pointer)

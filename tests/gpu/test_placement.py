@@ -111,6 +111,9 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
         "ipc_out_s": 0.0,
         "ipc_open_s": 0.0,
         "ipc_in_s": 0.0,
+        "ipc_in_alloc_s": 0.0,
+        "ipc_in_copy_s": 0.0,
+        "ipc_in_check_s": 0.0,
     }
 
 
