@@ -42,10 +42,11 @@ IPC_ENV = "DCOP_CUDA_IPC"
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
 #: UTILs smaller than this travel as bytes even between agents of one GPU. Measured on the H100
-#: (`benchmarks/results/gpu_ipc_smoke.md`, `gpu_dpop.md`): taking a table over costs ~35-50 ms
-#: whatever its size (and in two runs once 3-5 s); the bytes path ~1.3 ms per MB end to end
-#: (download into pinned memory, socket, upload): they cross near 27-40 MB.
-DEFAULT_IPC_MIN_BYTES = 32 << 20
+#: (`benchmarks/results/gpu_ipc_copy.md`, `gpu_dpop.md`): taking a table over costs ~1-2 ms inside
+#: an agent (a new array, the copy, the NaN test), while the bytes path costs ~1.3 ms per MB end
+#: to end (download into pinned memory, socket, upload): they cross near 1 MB. (It was 32 MiB
+#: while CuPy compiled a NaN test per table shape: ~35-50 ms a table.)
+DEFAULT_IPC_MIN_BYTES = 1 << 20
 
 
 class IpcUnavailable(DcopError):
