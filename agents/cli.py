@@ -160,7 +160,9 @@ def agent(
     keys: Annotated[
         str | None, typer.Option(help="Directory holding agent-<id>.key_secret (with --secure).")
     ] = None,
-    log_level: Annotated[LogLevel, typer.Option(help="Log level.")] = LogLevel.WARNING,
+    log_level: Annotated[
+        LogLevel, typer.Option(help="Log level.", case_sensitive=False)
+    ] = LogLevel.WARNING,
     fault: Annotated[str | None, typer.Option(hidden=True)] = None,  # fault-injection tests
     version: Annotated[
         bool,

@@ -40,7 +40,9 @@ PeerTimeoutOption = Annotated[
     float,
     typer.Option("--peer-timeout", help="Seconds of silence before a peer counts as dead."),
 ]
-LogOption = Annotated[LogLevel, typer.Option("--log-level", help="Agents' log level.")]
+LogOption = Annotated[
+    LogLevel, typer.Option("--log-level", help="Agents' log level.", case_sensitive=False)
+]
 
 
 def _placement_warnings(path: Path) -> None:

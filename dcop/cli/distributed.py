@@ -78,7 +78,10 @@ MaxMemory = Annotated[
     typer.Option("--max-memory", help="largest UTIL table one agent may build, e.g. 2G"),
 ]
 LogOption = Annotated[
-    LogLevel, typer.Option("--log-level", help="log level of the coordinator and the agents")
+    LogLevel,
+    typer.Option(
+        "--log-level", help="log level of the coordinator and the agents", case_sensitive=False
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no live status, no summary")]
 TaskOpt = Annotated[

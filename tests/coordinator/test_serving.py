@@ -35,7 +35,7 @@ def _peers(tmp_path: Path, count: int = AGENTS) -> Path:
 def _agent(i: int, peers_file: Path) -> list[str]:
     return [
         sys.executable, "-m", "dcop.agents", "--id", str(i), "--peers", str(peers_file),
-        "--serve", "--timeout", "60", "--log-level", "INFO",
+        "--serve", "--timeout", "60", "--log-level", "info",
     ]  # fmt: skip
 
 
