@@ -323,7 +323,9 @@ class NumpyBackend:
         out_shape = tuple(sizes[v] for v in out_scope)
         dtype = np.result_type(*[t.data.dtype for t in tables])
         if op == "logsumexp":
-            linear = _logsumexp_linear(tables, out_scope, math.prod(out_shape), self.block_entries)
+            linear = _logsumexp_linear(
+                tables, var, out_scope, math.prod(out_shape), self.block_entries
+            )
             if linear is not None:
                 return Table(out_scope, linear.astype(dtype, copy=False))
         out = np.empty(out_shape, dtype=dtype)
@@ -426,7 +428,11 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _logsumexp_linear(
-    tables: Sequence[Table], out_scope: tuple[str, ...], out_entries: int, block_entries: int
+    tables: Sequence[Table],
+    var: str,
+    out_scope: tuple[str, ...],
+    out_entries: int,
+    block_entries: int,
 ) -> np.ndarray | None:
     """``log Σ_var exp(Σ tables)`` as a sum of products in linear space, or None where that is
     not exact enough or would cost too much memory (the caller then takes the log-space path).
@@ -439,7 +445,10 @@ def _logsumexp_linear(
     blocked log-space loop on one bucket of an Ising grid (2^20 x 2 entries in, 2^22 out).
 
     Refused: more variables than einsum letters; inputs of more than twice the output's entries
-    (their linear copies would cost memory the blocked loop never needs); a table whose peak is
+    (their linear copies would cost memory the blocked loop never needs); a largest input that
+    does not hold ``var`` as its leading axis (a UTIL up the bucket tree does: its scope follows
+    the order; elsewhere, as in a downward MAR message, NumPy's pairwise products copied
+    transposes of it with 18 axes of 2 and ran 5x slower than the log space); a table whose peak is
     infinite or NaN; and an output entry that underflowed (below ``tiny / eps``, where precision
     is lost) although some assignment under it has a positive weight, i.e. products of factors far
     from their peaks, which only log space holds. Exact zeros (every product has a zero factor)
@@ -453,6 +462,8 @@ def _logsumexp_linear(
                     return None
                 names[v] = _LETTERS[len(names)]
     if sum(t.data.size for t in tables) > 2 * max(out_entries, block_entries):
+        return None
+    if max(tables, key=lambda t: t.data.size).scope[:1] != (var,):
         return None
     dtype = np.result_type(*[t.data.dtype for t in tables])
     weights, shift = [], 0.0

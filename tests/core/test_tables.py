@@ -115,14 +115,14 @@ def test_logsumexp_join_eliminate_matches_log_space(tables, block) -> None:
 def test_linear_sum_product_refuses_underflow_but_keeps_exact_zeros() -> None:
     backend = NumpyBackend()
     # every product pairs a peak of one factor with an entry 1000 below the other's peak
-    t1 = Table(("a", "b"), np.array([[0.0, -1000.0], [-1000.0, 0.0]]))
+    t1 = Table(("b", "a"), np.array([[0.0, -1000.0], [-1000.0, 0.0]]))  # symmetric
     t2 = Table(("b",), np.array([-1000.0, 0.0]))
-    assert _logsumexp_linear([t1, t2], ("a",), 2, 64) is None
+    assert _logsumexp_linear([t1, t2], "b", ("a",), 2, 64) is None
     out = backend.join_eliminate([t1, t2], "b", "logsumexp").data
     np.testing.assert_allclose(out, [-1000.0 + math.log(2.0), 0.0], rtol=1e-15)
     # an exact zero (a = 0 has no assignment with a positive weight) is no underflow
-    t3 = Table(("a", "b"), np.array([[-math.inf, -math.inf], [1.0, 2.0]]))
-    linear = _logsumexp_linear([t3, Table(("b",), np.array([0.5, 0.0]))], ("a",), 2, 64)
+    t3 = Table(("b", "a"), np.array([[-math.inf, 1.0], [-math.inf, 2.0]]))
+    linear = _logsumexp_linear([t3, Table(("b",), np.array([0.5, 0.0]))], "b", ("a",), 2, 64)
     assert linear is not None
     assert linear[0] == -math.inf
     assert linear[1] == pytest.approx(math.log(math.exp(1.5) + math.exp(2.0)))
