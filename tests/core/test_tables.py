@@ -103,7 +103,7 @@ def log_table_sets(draw: st.DrawFn) -> list[Table]:
 @settings(max_examples=80, deadline=None)
 @given(log_table_sets(), st.integers(1, 64))
 def test_logsumexp_join_eliminate_matches_log_space(tables, block) -> None:
-    backend = NumpyBackend(block_entries=block)
+    backend = NumpyBackend(block_entries=block, linear_min_entries=0)  # linear path where it can
     joined = backend.join(tables)
     for var in joined.scope:
         fused = backend.join_eliminate(tables, var, "logsumexp")
@@ -113,7 +113,7 @@ def test_logsumexp_join_eliminate_matches_log_space(tables, block) -> None:
 
 
 def test_linear_sum_product_refuses_underflow_but_keeps_exact_zeros() -> None:
-    backend = NumpyBackend()
+    backend = NumpyBackend(linear_min_entries=0)
     # every product pairs a peak of one factor with an entry 1000 below the other's peak
     t1 = Table(("b", "a"), np.array([[0.0, -1000.0], [-1000.0, 0.0]]))  # symmetric
     t2 = Table(("b",), np.array([-1000.0, 0.0]))
