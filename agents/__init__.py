@@ -2,8 +2,8 @@
 
 ``Agent`` (the state machine, :mod:`dcop.agents.agent`) never imports zmq; ``dcop-agent``
 (:mod:`dcop.agents.cli`) wires it to the ZeroMQ transport of :mod:`dcop.protocol.zmqlink`.
-``Agent`` and ``AgentConfig`` load on first use: the coordinator imports only the DFS's pure
-state code (:mod:`dcop.agents.dfs`), not the agent and its backends.
+``Agent`` and ``AgentConfig`` load on first use, so that importing a submodule does not load the
+agent and its backends.
 """
 
 from __future__ import annotations

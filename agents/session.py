@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from dcop.agents.dfs import DfsState, DfsToken
 from dcop.agents.jobs import Job
 from dcop.agents.metrics import Meter
 from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -67,6 +66,7 @@ from dcop.protocol import (
     Value,
     WireTable,
 )
+from dcop.protocol.dfs import DfsState, DfsToken
 from dcop.protocol.digest import part_digest
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.sumproduct import down_messages, marginal

@@ -534,7 +534,7 @@ def _sizings(p: Payload, key: str) -> tuple[Sizing, ...]:
 
 @dataclass(frozen=True)
 class Token:
-    """The DFS token of candidate tree ``tree`` (see :class:`dcop.agents.dfs.DfsToken`).
+    """The DFS token of candidate tree ``tree`` (see :class:`dcop.protocol.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
     their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
     carries the subtree's visited agents, my separator, the subtree's summary and, per

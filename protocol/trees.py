@@ -1,7 +1,7 @@
 """What the coordinator and the agents agree on about pseudo-trees, before any message.
 
 The coordinator names each candidate tree's roots in ``Start``; every agent then builds the same
-K candidates by distributed DFS (:mod:`dcop.agents.dfs`) and sizes its UTIL for the same list of
+K candidates by distributed DFS (:mod:`dcop.protocol.dfs`) and sizes its UTIL for the same list of
 choices (DPOP and ADPOP z = 1..), which the coordinator reads back from the roots' reports. Both
 sides take these lists from here, so neither imports the other.
 """

@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcop.agents.dfs import (
+from dcop.coordinator import peers_for, round_robin
+from dcop.errors import DcopError, ProtocolError
+from dcop.ordering import dfs_pseudo_tree, induced_scopes
+from dcop.protocol.dfs import (
     DfsState,
     DfsToken,
     TreeSummary,
@@ -22,9 +25,6 @@ from dcop.agents.dfs import (
     tree_separators,
     util_entries,
 )
-from dcop.coordinator import peers_for, round_robin
-from dcop.errors import DcopError, ProtocolError
-from dcop.ordering import dfs_pseudo_tree, induced_scopes
 from dcop.protocol.trees import (
     DEFAULT_CANDIDATE,
     HEURISTICS,

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcop.agents.dfs import to_pseudo_tree
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.inference.elimination import eliminate
 from dcop.ordering import PseudoTree
 from dcop.protocol import RunSpec
+from dcop.protocol.dfs import to_pseudo_tree
 from dcop.tables import NumpyBackend
 from tests.conftest import brute_force, random_problem
 

@@ -102,7 +102,8 @@ def test_yaml_billion_laughs_is_refused(tmp_path: Path) -> None:
 
 
 def test_yaml_deep_nesting_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="nested deeper"):
+    # PyYAML >= 6.0.4 refuses deep flow nesting in its own scanner, before our event check
+    with pytest.raises(InputError, match=r"deep\.yaml:1: .*(nested deeper|maximum nesting depth)"):
         read_problem(write(tmp_path, "deep.yaml", "a: " + "[" * 100_000 + "]" * 100_000 + "\n"))
     with pytest.raises(InputError, match="nested deeper"):
         read_problem(write(tmp_path, "deep2.yaml", "".join(" " * i + "k:\n" for i in range(200))))

@@ -46,6 +46,10 @@ one token each, so agents can build K of them at once; each root reports its com
 FRODO's DFS heuristics (``frodo2.algorithms.varOrdering.dfs.DFSgeneration``) score neighbours by a
 static score: most or least connected, smallest domain, variable name or random, with the same
 scores for root election; ``close-ancestors`` and ``max-cardinality`` use the walk's state instead.
+
+It lives in the protocol because both sides run it: every agent steps its own :class:`DfsState`,
+and the coordinator builds the first candidate in process (:func:`simulate`) to decide how many
+candidates a run needs (``--trees`` auto), without importing any agent code.
 """
 
 from __future__ import annotations
