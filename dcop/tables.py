@@ -329,12 +329,11 @@ class NumpyBackend:
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
         dtype = np.result_type(*[t.data.dtype for t in tables])
-        if op == "logsumexp" and math.prod(out_shape) >= self.linear_min_entries:
-            linear = _logsumexp_linear(
-                tables, var, out_scope, math.prod(out_shape), self.block_entries
-            )
-            if linear is not None:
-                return Table(out_scope, linear.astype(dtype, copy=False))
+        out_entries = math.prod(out_shape)
+        if op == "logsumexp" and out_entries >= self.linear_min_entries:
+            linear = _logsumexp_linear(tables, var, out_scope, out_entries, self.block_entries)
+            if linear is not None:  # already in the tables' dtype
+                return Table(out_scope, linear)
         out = np.empty(out_shape, dtype=dtype)
 
         d = sizes[var]

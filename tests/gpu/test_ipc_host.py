@@ -108,7 +108,9 @@ def test_a_handle_whose_buffer_is_gone_fails_the_run_naming_the_child(
 
     def forgetful(*args: object) -> ipc.Exported:
         exported = real(*args)  # type: ignore[arg-type]
-        return ipc.Exported(exported.handle, exported.nbytes, None)  # the buffer is freed
+        # the handle names an allocation that is gone (the child still writes its own buffer:
+        # dropping that instead made the child fail first whenever it ran before the parent)
+        return ipc.Exported(b"gone" + bytes(60), exported.nbytes, exported.memory)
 
     monkeypatch.setattr(ipc, "offer_buffer", forgetful)
     problem = random_network(6, 3, 0.5, 0.3, seed=1)
