@@ -30,10 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_agents_probe import bucket_tables, import_dcop  # noqa: E402  (beside this file)
+from gpu_agents_probe import bucket_tables, import_dcop
 
 #: Separator domain sizes per bucket: joined entries 10 * prod = 1e4 ... 1e7.
 SIZES = {1e4: [10, 10, 10], 1e5: [10, 10, 10, 10], 1e6: [10] * 5, 1e7: [10] * 6}
