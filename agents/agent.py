@@ -165,7 +165,7 @@ class Agent:
                 return 1
             wait = next_beat - self.now()
             if self.session is not None and self.session.job is not None:
-                wait = min(wait, 0.005)
+                wait = min(wait, 0.005)  # a finished job wakes the transport; this bounds a miss
             item = self.transport.recv(max(0.0, min(wait, deadline - self.now())))
             if item is not None:
                 self.on_frames(*item)
@@ -334,6 +334,7 @@ class Agent:
             util_hook=self._util_fault if self.cfg.fault else None,
             prepare=self._prepare if hasattr(self.backend, "prepare_bucket") else None,
             ipc=self.cfg.ipc,
+            wake=getattr(self.transport, "wake", None),
         )
         log.info("agent %d: problem %d, variable %s", self.me, problem, part.variable)
         self._out(self.session.begin())

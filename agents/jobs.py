@@ -14,10 +14,16 @@ T = TypeVar("T")
 
 
 class Job(Generic[T]):
-    """Runs ``fn`` on a daemon thread (a daemon, so that a stopped agent exits at once)."""
+    """Runs ``fn`` on a daemon thread (a daemon, so that a stopped agent exits at once).
 
-    def __init__(self, fn: Callable[[], T], name: str = "dcop-job") -> None:
+    ``wake`` (if given) is called from the worker thread once ``fn`` has finished: the agent's
+    transport then ends the wait of its loop at once, instead of at the loop's next poll."""
+
+    def __init__(
+        self, fn: Callable[[], T], name: str = "dcop-job", wake: Callable[[], None] | None = None
+    ) -> None:
         self._fn = fn
+        self._wake = wake
         self._done = threading.Event()
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -30,6 +36,8 @@ class Job(Generic[T]):
             self._error = exc
         finally:
             self._done.set()
+            if self._wake is not None:
+                self._wake()
 
     def done(self) -> bool:
         """Whether the computation has finished (or failed)."""

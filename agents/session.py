@@ -171,8 +171,11 @@ class Session:
         prepare: Callable[[list[tuple[str, ...]], list[tuple[int, ...]], str, int | None, Op], None]
         | None = None,
         ipc: str = "",
+        wake: Callable[[], None] | None = None,
     ) -> None:
         self.me = me
+        #: called by a finished worker job (ends the agent loop's wait; see :class:`Job`)
+        self.wake = wake
         self.part = part
         self.var = part.variable
         self.backend = backend
@@ -634,7 +637,7 @@ class Session:
         z = self.go.z
         # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
         # answering and heartbeating: a long UTIL computation is not a dead agent.
-        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util")
+        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util", self.wake)
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
         """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part
@@ -715,7 +718,7 @@ class Session:
 
     def _start_down(self) -> None:
         self.down_started = True
-        self.job = Job(self._down_compute, "dcop-down")
+        self.job = Job(self._down_compute, "dcop-down", self.wake)
 
     def _down_compute(self) -> Finish:
         """MAR (worker thread): the down message to every child and my marginal."""

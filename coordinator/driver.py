@@ -21,7 +21,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,6 +148,8 @@ class Coordinator:
         self.active = sorted(self.layout.variable)
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
+        #: agents whose Setup went out
+        self.set_up: set[int] = set()
         self.ready: set[int] = set()
         self.roots: list[list[int]] = []
         self.reports: dict[tuple[int, int], TreeReport] = {}
@@ -171,14 +173,17 @@ class Coordinator:
         self.t0 = time.monotonic()
         deadline = self.t0 + self.timeout
         try:
+            # Setups go out during the hello phase: each agent's as soon as it and its
+            # neighbours have said where they listen (its setup names their endpoints), so the
+            # first agents link up while later ones still start.
+            self.number = secrets.randbits(62) + 1
+            self._send_setups(self.active)  # agents whose hellos came before this problem
             self._wait(
                 lambda: all(a in self.hellos for a in self.active),
                 self.t0 + self.hello_timeout,
                 "hello",
             )
-            self.number = secrets.randbits(62) + 1
-            for a in self.active:
-                self._send(a, self._setup(a))
+            self._send_setups(self.active)
             self._wait(lambda: len(self.ready) == len(self.active), deadline, "ready")
             if self.before_start is not None:
                 self.before_start()
@@ -394,9 +399,18 @@ class Coordinator:
             raise RunError(f"{self.name(sender)} did not say where it listens")
         first = sender not in self.hellos
         self.hellos[sender] = hello
-        if first and self.number and sender in self.layout.variable:
-            # an agent that (re)appears after the setups went out gets its own now
-            self._send(sender, self._setup(sender))
+        if first and sender in self.layout.variable and self.number:
+            self._send_setups((sender, *sorted(self.layout.neighbours[sender])))
+
+    def _send_setups(self, agents: Sequence[int]) -> None:
+        """Send its Setup to each of ``agents`` that has none yet and that, with each of its
+        neighbours, has said where it listens (the Setup names their endpoints)."""
+        for a in agents:
+            if a in self.set_up or a not in self.hellos:
+                continue
+            if all(n in self.hellos for n in self.layout.neighbours[a]):
+                self.set_up.add(a)
+                self._send(a, self._setup(a))
 
     def _on_tree(self, sender: int, report: TreeReport) -> None:
         if not 0 <= report.tree < len(self.roots) or sender not in self.roots[report.tree]:

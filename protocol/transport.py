@@ -72,6 +72,10 @@ class AgentTransport(Transport, Protocol):
     def disconnect_peer(self, peer: int) -> None:
         """Close the link to ``peer`` and refuse its frames (no loss is reported for it)."""
 
+    def wake(self) -> None:
+        """Make a :meth:`recv` that is waiting (or the next one) return None now; safe from any
+        thread (a worker thread whose computation has finished calls it)."""
+
 
 class InProcHub:
     """Mailboxes for a set of ids inside one process.
@@ -135,6 +139,10 @@ class InProcHub:
             return losses
 
 
+#: What :meth:`InProcTransport.wake` puts in its own box (never a message).
+_WAKE: Received = (None, [])
+
+
 class InProcTransport:
     """One id's end of an :class:`InProcHub` (it accepts frames from every id of the hub)."""
 
@@ -152,9 +160,13 @@ class InProcTransport:
 
     def recv(self, timeout_s: float) -> Received | None:
         try:
-            return self._box.get(timeout=max(0.0, timeout_s))
+            item = self._box.get(timeout=max(0.0, timeout_s))
         except queue.Empty:
             return None
+        return None if item is _WAKE else item
+
+    def wake(self) -> None:
+        self._box.put(_WAKE)
 
     def lost_peers(self) -> list[PeerLoss]:
         return self.hub.take_losses(self.me)

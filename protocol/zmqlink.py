@@ -229,6 +229,11 @@ class _ZmqBase:
         #: Frames refused by the transport itself (never handed to the codec).
         self.dropped = 0
         self.poller = zmq.Poller()
+        # wake(): a byte on this pipe ends the poll of recv (a worker thread's job is done)
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self.poller.register(self._wake_read, zmq.POLLIN)
         self.auth: KeyAuthenticator | None = None
         self._monitors: dict[zmq.Socket[Any], _Link] = {}
         self._losses: list[PeerLoss] = []
@@ -237,6 +242,7 @@ class _ZmqBase:
         self._routes: dict[int, bytes] = {}
         self._router_losses = False
         self._closed = False
+        self._woken = False
         if curve is not None:
             self.auth = KeyAuthenticator(self.ctx, curve.client_ids(), owner, self.refusals)
             self.auth.start()
@@ -499,6 +505,7 @@ class _ZmqBase:
             if item is not None:
                 return item
             ready = self._poll(deadline - time.monotonic())
+            woken = self._woken
             # Monitor events first: a self-connection is dropped before its frames are read (its
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
             self._drain_monitors(ready)
@@ -507,12 +514,23 @@ class _ZmqBase:
                     item = self._read(sock)
                     if item is not None:
                         return item
-            if time.monotonic() >= deadline:
+            if woken or time.monotonic() >= deadline:
                 return None
 
     def _poll(self, timeout_s: float) -> list[zmq.Socket[Any]]:
         events = dict(self.poller.poll(max(0, int(timeout_s * 1000))))
+        self._woken = self._wake_read in events
+        if self._woken:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_read, 4096)
         return [s for s in events if isinstance(s, zmq.Socket)]
+
+    def wake(self) -> None:
+        """End the wait of :meth:`recv` now (from any thread: it writes one byte to a pipe)."""
+        if self._closed:  # the pipe is closed, and its descriptor number may name another file
+            return
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_write, b"w")
 
     def close(self, linger_ms: int = LINGER_MS) -> None:
         """Close every socket; messages not yet sent get ``linger_ms`` to leave (0: none is
@@ -523,6 +541,9 @@ class _ZmqBase:
         if self.auth is not None:
             self.auth.stop()
         self.ctx.destroy(linger=linger_ms)
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class ZmqAgentTransport(_ZmqBase):

@@ -309,3 +309,25 @@ def test_a_tcp_self_connection_is_dropped(caplog: pytest.LogCaptureFixture) -> N
             t.close()
     assert got == []
     assert "TCP self-connection" in caplog.text
+
+
+# ---- wake ---------------------------------------------------------------------------------------
+def test_wake_from_another_thread_ends_a_waiting_recv_and_frames_still_arrive(
+    closing: Callable[[Any], Any],
+) -> None:
+    import threading
+
+    coord = closing(ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[0]))
+    a = closing(agent(0, coord.endpoint))
+    a.wake()  # before the wait: the next recv returns at once, with nothing
+    assert a.recv(120.0) is None
+    worker = threading.Thread(target=lambda: (time.sleep(0.2), a.wake()))
+    worker.start()
+    assert a.recv(120.0) is None  # woken by the worker (a hang here is a missed wake-up)
+    worker.join()
+    a.send(COORDINATOR_ID, encode(0, COORDINATOR_ID, Ready(1)))
+    assert until(lambda: coord.recv(0.1) is not None)
+    coord.send(0, encode(COORDINATOR_ID, 0, Stop("done")))
+    assert until(lambda: (item := a.recv(0.1)) is not None and item[0] == COORDINATOR_ID)
+    a.close()
+    a.wake()  # after close: nothing happens (its pipe is gone)

@@ -1,0 +1,39 @@
+"""A worker job wakes its agent's loop when it is done (the loop does not wait for its next poll)."""
+
+from __future__ import annotations
+
+import threading
+
+from dcop.agents.jobs import Job
+from dcop.protocol import InProcHub
+
+
+def test_a_job_wakes_the_transport_it_was_given_when_done() -> None:
+    hub = InProcHub()
+    transport = hub.transport(0)
+    release = threading.Event()
+    job = Job(lambda: release.wait(60) and 42, wake=transport.wake)
+    assert not job.done()
+    release.set()
+    assert transport.recv(120.0) is None  # the wake-up (a hang here: the job never woke it)
+    assert job.done() and job.result() == 42
+
+
+def test_in_process_wake_then_frames() -> None:
+    hub = InProcHub()
+    transport = hub.transport(0)
+    transport.wake()
+    assert transport.recv(120.0) is None
+    hub.transport(1).send(0, [b"x"])
+    assert transport.recv(1.0) == (1, [b"x"])
+
+
+def test_a_failed_job_still_wakes() -> None:
+    woken = threading.Event()
+
+    def fail() -> int:
+        raise ValueError("boom")
+
+    job = Job(fail, wake=woken.set)
+    assert woken.wait(60)
+    assert job.done()
