@@ -380,7 +380,16 @@ class Agent:
         tables = self.session.part.tables if self.session is not None else ()
         dtype = tables[0].data.dtype if tables else "float64"
         for members in partition_scopes(scopes, z):
-            prepare([scopes[k] for k in members], [shapes[k] for k in members], var, op, dtype)
+            # compiled on a thread of its own: the loop goes on answering (a bucket whose data
+            # come before its kernel runs with the generic one, or waits for it)
+            prepare(
+                [scopes[k] for k in members],
+                [shapes[k] for k in members],
+                var,
+                op,
+                dtype,
+                background=True,
+            )
 
     def _end_problem(self, reason: str) -> None:
         """Drop the current problem (a serving agent then waits for the next one)."""

@@ -249,11 +249,15 @@ class PlacedBackend:
         op: Op = "min",
         dtype: Any = np.float64,
         scope: Sequence[str] | None = None,
+        background: bool = False,
     ) -> float:
-        """Compile the bucket's kernel ahead if the bucket will run on the GPU; seconds spent."""
+        """Compile the bucket's kernel ahead if the bucket will run on the GPU; seconds spent
+        (``background``: on a thread of its own, see ``CupyBackend.prepare_bucket``)."""
         joined = math.prod(_sizes(scopes, shapes).values())
         if place(joined, self.min_entries) != "gpu":
             return 0.0
+        if background:
+            return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope, True))
         return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope))
 
     @property

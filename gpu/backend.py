@@ -21,9 +21,11 @@ compile that still happened while solving), for an agent to report apart from it
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,11 @@ from dcop.gpu.plan import (
     plan_join_eliminate,
 )
 from dcop.tables import Op, Table, check_op, domain_sizes, union_scope
+
+#: Largest bucket (joined entries) that runs with the generic kernel while its own is still being
+#: compiled in the background; a larger one waits for its kernel (the generic kernel's extra time
+#: there could exceed the rest of the compile).
+GENERIC_FALLBACK_MAX_ENTRIES = 100_000_000
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -113,6 +120,12 @@ class SetupStats:
     solve_compile_s, solve_compiles
         Kernels compiled or loaded while solving (not prepared ahead): this time is inside the
         solve time too.
+    compile_wait_s
+        Seconds ``join_eliminate`` waited for a kernel that ``prepare_bucket(background=True)``
+        was still compiling (set-up time that landed inside a solve step; agents take it out of
+        their compute time).
+    generic_fallbacks
+        Buckets run with the generic kernel because their own was still compiling.
     """
 
     init_s: float = 0.0
@@ -121,6 +134,8 @@ class SetupStats:
     prepared: int = 0
     solve_compile_s: float = 0.0
     solve_compiles: int = 0
+    compile_wait_s: float = 0.0
+    generic_fallbacks: int = 0
 
     def as_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
@@ -203,6 +218,9 @@ class CupyBackend:
             cupy.cuda.memory.OutOfMemoryError,
         )
         self._loaded: set[str] = set()  # kernels compiled or loaded on this device
+        #: kernels being compiled on a background thread (prepare_bucket(background=True))
+        self._compiling: dict[str, concurrent.futures.Future[float]] = {}
+        self._setup_lock = threading.Lock()
         #: smallest table exported by CUDA IPC (read from the environment at the first export)
         self.ipc_min_bytes: int | None = None
         self.setup = SetupStats(init_s=time.perf_counter() - started)
@@ -494,6 +512,7 @@ class CupyBackend:
             op,
             scope,
         )
+        shape = self._unless_compiling(shape, [t.scope for t in tables], [t.shape for t in tables])
         spent = self._ensure_kernel(shape)
         if spent:
             self.setup.solve_compile_s += spent
@@ -512,6 +531,7 @@ class CupyBackend:
         op: Op = "min",
         dtype: Any = np.float64,
         scope: Sequence[str] | None = None,
+        background: bool = False,
     ) -> float:
         """Compile (or load from the disk cache) the kernel of a bucket known by its shapes only.
 
@@ -522,18 +542,87 @@ class CupyBackend:
         of the tables (the kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of it), ``scope``
         the output scope that ``join_eliminate`` will be given (default: first appearance).
 
+        With ``background`` the compile runs on a thread of its own and this returns at once (an
+        agent's loop keeps answering): a ``join_eliminate`` of this bucket that comes before the
+        kernel is ready runs with the generic kernel where that can run it (see
+        :meth:`_unless_compiling`), else waits for it.
+
         Returns
         -------
         float
-            Seconds spent (also added to ``setup.prepare_s``).
+            Seconds spent here (a background compile adds its own to ``setup.prepare_s``).
         """
         started = time.perf_counter()
         plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        name = self._kernel_name(plan)
+        if background and name not in self._loaded and name not in self._compiling:
+            future: concurrent.futures.Future[float] = concurrent.futures.Future()
+            self._compiling[name] = future
+            threading.Thread(
+                target=self._compile_in_background, args=(plan, future), daemon=True
+            ).start()
+            return time.perf_counter() - started
         self._ensure_kernel(plan)
         spent = time.perf_counter() - started
-        self.setup.prepare_s += spent
-        self.setup.prepared += 1
+        with self._setup_lock:
+            self.setup.prepare_s += spent
+            self.setup.prepared += 1
         return spent
+
+    def _compile_in_background(
+        self, plan: BucketPlan, future: concurrent.futures.Future[float]
+    ) -> None:
+        started = time.perf_counter()
+        try:
+            self._ensure_kernel(plan)
+        except BaseException as exc:  # handed to whoever waits for this kernel
+            future.set_exception(exc)
+            return
+        spent = time.perf_counter() - started
+        with self._setup_lock:
+            self.setup.prepare_s += spent
+            self.setup.prepared += 1
+        future.set_result(spent)
+
+    def _unless_compiling(
+        self,
+        plan: BucketPlan,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+    ) -> BucketPlan:
+        """``plan``, unless its kernel is still compiling in the background: then the same bucket
+        with the generic kernel (already loaded: no wait) when that kernel can run it and the
+        bucket is at most :data:`GENERIC_FALLBACK_MAX_ENTRIES` joined entries; else ``plan``, once
+        the compile has finished (the wait counts in ``setup.compile_wait_s``)."""
+        name = self._kernel_name(plan)
+        future = self._compiling.get(name)
+        if future is None:
+            return plan
+        if future.done():
+            del self._compiling[name]
+            future.result()  # re-raises a failed compile
+            return plan
+        if plan.n_out * plan.ndom <= GENERIC_FALLBACK_MAX_ENTRIES:
+            settings = PlanSettings(1 << 62, self.min_groups, self.stage_output)
+            generic = plan_join_eliminate(
+                scopes, shapes, plan.dtype, plan.var, plan.op, plan.out_scope, settings
+            )
+            if not generic.generated:
+                with self._setup_lock:
+                    self.setup.generic_fallbacks += 1
+                return generic
+        started = time.perf_counter()
+        try:
+            future.result()  # re-raises a failed compile
+        finally:
+            waited = time.perf_counter() - started
+            with self._setup_lock:
+                self.setup.compile_wait_s += waited
+            del self._compiling[name]
+        return plan
+
+    def _kernel_name(self, plan: BucketPlan) -> str:
+        return plan.sig.name if plan.sig is not None else plan.kernel_name
 
     def warm_up(
         self, dtypes: Sequence[Any] = WARM_DTYPES, ops: Sequence[str] = WARM_OPS
@@ -725,7 +814,8 @@ class CupyBackend:
         started = time.perf_counter()
         with self.device:
             _ = kernel.kernel  # CuPy compiles or loads on first access, per device
-        self._loaded.add(name)
+        with self._setup_lock:
+            self._loaded.add(name)
         return time.perf_counter() - started
 
     def _upload_meta(self, meta: list[int]) -> Any:

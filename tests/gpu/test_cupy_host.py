@@ -216,3 +216,100 @@ def test_unwritable_kernel_cache_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(BackendUnavailable, match="kernel cache directory"):
         K.use_cache_dir(blocker / "sub")
+
+
+def _blocking_compiles(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make every generated kernel's compile wait for the returned event (generic ones do not)."""
+    import threading
+
+    release = threading.Event()
+    original = fake_cupy.FakeRawKernel.kernel
+
+    def slow(self: Any) -> Any:
+        if "generic" not in self.name:
+            assert release.wait(60), "the test never let the compile finish"
+        return original.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(fake_cupy.FakeRawKernel, "kernel", property(slow))
+    return release
+
+
+def test_a_background_compile_leaves_the_bucket_to_the_generic_kernel_meanwhile(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpu = backend(specialize_entries=0, min_groups=0)
+    gpu.warm_up(dtypes=("float32",), ops=("min",))
+    release = _blocking_compiles(monkeypatch)
+    warm_compiles = gpu.setup.solve_compiles  # the warm-up's own launch
+    rng = np.random.default_rng(23)
+    tables, var = random_bucket(rng, np.float32, n_vars=6, n_tables=5)
+    scope = tuple(v for v in dict.fromkeys(v for t in tables for v in t.scope) if v != var)
+    shapes = ([t.scope for t in tables], [t.shape for t in tables])
+    gpu.prepare_bucket(*shapes, var, "min", np.float32, scope, background=True)
+    assert gpu.setup.prepared == 0  # still compiling
+    before = list(fake_cupy.COMPILED)
+    want = CPU.join_eliminate(tables, var, scope=scope).data
+    got = gpu.join_eliminate(tables, var, "min", scope=scope)  # its kernel is not ready
+    np.testing.assert_array_equal(host(gpu, got), want)
+    assert gpu.setup.generic_fallbacks == 1 and gpu.setup.compile_wait_s == 0.0
+    assert before == fake_cupy.COMPILED  # nothing compiled on the way
+    release.set()
+    gpu._compiling[gpu._kernel_name(gpu._plan(*shapes, np.float32, var, "min", scope))].result(60)
+    assert gpu.setup.prepared == 1
+    launched = len(fake_cupy.LAUNCHED)
+    got = gpu.join_eliminate(tables, var, "min", scope=scope)  # now with its own kernel
+    np.testing.assert_array_equal(host(gpu, got), want)
+    assert fake_cupy.LAUNCHED[launched].startswith("dcop_join_elim_min_f32_")
+    assert gpu.setup.generic_fallbacks == 1 and gpu.setup.solve_compiles == warm_compiles
+
+
+def test_a_bucket_too_large_for_the_fallback_waits_for_its_kernel(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from dcop.gpu import backend as gpu_backend
+
+    monkeypatch.setattr(gpu_backend, "GENERIC_FALLBACK_MAX_ENTRIES", 0)
+    gpu = backend(specialize_entries=0, min_groups=0)
+    release = _blocking_compiles(monkeypatch)
+    rng = np.random.default_rng(29)
+    tables, var = random_bucket(rng, np.float64, n_vars=5, n_tables=4)
+    gpu.prepare_bucket(
+        [t.scope for t in tables],
+        [t.shape for t in tables],
+        var,
+        "min",
+        np.float64,
+        background=True,
+    )
+    threading.Timer(0.2, release.set).start()
+    got = gpu.join_eliminate(tables, var, "min")  # waits for the compile
+    np.testing.assert_array_equal(host(gpu, got), CPU.join_eliminate(tables, var).data)
+    assert gpu.setup.generic_fallbacks == 0 and gpu.setup.compile_wait_s > 0
+    assert gpu.setup.prepared == 1 and gpu.setup.solve_compiles == 0
+
+
+def test_a_failed_background_compile_fails_the_bucket(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dcop.gpu import backend as gpu_backend
+
+    monkeypatch.setattr(gpu_backend, "GENERIC_FALLBACK_MAX_ENTRIES", 0)
+
+    def broken(self: Any) -> Any:
+        raise RuntimeError("nvrtc: out of resources")
+
+    monkeypatch.setattr(fake_cupy.FakeRawKernel, "kernel", property(broken))
+    gpu = backend(specialize_entries=0, min_groups=0)
+    tables, var = random_bucket(np.random.default_rng(31), np.float32, n_vars=4, n_tables=3)
+    gpu.prepare_bucket(
+        [t.scope for t in tables],
+        [t.shape for t in tables],
+        var,
+        "min",
+        np.float32,
+        background=True,
+    )
+    with pytest.raises(RuntimeError, match="nvrtc: out of resources"):
+        gpu.join_eliminate(tables, var, "min")
