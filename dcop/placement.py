@@ -105,6 +105,9 @@ class PlacedBackend:
         self.min_entries = gpu_min_entries(min_entries)
         #: every join+eliminate, in call order
         self.placements: list[BucketPlacement] = []
+        # whether any table was ever made on the device: until then no device work can be
+        # queued, and synchronize does not touch CUDA (from an agent's fresh job thread it would)
+        self._device_tables = False
         self.out_of_memory_errors: tuple[type[BaseException], ...] = (
             *getattr(cpu, "out_of_memory_errors", (MemoryError,)),
             *getattr(gpu, "out_of_memory_errors", ()),
@@ -138,7 +141,8 @@ class PlacedBackend:
         return Table(tuple(scope), self.asarray(array, dtype))
 
     def synchronize(self) -> None:
-        self.gpu.synchronize()
+        if self._device_tables:
+            self.gpu.synchronize()
 
     # ---- single-table operations: where the table is -----------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:
@@ -160,6 +164,7 @@ class PlacedBackend:
             raise ModelError("join needs at least one table")
         size = math.prod(domain_sizes(tables).values())
         if place(size, self.min_entries) == "gpu":
+            self._device_tables = True
             return self.gpu.join(tables, scope)  # type: ignore[no-any-return]
         return self.cpu.join([self._host(t) for t in tables], scope)  # type: ignore[no-any-return]
 
@@ -178,6 +183,7 @@ class PlacedBackend:
         joined = math.prod(sizes.values())
         where = place(joined, self.min_entries)
         if where == "gpu":
+            self._device_tables = True
             out = self.gpu.join_eliminate(tables, var, op, scope)
         else:
             out = self.cpu.join_eliminate([self._host(t) for t in tables], var, op, scope)
@@ -211,6 +217,7 @@ class PlacedBackend:
 
     def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
         """Another agent's table on this GPU, copied to this backend's device (it stays there)."""
+        self._device_tables = True
         return self.gpu.import_ipc(handle, shape, dtype)
 
     def offer_ipc(self, nbytes: int) -> Any:
@@ -230,6 +237,7 @@ class PlacedBackend:
 
     def read_ipc(self, pointer: int, offset: int, shape: tuple[int, ...], dtype: str) -> Any:
         """A table of a mapped buffer, copied to this backend's device."""
+        self._device_tables = True
         return self.gpu.read_ipc(pointer, offset, shape, dtype)
 
     def close_ipc(self, pointer: int) -> None:

@@ -254,3 +254,19 @@ def test_agents_compile_their_kernels_before_the_util_data_arrive(
     on_gpu = [p for p in backend.placements if p.where == "gpu"]
     assert on_gpu and backend.setup.prepared >= 1
     assert backend.setup.solve_compiles == 0
+
+
+def test_synchronize_touches_the_device_only_once_it_has_tables(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = placed(min_entries=1000)
+    synced: list[bool] = []
+    monkeypatch.setattr(backend.gpu, "synchronize", lambda: synced.append(True))
+    small, var = bucket(10, 1)
+    backend.join_eliminate(small, var)  # on the CPU
+    backend.synchronize()
+    assert synced == []  # nothing can be queued on the device yet
+    large, _ = bucket(10, 3)
+    backend.join_eliminate(large, var)  # on the GPU
+    backend.synchronize()
+    assert synced == [True]
