@@ -218,6 +218,12 @@ def test_unwritable_kernel_cache_is_a_clear_error(tmp_path: Path) -> None:
         K.use_cache_dir(blocker / "sub")
 
 
+def prepare_in_background(gpu: Any, tables: list[Table], var: str) -> None:
+    """``prepare_bucket`` of these tables' bucket (min, their dtype) on a thread of its own."""
+    scopes, shapes = [t.scope for t in tables], [t.shape for t in tables]
+    gpu.prepare_bucket(scopes, shapes, var, "min", tables[0].data.dtype, background=True)
+
+
 def _blocking_compiles(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make every generated kernel's compile wait for the returned event (generic ones do not)."""
     import threading
@@ -275,14 +281,7 @@ def test_a_bucket_too_large_for_the_fallback_waits_for_its_kernel(
     release = _blocking_compiles(monkeypatch)
     rng = np.random.default_rng(29)
     tables, var = random_bucket(rng, np.float64, n_vars=5, n_tables=4)
-    gpu.prepare_bucket(
-        [t.scope for t in tables],
-        [t.shape for t in tables],
-        var,
-        "min",
-        np.float64,
-        background=True,
-    )
+    prepare_in_background(gpu, tables, var)
     threading.Timer(0.2, release.set).start()
     got = gpu.join_eliminate(tables, var, "min")  # waits for the compile
     np.testing.assert_array_equal(host(gpu, got), CPU.join_eliminate(tables, var).data)
@@ -303,13 +302,6 @@ def test_a_failed_background_compile_fails_the_bucket(
     monkeypatch.setattr(fake_cupy.FakeRawKernel, "kernel", property(broken))
     gpu = backend(specialize_entries=0, min_groups=0)
     tables, var = random_bucket(np.random.default_rng(31), np.float32, n_vars=4, n_tables=3)
-    gpu.prepare_bucket(
-        [t.scope for t in tables],
-        [t.shape for t in tables],
-        var,
-        "min",
-        np.float32,
-        background=True,
-    )
+    prepare_in_background(gpu, tables, var)
     with pytest.raises(RuntimeError, match="nvrtc: out of resources"):
         gpu.join_eliminate(tables, var, "min")
