@@ -554,7 +554,7 @@ class CupyBackend:
         """
         started = time.perf_counter()
         plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
-        name = self._kernel_name(plan)
+        name = plan.kernel_name
         if background and name not in self._loaded and name not in self._compiling:
             future: concurrent.futures.Future[float] = concurrent.futures.Future()
             self._compiling[name] = future
@@ -591,10 +591,10 @@ class CupyBackend:
         shapes: Sequence[Sequence[int]],
     ) -> BucketPlan:
         """``plan``, unless its kernel is still compiling in the background: then the same bucket
-        with the generic kernel (already loaded: no wait) when that kernel can run it and the
-        bucket is at most :data:`GENERIC_FALLBACK_MAX_ENTRIES` joined entries; else ``plan``, once
-        the compile has finished (the wait counts in ``setup.compile_wait_s``)."""
-        name = self._kernel_name(plan)
+        with the generic kernel when that kernel is loaded already (``warm_up``), can run it, and
+        the bucket is at most :data:`GENERIC_FALLBACK_MAX_ENTRIES` joined entries; else ``plan``,
+        once the compile has finished (the wait counts in ``setup.compile_wait_s``)."""
+        name = plan.kernel_name
         future = self._compiling.get(name)
         if future is None:
             return plan
@@ -607,7 +607,7 @@ class CupyBackend:
             generic = plan_join_eliminate(
                 scopes, shapes, plan.dtype, plan.var, plan.op, plan.out_scope, settings
             )
-            if not generic.generated:
+            if not generic.generated and generic.kernel_name in self._loaded:
                 with self._setup_lock:
                     self.setup.generic_fallbacks += 1
                 return generic
@@ -620,9 +620,6 @@ class CupyBackend:
                 self.setup.compile_wait_s += waited
             del self._compiling[name]
         return plan
-
-    def _kernel_name(self, plan: BucketPlan) -> str:
-        return plan.sig.name if plan.sig is not None else plan.kernel_name
 
     def warm_up(
         self, dtypes: Sequence[Any] = WARM_DTYPES, ops: Sequence[str] = WARM_OPS

@@ -260,7 +260,7 @@ def test_a_background_compile_leaves_the_bucket_to_the_generic_kernel_meanwhile(
     assert gpu.setup.generic_fallbacks == 1 and gpu.setup.compile_wait_s == 0.0
     assert before == fake_cupy.COMPILED  # nothing compiled on the way
     release.set()
-    gpu._compiling[gpu._kernel_name(gpu._plan(*shapes, np.float32, var, "min", scope))].result(60)
+    gpu._compiling[gpu._plan(*shapes, np.float32, var, "min", scope).kernel_name].result(60)
     assert gpu.setup.prepared == 1
     launched = len(fake_cupy.LAUNCHED)
     got = gpu.join_eliminate(tables, var, "min", scope=scope)  # now with its own kernel
@@ -269,15 +269,19 @@ def test_a_background_compile_leaves_the_bucket_to_the_generic_kernel_meanwhile(
     assert gpu.setup.generic_fallbacks == 1 and gpu.setup.solve_compiles == warm_compiles
 
 
-def test_a_bucket_too_large_for_the_fallback_waits_for_its_kernel(
-    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("why", ["too large for the generic kernel", "generic kernel not loaded"])
+def test_a_bucket_waits_for_its_kernel_when_the_generic_one_will_not_do(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, why: str
 ) -> None:
     import threading
 
     from dcop.gpu import backend as gpu_backend
 
-    monkeypatch.setattr(gpu_backend, "GENERIC_FALLBACK_MAX_ENTRIES", 0)
     gpu = backend(specialize_entries=0, min_groups=0)
+    if why.startswith("too large"):
+        monkeypatch.setattr(gpu_backend, "GENERIC_FALLBACK_MAX_ENTRIES", 0)
+        gpu.warm_up(dtypes=("float64",), ops=("min",))
+    compiles = gpu.setup.solve_compiles
     release = _blocking_compiles(monkeypatch)
     rng = np.random.default_rng(29)
     tables, var = random_bucket(rng, np.float64, n_vars=5, n_tables=4)
@@ -286,7 +290,7 @@ def test_a_bucket_too_large_for_the_fallback_waits_for_its_kernel(
     got = gpu.join_eliminate(tables, var, "min")  # waits for the compile
     np.testing.assert_array_equal(host(gpu, got), CPU.join_eliminate(tables, var).data)
     assert gpu.setup.generic_fallbacks == 0 and gpu.setup.compile_wait_s > 0
-    assert gpu.setup.prepared == 1 and gpu.setup.solve_compiles == 0
+    assert gpu.setup.prepared == 1 and gpu.setup.solve_compiles == compiles
 
 
 def test_a_failed_background_compile_fails_the_bucket(
