@@ -39,10 +39,8 @@ import re
 from pathlib import Path
 from typing import Any
 from xml.sax.handler import ContentHandler
-from xml.sax.saxutils import escape, quoteattr
 from xml.sax.xmlreader import Locator
 
-import defusedxml.sax
 import numpy as np
 from defusedxml import DefusedXmlException
 
@@ -111,6 +109,9 @@ class _Builder(ContentHandler):
 
 def parse_xml(text: str, file: str) -> XNode:
     """A tree of XNode; DTDs, entities and external references are refused."""
+    # imported here: its SAX reader pulls in urllib, http and ssl (~20 ms on every command)
+    import defusedxml.sax
+
     builder = _Builder()
     try:
         defusedxml.sax.parseString(
@@ -465,6 +466,8 @@ def _cost_text(value: float) -> str:
 
 def write_xml(problem: Problem, path: str | Path) -> None:
     """Write a Problem in FRODO's XCSP 2.1 layout (see the module docstring)."""
+    from xml.sax.saxutils import escape, quoteattr  # here, as defusedxml.sax in parse_xml
+
     names = list(problem.variables)
     for v in names:
         if not _SAFE.match(v):
