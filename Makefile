@@ -12,14 +12,16 @@ $(BIN)/python:
 
 # Bytecode is compiled at install, as pip does for a regular install: an editable install does not,
 # and where PYTHONDONTWRITEBYTECODE is set every command would compile dcop again (~0.1 s a start).
+COMPILE := $(BIN)/python -m compileall -q dcop agents coordinator protocol gpu deploy > /dev/null
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
-	$(BIN)/python -m compileall -q dcop agents coordinator protocol gpu deploy > /dev/null
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
-	$(BIN)/python -m compileall -q dcop agents coordinator protocol gpu deploy > /dev/null
+	$(COMPILE)
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

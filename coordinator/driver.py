@@ -183,7 +183,6 @@ class Coordinator:
                 self.t0 + self.hello_timeout,
                 "hello",
             )
-            self._send_setups(self.active)
             self._wait(lambda: len(self.ready) == len(self.active), deadline, "ready")
             if self.before_start is not None:
                 self.before_start()
@@ -399,7 +398,8 @@ class Coordinator:
             raise RunError(f"{self.name(sender)} did not say where it listens")
         first = sender not in self.hellos
         self.hellos[sender] = hello
-        if first and sender in self.layout.variable and self.number:
+        if first and sender in self.layout.variable:
+            # the last of an agent and its neighbours to say hello sends that agent's Setup
             self._send_setups((sender, *sorted(self.layout.neighbours[sender])))
 
     def _send_setups(self, agents: Sequence[int]) -> None:

@@ -264,9 +264,7 @@ class PlacedBackend:
         joined = math.prod(_sizes(scopes, shapes).values())
         if place(joined, self.min_entries) != "gpu":
             return 0.0
-        if background:
-            return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope, True))
-        return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope))
+        return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope, background))
 
     @property
     def setup(self) -> Any:

@@ -242,7 +242,6 @@ class _ZmqBase:
         self._routes: dict[int, bytes] = {}
         self._router_losses = False
         self._closed = False
-        self._woken = False
         if curve is not None:
             self.auth = KeyAuthenticator(self.ctx, curve.client_ids(), owner, self.refusals)
             self.auth.start()
@@ -504,8 +503,7 @@ class _ZmqBase:
             item = self._early()
             if item is not None:
                 return item
-            ready = self._poll(deadline - time.monotonic())
-            woken = self._woken
+            ready, woken = self._poll(deadline - time.monotonic())
             # Monitor events first: a self-connection is dropped before its frames are read (its
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
             self._drain_monitors(ready)
@@ -517,13 +515,14 @@ class _ZmqBase:
             if woken or time.monotonic() >= deadline:
                 return None
 
-    def _poll(self, timeout_s: float) -> list[zmq.Socket[Any]]:
+    def _poll(self, timeout_s: float) -> tuple[list[zmq.Socket[Any]], bool]:
+        """The sockets ready within ``timeout_s``, and whether :meth:`wake` ended the wait."""
         events = dict(self.poller.poll(max(0, int(timeout_s * 1000))))
-        self._woken = self._wake_read in events
-        if self._woken:
+        woken = self._wake_read in events
+        if woken:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_read, 4096)
-        return [s for s in events if isinstance(s, zmq.Socket)]
+        return [s for s in events if isinstance(s, zmq.Socket)], woken
 
     def wake(self) -> None:
         """End the wait of :meth:`recv` now (from any thread: it writes one byte to a pipe)."""
