@@ -20,6 +20,7 @@ import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.pauses import freeze_heap
+from dcop.agents.rehearsal import rehearse
 from dcop.choices import LogLevel
 from dcop.errors import DcopError, InputError
 from dcop.model import CostTable
@@ -211,6 +212,7 @@ def agent(
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
         backend, setup_s, device_name, ipc = agent_backend(device)
+        setup_s += rehearse(backend)  # first-call costs paid here, not in the solve
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,

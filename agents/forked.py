@@ -75,8 +75,11 @@ def serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from dcop.agents.cli import command
+    from dcop.agents.rehearsal import rehearse
+    from dcop.backend import get_backend
 
     command()  # built once here, not in every agent
+    rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
     set_title("dcop-agent-template")
     # SIGCHLD writes a byte to a pipe the selector watches: an agent's exit is reported the
