@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.pauses import GcPauses
 from dcop.agents.session import Out, Session, adopt_setup
@@ -103,8 +104,11 @@ class Agent:
         backend: TableBackend,
         local: tuple[Sequence[CostTable], int] | None = None,
         now: Callable[[], float] = time.monotonic,
+        worker: Worker | None = None,
     ) -> None:
         self.cfg = config
+        #: the long-lived thread the sessions' jobs run on (None: a thread per job)
+        self.worker = worker
         self.me = config.me
         self.transport = transport
         self.backend = backend
@@ -335,6 +339,7 @@ class Agent:
             prepare=self._prepare if hasattr(self.backend, "prepare_bucket") else None,
             ipc=self.cfg.ipc,
             wake=getattr(self.transport, "wake", None),
+            worker=self.worker,
         )
         log.info("agent %d: problem %d, variable %s", self.me, problem, part.variable)
         self._out(self.session.begin())

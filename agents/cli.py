@@ -19,6 +19,7 @@ import typer
 import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
+from dcop.agents.jobs import Worker
 from dcop.agents.pauses import freeze_heap
 from dcop.agents.rehearsal import rehearse
 from dcop.choices import LogLevel
@@ -212,7 +213,9 @@ def agent(
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
         backend, setup_s, device_name, ipc = agent_backend(device)
-        setup_s += rehearse(backend)  # first-call costs paid here, not in the solve
+        worker = Worker("dcop-jobs", getattr(transport, "wake", None))
+        # first-call costs paid here, on the thread that runs the jobs, not in the solve
+        setup_s += worker.call(lambda: rehearse(backend))
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,
@@ -231,7 +234,7 @@ def agent(
             fault=fault,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
-        code = Agent(config, transport, backend, local).run()
+        code = Agent(config, transport, backend, local, worker=worker).run()
     except DcopError as exc:
         reason = f"agent {entry.id} ({entry.variable or 'no variable yet'}): {exc}"
         log.error("%s", reason)

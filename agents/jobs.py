@@ -2,32 +2,70 @@
 
 NumPy and CuPy release the GIL in their heavy loops, so a long join+eliminate on a worker thread
 leaves the loop free to receive frames and send heartbeats: a long UTIL is not a dead agent.
+
+An agent keeps one :class:`Worker` for all its jobs, rehearsed at set-up: a fresh thread per job
+cost every bucket ~0.2 ms more than a warm one (its start, and the new thread's first
+allocations and library state; ``benchmarks/results/gpu_bucket_context.json``, ``thread`` against
+``loop``), on each agent of the critical path.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
+class Worker:
+    """One long-lived daemon thread that runs the jobs given to it in turn (a daemon, so that a
+    stopped agent exits at once). ``wake`` (if given) is called after each job."""
+
+    def __init__(self, name: str = "dcop-worker", wake: Callable[[], None] | None = None) -> None:
+        self.wake = wake
+        self._queue: queue.SimpleQueue[Job[Any]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, daemon=True, name=name).start()
+
+    def submit(self, fn: Callable[[], T]) -> Job[T]:
+        """Queue ``fn``; its :class:`Job` tells when it is done."""
+        return Job(fn, wake=self.wake, worker=self)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the worker and wait for its value."""
+        return self.submit(fn).result()
+
+    def _put(self, job: Job[Any]) -> None:
+        self._queue.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            self._queue.get()._work()
+
+
 class Job(Generic[T]):
-    """Runs ``fn`` on a daemon thread (a daemon, so that a stopped agent exits at once).
+    """Runs ``fn`` on ``worker``, or on a daemon thread of its own.
 
     ``wake`` (if given) is called from the worker thread once ``fn`` has finished: the agent's
     transport then ends the wait of its loop at once, instead of at the loop's next poll."""
 
     def __init__(
-        self, fn: Callable[[], T], name: str = "dcop-job", wake: Callable[[], None] | None = None
+        self,
+        fn: Callable[[], T],
+        name: str = "dcop-job",
+        wake: Callable[[], None] | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self._fn = fn
         self._wake = wake
         self._done = threading.Event()
         self._value: T | None = None
         self._error: BaseException | None = None
-        threading.Thread(target=self._work, daemon=True, name=name).start()
+        if worker is not None:
+            worker._put(self)
+        else:
+            threading.Thread(target=self._work, daemon=True, name=name).start()
 
     def _work(self) -> None:
         try:

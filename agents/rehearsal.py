@@ -32,9 +32,7 @@ def rehearse(backend: TableBackend) -> float:
     Leaves no trace in the backend's figures: a placed backend forgets the bucket it placed."""
     started = time.perf_counter()
     names = ("rehearsal-x", "rehearsal-y", "rehearsal-z")
-    bucket = [
-        Table(names[: k + 1], np.zeros((2,) * (k + 1), REHEARSAL_DTYPE)) for k in range(3)
-    ]
+    bucket = [Table(names[: k + 1], np.zeros((2,) * (k + 1), REHEARSAL_DTYPE)) for k in range(3)]
     out = eliminate_bucket(backend, bucket, names[0])
     wire = tuple(WireTable.from_array(t.scope, backend.to_numpy(t.data)) for t in out.tables)
     token = Token(0, "child", (1,), (2,), (), (), (), 0, 0, 0, (), 0.0)

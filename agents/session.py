@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.agents.jobs import Job
+from dcop.agents.jobs import Job, Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 from dcop.buckets import choose_value, eliminate_bucket
@@ -172,10 +172,13 @@ class Session:
         | None = None,
         ipc: str = "",
         wake: Callable[[], None] | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.me = me
         #: called by a finished worker job (ends the agent loop's wait; see :class:`Job`)
         self.wake = wake
+        #: the agent's long-lived worker thread for jobs (None: a thread per job)
+        self.worker = worker
         self.part = part
         self.var = part.variable
         self.backend = backend
@@ -637,7 +640,7 @@ class Session:
         z = self.go.z
         # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
         # answering and heartbeating: a long UTIL computation is not a dead agent.
-        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util", self.wake)
+        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util", self.wake, self.worker)
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
         """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part
@@ -724,7 +727,7 @@ class Session:
 
     def _start_down(self) -> None:
         self.down_started = True
-        self.job = Job(self._down_compute, "dcop-down", self.wake)
+        self.job = Job(self._down_compute, "dcop-down", self.wake, self.worker)
 
     def _down_compute(self) -> Finish:
         """MAR (worker thread): the down message to every child and my marginal."""

@@ -5,8 +5,12 @@ A ``DcopError`` becomes one line on stderr and exit code 2; anything else is a b
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 from dcop.cli.signals import interrupt_on_signals, keep_early_signals
 
@@ -46,8 +50,30 @@ def _distributed_algo_in_solve(argv: list[str]) -> str | None:
     return None
 
 
-def main() -> None:
+def main() -> NoReturn:
     """Console-script entry point."""
+    try:
+        _main()
+    except SystemExit as exc:
+        _leave(exc.code)
+    _leave(0)
+
+
+def _leave(code: object) -> NoReturn:
+    """End the process: flush the output, run the exit hooks (temporary folders, ...), and skip
+    the interpreter's teardown of every imported module and object (40 ms of `dcop run`)."""
+    if not isinstance(code, int):
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
+            stream.flush()
+    os._exit(code)
+
+
+def _main() -> None:
     interrupt_on_signals()
     algo = _distributed_algo_in_solve(sys.argv[1:])
     if algo is not None:

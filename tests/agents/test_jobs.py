@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from dcop.agents.jobs import Job
+import pytest
+
+from dcop.agents.jobs import Job, Worker
 from dcop.protocol import InProcHub
 
 
@@ -37,3 +39,27 @@ def test_a_failed_job_still_wakes() -> None:
     job = Job(fail, wake=woken.set)
     assert woken.wait(60)
     assert job.done()
+
+
+def test_a_worker_runs_every_job_on_its_one_thread_in_order() -> None:
+    woken: list[int] = []
+    worker = Worker("test-worker", lambda: woken.append(1))
+    release = threading.Event()
+    first = worker.submit(lambda: (release.wait(60), threading.get_ident())[1])
+    second = worker.submit(threading.get_ident)
+    assert not first.done() and not second.done()  # queued behind the first
+    release.set()
+    assert first.result() == second.result() != threading.get_ident()
+    assert worker.call(lambda: 7) == 7
+    assert worker.call(lambda: len(woken)) >= 3  # each job woke it (this one runs after them)
+
+
+def test_a_failed_job_leaves_its_worker_serving() -> None:
+    worker = Worker()
+
+    def fail() -> int:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        worker.call(fail)
+    assert worker.call(lambda: 5) == 5
