@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-import zmq.auth
-import zmq.auth.thread
 from zmq.utils import z85
 
 from dcop.errors import InputError
@@ -40,6 +38,8 @@ def generate_keypair() -> tuple[str, str]:
 def generate_keys(directory: str | Path, agent_ids: Iterable[int]) -> dict[int, str]:
     """Write key pairs for the coordinator and each agent into ``directory``; return the public
     keys (Z85) by id (``COORDINATOR_ID`` for the coordinator). Secret files are mode 0600."""
+    import zmq.auth  # here, not at import: it loads asyncio (20 ms of every plain run's start)
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     publics: dict[int, str] = {}
@@ -52,6 +52,8 @@ def generate_keys(directory: str | Path, agent_ids: Iterable[int]) -> dict[int, 
 
 def load_public_key(directory: str | Path, agent_id: int) -> str:
     """The Z85 public key of ``agent_id`` from ``directory``."""
+    import zmq.auth
+
     path = Path(directory) / f"{key_name(agent_id)}.key"
     try:
         public, _ = zmq.auth.load_certificate(str(path))
@@ -62,6 +64,8 @@ def load_public_key(directory: str | Path, agent_id: int) -> str:
 
 def load_keypair(directory: str | Path, agent_id: int) -> tuple[bytes, bytes]:
     """``(public, secret)`` Z85 bytes of ``agent_id`` from its ``.key_secret`` file."""
+    import zmq.auth
+
     path = Path(directory) / f"{key_name(agent_id)}.key_secret"
     try:
         public, secret = zmq.auth.load_certificate(str(path))
@@ -117,6 +121,8 @@ class KeyAuthenticator:
         self.owner = owner
         self.out = out
         self._address = "?"
+        import zmq.auth.thread
+
         self._auth = zmq.auth.thread.ThreadAuthenticator(ctx, log=out.logger)
 
     def start(self) -> None:
