@@ -274,7 +274,7 @@ class CupyBackend:
             from dcop.gpu.ipc import ipc_min_bytes
 
             self.ipc_min_bytes = ipc_min_bytes()
-        return nbytes >= self.ipc_min_bytes
+        return nbytes > 0 and nbytes >= self.ipc_min_bytes  # nothing to hand over in 0 bytes
 
     def offer_ipc(self, nbytes: int) -> Exported | None:
         """An exportable buffer of ``nbytes`` to fill later (None when that is too small to be

@@ -43,8 +43,9 @@ def test_rehearsal_runs_the_util_and_value_path() -> None:
 
 
 def test_rehearsal_leaves_a_placed_backend_without_placements() -> None:
-    class NoDevice:  # any device call would fail: the rehearsal's tiny bucket stays on the host
-        pass
+    class NoDevice:  # any other device call would fail: the tiny bucket stays on the host
+        def offer_ipc(self, nbytes: int) -> None:
+            return None  # as a GPU answers for 0 bytes
 
     backend = PlacedBackend(NumpyBackend(), NoDevice(), 1 << 20)
     rehearse(backend)

@@ -137,3 +137,18 @@ def test_a_table_with_nan_taken_by_ipc_is_refused(fake_cupy_module: ModuleType) 
             got = backend.read_ipc(pointer, 0, shape, "float64")
             np.testing.assert_array_equal(backend.to_numpy(got), values)
         ipc.close_handle(cupy, pointer)
+
+
+def test_a_rehearsal_offers_nothing_even_where_every_size_goes_by_ipc(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """An agent's set-up rehearsal asks its backend for a 0-byte IPC offer (to have decided it
+    once): no buffer comes of it, and the placement figures stay empty."""
+    from dcop.agents.rehearsal import rehearse
+
+    backend = _placed(ipc_min_bytes=0)  # every bucket on the device: the rehearsal's too
+    rehearse(backend)
+    assert backend.offer_ipc(0) is None
+    assert "ipc_out" not in backend.gpu.transfers.seconds  # no buffer was offered
+    assert backend.offer_ipc(8) is not None  # while any real size is
+    assert backend.placements == []
