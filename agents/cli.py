@@ -213,7 +213,7 @@ def agent(
         transport.open()
         local = local_part(str(problem), entry, peers) if problem is not None else None
         backend, setup_s, device_name, ipc = agent_backend(device)
-        worker = Worker("dcop-jobs", getattr(transport, "wake", None))
+        worker = Worker("dcop-jobs")
         # first-call costs paid here, on the thread that runs the jobs, not in the solve
         setup_s += worker.call(lambda: rehearse(backend))
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections

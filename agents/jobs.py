@@ -21,16 +21,15 @@ T = TypeVar("T")
 
 class Worker:
     """One long-lived daemon thread that runs the jobs given to it in turn (a daemon, so that a
-    stopped agent exits at once). ``wake`` (if given) is called after each job."""
+    stopped agent exits at once)."""
 
-    def __init__(self, name: str = "dcop-worker", wake: Callable[[], None] | None = None) -> None:
-        self.wake = wake
+    def __init__(self, name: str = "dcop-worker") -> None:
         self._queue: queue.SimpleQueue[Job[Any]] = queue.SimpleQueue()
         threading.Thread(target=self._serve, daemon=True, name=name).start()
 
-    def submit(self, fn: Callable[[], T]) -> Job[T]:
-        """Queue ``fn``; its :class:`Job` tells when it is done."""
-        return Job(fn, wake=self.wake, worker=self)
+    def submit(self, fn: Callable[[], T], wake: Callable[[], None] | None = None) -> Job[T]:
+        """Queue ``fn``; its :class:`Job` tells when it is done (and calls ``wake`` then)."""
+        return Job(fn, wake=wake, worker=self)
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker and wait for its value."""

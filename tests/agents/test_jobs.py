@@ -43,15 +43,17 @@ def test_a_failed_job_still_wakes() -> None:
 
 def test_a_worker_runs_every_job_on_its_one_thread_in_order() -> None:
     woken: list[int] = []
-    worker = Worker("test-worker", lambda: woken.append(1))
+    worker = Worker("test-worker")
     release = threading.Event()
-    first = worker.submit(lambda: (release.wait(60), threading.get_ident())[1])
-    second = worker.submit(threading.get_ident)
+    first = worker.submit(
+        lambda: (release.wait(60), threading.get_ident())[1], lambda: woken.append(1)
+    )
+    second = worker.submit(threading.get_ident, lambda: woken.append(2))
     assert not first.done() and not second.done()  # queued behind the first
     release.set()
     assert first.result() == second.result() != threading.get_ident()
     assert worker.call(lambda: 7) == 7
-    assert worker.call(lambda: len(woken)) >= 3  # each job woke it (this one runs after them)
+    assert worker.call(lambda: woken) == [1, 2]  # each job woke its waiter (this one runs after)
 
 
 def test_a_failed_job_leaves_its_worker_serving() -> None:
