@@ -145,3 +145,25 @@ def test_a_sigterm_during_start_up_still_writes_the_result_document(
     assert run.returncode == 130, run.stderr
     doc = json.loads(out.read_text())
     assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"]
+
+
+def test_a_command_ends_with_its_exit_hooks_run_and_its_output_flushed(
+    tmp_path: Path, instances_dir: Path
+) -> None:
+    """``dcop`` skips the interpreter's teardown at exit (os._exit), but only after the exit
+    hooks ran (temporary folders are removed by them) and stdout was flushed: a JSON document
+    piped to stdout arrives whole, and the exit code is the command's."""
+    hook = tmp_path / "hook-ran"
+    script = (
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(hook)!r}).write_text, 'yes')\n"
+        "import dcop.cli\n"
+        f"sys.argv = ['dcop', 'solve', {str(instances_dir / 'warehouse.wcsp')!r}, '--json', '-', "
+        "'-q']\n"
+        "dcop.cli.main()\n"
+        "print('not reached')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["cost"] == 328 and "not reached" not in run.stdout
+    assert hook.read_text() == "yes"
