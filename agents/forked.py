@@ -26,6 +26,7 @@ import signal
 import sys
 
 from dcop.agents.pauses import freeze_heap
+from dcop.blas import one_blas_thread
 
 #: Modules the template imports before it forks agents (the expensive ones come with them).
 PRELOAD = ("numpy", "zmq", "dcop.agents.cli", "dcop.protocol.zmqlink")
@@ -72,6 +73,7 @@ def _say(message: dict[str, int]) -> None:
 
 def serve() -> None:
     """The template's loop (see the module docstring)."""
+    one_blas_thread()  # before PRELOAD imports NumPy (see dcop.blas)
     for name in PRELOAD:
         importlib.import_module(name)
     from dcop.agents.cli import command

@@ -26,6 +26,8 @@ Setup messages), and leaves as a typed result (``SolveResult``, ``PartitionResul
 ``RunResult``) whose ``to_json()`` is the one result document the CLI writes.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dcop.errors import (
     BackendUnavailable,
     DcopError,
@@ -38,7 +40,20 @@ from dcop.errors import (
     RunTimeout,
     TableTooLarge,
 )
-from dcop.model import CostTable, Problem, Variable
+
+if TYPE_CHECKING:
+    from dcop.model import CostTable, Problem, Variable
+
+
+def __getattr__(name: str) -> Any:
+    # the model (and NumPy with it) loads on first use: a process may set what NumPy reads at
+    # import first (dcop.blas), and `import dcop.errors` stays light
+    if name in ("CostTable", "Problem", "Variable"):
+        from dcop import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'dcop' has no attribute {name!r}")
+
 
 __all__ = [
     "BackendUnavailable",

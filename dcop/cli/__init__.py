@@ -16,6 +16,10 @@ from dcop.cli.signals import interrupt_on_signals, keep_early_signals
 
 keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
 
+if sys.argv[1:2] in (["run"], ["coordinator"]):
+    from dcop.blas import one_blas_thread
+
+    one_blas_thread()  # before NumPy's import, here and in the agents' template started below
 if sys.argv[1:2] == ["run"]:  # fork agents from a template that imports while we do (fast start)
     from dcop.coordinator.processes import prestart_template
 
