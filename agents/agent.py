@@ -107,8 +107,8 @@ class Agent:
         worker: Worker | None = None,
     ) -> None:
         self.cfg = config
-        #: the long-lived thread the sessions' jobs run on (None: a thread per job)
-        self.worker = worker
+        #: the long-lived thread the sessions' jobs run on (dcop-agent's was rehearsed at set-up)
+        self.worker = worker if worker is not None else Worker("dcop-jobs")
         self.me = config.me
         self.transport = transport
         self.backend = backend

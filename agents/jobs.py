@@ -28,45 +28,35 @@ class Worker:
         threading.Thread(target=self._serve, daemon=True, name=name).start()
 
     def submit(self, fn: Callable[[], T], wake: Callable[[], None] | None = None) -> Job[T]:
-        """Queue ``fn``; its :class:`Job` tells when it is done (and calls ``wake`` then)."""
-        return Job(fn, wake=wake, worker=self)
+        """Queue ``fn``; its :class:`Job` tells when it is done.
+
+        ``wake`` (if given) is called from the worker thread once ``fn`` has finished: the agent's
+        transport then ends the wait of its loop at once, instead of at the loop's next poll."""
+        job: Job[T] = Job(fn, wake)
+        self._queue.put(job)
+        return job
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker and wait for its value."""
         return self.submit(fn).result()
 
-    def _put(self, job: Job[Any]) -> None:
-        self._queue.put(job)
-
     def _serve(self) -> None:
         while True:
-            self._queue.get()._work()
+            self._queue.get().run()
 
 
 class Job(Generic[T]):
-    """Runs ``fn`` on ``worker``, or on a daemon thread of its own.
+    """One computation handed to a :class:`Worker`: whether it is done, and its value."""
 
-    ``wake`` (if given) is called from the worker thread once ``fn`` has finished: the agent's
-    transport then ends the wait of its loop at once, instead of at the loop's next poll."""
-
-    def __init__(
-        self,
-        fn: Callable[[], T],
-        name: str = "dcop-job",
-        wake: Callable[[], None] | None = None,
-        worker: Worker | None = None,
-    ) -> None:
+    def __init__(self, fn: Callable[[], T], wake: Callable[[], None] | None = None) -> None:
         self._fn = fn
         self._wake = wake
         self._done = threading.Event()
         self._value: T | None = None
         self._error: BaseException | None = None
-        if worker is not None:
-            worker._put(self)
-        else:
-            threading.Thread(target=self._work, daemon=True, name=name).start()
 
-    def _work(self) -> None:
+    def run(self) -> None:
+        """Compute (on the worker's thread), then wake whoever waits."""
         try:
             self._value = self._fn()
         except BaseException as exc:  # handed to the waiting thread by result()
@@ -85,4 +75,4 @@ class Job(Generic[T]):
         self._done.wait()
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[return-value]  # set by _work before _done
+        return self._value  # type: ignore[return-value]  # set by run before _done

@@ -172,12 +172,12 @@ class Session:
         | None = None,
         ipc: str = "",
         wake: Callable[[], None] | None = None,
-        worker: Worker | None = None,
+        worker: Worker,
     ) -> None:
         self.me = me
-        #: called by a finished worker job (ends the agent loop's wait; see :class:`Job`)
+        #: called by a finished job (ends the agent loop's wait; see :meth:`Worker.submit`)
         self.wake = wake
-        #: the agent's long-lived worker thread for jobs (None: a thread per job)
+        #: the agent's long-lived worker thread for its jobs
         self.worker = worker
         self.part = part
         self.var = part.variable
@@ -640,7 +640,7 @@ class Session:
         z = self.go.z
         # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
         # answering and heartbeating: a long UTIL computation is not a dead agent.
-        self.job = Job(lambda: self._util_compute(passing, z), "dcop-util", self.wake, self.worker)
+        self.job = self.worker.submit(lambda: self._util_compute(passing, z), self.wake)
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
         """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part
@@ -727,7 +727,7 @@ class Session:
 
     def _start_down(self) -> None:
         self.down_started = True
-        self.job = Job(self._down_compute, "dcop-down", self.wake, self.worker)
+        self.job = self.worker.submit(self._down_compute, self.wake)
 
     def _down_compute(self) -> Finish:
         """MAR (worker thread): the down message to every child and my marginal."""

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from dcop.agents.jobs import Job, Worker
+from dcop.agents.jobs import Worker
 from dcop.protocol import InProcHub
 
 
@@ -14,7 +14,7 @@ def test_a_job_wakes_the_transport_it_was_given_when_done() -> None:
     hub = InProcHub()
     transport = hub.transport(0)
     release = threading.Event()
-    job = Job(lambda: release.wait(60) and 42, wake=transport.wake)
+    job = Worker().submit(lambda: release.wait(60) and 42, wake=transport.wake)
     assert not job.done()
     release.set()
     assert transport.recv(120.0) is None  # the wake-up (a hang here: the job never woke it)
@@ -36,7 +36,7 @@ def test_a_failed_job_still_wakes() -> None:
     def fail() -> int:
         raise ValueError("boom")
 
-    job = Job(fail, wake=woken.set)
+    job = Worker().submit(fail, wake=woken.set)
     assert woken.wait(60)
     assert job.done()
 
