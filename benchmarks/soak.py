@@ -899,8 +899,9 @@ def sigterm_run(
                 if due[str(plan.variant)]:
                     run.send_signal(signal.SIGTERM)
                     signalled_at = time.monotonic()
+            # a run of a few agents is ready ~50 ms before it ends: look often until signalled
             with contextlib.suppress(subprocess.TimeoutExpired):
-                run.wait(0.02)
+                run.wait(0.002 if signalled_at is None else 0.02)
         exited_at = time.monotonic()
         hung = run.poll() is None
         if hung:
