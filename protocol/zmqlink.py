@@ -55,6 +55,7 @@ import logging
 import os
 import secrets
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
@@ -62,7 +63,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from dcop.errors import RunError
 from dcop.protocol.codec import MAX_FRAMES
@@ -174,6 +174,16 @@ def _source_fd(frame: zmq.Frame) -> int | None:
     except (zmq.ZMQError, AttributeError, TypeError):
         return None
     return fd if isinstance(fd, int) and fd >= 0 else None
+
+
+def monitor_event(frames: Sequence[bytes]) -> tuple[int, int] | None:
+    """A socket monitor's message as (event, value), None if malformed: a 6-byte frame holding
+    the 16-bit event id and the 32-bit value, then the endpoint (zmq_socket_monitor). Parsed
+    here because pyzmq's ``zmq.utils.monitor`` imports asyncio: 15 ms of every process's start."""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        return None
+    event, value = struct.unpack("=Hi", frames[0])
+    return int(event), int(value)
 
 
 def _self_connected(fd: int) -> bool:
@@ -326,12 +336,14 @@ class _ZmqBase:
                 continue
             while True:
                 try:
-                    event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                    frames = monitor.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
                 except zmq.ZMQError:  # the monitor went away with its socket
                     break
-                self._on_event(link, int(event["event"]), int(event["value"]))
+                event = monitor_event(frames)
+                if event is not None:
+                    self._on_event(link, *event)
 
     def _on_event(self, link: _Link, event: int, value: int) -> None:
         if link.peer is None:  # a ROUTER

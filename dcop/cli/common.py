@@ -7,10 +7,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from dcop.choices import (
     BackendName,
@@ -23,8 +22,12 @@ from dcop.choices import (
 )
 from dcop.cli.signals import raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
-from dcop.inference.elimination import ProgressFn
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dcop.inference.elimination import ProgressFn
 
 InputFile = Annotated[
     Path,
@@ -114,6 +117,8 @@ def to_stdout(target: Path | None) -> bool:
 
 def summary_console(json_target: Path | None) -> Console:
     """Where the human summary goes: stdout, or stderr when the JSON goes to stdout."""
+    from rich.console import Console  # only to print (rich's import is ~20 ms of start-up)
+
     return Console(stderr=to_stdout(json_target))
 
 
@@ -152,7 +157,6 @@ def finish_run(
     the document of a run that failed. Bad input (InputError) exits 2 after writing its
     document; anything that is not a DcopError is a bug and propagates.
     """
-    console = summary_console(json_target)
     try:
         raise_pending()  # a SIGTERM that came while the command was starting
         doc, show = produce()
@@ -168,7 +172,7 @@ def finish_run(
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet:
-        show(console)
+        show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 
 

@@ -11,10 +11,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from dcop.choices import TaskName
 from dcop.cli.app import app
@@ -35,6 +34,9 @@ from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
 from dcop.results import Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0
@@ -249,6 +251,8 @@ def peers(
             keyed.get(COORDINATOR_ID),
         )
     result.write(output)
+    from rich.console import Console
+
     Console(stderr=True).print(
         f"wrote {output}: {count} agents on {len(names)} host(s), coordinator at "
         f"{result.coordinator}"
@@ -296,6 +300,8 @@ def coordinator(
         from dcop.coordinator.cluster import shutdown_agents
 
         stopped = shutdown_agents(table, curve, hello_timeout)
+        from rich.console import Console
+
         Console(stderr=True).print(f"stopped {len(stopped)} of {len(table.agents)} agents")
         return
     if problem_file is None:

@@ -12,12 +12,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING
 
 from dcop.coordinator.driver import Progress
+
+if TYPE_CHECKING:
+    from rich.table import Table as RichTable
 
 #: Seconds between plain count lines when the phase does not change.
 PLAIN_EVERY_S = 5.0
@@ -32,6 +32,8 @@ def _line(s: Progress) -> str:
 
 
 def _table(s: Progress) -> RichTable:
+    from rich.table import Table as RichTable
+
     table = RichTable(title=f"dcop run: {s.phase} ({s.elapsed_s:.1f} s)", show_header=False)
     table.add_row("agents up / ready", f"{s.hellos}/{s.agents} / {s.ready}")
     table.add_row("candidate trees reported", f"{s.trees}/{s.trees_expected}")
@@ -50,6 +52,9 @@ def live_status(enabled: bool = True) -> Iterator[Callable[[Progress], None] | N
         yield None
         return
     if sys.stderr.isatty():
+        from rich.console import Console  # only on a terminal (~20 ms of start-up)
+        from rich.live import Live
+
         with Live(console=Console(stderr=True), transient=True, refresh_per_second=4) as live:
             yield lambda status: live.update(_table(status))
         return

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING
 
 from dcop.errors import InputError
 from dcop.inference.pr_result import PartitionResult
 from dcop.io import detect_format
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Tasks each file format allows; the first is the default.
 FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": ("mpe", "pr", "mar")}
@@ -34,6 +35,8 @@ def task_for(file: Path, format: str | None, task: str | None) -> str | None:
 
 def print_partition(result: PartitionResult, console: Console) -> None:
     """A short human-readable summary of a PR or MAR run."""
+    from rich.table import Table as RichTable
+
     data = result.to_json()
     p = result.problem
     label = "PR" if result.task == "pr" else "MAR"

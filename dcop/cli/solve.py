@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table as RichTable
 
 from dcop.choices import TaskName
 from dcop.cli.app import app
@@ -41,6 +39,9 @@ from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.results import Status
 from dcop.tables import NumpyBackend, choose_dtype
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @app.command("solve")
@@ -151,6 +152,8 @@ def solve_command(
 
 def print_result(result: SolveResult, console: Console) -> None:
     """A short human-readable summary of a solve."""
+    from rich.table import Table as RichTable
+
     data = result.to_json()
     p = result.problem
     title = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'} on {p.name}"
@@ -228,6 +231,8 @@ def info_command(
     problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem)
     write_json(info, json_out)
+    from rich.table import Table as RichTable
+
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():
         if key.startswith("memory_"):

@@ -167,3 +167,44 @@ def test_a_command_ends_with_its_exit_hooks_run_and_its_output_flushed(
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["cost"] == 328 and "not reached" not in run.stdout
     assert hook.read_text() == "yes"
+
+
+def test_the_command_table_names_every_command() -> None:
+    """``dcop CMD`` imports only CMD's module (dcop.cli.COMMANDS): the table must name every
+    command the modules register, with the module that registers it."""
+    import importlib
+
+    import dcop.cli
+
+    for module in dcop.cli.COMMAND_MODULES:
+        importlib.import_module(module)
+    registered = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert set(registered) == set(dcop.cli.COMMANDS)
+    for name in dcop.cli.COMMANDS:  # each command found with only its own module imported
+        shown = run_dcop(name, "--help")
+        assert shown.returncode == 0 and f"dcop {name}" in shown.stdout, (name, shown.stderr)
+    assert dcop.cli.command_modules(["run", "x.yaml"], {}) == ("dcop.cli.distributed",)
+    assert dcop.cli.command_modules(["--help"], {}) == dcop.cli.COMMAND_MODULES
+    assert dcop.cli.command_modules([], {}) == dcop.cli.COMMAND_MODULES
+    completing = {"_DCOP_COMPLETE": "complete_bash"}
+    assert dcop.cli.command_modules(["run"], completing) == dcop.cli.COMMAND_MODULES
+
+
+def test_a_command_loads_only_what_it_needs() -> None:
+    """``dcop run`` and ``dcop solve`` load neither the other commands' modules nor rich (only
+    a summary or a live display needs it), and ZeroMQ's transport does not bring asyncio."""
+    script = (
+        "import sys\n"
+        "sys.argv = ['dcop', sys.argv[1], 'x.yaml', '-q']\n"
+        "import dcop.cli, dcop.protocol.zmqlink\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('dcop.cli.', 'rich', "
+        "'asyncio')))))\n"
+    )
+    for command, own in (("run", "dcop.cli.distributed"), ("solve", "dcop.cli.solve")):
+        run = subprocess.run(
+            [sys.executable, "-c", script, command], capture_output=True, text=True, check=True
+        )
+        loaded = set(run.stdout.split())
+        assert own in loaded, loaded
+        assert not loaded & {"dcop.cli.batch", "dcop.cli.deploy", "dcop.cli.generate"}, loaded
+        assert not {m for m in loaded if m.startswith(("rich", "asyncio"))}, loaded

@@ -140,3 +140,20 @@ def test_the_in_process_hub_reports_a_removed_peer_to_those_linked_with_it() -> 
     a1.disconnect_peer(0)
     a2.close()
     assert [loss.peer for loss in coord.lost_peers()] == [2]
+
+
+def test_monitor_events_are_parsed_without_pyzmq_helpers() -> None:
+    """A socket monitor's message is (6-byte event id + value, endpoint); anything else is
+    skipped, not an error."""
+    import struct
+
+    import zmq
+
+    from dcop.protocol.zmqlink import monitor_event
+
+    frame = struct.pack("=Hi", zmq.EVENT_DISCONNECTED, 17)
+    assert monitor_event([frame, b"tcp://127.0.0.1:5555"]) == (zmq.EVENT_DISCONNECTED, 17)
+    handshake = struct.pack("=Hi", zmq.EVENT_HANDSHAKE_FAILED_AUTH, -1)
+    assert monitor_event([handshake, b""]) == (zmq.EVENT_HANDSHAKE_FAILED_AUTH, -1)
+    assert monitor_event([frame]) is None
+    assert monitor_event([frame[:5], b""]) is None
