@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING
 
 from dcop.coordinator.result import RunResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _num(x: object) -> str:
@@ -16,6 +18,9 @@ def _num(x: object) -> str:
 
 def print_summary(run: RunResult, console: Console | None = None) -> None:
     """A readable summary: answer, bounds, times and the wire metrics beside the theory."""
+    from rich.console import Console  # imported to print only (~20 ms of a command's start)
+    from rich.table import Table as RichTable
+
     console = console or Console()
     result = run.to_json()
     m = run.metrics

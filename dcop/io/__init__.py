@@ -20,17 +20,49 @@ which agent runs each variable from a file's agents and hints (one agent per var
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dcop.errors import InputError, ModelError
-from dcop.io.frodo_xml import read_xml, write_xml
-from dcop.io.placement import agent_placement
-from dcop.io.pydcop_yaml import read_yaml, write_yaml
-from dcop.io.solution import read_solution, write_answer, write_mar, write_pr, write_solution
-from dcop.io.uai import read_uai, write_uai
-from dcop.io.wcsp import read_wcsp, write_wcsp
-from dcop.model import Problem
+
+if TYPE_CHECKING:
+    from dcop.io.frodo_xml import read_xml, write_xml
+    from dcop.io.placement import agent_placement
+    from dcop.io.pydcop_yaml import read_yaml, write_yaml
+    from dcop.io.solution import read_solution, write_answer, write_mar, write_pr, write_solution
+    from dcop.io.uai import read_uai, write_uai
+    from dcop.io.wcsp import read_wcsp, write_wcsp
+    from dcop.model import Problem
+
+#: Where each name of this package lives: a format's module (and what it imports: PyYAML, the
+#: XML parser) loads when first used, not with every command (~20 ms of start-up).
+_LAZY = {
+    "read_xml": "dcop.io.frodo_xml",
+    "write_xml": "dcop.io.frodo_xml",
+    "agent_placement": "dcop.io.placement",
+    "read_yaml": "dcop.io.pydcop_yaml",
+    "write_yaml": "dcop.io.pydcop_yaml",
+    "read_solution": "dcop.io.solution",
+    "write_answer": "dcop.io.solution",
+    "write_mar": "dcop.io.solution",
+    "write_pr": "dcop.io.solution",
+    "write_solution": "dcop.io.solution",
+    "read_uai": "dcop.io.uai",
+    "write_uai": "dcop.io.uai",
+    "read_wcsp": "dcop.io.wcsp",
+    "write_wcsp": "dcop.io.wcsp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 #: Format names, in the order ``--format`` lists them.
 FORMATS: tuple[str, ...] = ("wcsp", "uai", "yaml", "xml")
@@ -42,11 +74,12 @@ EXTENSIONS: dict[str, str] = {
     ".yml": "yaml",
     ".xml": "xml",
 }
-_WRITERS: dict[str, Callable[[Problem, str | Path], None]] = {
-    "wcsp": write_wcsp,
-    "uai": write_uai,
-    "yaml": write_yaml,
-    "xml": write_xml,
+#: Format name -> the module that reads and writes it (``read_<name>``, ``write_<name>``).
+_MODULES: dict[str, str] = {
+    "wcsp": "dcop.io.wcsp",
+    "uai": "dcop.io.uai",
+    "yaml": "dcop.io.pydcop_yaml",
+    "xml": "dcop.io.frodo_xml",
 }
 
 
@@ -76,13 +109,9 @@ def read_problem(
     kind = detect_format(path, format)
     if evidence is not None and kind != "uai":
         raise InputError(f"evidence files only apply to UAI models, not {kind}", str(evidence))
-    if kind == "wcsp":
-        return read_wcsp(path)
-    if kind == "uai":
-        return read_uai(path, evidence)
-    if kind == "yaml":
-        return read_yaml(path)
-    return read_xml(path)
+    reader = getattr(importlib.import_module(_MODULES[kind]), f"read_{kind}")
+    problem: Problem = reader(path, evidence) if kind == "uai" else reader(path)
+    return problem
 
 
 def write_problem(
@@ -96,11 +125,12 @@ def write_problem(
     kind = detect_format(path, format)
     if precision is not None and kind != "wcsp":
         raise ModelError(f"a precision applies to .wcsp files only, not {kind}")
+    writer = getattr(importlib.import_module(_MODULES[kind]), f"write_{kind}")
     try:
         if kind == "wcsp":
-            write_wcsp(problem, path, precision=precision)
+            writer(problem, path, precision=precision)
         else:
-            _WRITERS[kind](problem, path)
+            writer(problem, path)
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror or exc}", str(path)) from None
 
