@@ -214,8 +214,9 @@ def agent(
         local = local_part(str(problem), entry, peers) if problem is not None else None
         backend, setup_s, device_name, ipc = agent_backend(device)
         worker = Worker("dcop-jobs")
-        # first-call costs paid here, on the thread that runs the jobs, not in the solve
-        setup_s += worker.call(lambda: rehearse(backend))
+        # first-call costs paid here, not in the solve: on this thread, which runs the short
+        # buckets (dcop.agents.jobs); the long ones do not notice them
+        setup_s += rehearse(backend)
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,

@@ -40,12 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from dcop.agents.jobs import Job, Worker
+from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
+from dcop.placement import place
 from dcop.protocol import (
     COORDINATOR_ID,
     Degree,
@@ -70,7 +71,7 @@ from dcop.protocol.dfs import DfsState, DfsToken
 from dcop.protocol.digest import part_digest
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.sumproduct import down_messages, marginal
-from dcop.tables import Op, Table, TableBackend
+from dcop.tables import Op, Table, TableBackend, domain_sizes
 
 Out = list[tuple[int, Message]]
 #: Tables in an offered IPC buffer start at multiples of this (CUDA's allocation alignment).
@@ -638,9 +639,22 @@ class Session:
         # their deepest variable)
         passing = [t for t in received if self.var not in t.scope]
         z = self.go.z
-        # The join runs in a worker thread (NumPy and CuPy release the GIL) so that the loop keeps
-        # answering and heartbeating: a long UTIL computation is not a dead agent.
-        self.job = self.worker.submit(lambda: self._util_compute(passing, z), self.wake)
+        # A long join runs in the worker thread (NumPy and CuPy release the GIL) so that the loop
+        # keeps answering and heartbeating: a long UTIL computation is not a dead agent. A short
+        # one runs here, on hot caches (see dcop.agents.jobs).
+        joined = math.prod(domain_sizes(self.bucket).values()) if self.bucket else 0
+        self.job = self.worker.submit(
+            lambda: self._util_compute(passing, z),
+            self.wake,
+            inline=runs_inline(joined, self._runs_on(joined)),
+        )
+
+    def _runs_on(self, joined: int) -> str:
+        """Where my backend runs a bucket of ``joined`` entries: "cpu" or "gpu"."""
+        min_entries = getattr(self.backend, "min_entries", None)  # a placed backend's threshold
+        if min_entries is not None:
+            return place(joined, int(min_entries))
+        return "gpu" if getattr(self.backend, "name", "") == "cupy" else "cpu"
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
         """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part

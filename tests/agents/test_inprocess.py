@@ -4,12 +4,14 @@ force, ADPOP brackets the optimum, the DFS builds the centralized pseudo-tree, c
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dcop.agents import jobs
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.inference.elimination import eliminate
@@ -132,8 +134,10 @@ class _SlowBackend(NumpyBackend):
         return super().join_eliminate(tables, var, *args, **kwargs)
 
 
-def test_long_util_computation_keeps_the_agent_alive(run_inproc) -> None:
-    """Joins run beside the event loop: heartbeats continue, nobody is declared dead."""
+def test_long_util_computation_keeps_the_agent_alive(run_inproc, monkeypatch) -> None:
+    """Long joins run beside the event loop: heartbeats continue, nobody is declared dead.
+    (Tiny buckets run on the loop's thread; this slow one is declared long by the threshold.)"""
+    monkeypatch.setattr(jobs, "INLINE_MAX_ENTRIES", {"cpu": 0, "gpu": 0})
     problem = random_network(5, 2, 0.6, 0.0, seed=1)
     result = run_inproc(
         problem,
@@ -145,6 +149,33 @@ def test_long_util_computation_keeps_the_agent_alive(run_inproc) -> None:
     )
     assert _same(result["cost"], solve_be(problem).upper_bound)
     assert result["agents"]["x1"]["compute_s"] >= 3.0
+
+
+class _ThreadRecordingBackend(NumpyBackend):
+    """NumPy, recording the thread of every join+eliminate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran_on: list[str] = []
+
+    def join_eliminate(self, tables, var, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.ran_on.append(threading.current_thread().name)
+        return super().join_eliminate(tables, var, *args, **kwargs)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_short_buckets_run_on_the_loop_thread(run_inproc, monkeypatch, inline: bool) -> None:
+    """A bucket under the inline threshold runs on the agent's loop thread (hot caches, no
+    hand-over); above it, on the agent's worker. Same answer either way."""
+    if not inline:
+        monkeypatch.setattr(jobs, "INLINE_MAX_ENTRIES", {"cpu": 0, "gpu": 0})
+    problem = random_network(6, 3, 0.5, 0.0, seed=4)
+    backend = _ThreadRecordingBackend()
+    result = run_inproc(problem, backend=backend)
+    assert _same(result["cost"], solve_be(problem).upper_bound)
+    assert backend.ran_on
+    on_worker = [name == "dcop-jobs" for name in backend.ran_on]
+    assert not any(on_worker) if inline else all(on_worker)
 
 
 def test_util_larger_than_the_frame_limit_fails_fast() -> None:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from dcop.agents.jobs import Worker
+from dcop.agents.jobs import INLINE_MAX_ENTRIES, Worker, runs_inline
 from dcop.protocol import InProcHub
 
 
@@ -65,3 +65,18 @@ def test_a_failed_job_leaves_its_worker_serving() -> None:
     with pytest.raises(ValueError, match="boom"):
         worker.call(fail)
     assert worker.call(lambda: 5) == 5
+
+
+def test_an_inline_job_runs_at_once_on_the_callers_thread() -> None:
+    woken = threading.Event()
+    job = Worker().submit(threading.get_ident, wake=woken.set, inline=True)
+    assert job.done() and woken.is_set()
+    assert job.result() == threading.get_ident()
+
+
+def test_which_buckets_run_inline() -> None:
+    assert runs_inline(INLINE_MAX_ENTRIES["cpu"], "cpu")
+    assert not runs_inline(INLINE_MAX_ENTRIES["cpu"] + 1, "cpu")
+    assert runs_inline(INLINE_MAX_ENTRIES["cpu"] + 1, "gpu")  # the device is faster per entry
+    assert not runs_inline(INLINE_MAX_ENTRIES["gpu"] + 1, "gpu")
+    assert not runs_inline(1, "elsewhere")
