@@ -208,3 +208,25 @@ def test_a_command_loads_only_what_it_needs() -> None:
         assert own in loaded, loaded
         assert not loaded & {"dcop.cli.batch", "dcop.cli.deploy", "dcop.cli.generate"}, loaded
         assert not {m for m in loaded if m.startswith(("rich", "asyncio"))}, loaded
+
+
+def test_live_status_on_a_terminal_and_off_it(monkeypatch: Any, capsys: Any) -> None:
+    """On a terminal the status is a rich display (rich is loaded only then); elsewhere each
+    change of phase is one plain line on stderr; disabled, there is no callback."""
+    from dcop.cli.live import live_status
+    from dcop.coordinator.driver import Progress
+
+    status = Progress(phase="solve", agents=3, hellos=3, ready=3, utils=1, utils_expected=2)
+    with live_status(False) as off:
+        assert off is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    with live_status() as plain:
+        assert plain is not None
+        plain(status)
+        plain(status)  # same phase, within the interval: no second line
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "solve" in lines[0] and "UTIL 1/2" in lines[0]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with live_status() as live:
+        assert live is not None
+        live(status)  # a rich Live display updated with the table (transient: nothing left)
