@@ -76,6 +76,10 @@ class AgentTransport(Transport, Protocol):
         """Make a :meth:`recv` that is waiting (or the next one) return None now; safe from any
         thread (a worker thread whose computation has finished calls it)."""
 
+    def joined_peers(self) -> list[int]:
+        """Peers whose link to this agent (re)connected since the last call: a coordinator that
+        has just bound its port, for a serving agent waiting for a problem."""
+
 
 class InProcHub:
     """Mailboxes for a set of ids inside one process.
@@ -170,6 +174,9 @@ class InProcTransport:
 
     def lost_peers(self) -> list[PeerLoss]:
         return self.hub.take_losses(self.me)
+
+    def joined_peers(self) -> list[int]:
+        return []  # in-process links exist from the start: nobody joins later
 
     def connect_peer(self, peer: int, endpoint: str) -> None:
         self.hub.link(self.me, peer)

@@ -247,6 +247,7 @@ class _ZmqBase:
         self.auth: KeyAuthenticator | None = None
         self._monitors: dict[zmq.Socket[Any], _Link] = {}
         self._losses: list[PeerLoss] = []
+        self._joined: list[int] = []
         self._fd_peers: dict[int, int] = {}
         #: The connection (ROUTER routing id) each peer id speaks on (see _keeps_route).
         self._routes: dict[int, bytes] = {}
@@ -381,6 +382,8 @@ class _ZmqBase:
         elif link.muted:
             return
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            if not link.connected:
+                self._joined.append(link.peer)
             link.connected = True
         elif event == zmq.EVENT_DISCONNECTED:
             if link.connected:
@@ -409,6 +412,14 @@ class _ZmqBase:
             self._drain_monitors()
         losses, self._losses = self._losses, []
         return losses
+
+    def joined_peers(self) -> list[int]:
+        """Peers whose link (a DEALER of ours) completed a ZMTP handshake since the last call:
+        connected, or reconnected after it was lost."""
+        if not self._closed:
+            self._drain_monitors()
+        joined, self._joined = self._joined, []
+        return joined
 
     # ---- receiving ----------------------------------------------------------------------------
     def _refuse(self, address: str, reason: str, msg: str, *args: object) -> None:
@@ -508,8 +519,9 @@ class _ZmqBase:
 
     def recv(self, timeout_s: float) -> Received | None:
         """The next accepted ``(sender id, frames)``, or None after ``timeout_s``. Refused frames
-        and monitor events are handled on the way and do not end the wait. The frames are views
-        of ZeroMQ's own buffers: a table goes to NumPy without a copy."""
+        and monitor events are handled on the way and do not end the wait, except a link that
+        connects (see :meth:`joined_peers`): then None, at once. The frames are views of
+        ZeroMQ's own buffers: a table goes to NumPy without a copy."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             item = self._early()
@@ -518,7 +530,9 @@ class _ZmqBase:
             ready, woken = self._poll(deadline - time.monotonic())
             # Monitor events first: a self-connection is dropped before its frames are read (its
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
+            joined = len(self._joined)
             self._drain_monitors(ready)
+            woken = woken or len(self._joined) > joined
             for sock in ready:
                 if sock not in self._monitors:
                     item = self._read(sock)

@@ -113,3 +113,48 @@ def test_a_killed_serving_agent_is_named_and_a_restarted_one_rejoins(tmp_path: P
     finally:
         _coordinator(peers_file, "--shutdown", "--hello-timeout", "5")
         procs.stop()
+
+
+def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
+    """An idle serving agent repeats its hello only at its heartbeat; when a coordinator binds
+    its port it says hello then, not at the next beat (here 10 minutes away)."""
+    import threading
+
+    from dcop.agents.agent import Agent, AgentConfig
+    from dcop.backend import get_backend
+    from dcop.protocol import COORDINATOR_ID, Hello, Stop, decode, encode
+    from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
+
+    endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+    transport = ZmqAgentTransport(0, "tcp://127.0.0.1:*", {}, endpoint)
+    transport.open()
+    agent = Agent(AgentConfig(0, serving=True, heartbeat_s=600.0), transport, get_backend("numpy"))
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
+    thread.start()
+
+    def next_hello(coordinator: ZmqCoordinatorTransport) -> Hello | None:
+        end = time.monotonic() + 30.0
+        while time.monotonic() < end:
+            item = coordinator.recv(1.0)
+            if item is not None and isinstance(body := decode(item[1]).body, Hello):
+                return body
+        return None
+
+    try:
+        first = ZmqCoordinatorTransport(endpoint, agents=[0])
+        try:
+            assert next_hello(first) is not None  # the hello it queued at start
+        finally:
+            first.close(0)
+        second = ZmqCoordinatorTransport(endpoint, agents=[0])
+        try:
+            hello = next_hello(second)
+            assert hello is not None and hello.serving
+            second.send(0, encode(COORDINATOR_ID, 0, Stop("shutdown")))
+            thread.join(30.0)
+        finally:
+            second.close()
+        assert codes == [0]
+    finally:
+        transport.close(0)

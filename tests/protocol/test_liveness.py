@@ -157,3 +157,39 @@ def test_monitor_events_are_parsed_without_pyzmq_helpers() -> None:
     assert monitor_event([handshake, b""]) == (zmq.EVENT_HANDSHAKE_FAILED_AUTH, -1)
     assert monitor_event([frame]) is None
     assert monitor_event([frame[:5], b""]) is None
+
+
+def _joined(t: ZmqAgentTransport, peer: int, limit_s: float = 20.0) -> bool:
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        t.recv(0.5)  # a join ends the wait at once (None)
+        if peer in t.joined_peers():
+            return True
+    return False
+
+
+def test_an_agent_hears_when_a_coordinator_binds_its_port_again() -> None:
+    """A DEALER's link that completes a handshake is reported once by joined_peers: when the
+    coordinator first binds, and again when a new coordinator binds the same port later."""
+    from dcop.coordinator import free_ports
+
+    port = free_ports(1)[0]
+    a = ZmqAgentTransport(0, ANY, {}, f"tcp://127.0.0.1:{port}")
+    try:
+        a.open()
+        a.recv(0.2)
+        assert a.joined_peers() == []  # nobody listens there yet
+        for _ in range(2):
+            c = ZmqCoordinatorTransport(f"tcp://127.0.0.1:{port}", agents=[0])
+            try:
+                assert _joined(a, COORDINATOR_ID)
+                assert a.joined_peers() == []  # reported once
+            finally:
+                c.close(0)
+            assert _lost(a, COORDINATOR_ID)
+    finally:
+        a.close()
+
+
+def test_the_in_process_transport_has_no_late_joins() -> None:
+    assert InProcHub().transport(0).joined_peers() == []
