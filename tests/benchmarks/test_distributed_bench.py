@@ -1,5 +1,5 @@
 """The distributed benchmarks' pure parts: per-n figures and the 2x target of distributed.py,
-liveness.py's old/new summary, the FRODO suite's agent files, families, kept-tree fields and
+liveness.py's old/new summary, serving.py's table, the FRODO suite's agent files, families, kept-tree fields and
 wall-time target, and the placeholders that keep outside folders out of the results."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ sys.path.insert(0, str(BENCH))
 
 import distributed  # noqa: E402
 import liveness  # noqa: E402
+import serving  # noqa: E402
 from compare.context import Context  # noqa: E402
 from compare.distributed_cmp import (  # noqa: E402
     FRODO_GENERATED,
@@ -179,3 +180,15 @@ def test_agree_counts_an_infeasible_optimum_and_flags_a_wrong_cost() -> None:
     assert agree({"dcop": ok | {"recomputed": "inf"}}, 12).startswith("DIFFER")
     assert agree({"dcop": ok | {"recomputed": 12.0}}, "inf").startswith("DIFFER")
     assert agree({"dcop": {"status": "oot"}}, 12) == "-"
+
+
+def test_the_serving_table_compares_warm_cold_and_frodo() -> None:
+    row = {"instance": "a.xml", "n": 8, "warm_coordinator_s": 0.25, "cold_run_s": 0.3,
+           "frodo_wall_s": 0.5, "same": True}  # fmt: skip
+    report = {
+        "meta": {"command": "c", "date": "d", "machine": {}, "reps": 3, "agents": 8},
+        "rows": [row, {**row, "instance": "b.yaml", "frodo_wall_s": None, "same": False}],
+    }
+    text = serving.markdown(report)
+    assert "| a.xml | 8 | 0.250 | 0.300 | 0.500 | 2.00x | yes |" in text
+    assert "| b.yaml | 8 | 0.250 | 0.300 | - | - | NO |" in text
