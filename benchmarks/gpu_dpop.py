@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from compare.machine import cpu_model  # noqa: E402  (benchmarks/compare, beside this file)
 
 #: The paper's GpuDBE (GPU DPOP) simulated seconds on random networks, d = 10, p1 = 0.3.
 PAPER_GPU_DPOP = {10: 0.001, 11: 0.001, 12: 0.001, 13: 0.002, 14: 0.002, 15: 0.009,
@@ -209,6 +211,8 @@ def write(
         + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
         "host": platform.node() and "device machine",
         "cpus": __import__("os").cpu_count(),
+        # the device lends a different host per session, and CPU agents' times follow its CPU
+        "cpu": cpu_model(),
         "seconds": round(time.monotonic() - t0, 1),
     }
     summary = summary_rows(rows)
@@ -220,10 +224,11 @@ def write(
     def f(x: Any) -> str:
         return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
 
+    cpu = f" ({meta['cpu']})" if meta.get("cpu") else ""
     lines = [
         f"# GPU agents vs CPU agents: distributed DPOP/ADPOP ({meta['gpu']})",
         "",
-        f"`{meta['command']}` on {meta['date']}, {meta['cpus']} CPU cores. Random networks "
+        f"`{meta['command']}` on {meta['date']}, {meta['cpus']} CPU cores{cpu}. Random networks "
         "d = 10, p1 = 0.3, p2 = 0.5; medians over the seeds where both sides ran (`paired`; the "
         "CPU agents are skipped once they take over a third of the per-run timeout, and every "
         "seed is listed below). `sim` = the paper's simulated "

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -79,7 +80,7 @@ def machine_info() -> dict[str, Any]:
     return {
         # other jobs on the machine (1, 5, 15 min load average when the suite started)
         "load_average": load,
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "ram_gib": _ram_gib(),
         "gpu": gpus or None,
