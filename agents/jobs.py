@@ -13,7 +13,7 @@ A job that ends within milliseconds runs on the loop's own thread (``inline``, s
 the job arrives, and a thread woken from sleep runs the bucket on cold caches, on whichever core
 the system gives it, while the loop thread has just decoded the bucket's tables: measured on the
 H100 machine, GPU agents at n = 15 went from 0.018 to 0.012 s simulated, CPU agents at n = 12 from
-0.0066 to 0.0057 s (medians of 3 seeds, ``.probe``-style A/B in the same session).
+0.0066 to 0.0057 s (medians of 3 seeds, an A/B in fresh processes on one machine).
 """
 
 from __future__ import annotations

@@ -657,8 +657,9 @@ class Session:
         return "gpu" if getattr(self.backend, "name", "") == "cupy" else "cpu"
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
-        """Eliminate my variable from my bucket (worker thread); the host tables, the scalar part
-        and the time go to :meth:`_util_done` on the loop."""
+        """Eliminate my variable from my bucket (on the worker thread, or on the loop's for a short
+        bucket); the host tables, the scalar part and the time go to :meth:`_util_done` on the
+        loop."""
         t0 = time.perf_counter()
         waited = self._compile_wait_s()
         out = eliminate_bucket(self.backend, self.bucket, self.var, z=z, op=self._op)
