@@ -109,6 +109,12 @@ EARLY_MAX_BYTES = 1 << 16
 #: ZMQ_HEARTBEAT_TTL travels in deciseconds in 16 bits.
 _MAX_TTL_MS = 6_553_500
 
+#: How often an agent retries its link to a coordinator that is not (or no longer) there, in ms.
+#: A serving agent's hello reaches a new coordinator up to that much after it binds: with
+#: ZeroMQ's default of 100 ms a warm cluster's problem took 0.36-0.42 s, with 50 ms 0.27-0.28 s
+#: (30 agents, n = 8-12, the 2-core VM), for 0.9% of a core more while 30 agents wait idle
+#: (25 ms: 0.24-0.28 s for 3.8%).
+COORDINATOR_RECONNECT_MS = 50
 _DEALER_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_DISCONNECTED
@@ -308,6 +314,8 @@ class _ZmqBase:
         sock.setsockopt(zmq.IDENTITY, identity(me, nonce))
         self._options(sock, max_bytes)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+        if peer == COORDINATOR_ID:
+            sock.setsockopt(zmq.RECONNECT_IVL, COORDINATOR_RECONNECT_MS)
         if self.curve is not None:
             sock.curve_secretkey = self.curve.secret
             sock.curve_publickey = self.curve.public

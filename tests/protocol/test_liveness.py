@@ -193,3 +193,19 @@ def test_an_agent_hears_when_a_coordinator_binds_its_port_again() -> None:
 
 def test_the_in_process_transport_has_no_late_joins() -> None:
     assert InProcHub().transport(0).joined_peers() == []
+
+
+def test_an_agent_retries_its_coordinator_link_sooner_than_its_neighbours() -> None:
+    """The coordinator link reconnects every COORDINATOR_RECONNECT_MS (a new coordinator hears
+    serving agents sooner); neighbour links keep ZeroMQ's default."""
+    import zmq
+
+    from dcop.protocol.zmqlink import COORDINATOR_RECONNECT_MS
+
+    a = ZmqAgentTransport(0, ANY, {1: "tcp://127.0.0.1:1"}, "tcp://127.0.0.1:2")
+    try:
+        a.open()  # binds, then links to the neighbours
+        assert a.coord.getsockopt(zmq.RECONNECT_IVL) == COORDINATOR_RECONNECT_MS < 100
+        assert a.dealers[1].getsockopt(zmq.RECONNECT_IVL) == 100
+    finally:
+        a.close(0)
