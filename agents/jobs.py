@@ -50,9 +50,10 @@ class Worker:
     ) -> Job[T]:
         """Queue ``fn``; its :class:`Job` tells when it is done.
 
-        ``wake`` (if given) is called from the worker thread once ``fn`` has finished: the agent's
-        transport then ends the wait of its loop at once, instead of at the loop's next poll.
-        ``inline`` runs ``fn`` now, on the caller's thread (the job is done when this returns)."""
+        ``wake`` (if given) is called once ``fn`` has finished (from the worker thread): the
+        agent's transport then ends the wait of its loop at once, instead of at the loop's next
+        poll. ``inline`` runs ``fn`` now, on the caller's thread (the job is done, and ``wake``
+        called, when this returns)."""
         job: Job[T] = Job(fn, wake)
         if inline:
             job.run()
@@ -80,7 +81,8 @@ class Job(Generic[T]):
         self._error: BaseException | None = None
 
     def run(self) -> None:
-        """Compute (on the worker's thread), then wake whoever waits."""
+        """Compute (on the worker's thread, or the caller's for an inline job), then wake whoever
+        waits."""
         try:
             self._value = self._fn()
         except BaseException as exc:  # handed to the waiting thread by result()

@@ -423,9 +423,9 @@ class _ZmqBase:
 
     def joined_peers(self) -> list[int]:
         """Peers whose link (a DEALER of ours) completed a ZMTP handshake since the last call:
-        connected, or reconnected after it was lost."""
-        if not self._closed:
-            self._drain_monitors()
+        connected, or reconnected after it was lost. The handshakes are those :meth:`recv` and
+        :meth:`lost_peers` have seen (a join ends recv's wait): asking costs nothing more, and an
+        agent asks at every turn of its loop."""
         joined, self._joined = self._joined, []
         return joined
 

@@ -100,6 +100,13 @@ Evidence = Annotated[
 ]
 
 
+def _tell(text: str) -> None:
+    """One line for the user on stderr (rich markup; rich loads only here)."""
+    from rich.console import Console
+
+    Console(stderr=True).print(text)
+
+
 def _read(path: Path, evidence: Path | None = None) -> Problem:
     from dcop.io import read_problem
 
@@ -251,9 +258,7 @@ def peers(
             keyed.get(COORDINATOR_ID),
         )
     result.write(output)
-    from rich.console import Console
-
-    Console(stderr=True).print(
+    _tell(
         f"wrote {output}: {count} agents on {len(names)} host(s), coordinator at "
         f"{result.coordinator}"
     )
@@ -300,9 +305,7 @@ def coordinator(
         from dcop.coordinator.cluster import shutdown_agents
 
         stopped = shutdown_agents(table, curve, hello_timeout)
-        from rich.console import Console
-
-        Console(stderr=True).print(f"stopped {len(stopped)} of {len(table.agents)} agents")
+        _tell(f"stopped {len(stopped)} of {len(table.agents)} agents")
         return
     if problem_file is None:
         raise InputError("give --problem FILE to solve, or --shutdown")

@@ -35,23 +35,22 @@ if TYPE_CHECKING:
     from dcop.io.wcsp import read_wcsp, write_wcsp
     from dcop.model import Problem
 
+#: Format name -> the module that reads and writes it (``read_<name>``, ``write_<name>``).
+_MODULES: dict[str, str] = {
+    "wcsp": "dcop.io.wcsp",
+    "uai": "dcop.io.uai",
+    "yaml": "dcop.io.pydcop_yaml",
+    "xml": "dcop.io.frodo_xml",
+}
 #: Where each name of this package lives: a format's module (and what it imports: PyYAML, the
 #: XML parser) loads when first used, not with every command (~20 ms of start-up).
 _LAZY = {
-    "read_xml": "dcop.io.frodo_xml",
-    "write_xml": "dcop.io.frodo_xml",
+    **{f"{op}_{kind}": module for kind, module in _MODULES.items() for op in ("read", "write")},
     "agent_placement": "dcop.io.placement",
-    "read_yaml": "dcop.io.pydcop_yaml",
-    "write_yaml": "dcop.io.pydcop_yaml",
-    "read_solution": "dcop.io.solution",
-    "write_answer": "dcop.io.solution",
-    "write_mar": "dcop.io.solution",
-    "write_pr": "dcop.io.solution",
-    "write_solution": "dcop.io.solution",
-    "read_uai": "dcop.io.uai",
-    "write_uai": "dcop.io.uai",
-    "read_wcsp": "dcop.io.wcsp",
-    "write_wcsp": "dcop.io.wcsp",
+    **dict.fromkeys(
+        ("read_solution", "write_answer", "write_mar", "write_pr", "write_solution"),
+        "dcop.io.solution",
+    ),
 }
 
 
@@ -73,13 +72,6 @@ EXTENSIONS: dict[str, str] = {
     ".yaml": "yaml",
     ".yml": "yaml",
     ".xml": "xml",
-}
-#: Format name -> the module that reads and writes it (``read_<name>``, ``write_<name>``).
-_MODULES: dict[str, str] = {
-    "wcsp": "dcop.io.wcsp",
-    "uai": "dcop.io.uai",
-    "yaml": "dcop.io.pydcop_yaml",
-    "xml": "dcop.io.frodo_xml",
 }
 
 
@@ -109,7 +101,7 @@ def read_problem(
     kind = detect_format(path, format)
     if evidence is not None and kind != "uai":
         raise InputError(f"evidence files only apply to UAI models, not {kind}", str(evidence))
-    reader = getattr(importlib.import_module(_MODULES[kind]), f"read_{kind}")
+    reader = __getattr__(f"read_{kind}")
     problem: Problem = reader(path, evidence) if kind == "uai" else reader(path)
     return problem
 
@@ -125,7 +117,7 @@ def write_problem(
     kind = detect_format(path, format)
     if precision is not None and kind != "wcsp":
         raise ModelError(f"a precision applies to .wcsp files only, not {kind}")
-    writer = getattr(importlib.import_module(_MODULES[kind]), f"write_{kind}")
+    writer = __getattr__(f"write_{kind}")
     try:
         if kind == "wcsp":
             writer(problem, path, precision=precision)
