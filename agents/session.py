@@ -43,7 +43,7 @@ import numpy as np
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
-from dcop.buckets import choose_value, eliminate_bucket
+from dcop.buckets import choose_value, eliminate_bucket, plan_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
 from dcop.placement import place
@@ -642,12 +642,22 @@ class Session:
         # A long join runs in the worker thread (NumPy and CuPy release the GIL) so that the loop
         # keeps answering and heartbeating: a long UTIL computation is not a dead agent. A short
         # one runs here, on hot caches (see dcop.agents.jobs).
-        joined = math.prod(domain_sizes(self.bucket).values()) if self.bucket else 0
         self.job = self.worker.submit(
             lambda: self._util_compute(passing, z),
             self.wake,
-            inline=runs_inline(joined, self._runs_on(joined)),
+            inline=runs_inline(*self._bucket_work(z)),
         )
+
+    def _bucket_work(self, z: int | None) -> tuple[int, str]:
+        """The entries my bucket's mini-buckets join in all (what the UTIL computation costs: a
+        bucket too large for DPOP may be a few short joins in ADPOP), and where the largest of
+        them runs."""
+        if not self.bucket:
+            return 0, "cpu"
+        sizes = domain_sizes(self.bucket)
+        plans = plan_bucket([t.scope for t in self.bucket], self.var, sizes, z)
+        largest = max(p.joined_entries for p in plans)
+        return sum(p.joined_entries for p in plans), self._runs_on(largest)
 
     def _runs_on(self, joined: int) -> str:
         """Where my backend runs a bucket of ``joined`` entries: "cpu" or "gpu"."""

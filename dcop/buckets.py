@@ -118,18 +118,21 @@ def eliminate_bucket(
     """
     sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
     plans = plan_bucket([t.scope for t in tables], var, sizes, z, order)
+    # a backend that places work (dcop.placement) may hand the whole bucket to one of its own
+    runner_for = getattr(backend, "runner_for", None)
+    runner = runner_for(tables, var, plans) if runner_for is not None else backend
     out: list[Table] = []
     scalar = 0.0
     for plan in plans:
         if check is not None:
             check(var, plan.out_scope, plan.out_entries)
-        message = backend.join_eliminate(
+        message = runner.join_eliminate(
             [tables[k] for k in plan.members], var, op, scope=plan.out_scope
         )
         if message.scope:
             out.append(message)
         else:
-            scalar += float(backend.to_numpy(message.data))
+            scalar += float(runner.to_numpy(message.data))
     return BucketOutput(tuple(out), scalar, tuple(plans))
 
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -69,9 +68,8 @@ def place(joined_entries: int, min_entries: int = DEFAULT_GPU_MIN_ENTRIES) -> Wh
     return "gpu" if joined_entries >= min_entries else "cpu"
 
 
-@dataclass(frozen=True)
-class BucketPlacement:
-    """One join+eliminate and where it ran."""
+class BucketPlacement(NamedTuple):
+    """One join+eliminate and where it ran (a tuple: one is made per mini-bucket, in the solve)."""
 
     var: str
     joined: int
@@ -191,6 +189,22 @@ class PlacedBackend:
             BucketPlacement(var, joined, joined // max(sizes.get(var, 1), 1), where)
         )
         return out  # type: ignore[no-any-return]
+
+    def runner_for(self, tables: Sequence[Table], var: str, plans: Sequence[Any]) -> Any:
+        """Who runs a bucket of ``tables`` split into ``plans`` (its mini-buckets,
+        :class:`dcop.buckets.MiniBucketPlan`): the host backend itself when every mini-bucket
+        stays on the CPU and every table is on the host (their placements are recorded here),
+        else this backend, which places each mini-bucket as it comes. Placing call by call
+        costs each mini-bucket a few microseconds for nothing when none can go to the GPU."""
+        largest = max((p.joined_entries for p in plans), default=0)
+        if place(largest, self.min_entries) == "gpu" or not all(
+            self.on_host(t.data) for t in tables
+        ):
+            return self
+        self.placements.extend(
+            BucketPlacement(var, p.joined_entries, p.out_entries, "cpu") for p in plans
+        )
+        return self.cpu
 
     def best_value(
         self,

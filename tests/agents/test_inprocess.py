@@ -178,6 +178,20 @@ def test_short_buckets_run_on_the_loop_thread(run_inproc, monkeypatch, inline: b
     assert not any(on_worker) if inline else all(on_worker)
 
 
+def test_a_mini_bucket_run_is_as_short_as_its_mini_buckets(run_inproc, monkeypatch) -> None:
+    """Whether a bucket runs inline counts the entries its mini-buckets join, not the whole
+    bucket's: a bucket too large for the threshold in DPOP is a few short joins in ADPOP(1)."""
+    monkeypatch.setattr(jobs, "INLINE_MAX_ENTRIES", {"cpu": 60, "gpu": 60})
+    problem = random_network(10, 3, 0.8, 0.0, seed=2)  # dense: buckets of several variables
+    ran_on = {}
+    for algo, z in (("dpop", None), ("adpop", 1)):
+        backend = _ThreadRecordingBackend()
+        run_inproc(problem, algo, z=z, backend=backend)
+        ran_on[algo] = [name == "dcop-jobs" for name in backend.ran_on]
+    assert any(ran_on["dpop"])  # the threshold bites on whole buckets...
+    assert ran_on["adpop"] and not any(ran_on["adpop"])  # ...and on none of ADPOP(1)'s
+
+
 def test_util_larger_than_the_frame_limit_fails_fast() -> None:
     """A UTIL table that the parent would refuse ends the run with a clear error, not a hang."""
     import pytest as _pytest

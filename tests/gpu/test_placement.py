@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -115,6 +116,38 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
         "ipc_in_copy_s": 0.0,
         "ipc_in_check_s": 0.0,
     }
+
+
+def test_a_bucket_whose_mini_buckets_all_stay_on_the_cpu_runs_on_the_host_backend(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """eliminate_bucket hands such a bucket to the host backend (no placement call by call) and
+    the placements are still recorded; one GPU-sized mini-bucket, or a table on the device, keeps
+    the placed backend. The answers are the host's either way."""
+    from dcop.buckets import eliminate_bucket
+
+    backend = placed(min_entries=1000)
+    host = NumpyBackend()
+    tables, var = bucket(10, 4)
+    tables = tables[:-1]  # x with four others, a table each: 100_000 joined, the GPU's whole...
+    whole = backend.runner_for(tables, var, [_plan(tables, 100_000)])
+    assert whole is backend and backend.placements == []
+    out = eliminate_bucket(backend, tables, var, z=1)  # ...mini-buckets of 100 entries: the CPU's
+    assert not fake_cupy.LAUNCHED and all(backend.on_host(t.data) for t in out.tables)
+    assert {(p.joined, p.where) for p in backend.placements} == {(100, "cpu")}
+    assert len(backend.placements) == len(out.plans) == 4
+    expected = eliminate_bucket(host, tables, var, z=1)
+    for got, want in zip(out.tables, expected.tables, strict=True):
+        np.testing.assert_array_equal(got.data, want.data)
+    on_device = [backend.gpu.table(t.scope, t.data) if k == 0 else t for k, t in enumerate(tables)]
+    assert backend.runner_for(on_device, var, [_plan(tables, 100)]) is backend
+    assert backend.runner_for(tables, var, [_plan(tables, 100)]) is backend.cpu
+
+
+def _plan(tables: list[Table], joined: int) -> Any:
+    from dcop.buckets import MiniBucketPlan
+
+    return MiniBucketPlan(tuple(range(len(tables))), (), 1, joined)
 
 
 def test_zero_forces_every_bucket_onto_the_device(fake_cupy_module: ModuleType) -> None:
