@@ -14,6 +14,12 @@ simulated runtime (the message-carried logical clock: compute along the critical
 solve wall time of each, the GPU agents' set-up time (not part of the solve), how many buckets ran
 on the device, and the paper's GpuDBE simulated time beside them. ADPOP(z) rows do the same with
 mini-buckets. Writes ``gpu_dpop.json`` and ``gpu_dpop.md`` (``meta.gpu``, ``meta.date``).
+
+Rows whose simulated times are a few milliseconds (n up to ``--reps-n-max``, and the ADPOP rows)
+vary by 10-20% from run to run on one host, more than the GPU agents' difference to the CPU
+agents where both keep every bucket on the CPU; ``--reps`` repeats their pairs, the CPU agents
+first in every other one, and the Markdown gives the median GPU/CPU ratio of the pairs with its
+range beside the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -97,14 +103,29 @@ def main() -> None:
     ap.add_argument("--adpop", default="4,6", help="ADPOP z values for the n >= 16 rows")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for the whole benchmark")
+    ap.add_argument("--reps", type=int, default=1, help="pairs per seed on the short rows")
+    ap.add_argument(
+        "--reps-n-max", type=int, default=16, help="DPOP rows up to this n repeat (ADPOP: all)"
+    )
     ap.add_argument("--name", default="gpu_dpop")
     ap.add_argument(
-        "--from-json", type=Path, help="re-summarise a device run's JSON (no GPU needed)"
+        "--from-json",
+        type=Path,
+        nargs="+",
+        help="re-summarise device runs' JSON (no GPU needed); several: one table of their rows "
+        "(runs of one machine, e.g. the DPOP rows and the ADPOP rows in two calls)",
     )
     args = ap.parse_args()
     if args.from_json is not None:
-        done = json.loads(args.from_json.read_text())
-        write(args, done["rows"], done["skipped"], time.monotonic(), done["meta"])
+        parts = [json.loads(path.read_text()) for path in args.from_json]
+        meta = dict(parts[0]["meta"])
+        if len(parts) > 1:
+            # each part's own machine and date: the device lends a host per session
+            meta["parts"] = [p["meta"] for p in parts]
+            meta["gpu"] = " / ".join(dict.fromkeys(p["meta"]["gpu"] for p in parts))
+            meta["seconds"] = sum(p["meta"].get("seconds", 0.0) for p in parts)
+        rows = [r for p in parts for r in p["rows"]]
+        write(args, rows, [s for p in parts for s in p["skipped"]], time.monotonic(), meta)
         return
     from dcop.generators import random_network
     from dcop.protocol import RunSpec
@@ -117,28 +138,33 @@ def main() -> None:
     plan = [(n, None) for n in range(args.n_min, args.n_max + 1)]
     plan += [(n, int(z)) for z in args.adpop.split(",") if z for n in (16, 18, 20)]
     for n, z in plan:
-        for seed in range(1, args.seeds + 1):
+        reps = args.reps if z is not None or n <= args.reps_n_max else 1
+        for seed, rep in ((s, k) for s in range(1, args.seeds + 1) for k in range(reps)):
             if time.monotonic() - started > args.budget:
-                skipped.append(f"n={n} z={z} seed={seed}: time budget")
+                skipped.append(f"n={n} z={z} seed={seed} pair={rep}: time budget")
                 continue
             problem = random_network(n, 10, 0.3, 0.5, seed)
             run_spec = spec if z is None else RunSpec("adpop", z, spec.max_message_bytes)
-            gpu = one(problem, run_spec, True, args.timeout)
+            cpu_first = rep % 2 == 1  # every other pair: the CPU agents first
             cpu: dict[str, Any] = {"error": "skipped: the CPU agents took too long on a smaller n"}
-            if not (cpu_too_slow and z is None):
-                cpu = one(problem, run_spec, False, args.timeout)
-                if z is None and cpu.get("solve_wall_s", args.timeout) > args.timeout / 3:
-                    cpu_too_slow = True
+            for side in ("cpu", "gpu") if cpu_first else ("gpu", "cpu"):
+                if side == "gpu":
+                    gpu = one(problem, run_spec, True, args.timeout)
+                elif not (cpu_too_slow and z is None):
+                    cpu = one(problem, run_spec, False, args.timeout)
+                    if z is None and cpu.get("solve_wall_s", args.timeout) > args.timeout / 3:
+                        cpu_too_slow = True
             same = (
                 "cost" in gpu
                 and "cost" in cpu
                 and gpu["cost"] == cpu["cost"]
                 and gpu.get("bound") == cpu.get("bound")
             )
-            rows.append({"n": n, "d": 10, "p1": 0.3, "p2": 0.5, "seed": seed, "z": z,
-                         "gpu": gpu, "cpu": cpu, "same": same})  # fmt: skip
+            rows.append({"n": n, "d": 10, "p1": 0.3, "p2": 0.5, "seed": seed, "pair": rep,
+                         "cpu_first": cpu_first, "z": z, "gpu": gpu, "cpu": cpu,
+                         "same": same})  # fmt: skip
             print(
-                f"n={n} z={z} seed={seed}: GPU sim {gpu.get('sim_s')} wall "
+                f"n={n} z={z} seed={seed} pair={rep}: GPU sim {gpu.get('sim_s')} wall "
                 f"{gpu.get('solve_wall_s')} | CPU sim {cpu.get('sim_s')} wall "
                 f"{cpu.get('solve_wall_s')} | same {same}",
                 flush=True,
@@ -163,6 +189,7 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         n, z = key
         group = [r for r in rows if (r["n"], r["z"] or 0) == key]
         paired = [r for r in group if "sim_s" in r["gpu"] and "sim_s" in r["cpu"]]
+        ratios = [r["gpu"]["sim_s"] / r["cpu"]["sim_s"] for r in paired if r["cpu"]["sim_s"] > 0]
 
         def med(side: str, field: str, among: list[dict[str, Any]] = paired) -> float | None:
             return _median([r[side][field] for r in among if field in r[side]])
@@ -172,8 +199,13 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "n": n,
                 "d": 10,
                 "z": z or None,
-                "seeds": len(group),
-                "paired_seeds": len(paired),
+                "seeds": len({r["seed"] for r in group}),
+                "runs": len(group),
+                "paired_seeds": len({r["seed"] for r in paired}),
+                "pairs": len(paired),
+                "gpu_over_cpu_pairs": _median(ratios),
+                "gpu_over_cpu_min": min(ratios, default=None),
+                "gpu_over_cpu_max": max(ratios, default=None),
                 "dpop_sim_s": med("gpu", "sim_s"),
                 "cpu_dpop_sim_s": med("cpu", "sim_s"),
                 "gpu_sim_s_all_seeds": med("gpu", "sim_s", group),
@@ -183,7 +215,7 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "gpu_ipc_mb": _mb(med("gpu", "ipc_bytes", group)),
                 "paper_gpudbe_sim_s": PAPER_GPU_DPOP.get(n) if not z else None,
                 "paper_cpu_sim_s": PAPER_CPU_DPOP.get(n) if not z else None,
-                "all_same": all(r["same"] for r in paired),
+                "all_same": all(r["same"] for r in paired) if paired else None,
                 "gpu_buckets": sum(
                     r["gpu"].get("backend", {}).get("buckets_gpu", 0) for r in group
                 ),
@@ -224,11 +256,15 @@ def write(
     def f(x: Any) -> str:
         return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
 
-    cpu = f" ({meta['cpu']})" if meta.get("cpu") else ""
+    runs = [
+        f"`{m['command']}` on {m['date']}, {m['gpu']}, {m['cpus']} CPU cores"
+        + (f" ({m['cpu']})" if m.get("cpu") else "")
+        for m in meta.get("parts", [meta])
+    ]
     lines = [
         f"# GPU agents vs CPU agents: distributed DPOP/ADPOP ({meta['gpu']})",
         "",
-        f"`{meta['command']}` on {meta['date']}, {meta['cpus']} CPU cores{cpu}. Random networks "
+        f"{'; '.join(runs)}. Random networks "
         "d = 10, p1 = 0.3, p2 = 0.5; medians over the seeds where both sides ran (`paired`; the "
         "CPU agents are skipped once they take over a third of the per-run timeout, and every "
         "seed is listed below). `sim` = the paper's simulated "
@@ -240,9 +276,13 @@ def write(
         "same host in one run; `same` = equal cost and bound. Paper: GpuDBE on a GTX TITAN.",
         "",
         *([f"**Correction:** {meta['correction']}", ""] if meta.get("correction") else []),
-        "| n | z | paired | GPU sim | CPU sim | CPU/GPU sim | GPU solve wall | CPU solve wall | "
-        "GPU sim, all seeds | GPU set-up | paper GpuDBE sim | buckets GPU/CPU | IPC MB | same |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "`GPU/CPU per pair` = the median over the pairs (seed x repeat) of the GPU agents' "
+        "simulated time over the CPU agents' in the same pair, with its range.",
+        "",
+        "| n | z | paired | pairs | GPU sim | CPU sim | CPU/GPU sim | GPU/CPU per pair [range] | "
+        "GPU solve wall | CPU solve wall | GPU sim, all seeds | GPU set-up | paper GpuDBE sim | "
+        "buckets GPU/CPU | IPC MB | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary:
         ratio = (
@@ -250,26 +290,34 @@ def write(
             if s["cpu_dpop_sim_s"] and s["dpop_sim_s"]
             else None
         )
+        per_pair = (
+            f"{s['gpu_over_cpu_pairs']:.3g} [{s['gpu_over_cpu_min']:.3g}, "
+            f"{s['gpu_over_cpu_max']:.3g}]"
+            if s.get("gpu_over_cpu_pairs") is not None
+            else "-"
+        )
         lines.append(
             f"| {s['n']} | {s['z'] or 'DPOP'} | {s['paired_seeds']}/{s['seeds']} | "
-            f"{f(s['dpop_sim_s'])} | {f(s['cpu_dpop_sim_s'])} | {f(ratio)} | "
+            f"{s.get('pairs', '-')} | "
+            f"{f(s['dpop_sim_s'])} | {f(s['cpu_dpop_sim_s'])} | {f(ratio)} | {per_pair} | "
             f"{f(s['gpu_solve_wall_s'])} | {f(s['cpu_solve_wall_s'])} | "
             f"{f(s['gpu_sim_s_all_seeds'])} | {f(s['gpu_setup_s'])} | "
             f"{f(s['paper_gpudbe_sim_s'])} | {s['gpu_buckets']}/{s['cpu_buckets']} | "
             f"{f(s.get('gpu_ipc_mb'))} | "
-            f"{'yes' if s['all_same'] else 'NO'} |"
+            f"{'-' if s['all_same'] is None else ('yes' if s['all_same'] else 'NO')} |"
         )
     lines += [
         "",
         "Every seed (seconds; `-`: not run):",
         "",
-        "| n | z | seed | GPU sim | CPU sim | GPU solve wall | CPU solve wall | same |",
-        "|---|---|---|---|---|---|---|---|",
+        "| n | z | seed | pair | first | GPU sim | CPU sim | GPU solve wall | CPU solve wall | same |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         g, c = r["gpu"], r["cpu"]
         lines.append(
-            f"| {r['n']} | {r['z'] or 'DPOP'} | {r['seed']} | {f(g.get('sim_s'))} | "
+            f"| {r['n']} | {r['z'] or 'DPOP'} | {r['seed']} | {r.get('pair', 0)} | "
+            f"{'CPU' if r.get('cpu_first') else 'GPU'} | {f(g.get('sim_s'))} | "
             f"{f(c.get('sim_s'))} | {f(g.get('solve_wall_s'))} | {f(c.get('solve_wall_s'))} | "
             f"{'yes' if r['same'] else ('-' if 'sim_s' not in c else 'NO')} |"
         )
