@@ -348,8 +348,8 @@ class _ZmqBase:
                 continue
             while True:
                 # Ask before reading: an agent drains every monitor at each turn of its loop,
-                # and a read of an empty one raises zmq.Again, about 20 us each (a tenth of an
-                # agent's Python time in a short run)
+                # and a read of an empty one raises zmq.Again (3.4 us against 1.4 us for the
+                # question, on the 2-core VM)
                 try:
                     if not int(monitor.getsockopt(_EVENTS)) & _POLLIN:
                         break
