@@ -121,6 +121,8 @@ def eliminate_bucket(
     # a backend that places work (dcop.placement) may hand the whole bucket to one of its own
     runner_for = getattr(backend, "runner_for", None)
     runner = runner_for(tables, var, plans) if runner_for is not None else backend
+    if runner is not backend:  # the placing backend keeps count of where buckets ran
+        backend.record(var, plans, "cpu")  # type: ignore[attr-defined]
     out: list[Table] = []
     scalar = 0.0
     for plan in plans:

@@ -53,6 +53,27 @@ def test_agents_of_one_gpu_hand_utils_over_by_ipc(
     assert m["checks"]["util_messages_match"]
 
 
+@pytest.mark.parametrize(("algo", "z"), [("dpop", None), ("adpop", 2)])
+def test_gpu_agents_whose_buckets_stay_on_the_cpu_run_them_as_cpu_agents_do(
+    fake_cupy_module: ModuleType, algo: str, z: int | None
+) -> None:
+    """Every bucket under the threshold: GPU agents hand each to the host backend (decided before
+    the timed computation), nothing runs on the "device", every bucket is still counted, and the
+    answers are the CPU agents'."""
+    from dcop.gpu import CupyBackend
+
+    problem = random_network(9, 6, 0.4, 0.3, seed=4)
+    cpu = run_in_process(problem, algo, z)
+    backend = PlacedBackend(NumpyBackend(), CupyBackend(), 10**12)
+    gpu = run_in_process(problem, algo, z, backend=backend, ipc=DOMAIN)
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    assert not fake_cupy.LAUNCHED and fake_cupy.STATS["h2d"] == 0
+    assert backend.placements and {p.where for p in backend.placements} == {"cpu"}
+    if z is None:  # one bucket per agent in DPOP (ADPOP: one per mini-bucket)
+        assert len(backend.placements) == problem.n
+    assert gpu["metrics"]["messages"]["util"] == cpu["metrics"]["messages"]["util"]
+
+
 @pytest.mark.parametrize(("domain", "min_bytes"), [("", 0), (DOMAIN, 1 << 20)])
 def test_without_a_shared_domain_or_below_the_size_utils_travel_as_bytes(
     fake_cupy_module: ModuleType, domain: str, min_bytes: int
