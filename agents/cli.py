@@ -13,13 +13,14 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.jobs import Worker
+from dcop.agents.options import DEFAULT_MAX_MESSAGE_MIB, DEFAULT_TIMEOUT_S, AgentOptions
 from dcop.agents.pauses import freeze_heap
 from dcop.agents.rehearsal import rehearse
 from dcop.choices import LogLevel
@@ -27,7 +28,6 @@ from dcop.errors import DcopError, InputError
 from dcop.model import CostTable
 from dcop.protocol import (
     COORDINATOR_ID,
-    DEFAULT_MAX_MESSAGE_BYTES,
     PEER_TIMEOUT_S,
     Error,
     encode,
@@ -142,7 +142,7 @@ def agent(
     ] = None,
     timeout: Annotated[
         float, typer.Option(help="Give up after this many seconds (serving: per problem).")
-    ] = 300.0,
+    ] = DEFAULT_TIMEOUT_S,
     peer_timeout: Annotated[
         float | None,
         typer.Option(
@@ -157,7 +157,7 @@ def agent(
             help="Largest message this agent accepts, in MiB (a run may ask for less, never "
             f"more; up to {MAX_MESSAGE_MIB})."
         ),
-    ] = DEFAULT_MAX_MESSAGE_BYTES / MIB,
+    ] = DEFAULT_MAX_MESSAGE_MIB,
     secure: Annotated[bool, typer.Option(help="CurveZMQ on every socket.")] = False,
     keys: Annotated[
         str | None, typer.Option(help="Directory holding agent-<id>.key_secret (with --secure).")
@@ -172,21 +172,42 @@ def agent(
     ] = False,
 ) -> None:
     """Run one DPOP/ADPOP agent: the variable peers.json (or, serving, the coordinator) gives it."""
+    run_agent(
+        AgentOptions(
+            ident,
+            str(peers_file),
+            str(problem) if problem is not None else None,
+            serve,
+            gpu,
+            timeout,
+            peer_timeout,
+            max_message_mib,
+            secure,
+            keys,
+            log_level.value,
+            fault,
+        )
+    )
+
+
+def run_agent(options: AgentOptions) -> NoReturn:
+    """Run the agent ``options`` describe, then exit with its code (see the module docstring)."""
+    ident = options.ident
     logging.basicConfig(
-        level=log_level.value,
+        level=options.log_level,
         stream=sys.stderr,
         format=f"dcop-agent {ident}: %(asctime)s %(levelname)s %(message)s",
     )
     try:
-        if fault is not None and fault not in FAULTS:
+        if options.fault is not None and options.fault not in FAULTS:
             raise InputError(f"--fault must be one of {', '.join(FAULTS)}")
-        max_bytes = int(max_message_mib * MIB)
+        max_bytes = int(options.max_message_mib * MIB)
         if not MIN_MESSAGE_BYTES <= max_bytes <= MAX_MESSAGE_MIB * MIB:
             raise InputError(f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}")
-        peers = load_peers(peers_file)
+        peers = load_peers(Path(options.peers_file))
         entry = peers.agent(ident)
-        curve = curve_config(peers, entry, keys) if secure else None
-        device = gpu_device(gpu, ident)
+        curve = curve_config(peers, entry, options.keys) if options.secure else None
+        device = gpu_device(options.gpu, ident)
     except DcopError as exc:
         print(f"dcop-agent: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -211,7 +232,7 @@ def agent(
         signal.signal(signum, _stop_signal)
     try:
         transport.open()
-        local = local_part(str(problem), entry, peers) if problem is not None else None
+        local = local_part(options.problem, entry, peers) if options.problem is not None else None
         backend, setup_s, device_name, ipc = agent_backend(device)
         worker = Worker("dcop-jobs")
         # first-call costs paid here, not in the solve: on this thread, which runs the short
@@ -224,15 +245,17 @@ def agent(
             {n: str(table[n].variable) for n in entry.neighbours}
             if entry.variable is not None
             else None,
-            timeout_s=timeout,
-            peer_timeout_s=peer_timeout_for(max_bytes) if peer_timeout is None else peer_timeout,
+            timeout_s=options.timeout,
+            peer_timeout_s=peer_timeout_for(max_bytes)
+            if options.peer_timeout is None
+            else options.peer_timeout,
             max_message_bytes=max_bytes,
             host=socket.gethostname(),
-            serving=serve,
+            serving=options.serve,
             setup_s=setup_s,
             gpu=device_name,
             ipc=ipc,
-            fault=fault,
+            fault=options.fault,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
         code = Agent(config, transport, backend, local, worker=worker).run()

@@ -4,7 +4,9 @@ Starting a fresh interpreter per agent costs a few tenths of a second of imports
 cores, dozens of them queue); forking a template that has done those imports costs a few
 milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``): it imports
 :data:`PRELOAD`, says ``ready``, then reads one JSON request per line on stdin -
-``{"id": 3, "argv": [...], "log": "agent-3.log"}`` - and forks a child per request. It answers
+``{"id": 3, "argv": [...], "log": "agent-3.log"}``, with ``"options"`` (the fields of
+:class:`~dcop.agents.options.AgentOptions`) when the launcher has them, which then spares the
+child parsing ``argv`` - and forks a child per request. It answers
 ``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ...}`` (a negative
 code is the signal that ended it), one JSON line each on stdout. When stdin closes it waits for
 its children and exits: the template lives exactly as long as the run that started it.
@@ -24,6 +26,7 @@ import os
 import selectors
 import signal
 import sys
+from typing import Any
 
 from dcop.agents.pauses import freeze_heap
 from dcop.blas import one_blas_thread
@@ -41,8 +44,9 @@ def set_title(title: str) -> None:
     setproctitle.setproctitle(title)
 
 
-def run_child(argv: list[str], log_path: str) -> int:
-    """The body of a forked agent: ``dcop-agent ARGV`` with stdout and stderr in ``log_path``."""
+def run_child(argv: list[str], log_path: str, options: dict[str, Any] | None = None) -> int:
+    """The body of a forked agent: ``dcop-agent ARGV`` with stdout and stderr in ``log_path``
+    (run from ``options``, the same as data, when given)."""
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
@@ -54,10 +58,13 @@ def run_child(argv: list[str], log_path: str) -> int:
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     set_title("dcop-agent " + " ".join(argv))
-    from dcop.agents.cli import main
+    from dcop.agents.cli import main, run_agent
+    from dcop.agents.options import AgentOptions
 
     sys.argv = ["dcop-agent", *argv]
     try:
+        if options is not None:
+            run_agent(AgentOptions(**options))
         main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -124,7 +131,11 @@ def serve() -> None:
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     os.close(wake_read)
                     os.close(wake_write)
-                    os._exit(run_child(list(request["argv"]), str(request["log"])))
+                    os._exit(
+                        run_child(
+                            list(request["argv"]), str(request["log"]), request.get("options")
+                        )
+                    )
                 children[pid] = int(request["id"])
                 _say({"started": int(request["id"]), "pid": pid})
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from dcop.agents.options import AgentOptions
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
 from dcop.coordinator.processes import AgentProcesses
@@ -32,7 +33,7 @@ from dcop.coordinator.result import RunResult
 from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
-from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
+from dcop.protocol import RunSpec
 from dcop.protocol.curve import generate_keys
 from dcop.protocol.endpoints import ephemeral_range
 from dcop.protocol.runspec import MIB
@@ -75,6 +76,32 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
+def agent_options(
+    agent_id: int,
+    peers_file: str | Path,
+    *,
+    timeout: float,
+    spec: RunSpec,
+    gpu: int | str | None = None,
+    keys: str | Path | None = None,
+    problem_file: str | Path | None = None,
+    log_level: str = "WARNING",
+) -> AgentOptions:
+    """The options of one agent process for a run of ``spec``."""
+    return AgentOptions(
+        agent_id,
+        str(peers_file),
+        problem=str(problem_file) if problem_file is not None else None,
+        gpu=str(gpu) if gpu is not None else None,
+        timeout=float(timeout),
+        peer_timeout=float(spec.peer_timeout),
+        max_message_mib=spec.max_message_bytes / MIB,
+        secure=keys is not None,
+        keys=str(keys) if keys is not None else None,
+        log_level=log_level,
+    )
+
+
 def agent_command(
     agent_id: int,
     peers_file: str | Path,
@@ -87,30 +114,17 @@ def agent_command(
     log_level: str = "WARNING",
 ) -> list[str]:
     """The argv that starts one agent process for a run of ``spec``."""
-    argv = [
-        sys.executable,
-        "-m",
-        "dcop.agents",
-        "--id",
-        str(agent_id),
-        "--peers",
-        str(peers_file),
-        "--timeout",
-        f"{timeout:g}",
-        "--peer-timeout",
-        f"{spec.peer_timeout:g}",
-        "--log-level",
-        log_level,
-    ]
-    if gpu is not None:
-        argv += ["--gpu", str(gpu)]
-    if keys is not None:
-        argv += ["--secure", "--keys", str(keys)]
-    if problem_file is not None:
-        argv += ["--problem", str(problem_file)]
-    if spec.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES:
-        argv += ["--max-message-mib", f"{spec.max_message_bytes / MIB:g}"]
-    return argv
+    options = agent_options(
+        agent_id,
+        peers_file,
+        timeout=timeout,
+        spec=spec,
+        gpu=gpu,
+        keys=keys,
+        problem_file=problem_file,
+        log_level=log_level,
+    )
+    return [sys.executable, "-m", "dcop.agents", *options.argv()]
 
 
 def run_local(
@@ -173,7 +187,7 @@ def run_local(
         procs = AgentProcesses(fork=fork)
         stack.callback(procs.stop)
         for a in peers.agents:
-            argv = agent_command(
+            options = agent_options(
                 a.id,
                 peers_file,
                 timeout=timeout + 10,
@@ -183,12 +197,13 @@ def run_local(
                 problem_file=problem_file,
                 log_level=log_level,
             )
+            argv = [sys.executable, "-m", "dcop.agents", *options.argv()]
             if agent_argv is not None:
                 changed = agent_argv(a.id, argv)
                 if changed is None:
                     continue
                 argv = changed
-            procs.start(a.id, argv, folder / f"agent-{a.id}.log")
+            procs.start(a.id, argv, folder / f"agent-{a.id}.log", options)
         coordinator: Coordinator
 
         def ready() -> None:

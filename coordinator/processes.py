@@ -11,6 +11,7 @@ and ends the template. No orphans.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -19,9 +20,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from dcop.errors import RunError
+
+if TYPE_CHECKING:  # this module loads before anything heavy (dcop run's first import)
+    from dcop.agents.options import AgentOptions
 
 AGENT_MODULE = ("-m", "dcop.agents")
 #: Seconds the template may take to import dcop, NumPy and ZeroMQ before it forks agents.
@@ -76,9 +80,14 @@ class Template:
         with self.changed:  # the template is gone: every agent not yet reported is lost
             self.changed.notify_all()
 
-    def fork(self, agent_id: int, argv: list[str], log_file: Path) -> None:
-        """Ask for agent ``agent_id`` (``dcop-agent ARGV``, its output in ``log_file``)."""
-        request = {"id": agent_id, "argv": argv, "log": str(log_file)}
+    def fork(
+        self, agent_id: int, argv: list[str], log_file: Path, options: AgentOptions | None = None
+    ) -> None:
+        """Ask for agent ``agent_id`` (``dcop-agent ARGV``, its output in ``log_file``; run from
+        ``options`` when given, which must say what ``argv`` says)."""
+        request: dict[str, object] = {"id": agent_id, "argv": argv, "log": str(log_file)}
+        if options is not None:
+            request["options"] = dataclasses.asdict(options)
         assert self.popen.stdin is not None
         self.popen.stdin.write((json.dumps(request) + "\n").encode())
         self.popen.stdin.flush()
@@ -186,13 +195,22 @@ class AgentProcesses:
         self.procs: dict[int, _Handle] = {}
         self.logs: dict[int, Path] = {}
 
-    def start(self, agent_id: int, argv: list[str], log_file: Path) -> None:
-        """Start agent ``agent_id`` with the command line ``argv``, its output in ``log_file``."""
+    def start(
+        self,
+        agent_id: int,
+        argv: list[str],
+        log_file: Path,
+        options: AgentOptions | None = None,
+    ) -> None:
+        """Start agent ``agent_id`` with the command line ``argv``, its output in ``log_file``.
+        ``options``: the same as data (the launcher's), handed to a forked agent when ``argv``
+        is still exactly what they say (a test hook may have changed it)."""
         self.logs[agent_id] = log_file
         if self.fork and argv[:3] == [sys.executable, *AGENT_MODULE]:
             if self.template is None:
                 self.template = _take_template()
-            self.template.fork(agent_id, argv[3:], log_file)
+            same = options is not None and argv[3:] == options.argv()
+            self.template.fork(agent_id, argv[3:], log_file, options if same else None)
             self.procs[agent_id] = _Forked(self.template, agent_id)
             return
         with open(log_file, "wb") as err:
