@@ -20,7 +20,6 @@ import typer.main
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.jobs import Worker
-from dcop.agents.options import DEFAULT_MAX_MESSAGE_MIB, DEFAULT_TIMEOUT_S, AgentOptions
 from dcop.agents.pauses import freeze_heap
 from dcop.agents.rehearsal import rehearse
 from dcop.choices import LogLevel
@@ -32,6 +31,7 @@ from dcop.protocol import (
     Error,
     encode,
 )
+from dcop.protocol.agent_options import DEFAULT_MAX_MESSAGE_MIB, DEFAULT_TIMEOUT_S, AgentOptions
 from dcop.protocol.constants import MAX_MESSAGE_MIB
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers, load_peers

@@ -5,7 +5,7 @@ cores, dozens of them queue); forking a template that has done those imports cos
 milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``): it imports
 :data:`PRELOAD`, says ``ready``, then reads one JSON request per line on stdin -
 ``{"id": 3, "argv": [...], "log": "agent-3.log"}``, with ``"options"`` (the fields of
-:class:`~dcop.agents.options.AgentOptions`) when the launcher has them, which then spares the
+:class:`~dcop.protocol.agent_options.AgentOptions`) when the launcher has them, which then spares the
 child parsing ``argv`` - and forks a child per request. It answers
 ``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ...}`` (a negative
 code is the signal that ended it), one JSON line each on stdout. When stdin closes it waits for
@@ -59,7 +59,7 @@ def run_child(argv: list[str], log_path: str, options: dict[str, Any] | None = N
     sys.stderr = os.fdopen(2, "w", buffering=1)
     set_title("dcop-agent " + " ".join(argv))
     from dcop.agents.cli import main, run_agent
-    from dcop.agents.options import AgentOptions
+    from dcop.protocol.agent_options import AgentOptions
 
     sys.argv = ["dcop-agent", *argv]
     try:

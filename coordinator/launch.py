@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dcop.agents.options import AgentOptions
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
 from dcop.coordinator.processes import AgentProcesses
@@ -34,6 +33,7 @@ from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import RunSpec
+from dcop.protocol.agent_options import AgentOptions
 from dcop.protocol.curve import generate_keys
 from dcop.protocol.endpoints import ephemeral_range
 from dcop.protocol.runspec import MIB
@@ -102,29 +102,14 @@ def agent_options(
     )
 
 
-def agent_command(
-    agent_id: int,
-    peers_file: str | Path,
-    *,
-    timeout: float,
-    spec: RunSpec,
-    gpu: int | str | None = None,
-    keys: str | Path | None = None,
-    problem_file: str | Path | None = None,
-    log_level: str = "WARNING",
-) -> list[str]:
-    """The argv that starts one agent process for a run of ``spec``."""
-    options = agent_options(
-        agent_id,
-        peers_file,
-        timeout=timeout,
-        spec=spec,
-        gpu=gpu,
-        keys=keys,
-        problem_file=problem_file,
-        log_level=log_level,
-    )
-    return [sys.executable, "-m", "dcop.agents", *options.argv()]
+def agent_command(agent_id: int, peers_file: str | Path, **options: Any) -> list[str]:
+    """The argv that starts one agent process: :func:`agent_options` as a command line."""
+    return [
+        sys.executable,
+        "-m",
+        "dcop.agents",
+        *agent_options(agent_id, peers_file, **options).argv(),
+    ]
 
 
 def run_local(

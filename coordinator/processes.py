@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 from dcop.errors import RunError
 
 if TYPE_CHECKING:  # this module loads before anything heavy (dcop run's first import)
-    from dcop.agents.options import AgentOptions
+    from dcop.protocol.agent_options import AgentOptions
 
 AGENT_MODULE = ("-m", "dcop.agents")
 #: Seconds the template may take to import dcop, NumPy and ZeroMQ before it forks agents.

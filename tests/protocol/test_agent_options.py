@@ -1,4 +1,4 @@
-"""An agent's options as data (:mod:`dcop.agents.options`): the command line they write parses
+"""An agent's options as data (:mod:`dcop.protocol.agent_options`): the command line they write parses
 back to them, and a forked agent gets them only when its command line still says them."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dcop.agents import cli
-from dcop.agents.options import AgentOptions
 from dcop.coordinator import processes
 from dcop.coordinator.processes import AgentProcesses
+from dcop.protocol.agent_options import AgentOptions
 
 EXAMPLES = [
     AgentOptions(3, "peers.json"),

@@ -1,4 +1,5 @@
-"""What starts one agent: the options of ``dcop-agent`` as data.
+"""What starts one agent: the options of ``dcop-agent`` as data, shared by the launcher and the
+agent process (as peers.json is).
 
 ``dcop-agent``'s command line parses into an :class:`AgentOptions` (:mod:`dcop.agents.cli`). The
 launcher (:mod:`dcop.coordinator.launch`) builds one per agent, writes it as the command line of
