@@ -176,16 +176,16 @@ def agent(
         AgentOptions(
             ident,
             str(peers_file),
-            str(problem) if problem is not None else None,
-            serve,
-            gpu,
-            timeout,
-            peer_timeout,
-            max_message_mib,
-            secure,
-            keys,
-            log_level.value,
-            fault,
+            problem=str(problem) if problem is not None else None,
+            serve=serve,
+            gpu=gpu,
+            timeout=timeout,
+            peer_timeout=peer_timeout,
+            max_message_mib=max_message_mib,
+            secure=secure,
+            keys=keys,
+            log_level=log_level.value,
+            fault=fault,
         )
     )
 

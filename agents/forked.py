@@ -65,7 +65,8 @@ def run_child(argv: list[str], log_path: str, options: dict[str, Any] | None = N
     try:
         if options is not None:
             run_agent(AgentOptions(**options))
-        main(argv)
+        else:
+            main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0

@@ -27,7 +27,7 @@ from typing import Any
 
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
-from dcop.coordinator.processes import AgentProcesses
+from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses
 from dcop.coordinator.result import RunResult
 from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
@@ -102,14 +102,14 @@ def agent_options(
     )
 
 
+def command_line(options: AgentOptions) -> list[str]:
+    """The argv that starts the agent process ``options`` describe."""
+    return [sys.executable, *AGENT_MODULE, *options.argv()]
+
+
 def agent_command(agent_id: int, peers_file: str | Path, **options: Any) -> list[str]:
     """The argv that starts one agent process: :func:`agent_options` as a command line."""
-    return [
-        sys.executable,
-        "-m",
-        "dcop.agents",
-        *agent_options(agent_id, peers_file, **options).argv(),
-    ]
+    return command_line(agent_options(agent_id, peers_file, **options))
 
 
 def run_local(
@@ -182,7 +182,7 @@ def run_local(
                 problem_file=problem_file,
                 log_level=log_level,
             )
-            argv = [sys.executable, "-m", "dcop.agents", *options.argv()]
+            argv = command_line(options)
             if agent_argv is not None:
                 changed = agent_argv(a.id, argv)
                 if changed is None:
