@@ -254,6 +254,7 @@ class Agent:
     def _finish_job(self) -> None:
         assert self.session is not None
         self._out(self.session.finish_job())
+        self.session.unmap_taken()  # children's buffers: unmapped off the path of my UTIL
 
     def _drain(self) -> None:
         """Handle every message already received."""

@@ -11,7 +11,7 @@ For each size the importer times, best of ``--repeat``, after one warm-up:
 * ``copy``: ``cudaMemcpyAsync`` mapped -> own new array, and a stream sync;
 * ``nan_check``: the backend's NaN kernel on the copy (``cupy_nan_check``: CuPy's
   ``count_nonzero(isnan(x))``, warm);
-* ``copy_out``: :func:`dcop.gpu.ipc.copy_out` (copy + check), the agents' path;
+* ``copy_out``: :func:`dcop.gpu.ipc.copy_tables_out` (copy + check), the agents' path;
 * ``mapped_read``: a sum over the mapped buffer (a kernel reading it in place, no copy);
 * ``local_copy`` / ``local_read``: the same copy and sum on a buffer of the importer's own.
 
@@ -69,7 +69,7 @@ def measure(nbytes: int, repeat: int) -> dict[str, Any]:
     import cupy
 
     from dcop.gpu import CupyBackend
-    from dcop.gpu.ipc import close_handle, copy_out, open_handle
+    from dcop.gpu.ipc import close_handle, copy_tables_out, open_handle
 
     backend = CupyBackend(0)
     backend.warm_up()
@@ -115,7 +115,9 @@ def measure(nbytes: int, repeat: int) -> dict[str, Any]:
             row["nan_check_s"] = best(lambda: backend.has_nan(own), repeat)
             row["cupy_nan_check_s"] = best(lambda: int(cupy.count_nonzero(cupy.isnan(own))), repeat)
             row["copy_out_s"] = best(
-                lambda: copy_out(cupy, pointer, 0, shape, "float64", 0, stream, backend.has_nan),
+                lambda: copy_tables_out(
+                    cupy, pointer, [(0, shape, "float64")], 0, stream, backend.flag_nan
+                ),
                 repeat,
             )
             row["mapped_read_s"] = best(lambda: float(mapped.sum()), repeat)

@@ -243,21 +243,25 @@ class PlacedBackend:
         """An exportable device buffer to fill later (None when too small to be worth it)."""
         return self.gpu.offer_ipc(nbytes)
 
-    def export_ipc_into(self, exported: Any, offset: int, data: Any) -> bool:
-        """Copy device ``data`` into an offered buffer; False for host data (sent as bytes)."""
+    def export_ipc_into(self, exported: Any, offset: int, data: Any, wait: bool = True) -> bool:
+        """Copy device ``data`` into an offered buffer (``wait=False``: queued only, for a
+        :meth:`synchronize` before the handle goes out); False for host data (sent as bytes)."""
         if self.on_host(data):
             return False
-        self.gpu.export_ipc_into(exported, offset, data)
+        self._device_tables = True
+        self.gpu.export_ipc_into(exported, offset, data, wait)
         return True
 
-    def open_ipc(self, handle: bytes) -> int:
-        """Map another agent's offered buffer on this GPU."""
-        return int(self.gpu.open_ipc(handle))
+    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
+        """Map another agent's offered buffer of ``nbytes`` on this GPU."""
+        return int(self.gpu.open_ipc(handle, nbytes))
 
-    def read_ipc(self, pointer: int, offset: int, shape: tuple[int, ...], dtype: str) -> Any:
-        """A table of a mapped buffer, copied to this backend's device."""
+    def read_ipc_tables(
+        self, pointer: int, tables: Sequence[tuple[int, tuple[int, ...], str]]
+    ) -> list[Any]:
+        """Tables (offset, shape, dtype) of a mapped buffer, copied to this backend's device."""
         self._device_tables = True
-        return self.gpu.read_ipc(pointer, offset, shape, dtype)
+        return list(self.gpu.read_ipc_tables(pointer, tables))
 
     def close_ipc(self, pointer: int) -> None:
         """Unmap a buffer of :meth:`open_ipc`."""

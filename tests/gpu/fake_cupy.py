@@ -65,6 +65,9 @@ class FakeArray:
     def reshape(self, *shape: Any) -> FakeArray:
         return FakeArray(self.a.reshape(*shape))
 
+    def view(self, dtype: Any) -> FakeArray:
+        return FakeArray(self.a.view(dtype))
+
     def __getitem__(self, index: Any) -> FakeArray:
         return FakeArray(np.asarray(self.a[index]))
 

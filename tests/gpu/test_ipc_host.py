@@ -173,3 +173,73 @@ def test_a_rehearsal_offers_nothing_even_where_every_size_goes_by_ipc(
     assert "ipc_out" not in backend.gpu.transfers.seconds  # no buffer was offered
     assert backend.offer_ipc(8) is not None  # while any real size is
     assert backend.placements == []
+
+
+def test_tables_of_an_offered_buffer_land_in_its_reserved_place_with_one_wait(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """A buffer mapped with its size gets a landing place on the parent's device: its tables
+    are copied there at their own offsets, NaN-tested, and read back with one 4-byte wait; a NaN
+    in any of them refuses the lot."""
+    from dcop.errors import ProtocolError
+    from dcop.gpu import CupyBackend, ipc
+
+    cupy = fake_cupy_module
+    backend = CupyBackend()
+    first, second = np.arange(6.0).reshape(2, 3), np.arange(4.0) + 10
+    for bad in (False, True):
+        exported = ipc.offer_buffer(cupy, 512)
+        values = second.copy()
+        if bad:
+            values[2] = np.nan
+        ipc.copy_into(cupy, exported, 0, cupy.asarray(first), backend.stream)
+        ipc.copy_into(cupy, exported, 256, cupy.asarray(values), backend.stream)
+        pointer = backend.open_ipc(exported.handle, exported.nbytes)
+        landing = backend._landing[pointer]
+        reads = fake_cupy.STATS["d2h"]
+        tables = [(0, (2, 3), "float64"), (256, (4,), "float64")]
+        if bad:
+            with pytest.raises(ProtocolError, match="NaN"):
+                backend.read_ipc_tables(pointer, tables)
+            assert fake_cupy.STATS["d2h"] == reads + 1
+        else:
+            got = backend.read_ipc_tables(pointer, tables)
+            assert fake_cupy.STATS["d2h"] == reads + 1  # the flag: one wait for both tables
+            np.testing.assert_array_equal(backend.to_numpy(got[0]), first)
+            np.testing.assert_array_equal(backend.to_numpy(got[1]), second)
+            assert [a.data.ptr for a in got] == [landing.data.ptr, landing.data.ptr + 256]
+        backend.close_ipc(pointer)
+        assert pointer not in backend._landing
+
+
+def test_a_parent_unmaps_its_childrens_buffers_only_after_its_util_went_out(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unmap is off the path to the parent: no buffer is closed while the tables are taken
+    over; each is closed once the agent's own UTIL has gone out (a root: before its VALUEs)."""
+    import inspect
+
+    from dcop.agents.session import Session
+
+    callers: list[str] = []
+    real_close = PlacedBackend.close_ipc
+
+    def close(self: PlacedBackend, pointer: int) -> None:
+        callers.append(inspect.stack()[1].function)
+        real_close(self, pointer)
+
+    real_unmap = Session.unmap_taken
+
+    def unmap(self: Session) -> None:
+        if self.taken:
+            assert self.tree is not None
+            assert self.util_sent or (self.tree.parent is None and self.value is None)
+        real_unmap(self)
+
+    monkeypatch.setattr(PlacedBackend, "close_ipc", close)
+    monkeypatch.setattr(Session, "unmap_taken", unmap)
+    problem = random_network(9, 6, 0.4, 0.3, seed=4)
+    gpu = run_in_process(problem, backend=_placed(), ipc=DOMAIN)
+    assert gpu["metrics"]["messages"]["offer"] >= 1
+    assert callers and set(callers) == {"unmap_taken"}
+    assert fake_cupy.STATS["ipc_open"] == fake_cupy.STATS["ipc_close"]
