@@ -138,6 +138,14 @@ class PlacedBackend:
         """A table on the host: it goes to the device only with a bucket placed there."""
         return Table(tuple(scope), self.asarray(array, dtype))
 
+    def stage(self, table: Table) -> Table:
+        """``table`` on the device now, for a bucket that will be placed there (an agent uploads
+        its tables while it waits for its children instead of inside the bucket)."""
+        if not self.on_host(table.data):
+            return table
+        self._device_tables = True
+        return Table(table.scope, self.gpu.asarray(table.data, table.data.dtype))
+
     def synchronize(self) -> None:
         if self._device_tables:
             self.gpu.synchronize()

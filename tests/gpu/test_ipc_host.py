@@ -243,3 +243,29 @@ def test_a_parent_unmaps_its_childrens_buffers_only_after_its_util_went_out(
     assert gpu["metrics"]["messages"]["offer"] >= 1
     assert callers and set(callers) == {"unmap_taken"}
     assert fake_cupy.STATS["ipc_open"] == fake_cupy.STATS["ipc_close"]
+
+
+@pytest.mark.parametrize(("algo", "z"), [("dpop", None), ("adpop", 2)])
+def test_an_agent_whose_bucket_runs_on_the_device_has_its_tables_there_before_the_bucket(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, algo: str, z: int | None
+) -> None:
+    """Own tables go up at Go and each child's UTIL as it comes: when the UTIL computation
+    starts, every table of the bucket is on the "device"; tables that only pass through stay on
+    the host; the answers are the CPU agents'."""
+    from dcop.agents.session import Session
+
+    seen: list[bool] = []
+    real = Session._util_compute
+
+    def compute(self: Session, passing: list, z: int | None):  # type: ignore[no-untyped-def]
+        if self.staged is not None:
+            seen.append(all(not PlacedBackend.on_host(t.data) for t in self.bucket))
+            assert all(PlacedBackend.on_host(t.data) for t in passing)
+        return real(self, passing, z)
+
+    monkeypatch.setattr(Session, "_util_compute", compute)
+    problem = random_network(9, 6, 0.4, 0.3, seed=4)
+    cpu = run_in_process(problem, algo, z)
+    gpu = run_in_process(problem, algo, z, backend=_placed(1 << 40), ipc=DOMAIN)
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    assert seen and all(seen)
