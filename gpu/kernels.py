@@ -269,8 +269,8 @@ class FusedSig:
     tables: tuple[TableSig, ...]
     stage: bool  # stage a warp's outputs in shared memory for coalesced stores
 
-    @property
-    def name(self) -> str:
+    @functools.cached_property
+    def name(self) -> str:  # cached: the hash of the repr took tens of microseconds a call
         digest = hashlib.sha1(repr(self).encode()).hexdigest()[:16]
         return f"dcop_join_elim_{self.op}_{_SUFFIX[self.dtype]}_{digest}"
 
