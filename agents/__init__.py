@@ -1,7 +1,8 @@
 """DCOP agents: one process per variable running DFS, DPOP and ADPOP(z) over a Transport.
 
-``Agent`` (the state machine, :mod:`dcop.agents.agent`) never imports zmq; ``dcop-agent``
-(:mod:`dcop.agents.cli`) wires it to the ZeroMQ transport of :mod:`dcop.protocol.zmqlink`.
+``Agent`` (the state machine, :mod:`dcop.agents.agent`) never imports zmq; an agent process
+(:mod:`dcop.agents.run`, behind ``dcop-agent``'s command line in :mod:`dcop.agents.cli`) wires it
+to the ZeroMQ transport of :mod:`dcop.protocol.zmqlink`.
 ``Agent`` and ``AgentConfig`` load on first use, so that importing a submodule does not load the
 agent and its backends.
 """

@@ -13,8 +13,10 @@ its children and exits: the template lives exactly as long as the run that start
 
 A child becomes its own session leader (a Ctrl-C at the terminal reaches the coordinator, not
 every agent), sends its output to its log file, takes the process title ``dcop-agent --id N ...``
-(so ``ps`` shows what it is) and runs the ordinary ``dcop-agent`` entry point. Each agent stays a
-separate process with its own sockets.
+(so ``ps`` shows what it is) and runs :func:`dcop.agents.run.run_agent` on its options, as
+``dcop-agent`` does once it has parsed its command line (the template imports no command-line
+parser; a command line without options, which only a test hook makes, is parsed in the child).
+Each agent stays a separate process with its own sockets.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dcop.agents.pauses import freeze_heap
 from dcop.blas import one_blas_thread
 
 #: Modules the template imports before it forks agents (the expensive ones come with them).
-PRELOAD = ("numpy", "zmq", "dcop.agents.cli", "dcop.protocol.zmqlink")
+PRELOAD = ("numpy", "zmq", "dcop.agents.run", "dcop.protocol.zmqlink")
 
 
 def set_title(title: str) -> None:
@@ -58,14 +60,16 @@ def run_child(argv: list[str], log_path: str, options: dict[str, Any] | None = N
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     set_title("dcop-agent " + " ".join(argv))
-    from dcop.agents.cli import main, run_agent
-    from dcop.protocol.agent_options import AgentOptions
-
     sys.argv = ["dcop-agent", *argv]
     try:
         if options is not None:
+            from dcop.agents.run import run_agent
+            from dcop.protocol.agent_options import AgentOptions
+
             run_agent(AgentOptions(**options))
-        else:
+        else:  # a command line a test hook changed: parsed here (typer is imported here too)
+            from dcop.agents.cli import main
+
             main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -84,11 +88,9 @@ def serve() -> None:
     one_blas_thread()  # before PRELOAD imports NumPy (see dcop.blas)
     for name in PRELOAD:
         importlib.import_module(name)
-    from dcop.agents.cli import command
     from dcop.agents.rehearsal import rehearse
     from dcop.backend import get_backend
 
-    command()  # built once here, not in every agent
     rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
     set_title("dcop-agent-template")

@@ -1,0 +1,198 @@
+"""One agent process from its options: reads peers.json, opens its sockets, runs :class:`Agent`.
+
+What ``dcop-agent`` runs once :mod:`dcop.agents.cli` has parsed its command line, and what an
+agent forked from the template (:mod:`dcop.agents.forked`) runs from the launcher's options
+as they are. Nothing here parses a command line, so the template does not import typer (20 ms
+of every distributed run's start on the 2-core VM).
+
+Exit codes: 0 stopped after delivering a result; 1 failed (reported to the coordinator when it
+could be reached); 2 bad arguments or input; 3 stopped before finishing (another agent failed).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from dcop.agents.agent import FAULTS, Agent, AgentConfig
+from dcop.agents.jobs import Worker
+from dcop.agents.pauses import freeze_heap
+from dcop.agents.rehearsal import rehearse
+from dcop.errors import DcopError, InputError
+from dcop.model import CostTable
+from dcop.protocol import COORDINATOR_ID, Error, encode
+from dcop.protocol.agent_options import AgentOptions
+from dcop.protocol.constants import MAX_MESSAGE_MIB
+from dcop.protocol.curve import CurveConfig, load_keypair
+from dcop.protocol.peers import AgentEntry, Peers, load_peers
+from dcop.protocol.runspec import MIB, MIN_MESSAGE_BYTES, peer_timeout_for
+from dcop.tables import TableBackend
+
+log = logging.getLogger("dcop.agents")
+
+
+def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConfig:
+    """This agent's CURVE settings: own keys from ``keys``, peers' public keys from peers.json.
+
+    Any agent of peers.json may become a neighbour (a serving agent learns its neighbours per
+    problem), so every other agent's key is known as a server and accepted as a client; the
+    transport still takes frames only from the neighbours of the current problem."""
+    if keys is None:
+        raise InputError("--secure needs --keys DIR")
+    if not peers.secure or peers.coordinator_public_key is None:
+        raise InputError("--secure needs public keys in peers.json")
+    public, secret = load_keypair(keys, entry.id)
+    if entry.public_key is not None and public.decode() != entry.public_key:
+        raise InputError(f"the key in {keys} is not agent {entry.id}'s key in peers.json")
+    others = {a.id: str(a.public_key).encode() for a in peers.agents if a.id != entry.id}
+    server_keys = {**others, COORDINATOR_ID: peers.coordinator_public_key.encode()}
+    return CurveConfig(public, secret, server_keys, others)
+
+
+def agent_backend(
+    gpu: int | None, spec_min_entries: int | None = None
+) -> tuple[TableBackend, float, str, str]:
+    """NumPy, or for a GPU agent the placed backend (buckets large enough run on device ``gpu``,
+    on the agent's own stream), warmed up: its CUDA context, memory pools and generic kernels
+    are ready before the agent says hello. Returns the backend, the seconds set-up took, the
+    device's name and the agent's CUDA IPC domain (:func:`dcop.gpu.ipc.ipc_domain`)."""
+    from dcop.backend import get_backend
+
+    if gpu is None:
+        return get_backend("numpy"), 0.0, "", ""
+    from dcop.placement import placed_backend
+
+    t0 = time.perf_counter()
+    backend = placed_backend(gpu, None, spec_min_entries)
+    backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
+    domain = backend.ipc_domain
+    return backend, time.perf_counter() - t0, str(backend.gpu.device_name), domain
+
+
+def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTable], int]:
+    """This agent's tables and domain size from the problem file, checked against peers.json."""
+    from dcop.io import read_problem
+
+    if entry.variable is None:
+        raise InputError(
+            "--problem needs a problem-specific peers.json (one that gives each agent its "
+            "variable); serving agents receive their part from the coordinator"
+        )
+    problem = read_problem(path)
+    var = problem.variables.get(entry.variable)
+    if var is None:
+        raise InputError(
+            f"peers.json gives agent {entry.id} variable {entry.variable!r}, "
+            f"which the problem does not have",
+            path,
+        )
+    table = peers.by_id()
+    listed = {table[n].variable for n in entry.neighbours}
+    actual = problem.neighbours()[entry.variable]
+    if listed != actual:
+        raise InputError(
+            f"agent {entry.id} ({entry.variable}): peers.json neighbours "
+            f"{sorted(str(v) for v in listed)} differ from the problem's {sorted(actual)}",
+            path,
+        )
+    return problem.tables_of(entry.variable), var.size
+
+
+def run_agent(options: AgentOptions) -> NoReturn:
+    """Run the agent ``options`` describe, then exit with its code (see the module docstring)."""
+    ident = options.ident
+    logging.basicConfig(
+        level=options.log_level,
+        stream=sys.stderr,
+        format=f"dcop-agent {ident}: %(asctime)s %(levelname)s %(message)s",
+    )
+    try:
+        if options.fault is not None and options.fault not in FAULTS:
+            raise InputError(f"--fault must be one of {', '.join(FAULTS)}")
+        max_bytes = int(options.max_message_mib * MIB)
+        if not MIN_MESSAGE_BYTES <= max_bytes <= MAX_MESSAGE_MIB * MIB:
+            raise InputError(f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}")
+        peers = load_peers(Path(options.peers_file))
+        entry = peers.agent(ident)
+        curve = curve_config(peers, entry, options.keys) if options.secure else None
+        device = gpu_device(options.gpu, ident)
+    except DcopError as exc:
+        print(f"dcop-agent: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    from dcop.protocol.zmqlink import LINGER_MS, ZmqAgentTransport
+
+    table = peers.by_id()
+    try:
+        transport = ZmqAgentTransport(
+            entry.id,
+            entry.endpoint,
+            {},
+            peers.coordinator,
+            curve,
+            max_bytes,
+            candidates=[a for a in table if a != entry.id],
+        )
+    except DcopError as exc:  # peers.json names this agent's own endpoint as the coordinator's
+        print(f"dcop-agent: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    code = 1
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, _stop_signal)
+    try:
+        transport.open()
+        local = local_part(options.problem, entry, peers) if options.problem is not None else None
+        backend, setup_s, device_name, ipc = agent_backend(device)
+        worker = Worker("dcop-jobs")
+        # first-call costs paid here, not in the solve: on this thread, which runs the short
+        # buckets (dcop.agents.jobs); the long ones do not notice them
+        setup_s += rehearse(backend)
+        freeze_heap()  # what set-up left alive is not walked again by the solve's collections
+        config = AgentConfig(
+            entry.id,
+            entry.variable,
+            {n: str(table[n].variable) for n in entry.neighbours}
+            if entry.variable is not None
+            else None,
+            timeout_s=options.timeout,
+            peer_timeout_s=peer_timeout_for(max_bytes)
+            if options.peer_timeout is None
+            else options.peer_timeout,
+            max_message_bytes=max_bytes,
+            host=socket.gethostname(),
+            serving=options.serve,
+            setup_s=setup_s,
+            gpu=device_name,
+            ipc=ipc,
+            fault=options.fault,
+        )
+        log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
+        code = Agent(config, transport, backend, local, worker=worker).run()
+    except DcopError as exc:
+        reason = f"agent {entry.id} ({entry.variable or 'no variable yet'}): {exc}"
+        log.error("%s", reason)
+        transport.send(COORDINATOR_ID, encode(entry.id, COORDINATOR_ID, Error(reason)))
+        code = 1
+    finally:
+        # after a clean stop nothing is left to send: do not linger (the run ends sooner)
+        transport.close(0 if code == 0 else LINGER_MS)
+    sys.exit(code)
+
+
+def _stop_signal(signum: int, _frame: object) -> None:
+    """SIGTERM (docker stop, compose down), SIGHUP and Ctrl-C end the agent's loop cleanly."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def gpu_device(gpu: str | None, agent_id: int) -> int | None:
+    """The CUDA device of ``--gpu``: a number, ``all`` or a list like ``0,2`` (then agent ``k``
+    takes the ``k mod len``-th device of it: agents round robin over the GPUs)."""
+    if gpu is None:
+        return None
+    from dcop.placement import device_for_agent, gpu_count, gpu_devices
+
+    return device_for_agent(agent_id, gpu_devices(gpu, gpu_count() if gpu == "all" else None))
