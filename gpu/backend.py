@@ -40,13 +40,13 @@ from dcop.gpu.plan import (
     DEFAULT_SPECIALIZE_ENTRIES,
     MAX_LAUNCH_ROWS,
     BucketPlan,
+    PlanCache,
     PlanSettings,
     aggregate_meta,
     c_strides,
     chunk_units,
     kernel_dtype,
     launch_ranges,
-    plan_join_eliminate,
 )
 from dcop.tables import Op, Table, check_op, domain_sizes, union_scope
 
@@ -223,6 +223,7 @@ class CupyBackend:
         self._setup_lock = threading.Lock()
         #: smallest table exported by CUDA IPC (read from the environment at the first export)
         self.ipc_min_bytes: int | None = None
+        self._plans = PlanCache()  # plans by bucket structure (see PlanCache)
         #: where the tables of each mapped buffer land (by its pointer; see :meth:`open_ipc`)
         self._landing: dict[int, Any] = {}
         self.setup = SetupStats(init_s=time.perf_counter() - started)
@@ -626,7 +627,7 @@ class CupyBackend:
             return plan
         if plan.n_out * plan.ndom <= GENERIC_FALLBACK_MAX_ENTRIES:
             settings = PlanSettings(1 << 62, self.min_groups, self.stage_output)
-            generic = plan_join_eliminate(
+            generic = self._plans.plan(
                 scopes, shapes, plan.dtype, plan.var, plan.op, plan.out_scope, settings
             )
             if not generic.generated and generic.kernel_name in self._loaded:
@@ -817,7 +818,7 @@ class CupyBackend:
         scope: Sequence[str] | None,
     ) -> BucketPlan:
         settings = PlanSettings(self.specialize_entries, self.min_groups, self.stage_output)
-        return plan_join_eliminate(scopes, shapes, dtype, var, op, scope, settings)
+        return self._plans.plan(scopes, shapes, dtype, var, op, scope, settings)
 
     def _ensure_kernel(self, plan: BucketPlan) -> float:
         """Seconds spent making the plan's kernel ready on this device (0 if it already was)."""

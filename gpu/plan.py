@@ -14,6 +14,7 @@ then shape), so that the same bucket gives the same signature whatever order its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,6 +100,63 @@ class BucketPlan:
         if self.sig is not None:
             return self.sig.name
         return K.generic_name(self.op, self.dtype.name)
+
+
+class PlanCache:
+    """Plans of :func:`plan_join_eliminate` by the bucket's structure, not its names.
+
+    A name stands for its place (the output's variables by position, the eliminated one), so
+    buckets that differ only in their variables' names share one plan, renamed on the way out:
+    the plan an agent makes at Go for its kernel (with ids for names) is then the one its bucket
+    takes without planning again. Planning took 25 us of a 133 us warm join+eliminate of a
+    1e6-entry bucket on the H200, and a fifth of a GPU agent's bucket under cProfile."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._plans: dict[tuple[object, ...], BucketPlan] = {}
+
+    def plan(
+        self,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+        dtype: Any,
+        var: str,
+        op: str,
+        scope: Sequence[str] | None,
+        settings: PlanSettings,
+    ) -> BucketPlan:
+        """:func:`plan_join_eliminate`, planned once per structure and settings."""
+        out = tuple(scope) if scope is not None else None
+        if out is None:
+            out = tuple(v for v in dict.fromkeys(v for s in scopes for v in s) if v != var)
+        place = {v: f"o{k}" for k, v in enumerate(out)}
+        place[var] = "e"
+        try:
+            key = (
+                tuple(tuple(place[v] for v in s) for s in scopes),
+                tuple(tuple(int(n) for n in shape) for shape in shapes),
+                np.dtype(dtype).str,
+                op,
+                len(out),
+                settings,
+            )
+        except KeyError:  # a variable with no place: the planner names what is wrong
+            return plan_join_eliminate(scopes, shapes, dtype, var, op, scope, settings)
+        plan = self._plans.get(key)
+        if plan is None:
+            check_join_eliminate_scopes(scopes, shapes, var, op, scope)  # errors in real names
+            places = tuple(place[v] for v in out)
+            plan = plan_join_eliminate(key[0], shapes, dtype, "e", op, places, settings)
+            if len(self._plans) >= self.size:
+                self._plans.clear()
+            self._plans[key] = plan
+        name = {c: v for v, c in place.items()}
+        return dataclasses.replace(
+            plan,
+            scopes=tuple(tuple(name[c] for c in s) for s in plan.scopes),
+            var=var,
+            out_scope=out,
+        )
 
 
 def c_strides(shape: Sequence[int]) -> list[int]:

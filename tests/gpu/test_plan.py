@@ -11,6 +11,7 @@ from dcop.errors import ModelError, TableTooLarge
 from dcop.gpu import kernels as K
 from dcop.gpu.plan import (
     BucketPlan,
+    PlanCache,
     PlanSettings,
     aggregate_meta,
     c_strides,
@@ -202,3 +203,43 @@ def test_launch_ranges() -> None:
     assert launch_ranges(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert launch_ranges(3, 3, 4) == []
     assert launch_ranges(0, 5) == [(0, 5)]
+
+
+def test_plans_are_cached_by_structure_and_renamed_on_the_way_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same bucket under other names (an agent's ids at Go, its variables' names in the
+    solve) is planned once and comes back in the caller's names, with the same kernel."""
+    from dcop.gpu import plan as plan_module
+
+    calls: list[str] = []
+    real = plan_module.plan_join_eliminate
+
+    def counted(*args: object, **kwargs: object) -> BucketPlan:
+        calls.append("plan")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plan_module, "plan_join_eliminate", counted)
+    cache = PlanCache()
+    ids = [("7", "3"), ("7", "9"), ("3", "9")]
+    by_ids = cache.plan(ids, SHAPES, np.float32, "3", "min", None, ALWAYS)
+    by_names = cache.plan(SCOPES, SHAPES, np.float32, "x", "min", None, ALWAYS)
+    assert len(calls) == 1
+    direct = real(SCOPES, SHAPES, np.float32, "x", scope=("a", "b"), settings=ALWAYS)
+    assert by_names.out_scope == ("a", "b") and by_ids.out_scope == ("7", "9")
+    assert by_names.var == "x" and by_ids.var == "3"
+    assert by_names.kernel_name == by_ids.kernel_name
+    assert sorted(by_names.scopes) == sorted(direct.scopes)
+    assert [SCOPES[j] for j in by_names.order] == list(by_names.scopes)
+    # another output order, dtype or settings is another plan
+    cache.plan(SCOPES, SHAPES, np.float32, "x", "min", ("b", "a"), ALWAYS)
+    cache.plan(SCOPES, SHAPES, np.float64, "x", "min", None, ALWAYS)
+    cache.plan(SCOPES, SHAPES, np.float32, "x", "min", None, NEVER)
+    assert len(calls) == 4
+    # errors name the caller's variables, and nothing wrong is cached
+    with pytest.raises(ModelError, match="'a' has domain 3 in one table and 4"):
+        cache.plan([("a", "x"), ("a",)], [(3, 4), (4,)], np.float32, "x", "min", None, ALWAYS)
+    with pytest.raises(ModelError, match="cannot hold 'x'"):
+        cache.plan(SCOPES, SHAPES, np.float32, "x", "min", ("a", "b", "x"), ALWAYS)
+    with pytest.raises(ModelError, match="none of the tables"):
+        cache.plan(SCOPES, SHAPES, np.float32, "z", "min", None, ALWAYS)
