@@ -22,6 +22,7 @@ compile that still happened while solving), for an agent to report apart from it
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import math
 import os
@@ -326,7 +327,8 @@ class CupyBackend:
         with self.device:
             pointer = open_handle(self.xp, handle)
         if nbytes > 0:
-            with self._on():
+            # best effort: without room now, each table gets an array of its own when it comes
+            with self._on(), contextlib.suppress(*self.out_of_memory_errors):
                 self._landing[pointer] = self.xp.empty(nbytes, dtype=np.uint8)
         self.transfers.add("ipc_open", time.perf_counter() - t0)
         return pointer

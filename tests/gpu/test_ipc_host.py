@@ -269,3 +269,29 @@ def test_an_agent_whose_bucket_runs_on_the_device_has_its_tables_there_before_th
     gpu = run_in_process(problem, algo, z, backend=_placed(1 << 40), ipc=DOMAIN)
     assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
     assert seen and all(seen)
+
+
+def test_without_room_for_a_landing_place_the_tables_get_arrays_of_their_own(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reserving the landing place at the offer is best effort: out of device memory then, the
+    map still succeeds and the tables are copied into arrays of their own when they come."""
+    from dcop.gpu import CupyBackend, ipc
+
+    cupy = fake_cupy_module
+    backend = CupyBackend()
+    values = np.arange(6.0)
+    exported = ipc.export_array(cupy, cupy.asarray(values), backend.stream)
+    real_empty = cupy.empty
+
+    def no_room(shape: object, dtype: object = np.float64) -> object:
+        if np.dtype(dtype) == np.uint8:
+            raise cupy.cuda.memory.OutOfMemoryError("out of memory")
+        return real_empty(shape, dtype)
+
+    monkeypatch.setattr(cupy, "empty", no_room)
+    pointer = backend.open_ipc(exported.handle, exported.nbytes)
+    assert pointer not in backend._landing
+    got = backend.read_ipc_tables(pointer, [(0, (6,), "float64")])
+    np.testing.assert_array_equal(backend.to_numpy(got[0]), values)
+    backend.close_ipc(pointer)
