@@ -527,7 +527,7 @@ class Session:
         self.plan = self._plan(go.tree, j)
         if self.prepare is not None:
             self._prepare_kernels(go.tree, j)
-        self.staged = self._stage_own(go.tree, j)
+        self.staged = self._stage_own()
         out: Out = self._offer()
         early, self.early = self.early, []
         for sender, message in early:
@@ -547,7 +547,7 @@ class Session:
         if scopes:
             self.prepare(scopes, shapes, str(self.me), self.zs[j], self._op)
 
-    def _stage_own(self, k: int, j: int) -> list[Table] | None:
+    def _stage_own(self) -> list[Table] | None:
         """A GPU agent whose every mini-bucket will run on the device uploads its own tables now,
         while its subtree computes, and each child's UTIL as it comes (:meth:`_on_util`): not in
         the bucket after the last UTIL (0.1-0.3 ms of a GPU bucket on the H200). The upload is
@@ -555,14 +555,10 @@ class Session:
         or for PR/MAR (their own tables are negated and reused downwards on the host)."""
         stage = getattr(self.backend, "stage", None)
         min_entries = getattr(self.backend, "min_entries", None)
-        if stage is None or min_entries is None or self.summing:
+        if stage is None or min_entries is None or self.summing or self.plan is None:
             return None
-        state = self.trees[k]
-        received = [s for tables in self._child_tables(k, j) for s in tables]
-        bucket, _ = bucket_order(self.me, self._own_scopes(state), received)
-        sizes = {str(a): d for a, d in self._domains(state).items()}
-        plans = plan_bucket([tuple(map(str, s)) for s in bucket], str(self.me), sizes, self.zs[j])
-        if not plans or any(place(p.joined_entries, int(min_entries)) != "gpu" for p in plans):
+        joined = self.plan.joined  # my planned mini-buckets (self._plan(k, j), made at Go)
+        if not joined or any(place(n, int(min_entries)) != "gpu" for n in joined):
             return None
         t0 = time.perf_counter()
         staged = [stage(t) for t in self._own_tables()]

@@ -34,6 +34,8 @@ class UtilPlan:
     entries: int
     #: mini-buckets: 1 means the whole bucket in one (then every larger z plans the same)
     groups: int = 1
+    #: entries each mini-bucket joins (where it runs: :func:`dcop.placement.place`)
+    joined: tuple[int, ...] = ()
 
 
 def bucket_order(
@@ -63,7 +65,7 @@ def plan_util(
     outputs = [tuple(int(a) for a in p.out_scope) for p in plans if p.out_scope]
     tables = (*outputs, *passing)
     entries = sum(math.prod(domains[a] for a in s) for s in tables)
-    return UtilPlan(tuple(tables), entries, len(plans))
+    return UtilPlan(tuple(tables), entries, len(plans), tuple(p.joined_entries for p in plans))
 
 
 @dataclass(frozen=True)
