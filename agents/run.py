@@ -11,7 +11,9 @@ could be reached); 2 bad arguments or input; 3 stopped before finishing (another
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -178,9 +180,22 @@ def run_agent(options: AgentOptions) -> NoReturn:
         transport.send(COORDINATOR_ID, encode(entry.id, COORDINATOR_ID, Error(reason)))
         code = 1
     finally:
-        # after a clean stop nothing is left to send: do not linger (the run ends sooner)
-        transport.close(0 if code == 0 else LINGER_MS)
+        if code == 0:
+            leave_now()
+        transport.close(LINGER_MS)  # a failure report may still be on its way out
     sys.exit(code)
+
+
+def leave_now() -> NoReturn:
+    """End the process after a clean stop, at once: nothing is left to send, and the kernel
+    closes the sockets. Closing ZeroMQ's sockets, monitors and threads one by one first, and
+    then the interpreter's teardown, cost each agent of a 30-agent run about 2 ms of CPU and
+    the run 35 ms at its end on the 2-core VM (every agent's exit is waited for)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
 
 
 def _stop_signal(signum: int, _frame: object) -> None:
