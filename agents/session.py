@@ -10,7 +10,7 @@ Phases of a problem::
 
     setup  -> degree to every neighbour (it carries my neighbour list: the DFS looks two hops ahead)
     every neighbour's degree in -> ready to the coordinator
-    start  -> the DFS of every candidate tree (this agent starts those it roots); each back token
+    start  -> (once ready: a start that comes sooner waits) the DFS of every candidate tree (this agent starts those it roots); each back token
               carries the sender's separator and the sizing of its UTIL for every mini-bucket size
               the run may choose (:mod:`dcop.agents.sizing`); a finished root reports its tree
     go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
@@ -204,6 +204,9 @@ class Session:
         # degree exchange
         self.hoods: dict[int, tuple[int, ...]] = {}
         self.ready = False
+        #: the coordinator's start, kept until every neighbour's degree is in (the DFS looks
+        #: two hops ahead); the coordinator no longer waits for every agent's ready to send it
+        self.held_start: Start | None = None
         # the DFS of each candidate tree, and what the children's back tokens said
         self.spec: RunSpec | None = None
         self.zs: tuple[int | None, ...] = ()
@@ -252,8 +255,11 @@ class Session:
                 if self.me not in message.neighbours:
                     raise ProtocolError(f"agent {sender} does not list me as its neighbour")
             case Start():
-                if sender != COORDINATOR_ID or self.spec is not None:
+                if sender != COORDINATOR_ID or self.spec is not None or self.held_start is not None:
                     raise ProtocolError("a second start")
+                if not self.ready:
+                    self.held_start = message
+                    return self._progress()
                 return self._start(message) + self._progress()
             case Token() | Util() | Offer() if self.spec is None or (
                 isinstance(message, Util | Offer) and self.tree is None
@@ -362,6 +368,9 @@ class Session:
         if not self.ready and len(self.hoods) == len(self.part.neighbours):
             self.ready = True
             out.append((COORDINATOR_ID, Ready(len(self.part.neighbours))))
+            if self.held_start is not None:
+                start, self.held_start = self.held_start, None
+                out += self._start(start)
         tree = self.tree
         if (
             tree is not None

@@ -1,0 +1,87 @@
+"""A start that reaches an agent before its neighbours' degrees waits for them.
+
+The coordinator sends every start once all agents have said hello, without waiting for their
+ready; an agent's DFS looks two hops ahead (its neighbours' neighbour lists, from their degree
+messages), so the agent keeps the start until the last degree is in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dcop.agents.jobs import Worker
+from dcop.agents.metrics import Meter
+from dcop.agents.session import Part, Session
+from dcop.backend import get_backend
+from dcop.errors import ProtocolError
+from dcop.protocol import COORDINATOR_ID, Degree, Ready, RunSpec, Start, Token
+from dcop.tables import Table
+
+
+def _root_session() -> Session:
+    """Agent 1 (x1, domain 2) with neighbours 0 (x0) and 2 (x2), the root of tree 0."""
+    backend = get_backend("numpy")
+    table = Table(("x0", "x1"), np.zeros((2, 2), np.float32))
+    part = Part("x1", 2, (table,), {0: "x0", 2: "x2"})
+    return Session(1, part, backend, Meter(), worker=Worker("test-jobs"))
+
+
+def _types(out: list[tuple[int, object]]) -> list[tuple[int, type]]:
+    return [(peer, type(message)) for peer, message in out]
+
+
+def _first_token_when_ready() -> tuple[int, object]:
+    """The token a root sends when its start comes after every degree."""
+    session = _root_session()
+    session.begin()
+    session.on(0, Degree((1,), 0.0))
+    assert _types(session.on(2, Degree((1, 3), 0.0))) == [(COORDINATOR_ID, Ready)]
+    (token,) = session.on(COORDINATOR_ID, Start(RunSpec(trees=1), (0,)))
+    assert isinstance(token[1], Token)
+    return token
+
+
+def test_a_start_before_the_degrees_waits_for_them() -> None:
+    session = _root_session()
+    assert _types(session.begin()) == [(0, Degree), (2, Degree)]
+    start = Start(RunSpec(trees=1), (0,))
+    assert session.on(COORDINATOR_ID, start) == []  # no token yet: my neighbours' lists missing
+    assert session.phase == "degree exchange"
+    assert session.on(0, Degree((1,), 0.0)) == []
+    ready, token = session.on(2, Degree((1, 3), 0.0))  # the last degree: ready, then the DFS
+    assert ready[0] == COORDINATOR_ID and isinstance(ready[1], Ready)
+    assert token == _first_token_when_ready()  # the same walk as with every list known
+    assert session.phase == "dfs"
+    with pytest.raises(ProtocolError, match="second start"):
+        session.on(COORDINATOR_ID, start)
+
+
+def test_a_second_start_while_the_first_waits_is_refused() -> None:
+    session = _root_session()
+    session.begin()
+    session.on(COORDINATOR_ID, Start(RunSpec(trees=1), (0,)))
+    with pytest.raises(ProtocolError, match="second start"):
+        session.on(COORDINATOR_ID, Start(RunSpec(trees=1), (0,)))
+
+
+def test_a_run_whose_agent_never_gets_ready_names_it(run_inproc, monkeypatch) -> None:
+    """The coordinator no longer waits for every ready before the starts, but a run whose agent
+    never gets ready (a neighbour's degree never came) still times out naming that agent."""
+    from dcop.agents import session as session_module
+    from dcop.errors import RunTimeout
+    from tests.conftest import random_problem
+
+    problem = random_problem(3, n=6, p_inf=0.0)
+    begin = session_module.Session.begin
+
+    def silent_agent_0(self: Session) -> list[tuple[int, object]]:
+        out = begin(self)
+        return [] if self.me == 0 else out  # agent 0 never sends its degree
+
+    monkeypatch.setattr(session_module.Session, "begin", silent_agent_0)
+    with pytest.raises(RunTimeout, match="did not get ready") as failed:
+        run_inproc(problem, timeout=2.0)
+    names = {v for v in problem.variables if f"({v})" in str(failed.value)}
+    first = next(iter(problem.variables))  # agent 0's variable
+    assert names == problem.neighbours()[first], str(failed.value)
