@@ -127,6 +127,7 @@ def run_local(
     log_level: str = "WARNING",
     on_status: Callable[[Progress], None] | None = None,
     fork: bool = True,
+    on_answer: Callable[[RunResult], None] | None = None,
 ) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
@@ -138,7 +139,9 @@ def run_local(
     Agents are forked from a pre-imported template (``fork=False``: a fresh interpreter each),
     bind ports the system picks and report them in their hello. Test hooks: ``agent_argv(id,
     argv)`` may change an agent's command line or return None to not start it;
-    ``before_start(processes)`` runs once every agent is ready, before the DFS starts.
+    ``before_start(processes)`` runs once every agent has said hello, before any start goes out.
+    ``on_answer(result)`` gets the answer as soon as the coordinator has it, while the agents exit
+    (its ``processes`` not yet filled in): ``dcop run`` prints its summary then.
 
     Returns the typed result; raises a DcopError naming the agent on any fault. Every started
     process has exited when this returns or raises.
@@ -219,6 +222,8 @@ def run_local(
         except BaseException:
             procs.stop(grace_s=0.3, term_s=0.5)
             raise
+        if on_answer is not None:
+            on_answer(result)  # a raise here still stops every agent (the stack's callback)
         procs.stop()
         return dataclasses.replace(
             result,

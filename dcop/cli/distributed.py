@@ -25,6 +25,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
+    to_stdout,
     write_answer_file,
 )
 from dcop.cli.live import live_status
@@ -37,6 +38,8 @@ from dcop.results import Status
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from dcop.coordinator.result import RunResult
 
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0
@@ -389,7 +392,7 @@ def run(
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         from dcop.coordinator.launch import run_local
-        from dcop.coordinator.report import print_summary
+        from dcop.coordinator.report import print_summary, write_summary
 
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
         if evidence is not None and agents_read_file:
@@ -398,6 +401,17 @@ def run(
                 "the evidence; leave one out"
             )
         read["problem"] = problem = _read(file, evidence)
+        shown: list[bool] = []
+
+        def show_answer(answer: RunResult) -> None:
+            # off a terminal the summary is plain text, written while the agents exit (rich's
+            # import and rendering after they had were 25 ms of every run on the 2-core VM); on
+            # a terminal rich draws it once the live display is gone
+            stream = sys.stderr if to_stdout(json_out) else sys.stdout
+            if not quiet and not stream.isatty():
+                write_summary(replace(answer, file=str(file)), stream)
+                shown.append(True)
+
         with live_status(not quiet) as on_status:
             result = run_local(
                 problem,
@@ -409,9 +423,12 @@ def run(
                 workdir=workdir,
                 log_level=log_level.value,
                 on_status=on_status,
+                on_answer=show_answer,
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)
-        return result.to_json(), lambda console: print_summary(result, console)
+        return result.to_json(), (
+            (lambda console: None) if shown else lambda console: print_summary(result, console)
+        )
 
     finish_run(produce, json_out, _failure(algo.value, z, file, read, task), quiet)

@@ -126,6 +126,41 @@ def test_solve_json_on_stdout_summary_on_stderr(instances_dir: Path) -> None:
     assert "optimum" in run.stderr
 
 
+def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
+    tmp_path: Path, instances_dir: Path
+) -> None:
+    """Off a terminal ``dcop run`` writes its summary as plain text (no markup, no rich: its
+    import and rendering were 25 ms of every run) while its agents exit; beside ``--json -`` on
+    stderr. The document's figures and the summary's agree."""
+    out = tmp_path / "out.json"
+    run = run_dcop("run", str(instances_dir / "warehouse.wcsp"), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith(f"DPOP on {doc['problem']}: {len(doc['assignment'])} agents")
+    assert f"optimum {doc['cost']:g} (the root's bound equals the recomputed cost)" in lines
+    assert "messages on the wire:" in lines
+    total = next(line.split() for line in lines if line.split()[:1] == ["total"])
+    assert total[1:] == [str(doc["metrics"]["total_messages"]), str(doc["metrics"]["total_bytes"])]
+    assert not re.search(r"\[/?bold|[\u2500-\u257f]", run.stdout)  # no markup, no box drawing
+    piped = run_dcop("run", str(instances_dir / "warehouse.wcsp"), "--json", "-")
+    assert json.loads(piped.stdout)["cost"] == doc["cost"]
+    assert f"optimum {doc['cost']:g}" in piped.stderr
+    script = (
+        "import io, sys\n"
+        "from dcop.coordinator.launch import run_local\n"
+        "from dcop.coordinator.report import write_summary\n"
+        "from dcop.io import read_problem\n"
+        f"run = run_local(read_problem({str(instances_dir / 'example.wcsp')!r}), timeout=60)\n"
+        "write_summary(run, io.StringIO())\n"
+        "print(any(m.startswith('rich') for m in sys.modules))\n"
+    )
+    check = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert check.stdout.strip() == "False", check.stderr
+
+
 def test_a_sigterm_during_start_up_still_writes_the_result_document(
     tmp_path: Path, instances_dir: Path
 ) -> None:
