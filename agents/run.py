@@ -105,8 +105,9 @@ def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTab
     return problem.tables_of(entry.variable), var.size
 
 
-def run_agent(options: AgentOptions) -> NoReturn:
-    """Run the agent ``options`` describe, then exit with its code (see the module docstring)."""
+def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
+    """Run the agent ``options`` describe, then exit with its code (see the module docstring).
+    ``peers``: the peers.json they name, already read (a forked agent's template reads it once)."""
     ident = options.ident
     logging.basicConfig(
         level=options.log_level,
@@ -119,7 +120,8 @@ def run_agent(options: AgentOptions) -> NoReturn:
         max_bytes = int(options.max_message_mib * MIB)
         if not MIN_MESSAGE_BYTES <= max_bytes <= MAX_MESSAGE_MIB * MIB:
             raise InputError(f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}")
-        peers = load_peers(Path(options.peers_file))
+        if peers is None:
+            peers = load_peers(Path(options.peers_file))
         entry = peers.agent(ident)
         curve = curve_config(peers, entry, options.keys) if options.secure else None
         device = gpu_device(options.gpu, ident)

@@ -1,0 +1,49 @@
+"""The agents' template reads a run's peers.json once for all its children."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dcop.agents import forked
+from dcop.coordinator import peers_for, round_robin
+from tests.conftest import random_problem
+
+
+def _write_peers(path: Path, n: int) -> None:
+    peers = peers_for(
+        random_problem(1, n=n), *round_robin(["127.0.0.1"], 0, list(range(21000, 21000 + n + 1)))
+    )
+    peers.write(path)
+
+
+def test_peers_are_read_once_and_again_when_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dcop.protocol import peers as peers_module
+
+    path = tmp_path / "peers.json"
+    _write_peers(path, 4)
+    reads: list[str] = []
+    load = peers_module.load_peers
+    monkeypatch.setattr(peers_module, "load_peers", lambda p: reads.append(p) or load(p))
+    files = forked.PeersFiles()
+    first = files.get(str(path))
+    assert first is not None and len(first.agents) == 4
+    assert files.get(str(path)) is first and len(reads) == 1  # the children share one read
+    _write_peers(path, 5)  # rewritten (the launcher's second write, another run's file)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    second = files.get(str(path))
+    assert second is not None and len(second.agents) == 5 and len(reads) == 2
+
+
+def test_a_peers_file_the_template_cannot_read_is_left_to_each_child(tmp_path: Path) -> None:
+    files = forked.PeersFiles()
+    assert files.get(str(tmp_path / "missing.json")) is None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"agents": "not a list"}))
+    assert files.get(str(bad)) is None  # no exception in the template: the child reports it
