@@ -145,7 +145,7 @@ def failure_status(exc: BaseException) -> Status:
 
 
 def finish_run(
-    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None]]],
+    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None] | None]],
     json_target: Path | None,
     failure: Callable[[Status, str], dict[str, Any]],
     quiet: bool = False,
@@ -153,7 +153,8 @@ def finish_run(
     """Run a command's work, write its result document on every exit path, print the summary,
     and exit with the status's code (see :mod:`dcop.results`).
 
-    ``produce`` returns the document and a summary printer; ``failure(status, message)`` makes
+    ``produce`` returns the document and a summary printer (None: it printed its summary
+    itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
     the document of a run that failed. Bad input (InputError) exits 2 after writing its
     document; anything that is not a DcopError is a bug and propagates.
     """
@@ -171,7 +172,7 @@ def finish_run(
         print(f"dcop: {status}: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
-    if not quiet:
+    if not quiet and show is not None:
         show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 

@@ -390,7 +390,7 @@ def run(
     _logging(log_level)
     read: dict[str, Problem] = {}
 
-    def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+    def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
         from dcop.coordinator.launch import run_local
         from dcop.coordinator.report import print_summary, write_summary
 
@@ -427,8 +427,6 @@ def run(
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)
-        return result.to_json(), (
-            (lambda console: None) if shown else lambda console: print_summary(result, console)
-        )
+        return result.to_json(), (None if shown else lambda console: print_summary(result, console))
 
     finish_run(produce, json_out, _failure(algo.value, z, file, read, task), quiet)
