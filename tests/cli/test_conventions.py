@@ -143,6 +143,16 @@ def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
     total = next(line.split() for line in lines if line.split()[:1] == ["total"])
     assert total[1:] == [str(doc["metrics"]["total_messages"]), str(doc["metrics"]["total_bytes"])]
     assert not re.search(r"\[/?bold|[\u2500-\u257f]", run.stdout)  # no markup, no box drawing
+    example = [str(instances_dir / "example.wcsp"), "--json", str(tmp_path / "example.json")]
+    imports = subprocess.run(  # rich is never loaded: not to print, not for a console
+        [sys.executable, "-X", "importtime", "-m", "dcop", "run", *example],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert imports.returncode == 0, imports.stderr
+    assert "optimum" in imports.stdout
+    assert not re.search(r"\| +rich", imports.stderr), "rich was imported"
     piped = run_dcop("run", str(instances_dir / "warehouse.wcsp"), "--json", "-")
     assert json.loads(piped.stdout)["cost"] == doc["cost"]
     assert f"optimum {doc['cost']:g}" in piped.stderr
