@@ -85,6 +85,8 @@ def run_child(
             main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # a SIGTERM while it closed: stopped (never unwind into the loop)
+        return 3
     return 0
 
 

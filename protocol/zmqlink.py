@@ -700,6 +700,15 @@ class ZmqAgentTransport(_ZmqBase):
         except zmq.Again:
             log.warning("agent %d: send queue to %d is full; message dropped", self.me, peer)
 
+    def close(self, linger_ms: int = LINGER_MS) -> None:
+        """Close every socket. Only the coordinator link keeps ``linger_ms`` for what is still
+        queued (an agent's failure report): frames queued for a neighbour that is gone (a killed
+        agent) would hold the exit for the whole linger, until SIGTERM came."""
+        if not self._closed:
+            for sock in self.dealers.values():
+                sock.close(linger=0)
+        super().close(linger_ms)
+
     def _early(self) -> Received | None:
         return self._released.popleft() if self._released else None
 

@@ -59,7 +59,12 @@ def test_agent_killed_before_dfs() -> None:
     def kill(procs: AgentProcesses) -> None:
         procs.procs[3].send_signal(signal.SIGKILL)
 
-    _run_expecting(r"agent 3 \(x3\) exited with code -9", 30, timeout=20, before_start=kill)
+    procs = _run_expecting(r"agent 3 \(x3\) exited with code -9", 30, timeout=20, before_start=kill)
+    # the others leave on the stop by themselves (3: stopped before finishing), none by the
+    # SIGTERM that follows the grace: frames queued for the killed agent do not hold their exit
+    codes = procs.exit_codes()
+    assert codes.pop(3) == -9
+    assert set(codes.values()) == {3}, codes
 
 
 def test_agent_killed_during_util() -> None:
