@@ -9,13 +9,13 @@ domain lowered when the DFS pseudo-tree's UTIL tables would be too large for thi
 solves it with one agent process per variable (ZeroMQ on loopback) as DPOP or ADPOP(z). Run 0 is
 a plain warm-up; every later run draws one fault mode by its share (the rest run plain):
 
-* ``kill`` (``run_local``): one agent is SIGKILLed right when every agent is ready (``ready``)
-  or 0-30 ms into the solve (``solve``). The run must end with a RunError that names the killed
-  agent, within the run's timeout (the delay from the kill to the error is measured); a run the
-  kill reached too late must still be right.
+* ``kill`` (``run_local``): one agent is SIGKILLed right when every agent has said hello,
+  before the starts (``ready``), or 0-30 ms into the solve (``solve``). The run must end with a
+  RunError that names the killed agent, within the run's timeout (the delay from the kill to the
+  error is measured); a run the kill reached too late must still be right.
 * ``sigterm``: the instance is written to a file and solved by a real ``python -m dcop run FILE
   --json OUT`` process with a TMPDIR of its own; SIGTERM reaches it once all its agent processes
-  exist (``hello``), once every agent is ready (``ready``, seen in the rewritten peers.json) or
+  exist (``hello``), once every agent has said hello (``ready``, seen in the rewritten peers.json) or
   0-150 ms into the solve (``solve``). It must exit within ``--sigterm-limit`` s (the delay is
   measured) with exit code 130 and a result document of status ``interrupted`` naming SIGTERM -
   or, when it had finished first, a right answer - and leave no agent or template process (its
@@ -23,7 +23,7 @@ a plain warm-up; every later run draws one fault mode by its share (the rest run
 * ``forge`` (``run_local`` with a work folder for the agents' logs): a stranger - ZeroMQ
   DEALERs of this process - connects to every agent's endpoint (from the run's peers.json) and
   sends a zeroed Setup, a Go and a Stop as the coordinator (routing identity -1), plus garbage,
-  once every agent is ready (``ready``: it then waits for each agent to log the refusal) or 0-50
+  once every agent has said hello (``ready``: it then waits for each agent to log the refusal) or 0-50
   ms into the solve (``solve``). With ``secure`` (``--secure-share`` of these runs, CurveZMQ) it
   speaks with a key of its own, which CURVE refuses, and with a neighbour's valid key, whose
   claim to be the coordinator is refused. The run must end ok with the right answer, every agent
@@ -407,7 +407,7 @@ def dealer(
 
 
 class Forger(RunHooks):
-    """Sends every agent forged coordinator frames and garbage, once all are ready (and waits
+    """Sends every agent forged coordinator frames and garbage, once all have said hello (and waits
     for their refusals in the logs) or a few ms into the solve (from a thread)."""
 
     #: Seconds a ``ready`` forger waits for every agent to log its refusal.
@@ -1097,9 +1097,9 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]], meta: dict[
         "",
         "Every run: a fresh random instance, one agent process per variable (ZeroMQ on loopback),",
         "checked against centralized BE. After run 0 (a plain warm-up) each run draws a fault",
-        "mode by its share: `kill` (one agent SIGKILLed when all are ready or 0-30 ms into the",
+        "mode by its share: `kill` (one agent SIGKILLed when all have said hello or 0-30 ms into the",
         "solve), `sigterm` (a real `dcop run FILE --json OUT` gets SIGTERM once its agents exist,",
-        "once they are ready, or 0-150 ms into the solve), `forge` (a stranger sends every agent",
+        "once they have said hello, or 0-150 ms into the solve), `forge` (a stranger sends every agent",
         "a Setup, Go and Stop as the coordinator, plus garbage; open or CurveZMQ), `self-connect`",
         "(`setup`: a stranger's hello for a late agent makes the coordinator give a neighbour its",
         "own endpoint; `peers`: an agent's peers.json names its own endpoint as the",
