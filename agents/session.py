@@ -10,9 +10,10 @@ Phases of a problem::
 
     setup  -> degree to every neighbour (it carries my neighbour list: the DFS looks two hops ahead)
     every neighbour's degree in -> ready to the coordinator
-    start  -> (once ready: a start that comes sooner waits) the DFS of every candidate tree (this agent starts those it roots); each back token
-              carries the sender's separator and the sizing of its UTIL for every mini-bucket size
-              the run may choose (:mod:`dcop.agents.sizing`); a finished root reports its tree
+    start  -> once ready (a start that comes sooner waits): the DFS of every candidate tree (this
+              agent starts those it roots); each back token carries the sender's separator and
+              the sizing of its UTIL for every mini-bucket size the run may choose
+              (:mod:`dcop.agents.sizing`); a finished root reports its tree
     go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
               VALUE down once the parent's has; then the result to the coordinator.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dcop.coordinator.result import RunResult
 
@@ -37,6 +37,23 @@ class Summary:
     tail: tuple[str, ...]
 
 
+def _answer(run: RunResult, result: dict[str, Any]) -> str | None:
+    """The line that states the answer (None for PR/MAR: their answer is a table of its own)."""
+    status = result["status"]
+    if run.partition is not None:
+        return None
+    if status == "infeasible":
+        return "[bold]infeasible[/bold]: no assignment has a finite cost (proved)"
+    if status != "ok":
+        return f"[bold red]{status}[/bold red]: {result['message']}"
+    if run.exact:
+        return f"optimum {_num(result['cost'])} (the root's bound equals the recomputed cost)"
+    return (
+        f"lower bound {_num(result['lower_bound'])}, upper bound (recomputed cost "
+        f"of the assignment) {_num(result['upper_bound'])}"
+    )
+
+
 def summarize(run: RunResult) -> Summary:
     """The summary of ``run``: answer, bounds, times and the wire metrics beside the theory
     (without a partition function's table, which :func:`print_summary` adds)."""
@@ -47,20 +64,9 @@ def summarize(run: RunResult) -> Summary:
         f"[bold]{run.spec.label}[/bold] on {run.problem.name}: {run.problem.n} agents, "
         f"{th['trees']} tree(s), roots {', '.join(run.roots[:5])}"
     ]
-    status = result["status"]
-    if run.partition is not None:
-        pass  # its own table (print_partition)
-    elif status == "infeasible":
-        head.append("[bold]infeasible[/bold]: no assignment has a finite cost (proved)")
-    elif status != "ok":
-        head.append(f"[bold red]{status}[/bold red]: {result['message']}")
-    elif run.exact:
-        head.append(f"optimum {_num(result['cost'])} (the root's bound equals the recomputed cost)")
-    else:
-        head.append(
-            f"lower bound {_num(result['lower_bound'])}, upper bound (recomputed cost "
-            f"of the assignment) {_num(result['upper_bound'])}"
-        )
+    answer = _answer(run, result)
+    if answer is not None:
+        head.append(answer)
     head.append(
         f"wall {m['wall_s']:.3f} s (solve {m['solve_wall_s']:.3f} s), simulated "
         f"runtime {m['simulated_runtime_s']:.4f} s, compute total "
