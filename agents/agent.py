@@ -229,6 +229,10 @@ class Agent:
         for loss in self.transport.lost_peers():
             if loss.peer == COORDINATOR_ID:
                 if not self.coordinator_heard:
+                    # its first words (a setup) may wait behind the loss: a coordinator that
+                    # died right after sending them is lost, not "not started yet"
+                    self._drain()
+                if not self.coordinator_heard:
                     continue  # not started yet: its first message is still to come
                 if self.cfg.serving:
                     log.warning(

@@ -85,3 +85,21 @@ def test_a_run_whose_agent_never_gets_ready_names_it(run_inproc, monkeypatch) ->
     names = {v for v in problem.variables if f"({v})" in str(failed.value)}
     first = next(iter(problem.variables))  # agent 0's variable
     assert names == problem.neighbours()[first], str(failed.value)
+
+
+def test_a_coordinator_lost_right_after_its_setup_is_lost() -> None:
+    """An agent that sees its coordinator's link drop before reading the setup queued behind
+    the loss takes the setup, then the loss: a one-shot agent exits instead of waiting for a
+    coordinator that is gone (the run's timeout). Found when the starts stopped waiting for
+    every ready: a coordinator could now die with setups just sent."""
+    from dcop.agents.agent import Agent, AgentConfig
+    from dcop.protocol import InProcHub, Setup, WireTable, encode
+
+    hub = InProcHub()
+    coordinator = hub.transport(COORDINATOR_ID)
+    agent = Agent(AgentConfig(0), hub.transport(0), get_backend("numpy"))
+    table = WireTable.from_array(("x0",), np.zeros(2, np.float32))
+    coordinator.send(0, encode(COORDINATOR_ID, 0, Setup("x0", 2, (table,), "0" * 64), 1))
+    coordinator.close()  # the coordinator is gone; its setup still waits in the agent's box
+    assert agent._check_losses() is True  # lost, after taking the setup
+    assert agent.coordinator_heard and agent.session is not None
