@@ -651,25 +651,20 @@ class Session:
             raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
         t0 = time.perf_counter()
         mapped = self.opened.pop(sender, None)
+        handle, pointer, size = mapped if mapped is not None else (None, 0, 0)
         if mapped is not None:
-            self.taken.append(mapped[1])
-        in_buffer = [t for t in shared if mapped is not None and t.handle == mapped[0]]
+            self.taken.append(pointer)
+        in_buffer = [t for t in shared if t.handle == handle]
         for t in shared:
-            if mapped is not None and t.handle == mapped[0]:
-                if t.offset + t.nbytes > mapped[2]:
-                    raise ProtocolError(f"agent {sender}'s table overruns its offered buffer")
-            elif t.offset:
+            if t.handle == handle and t.offset + t.nbytes > size:
+                raise ProtocolError(f"agent {sender}'s table overruns its offered buffer")
+            if t.handle != handle and t.offset:
                 raise ProtocolError(f"agent {sender} names an offset in a buffer not offered")
-        copies = iter(
-            self.handover.read_ipc_tables(
-                mapped[1], [(t.offset, t.shape, t.dtype) for t in in_buffer]
-            )
-            if mapped is not None and in_buffer
-            else []
-        )
+        placed = [(t.offset, t.shape, t.dtype) for t in in_buffer]
+        copies = iter(self.handover.read_ipc_tables(pointer, placed) if in_buffer else [])
         out = []
         for t in shared:
-            if mapped is not None and t.handle == mapped[0]:
+            if t.handle == handle:
                 data = next(copies)
             else:
                 try:

@@ -16,8 +16,8 @@ unmaps the buffer (:func:`close_handle`) once its own UTIL has gone out: off its
 and before its VALUE or down message, until which the child keeps the buffer (or the problem
 ends). Measured inside agents on the H200, that took a taken table from ~0.8 ms (a new array,
 a copy with its wait, a NaN test with its wait, the unmap) to the copy and test with one wait:
-GPU agents' simulated time at n = 16 fell 16-26%. A table that does not fit the offer (another dtype) goes by
-a buffer of its own (:func:`export_array`; the parent opens, copies and closes it). A handle
+GPU agents' simulated time at n = 16 fell 16-26%. A table that does not fit the offer (another
+dtype) goes by a buffer of its own (:func:`export_array`; the parent opens, copies and closes it). A handle
 that cannot be opened (its exporter exited) raises :class:`IpcUnavailable`; the agent reports it
 naming the child.
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 
@@ -115,11 +115,16 @@ def to_stdout(target: Path | None) -> bool:
     return target is not None and str(target) == "-"
 
 
-def summary_console(json_target: Path | None) -> Console:
+def summary_stream(json_target: Path | None) -> TextIO:
     """Where the human summary goes: stdout, or stderr when the JSON goes to stdout."""
+    return sys.stderr if to_stdout(json_target) else sys.stdout
+
+
+def summary_console(json_target: Path | None) -> Console:
+    """A rich console on :func:`summary_stream`."""
     from rich.console import Console  # only to print (rich's import is ~20 ms of start-up)
 
-    return Console(stderr=to_stdout(json_target))
+    return Console(file=summary_stream(json_target))
 
 
 def write_json(data: dict[str, Any], target: Path | None) -> None:

@@ -25,7 +25,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
-    to_stdout,
+    summary_stream,
     write_answer_file,
 )
 from dcop.cli.live import live_status
@@ -407,7 +407,7 @@ def run(
             # off a terminal the summary is plain text, written while the agents exit (rich's
             # import and rendering after they had were 25 ms of every run on the 2-core VM); on
             # a terminal rich draws it once the live display is gone
-            stream = sys.stderr if to_stdout(json_out) else sys.stdout
+            stream = summary_stream(json_out)
             if not quiet and not stream.isatty():
                 write_summary(replace(answer, file=str(file)), stream)
                 shown.append(True)
