@@ -7,9 +7,11 @@ milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``)
 ``{"id": 3, "argv": [...], "log": "agent-3.log"}``, with ``"options"`` (the fields of
 :class:`~dcop.protocol.agent_options.AgentOptions`) when the launcher has them, which then spares the
 child parsing ``argv`` - and forks a child per request. It answers
-``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ...}`` (a negative
-code is the signal that ended it), one JSON line each on stdout. When stdin closes it waits for
-its children and exits: the template lives exactly as long as the run that started it.
+``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ..., "cpu_s": ...,
+"faults": ...}`` (a negative code is the signal that ended it; the child's CPU seconds, user and
+system, all its threads, and its page faults, from the kernel's account of the exited process),
+one JSON line each on stdout. When stdin closes it waits for its children, says ``{"done": ...}``
+with its own CPU seconds, and exits: the template lives exactly as long as the run that started it.
 
 A child becomes its own session leader (a Ctrl-C at the terminal reaches the coordinator, not
 every agent), sends its output to its log file, takes the process title ``dcop-agent --id N ...``
@@ -28,6 +30,7 @@ import contextlib
 import importlib
 import json
 import os
+import resource
 import selectors
 import signal
 import sys
@@ -90,7 +93,7 @@ def run_child(
     return 0
 
 
-def _say(message: dict[str, int]) -> None:
+def _say(message: dict[str, int | float]) -> None:
     # The run that reads us may be gone (``dcop run`` ended by a signal while we imported): then
     # no one is left to tell, and the loop still ends once stdin closes and the children are reaped.
     with contextlib.suppress(BrokenPipeError):
@@ -123,10 +126,17 @@ def serve() -> None:
     open_input = True
     _say({"ready": os.getpid()})
     while open_input or children:
-        for pid, status in _reaped():
+        for pid, status, usage in _reaped():
             ident = children.pop(pid, None)
             if ident is not None:
-                _say({"exit": ident, "code": os.waitstatus_to_exitcode(status)})
+                _say(
+                    {
+                        "exit": ident,
+                        "code": os.waitstatus_to_exitcode(status),
+                        "cpu_s": usage.ru_utime + usage.ru_stime,
+                        "faults": usage.ru_minflt + usage.ru_majflt,
+                    }
+                )
         if not open_input and not children:
             break
         for key, _ in selector.select(1.0):  # the timeout only bounds a missed wake-up
@@ -154,6 +164,7 @@ def serve() -> None:
                     os._exit(run_child(list(request["argv"]), str(request["log"]), options, peers))
                 children[pid] = int(request["id"])
                 _say({"started": int(request["id"]), "pid": pid})
+    _say({"done": _own_cpu_s()})
 
 
 class PeersFiles:
@@ -183,16 +194,22 @@ class PeersFiles:
         return peers
 
 
-def _reaped() -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
+def _reaped() -> list[tuple[int, int, resource.struct_rusage]]:
+    """Children that have ended: pid, wait status and what they used (``wait4``)."""
+    out: list[tuple[int, int, resource.struct_rusage]] = []
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return out
         if pid == 0:
             return out
-        out.append((pid, status))
+        out.append((pid, status, usage))
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

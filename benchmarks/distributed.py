@@ -67,6 +67,9 @@ def one_run(
     result = run.to_json()
     m = run.metrics
     hb = m["messages"].get("heartbeat", 0)
+    used = run.processes or {}
+    agent_cpu = list(used.get("agent_cpu_s", {}).values())
+    faults = list(used.get("agent_page_faults", {}).values())
     return {
         "finished": True,
         "cost": run.cost if math.isfinite(run.cost) else None,
@@ -92,6 +95,12 @@ def one_run(
         "largest_util_entries": m["largest_util_entries"],
         "max_separator": m["theory"]["max_separator"],
         "checks": m["checks"],
+        # CPU seconds of every process of the run (the kernel's account): where the wall goes
+        "agents_cpu_s": sum(agent_cpu) if agent_cpu else None,
+        "agent_cpu_ms": 1000 * statistics.mean(agent_cpu) if agent_cpu else None,
+        "agent_page_faults": statistics.mean(faults) if faults else None,
+        "template_cpu_s": used.get("template_cpu_s"),
+        "coordinator_cpu_s": used.get("coordinator_cpu_s"),
         "per_agent": [
             {
                 "separator": len(a["separator"]),
@@ -210,6 +219,11 @@ def by_n(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "util_messages": mean("util_messages"),
                 "messages": mean("messages"),
                 "bytes": mean("bytes"),
+                "agent_cpu_ms": mean("agent_cpu_ms"),
+                "agent_page_faults": mean("agent_page_faults"),
+                "agents_cpu_s": mean("agents_cpu_s"),
+                "template_cpu_s": mean("template_cpu_s"),
+                "coordinator_cpu_s": mean("coordinator_cpu_s"),
             }
         )
     return table
@@ -260,7 +274,31 @@ def markdown_by_n(report: dict[str, Any]) -> list[str]:
             f"{_i(r['algorithm_messages'])} | {_i(r['algorithm_bytes'])} | "
             f"{_i(r['util_messages'])} | {_i(r['messages'])} | {_i(r['bytes'])} |"
         )
-    return [*lines, "", target_line(table), ""]
+    lines += [
+        "",
+        target_line(table),
+        "",
+        "### Where the CPU goes (in process, means over the seeds)",
+        "",
+        "CPU seconds (user + system, all threads) of each process of a run, from the kernel's "
+        "account: each forked agent from its fork to its exit, the template (its imports, "
+        f"paid once per run, and its forks) and the coordinator from the call to the agents' exits. "
+        f"This machine has {os.cpu_count()} cores: when the total exceeds cores x wall, the run "
+        "waits for CPU, not for messages.",
+        "",
+        "| n | CPU per agent ms | page faults per agent | all agents s | template s | coordinator s "
+        "| total s | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        parts = [r["agents_cpu_s"], r["template_cpu_s"], r["coordinator_cpu_s"]]
+        total = sum(parts) if all(x is not None for x in parts) else None  # type: ignore[misc]
+        lines.append(
+            f"| {r['n']} | {_f(r['agent_cpu_ms'])} | {_i(r['agent_page_faults'])} | "
+            f"{_f(r['agents_cpu_s'])} | {_f(r['template_cpu_s'])} | "
+            f"{_f(r['coordinator_cpu_s'])} | {_f(total)} | {_f(r['wall_s'])} |"
+        )
+    return [*lines, ""]
 
 
 def _i(x: float | None) -> str:

@@ -150,6 +150,7 @@ def run_local(
     from dcop.sumproduct import log_constant
 
     spec = spec if spec is not None else RunSpec()
+    cpu_at_start = time.process_time()
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
@@ -234,6 +235,9 @@ def run_local(
                 "secure": secure,
                 "gpu": gpu,
                 "total_s": time.monotonic() - started,
+                # this process's CPU (all its threads) from the call to the agents' exits
+                "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),
+                **procs.usage(),
             },
             file=str(problem_file) if problem_file is not None else None,
         )

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from dcop.errors import RunError
 
@@ -56,6 +56,10 @@ class Template:
         )
         self.pids: dict[int, int] = {}
         self.codes: dict[int, int] = {}
+        #: what each exited agent used: CPU seconds (user and system) and page faults
+        self.usage: dict[int, tuple[float, int]] = {}
+        #: the template's own CPU seconds, once it has ended
+        self.cpu_s: float | None = None
         self.changed = threading.Condition()
         self.ready = False
         self._reader = threading.Thread(target=self._read, daemon=True, name="dcop-template")
@@ -75,7 +79,12 @@ class Template:
                 elif "started" in message:
                     self.pids[int(message["started"])] = int(message["pid"])
                 elif "exit" in message:
-                    self.codes[int(message["exit"])] = int(message["code"])
+                    ident = int(message["exit"])
+                    self.codes[ident] = int(message["code"])
+                    if "cpu_s" in message:
+                        self.usage[ident] = (float(message["cpu_s"]), int(message["faults"]))
+                elif "done" in message:
+                    self.cpu_s = float(message["done"])
                 self.changed.notify_all()
         with self.changed:  # the template is gone: every agent not yet reported is lost
             self.changed.notify_all()
@@ -230,6 +239,19 @@ class AgentProcesses:
 
     def exit_codes(self) -> dict[int, int | None]:
         return {i: p.poll() for i, p in self.procs.items()}
+
+    def usage(self) -> dict[str, Any]:
+        """What the processes used, for a run's record: each forked agent's CPU seconds and page
+        faults (from the kernel's account of it once it exited) and the template's CPU seconds
+        (its imports and forks); empty where none was forked."""
+        if self.template is None:
+            return {}
+        used = self.template.usage
+        return {
+            "agent_cpu_s": {str(i): round(used[i][0], 6) for i in sorted(used)},
+            "agent_page_faults": {str(i): used[i][1] for i in sorted(used)},
+            "template_cpu_s": self.template.cpu_s,
+        }
 
     def log_tail(self, agent_id: int, lines: int = 3) -> str:
         """The last lines an agent logged, on one line."""

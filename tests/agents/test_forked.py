@@ -47,3 +47,24 @@ def test_a_peers_file_the_template_cannot_read_is_left_to_each_child(tmp_path: P
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"agents": "not a list"}))
     assert files.get(str(bad)) is None  # no exception in the template: the child reports it
+
+
+def test_the_template_reports_what_each_child_and_itself_used(tmp_path: Path) -> None:
+    # a child that fails at once (an unknown option): its exit line still says what it used
+    import subprocess
+    import sys
+
+    request = {"id": 7, "argv": ["--no-such-option"], "log": str(tmp_path / "agent-7.log")}
+    done = subprocess.run(
+        [sys.executable, "-m", "dcop.agents.forked"],
+        input=(json.dumps(request) + "\n").encode(),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    exits = [m for m in lines if "exit" in m]
+    assert len(exits) == 1 and exits[0]["exit"] == 7 and exits[0]["code"] == 2
+    assert exits[0]["cpu_s"] > 0 and exits[0]["faults"] > 0
+    assert "no-such-option" in (tmp_path / "agent-7.log").read_text()
+    assert "done" in lines[-1] and lines[-1]["done"] > 0  # its own CPU, once its children ended

@@ -41,6 +41,11 @@ def test_dpop_processes_equal_be(make) -> None:
     assert all(checks.values()), checks
     assert result.processes is not None
     assert set(result.processes["exit_codes"].values()) == {0}
+    agents = {str(i) for i in range(problem.n)}  # what each forked agent used, from the kernel
+    assert set(result.processes["agent_cpu_s"]) == agents
+    assert all(s > 0 for s in result.processes["agent_cpu_s"].values())
+    assert set(result.processes["agent_page_faults"]) == agents
+    assert result.processes["template_cpu_s"] > 0 and result.processes["coordinator_cpu_s"] > 0
     pids = {a["pid"] for a in result.agents.values()}
     assert len(pids) == problem.n and os.getpid() not in pids  # one process per variable
 
