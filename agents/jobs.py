@@ -39,11 +39,14 @@ def runs_inline(joined_entries: int, where: str) -> bool:
 
 class Worker:
     """One long-lived daemon thread that runs the jobs given to it in turn (a daemon, so that a
-    stopped agent exits at once)."""
+    stopped agent exits at once). The thread starts with the first job that does not run inline:
+    the agents of a small problem never need it, and its start, stack and allocator arena were 20
+    page faults of each forked agent's ~1550 (30 agents, ``benchmarks/distributed.py``)."""
 
     def __init__(self, name: str = "dcop-worker") -> None:
         self._queue: queue.SimpleQueue[Job[Any]] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, daemon=True, name=name).start()
+        self._name = name
+        self._thread: threading.Thread | None = None
 
     def submit(
         self, fn: Callable[[], T], wake: Callable[[], None] | None = None, inline: bool = False
@@ -58,6 +61,9 @@ class Worker:
         if inline:
             job.run()
         else:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True, name=self._name)
+                self._thread.start()
             self._queue.put(job)
         return job
 

@@ -74,6 +74,15 @@ def test_an_inline_job_runs_at_once_on_the_callers_thread() -> None:
     assert job.result() == threading.get_ident()
 
 
+def test_a_worker_starts_its_thread_with_its_first_job_that_does_not_run_inline() -> None:
+    before = threading.active_count()
+    worker = Worker("dcop-test-lazy")
+    assert worker.submit(lambda: 1, inline=True).result() == 1
+    assert threading.active_count() == before  # an agent whose buckets are all small has none
+    assert worker.submit(threading.current_thread).result().name == "dcop-test-lazy"
+    assert threading.active_count() == before + 1
+
+
 def test_which_buckets_run_inline() -> None:
     assert runs_inline(INLINE_MAX_ENTRIES["cpu"], "cpu")
     assert not runs_inline(INLINE_MAX_ENTRIES["cpu"] + 1, "cpu")
