@@ -5,8 +5,8 @@ cores, dozens of them queue); forking a template that has done those imports cos
 milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``): it imports
 :data:`PRELOAD`, says ``ready``, then reads one JSON request per line on stdin -
 ``{"id": 3, "argv": [...], "log": "agent-3.log"}``, with ``"options"`` (the fields of
-:class:`~dcop.protocol.agent_options.AgentOptions`) when the launcher has them, which then spares the
-child parsing ``argv`` - and forks a child per request. It answers
+:class:`~dcop.protocol.agent_options.AgentOptions`) when the launcher has them, which then spares
+the child parsing ``argv`` - and forks a child per request. It answers
 ``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ..., "cpu_s": ...,
 "faults": ...}`` (a negative code is the signal that ended it; the child's CPU seconds, user and
 system, all its threads, and its page faults, from the kernel's account of the exited process),
@@ -133,7 +133,7 @@ def serve() -> None:
                     {
                         "exit": ident,
                         "code": os.waitstatus_to_exitcode(status),
-                        "cpu_s": usage.ru_utime + usage.ru_stime,
+                        "cpu_s": _cpu_s(usage),
                         "faults": usage.ru_minflt + usage.ru_majflt,
                     }
                 )
@@ -164,7 +164,7 @@ def serve() -> None:
                     os._exit(run_child(list(request["argv"]), str(request["log"]), options, peers))
                 children[pid] = int(request["id"])
                 _say({"started": int(request["id"]), "pid": pid})
-    _say({"done": _own_cpu_s()})
+    _say({"done": _cpu_s(resource.getrusage(resource.RUSAGE_SELF))})
 
 
 class PeersFiles:
@@ -207,8 +207,8 @@ def _reaped() -> list[tuple[int, int, resource.struct_rusage]]:
         out.append((pid, status, usage))
 
 
-def _own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def _cpu_s(usage: resource.struct_rusage) -> float:
+    """CPU seconds in ``usage``: user and system."""
     return usage.ru_utime + usage.ru_stime
 
 

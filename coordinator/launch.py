@@ -132,8 +132,9 @@ def run_local(
     """Solve ``problem`` with one agent process per variable on this machine.
 
     ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
-    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices); ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE
-    keys and runs every socket with CurveZMQ. With ``problem_file`` each agent reads its part
+    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices);
+    ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs every
+    socket with CurveZMQ. With ``problem_file`` each agent reads its part
     from that file and checks it against the coordinator's. ``workdir`` keeps peers.json and the
     agents' logs (default: a temporary folder, removed afterwards); two runs cannot share one.
     Agents are forked from a pre-imported template (``fork=False``: a fresh interpreter each),

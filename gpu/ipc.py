@@ -17,9 +17,9 @@ and before its VALUE or down message, until which the child keeps the buffer (or
 ends). Measured inside agents on the H200, that took a taken table from ~0.8 ms (a new array,
 a copy with its wait, a NaN test with its wait, the unmap) to the copy and test with one wait:
 GPU agents' simulated time at n = 16 fell 16-26%. A table that does not fit the offer (another
-dtype) goes by a buffer of its own (:func:`export_array`; the parent opens, copies and closes it). A handle
-that cannot be opened (its exporter exited) raises :class:`IpcUnavailable`; the agent reports it
-naming the child.
+dtype) goes by a buffer of its own (:func:`export_array`; the parent opens, copies and closes
+it). A handle that cannot be opened (its exporter exited) raises :class:`IpcUnavailable`; the
+agent reports it naming the child.
 
 Who may: two agents whose :func:`ipc_domain` strings are equal and not empty: one kernel boot,
 one IPC and one PID namespace (containers that do not share them cannot open each other's
