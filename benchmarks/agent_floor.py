@@ -1,0 +1,311 @@
+"""How far dcop's forked agents are from the floor of their process model.
+
+The floor: N processes forked from a template that has imported what dcop's template imports
+(NumPy, ZeroMQ, dcop's agent modules), each with what the issue asks of every agent - its own log
+file, its process title, its own ZeroMQ context, a ROUTER on a port the system picks, a DEALER to
+the coordinator and one to each neighbour (a ring, four neighbours each, about the degree of the
+random instances) - exchanging the message pattern of a DPOP run as msgpack maps: hello, setup
+(three 400-byte tables), a degree to each neighbour, ready, start, a DFS token over every agent
+and back (2(n-1) hops, as many as dcop's DFS), the tree, go, UTIL up a path of all n agents
+(1000 float32, added to on the way), VALUE down it, result, stop, and ``os._exit``. No dcop logic:
+no validation, no sizing, no candidate trees, no metrics, no monitors, no heartbeats.
+
+Beside it, per n, ``dcop run FILE -q --json OUT`` and ``dcop solve FILE -q`` on the random
+instance of that size from ``benchmarks/results/distributed_instances`` (seed 0): their wall
+times, and from the run's result document each agent's CPU and page faults (the template's
+kernel account) and the coordinator's wall time from its start to the end.
+
+    .venv/bin/python benchmarks/agent_floor.py                    # n = 10, 20, 30; 5 repeats
+    .venv/bin/python benchmarks/agent_floor.py --sizes 30 --repeat 9
+
+Writes benchmarks/results/agent_floor.json and agent_floor.md. Medians over the repeats; the
+floor runs in a fresh interpreter each time (``--one N``), alternating with the dcop commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+RESULTS = Path(__file__).resolve().parent / "results"
+INSTANCES = RESULTS / "distributed_instances"
+DCOP = str(Path(sys.executable).with_name("dcop"))
+#: neighbours on each side of an agent in the floor's ring
+RING_SIDE = 2
+UTIL_FLOATS = 1000
+
+
+def _ring(agent: int, n: int) -> list[int]:
+    return sorted({(agent + d) % n for d in range(-RING_SIDE, RING_SIDE + 1) if d} - {agent})
+
+
+def _floor_agent(agent: int, n: int, coordinator: str, folder: str) -> NoReturn:
+    """One floor agent's whole life (a forked child)."""
+    import msgpack
+    import numpy as np
+    import setproctitle
+    import zmq
+
+    os.setsid()
+    log = os.open(f"{folder}/agent-{agent}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    setproctitle.setproctitle(f"floor-agent --id {agent}")
+    ctx = zmq.Context()
+    inbox = ctx.socket(zmq.ROUTER)
+    inbox.bind("tcp://127.0.0.1:*")
+    boss = ctx.socket(zmq.DEALER)
+    boss.setsockopt(zmq.IDENTITY, b"%d" % agent)
+    boss.connect(coordinator)
+    boss.send(msgpack.packb({"t": "hello", "at": inbox.getsockopt_string(zmq.LAST_ENDPOINT)}))
+    setup = msgpack.unpackb(boss.recv())
+    links: dict[int, Any] = {}
+    for peer, endpoint in setup["neighbours"]:
+        link = ctx.socket(zmq.DEALER)
+        link.setsockopt(zmq.IDENTITY, b"%d" % agent)
+        link.connect(endpoint)
+        link.send(msgpack.packb({"t": "degree", "d": len(setup["neighbours"])}))
+        links[peer] = link
+    poller = zmq.Poller()
+    poller.register(inbox, zmq.POLLIN)
+    poller.register(boss, zmq.POLLIN)
+    degrees = 0
+    while True:
+        ready = dict(poller.poll())
+        if boss in ready:
+            order = msgpack.unpackb(boss.recv())
+            if order["t"] == "stop":
+                break
+            if order["t"] == "start" and agent == 0:
+                links[1].send(msgpack.packb({"t": "token", "hops": 1, "path": [0]}))
+            if order["t"] == "go" and agent == n - 1:
+                util = np.zeros(UTIL_FLOATS, np.float32)
+                links[agent - 1].send(msgpack.packb({"t": "util", "u": util.tobytes()}))
+        if inbox in ready:
+            message = msgpack.unpackb(inbox.recv_multipart()[-1])
+            kind = message["t"]
+            if kind == "degree":
+                degrees += 1
+                if degrees == len(links):
+                    boss.send(msgpack.packb({"t": "ready"}))
+            elif kind == "token":
+                if message["hops"] == 2 * (n - 1):
+                    boss.send(msgpack.packb({"t": "tree", "path": message["path"]}))
+                else:
+                    message["hops"] += 1
+                    message["path"].append(agent)
+                    onward = agent + 1 if message["hops"] <= n - 1 else agent - 1
+                    links[onward].send(msgpack.packb(message))
+            elif kind == "util":
+                util = np.frombuffer(message["u"], np.float32) + 1
+                if agent > 0:
+                    links[agent - 1].send(msgpack.packb({"t": "util", "u": util.tobytes()}))
+                else:
+                    links[1].send(msgpack.packb({"t": "value", "v": [[0, int(util[0])]]}))
+                    boss.send(msgpack.packb({"t": "result", "value": 0}))
+            elif kind == "value":
+                if agent < n - 1:
+                    onward_value = [*message["v"], [agent, 1]]
+                    links[agent + 1].send(msgpack.packb({"t": "value", "v": onward_value}))
+                boss.send(msgpack.packb({"t": "result", "value": 1}))
+    os._exit(0)
+
+
+def measure_floor(n: int) -> dict[str, float]:
+    """One floor run of ``n`` agents from this interpreter (which becomes their template)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as dcop's template (dcop.blas)
+    import msgpack
+    import numpy as np
+    import setproctitle  # noqa: F401  (dcop's template has it imported too)
+    import zmq
+
+    import dcop.agents.run  # the template's imports, as dcop's
+    import dcop.protocol.zmqlink  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+    folder = tempfile.mkdtemp(prefix="dcop-floor-")
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.bind("tcp://127.0.0.1:*")
+    coordinator = router.getsockopt_string(zmq.LAST_ENDPOINT)
+    tables = [np.zeros(100, np.float32).tobytes()] * 3
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    for agent in range(n):
+        if os.fork() == 0:
+            _floor_agent(agent, n, coordinator, folder)
+    endpoints: dict[int, str] = {}
+    identities: dict[int, bytes] = {}
+    while len(endpoints) < n:
+        who, body = router.recv_multipart()
+        endpoints[int(who)] = msgpack.unpackb(body)["at"]
+        identities[int(who)] = who
+
+    def tell_all(message: dict[str, Any]) -> None:
+        for agent in range(n):
+            router.send_multipart([identities[agent], msgpack.packb(message)])
+
+    def wait_for(kind: str, count: int) -> None:
+        while count:
+            count -= msgpack.unpackb(router.recv_multipart()[1])["t"] == kind
+
+    for agent in range(n):
+        neighbours = [[peer, endpoints[peer]] for peer in _ring(agent, n)]
+        setup = {"t": "setup", "neighbours": neighbours, "tables": tables}
+        router.send_multipart([identities[agent], msgpack.packb(setup)])
+    wait_for("ready", n)
+    tell_all({"t": "start", "algo": "dpop"})
+    wait_for("tree", 1)
+    tell_all({"t": "go", "tree": 0})
+    wait_for("result", n)
+    tell_all({"t": "stop"})
+    for _ in range(n):
+        os.wait()
+    wall = time.perf_counter() - started
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime - before.ru_utime + used.ru_stime - before.ru_stime
+    faults = used.ru_minflt - before.ru_minflt + used.ru_majflt - before.ru_majflt
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    os.rmdir(folder)
+    return {"wall_s": wall, "agent_cpu_ms": cpu * 1000 / n, "agent_faults": faults / n}
+
+
+def _timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def measure_dcop(file: Path, out: Path) -> dict[str, float]:
+    """``dcop run`` and ``dcop solve`` on ``file``: walls, and the run's per-agent account."""
+    run_wall = _timed([DCOP, "run", str(file), "-q", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    if doc["status"] != "ok":
+        raise SystemExit(f"dcop run {file.name}: {doc['status']}: {doc.get('message')}")
+    used = doc["processes"]
+    cpu = list(used["agent_cpu_s"].values())
+    faults = list(used["agent_page_faults"].values())
+    solve_wall = _timed([DCOP, "solve", str(file), "-q", "--json", str(out)])
+    return {
+        "run_wall_s": run_wall,
+        "solve_wall_s": solve_wall,
+        # from just after the forks were asked for to the last agent's exit
+        "agent_phase_s": used["total_s"],
+        "agent_cpu_ms": 1000 * sum(cpu) / len(cpu),
+        "agent_faults": sum(faults) / len(faults),
+        "template_cpu_ms": 1000 * float(used["template_cpu_s"]),
+    }
+
+
+def _median(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+
+
+def measure(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dcop-floor-bench-") as tmp:
+        out = Path(tmp) / "run.json"
+        for n in sizes:
+            file = INSTANCES / f"random_n{n}_d3_s0.yaml"
+            floors, dcops = [], []
+            for _ in range(repeat):
+                one = [sys.executable, __file__, "--one", str(n)]
+                floors.append(
+                    json.loads(
+                        subprocess.run(one, check=True, capture_output=True, text=True).stdout
+                    )
+                )
+                dcops.append(measure_dcop(file, out))
+            rows.append(
+                {"n": n, "instance": file.name, "floor": _median(floors), "dcop": _median(dcops)}
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def ratio_at_floor(dcop: dict[str, float], floor: dict[str, float]) -> float:
+    """``dcop run`` / ``dcop solve`` had the run's agent phase cost what the floor's does."""
+    return (dcop["run_wall_s"] - dcop["agent_phase_s"] + floor["wall_s"]) / dcop["solve_wall_s"]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    from compare.machine import describe
+
+    meta = report["meta"]
+    lines = [
+        "# dcop's forked agents beside the floor of their process model",
+        "",
+        f"- Machine: {describe(meta['machine'])}",
+        f"- Command: `{meta['command']}`; medians of {meta['repeat']} repeats",
+        f"- Written: {meta['date']}",
+        "",
+        "The floor is N forked processes with a log file, a process title, a ZeroMQ context, a "
+        "ROUTER, a DEALER to the coordinator and one per neighbour (four), exchanging DPOP's "
+        "message pattern as msgpack maps and nothing else (`benchmarks/agent_floor.py` says "
+        "exactly what). The agent phase is, for the floor, its first fork to its last exit; for "
+        "dcop, the run's `processes.total_s` (from its coordinator's start, just after the forks "
+        "were asked for, to the last agent's exit). *At the floor* is an estimate: `dcop run`'s "
+        "wall with its agent phase replaced by the floor's, over `dcop solve`'s.",
+        "",
+        "| n | dcop solve (s) | dcop run (s) | run / solve | CPU per agent, dcop / floor (ms) "
+        "| page faults per agent, dcop / floor | agent phase, dcop / floor (s) "
+        "| run / solve at the floor (estimate) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["rows"]:
+        d, f = row["dcop"], row["floor"]
+        lines.append(
+            f"| {row['n']} | {d['solve_wall_s']:.3f} | {d['run_wall_s']:.3f} "
+            f"| {d['run_wall_s'] / d['solve_wall_s']:.2f}x "
+            f"| {d['agent_cpu_ms']:.1f} / {f['agent_cpu_ms']:.1f} "
+            f"| {d['agent_faults']:.0f} / {f['agent_faults']:.0f} "
+            f"| {d['agent_phase_s']:.3f} / {f['wall_s']:.3f} "
+            f"| {ratio_at_floor(d, f):.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,20,30")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one floor run, as JSON
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure_floor(args.one)))
+        return
+    sys.path.insert(0, str(RESULTS.parent))
+    from compare.machine import machine_info
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = measure(sizes, args.repeat)
+    report = {
+        "meta": {
+            "machine": machine_info(),
+            "command": "python benchmarks/agent_floor.py " + " ".join(sys.argv[1:]),
+            "repeat": args.repeat,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        },
+        "rows": rows,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "agent_floor.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "agent_floor.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
