@@ -13,7 +13,8 @@ no validation, no sizing, no candidate trees, no metrics, no monitors, no heartb
 Beside it, per n, ``dcop run FILE -q --json OUT`` and ``dcop solve FILE -q`` on the random
 instance of that size from ``benchmarks/results/distributed_instances`` (seed 0): their wall
 times, and from the run's result document each agent's CPU and page faults (the template's
-kernel account) and the coordinator's wall time from its start to the end.
+kernel account) and the agents' lifetime, from the first one's start to the last one's exit
+(``processes.total_s``).
 
     .venv/bin/python benchmarks/agent_floor.py                    # n = 10, 20, 30; 5 repeats
     .venv/bin/python benchmarks/agent_floor.py --sizes 30 --repeat 9
@@ -202,7 +203,7 @@ def measure_dcop(file: Path, out: Path) -> dict[str, float]:
     return {
         "run_wall_s": run_wall,
         "solve_wall_s": solve_wall,
-        # from just after the forks were asked for to the last agent's exit
+        # from the first agent's start to the last one's exit
         "agent_phase_s": used["total_s"],
         "agent_cpu_ms": 1000 * sum(cpu) / len(cpu),
         "agent_faults": sum(faults) / len(faults),
@@ -256,8 +257,8 @@ def markdown(report: dict[str, Any]) -> str:
         "ROUTER, a DEALER to the coordinator and one per neighbour (four), exchanging DPOP's "
         "message pattern as msgpack maps and nothing else (`benchmarks/agent_floor.py` says "
         "exactly what). The agent phase is, for the floor, its first fork to its last exit; for "
-        "dcop, the run's `processes.total_s` (from its coordinator's start, just after the forks "
-        "were asked for, to the last agent's exit). *At the floor* is an estimate: `dcop run`'s "
+        "dcop, the run's `processes.total_s` (from its first agent's start to its last agent's "
+        "exit). *At the floor* is an estimate: `dcop run`'s "
         "wall with its agent phase replaced by the floor's, over `dcop solve`'s.",
         "",
         "| n | dcop solve (s) | dcop run (s) | run / solve | CPU per agent, dcop / floor (ms) "

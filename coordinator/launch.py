@@ -176,6 +176,7 @@ def run_local(
         peers.write(peers_file)
         procs = AgentProcesses(fork=fork)
         stack.callback(procs.stop)
+        started = time.monotonic()  # the agents' lifetime: the first start to the last exit
         for a in peers.agents:
             options = agent_options(
                 a.id,
@@ -215,7 +216,6 @@ def run_local(
             before_start=ready,
             on_status=on_status,
         )
-        started = time.monotonic()
         try:
             result = coordinator.run()
         except DcopError as exc:  # the same kind of error, with the named agent's last log line
