@@ -19,7 +19,7 @@ from dcop.ordering import best_order, induced_width, min_fill_order
 from dcop.orders import CostModel, default_budget, engine, order_cost, treedec
 from dcop.orders.files import read_order, write_order
 
-INSTANCES = Path("/work/shared/instances")
+INSTANCES = Path(__file__).resolve().parents[2].parent / "shared" / "instances"
 
 
 def problems() -> list[tuple[str, Problem]]:
