@@ -70,6 +70,7 @@ from dcop.protocol import (
 )
 from dcop.protocol.dfs import DfsState, DfsToken
 from dcop.protocol.digest import part_digest
+from dcop.protocol.given import GivenState
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, TableBackend, domain_sizes
@@ -93,6 +94,13 @@ class Part:
     neighbours: dict[int, str]
     #: each neighbour's CUDA IPC domain, where it has one (Setup's ``Neighbour.ipc``)
     ipc: dict[int, str] = field(default_factory=dict)
+    #: agents linked for the coordinator's elimination tree that are not neighbours (id -> var)
+    links: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def peers(self) -> dict[int, str]:
+        """Every agent this one is linked to: its neighbours and its extra tree links."""
+        return {**self.neighbours, **self.links}
 
 
 def adopt_setup(
@@ -149,8 +157,11 @@ def adopt_setup(
             raise DcopError(
                 f"a table links {setup.variable!r} with {strangers[0]!r}, which is not a neighbour"
             )
-    ipc = {n.id: n.ipc for n in setup.neighbours if n.ipc}
-    return Part(setup.variable, domain, tables, neighbours, ipc)
+    links = {n.id: n.variable for n in setup.links}
+    if me in links:
+        raise ProtocolError(f"agent {me} is named as its own tree link")
+    ipc = {n.id: n.ipc for n in (*setup.neighbours, *setup.links) if n.ipc}
+    return Part(setup.variable, domain, tables, neighbours, ipc, links)
 
 
 class Session:
@@ -211,12 +222,12 @@ class Session:
         # the DFS of each candidate tree, and what the children's back tokens said
         self.spec: RunSpec | None = None
         self.zs: tuple[int | None, ...] = ()
-        self.trees: list[DfsState] = []
+        self.trees: list[DfsState | GivenState] = []
         self.child_sizings: list[dict[int, tuple[Sizing, ...]]] = []
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
-        self.tree: DfsState | None = None
+        self.tree: DfsState | GivenState | None = None
         self.utils: dict[int, list[Table]] = {}
         self.scalars = 0.0
         self.bucket: list[Table] = []
@@ -420,6 +431,14 @@ class Session:
         out: Out = []
         for k in start.roots:
             out += self._wire(k, self.trees[k].start())
+        if start.given is not None:
+            # the coordinator's elimination tree: no walk, only the sizing pass up to its roots
+            k = len(self.trees)
+            self.trees.append(
+                GivenState(self.me, self.part.domain, self.part.neighbours, start.given, k)
+            )
+            self.child_sizings.append({})
+            out += self._wire(k, self.trees[k].start())
         early, self.early = self.early, []
         for sender, message in early:
             out += self.on(sender, message)
@@ -477,7 +496,7 @@ class Session:
             out.append((COORDINATOR_ID, report))
         return out
 
-    def _own_scopes(self, state: DfsState) -> list[tuple[int, ...]]:
+    def _own_scopes(self, state: DfsState | GivenState) -> list[tuple[int, ...]]:
         """My tables whose other variables are my ancestors, as scopes of agent ids."""
         ancestors = set(state.path)
         return [
@@ -486,7 +505,7 @@ class Session:
             if all(v == self.var or self.ids[v] in ancestors for v in t.scope)
         ]
 
-    def _domains(self, state: DfsState) -> dict[int, int]:
+    def _domains(self, state: DfsState | GivenState) -> dict[int, int]:
         return {**state.ancestor_domains(), self.me: self.part.domain}
 
     def _child_tables(self, k: int, j: int) -> list[tuple[tuple[int, ...], ...]]:

@@ -385,7 +385,9 @@ class Neighbour:
 class Setup:
     """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
     run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
-    with their endpoints (the agent links to them now)."""
+    with their endpoints (the agent links to them now). ``links``: agents that are not
+    neighbours but are its parent or children in the coordinator's elimination pseudo-tree
+    (:class:`GivenTree`); the agent links to them too (sent only when not empty)."""
 
     TYPE: ClassVar[str] = "setup"
     variable: str
@@ -393,47 +395,59 @@ class Setup:
     tables: tuple[WireTable, ...]
     digest: str
     neighbours: tuple[Neighbour, ...] = ()
+    links: tuple[Neighbour, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "variable": self.variable,
             "domain": self.domain,
             "tables": [t.to_wire() for t in self.tables],
             "digest": self.digest,
             "neighbours": [[n.id, n.variable, n.endpoint, n.ipc] for n in self.neighbours],
         }
+        if self.links:
+            out["links"] = [[n.id, n.variable, n.endpoint, n.ipc] for n in self.links]
+        return out
 
     @staticmethod
     def from_wire(p: Payload) -> Setup:
         digest = _str(p, "digest", DIGEST_CHARS)
         if len(digest) != DIGEST_CHARS or any(c not in "0123456789abcdef" for c in digest):
             raise ProtocolError("field 'digest' must be a sha256 in lower-case hex")
-        neighbours = []
-        for i, raw in enumerate(_seq(p, "neighbours", MAX_LIST)):
-            if not isinstance(raw, list | tuple) or len(raw) != 4:
-                raise ProtocolError(
-                    f"field 'neighbours'[{i}] must be [id, variable, endpoint, ipc domain]"
-                )
-            ident, name, endpoint, domain = raw
-            if type(ident) is not int or not 0 <= ident <= MAX_AGENT_ID:
-                raise ProtocolError(f"field 'neighbours'[{i}] must start with an agent id")
-            neighbours.append(
-                Neighbour(
-                    ident,
-                    _check_str(name, f"neighbours[{i}].variable"),
-                    _check_str(endpoint, f"neighbours[{i}].endpoint", MAX_TEXT_CHARS),
-                    _check_str(domain, f"neighbours[{i}].ipc", MAX_TEXT_CHARS, empty=True),
-                )
-            )
-        if len({n.id for n in neighbours}) != len(neighbours):
-            raise ProtocolError("field 'neighbours' names an agent twice")
+        neighbours = _peers(p, "neighbours")
+        links = _peers(p, "links") if "links" in p else ()
+        if {n.id for n in neighbours} & {n.id for n in links}:
+            raise ProtocolError("field 'links' names a neighbour")
         return Setup(
             _str(p, "variable"),
             _int(p, "domain", 1, MAX_DOMAIN),
             _tables(p, "tables"),
             digest,
-            tuple(neighbours),
+            neighbours,
+            links,
         )
+
+
+def _peers(p: Payload, key: str) -> tuple[Neighbour, ...]:
+    """A Setup's list of [id, variable, endpoint, ipc domain]."""
+    out = []
+    for i, raw in enumerate(_seq(p, key, MAX_LIST)):
+        if not isinstance(raw, list | tuple) or len(raw) != 4:
+            raise ProtocolError(f"field '{key}'[{i}] must be [id, variable, endpoint, ipc domain]")
+        ident, name, endpoint, domain = raw
+        if type(ident) is not int or not 0 <= ident <= MAX_AGENT_ID:
+            raise ProtocolError(f"field '{key}'[{i}] must start with an agent id")
+        out.append(
+            Neighbour(
+                ident,
+                _check_str(name, f"{key}[{i}].variable"),
+                _check_str(endpoint, f"{key}[{i}].endpoint", MAX_TEXT_CHARS),
+                _check_str(domain, f"{key}[{i}].ipc", MAX_TEXT_CHARS, empty=True),
+            )
+        )
+    if len({n.id for n in out}) != len(out):
+        raise ProtocolError(f"field '{key}' names an agent twice")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -452,13 +466,44 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class GivenTree:
+    """This agent's place in the coordinator's elimination pseudo-tree (candidate tree number
+    ``spec.trees``, after the DFS candidates): its ancestors from the root down to its parent
+    (``path``; empty for a root) with their domain sizes, and its children."""
+
+    path: tuple[int, ...]
+    domains: tuple[int, ...]
+    children: tuple[int, ...]
+
+    def to_wire(self) -> list[Any]:
+        return [list(self.path), list(self.domains), list(self.children)]
+
+    @staticmethod
+    def from_wire(raw: Any) -> GivenTree:
+        if not isinstance(raw, list | tuple) or len(raw) != 3:
+            raise ProtocolError("field 'given' must be [path, domains, children]")
+        p = {"path": raw[0], "domains": raw[1], "children": raw[2]}
+        path, children = _ids(p, "path"), _ids(p, "children")
+        domains = _seq(p, "domains", MAX_LIST)
+        if len(domains) != len(path) or any(
+            type(d) is not int or not 1 <= d <= MAX_DOMAIN for d in domains
+        ):
+            raise ProtocolError("field 'given' needs one domain size per ancestor")
+        if len(set(path) | set(children)) != len(path) + len(children):
+            raise ProtocolError("field 'given' names an agent twice")
+        return GivenTree(path, tuple(domains), children)
+
+
+@dataclass(frozen=True)
 class Start:
     """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
-    ``roots`` (this agent is that tree's root in its component)."""
+    ``roots`` (this agent is that tree's root in its component). ``given``: where the coordinator
+    offers its elimination pseudo-tree as one more candidate, this agent's place in it."""
 
     TYPE: ClassVar[str] = "start"
     spec: RunSpec
     roots: tuple[int, ...] = ()
+    given: GivenTree | None = None
 
     @property
     def root(self) -> bool:
@@ -466,7 +511,10 @@ class Start:
         return bool(self.roots)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"spec": self.spec.to_wire(), "roots": list(self.roots)}
+        out: dict[str, Any] = {"spec": self.spec.to_wire(), "roots": list(self.roots)}
+        if self.given is not None:
+            out["given"] = self.given.to_wire()
+        return out
 
     @staticmethod
     def from_wire(p: Payload) -> Start:
@@ -476,7 +524,8 @@ class Start:
             raise ProtocolError("field 'spec.trees' must be at least 1 in a start message")
         if any(k >= spec.trees for k in roots) or len(set(roots)) != len(roots):
             raise ProtocolError(f"field 'roots' must name distinct trees below {spec.trees}")
-        return Start(spec, roots)
+        given = GivenTree.from_wire(p["given"]) if "given" in p else None
+        return Start(spec, roots, given)
 
 
 @dataclass(frozen=True)
@@ -578,7 +627,7 @@ class Token:
             raise ProtocolError("field 'domains' must hold domain sizes")
         big = (1 << 62) - 1
         return Token(
-            _int(p, "tree", 0, MAX_TREES - 1),
+            _int(p, "tree", 0, MAX_TREES),
             "child" if kind == "child" else "back",
             _ids(p, "path"),
             tuple(domains),
@@ -620,7 +669,7 @@ class TreeReport:
     @staticmethod
     def from_wire(p: Payload) -> TreeReport:
         return TreeReport(
-            _int(p, "tree", 0, MAX_TREES - 1), _int(p, "width", 0, MAX_LIST), _sizings(p, "sizings")
+            _int(p, "tree", 0, MAX_TREES), _int(p, "width", 0, MAX_LIST), _sizings(p, "sizings")
         )
 
 
@@ -638,7 +687,7 @@ class Go:
 
     @staticmethod
     def from_wire(p: Payload) -> Go:
-        return Go(_int(p, "tree", 0, MAX_TREES - 1), _opt_int(p, "z", 1, MAX_SCOPE))
+        return Go(_int(p, "tree", 0, MAX_TREES), _opt_int(p, "z", 1, MAX_SCOPE))
 
 
 @dataclass(frozen=True, eq=False)
