@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcop.choices import TaskName
+from dcop.choices import TaskName, TreeName
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
     JsonOption,
     LogLevel,
+    OrderTimeOption,
     SolutionOption,
+    check_ordering,
     failure_document,
     finish_run,
     parse_memory,
@@ -76,6 +78,16 @@ Trees = Annotated[
         "--trees",
         help="candidate pseudo-trees the agents build (the smallest largest UTIL wins); 0: auto, "
         "one where the first tree's UTILs are at most 65536 entries, else 8",
+    ),
+]
+TreeOpt = Annotated[
+    TreeName,
+    typer.Option(
+        "--tree",
+        help="auto: the coordinator also offers the elimination tree of its ordering engine's "
+        "order where it is narrower than the first DFS tree, and the smallest predicted UTILs "
+        "win; dfs: the agents' DFS trees only (agents link to their neighbours only); "
+        "elimination: run the elimination tree",
     ),
 ]
 MaxMemory = Annotated[
@@ -282,6 +294,8 @@ def coordinator(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     timeout: Timeout = 300.0,
     hello_timeout: Annotated[float, typer.Option(help="seconds to wait for every hello")] = 120.0,
     json_out: JsonOption = None,
@@ -320,6 +334,7 @@ def coordinator(
         from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
+        check_ordering("auto", order_time)
         spec = _spec(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
@@ -334,6 +349,8 @@ def coordinator(
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
+                    tree=tree.value,
+                    order_time=order_time,
                 )
             except DcopError as exc:
                 # peers.json does not fit the problem (or the problem has no such task): the
@@ -362,6 +379,8 @@ def run(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     gpu: Annotated[
         bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
     ] = False,
@@ -394,6 +413,7 @@ def run(
         from dcop.coordinator.launch import run_local
         from dcop.coordinator.report import print_summary, write_summary
 
+        check_ordering("auto", order_time)
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
         if evidence is not None and agents_read_file:
             raise InputError(
@@ -424,6 +444,8 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
                 on_answer=show_answer,
+                tree=tree.value,
+                order_time=order_time,
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)
