@@ -4,7 +4,10 @@ that are not neighbours; ``auto`` keeps the candidate with the smallest predicte
 
 from __future__ import annotations
 
-import math
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +18,7 @@ from dcop.coordinator.elimination import elimination_tree
 from dcop.coordinator.topology import layout_for
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve
+from dcop.io import write_problem
 from dcop.model import CostTable, Problem, Variable
 from tests.agents.conftest import RunFn
 from tests.conftest import random_problem
@@ -130,3 +134,22 @@ def test_auto_does_not_offer_it_for_small_utils(run_inproc: RunFn) -> None:
     problem = random_problem(3, n=7)
     run = run_inproc(problem, "dpop")["run"]
     assert set(run.tree.kinds) == {"dfs"} and "small" in run.tree.why
+
+
+@pytest.mark.parametrize("extra", [[], ["--secure"]])
+def test_dcop_run_links_non_neighbours(tmp_path: Path, extra: list[str]) -> None:
+    """Agent processes over ZeroMQ (and CurveZMQ) link to tree relatives that are not
+    neighbours and solve exactly on the elimination tree."""
+    problem = grid_network(25, 3, 0.0, 1)
+    assert elimination_tree(problem, layout_of(problem), 0.0).links  # some parents are strangers
+    path = tmp_path / "g.wcsp"
+    write_problem(problem, path)
+    out = tmp_path / "r.json"
+    command = [sys.executable, "-m", "dcop", "run", str(path), "--tree", "elimination"]
+    run = subprocess.run(
+        [*command, *extra, "--json", str(out), "-q"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(out.read_text())
+    assert doc["pseudo_tree"]["kind"] == "elimination"
+    assert doc["cost"] == pytest.approx(optimum(problem))

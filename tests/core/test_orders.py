@@ -183,3 +183,30 @@ def test_default_order_beats_minfill_on_structured_files(name: str) -> None:
     adjacency = problem.neighbours()
     result = best_order(problem)
     assert result.width < induced_width(adjacency, min_fill_order(adjacency))
+
+
+@pytest.mark.parametrize(("name", "problem"), PROBLEMS, ids=[n for n, _ in PROBLEMS])
+def test_elimination_pseudo_tree_keeps_every_constraint_on_a_branch(
+    name: str, problem: Problem
+) -> None:
+    from dcop.ordering import induced_scopes, order_pseudo_tree
+
+    adjacency = problem.neighbours()
+    result = best_order(problem, 0.05)
+    tree = order_pseudo_tree(adjacency, result.order)
+
+    def ancestors(v: str) -> set[str]:
+        out, p = set(), tree.parent[v]
+        while p is not None:
+            out.add(p)
+            p = tree.parent[p]
+        return out
+
+    for table in problem.tables:
+        for i, a in enumerate(table.scope):
+            for b in table.scope[i + 1 :]:
+                assert a in ancestors(b) or b in ancestors(a), (table.scope, a, b)
+    separators = tree.separators()
+    scopes = induced_scopes(adjacency, result.order)
+    assert {v: set(s) for v, s in separators.items()} == {v: set(s) for v, s in scopes.items()}
+    assert max((len(s) for s in separators.values()), default=0) == result.width
