@@ -13,7 +13,7 @@ Phases of a problem::
     start  -> once ready (a start that comes sooner waits): the DFS of every candidate tree (this
               agent starts those it roots); each back token carries the sender's separator and
               the sizing of its UTIL for every mini-bucket size the run may choose
-              (:mod:`dcop.agents.sizing`); a finished root reports its tree
+              (:mod:`dcop.trees.sizing`); a finished root reports its tree
     go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
               VALUE down once the parent's has; then the result to the coordinator.
 
@@ -43,7 +43,6 @@ import numpy as np
 
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
-from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
@@ -68,11 +67,14 @@ from dcop.protocol import (
     Value,
     WireTable,
 )
-from dcop.protocol.dfs import DfsState, DfsToken
 from dcop.protocol.digest import part_digest
-from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.protocol.messages import sizing_at
+from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, TableBackend, domain_sizes
+from dcop.trees.candidates import default_candidates
+from dcop.trees.dfs import DfsState, DfsToken
+from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 
 Out = list[tuple[int, Message]]
 #: Tables in an offered IPC buffer start at multiples of this (CUDA's allocation alignment).

@@ -64,12 +64,12 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import Neighbour
+from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
-from dcop.protocol.runspec import AUTO_TREES
-from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
+from dcop.trees.candidates import default_candidates
 
 log = logging.getLogger("dcop.coordinator")
 

@@ -21,6 +21,7 @@ PACKAGES = {
     "dcop/inference": "dcop.inference",
     "dcop/io": "dcop.io",
     "dcop/model.py": "dcop.model",
+    "dcop/trees": "dcop.trees",
 }
 #: (importer, forbidden prefix, why)
 RULES = [
@@ -31,6 +32,12 @@ RULES = [
     ("dcop.protocol", "dcop.coordinator", "the protocol knows no coordinator"),
     ("dcop.protocol", "dcop.gpu", "the protocol touches no device"),
     ("dcop.protocol", "cupy", "the protocol touches no device"),
+    ("dcop.protocol", "dcop.trees", "the protocol carries trees but builds none"),
+    ("dcop.trees", "dcop.protocol", "the pseudo-tree is an algorithm, not a wire format"),
+    ("dcop.trees", "dcop.agents", "both sides use the trees; the trees know neither"),
+    ("dcop.trees", "dcop.coordinator", "both sides use the trees; the trees know neither"),
+    ("dcop.trees", "dcop.gpu", "the trees touch no device"),
+    ("dcop.trees", "zmq", "the trees know no transport"),
     ("dcop.coordinator", "dcop.agents", "coordinator and agents talk over the wire only"),
     ("dcop.agents", "dcop.coordinator", "coordinator and agents talk over the wire only"),
     ("dcop.model", "dcop.cli", "the model knows no command line"),
