@@ -7,7 +7,7 @@
 * ``processes``  agent processes, forked from a pre-imported template
 * ``cluster``    serving agents between problems (``--shutdown``)
 * ``result``     ``RunResult``: the typed result, written as the shared result document
-* ``metrics``    wire metrics and the theory beside them; ``report`` the readable summary
+* ``metrics``    wire metrics and the theory beside them
 * ``keys``       CurveZMQ key helpers
 
 The names below are imported on first use (PEP 562), so that ``dcop run`` can start the agents'
@@ -27,7 +27,6 @@ _EXPORTS = {
     "run_local": "dcop.coordinator.launch",
     "write_result": "dcop.coordinator.launch",
     "AgentProcesses": "dcop.coordinator.processes",
-    "print_summary": "dcop.coordinator.report",
     "RunResult": "dcop.coordinator.result",
     "Layout": "dcop.coordinator.topology",
     "check_peers": "dcop.coordinator.topology",
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
     from dcop.coordinator.driver import Coordinator
     from dcop.coordinator.launch import agent_command, free_ports, run_local, write_result
     from dcop.coordinator.processes import AgentProcesses
-    from dcop.coordinator.report import print_summary
     from dcop.coordinator.result import RunResult
     from dcop.coordinator.topology import (
         Layout,
@@ -77,7 +75,6 @@ __all__ = [
     "load_peers",
     "parse_peers",
     "peers_for",
-    "print_summary",
     "round_robin",
     "run_local",
     "write_result",

@@ -315,9 +315,9 @@ def coordinator(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        from dcop.cli.report import print_summary
         from dcop.coordinator.cluster import stop_agents
         from dcop.coordinator.driver import Coordinator
-        from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
         spec = _spec(
@@ -391,8 +391,8 @@ def run(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
+        from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.launch import run_local
-        from dcop.coordinator.report import print_summary, write_summary
 
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
         if evidence is not None and agents_read_file:

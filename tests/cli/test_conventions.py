@@ -159,7 +159,7 @@ def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
     script = (
         "import io, sys\n"
         "from dcop.coordinator.launch import run_local\n"
-        "from dcop.coordinator.report import write_summary\n"
+        "from dcop.cli.report import write_summary\n"
         "from dcop.io import read_problem\n"
         f"run = run_local(read_problem({str(instances_dir / 'example.wcsp')!r}), timeout=60)\n"
         "write_summary(run, io.StringIO())\n"

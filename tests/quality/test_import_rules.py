@@ -40,6 +40,8 @@ RULES = [
     ("dcop.trees", "zmq", "the trees know no transport"),
     ("dcop.coordinator", "dcop.agents", "coordinator and agents talk over the wire only"),
     ("dcop.agents", "dcop.coordinator", "coordinator and agents talk over the wire only"),
+    ("dcop.coordinator", "dcop.cli", "presentation sits above the coordinator"),
+    ("dcop.agents", "dcop.cli", "presentation sits above the agents"),
     ("dcop.model", "dcop.cli", "the model knows no command line"),
     ("dcop.model", "dcop.gpu", "the model knows no device"),
     ("dcop.io", "dcop.inference", "reading a file solves nothing"),
