@@ -39,7 +39,7 @@ from dcop.results import Status
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dcop.coordinator.result import RunResult
+    from dcop.results.run import RunResult
 
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0

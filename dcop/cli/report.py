@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dcop.coordinator.result import RunResult
+from dcop.results.run import RunResult
 
 if TYPE_CHECKING:
     from rich.console import Console

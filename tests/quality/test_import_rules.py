@@ -22,6 +22,7 @@ PACKAGES = {
     "dcop/io": "dcop.io",
     "dcop/model.py": "dcop.model",
     "dcop/trees": "dcop.trees",
+    "dcop/results": "dcop.results",
 }
 #: (importer, forbidden prefix, why)
 RULES = [
@@ -41,6 +42,11 @@ RULES = [
     ("dcop.coordinator", "dcop.agents", "coordinator and agents talk over the wire only"),
     ("dcop.agents", "dcop.coordinator", "coordinator and agents talk over the wire only"),
     ("dcop.coordinator", "dcop.cli", "presentation sits above the coordinator"),
+    ("dcop.coordinator", "dcop.inference", "a distributed run solves nothing centrally"),
+    ("dcop.results", "dcop.inference", "results are data: they know no solver"),
+    ("dcop.results", "dcop.coordinator", "results are data: they know no solver"),
+    ("dcop.results", "dcop.agents", "results are data: they know no solver"),
+    ("dcop.results", "dcop.cli", "results are data: presentation sits above them"),
     ("dcop.agents", "dcop.cli", "presentation sits above the agents"),
     ("dcop.model", "dcop.cli", "the model knows no command line"),
     ("dcop.model", "dcop.gpu", "the model knows no device"),
