@@ -196,8 +196,8 @@ def auto_tree_count(problem: Problem, layout: Layout, first_largest: int | None 
 def first_candidate_largest(problem: Problem, layout: Layout) -> int:
     """The largest predicted UTIL (entries) of the first candidate DFS tree, built here in
     process by the agents' own DFS code: the same tree the agents will build first."""
-    from dcop.protocol.dfs import simulate  # the DFS's pure state code; no transport involved
-    from dcop.protocol.trees import default_candidates
+    from dcop.trees.candidates import default_candidates
+    from dcop.trees.dfs import simulate  # the DFS's pure state code; no transport involved
 
     sizes = problem.domain_sizes()
     first = simulate(

@@ -42,10 +42,10 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
     BoundKind,

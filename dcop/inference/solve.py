@@ -21,10 +21,10 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.result import SolveResult
 from dcop.model import Problem
 from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 ALGOS = ("be", "mbe")

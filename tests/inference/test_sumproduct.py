@@ -20,10 +20,10 @@ from dcop.backend import get_backend
 from dcop.errors import ModelError
 from dcop.generators import ising_grid, random_bayes
 from dcop.inference.partition import infer
-from dcop.orders.choose import choose_order
 from dcop.io.uai import condition, write_uai
 from dcop.model import CostTable, Problem, Variable
 from dcop.ordering import dfs_pseudo_tree
+from dcop.orders.choose import choose_order
 from dcop.sumproduct import down_messages, log_potentials, marginal, sum_util
 from dcop.tables import Table
 from tests.conftest import random_problem

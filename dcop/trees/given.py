@@ -2,48 +2,56 @@
 
 The coordinator, which reads the whole problem, may offer the elimination pseudo-tree of its
 ordering engine's order (:func:`dcop.ordering.order_pseudo_tree`) beside the agents' DFS
-candidates. There is no walk to make: each agent learns its place (:class:`GivenTree`) in Start.
+candidates. There is no walk to make: each agent learns its place (its ancestors from the root,
+their domain sizes, its children: the Start message's ``GivenTree``).
 What remains is the sizing pass the DFS's back tokens carry: every agent sends a ``back`` token
 up once all its children's have come, with its separator and its subtree's summary, so the
 tree's roots report its predicted UTILs exactly as DFS roots do, and the coordinator keeps the
 candidate with the smallest. A parent may not be a graph neighbour: the Setup links the agent to
 it (``Setup.links``).
 
-:class:`GivenState` answers what the agent's session asks of a :class:`~dcop.protocol.dfs.DfsState`
+:class:`GivenState` answers what the agent's session asks of a :class:`~dcop.trees.dfs.DfsState`
 (parent, children, path, separator, summary, done, start, receive).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dcop.errors import DcopError, ProtocolError
-from dcop.protocol.dfs import DfsToken, Send, TreeSummary
-from dcop.protocol.messages import GivenTree
+from dcop.trees.dfs import DfsToken, Send, TreeSummary
 
 
 class GivenState:
-    """Agent ``me``'s place in the given tree number ``tree``; ``neighbours``: its graph
-    neighbours (id -> variable), each of which must be an ancestor or a descendant."""
+    """Agent ``me``'s place in the given tree number ``tree``: its ancestors from the root down
+    to its parent (``path``) with their ``domains``, and its ``children``; ``neighbours``: its
+    graph neighbours (id -> variable), each of which must be an ancestor or a descendant."""
 
     def __init__(
-        self, me: int, domain: int, neighbours: Mapping[int, str], given: GivenTree, tree: int
+        self,
+        me: int,
+        domain: int,
+        neighbours: Mapping[int, str],
+        path: Sequence[int],
+        domains: Sequence[int],
+        children: Sequence[int],
+        tree: int,
     ) -> None:
         if domain < 1:
             raise DcopError(f"agent {me}: domain size {domain} < 1")
-        if me in given.path or me in given.children:
+        if me in path or me in children:
             raise ProtocolError(f"agent {me}: the given tree names it as its own relative")
         self.me = me
         self.domain = domain
         self.tree = tree
-        self.path = given.path
-        self.parent: int | None = given.path[-1] if given.path else None
-        self.children = list(given.children)
-        self.pseudo_parents = [a for a in given.path[:-1] if a in neighbours]
-        self._domains = dict(zip(given.path, given.domains, strict=True))
-        self._sep = {a for a in given.path if a in neighbours}
-        self._waiting = set(given.children)
+        self.path = tuple(path)
+        self.parent: int | None = self.path[-1] if self.path else None
+        self.children = list(children)
+        self.pseudo_parents = [a for a in self.path[:-1] if a in neighbours]
+        self._domains = dict(zip(self.path, domains, strict=True))
+        self._sep = {a for a in self.path if a in neighbours}
+        self._waiting = set(children)
         self._below = TreeSummary()
         self.separator: tuple[int, ...] = ()
         self.summary = TreeSummary()
