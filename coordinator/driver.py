@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.coordinator.elimination import EliminationTree, elimination_tree
+from dcop.coordinator.elimination import EliminationTree, offer
 from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.topology import (
     Layout,
@@ -70,7 +70,7 @@ from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
-from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES, AUTO_TREES, sizing_choices
+from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
 from dcop.sumproduct import log_constant
@@ -167,10 +167,10 @@ class Coordinator:
             self.spec = replace(self.spec, trees=auto_tree_count(problem, self.layout, first))
         self.tree_policy = tree
         #: the elimination tree offered beside the DFS candidates (None: not offered), and why
-        self.elimination: EliminationTree | None = None
-        self.elimination_note = "not offered (--tree dfs: the agents' DFS trees only)"
-        if tree != "dfs" and len(self.active) > 1:
-            self._offer_elimination(tree, first, order_time)
+        self.elimination: EliminationTree | None
+        self.elimination, self.elimination_note = offer(
+            problem, self.layout, tree, first, order_time
+        )
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
         #: agents whose Setup went out
@@ -186,30 +186,6 @@ class Coordinator:
         self.received: dict[str, list[int]] = {}
         self.phase = "hello"
         self.t0 = 0.0
-
-    def _offer_elimination(self, tree: str, first: int | None, order_time: float | None) -> None:
-        """Offer the elimination tree (``tree`` = auto: where the first DFS candidate's largest
-        UTIL is over AUTO_ONE_TREE_ENTRIES and the elimination tree's is smaller)."""
-        if first is None:
-            first = first_candidate_largest(self.problem, self.layout)
-        if tree == "auto" and first <= AUTO_ONE_TREE_ENTRIES:
-            self.elimination_note = (
-                f"not offered: the first DFS tree's largest UTIL ({first} entries) is small"
-            )
-            return
-        offer = elimination_tree(self.problem, self.layout, order_time)
-        if tree == "auto" and offer.largest >= first:
-            self.elimination_note = (
-                f"not offered: its largest UTIL ({offer.largest:.4g} entries, width "
-                f"{offer.width}) is no smaller than the first DFS tree's ({first:.4g})"
-            )
-            return
-        self.elimination = offer
-        self.elimination_note = (
-            f"offered: the pseudo-tree of the {offer.method} order, width {offer.width}, largest "
-            f"UTIL {offer.largest:.4g} entries (the first DFS tree's: {first:.4g}), built in "
-            f"{offer.seconds:.3f} s"
-        )
 
     def _links(self, agent: int) -> tuple[int, ...]:
         """The agents ``agent`` links to beyond its neighbours (the elimination tree's)."""

@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from dcop.coordinator.topology import Layout
+from dcop.coordinator.topology import Layout, first_candidate_largest
 from dcop.model import Problem
 from dcop.ordering import order_pseudo_tree
 from dcop.orders import CostModel, best_order
@@ -83,4 +83,36 @@ def elimination_tree(
         largest,
         engine.method,
         time.perf_counter() - t0,
+    )
+
+
+def offer(
+    problem: Problem,
+    layout: Layout,
+    policy: str = "auto",
+    first: int | None = None,
+    budget_s: float | None = None,
+) -> tuple[EliminationTree | None, str]:
+    """The elimination tree the coordinator offers under ``policy`` (None: none) and a line
+    saying why. ``auto`` offers it where the first DFS candidate's largest UTIL (``first``;
+    None: simulated here) is over ``AUTO_ONE_TREE_ENTRIES`` (a smaller tree is solved in
+    milliseconds) and the elimination tree's is smaller; ``elimination`` always; ``dfs`` never."""
+    from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES
+
+    if policy == "dfs" or len(layout.variable) < 2:
+        return None, "not offered (--tree dfs: the agents' DFS trees only)"
+    if first is None:
+        first = first_candidate_largest(problem, layout)
+    if policy == "auto" and first <= AUTO_ONE_TREE_ENTRIES:
+        return None, f"not offered: the first DFS tree's largest UTIL ({first} entries) is small"
+    tree = elimination_tree(problem, layout, budget_s)
+    if policy == "auto" and tree.largest >= first:
+        return None, (
+            f"not offered: its largest UTIL ({tree.largest:.4g} entries, width {tree.width}) is "
+            f"no smaller than the first DFS tree's ({first:.4g})"
+        )
+    return tree, (
+        f"offered: the pseudo-tree of the {tree.method} order, width {tree.width}, largest UTIL "
+        f"{tree.largest:.4g} entries (the first DFS tree's: {first:.4g}), built in "
+        f"{tree.seconds:.3f} s"
     )

@@ -111,9 +111,9 @@ def test_the_elimination_tree_in_agent_ids(name: str, problem: Problem) -> None:
 
 
 def test_auto_keeps_the_narrower_tree(run_inproc: RunFn, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dcop.coordinator.driver as driver
+    import dcop.protocol.runspec as runspec
 
-    monkeypatch.setattr(driver, "AUTO_ONE_TREE_ENTRIES", 0)  # offer it on a small problem too
+    monkeypatch.setattr(runspec, "AUTO_ONE_TREE_ENTRIES", 0)  # offer it on a small problem too
     # a scale-free network whose first DFS tree (4096 entries) is wider than its elimination
     # tree (1024)
     problem = scale_free_network(80, 2, 0.0, 1, m=2)
