@@ -129,13 +129,16 @@ def best_order(
     def best() -> MethodResult:
         return min(tried, key=lambda r: r.cost.key(model.max_entries))  # first on ties
 
+    n = len(adjacency)
+    adaptive = budget_s is None
     if budget_s is None:
-        budget_s = default_budget(best().cost.predicted_seconds(len(adjacency)), len(adjacency))
-    if budget_s >= MIN_SEARCH_S and len(adjacency) > 2:
+        budget_s = default_budget(best().cost.predicted_seconds(n), n)
+    if budget_s >= MIN_SEARCH_S and n > 2:
         if treedec.available():
             # should goatd refuse this graph, the greedy orders stand
             with contextlib.suppress(RuntimeError):
-                attempt("goatd", lambda: treedec.decompose_order(adjacency, budget_s))
+                incumbent = best().cost
+                attempt("goatd", lambda: search(adjacency, sizes, budget_s, adaptive, incumbent))
         else:
             attempt("minfill-restarts", lambda: restarts(adjacency, sizes, budget_s))
     chosen = best()
@@ -149,6 +152,38 @@ def best_order(
         budget_s=budget_s,
         tried=tuple(tried),
     )
+
+
+def search(
+    adjacency: Adjacency,
+    sizes: Mapping[str, int],
+    budget_s: float,
+    adaptive: bool,
+    incumbent: OrderCost,
+) -> list[str]:
+    """goatd's portfolio within ``budget_s``: in one call, or ``adaptive`` (the default budget)
+    in rounds of growing length (an eighth of the budget but at least FLOOR_S, then doubling, a
+    new seed each) that end once the time spent reaches a tenth of the predicted solve time of
+    the best order found so far (or of ``incumbent``, the best greedy one), or once a round finds
+    nothing better than the rounds before it: a grid whose min-fill order predicts minutes is
+    ordered in a fraction of a second once goatd finds its width."""
+    if not adaptive:
+        return treedec.decompose_order(adjacency, budget_s)
+    t0 = time.perf_counter()
+    best: list[str] = []
+    best_key: tuple[bool, float, float, int] | None = None
+    round_s, seed = max(FLOOR_S, budget_s / 8), 0
+    while (left := budget_s - (time.perf_counter() - t0)) >= MIN_SEARCH_S:
+        order = treedec.decompose_order(adjacency, min(round_s, left), seed)
+        key = order_cost(adjacency, order, sizes).key()
+        if best_key is not None and key >= best_key:
+            break  # the portfolio has settled
+        best, best_key = order, key
+        work = min(best_key[1], incumbent.total + incumbent.largest)
+        if time.perf_counter() - t0 >= 0.1 * OrderCost(0, 0.0, work).predicted_seconds(len(sizes)):
+            break
+        round_s, seed = 2 * round_s, seed + 1
+    return best
 
 
 def restarts(adjacency: Adjacency, sizes: Mapping[str, int], budget_s: float) -> list[str]:
