@@ -48,15 +48,15 @@ GRID_SIDES = (10, 14, 20, 30)
 DFS_CANDIDATES = 8
 
 
-def instances(quick: bool) -> Iterator[tuple[str, str, Problem]]:
-    """(family, name, problem) for every instance."""
+def instances(quick: bool, shared: Path = SHARED) -> Iterator[tuple[str, str, Problem]]:
+    """(family, name, problem) for every instance (``shared``: the folder of shared files)."""
     if quick:
         yield "grid", "grid5", grid_network(25, 3, 0.3, 1)
         yield "scale-free", "scalefree_n40", scale_free_network(40, 2, 0.3, 1, m=2)
         yield "bayes", "bayes_n40", random_bayes(40, 2, 2, 10, 1)
         return
-    if SHARED.exists():
-        for path in sorted(SHARED.glob("*.wcsp")) + sorted(SHARED.glob("*.uai")):
+    if shared.exists():
+        for path in sorted(shared.glob("*.wcsp")) + sorted(shared.glob("*.uai")):
             yield "shared", path.name, read_problem(path)
     for side in GRID_SIDES:
         yield "grid", f"grid{side}x{side}", grid_network(side * side, 3, 0.3, 1)
@@ -236,10 +236,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--best-time", type=float, default=30.0, help="goatd's long budget (s)")
     parser.add_argument("--only", default="", help="instances whose name contains this")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results")
+    parser.add_argument(
+        "--instances", type=Path, default=SHARED, help="folder of the shared .wcsp/.uai files"
+    )
     args = parser.parse_args(argv)
     best_time = min(args.best_time, 0.2) if args.quick else args.best_time
     rows = []
-    for family, name, problem in instances(args.quick):
+    if not args.quick and not args.instances.exists():
+        print(
+            f"no shared instances at {args.instances}: grids and generated ones only",
+            file=sys.stderr,
+        )
+    for family, name, problem in instances(args.quick, args.instances):
         if args.only and args.only not in name:
             continue
         row = measure(family, name, problem, best_time)
