@@ -260,7 +260,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     doc = {
-        "command": "benchmarks/orders.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        # the command, without this machine's paths
+        "command": " ".join(
+            [
+                "benchmarks/orders.py",
+                *(
+                    a if not a.startswith("/") else Path(a).name
+                    for a in (argv if argv is not None else sys.argv[1:])
+                ),
+            ]
+        ),
         "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "best_time_s": best_time,
