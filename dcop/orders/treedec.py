@@ -10,10 +10,12 @@ min-fill instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 
 from dcop.errors import InputError
 from dcop.ordering import Adjacency
 
+goatd: ModuleType | None
 try:  # optional: no wheel for Linux aarch64 or macOS x86-64
     import goatd
 except ImportError:  # pragma: no cover - depends on the platform
