@@ -632,6 +632,7 @@ class Coordinator:
             wall_s=wall_s,
             solve_s=solve_s,
             hellos=self.hellos,
+            elimination_tree=self.elimination is not None,
         )
 
     def _sum_result(self, wall_s: float, solve_s: float, roots: list[int]) -> RunResult:

@@ -94,17 +94,12 @@ def offer(
     budget_s: float | None = None,
 ) -> tuple[EliminationTree | None, str]:
     """The elimination tree the coordinator offers under ``policy`` (None: none) and a line
-    saying why. ``auto`` offers it where the first DFS candidate's largest UTIL (``first``;
-    None: simulated here) is over ``AUTO_ONE_TREE_ENTRIES`` (a smaller tree is solved in
-    milliseconds) and the elimination tree's is smaller; ``elimination`` always; ``dfs`` never."""
-    from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES
-
+    saying why. ``auto`` offers it where its largest UTIL is smaller than the first DFS
+    candidate's (``first``; None: simulated here); ``elimination`` always; ``dfs`` never."""
     if policy == "dfs" or len(layout.variable) < 2:
         return None, "not offered (--tree dfs: the agents' DFS trees only)"
     if first is None:
         first = first_candidate_largest(problem, layout)
-    if policy == "auto" and first <= AUTO_ONE_TREE_ENTRIES:
-        return None, f"not offered: the first DFS tree's largest UTIL ({first} entries) is small"
     tree = elimination_tree(problem, layout, budget_s)
     if policy == "auto" and tree.largest >= first:
         return None, (

@@ -15,7 +15,7 @@ import pytest
 
 from dcop.coordinator import peers_for, round_robin
 from dcop.coordinator.elimination import elimination_tree
-from dcop.coordinator.topology import layout_for
+from dcop.coordinator.topology import first_candidate_largest, layout_for
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve
 from dcop.io import write_problem
@@ -110,10 +110,7 @@ def test_the_elimination_tree_in_agent_ids(name: str, problem: Problem) -> None:
     assert tree.largest >= 1 or all(not g.path for g in tree.given.values())
 
 
-def test_auto_keeps_the_narrower_tree(run_inproc: RunFn, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dcop.protocol.runspec as runspec
-
-    monkeypatch.setattr(runspec, "AUTO_ONE_TREE_ENTRIES", 0)  # offer it on a small problem too
+def test_auto_keeps_the_narrower_tree(run_inproc: RunFn) -> None:
     # a scale-free network whose first DFS tree (4096 entries) is wider than its elimination
     # tree (1024)
     problem = scale_free_network(80, 2, 0.0, 1, m=2)
@@ -130,10 +127,13 @@ def test_auto_keeps_the_narrower_tree(run_inproc: RunFn, monkeypatch: pytest.Mon
     assert run.bound == pytest.approx(optimum(problem), abs=1e-6)
 
 
-def test_auto_does_not_offer_it_for_small_utils(run_inproc: RunFn) -> None:
+def test_auto_does_not_offer_a_tree_no_narrower(run_inproc: RunFn) -> None:
     problem = random_problem(3, n=7)
+    layout = layout_of(problem)
+    first = first_candidate_largest(problem, layout)
+    assert elimination_tree(problem, layout, 0.0).largest >= first  # as narrow as the DFS
     run = run_inproc(problem, "dpop")["run"]
-    assert set(run.tree.kinds) == {"dfs"} and "small" in run.tree.why
+    assert set(run.tree.kinds) == {"dfs"} and "no smaller" in run.tree.why
 
 
 @pytest.mark.parametrize("extra", [[], ["--secure"]])
