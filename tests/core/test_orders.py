@@ -13,11 +13,14 @@ import pytest
 
 from dcop.errors import InputError
 from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.inference import solve
 from dcop.io import read_problem
 from dcop.model import CostTable, Problem, Variable
 from dcop.ordering import best_order, induced_width, min_fill_order
 from dcop.orders import CostModel, default_budget, engine, order_cost, treedec
 from dcop.orders.files import read_order, write_order
+from tests.conftest import INSTANCES as SHARED_INSTANCES
+from tests.conftest import instance_index
 
 INSTANCES = Path(__file__).resolve().parents[2].parent / "shared" / "instances"
 
@@ -212,3 +215,16 @@ def test_elimination_pseudo_tree_keeps_every_constraint_on_a_branch(
     scopes = induced_scopes(adjacency, result.order)
     assert {v: set(s) for v, s in separators.items()} == {v: set(s) for v, s in scopes.items()}
     assert max((len(s) for s in separators.values()), default=0) == result.width
+
+
+ROWS = [r for r in instance_index() if float(r["max_table_entries"]) <= 3e7]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_be_along_the_engine_order_reaches_known_optimum(row: dict[str, str]) -> None:
+    problem = read_problem(SHARED_INSTANCES / row["file"])
+    result = solve(problem, "be")
+    assert result.ordering.startswith("auto:")
+    expected = float(row["optimum" if row["format"] == "wcsp" else "neg_ln_optimum"])
+    assert result.lower_bound == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert result.induced_width <= int(row["induced_width_minfill"])
