@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dcop.choices import DistributedAlgo
+from dcop.choices import RUN_TASKS, DistributedAlgo, check_z
 from dcop.errors import InputError, ProtocolError
 from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -27,9 +27,8 @@ from dcop.protocol.constants import (
 
 Algo = Literal["dpop", "adpop", "auto"]
 Task = Literal["min", "pr", "mar"]
-#: What a run computes: ``min`` the optimum (MPE on a model of potentials), ``pr`` the partition
-#: function, ``mar`` it and every variable's marginal (sum-product UTILs in log space).
-TASKS: tuple[str, ...] = ("min", "pr", "mar")
+#: What a run computes (:data:`dcop.choices.RUN_TASKS`; PR and MAR: sum-product UTILs in log space).
+TASKS: tuple[str, ...] = RUN_TASKS
 #: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), auto runs
 #: DPOP where its largest UTIL fits and else ADPOP with the largest z that fits.
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
@@ -46,6 +45,29 @@ DEFAULT_TREES = AUTO_TREES
 MIB = 1 << 20
 #: Smallest message limit a spec accepts (the command line asks for at least 1 MiB; tests go lower).
 MIN_MESSAGE_BYTES = 4096
+
+
+def check_message_limit(max_bytes: object, least: int = MIN_MESSAGE_BYTES) -> int:
+    """The one rule of a message limit (the run spec, every command line, an agent's options):
+    whole bytes from ``least`` (the command lines: 1 MiB; a spec made in Python may go down to
+    :data:`MIN_MESSAGE_BYTES`) to :data:`MAX_MESSAGE_MIB` MiB; else a one-line InputError."""
+    if type(max_bytes) is not int or not least <= max_bytes <= MAX_MESSAGE_MIB * MIB:
+        shown = (
+            f"{max_bytes / MIB:g} MiB" if isinstance(max_bytes, int | float) else repr(max_bytes)
+        )
+        low = f"{least // MIB} MiB" if least % MIB == 0 else f"{least} bytes"
+        raise InputError(
+            f"the message limit (--max-message-mib) must be between {low} and "
+            f"{MAX_MESSAGE_MIB} MiB, not {shown}"
+        )
+    return max_bytes
+
+
+def message_limit(mib: float, least: int = MIN_MESSAGE_BYTES) -> int:
+    """``--max-message-mib`` in bytes, checked by :func:`check_message_limit`."""
+    if not math.isfinite(mib):
+        return check_message_limit(mib, least)
+    return check_message_limit(int(mib * MIB), least)
 
 
 def peer_timeout_for(max_message_bytes: int) -> float:
@@ -102,19 +124,10 @@ class RunSpec:
                 f"--task {self.task} is exact sum-product: run it with --algo dpop, not {self.algo}"
             )
         if self.algo == "adpop":
-            if type(self.z) is not int or not 1 <= self.z <= MAX_SCOPE:
-                raise InputError(f"adpop needs a mini-bucket size --z between 1 and {MAX_SCOPE}")
+            object.__setattr__(self, "z", check_z(self.z, "adpop", most=MAX_SCOPE))
         elif self.z is not None:
             object.__setattr__(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
-        limit = MAX_MESSAGE_MIB * MIB
-        if (
-            type(self.max_message_bytes) is not int
-            or not MIN_MESSAGE_BYTES <= self.max_message_bytes <= limit
-        ):
-            raise InputError(
-                f"the message limit must be between {MIN_MESSAGE_BYTES} bytes and "
-                f"{MAX_MESSAGE_MIB} MiB (--max-message-mib), not {self.max_message_bytes} bytes"
-            )
+        check_message_limit(self.max_message_bytes)
         if self.peer_timeout_s is not None and not (
             math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
         ):
@@ -141,15 +154,11 @@ class RunSpec:
         gpu_min_entries: int | None = None,
         task: str = "min",
     ) -> RunSpec:
-        """The spec from command-line values (the message limit in MiB)."""
-        if not 1 <= max_message_mib <= MAX_MESSAGE_MIB:
-            raise InputError(
-                f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}, not {max_message_mib:g}"
-            )
+        """The spec from command-line values (the message limit in MiB, at least one)."""
         return RunSpec(
             algo,  # type: ignore[arg-type]  # checked by RunSpec itself
             z,
-            int(max_message_mib * MIB),
+            message_limit(max_message_mib, least=MIB),
             peer_timeout_s,
             trees,
             max_memory_bytes,
