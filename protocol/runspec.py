@@ -1,21 +1,23 @@
 """The run spec: how a distributed run is solved, made once at the edge and carried unchanged.
 
 The command line (``dcop run``, ``dcop coordinator``) or a deployment builds one :class:`RunSpec`;
-it is validated there, once. The coordinator sends it to every agent inside the Start message
-(:meth:`RunSpec.to_wire` / :meth:`RunSpec.from_wire`), and deployments turn it back into command
-line flags with :meth:`RunSpec.cli_args`. A parameter added here therefore reaches the agents by
-touching this module, the CLI edge and the agent only.
+it is validated there, once (``__post_init__``). The coordinator sends it to every agent inside
+the Start message (a msgspec Struct: the codec encodes its fields and decodes them through the
+same ``__post_init__``), and deployments turn it back into command line flags with
+:meth:`RunSpec.cli_args`. A parameter added here therefore reaches the agents by touching this
+module, the CLI edge and the agent only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from msgspec import Struct
+from msgspec.structs import asdict, force_setattr
+
 from dcop.choices import RUN_TASKS, DistributedAlgo, check_z
-from dcop.errors import InputError, ProtocolError
+from dcop.errors import InputError
 from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_MIB,
@@ -77,8 +79,7 @@ def peer_timeout_for(max_message_bytes: int) -> float:
     return max(PEER_TIMEOUT_S, 2 * max_message_bytes / SLOWEST_FRAME_BYTES_PER_S)
 
 
-@dataclass(frozen=True)
-class RunSpec:
+class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     """What a distributed run does, checked on construction (``InputError`` says what is wrong).
 
     Parameters
@@ -124,9 +125,9 @@ class RunSpec:
                 f"--task {self.task} is exact sum-product: run it with --algo dpop, not {self.algo}"
             )
         if self.algo == "adpop":
-            object.__setattr__(self, "z", check_z(self.z, "adpop", most=MAX_SCOPE))
+            force_setattr(self, "z", check_z(self.z, "adpop", most=MAX_SCOPE))
         elif self.z is not None:
-            object.__setattr__(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
+            force_setattr(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
         check_message_limit(self.max_message_bytes)
         if self.peer_timeout_s is not None and not (
             math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
@@ -198,44 +199,13 @@ class RunSpec:
         label = self.algo.upper() + (f"({self.z})" if self.z is not None else "")
         return label + (f" {self.task.upper()}" if self.summing else "")
 
-    # ---- travelling -----------------------------------------------------------------------
-    def to_wire(self) -> dict[str, Any]:
-        """The spec as a msgpack-ready map (z and the peer timeout may be nil)."""
-        return {
-            "algo": self.algo,
-            "z": self.z,
-            "max_message_bytes": self.max_message_bytes,
-            "peer_timeout_s": self.peer_timeout_s,
-            "trees": self.trees,
-            "max_memory_bytes": self.max_memory_bytes,
-            "gpu_min_entries": self.gpu_min_entries,
-            "task": self.task,
-        }
+    def replace(self, **changes: Any) -> RunSpec:
+        """This spec with ``changes``, checked again (as a new spec is)."""
+        return RunSpec(**(asdict(self) | changes))
 
-    @staticmethod
-    def from_wire(payload: Mapping[str, Any]) -> RunSpec:
-        """Validate a spec that arrived on the wire; every fault is a ProtocolError."""
-        if not isinstance(payload, Mapping):
-            raise ProtocolError("the run spec must be a map")
-        extra = set(payload) - set(RunSpec().to_wire())
-        if extra:
-            raise ProtocolError(f"the run spec has unknown fields {sorted(map(str, extra))[:5]}")
-        timeout = payload.get("peer_timeout_s")
-        if timeout is not None and type(timeout) not in (int, float):
-            raise ProtocolError("run spec field 'peer_timeout_s' must be a number or nil")
-        try:
-            return RunSpec(
-                payload.get("algo"),  # type: ignore[arg-type]  # checked by RunSpec itself
-                payload.get("z"),
-                payload.get("max_message_bytes"),  # type: ignore[arg-type]
-                None if timeout is None else float(timeout),
-                payload.get("trees", DEFAULT_TREES),
-                payload.get("max_memory_bytes"),
-                payload.get("gpu_min_entries"),
-                payload.get("task", "min"),
-            )
-        except InputError as exc:
-            raise ProtocolError(f"bad run spec: {exc.reason}") from None
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready map (the result document's ``spec``)."""
+        return asdict(self)
 
     def cli_args(self) -> list[str]:
         """The ``dcop coordinator`` / ``dcop run`` flags that make this spec again."""
