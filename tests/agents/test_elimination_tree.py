@@ -153,3 +153,25 @@ def test_dcop_run_links_non_neighbours(tmp_path: Path, extra: list[str]) -> None
     doc = json.loads(out.read_text())
     assert doc["pseudo_tree"]["kind"] == "elimination"
     assert doc["cost"] == pytest.approx(optimum(problem))
+
+
+def test_setup_links_and_start_given_travel_and_are_checked() -> None:
+    from dcop.errors import ProtocolError
+    from dcop.protocol import RunSpec, Setup, Start, decode, encode
+    from dcop.protocol.messages import GivenTree, Neighbour
+
+    digest = "0" * 64
+    links = (Neighbour(7, "x7", "tcp://127.0.0.1:5007", ""),)
+    setup = Setup("x1", 2, (), digest, (Neighbour(2, "x2", "tcp://127.0.0.1:5002", ""),), links)
+    back = decode(encode(0, 1, setup, 3)).body
+    assert isinstance(back, Setup) and back.links == links
+    start = Start(RunSpec(trees=2), (0,), GivenTree((4, 9), (2, 3), (5,)))
+    back = decode(encode(0, 1, start, 3)).body
+    assert isinstance(back, Start) and back.given == start.given
+    for bad in (
+        Start(RunSpec(trees=2), (), GivenTree((4, 9), (2,), ())),  # a domain per ancestor
+        Start(RunSpec(trees=2), (), GivenTree((4,), (2,), (4,))),  # an agent twice
+        Setup("x1", 2, (), digest, links, links),  # a link that is a neighbour
+    ):
+        with pytest.raises(ProtocolError):
+            decode(encode(0, 1, bad, 3))
