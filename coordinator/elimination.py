@@ -49,7 +49,11 @@ def elimination_tree(
     ident = {v: a for a, v in var.items()}
     adjacency = {var[a]: {var[n] for n in ns} for a, ns in layout.neighbours.items()}
     sizes = {v: problem.variables[v].size for v in adjacency}
-    engine = best_order(adjacency, budget_s, CostModel(sizes=sizes))
+    if set(adjacency) == set(problem.variables):
+        # the very order dcop solve takes (the file's order breaks ties and is a candidate)
+        engine = best_order(problem, budget_s)
+    else:
+        engine = best_order(adjacency, budget_s, CostModel(sizes=sizes))
     tree = order_pseudo_tree(adjacency, engine.order)
     separators = tree.separators()
     given: dict[int, GivenTree] = {}
