@@ -66,8 +66,11 @@ def instances(quick: bool, shared: Path = SHARED) -> Iterator[tuple[str, str, Pr
         yield "bayes", f"bayes_n{n}", random_bayes(n, 2, 3, 20, 1)
 
 
-def central(problem: Problem, best_time: float) -> dict[str, dict[str, float]]:
-    """Width, largest table, total entries and seconds of each centralized order."""
+def central(
+    problem: Problem, best_time: float, known_best: dict[str, float] | None = None
+) -> dict[str, dict[str, float]]:
+    """Width, largest table, total entries and seconds of each centralized order
+    (``known_best``: goatd's best measured by an earlier run, kept instead of searching again)."""
     adjacency, sizes = problem.neighbours(), problem.domain_sizes()
     out: dict[str, dict[str, float]] = {}
     for name, make in (("minfill", min_fill_order), ("mindegree", min_degree_order)):
@@ -90,7 +93,9 @@ def central(problem: Problem, best_time: float) -> dict[str, dict[str, float]]:
         "method": default.method,  # type: ignore[dict-item]
         "budget_s": default.budget_s,
     }
-    if treedec.available() and best_time > 0:
+    if known_best is not None:
+        out["goatd_best"] = known_best
+    elif treedec.available() and best_time > 0:
         t0 = time.perf_counter()
         order = treedec.decompose_order(adjacency, best_time)
         seconds = time.perf_counter() - t0
@@ -140,14 +145,20 @@ def run_tree(problem: Problem) -> dict[str, dict[str, Any]]:
     return out
 
 
-def measure(family: str, name: str, problem: Problem, best_time: float) -> dict[str, Any]:
+def measure(
+    family: str,
+    name: str,
+    problem: Problem,
+    best_time: float,
+    known_best: dict[str, float] | None = None,
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         "family": family,
         "instance": name,
         "n": problem.n,
         "d": problem.max_domain(),
     }
-    row.update(central(problem, best_time))
+    row.update(central(problem, best_time, known_best))
     row.update(run_tree(problem))
     return row
 
@@ -239,7 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instances", type=Path, default=SHARED, help="folder of the shared .wcsp/.uai files"
     )
+    parser.add_argument(
+        "--best-from",
+        type=Path,
+        default=None,
+        help="reuse goatd's best of an earlier orders.json with the same --best-time",
+    )
     args = parser.parse_args(argv)
+    known: dict[str, dict[str, float]] = {}
+    if args.best_from is not None:
+        earlier = json.loads(args.best_from.read_text())
+        known = {r["instance"]: r["goatd_best"] for r in earlier["rows"] if "goatd_best" in r}
     best_time = min(args.best_time, 0.2) if args.quick else args.best_time
     rows = []
     if not args.quick and not args.instances.exists():
@@ -250,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     for family, name, problem in instances(args.quick, args.instances):
         if args.only and args.only not in name:
             continue
-        row = measure(family, name, problem, best_time)
+        row = measure(family, name, problem, best_time, known.get(name))
         row["targets"] = targets(row)
         rows.append(row)
         print(
