@@ -68,7 +68,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import Dtype, sizing_at
+from dcop.protocol.messages import MAX_COUNT, Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
@@ -494,8 +494,8 @@ class Session:
                         t.visited,
                         t.separator,
                         t.width,
-                        t.largest,
-                        t.total,
+                        min(t.largest, MAX_COUNT),
+                        min(t.total, MAX_COUNT),
                         sizings,
                         self.clock,
                     ),
@@ -552,7 +552,8 @@ class Session:
                 s = sizing_at(c, j)
                 summary = summary.merge(SizeSummary(s.largest, s.agent, s.total))
             tables = plan.tables if state.parent is not None else ()
-            out.append(Sizing(tables, summary.largest, summary.agent, summary.total))
+            largest, total = min(summary.largest, MAX_COUNT), min(summary.total, MAX_COUNT)
+            out.append(Sizing(tables, largest, summary.agent, total))
         return tuple(out)
 
     def _go(self, go: Go) -> Out:

@@ -52,6 +52,9 @@ TOKEN_KINDS = ("child", "back")
 #: Bytes of a CUDA IPC memory handle (``cudaIpcMemHandle_t``).
 IPC_HANDLE_BYTES = 64
 _BIG = (1 << 62) - 1
+#: the largest count a message carries: predicted UTIL entries saturate there (a tree that wide
+#: would be refused anyway, and the smaller candidates still compare right)
+MAX_COUNT = _BIG
 
 #: Set by the codec while it decodes in this thread: the rules across fields (``__post_init__``)
 #: check what arrives, not what this side builds (a message made here is trusted, as before).

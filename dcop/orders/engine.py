@@ -161,25 +161,28 @@ def search(
     adaptive: bool,
     incumbent: OrderCost,
 ) -> list[str]:
-    """goatd's portfolio within ``budget_s``: in one call, or ``adaptive`` (the default budget)
-    in rounds of growing length (an eighth of the budget but at least FLOOR_S, then doubling, a
-    new seed each) that end once the time spent reaches a tenth of the predicted solve time of
-    the best order found so far (or of ``incumbent``, the best greedy one), or once a round finds
-    nothing better than the rounds before it: a grid whose min-fill order predicts minutes is
-    ordered in a fraction of a second once goatd finds its width."""
-    if not adaptive:
+    """goatd's portfolio within ``budget_s``: in one call, or ``adaptive`` (the default budget,
+    over 2 FLOOR_S) in rounds of growing length (1/32 of the budget but at least FLOOR_S / 2, then doubling,
+    a new seed each) that end once a round cuts the predicted work (joined entries plus largest
+    table) of the best order so far, ``incumbent`` (the best greedy order) at first, by less
+    than a tenth, or once the time spent reaches a tenth of the best order's predicted solve
+    time: a grid whose min-fill order predicts minutes is ordered in a fraction of a second once
+    goatd finds its width."""
+    if not adaptive or budget_s <= 2 * FLOOR_S:  # short searches: one call finds more
         return treedec.decompose_order(adjacency, budget_s)
     t0 = time.perf_counter()
     best: list[str] = []
-    best_key: tuple[bool, float, float, int] | None = None
-    round_s, seed = max(FLOOR_S, budget_s / 8), 0
+    work = incumbent.total + incumbent.largest
+    round_s, seed = max(FLOOR_S / 2, budget_s / 32), 0
     while (left := budget_s - (time.perf_counter() - t0)) >= MIN_SEARCH_S:
         order = treedec.decompose_order(adjacency, min(round_s, left), seed)
-        key = order_cost(adjacency, order, sizes).key()
-        if best_key is not None and key >= best_key:
+        cost = order_cost(adjacency, order, sizes)
+        found = cost.total + cost.largest
+        if not best or found < work:
+            best = order
+        if found > 0.9 * work:
             break  # the portfolio has settled
-        best, best_key = order, key
-        work = min(best_key[1], incumbent.total + incumbent.largest)
+        work = found
         if time.perf_counter() - t0 >= 0.1 * OrderCost(0, 0.0, work).predicted_seconds(len(sizes)):
             break
         round_s, seed = 2 * round_s, seed + 1
