@@ -175,3 +175,20 @@ def test_setup_links_and_start_given_travel_and_are_checked() -> None:
     ):
         with pytest.raises(ProtocolError):
             decode(encode(0, 1, bad, 3))
+
+
+def test_predicted_sizes_beyond_the_wire_saturate(run_inproc: RunFn) -> None:
+    """A clique of 12 variables of 60 values: every tree's UTIL has 60^11 > 2^64 entries; the
+    sizes saturate on the wire and the run is refused as too large (no overflow)."""
+    from dcop.errors import TableTooLarge
+
+    names = [f"v{i}" for i in range(12)]
+    variables = {v: Variable.with_size(v, 60) for v in names}
+    rng = np.random.default_rng(0)
+    tables = [
+        CostTable((a, b), rng.integers(0, 9, (60, 60)).astype(float))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+    with pytest.raises(TableTooLarge, match="refused before any table"):
+        run_inproc(Problem(variables, tables), "dpop", timeout=30)
