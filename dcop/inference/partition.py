@@ -50,6 +50,7 @@ from dcop.sumproduct import (
     BoundKind,
     bound_util,
     down_messages,
+    log_constant,
     log_potentials,
     marginal,
     sum_util,
@@ -57,6 +58,8 @@ from dcop.sumproduct import (
 from dcop.tables import Table, TableBackend
 
 Task = Literal["pr", "mar"]
+#: How exact PR/MAR run: tree contraction (default) or bucket elimination in log space.
+METHODS: tuple[str, ...] = ("contract", "buckets")
 TASKS: tuple[str, ...] = ("pr", "mar")
 #: Upper-bound kinds of a mini-bucket PR (the lower bound is always ``lower``).
 UPPER_KINDS: tuple[str, ...] = ("upper", "weighted")
@@ -252,6 +255,8 @@ def infer(
     max_bytes: float | None = None,
     upper: str = "upper",
     progress: ProgressFn | None = None,
+    method: str = "contract",
+    space: str = "auto",
 ) -> PartitionResult:
     """The partition function (``task="pr"``) or the marginals (``task="mar"``) of ``problem``.
 
@@ -261,6 +266,10 @@ def infer(
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
     (:func:`check_memory`; default: what the process holds plus half the available memory).
+
+    ``method`` runs exact PR/MAR by tree contraction (``contract``, the default:
+    :func:`dcop.contraction.contract`, in ``space`` ``auto``/``scaled``/``log``, sliced to fit the
+    device's memory) or by bucket elimination in log space (``buckets``).
     """
     if task not in TASKS:
         raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
@@ -271,9 +280,13 @@ def infer(
             raise ModelError("MAR needs exact elimination: mini-bucket marginals are not bounds")
         if upper not in UPPER_KINDS:
             raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
+    if method not in METHODS:
+        raise ModelError(f"unknown inference method {method!r}; use one of {', '.join(METHODS)}")
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
+    if z is None and method == "contract":
+        return _by_contraction(problem, task, engine, chosen, max_bytes, ordering, space)
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
@@ -341,6 +354,49 @@ def infer(
         progress(1, 1, "")
     times["total"] = sum(times.values())
     return result
+
+
+def _by_contraction(
+    problem: Problem,
+    task: str,
+    engine: TableBackend,
+    dtype: Any,
+    max_bytes: float | None,
+    ordering: str,
+    space: str,
+) -> PartitionResult:
+    """Exact PR/MAR by :func:`dcop.contraction.contract`."""
+    from dcop.contraction import contract
+
+    log_constant(problem)  # a WCSP top has no partition function: refused before any work
+    try:
+        out = contract(problem, task, engine, dtype, max_bytes, ordering, space)
+    except (MemoryError, *engine.out_of_memory_errors) as exc:
+        raise TableTooLarge(
+            f"{engine.name}: out of memory although the plan fitted ({exc})"
+        ) from None
+    times = dict(out.times)
+    times["total"] = sum(times.values())
+    tree = out.plan.summary() | {"pruned_tables": out.pruned}
+    return PartitionResult(
+        problem=problem,
+        task=task,
+        algo="be",
+        z=None,
+        ordering=out.plan.source,
+        induced_width=max(0, out.plan.width - 1)
+        if out.plan.source.startswith("order:")
+        else out.plan.width,
+        largest_table=out.plan.stats.largest,
+        backend=engine.name,
+        dtype=np.dtype(dtype).name,
+        ln_lower=out.ln_z,
+        ln_upper=out.ln_z,
+        marginals=out.marginals,
+        times=times,
+        space=out.space,
+        tree=tree,
+    )
 
 
 def solve_pr(problem: Problem, **kwargs: Any) -> PartitionResult:

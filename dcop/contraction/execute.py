@@ -1,0 +1,403 @@
+"""Running a contraction tree: ``ln Z`` upward, and every marginal from one backward pass.
+
+Two number spaces, one traversal (:func:`run_tree`):
+
+* **scaled linear** (:class:`Scaled`): factors as ``exp(log table - peak)``; each pair is one
+  matrix product (``matmul`` of the backend's array module: BLAS on NumPy, cuBLAS on CuPy), and
+  its result is divided by its peak, whose log is carried beside it. Nothing overflows, exact
+  zeros stay zeros, and ``ln Z`` is the log of the root plus the carried logs. Where an entry
+  could have lost its precision (an intermediate whose entries may span more than float's range,
+  see :func:`needs_check`, holding an entry below ``tiny / eps`` that is not an exact zero), the
+  run is marked ``underflow`` and the caller runs log space instead.
+* **log space** (:class:`LogSpace`): the same tree, each pair a fused ``logsumexp`` join+eliminate
+  of the table backend (:func:`dcop.sumproduct.marginalize`): slower, never out of range.
+
+MAR is reverse-mode differentiation of ``Z`` over the tree: the adjoint of a child is the
+parent's adjoint contracted with the sibling (the same cost as the step upward); a variable's
+marginal is the belief ``node * adjoint`` of one node that holds it, summed down to it. Only the
+nodes some variable needs (and their ancestors) get an adjoint.
+
+Slices (variables fixed outside the contraction): each slice is one such run on the leaves indexed
+at the slice's values; ``ln Z`` and the beliefs add up over slices in log space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dcop.contraction.tree import Path
+from dcop.sumproduct import marginalize
+from dcop.tables import Table, TableBackend
+
+
+@dataclass
+class Node:
+    """A tree node's table: its variables in axis order, its data and (scaled space) the log of
+    the factor divided out of it."""
+
+    scope: tuple[str, ...]
+    data: Any
+    ln: Any = 0.0
+    support: Any = None  # scaled space: 1 where the exact value is positive (None: everywhere)
+
+
+def _sum_alone(
+    xp: Any, data: Any, scope: tuple[str, ...], wanted: set[str]
+) -> tuple[Any, tuple[str, ...]]:
+    """Sum out the axes of variables nobody else needs."""
+    axes = tuple(k for k, v in enumerate(scope) if v not in wanted)
+    if not axes:
+        return data, scope
+    return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
+
+
+def pair_product(
+    xp: Any,
+    a: Any,
+    sa: tuple[str, ...],
+    b: Any,
+    sb: tuple[str, ...],
+    keep: frozenset[str],
+) -> tuple[Any, tuple[str, ...]]:
+    """``Σ a * b`` over every variable not in ``keep``, as one (batched) matrix product.
+
+    Axes are grouped as ``batch`` (in both, kept), ``a``-only, ``b``-only and ``contracted`` (in
+    both, summed); the result's scope is ``batch + a-only + b-only``, so no output transpose.
+    """
+    a, sa = _sum_alone(xp, a, sa, set(sb) | keep)
+    b, sb = _sum_alone(xp, b, sb, set(sa) | keep)
+    size = dict(zip(sa, a.shape, strict=True))
+    size.update(zip(sb, b.shape, strict=True))
+    in_b = set(sb)
+    batch = [v for v in sa if v in in_b and v in keep]
+    summed = [v for v in sa if v in in_b and v not in keep]
+    a_only = [v for v in sa if v not in in_b]
+    b_only = [v for v in sb if v not in set(sa)]
+    nb = math.prod(size[v] for v in batch)
+    m = math.prod(size[v] for v in a_only)
+    k = math.prod(size[v] for v in summed)
+    n = math.prod(size[v] for v in b_only)
+    at = xp.transpose(a, [sa.index(v) for v in (*batch, *a_only, *summed)])
+    bt = xp.transpose(b, [sb.index(v) for v in (*batch, *summed, *b_only)])
+    if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
+        out = at.reshape(nb, m, 1) * bt.reshape(nb, 1, n)
+    elif nb == 1:
+        out = xp.matmul(at.reshape(m, k), bt.reshape(k, n))
+    else:
+        out = xp.matmul(at.reshape(nb, m, k), bt.reshape(nb, k, n))
+    scope = (*batch, *a_only, *b_only)
+    return out.reshape(tuple(size[v] for v in scope)), scope
+
+
+def _aligned(
+    xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...], sizes: Mapping[str, int]
+) -> Any:
+    """``data`` over ``target`` (axes reordered; variables it lacks broadcast, not copied)."""
+    present = [v for v in target if v in scope]
+    data = xp.transpose(data, [scope.index(v) for v in present]) if present else data
+    if len(present) == len(target):
+        return data
+    shape = tuple(sizes[v] if v in scope else 1 for v in target)
+    return xp.broadcast_to(data.reshape(shape), tuple(sizes[v] for v in target))
+
+
+class Scaled:
+    """Scaled linear space on a table backend's array module (``backend.xp``)."""
+
+    space = "scaled"
+
+    def __init__(
+        self,
+        backend: TableBackend,
+        dtype: Any,
+        sizes: Mapping[str, int],
+        positive: bool = True,
+        track_support: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.xp = backend.xp  # type: ignore[attr-defined]
+        self.dtype = np.dtype(dtype)
+        info = np.finfo(self.dtype)
+        self.tiny = float(info.tiny / info.eps)
+        self.ln_tiny = math.log(self.tiny)
+        self.sizes = sizes
+        self.bad = self.xp.zeros((), dtype=bool)
+        #: the model has no exact zero: any entry below ``tiny`` is an underflow
+        self.positive = positive
+        #: carry where each intermediate is exactly positive (models with zeros whose range may
+        #: exceed float's: a zero there is either exact or an underflow)
+        self.track_support = track_support
+
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, check: bool) -> Node:
+        peak = float(np.max(logs)) if logs.size else -math.inf
+        if math.isnan(peak) or peak == math.inf:
+            raise ValueError("a factor holds NaN or an infinite potential")
+        zeros = bool(np.any(logs == -np.inf))
+        if peak == -math.inf:
+            data = np.zeros(logs.shape, self.dtype)
+        else:
+            if check and bool(np.any((logs - peak < self.ln_tiny) & (logs > -np.inf))):
+                self.bad = self.xp.ones((), dtype=bool)
+            data = np.exp(logs - peak).astype(self.dtype, copy=False)
+        node = Node(scope, self.backend.asarray(data, self.dtype), peak)
+        if zeros and self.track_support:
+            node.support = self.backend.asarray((logs > -np.inf).astype(self.dtype), self.dtype)
+        return node
+
+    def _scale(self, data: Any) -> tuple[Any, Any]:
+        xp = self.xp
+        peak = xp.max(data) if data.size else xp.zeros((), data.dtype)
+        data /= xp.where(peak > 0, peak, 1)
+        with np.errstate(divide="ignore"):
+            return data, xp.log(peak)
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], check: bool) -> Node:
+        xp = self.xp
+        data, scope = pair_product(xp, a.data, a.scope, b.data, b.scope, keep)
+        data, ln = self._scale(data)
+        node = Node(scope, data, a.ln + b.ln + ln)
+        if a.support is not None or b.support is not None:
+            sa = a.support if a.support is not None else xp.ones_like(a.data)
+            sb = b.support if b.support is not None else xp.ones_like(b.data)
+            support, _ = pair_product(xp, sa, a.scope, sb, b.scope, keep)
+            node.support = xp.minimum(support, 1, out=support)
+            if check:
+                self.bad = self.bad | xp.any((data < self.tiny) & (node.support > 0))
+        elif check and self.positive:
+            self.bad = self.bad | xp.any(data < self.tiny)
+        elif check:  # no support carried: only partial underflow is visible
+            self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
+        return node
+
+    def adjoint(self, parent: Node, sibling: Node, child: tuple[str, ...]) -> Node:
+        xp = self.xp
+        data, scope = pair_product(
+            xp, parent.data, parent.scope, sibling.data, sibling.scope, frozenset(child)
+        )
+        data, ln = self._scale(data)
+        if self.positive:
+            self.bad = self.bad | xp.any(data < self.tiny)
+        else:  # only partial underflow is visible where exact zeros exist
+            self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
+        return Node(
+            child, _aligned(xp, data, scope, child, self.sizes), parent.ln + sibling.ln + ln
+        )
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.xp.ones(shape, self.dtype), 0.0)
+
+    def ln_total(self, root: Node) -> Any:
+        xp = self.xp
+        with np.errstate(divide="ignore"):
+            return xp.log(xp.sum(root.data)) + root.ln
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        xp = self.xp
+        product = node.data * adj.data
+        out = {}
+        for v in names:
+            axes = tuple(k for k, u in enumerate(node.scope) if u != v)
+            vec = self.backend.to_numpy(xp.sum(product, axis=axes) if axes else product)
+            with np.errstate(divide="ignore"):
+                out[v] = np.log(np.asarray(vec, np.float64)) + float(self.host(node.ln + adj.ln))
+        return out
+
+    def host(self, value: Any) -> float:
+        return float(self.backend.to_numpy(self.xp.asarray(value)))
+
+    def slice_leaf(self, leaf: Node, index: Mapping[str, int]) -> Node:
+        if not any(v in index for v in leaf.scope):
+            return leaf
+        key = tuple(index.get(v, slice(None)) for v in leaf.scope)
+        scope = tuple(v for v in leaf.scope if v not in index)
+        support = None if leaf.support is None else leaf.support[key]
+        return Node(scope, leaf.data[key], leaf.ln, support)
+
+    def underflowed(self) -> bool:
+        return bool(self.backend.to_numpy(self.bad))
+
+
+class LogSpace:
+    """Log space on the table backend: each pair a fused ``logsumexp`` join+eliminate."""
+
+    space = "log"
+
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.sizes = sizes
+
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, check: bool) -> Node:
+        return Node(scope, self.backend.asarray(logs, self.dtype))
+
+    def _marg(self, tables: Sequence[Node], keep: tuple[str, ...]) -> Node:
+        out = marginalize(self.backend, [Table(t.scope, t.data) for t in tables], keep, self.sizes)
+        return Node(out.scope, out.data)
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], check: bool) -> Node:
+        ordered = tuple(v for v in (*a.scope, *b.scope) if v in keep)
+        return self._marg([a, b], tuple(dict.fromkeys(ordered)))
+
+    def adjoint(self, parent: Node, sibling: Node, child: tuple[str, ...]) -> Node:
+        return self._marg([parent, sibling], child)
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.backend.asarray(np.zeros(shape), self.dtype))
+
+    def ln_total(self, root: Node) -> Any:
+        return self._marg([root], ()).data
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        return {
+            v: np.asarray(self.backend.to_numpy(self._marg([node, adj], (v,)).data), np.float64)
+            for v in names
+        }
+
+    def host(self, value: Any) -> float:
+        return float(self.backend.to_numpy(value))
+
+    def slice_leaf(self, leaf: Node, index: Mapping[str, int]) -> Node:
+        if not any(v in index for v in leaf.scope):
+            return leaf
+        key = tuple(index.get(v, slice(None)) for v in leaf.scope)
+        return Node(tuple(v for v in leaf.scope if v not in index), leaf.data[key])
+
+    def underflowed(self) -> bool:
+        return False
+
+
+Space = Scaled | LogSpace
+
+
+@dataclass
+class TreeRun:
+    """What :func:`run_tree` found: ``ln Z`` (without the Problem's constant) and, for MAR, each
+    variable's unnormalised log marginal (host vectors)."""
+
+    ln_z: float
+    log_marginals: dict[str, np.ndarray] = field(default_factory=dict)
+    underflow: bool = False
+
+
+def _sources(
+    m: int, path: Path, nodes: Sequence[frozenset[str]], sizes: Mapping[str, int]
+) -> dict[int, list[str]]:
+    """For every variable, the node whose belief gives its marginal: a child of the step that sums
+    it out (an intermediate when one holds it: it needs an adjoint anyway; else the smallest
+    leaf), or the root for a variable never summed (a network of one leaf)."""
+    out: dict[int, list[str]] = {}
+    for k, (i, j) in enumerate(path):
+        gone = (nodes[i] | nodes[j]) - nodes[m + k]
+        for v in gone:
+            holders = [c for c in (i, j) if v in nodes[c]]
+            inner = [c for c in holders if c >= m]
+            pick = (
+                inner[0]
+                if inner
+                else min(holders, key=lambda c: math.prod(sizes[u] for u in nodes[c]))
+            )
+            out.setdefault(pick, []).append(v)
+    root = m + len(path) - 1
+    if nodes[root]:
+        out.setdefault(root, []).extend(sorted(nodes[root]))
+    return out
+
+
+def run_tree(
+    space: Space,
+    leaves: Sequence[Node],
+    path: Path,
+    nodes: Sequence[frozenset[str]],
+    checks: Sequence[bool],
+    mar: bool,
+) -> TreeRun:
+    """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``)."""
+    m = len(leaves)
+    live: dict[int, Node] = dict(enumerate(leaves))
+    for k, (i, j) in enumerate(path):
+        live[m + k] = space.pair(live[i], live[j], nodes[m + k], checks[m + k])
+        if not mar:
+            if i >= m:
+                del live[i]
+            if j >= m:
+                del live[j]
+    root = m + len(path) - 1
+    ln_z = space.ln_total(live[root])
+    run = TreeRun(ln_z=space.host(ln_z))
+    if not mar or run.ln_z == -math.inf:
+        run.underflow = space.underflowed()
+        return run
+    sizes = space.sizes
+    sources = _sources(m, path, nodes, sizes)
+    parent: dict[int, tuple[int, int]] = {}
+    for k, (i, j) in enumerate(path):
+        parent[i] = (m + k, j)
+        parent[j] = (m + k, i)
+    needed: set[int] = set()
+    for node in sources:
+        while node not in needed:
+            needed.add(node)
+            if node not in parent:
+                break
+            node = parent[node][0]
+    adjoints: dict[int, Node] = {root: space.ones(live[root].scope)}
+    for k in range(len(path) - 1, -1, -1):
+        here = m + k
+        if here not in adjoints:
+            continue
+        adj = adjoints[here]
+        i, j = path[k]
+        for child, sibling in ((i, j), (j, i)):
+            if child in needed:
+                adjoints[child] = space.adjoint(adj, live[sibling], live[child].scope)
+        if here in sources:
+            run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
+        del adjoints[here]
+    for leaf in range(m):
+        if leaf in sources:
+            run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
+    run.underflow = space.underflowed()
+    return run
+
+
+def run_sliced(
+    space: Space,
+    leaves: Sequence[Node],
+    path: Path,
+    nodes: Sequence[frozenset[str]],
+    checks: Sequence[bool],
+    mar: bool,
+    sliced: Sequence[str],
+) -> TreeRun:
+    """:func:`run_tree` once per value of the ``sliced`` variables (``nodes`` without them), the
+    results added up in log space; a sliced variable's marginal is its slices' ``Z``."""
+    if not sliced:
+        return run_tree(space, leaves, path, nodes, checks, mar)
+    sizes = space.sizes
+    total = TreeRun(ln_z=-math.inf)
+    if mar:
+        total.log_marginals = {v: np.full(sizes[v], -math.inf) for v in sliced}
+    for values in itertools.product(*(range(sizes[v]) for v in sliced)):
+        index = dict(zip(sliced, values, strict=True))
+        part = run_tree(
+            space, [space.slice_leaf(x, index) for x in leaves], path, nodes, checks, mar
+        )
+        total.underflow |= part.underflow
+        if part.ln_z == -math.inf:
+            continue
+        total.ln_z = float(np.logaddexp(total.ln_z, part.ln_z))
+        if mar:
+            for v, x in index.items():
+                total.log_marginals[v][x] = np.logaddexp(total.log_marginals[v][x], part.ln_z)
+            for v, vec in part.log_marginals.items():
+                old = total.log_marginals.get(v)
+                total.log_marginals[v] = vec if old is None else np.logaddexp(old, vec)
+    return total

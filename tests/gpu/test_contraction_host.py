@@ -1,0 +1,53 @@
+"""Contraction PR/MAR on the fake CuPy (no GPU): the plan meets the device's free memory, not
+the host's, and is sliced to fit it; numbers equal NumPy's."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from dcop.errors import TableTooLarge
+from dcop.generators import ising_grid
+from dcop.inference.partition import infer
+
+
+def test_device_memory_check_refuses_on_a_fake_gpu(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CuPy the plan meets the device's free memory, not the host's: a device with 1 KiB free
+    refuses (with no --max-memory, which alone would have let the host's memory decide), and one
+    with room runs and equals NumPy."""
+    from dcop.contraction.memory import contraction_room
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(5, seed=1)
+    gpu = CupyBackend()
+    assert contraction_room(gpu, None).bytes == pytest.approx(0.8 * (1 << 34))
+    ok = infer(problem, "mar", backend=gpu)
+    cpu = infer(problem, "mar")
+    assert ok.backend == "cupy" and ok.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (1024, 1 << 34))
+    with pytest.raises(TableTooLarge, match="device's free memory"):
+        infer(problem, "pr", backend=gpu)
+    # --max-memory lowers the device's room further, never raises it
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (1 << 34, 1 << 34))
+    with pytest.raises(TableTooLarge, match="memory limit of"):
+        infer(problem, "pr", backend=gpu, max_bytes=1024.0)
+    assert contraction_room(gpu, 1e15).bytes == pytest.approx(0.8 * (1 << 34))
+
+
+def test_fake_gpu_plans_are_sliced_to_the_device(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(6, 0.7, 0.1, seed=3)
+    whole = infer(problem, "pr")
+    assert whole.tree is not None
+    inputs = sum(t.entries for t in problem.tables) * 8
+    free = (inputs + (whole.tree["peak_bytes_pr"] - inputs) / 2) / 0.8
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (int(free), 1 << 34))
+    sliced = infer(problem, "pr", backend=CupyBackend())
+    assert sliced.tree is not None and sliced.tree["slices"] > 1
+    assert sliced.ln_partition == pytest.approx(whole.ln_partition, rel=1e-12)
