@@ -28,25 +28,31 @@ from dcop.ordering import elimination_order
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")
-#: Predicted flops from which opt_einsum's random-greedy search gets the time budget.
-SEARCH_FLOPS = 2e8
-#: Default path-search budget in seconds (random-greedy only; the other sources are quick).
-DEFAULT_BUDGET_S = 1.0
+#: Most seconds the tree search may take (``budget_s``); it stops earlier once it has spent
+#: SEARCH_SHARE of the predicted contraction time of the best tree so far.
+DEFAULT_BUDGET_S = 2.0
+SEARCH_SHARE = 0.25
+#: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
+#: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
+FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
-OrderSource = Callable[[Mapping[str, set[str]], Sequence[str]], dict[str, list[str]]]
+#: Candidate elimination orders by name, each made only when the search gets to it.
+OrderSource = Callable[[Mapping[str, set[str]], Sequence[str]], dict[str, Callable[[], list[str]]]]
 
 
-def default_orders(adjacency: Mapping[str, set[str]], names: Sequence[str]) -> dict[str, list[str]]:
-    """The candidate elimination orders: min-fill, min-degree, the file's order both ways.
-    (The ordering engine's best order plugs in here.)"""
+def default_orders(
+    adjacency: Mapping[str, set[str]], names: Sequence[str]
+) -> dict[str, Callable[[], list[str]]]:
+    """The candidate elimination orders, cheapest to make first: the file's order both ways,
+    min-fill, min-degree. (The ordering engine's best order plugs in here.)"""
     graph = {v: set(n) for v, n in adjacency.items()}
     return {
-        "minfill": elimination_order("minfill", graph),
-        "mindegree": elimination_order("mindegree", graph),
-        "natural": list(names),
-        "reverse-natural": list(names)[::-1],
+        "natural": lambda: list(names),
+        "reverse-natural": lambda: list(names)[::-1],
+        "minfill": lambda: elimination_order("minfill", graph),
+        "mindegree": lambda: elimination_order("mindegree", graph),
     }
 
 
@@ -101,25 +107,42 @@ def plan_contraction(
     ordering: str = "auto",
     budget_s: float = DEFAULT_BUDGET_S,
     orders: OrderSource = default_orders,
+    rate: float = FLOP_RATE["numpy"],
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
-    no slicing of it fits ``limit``."""
+    no slicing of it fits ``limit``. With ``ordering="auto"`` the candidates are tried in turn
+    (opt_einsum's greedy, each order of ``orders``, then opt_einsum's random-greedy) while the
+    search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
+    predicted time (its flops at ``rate``)."""
     t0 = time.perf_counter()
     paths: dict[str, Path] = {}
-    if ordering == "auto":
-        for name, order in orders(adjacency, names).items():
-            paths[f"order:{name}"] = order_path(scopes, sizes, order)
-        paths["opt_einsum:greedy"] = optimizer_path(scopes, sizes, "greedy")
-    else:
+    stats: dict[str, TreeStats] = {}
+
+    def add(name: str, path: Path) -> None:
+        paths[name] = path
+        stats[name] = analyse(scopes, sizes, path)
+
+    if ordering != "auto":
         order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
-        paths[f"order:{ordering}"] = order_path(scopes, sizes, order)
-    stats = {name: analyse(scopes, sizes, p) for name, p in paths.items()}
-    best = min(stats, key=lambda k: stats[k].flops)
-    if ordering == "auto" and budget_s > 0 and stats[best].flops > SEARCH_FLOPS:
-        spent = time.perf_counter() - t0
-        path = optimizer_path(scopes, sizes, "random-greedy", max(0.05, budget_s - spent))
-        paths["opt_einsum:random-greedy"] = path
-        stats["opt_einsum:random-greedy"] = analyse(scopes, sizes, path)
+        add(f"order:{ordering}", order_path(scopes, sizes, order))
+    else:
+        add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
+        sources: list[tuple[str, Callable[[], Path]]] = [
+            (f"order:{name}", lambda make=make: order_path(scopes, sizes, make()))
+            for name, make in orders(adjacency, names).items()
+        ]
+        for name, make_path in sources:
+            if not _worth(stats, t0, budget_s, rate):
+                break
+            add(name, make_path())
+        if _worth(stats, t0, budget_s, rate):
+            left = min(budget_s, SEARCH_SHARE * _best_time(stats, rate)) - (
+                time.perf_counter() - t0
+            )
+            add(
+                "opt_einsum:random-greedy",
+                optimizer_path(scopes, sizes, "random-greedy", max(0.05, left)),
+            )
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
     ranked = sorted(stats, key=lambda k: stats[k].flops)
@@ -150,6 +173,16 @@ def plan_contraction(
     return ContractionPlan(
         name, paths[name], sliced, sliced_stats, slices, itemsize, search_s, limit, candidates
     )
+
+
+def _best_time(stats: Mapping[str, TreeStats], rate: float) -> float:
+    return min(s.flops for s in stats.values()) / rate
+
+
+def _worth(stats: Mapping[str, TreeStats], t0: float, budget_s: float, rate: float) -> bool:
+    """Whether another candidate tree is worth its search time."""
+    spent = time.perf_counter() - t0
+    return spent < budget_s and spent < SEARCH_SHARE * _best_time(stats, rate)
 
 
 def _fit(
@@ -244,7 +277,11 @@ def contract(
     barren = {v for t in problem.tables if t.scope for v in t.scope} - held if pruned else set()
     free = [v for v in problem.variables if v not in held and v not in barren]
     constant += sum(math.log(sizes[v]) for v in free)
-    scopes = [tuple(t.scope) for t in tables]
+    t0 = time.perf_counter()
+    scopes, logs = absorb(
+        [tuple(t.scope) for t in tables], [-np.asarray(t.costs, np.float64) for t in tables]
+    )
+    times["prepare"] = time.perf_counter() - t0
     itemsize = np.dtype(dtype).itemsize
     limit = room if room is not None else contraction_room(backend, max_bytes)
     adjacency = _adjacency(scopes, [v for v in problem.variables if v in held])
@@ -259,6 +296,7 @@ def contract(
         ordering,
         budget_s,
         orders,
+        FLOP_RATE.get(getattr(backend, "name", "numpy"), FLOP_RATE["numpy"]),
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None
@@ -267,7 +305,6 @@ def contract(
         run = TreeRun(ln_z=0.0)
         used = "scaled"
     else:
-        logs = [-np.asarray(t.costs, np.float64) for t in tables]
         run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space)
     backend.synchronize()
     times["contract"] = time.perf_counter() - t0
@@ -283,6 +320,34 @@ def contract(
             else:
                 marginals[v] = np.full(sizes[v], 1.0 / sizes[v])
     return ContractionOutcome(ln_z, marginals, plan, used, times, pruned)
+
+
+def absorb(
+    scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]
+) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
+    """Each table whose variables another table holds, added (in log space) into the first such
+    larger table: fewer leaves, the same product (on an Ising grid, the fields go into the
+    couplings: a third fewer pairs to contract)."""
+    order = sorted(range(len(scopes)), key=lambda k: -len(scopes[k]))
+    kept: list[int] = []
+    holders: dict[str, list[int]] = {}
+    merged: dict[int, np.ndarray] = {}
+    for k in order:
+        scope = scopes[k]
+        candidates = holders.get(scope[0], []) if scope else []
+        host = next((h for h in candidates if set(scope) <= set(scopes[h])), None)
+        if host is None:
+            kept.append(k)
+            merged[k] = np.array(logs[k], np.float64)
+            for v in scope:
+                holders.setdefault(v, []).append(k)
+            continue
+        big = scopes[host]
+        shape = tuple(logs[k].shape[scope.index(v)] if v in scope else 1 for v in big)
+        axes = [scope.index(v) for v in big if v in scope]
+        merged[host] += np.transpose(logs[k], axes).reshape(shape)
+    kept.sort()
+    return [scopes[k] for k in kept], [merged[k] for k in kept]
 
 
 def _adjacency(scopes: Sequence[tuple[str, ...]], names: Sequence[str]) -> dict[str, set[str]]:
