@@ -322,32 +322,65 @@ def contract(
     return ContractionOutcome(ln_z, marginals, plan, used, times, pruned)
 
 
+def hosts(scopes: Sequence[tuple[str, ...]]) -> dict[int, int]:
+    """For every table, the table it goes into: itself, or the first larger table holding all its
+    variables (see :func:`absorb`)."""
+    order = sorted(range(len(scopes)), key=lambda k: -len(scopes[k]))
+    holders: dict[str, list[int]] = {}
+    host: dict[int, int] = {}
+    for k in order:
+        scope = scopes[k]
+        candidates = holders.get(scope[0], []) if scope else []
+        found = next((h for h in candidates if set(scope) <= set(scopes[h])), None)
+        host[k] = k if found is None else found
+        if found is None:
+            for v in scope:
+                holders.setdefault(v, []).append(k)
+    return host
+
+
 def absorb(
     scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]
 ) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
     """Each table whose variables another table holds, added (in log space) into the first such
     larger table: fewer leaves, the same product (on an Ising grid, the fields go into the
     couplings: a third fewer pairs to contract)."""
-    order = sorted(range(len(scopes)), key=lambda k: -len(scopes[k]))
-    kept: list[int] = []
-    holders: dict[str, list[int]] = {}
-    merged: dict[int, np.ndarray] = {}
-    for k in order:
-        scope = scopes[k]
-        candidates = holders.get(scope[0], []) if scope else []
-        host = next((h for h in candidates if set(scope) <= set(scopes[h])), None)
-        if host is None:
-            kept.append(k)
-            merged[k] = np.array(logs[k], np.float64)
-            for v in scope:
-                holders.setdefault(v, []).append(k)
+    host = hosts(scopes)
+    kept = sorted(k for k, h in host.items() if h == k)
+    merged = {k: np.array(logs[k], np.float64) for k in kept}
+    for k, h in host.items():
+        if h == k:
             continue
-        big = scopes[host]
+        big, scope = scopes[h], scopes[k]
         shape = tuple(logs[k].shape[scope.index(v)] if v in scope else 1 for v in big)
         axes = [scope.index(v) for v in big if v in scope]
-        merged[host] += np.transpose(logs[k], axes).reshape(shape)
-    kept.sort()
+        merged[h] += np.transpose(logs[k], axes).reshape(shape)
     return [scopes[k] for k in kept], [merged[k] for k in kept]
+
+
+def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
+    """What ``dcop info`` shows of the contraction tree an exact MAR (and PR) run would take on
+    ``backend`` (default NumPy): its source, predicted flops, largest intermediate, planned peaks,
+    slices and search time."""
+    from dcop.backend import get_backend
+
+    engine = backend if backend is not None else get_backend("numpy")
+    scopes = [tuple(t.scope) for t in problem.tables if t.scope]
+    host = hosts(scopes)
+    scopes = [scopes[k] for k in sorted(k for k, h in host.items() if h == k)]
+    names = [v for v in problem.variables if any(v in s for s in scopes)]
+    if not scopes:
+        return {"source": "none", "flops": 0.0, "largest_intermediate": 0, "slices": 1}
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        _adjacency(scopes, names),
+        names,
+        "pr",
+        contraction_room(engine, None),
+        rate=FLOP_RATE.get(engine.name, FLOP_RATE["numpy"]),
+    )
+    return plan.summary()
 
 
 def _adjacency(scopes: Sequence[tuple[str, ...]], names: Sequence[str]) -> dict[str, set[str]]:

@@ -57,6 +57,24 @@ def _sum_alone(
     return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
 
 
+def _layout(
+    scope: tuple[str, ...], lead: Sequence[str], first: Sequence[str], second: Sequence[str]
+) -> tuple[list[str], bool]:
+    """The axis order to view an operand as a (batch, rows, columns) matrix stack: ``lead`` then
+    ``first`` then ``second`` (``False``), or ``lead``, ``second``, ``first`` read transposed
+    (``True``), whichever keeps the operand's own last axis last: a copy into that layout is then
+    read along memory (a transposed read of a large table was 100x slower), and an operand
+    already in either layout is not copied at all."""
+    straight = [*lead, *first, *second]
+    swapped = [*lead, *second, *first]
+    if list(scope) == straight:
+        return straight, False
+    if list(scope) == swapped:
+        return swapped, True
+    last = scope[-1] if scope else None
+    return (swapped, True) if second and last in first else (straight, False)
+
+
 def pair_product(
     xp: Any,
     a: Any,
@@ -67,44 +85,50 @@ def pair_product(
 ) -> tuple[Any, tuple[str, ...]]:
     """``Σ a * b`` over every variable not in ``keep``, as one (batched) matrix product.
 
-    Axes are grouped as ``batch`` (in both, kept), ``a``-only, ``b``-only and ``contracted`` (in
-    both, summed); the result's scope is ``batch + a-only + b-only``, so no output transpose.
+    Axes are grouped as ``batch`` (in both, kept), ``a``-only, ``b``-only and ``summed`` (in
+    both, not kept); the result's scope is ``batch + a-only + b-only``, so no output transpose.
+    Shared axes follow the larger operand's order, so that the smaller one is the one copied.
     """
     a, sa = _sum_alone(xp, a, sa, set(sb) | keep)
     b, sb = _sum_alone(xp, b, sb, set(sa) | keep)
     size = dict(zip(sa, a.shape, strict=True))
     size.update(zip(sb, b.shape, strict=True))
-    in_b = set(sb)
-    batch = [v for v in sa if v in in_b and v in keep]
-    summed = [v for v in sa if v in in_b and v not in keep]
+    in_a, in_b = set(sa), set(sb)
+    big = sa if a.size >= b.size else sb
+    batch = [v for v in big if v in in_a and v in in_b and v in keep]
+    summed = [v for v in big if v in in_a and v in in_b and v not in keep]
     a_only = [v for v in sa if v not in in_b]
-    b_only = [v for v in sb if v not in set(sa)]
+    b_only = [v for v in sb if v not in in_a]
     nb = math.prod(size[v] for v in batch)
     m = math.prod(size[v] for v in a_only)
     k = math.prod(size[v] for v in summed)
     n = math.prod(size[v] for v in b_only)
-    at = xp.transpose(a, [sa.index(v) for v in (*batch, *a_only, *summed)])
-    bt = xp.transpose(b, [sb.index(v) for v in (*batch, *summed, *b_only)])
+    order_a, swap_a = _layout(sa, batch, a_only, summed)
+    order_b, swap_b = _layout(sb, batch, summed, b_only)
+    at = xp.transpose(a, [sa.index(v) for v in order_a])
+    bt = xp.transpose(b, [sb.index(v) for v in order_b])
+    am = at.reshape(nb, k, m).swapaxes(1, 2) if swap_a else at.reshape(nb, m, k)
+    bm = bt.reshape(nb, n, k).swapaxes(1, 2) if swap_b else bt.reshape(nb, k, n)
     if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
-        out = at.reshape(nb, m, 1) * bt.reshape(nb, 1, n)
+        out = am * bm
     elif nb == 1:
-        out = xp.matmul(at.reshape(m, k), bt.reshape(k, n))
+        out = xp.matmul(am[0], bm[0])
+    elif xp is np and nb > 4 * m * n:  # many tiny matrices: NumPy's loop over BLAS calls is slow
+        out = np.einsum("bmk,bkn->bmn", am, bm)
     else:
-        out = xp.matmul(at.reshape(nb, m, k), bt.reshape(nb, k, n))
+        out = xp.matmul(am, bm)
     scope = (*batch, *a_only, *b_only)
     return out.reshape(tuple(size[v] for v in scope)), scope
 
 
-def _aligned(
-    xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...], sizes: Mapping[str, int]
-) -> Any:
-    """``data`` over ``target`` (axes reordered; variables it lacks broadcast, not copied)."""
+def _aligned(xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...]) -> Any:
+    """``data`` (over ``scope``, a subset of ``target``) as a view over ``target``'s axes: its
+    own axes reordered, size-1 axes for the variables it lacks (broadcast, never copied)."""
     present = [v for v in target if v in scope]
     data = xp.transpose(data, [scope.index(v) for v in present]) if present else data
     if len(present) == len(target):
         return data
-    shape = tuple(sizes[v] if v in scope else 1 for v in target)
-    return xp.broadcast_to(data.reshape(shape), tuple(sizes[v] for v in target))
+    return data.reshape(tuple(data.shape[present.index(v)] if v in scope else 1 for v in target))
 
 
 class Scaled:
@@ -185,9 +209,8 @@ class Scaled:
             self.bad = self.bad | xp.any(data < self.tiny)
         else:  # only partial underflow is visible where exact zeros exist
             self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
-        return Node(
-            child, _aligned(xp, data, scope, child, self.sizes), parent.ln + sibling.ln + ln
-        )
+        # constant along the child's variables neither operand holds: those stay left out
+        return Node(scope, data, parent.ln + sibling.ln + ln)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
@@ -200,7 +223,7 @@ class Scaled:
 
     def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
         xp = self.xp
-        product = node.data * adj.data
+        product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
         out = {}
         for v in names:
             axes = tuple(k for k, u in enumerate(node.scope) if u != v)

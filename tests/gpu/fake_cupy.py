@@ -65,6 +65,9 @@ class FakeArray:
     def reshape(self, *shape: Any) -> FakeArray:
         return FakeArray(self.a.reshape(*shape))
 
+    def swapaxes(self, a: int, b: int) -> FakeArray:
+        return FakeArray(self.a.swapaxes(a, b))
+
     def view(self, dtype: Any) -> FakeArray:
         return FakeArray(self.a.view(dtype))
 
