@@ -260,9 +260,13 @@ def contract(
     budget_s: float = DEFAULT_BUDGET_S,
     orders: OrderSource = default_orders,
     room: Limit | None = None,
+    fallback: bool = True,
 ) -> ContractionOutcome:
     """PR (``task="pr"``) or MAR of ``problem`` by tree contraction on the table ``backend``;
-    ``room`` overrides the memory the arrays may take (default: :func:`contraction_room`)."""
+    ``room`` overrides the memory the arrays may take (default: :func:`contraction_room`).
+    Where scaled linear space underflows (``space="auto"``), log space runs along the same tree,
+    or with ``fallback=False`` the outcome's space is ``underflow`` (its numbers unusable) and
+    the caller picks the log-space engine."""
     from dcop.sumproduct import log_constant
 
     if space not in SPACES:
@@ -305,7 +309,7 @@ def contract(
         run = TreeRun(ln_z=0.0)
         used = "scaled"
     else:
-        run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space)
+        run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space, fallback)
     backend.synchronize()
     times["contract"] = time.perf_counter() - t0
     ln_z = run.ln_z + constant
@@ -400,6 +404,7 @@ def _run(
     plan: ContractionPlan,
     task: str,
     space: str,
+    fallback: bool = True,
 ) -> tuple[TreeRun, str]:
     from dcop.contraction.tree import node_scopes
 
@@ -418,6 +423,8 @@ def _run(
         run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)
         if not run.underflow or space == "scaled":
             return run, "scaled"
+        if not fallback:
+            return run, "underflow"
         del leaves
     logspace = LogSpace(backend, dtype, sizes)
     leaves_log: list[Node] = [logspace.leaf(s, x, False) for s, x in zip(scopes, logs, strict=True)]

@@ -166,9 +166,14 @@ class Scaled:
         if peak == -math.inf:
             data = np.zeros(logs.shape, self.dtype)
         else:
-            if check and bool(np.any((logs - peak < self.ln_tiny) & (logs > -np.inf))):
-                self.bad = self.xp.ones((), dtype=bool)
             data = np.exp(logs - peak).astype(self.dtype, copy=False)
+            # an entry that became 0 although positive: only the support (where tracked) keeps
+            # it apart from an exact zero; entries merely tiny are checked in the products, whose
+            # entries must stay above tiny / eps (a lost term is then below eps of them)
+            lost = (data == 0) & (logs > -np.inf)
+            if check and not self.track_support and bool(np.any(lost)):
+                self.bad = self.xp.ones((), dtype=bool)
+            zeros = zeros or bool(np.any(lost))
         node = Node(scope, self.backend.asarray(data, self.dtype), peak)
         if zeros and self.track_support:
             node.support = self.backend.asarray((logs > -np.inf).astype(self.dtype), self.dtype)

@@ -370,7 +370,29 @@ def _by_contraction(
 
     log_constant(problem)  # a WCSP top has no partition function: refused before any work
     try:
-        out = contract(problem, task, engine, dtype, max_bytes, ordering, space)
+        out = contract(problem, task, engine, dtype, max_bytes, ordering, space, fallback=False)
+        if out.space == "underflow":
+            # scaled linear space cannot hold the range: log space, by bucket elimination where
+            # its plan fits (its fused log-space kernels), else along the same tree
+            attempt = out.times["contract"]
+            try:
+                result = infer(
+                    problem,
+                    task,
+                    None,
+                    ordering,
+                    engine,
+                    np.dtype(dtype).name,
+                    max_bytes,
+                    method="buckets",
+                )
+                result.space = "log (bucket elimination; scaled linear space underflowed)"
+                result.times["scaled_attempt"] = attempt
+                return result
+            except TableTooLarge:
+                out = contract(problem, task, engine, dtype, max_bytes, ordering, "log")
+                out.space = "log (contraction tree; scaled linear space underflowed)"
+                out.times["scaled_attempt"] = attempt
     except (MemoryError, *engine.out_of_memory_errors) as exc:
         raise TableTooLarge(
             f"{engine.name}: out of memory although the plan fitted ({exc})"

@@ -100,6 +100,11 @@ def test_underflow_falls_back_to_log_space() -> None:
     for v, probs in marginals.items():
         np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
     assert contract(problem, "pr", NUMPY, space="log").ln_z == pytest.approx(ln_z, rel=1e-12)
+    # infer() hands the run to bucket elimination (log space) and says so
+    result = infer(problem, "mar")
+    assert result.space == "log (bucket elimination; scaled linear space underflowed)"
+    assert result.ln_partition == pytest.approx(ln_z, rel=1e-12)
+    assert "scaled_attempt" in result.times
 
 
 @pytest.mark.parametrize("task", ["pr", "mar"])
