@@ -408,9 +408,9 @@ def _run(
 ) -> tuple[TreeRun, str]:
     from dcop.contraction.tree import node_scopes
 
-    full = node_scopes(scopes, plan.path)
+    nodes = plan.stats.nodes  # of one slice
+    full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     spans, zeros = _ranges(logs, plan.path, full, sizes)
-    nodes = node_scopes(_sliced_scopes(scopes, plan.sliced), plan.path)
     mar = task == "mar"
     if space in ("auto", "scaled"):
         probe = Scaled(backend, dtype, sizes)
