@@ -148,6 +148,7 @@ ARRAY_FUNCTIONS = (
     "log",
     "exp",
     "any",
+    "all",
     "ones",
     "ones_like",
     "minimum",

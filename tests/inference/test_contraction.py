@@ -207,3 +207,32 @@ def test_plan_prefers_the_cheapest_fitting_tree() -> None:
         c["flops"] for c in plan.candidates.values()
     )
     assert not plan.sliced and plan.slices == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_bucket_by_the_engine_equals_log_space(seed: int) -> None:
+    """An agent's bucket: ln Σ_var exp(Σ tables) by scaled linear products equals the fused
+    log-space join+eliminate (zeros, log values far from 0 both ways)."""
+    from dcop.contraction.bucket import sum_bucket
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(seed)
+    names = [f"v{i}" for i in range(7)]
+    sizes = {v: int(rng.integers(2, 4)) for v in names}
+    tables = []
+    for _ in range(4):
+        others = list(rng.choice(names[1:], size=int(rng.integers(1, 4)), replace=False))
+        scope = tuple(["v0", *others])
+        logs = rng.normal(size=tuple(sizes[v] for v in scope)) + (-1) ** seed * 400.0
+        logs[rng.random(logs.shape) < 0.1] = -np.inf
+        tables.append(Table(scope, logs))
+    out_scope = tuple(sorted({v for t in tables for v in t.scope} - {"v0"}))
+    expected = NUMPY.join_eliminate(tables, "v0", "logsumexp", scope=out_scope)
+    got = sum_bucket(NUMPY, tables, "v0", out_scope)
+    assert got is not None and got.scope == out_scope
+    np.testing.assert_allclose(got.data, expected.data, rtol=1e-12, atol=1e-9)
+    # a range scaled linear space cannot hold: None, and the caller runs log space
+    wide = [Table(("v0", "v1"), np.array([[0.0, -900.0], [-900.0, 0.0]]))] * 2
+    assert (
+        sum_bucket(NUMPY, [*wide, Table(("v0",), np.array([-1000.0, 0.0]))], "v0", ("v1",)) is None
+    )
