@@ -21,6 +21,7 @@ import numpy as np
 
 from dcop.buckets import BucketOutput, eliminate_bucket, plan_bucket
 from dcop.contraction.execute import pair_product
+from dcop.contraction.memory import on_device
 from dcop.tables import Table, TableBackend
 
 #: Output entries from which a bucket goes through the engine (below, the fused kernel's single
@@ -86,7 +87,8 @@ def eliminate_sum_bucket(backend: TableBackend, tables: Sequence[Table], var: st
     sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
     plans = plan_bucket([t.scope for t in tables], var, sizes, None, None)
     if len(plans) == 1 and plans[0].out_scope and pays(backend, tables, var, plans[0].out_entries):
-        out = sum_bucket(backend, tables, var, plans[0].out_scope)
+        with on_device(backend):
+            out = sum_bucket(backend, tables, var, plans[0].out_scope)
         if out is not None:
             return BucketOutput((out,), 0.0, tuple(plans))
     return eliminate_bucket(backend, tables, var, op="logsumexp")

@@ -19,7 +19,7 @@ import numpy as np
 
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import LogSpace, Node, Scaled, TreeRun, run_sliced
-from dcop.contraction.memory import contraction_room
+from dcop.contraction.memory import contraction_room, on_device
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
 from dcop.inference.memory import Limit, human_bytes
@@ -309,7 +309,8 @@ def contract(
         run = TreeRun(ln_z=0.0)
         used = "scaled"
     else:
-        run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space, fallback)
+        with on_device(backend):
+            run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space, fallback)
     backend.synchronize()
     times["contract"] = time.perf_counter() - t0
     ln_z = run.ln_z + constant

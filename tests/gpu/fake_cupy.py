@@ -82,6 +82,9 @@ class FakeArray:
 
     __radd__ = __add__
 
+    def __sub__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a - _host(other))
+
     def __mul__(self, other: Any) -> FakeArray:
         return FakeArray(self.a * _host(other))
 

@@ -51,3 +51,26 @@ def test_fake_gpu_plans_are_sliced_to_the_device(
     sliced = infer(problem, "pr", backend=CupyBackend())
     assert sliced.tree is not None and sliced.tree["slices"] > 1
     assert sliced.ln_partition == pytest.approx(whole.ln_partition, rel=1e-12)
+
+
+def test_an_agents_bucket_on_the_fake_gpu_equals_numpy(fake_cupy_module: ModuleType) -> None:
+    import numpy as np
+
+    from dcop.backend import get_backend
+    from dcop.contraction.bucket import sum_bucket
+    from dcop.gpu import CupyBackend
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(1)
+    tables = [
+        Table(("a", "b", "c"), rng.normal(size=(3, 2, 4)) + 50.0),
+        Table(("a", "c"), rng.normal(size=(3, 4))),
+        Table(("a", "d"), rng.normal(size=(3, 2)) - 80.0),
+    ]
+    cpu = get_backend("numpy")
+    gpu = CupyBackend()
+    expected = cpu.join_eliminate(tables, "a", "logsumexp", scope=("b", "c", "d"))
+    on_device = [gpu.table(t.scope, t.data) for t in tables]
+    got = sum_bucket(gpu, on_device, "a", ("b", "c", "d"))
+    assert got is not None
+    np.testing.assert_allclose(gpu.to_numpy(got.data), expected.data, rtol=1e-12)
