@@ -57,6 +57,10 @@ def _sum_alone(
     return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
 
 
+#: A pair whose output is this many times smaller than both operands is one elementwise pass.
+REDUCE_RATIO = 64
+
+
 def _layout(
     scope: tuple[str, ...], lead: Sequence[str], first: Sequence[str], second: Sequence[str]
 ) -> tuple[list[str], bool]:
@@ -103,6 +107,22 @@ def pair_product(
     m = math.prod(size[v] for v in a_only)
     k = math.prod(size[v] for v in summed)
     n = math.prod(size[v] for v in b_only)
+    scope = (*batch, *a_only, *b_only)
+    big_a = a.size >= b.size
+    joint = (
+        (*sa, *(v for v in sb if v not in in_a))
+        if big_a
+        else (*sb, *(v for v in sa if v not in in_b))
+    )
+    joint_size = math.prod(size[v] for v in joint)
+    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size) and joint_size <= 2 * max(a.size, b.size):
+        # a small output of two large operands (a backward step down to a small child): one
+        # elementwise pass in the larger operand's layout, then a sum, instead of copying both
+        # into a matmul layout
+        product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
+        axes = tuple(i for i, v in enumerate(joint) if v not in keep)
+        reduced = xp.sum(product, axis=axes) if axes else product
+        return reduced, tuple(v for v in joint if v in keep)
     order_a, swap_a = _layout(sa, batch, a_only, summed)
     order_b, swap_b = _layout(sb, batch, summed, b_only)
     at = xp.transpose(a, [sa.index(v) for v in order_a])
@@ -117,7 +137,6 @@ def pair_product(
         out = np.einsum("bmk,bkn->bmn", am, bm)
     else:
         out = xp.matmul(am, bm)
-    scope = (*batch, *a_only, *b_only)
     return out.reshape(tuple(size[v] for v in scope)), scope
 
 
@@ -214,8 +233,12 @@ class Scaled:
             self.bad = self.bad | xp.any(data < self.tiny)
         else:  # only partial underflow is visible where exact zeros exist
             self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
-        # constant along the child's variables neither operand holds: those stay left out
-        return Node(scope, data, parent.ln + sibling.ln + ln)
+        # constant along the child's variables neither operand holds: those stay left out; the
+        # rest in the child's own layout, so that the steps below read both alike
+        order = tuple(v for v in child if v in scope)
+        if order != scope:
+            data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
+        return Node(order, data, parent.ln + sibling.ln + ln)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
