@@ -26,7 +26,8 @@ def barren_tables(problem: Problem) -> list[CostTable]:
     child = {t.scope[-1]: t for t in tables}
     if len(child) != len(tables):
         return tables  # not one table per variable: not a plain Bayesian network
-    observed = set(problem.meta.get("evidence") or {})  # type: ignore[arg-type]
+    evidence = problem.meta.get("evidence")
+    observed = set(evidence) if isinstance(evidence, dict) else set()
     keep: set[str] = set()
     stack = [v for v in observed if v in child]
     while stack:

@@ -127,14 +127,10 @@ def plan_contraction(
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
-        sources: list[tuple[str, Callable[[], Path]]] = [
-            (f"order:{name}", lambda make=make: order_path(scopes, sizes, make()))
-            for name, make in orders(adjacency, names).items()
-        ]
-        for name, make_path in sources:
+        for name, make in orders(adjacency, names).items():
             if not _worth(stats, t0, budget_s, rate):
                 break
-            add(name, make_path())
+            add(f"order:{name}", order_path(scopes, sizes, make()))
         if _worth(stats, t0, budget_s, rate):
             left = min(budget_s, SEARCH_SHARE * _best_time(stats, rate)) - (
                 time.perf_counter() - t0

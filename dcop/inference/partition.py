@@ -369,6 +369,7 @@ def _by_contraction(
     from dcop.contraction import contract
 
     log_constant(problem)  # a WCSP top has no partition function: refused before any work
+    oom: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
     try:
         out = contract(problem, task, engine, dtype, max_bytes, ordering, space, fallback=False)
         if out.space == "underflow":
@@ -393,7 +394,7 @@ def _by_contraction(
                 out = contract(problem, task, engine, dtype, max_bytes, ordering, "log")
                 out.space = "log (contraction tree; scaled linear space underflowed)"
                 out.times["scaled_attempt"] = attempt
-    except (MemoryError, *engine.out_of_memory_errors) as exc:
+    except oom as exc:
         raise TableTooLarge(
             f"{engine.name}: out of memory although the plan fitted ({exc})"
         ) from None
