@@ -122,7 +122,7 @@ def pair_product(
         product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
         axes = tuple(i for i, v in enumerate(joint) if v not in keep)
         reduced = xp.sum(product, axis=axes) if axes else product
-        return reduced, tuple(v for v in joint if v in keep)
+        return xp.asarray(reduced), tuple(v for v in joint if v in keep)
     order_a, swap_a = _layout(sa, batch, a_only, summed)
     order_b, swap_b = _layout(sb, batch, summed, b_only)
     at = xp.transpose(a, [sa.index(v) for v in order_a])
@@ -214,7 +214,7 @@ class Scaled:
             sa = a.support if a.support is not None else xp.ones_like(a.data)
             sb = b.support if b.support is not None else xp.ones_like(b.data)
             support, _ = pair_product(xp, sa, a.scope, sb, b.scope, keep)
-            node.support = xp.minimum(support, 1, out=support)
+            node.support = xp.minimum(support, 1)
             if check:
                 self.bad = self.bad | xp.any((data < self.tiny) & (node.support > 0))
         elif check and self.positive:

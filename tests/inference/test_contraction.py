@@ -50,6 +50,30 @@ def test_pr_and_mar_equal_brute_force(seed: int, evidence: bool, space: str) -> 
     check(problem, "pr", space=space)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_zeros_and_a_range_wider_than_float_carry_the_support(seed: int) -> None:
+    """Exact zeros beside entries e^-400 below their table's peak: products may fall below
+    float's range, so the run carries where each intermediate is exactly positive; whichever
+    space answers, it equals brute force."""
+    rng = np.random.default_rng(seed)
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
+    tables = []
+    for k in range(8):
+        scope = tuple(f"x{i}" for i in rng.choice(6, size=int(rng.integers(2, 4)), replace=False))
+        costs = rng.choice(
+            [0.0, 400.0, np.inf, 1.0], size=(2,) * len(scope), p=[0.4, 0.3, 0.2, 0.1]
+        )
+        costs.flat[0] = 0.0  # no table of zeros only
+        tables.append(CostTable(scope, costs, name=f"f{k}"))
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    check(problem, "mar")
+    check(problem, "pr")
+    result = infer(problem, "mar")
+    ln_z, _ = brute_force(problem)
+    if ln_z > -math.inf:
+        assert result.ln_partition == pytest.approx(ln_z, rel=1e-11)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_every_tree_source_gives_the_same_numbers(seed: int) -> None:
     problem = random_markov(seed, n=8, zeros=0.0)
