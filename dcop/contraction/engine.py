@@ -143,7 +143,15 @@ def plan_contraction(
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
     ranked = sorted(stats, key=lambda k: stats[k].flops)
     choice: tuple[float, str, tuple[str, ...], TreeStats, int] | None = None
+    whole = [k for k in ranked if stats[k].peak(task) <= room]
+    inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
     for name in ranked:
+        if whole and name not in whole:
+            # slicing splits the peak above the inputs at best evenly: skip a tree whose fewest
+            # slices already cost more than the cheapest tree that fits whole
+            fewest = (stats[name].peak(task) - inputs) / max(room - inputs, 1.0)
+            if stats[name].flops * fewest >= stats[whole[0]].flops:
+                continue
         got = _fit(scopes, sizes, paths[name], stats[name], task, room)
         if got is None:
             continue

@@ -197,10 +197,18 @@ def slice_vars(
 ) -> tuple[str, ...]:
     """cotengra's choice of variables to slice (sum over outside the contraction) so that no
     intermediate of ``path`` exceeds ``target`` entries."""
+    import sys
+
     import cotengra as ctg
 
-    tree = ctg.ContractionTree.from_path(
-        [tuple(s) for s in scopes], (), dict(sizes), ssa_path=[list(p) for p in path]
-    )
-    sliced = tree.slice(target_size=max(1, int(target)), seed=0)
+    # cotengra walks the tree recursively: a chain of n steps (an order's tree) is n deep
+    depth = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(depth, 4 * len(path) + 1000))
+    try:
+        tree = ctg.ContractionTree.from_path(
+            [tuple(s) for s in scopes], (), dict(sizes), ssa_path=[list(p) for p in path]
+        )
+        sliced = tree.slice(target_size=max(1, int(target)), seed=0)
+    finally:
+        sys.setrecursionlimit(depth)
     return tuple(sorted(sliced.sliced_inds))
