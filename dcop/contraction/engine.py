@@ -231,26 +231,41 @@ class ContractionOutcome:
     pruned: int = 0
 
 
-def _ranges(
+def _frames(
     logs: Sequence[np.ndarray],
+    peaks: Sequence[float],
+    scopes: Sequence[tuple[str, ...]],
     path: Path,
     nodes: Sequence[frozenset[str]],
     sizes: Mapping[str, int],
-) -> tuple[list[float], list[bool]]:
-    """An upper bound on ``ln(peak / smallest positive entry)`` of every node (the leaves' own
-    ranges added up, plus the log of the entries summed), and whether its subtree holds a zero."""
+    limit: float,
+) -> list[float | None]:
+    """Each node's frame for the precision bound of :class:`Scaled` (None where its entries
+    cannot leave float's range: an upper bound on ``ln(peak / smallest positive entry)``, the
+    leaves' own ranges added up plus the log of the entries summed, stays below ``limit``).
+
+    The frame is what multiplies a tiny entry on its way to ``Z``, in logs: the peaks of the
+    leaves outside the node's subtree, and the domain sizes of the variables outside it."""
+    m = len(logs)
     spans: list[float] = []
-    zeros: list[bool] = []
     for t in logs:
         finite = t[np.isfinite(t)]
         spans.append(float(finite.max() - finite.min()) if finite.size else 0.0)
-        zeros.append(bool(finite.size < t.size))
-    m = len(logs)
+    inside = [float(p) if math.isfinite(p) else 0.0 for p in peaks]
+    held: list[frozenset[str]] = [frozenset(s) for s in scopes]
     for k, (i, j) in enumerate(path):
         summed = (nodes[i] | nodes[j]) - nodes[m + k]
         spans.append(spans[i] + spans[j] + sum(math.log(sizes[v]) for v in summed))
-        zeros.append(zeros[i] or zeros[j])
-    return spans, zeros
+        inside.append(inside[i] + inside[j])
+        held.append(held[i] | held[j])
+    all_peaks = sum(inside[:m])
+    all_sizes = sum(math.log(sizes[v]) for v in held[-1]) if held else 0.0
+    return [
+        None
+        if span <= limit
+        else (all_peaks - peak) + (all_sizes - sum(math.log(sizes[v]) for v in vars_))
+        for span, peak, vars_ in zip(spans, inside, held, strict=True)
+    ]
 
 
 def contract(
@@ -415,16 +430,14 @@ def _run(
 
     nodes = plan.stats.nodes  # of one slice
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
-    spans, zeros = _ranges(logs, plan.path, full, sizes)
     mar = task == "mar"
     if space in ("auto", "scaled"):
-        probe = Scaled(backend, dtype, sizes)
-        limit = -probe.ln_tiny
-        checks = [s > limit for s in spans]
-        positive = not any(zeros[: len(logs)])
-        track = any(c and z for c, z in zip(checks, zeros, strict=True))
-        scaled = Scaled(backend, dtype, sizes, positive=positive, track_support=track)
-        leaves = [scaled.leaf(s, x, c) for s, x, c in zip(scopes, logs, checks, strict=False)]
+        scaled = Scaled(backend, dtype, sizes)
+        leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+        peaks = [float(leaf.ln) for leaf in leaves]
+        checks = _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+        for leaf, h in zip(leaves, checks, strict=False):
+            scaled.account_leaf(leaf, h)
         run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)
         if not run.underflow or space == "scaled":
             return run, "scaled"
@@ -432,6 +445,6 @@ def _run(
             return run, "underflow"
         del leaves
     logspace = LogSpace(backend, dtype, sizes)
-    leaves_log: list[Node] = [logspace.leaf(s, x, False) for s, x in zip(scopes, logs, strict=True)]
-    run = run_sliced(logspace, leaves_log, plan.path, nodes, [False] * len(nodes), mar, plan.sliced)
+    leaves_log: list[Node] = [logspace.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+    run = run_sliced(logspace, leaves_log, plan.path, nodes, [None] * len(nodes), mar, plan.sliced)
     return run, "log" if space == "log" else "log (scaled linear space underflowed)"

@@ -44,7 +44,7 @@ class Node:
     scope: tuple[str, ...]
     data: Any
     ln: Any = 0.0
-    support: Any = None  # scaled space: 1 where the exact value is positive (None: everywhere)
+    lost: int = 0  # scaled space, leaves: entries exp took below tiny (see Scaled)
 
 
 def _sum_alone(
@@ -57,6 +57,8 @@ def _sum_alone(
     return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
 
 
+#: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
+MAX_ERROR = 1e-13
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
 
@@ -151,18 +153,21 @@ def _aligned(xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...]
 
 
 class Scaled:
-    """Scaled linear space on a table backend's array module (``backend.xp``)."""
+    """Scaled linear space on a table backend's array module (``backend.xp``).
+
+    Precision: an entry stored below ``tiny = finfo.tiny / eps`` may have lost its digits (or
+    flushed to 0). Its true value is below ``tiny`` in its node's frame, and the rest of the
+    network multiplies it by at most the product of the domain sizes it still sums over (every
+    leaf is at most 1 in its frame), so the ``n`` such entries of a node move ``Z`` by at most
+    ``n tiny exp(frame)``, ``frame`` being the logs carried and the sizes left (``h`` of
+    :meth:`pair`, computed by the caller). A run whose bounds add up to more than
+    :data:`MAX_ERROR` of ``Z`` is marked underflowed. An adjoint's ``n`` such entries move a
+    belief's total (``Z`` in the frame of the node times its adjoint) by at most ``n tiny``.
+    """
 
     space = "scaled"
 
-    def __init__(
-        self,
-        backend: TableBackend,
-        dtype: Any,
-        sizes: Mapping[str, int],
-        positive: bool = True,
-        track_support: bool = False,
-    ) -> None:
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
         self.backend = backend
         self.xp = backend.xp  # type: ignore[attr-defined]
         self.dtype = np.dtype(dtype)
@@ -170,33 +175,26 @@ class Scaled:
         self.tiny = float(info.tiny / info.eps)
         self.ln_tiny = math.log(self.tiny)
         self.sizes = sizes
-        self.bad = self.xp.zeros((), dtype=bool)
-        #: the model has no exact zero: any entry below ``tiny`` is an underflow
-        self.positive = positive
-        #: carry where each intermediate is exactly positive (models with zeros whose range may
-        #: exceed float's: a zero there is either exact or an underflow)
-        self.track_support = track_support
+        #: ``ln`` of each node's bound on what its tiny entries may move ``Z`` by (see above)
+        self.errors: list[Any] = []
+        self.leaf_errors: list[float] = []
 
-    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, check: bool) -> Node:
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
         peak = float(np.max(logs)) if logs.size else -math.inf
         if math.isnan(peak) or peak == math.inf:
             raise ValueError("a factor holds NaN or an infinite potential")
-        zeros = bool(np.any(logs == -np.inf))
         if peak == -math.inf:
             data = np.zeros(logs.shape, self.dtype)
         else:
             data = np.exp(logs - peak).astype(self.dtype, copy=False)
-            # an entry that became 0 although positive: only the support (where tracked) keeps
-            # it apart from an exact zero; entries merely tiny are checked in the products, whose
-            # entries must stay above tiny / eps (a lost term is then below eps of them)
-            lost = (data == 0) & (logs > -np.inf)
-            if check and not self.track_support and bool(np.any(lost)):
-                self.bad = self.xp.ones((), dtype=bool)
-            zeros = zeros or bool(np.any(lost))
         node = Node(scope, self.backend.asarray(data, self.dtype), peak)
-        if zeros and self.track_support:
-            node.support = self.backend.asarray((logs > -np.inf).astype(self.dtype), self.dtype)
+        node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
         return node
+
+    def account_leaf(self, leaf: Node, h: float | None) -> None:
+        """Add a leaf's bound (its entries that exp took below ``tiny``), ``h`` its frame."""
+        if h is not None and leaf.lost:
+            self.leaf_errors.append(math.log(leaf.lost) + self.ln_tiny + leaf.ln + h)
 
     def _scale(self, data: Any) -> tuple[Any, Any]:
         xp = self.xp
@@ -205,40 +203,33 @@ class Scaled:
         with np.errstate(divide="ignore"):
             return data, xp.log(peak)
 
-    def pair(self, a: Node, b: Node, keep: frozenset[str], check: bool) -> Node:
+    def _count(self, data: Any, offset: Any) -> None:
         xp = self.xp
-        data, scope = pair_product(xp, a.data, a.scope, b.data, b.scope, keep)
+        with np.errstate(divide="ignore"):
+            self.errors.append(xp.log(xp.sum(data < self.tiny).astype(self.dtype)) + offset)
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
+        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
         data, ln = self._scale(data)
         node = Node(scope, data, a.ln + b.ln + ln)
-        if a.support is not None or b.support is not None:
-            sa = a.support if a.support is not None else xp.ones_like(a.data)
-            sb = b.support if b.support is not None else xp.ones_like(b.data)
-            support, _ = pair_product(xp, sa, a.scope, sb, b.scope, keep)
-            node.support = xp.minimum(support, 1)
-            if check:
-                self.bad = self.bad | xp.any((data < self.tiny) & (node.support > 0))
-        elif check and self.positive:
-            self.bad = self.bad | xp.any(data < self.tiny)
-        elif check:  # no support carried: only partial underflow is visible
-            self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
+        if h is not None:
+            self._count(data, node.ln + (self.ln_tiny + h))
         return node
 
-    def adjoint(self, parent: Node, sibling: Node, child: tuple[str, ...]) -> Node:
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
         xp = self.xp
         data, scope = pair_product(
-            xp, parent.data, parent.scope, sibling.data, sibling.scope, frozenset(child)
+            xp, parent.data, parent.scope, sibling.data, sibling.scope, frozenset(child.scope)
         )
         data, ln = self._scale(data)
-        if self.positive:
-            self.bad = self.bad | xp.any(data < self.tiny)
-        else:  # only partial underflow is visible where exact zeros exist
-            self.bad = self.bad | xp.any((data < self.tiny) & (data > 0))
+        ln = parent.ln + sibling.ln + ln
+        self._count(data, ln + child.ln + self.ln_tiny)
         # constant along the child's variables neither operand holds: those stay left out; the
         # rest in the child's own layout, so that the steps below read both alike
-        order = tuple(v for v in child if v in scope)
+        order = tuple(v for v in child.scope if v in scope)
         if order != scope:
             data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
-        return Node(order, data, parent.ln + sibling.ln + ln)
+        return Node(order, data, ln)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
@@ -268,11 +259,18 @@ class Scaled:
             return leaf
         key = tuple(index.get(v, slice(None)) for v in leaf.scope)
         scope = tuple(v for v in leaf.scope if v not in index)
-        support = None if leaf.support is None else leaf.support[key]
-        return Node(scope, leaf.data[key], leaf.ln, support)
+        return Node(scope, leaf.data[key], leaf.ln, leaf.lost)
 
-    def underflowed(self) -> bool:
-        return bool(self.backend.to_numpy(self.bad))
+    def underflowed(self, ln_z: float) -> bool:
+        """Whether the tiny entries of this pass may have moved ``Z`` by more than MAX_ERROR."""
+        xp = self.xp
+        worst = max(self.leaf_errors, default=-math.inf)
+        if self.errors:
+            worst = max(worst, self.host(xp.max(xp.stack([xp.asarray(e) for e in self.errors]))))
+        self.errors = []
+        if ln_z == -math.inf:  # Z = 0, unless tiny entries all flushed to zero
+            return worst > -math.inf
+        return worst - ln_z > math.log(MAX_ERROR)
 
 
 class LogSpace:
@@ -285,19 +283,22 @@ class LogSpace:
         self.dtype = np.dtype(dtype)
         self.sizes = sizes
 
-    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, check: bool) -> Node:
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
         return Node(scope, self.backend.asarray(logs, self.dtype))
+
+    def account_leaf(self, leaf: Node, h: float | None) -> None:
+        pass
 
     def _marg(self, tables: Sequence[Node], keep: tuple[str, ...]) -> Node:
         out = marginalize(self.backend, [Table(t.scope, t.data) for t in tables], keep, self.sizes)
         return Node(out.scope, out.data)
 
-    def pair(self, a: Node, b: Node, keep: frozenset[str], check: bool) -> Node:
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
         ordered = tuple(v for v in (*a.scope, *b.scope) if v in keep)
         return self._marg([a, b], tuple(dict.fromkeys(ordered)))
 
-    def adjoint(self, parent: Node, sibling: Node, child: tuple[str, ...]) -> Node:
-        return self._marg([parent, sibling], child)
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
+        return self._marg([parent, sibling], child.scope)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
@@ -321,7 +322,7 @@ class LogSpace:
         key = tuple(index.get(v, slice(None)) for v in leaf.scope)
         return Node(tuple(v for v in leaf.scope if v not in index), leaf.data[key])
 
-    def underflowed(self) -> bool:
+    def underflowed(self, ln_z: float) -> bool:
         return False
 
 
@@ -367,10 +368,11 @@ def run_tree(
     leaves: Sequence[Node],
     path: Path,
     nodes: Sequence[frozenset[str]],
-    checks: Sequence[bool],
+    checks: Sequence[float | None],
     mar: bool,
 ) -> TreeRun:
-    """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``)."""
+    """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``);
+    ``checks[k]`` is node ``k``'s frame for the precision bound (None: its range fits)."""
     m = len(leaves)
     live: dict[int, Node] = dict(enumerate(leaves))
     for k, (i, j) in enumerate(path):
@@ -384,7 +386,7 @@ def run_tree(
     ln_z = space.ln_total(live[root])
     run = TreeRun(ln_z=space.host(ln_z))
     if not mar or run.ln_z == -math.inf:
-        run.underflow = space.underflowed()
+        run.underflow = space.underflowed(run.ln_z)
         return run
     sizes = space.sizes
     sources = _sources(m, path, nodes, sizes)
@@ -408,14 +410,14 @@ def run_tree(
         i, j = path[k]
         for child, sibling in ((i, j), (j, i)):
             if child in needed:
-                adjoints[child] = space.adjoint(adj, live[sibling], live[child].scope)
+                adjoints[child] = space.adjoint(adj, live[sibling], live[child])
         if here in sources:
             run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
         del adjoints[here]
     for leaf in range(m):
         if leaf in sources:
             run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
-    run.underflow = space.underflowed()
+    run.underflow = space.underflowed(run.ln_z)
     return run
 
 
@@ -424,7 +426,7 @@ def run_sliced(
     leaves: Sequence[Node],
     path: Path,
     nodes: Sequence[frozenset[str]],
-    checks: Sequence[bool],
+    checks: Sequence[float | None],
     mar: bool,
     sliced: Sequence[str],
 ) -> TreeRun:

@@ -130,7 +130,8 @@ def _array_function(name: str) -> Any:
         out = kwargs.pop("out", None)
         if out is not None:
             kwargs["out"] = out.a
-        result = func(*(_host(a) for a in args), **{k: _host(v) for k, v in kwargs.items()})
+        args = tuple([_host(x) for x in a] if isinstance(a, list) else _host(a) for a in args)
+        result = func(*args, **{k: _host(v) for k, v in kwargs.items()})
         if out is not None:
             return out
         return (
@@ -152,6 +153,7 @@ ARRAY_FUNCTIONS = (
     "exp",
     "any",
     "all",
+    "stack",
     "ones",
     "ones_like",
     "minimum",

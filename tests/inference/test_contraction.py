@@ -105,9 +105,9 @@ def test_scaled_equals_log_space_on_a_grid() -> None:
             np.testing.assert_allclose(scaled.marginals[v], probs, atol=1e-12)
 
 
-def test_underflow_falls_back_to_log_space() -> None:
-    """Factors whose entries differ by e^800: their products leave float64's range relative to
-    the peak, so scaled linear space marks the run and log space answers (and says so)."""
+def test_tiny_entries_that_cannot_matter_keep_scaled_space() -> None:
+    """Entries e^800 below their table's peak flush to zero, but the rest of the network cannot
+    bring them within 1e-13 of Z: scaled linear space stands, and equals brute force."""
     variables = [Variable.with_size(f"x{i}", 2) for i in range(4)]
     tables = [
         CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 1.0]]),
@@ -117,6 +117,26 @@ def test_underflow_falls_back_to_log_space() -> None:
     ]
     problem = Problem.build(variables, tables, cost_kind="neg_ln")
     ln_z, marginals = brute_force(problem)
+    out = contract(problem, "mar", NUMPY)
+    assert out.space == "scaled"
+    assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+    assert out.marginals is not None
+    for v, probs in marginals.items():
+        np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
+
+
+def test_underflow_falls_back_to_log_space() -> None:
+    """Z is made of entries e^800 below their table's peak only (the peak meets a zero): they
+    flush to zero in scaled linear space, whose bound marks the run, and log space answers
+    (and says so)."""
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(3)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 801.0]]),
+        CostTable(("x1", "x2"), [[np.inf, np.inf], [0.0, 0.5]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    ln_z, marginals = brute_force(problem)
+    assert ln_z < -790
     out = contract(problem, "mar", NUMPY)
     assert out.space == "log (scaled linear space underflowed)"
     assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
