@@ -231,6 +231,46 @@ class ContractionOutcome:
     pruned: int = 0
 
 
+def _narrow(
+    logs: Sequence[np.ndarray],
+    nodes: Sequence[frozenset[str]],
+    sizes: Mapping[str, int],
+    limit: float,
+) -> bool:
+    """Whether no intermediate can leave float's range even unscaled: the leaves' ranges and the
+    logs of all domain sizes add up below ``limit`` (every leaf is at most 1 after its peak is
+    divided out, so an entry is at most the product of the sizes summed, and a positive one at
+    least the product of the leaves' smallest positive entries)."""
+    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(logs)]))
+    for t in logs:
+        finite = t[np.isfinite(t)]
+        total += float(finite.max() - finite.min()) if finite.size else 0.0
+        if total >= limit:
+            return False
+    return True
+
+
+def _plain(backend: Any, leaves: Sequence[Node], path: Path, sizes: Mapping[str, int]) -> TreeRun:
+    """PR of a network whose range fits float unscaled: one ``opt_einsum.contract`` along the
+    plan's path on the backend's array library (no per-step scaling or checks)."""
+    import opt_einsum as oe
+    from opt_einsum.paths import ssa_to_linear
+
+    symbol = {v: oe.get_symbol(i) for i, v in enumerate(sizes)}
+    eq = ",".join("".join(symbol[v] for v in leaf.scope) for leaf in leaves) + "->"
+    linear = [tuple(int(i) for i in step) for step in ssa_to_linear(path)] or None
+    z = oe.contract(
+        eq, *[leaf.data for leaf in leaves], optimize=linear or "auto", backend=backend.name
+    )
+    value = float(backend.to_numpy(z))
+    with np.errstate(divide="ignore"):
+        return TreeRun(
+            ln_z=math.log(value) + sum(float(leaf.ln) for leaf in leaves)
+            if value > 0
+            else -math.inf
+        )
+
+
 def _frames(
     logs: Sequence[np.ndarray],
     peaks: Sequence[float],
@@ -434,6 +474,8 @@ def _run(
     if space in ("auto", "scaled"):
         scaled = Scaled(backend, dtype, sizes)
         leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+        if not mar and not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny):
+            return _plain(backend, leaves, plan.path, sizes), "scaled"
         peaks = [float(leaf.ln) for leaf in leaves]
         checks = _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
         for leaf, h in zip(leaves, checks, strict=False):

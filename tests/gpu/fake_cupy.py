@@ -154,6 +154,8 @@ ARRAY_FUNCTIONS = (
     "any",
     "all",
     "stack",
+    "tensordot",
+    "einsum",
     "ones",
     "ones_like",
     "minimum",

@@ -74,3 +74,17 @@ def test_an_agents_bucket_on_the_fake_gpu_equals_numpy(fake_cupy_module: ModuleT
     got = sum_bucket(gpu, on_device, "a", ("b", "c", "d"))
     assert got is not None
     np.testing.assert_allclose(gpu.to_numpy(got.data), expected.data, rtol=1e-12)
+
+
+def test_a_narrow_model_is_one_opt_einsum_call_on_the_fake_gpu(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """A network whose range fits float unscaled: PR is one opt_einsum contraction on the
+    backend's library (CuPy here), equal to NumPy's scaled run."""
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(4, 0.3, 0.1, seed=2)
+    cpu = infer(problem, "pr", space="log")
+    gpu = infer(problem, "pr", backend=CupyBackend())
+    assert gpu.space == "scaled"
+    assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
