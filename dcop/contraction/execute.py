@@ -243,10 +243,14 @@ class Scaled:
     def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
         xp = self.xp
         product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
+        # one pass down to the variables asked for, then each of them from that small table
+        wanted = [u for u in node.scope if u in names]
+        drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
+        belief = xp.sum(product, axis=drop) if drop else product
         out = {}
         for v in names:
-            axes = tuple(k for k, u in enumerate(node.scope) if u != v)
-            vec = self.backend.to_numpy(xp.sum(product, axis=axes) if axes else product)
+            axes = tuple(k for k, u in enumerate(wanted) if u != v)
+            vec = self.backend.to_numpy(xp.sum(belief, axis=axes) if axes else belief)
             with np.errstate(divide="ignore"):
                 out[v] = np.log(np.asarray(vec, np.float64)) + float(self.host(node.ln + adj.ln))
         return out
