@@ -141,7 +141,7 @@ def plan_contraction(
             )
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
-    ranked = sorted(stats, key=lambda k: stats[k].flops)
+    ranked = sorted(stats, key=lambda k: stats[k].cost)
     choice: tuple[float, str, tuple[str, ...], TreeStats, int] | None = None
     whole = [k for k in ranked if stats[k].peak(task) <= room]
     inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
@@ -150,20 +150,21 @@ def plan_contraction(
             # slicing splits the peak above the inputs at best evenly: skip a tree whose fewest
             # slices already cost more than the cheapest tree that fits whole
             fewest = (stats[name].peak(task) - inputs) / max(room - inputs, 1.0)
-            if stats[name].flops * fewest >= stats[whole[0]].flops:
+            if stats[name].cost * fewest >= stats[whole[0]].cost:
                 continue
         got = _fit(scopes, sizes, paths[name], stats[name], task, room)
         if got is None:
             continue
         sliced, sliced_stats, slices = got
-        total = sliced_stats.flops * slices
+        total = sliced_stats.cost * slices
         if choice is None or total < choice[0]:
             choice = (total, name, sliced, sliced_stats, slices)
         if not sliced:
             break  # the cheapest tree that fits whole: slicing another cannot beat it
     search_s = time.perf_counter() - t0
     candidates = {
-        k: {"flops": s.flops, "largest_intermediate": float(s.largest)} for k, s in stats.items()
+        k: {"flops": s.flops, "cost": s.cost, "largest_intermediate": float(s.largest)}
+        for k, s in stats.items()
     }
     if choice is None:
         least = min(stats.values(), key=lambda s: s.peak(task))
@@ -180,7 +181,7 @@ def plan_contraction(
 
 
 def _best_time(stats: Mapping[str, TreeStats], rate: float) -> float:
-    return min(s.flops for s in stats.values()) / rate
+    return min(s.cost for s in stats.values()) / rate
 
 
 def _worth(stats: Mapping[str, TreeStats], t0: float, budget_s: float, rate: float) -> bool:

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 Path = list[tuple[int, int]]
+#: Passes over each intermediate beyond its product, in flops (see TreeStats.cost).
+WRITE_PASSES = 3.0
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,15 @@ class TreeStats:
     nodes: tuple[frozenset[str], ...]
     flops: float
     largest: int
+    writes: float
     peak_pr: int
     peak_mar: int
+
+    @property
+    def cost(self) -> float:
+        """What the search ranks trees by: the flops, plus a few passes over every intermediate
+        (its peak, its tiny entries, copies into a matmul layout)."""
+        return self.flops + WRITE_PASSES * self.writes
 
     def peak(self, task: str) -> int:
         return self.peak_mar if task == "mar" else self.peak_pr
@@ -79,6 +88,7 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     m = len(scopes)
     size = [_entries(n, sizes) for n in nodes]
     flops = 0.0
+    writes = 0.0
     live = sum(size[:m])
     peak_pr = live
     kept = live
@@ -86,6 +96,7 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     for k, (i, j) in enumerate(path):
         out = m + k
         flops += float(_entries(nodes[i] | nodes[j], sizes))
+        writes += float(size[out])
         # the pair's operands may be copied into a matmul layout while the output is built
         during = live + size[i] + size[j] + size[out]
         peak_pr = max(peak_pr, during)
@@ -94,7 +105,7 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     # MAR keeps every intermediate; the backward pass holds a parent's adjoint, the sibling's
     # copy and the child's adjoint being built, plus one belief product
     peak_mar = kept + 4 * largest
-    return TreeStats(tuple(nodes), flops, largest, peak_pr, max(peak_mar, peak_pr))
+    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr))
 
 
 def order_path(
