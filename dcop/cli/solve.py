@@ -62,8 +62,9 @@ def solve_command(
     ordering: Annotated[
         OrderingName | None,
         typer.Option(
-            help="Elimination order (default: minfill; for pr/mar the cheapest of minfill, "
-            "mindegree and the file's order)."
+            help="Elimination order (default: minfill; for exact pr/mar the contraction tree of "
+            "the cheapest of minfill, mindegree, the file's order and opt_einsum's optimizers; "
+            "naming one uses its tree)."
         ),
     ] = None,
     backend: BackendOption = BackendName.numpy,
