@@ -809,7 +809,7 @@ class Session:
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()
-        box = offer(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
+        box = offer(int(self.plan.entries) * itemsize + IPC_ALIGN * len(self.plan.tables))
         self.charge(time.perf_counter() - t0)
         if box is None:
             return []

@@ -68,6 +68,7 @@ from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
 from dcop.protocol.runspec import AUTO_TREES
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.sizes import total
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 
@@ -631,5 +632,5 @@ def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizi
     for j in range(count):
         at = [sizing_at(s, j) for s in per_root]
         best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
-        out.append(Sizing((), best.largest, best.agent, sum(s.total for s in at)))
+        out.append(Sizing((), best.largest, best.agent, total(s.total for s in at)))
     return out

@@ -54,7 +54,6 @@ candidates a run needs (``--trees`` auto), without importing any agent code.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -64,6 +63,7 @@ from typing import Literal
 from dcop.errors import DcopError, ProtocolError
 from dcop.ordering import PseudoTree
 from dcop.protocol.trees import Candidate, check_heuristic, seeded_rank
+from dcop.sizes import add, entries, total
 
 #: today's tree: most-connected first, from the most connected agent
 MOST_CONNECTED = Candidate()
@@ -83,7 +83,8 @@ class DfsToken:
     receiver decrements its own ancestors); (back): the same for the sender's ancestors (the
     receiver's path and the receiver itself), after the sender's subtree. ``visited`` (child, back): agents visited so far.
     ``separator``, ``width``, ``largest``, ``total`` (back): the sender's separator, and its
-    subtree's largest separator size, largest and total predicted UTIL entries."""
+    subtree's largest separator size, largest and total predicted UTIL entries (capped floats:
+    :mod:`dcop.sizes`)."""
 
     kind: Literal["child", "back"]
     path: tuple[int, ...] = ()
@@ -92,8 +93,8 @@ class DfsToken:
     visited: tuple[int, ...] = ()
     separator: tuple[int, ...] = ()
     width: int = 0
-    largest: int = 0
-    total: int = 0
+    largest: float = 0.0
+    total: float = 0.0
     tree: int = 0
 
 
@@ -103,16 +104,19 @@ Send = tuple[int, DfsToken]
 @dataclass(frozen=True)
 class TreeSummary:
     """The predicted cost of a (sub)tree: largest separator size, largest and total UTIL entries
-    (a product of domain sizes per non-root agent). For a root: its component's tree."""
+    (a product of domain sizes per non-root agent, as a capped float: :mod:`dcop.sizes`). For a
+    root: its component's tree."""
 
     width: int = 0
-    largest: int = 0
-    total: int = 0
+    largest: float = 0.0
+    total: float = 0.0
 
     def merge(self, other: TreeSummary) -> TreeSummary:
         """Both (sub)trees together."""
         return TreeSummary(
-            max(self.width, other.width), max(self.largest, other.largest), self.total + other.total
+            max(self.width, other.width),
+            max(self.largest, other.largest),
+            add(self.total, other.total),
         )
 
 
@@ -295,8 +299,8 @@ class DfsState:
         if self.parent is None:
             self.summary = self._below  # a root sends no UTIL
             return []
-        entries = math.prod(self._domains[a] for a in self.separator)
-        self.summary = self._below.merge(TreeSummary(len(self.separator), entries, entries))
+        size = entries(self._domains[a] for a in self.separator)
+        self.summary = self._below.merge(TreeSummary(len(self.separator), size, size))
         back = DfsToken(
             "back",
             open=tuple(self._open[a] for a in self.path),
@@ -371,10 +375,11 @@ def util_entries(
     separators: Mapping[int, Collection[int]],
     domains: Mapping[int, int],
     parent: Mapping[int, int | None],
-) -> dict[int, int]:
-    """Predicted UTIL entries of every non-root agent: the product of its separator's domains."""
+) -> dict[int, float]:
+    """Predicted UTIL entries of every non-root agent: the product of its separator's domains
+    (a capped float, exact below 2^53)."""
     return {
-        v: math.prod(domains[u] for u in s) for v, s in separators.items() if parent[v] is not None
+        v: entries(domains[u] for u in s) for v, s in separators.items() if parent[v] is not None
     }
 
 
@@ -388,8 +393,8 @@ def summarize(
     sizes = util_entries(seps, domains, parent)
     return TreeSummary(
         max((len(s) for s in seps.values()), default=0),
-        max(sizes.values(), default=0),
-        sum(sizes.values()),
+        max(sizes.values(), default=0.0),
+        total(sizes.values()),
     )
 
 

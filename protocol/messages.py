@@ -43,6 +43,7 @@ from dcop.protocol.constants import (
 )
 from dcop.protocol.digest import DIGEST_CHARS
 from dcop.protocol.runspec import RunSpec
+from dcop.sizes import SIZE_CAP, as_size
 
 Payload = Mapping[str, Any]
 #: What a table's data may be: bytes, or a view of an array or of a received frame.
@@ -504,28 +505,46 @@ class Degree:
 class Sizing:
     """One mini-bucket size's plan of a subtree, carried up by the DFS: the scopes (agent ids)
     of the UTIL tables the sender will send, and the subtree's largest UTIL (entries and who
-    sends it) and total entries."""
+    sends it) and total entries. Entries travel as capped floats (:mod:`dcop.sizes`): a
+    prediction of 3^200 entries is a size to refuse, not an integer no wire can carry."""
 
     tables: tuple[tuple[int, ...], ...]
-    largest: int
+    largest: float
     agent: int | None
-    total: int
+    total: float
 
     def to_wire(self) -> list[Any]:
-        return [[list(s) for s in self.tables], self.largest, self.agent, self.total]
+        return [
+            [list(s) for s in self.tables],
+            as_size(self.largest),
+            self.agent,
+            as_size(self.total),
+        ]
 
     @staticmethod
     def from_wire(raw: Any) -> Sizing:
         if not isinstance(raw, list | tuple) or len(raw) != 4:
             raise ProtocolError("a sizing must be [tables, largest, agent, total]")
         p = {"tables": raw[0], "largest": raw[1], "agent": raw[2], "total": raw[3]}
-        big = (1 << 62) - 1
         return Sizing(
             _scopes(p, "tables"),
-            _int(p, "largest", 0, big),
+            _size(p, "largest"),
             _opt_int(p, "agent", 0, MAX_AGENT_ID),
-            _int(p, "total", 0, big),
+            _size(p, "total"),
         )
+
+
+def _size(p: Payload, key: str) -> float:
+    """A predicted size (entries): a finite float in [0, SIZE_CAP] (an integer is taken too)."""
+    v = _get(p, key)
+    if type(v) is int:
+        if not 0 <= v <= SIZE_CAP:
+            raise ProtocolError(f"field {key!r} = {v} is not a size")
+        return as_size(v)
+    f = _float(p, key, lo=0.0)
+    if f > SIZE_CAP:
+        raise ProtocolError(f"field {key!r} = {f:g} is above the size cap {SIZE_CAP:g}")
+    return f
 
 
 def _sizings(p: Payload, key: str) -> tuple[Sizing, ...]:
@@ -549,8 +568,8 @@ class Token:
     visited: tuple[int, ...]
     separator: tuple[int, ...]
     width: int
-    largest: int
-    total: int
+    largest: float
+    total: float
     sizings: tuple[Sizing, ...]
     clock: float
 
@@ -564,8 +583,8 @@ class Token:
             "visited": list(self.visited),
             "separator": list(self.separator),
             "width": self.width,
-            "largest": self.largest,
-            "total": self.total,
+            "largest": as_size(self.largest),
+            "total": as_size(self.total),
             "sizings": [s.to_wire() for s in self.sizings],
             "clock": self.clock,
         }
@@ -576,7 +595,6 @@ class Token:
         domains = _seq(p, "domains", MAX_LIST)
         if any(type(d) is not int or not 1 <= d <= MAX_DOMAIN for d in domains):
             raise ProtocolError("field 'domains' must hold domain sizes")
-        big = (1 << 62) - 1
         return Token(
             _int(p, "tree", 0, MAX_TREES - 1),
             "child" if kind == "child" else "back",
@@ -586,8 +604,8 @@ class Token:
             _ids(p, "visited"),
             _ids(p, "separator"),
             _int(p, "width", 0, MAX_LIST),
-            _int(p, "largest", 0, big),
-            _int(p, "total", 0, big),
+            _size(p, "largest"),
+            _size(p, "total"),
             _sizings(p, "sizings"),
             _float(p, "clock", lo=0.0),
         )

@@ -41,6 +41,7 @@ from dcop.protocol import (
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.peers import parse_peers
 from dcop.protocol.runspec import RunSpec
+from dcop.sizes import SIZE_CAP
 
 TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
 MESSAGES = [
@@ -126,6 +127,36 @@ def test_round_trip(message: object) -> None:
             np.testing.assert_array_equal(a.to_array(), b.to_array())
     else:
         assert env.body == message
+
+
+def test_sizes_above_2_to_the_64_round_trip() -> None:
+    """A UTIL prediction of 3^200 entries (or an int beyond float64) travels as a capped float
+    in tokens and tree reports: no ``cannot encode int``, no range check that drops the token."""
+    huge = 3**200
+    sizing = Sizing(((0, 1),), huge, 4, huge * 2)
+    token = Token(0, "back", (), (), (1, 2), (1, 2), (0,), 50, huge, 10**400, (sizing,), 0.0)
+    for message in (token, TreeReport(1, 50, (sizing,))):
+        body = decode(encode(3, COORDINATOR_ID, message)).body
+        got = body.sizings[0]  # type: ignore[union-attr]
+        assert got.largest == pytest.approx(float(huge)) and got.largest > 2.0**64
+        assert got.total == pytest.approx(2.0 * huge)
+    back = decode(encode(3, 4, token)).body
+    assert back.largest == pytest.approx(float(huge))  # type: ignore[union-attr]
+    assert back.total == SIZE_CAP  # type: ignore[union-attr]
+    # exact below 2^53: the predictions the solve compares with what it sent
+    exact = decode(
+        encode(3, 4, Token(0, "back", (), (), (1,), (1,), (0,), 1, 2**52 + 1, 3, (), 0.0))
+    )
+    assert exact.body.largest == 2**52 + 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", [-1.0, -1, math.inf, math.nan, 2.0**1001])
+def test_a_size_off_the_scale_is_refused(bad: float) -> None:
+    frames = encode(3, 4, Token(0, "back", (), (), (1,), (1,), (0,), 1, 2, 3, (), 0.0))
+    raw = msgpack.unpackb(frames[0], raw=False)
+    raw["p"]["largest"] = bad
+    with pytest.raises(ProtocolError, match="largest"):
+        decode([msgpack.packb(raw, use_bin_type=True)])
 
 
 def test_table_bytes_are_raw_and_float32_kept() -> None:
