@@ -212,7 +212,8 @@ class Agent:
         if self.session is None and self.cfg.serving:
             self._hello()
         else:
-            sent = sum(self.meter.metrics.sent_bytes.values())
+            # heartbeats do not count: the coordinator reads a still total as a stalled phase
+            sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util))
 

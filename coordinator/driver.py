@@ -162,6 +162,9 @@ class Coordinator:
         self.received: dict[str, list[int]] = {}
         self.phase = "hello"
         self.t0 = 0.0
+        #: what moved last in the DFS (reports, readies, the agents' bytes) and when
+        self.moved: tuple[int, int, int] = (0, 0, 0)
+        self.moved_at = 0.0
 
     def name(self, agent_id: int) -> str:
         var = self.layout.variable.get(agent_id)
@@ -227,6 +230,7 @@ class Coordinator:
         self.phase = phase
         log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
+        self.moved_at = next_beat
         while not done():
             now = time.monotonic()
             if now >= deadline:
@@ -287,6 +291,37 @@ class Coordinator:
                     f"{self.name(ident)} stopped answering (silent for {silent:.1f} s "
                     f"during {self.phase})"
                 )
+        if self.phase == "dfs":
+            self._check_dfs_moves(now)
+
+    def _check_dfs_moves(self, now: float) -> None:
+        """A DFS in which nothing moves for the peer timeout (no agent sent a byte, no root
+        reported) has stalled: every agent alive and waiting on a token that will never come
+        (one was lost or refused). No agent computes for long in the DFS, so this is never a
+        slow step; it ends the run naming the trees and roots still out."""
+        moved = (
+            len(self.ready),
+            len(self.reports),
+            sum(b.sent_bytes for b in self.heartbeats.values()),
+        )
+        if moved != self.moved:
+            self.moved, self.moved_at = moved, now
+            return
+        still = now - self.moved_at
+        if still <= self.spec.peer_timeout:
+            return
+        out = [
+            (k, r)
+            for k, roots in enumerate(self.roots)
+            for r in roots
+            if (k, r) not in self.reports
+        ]
+        trees = ", ".join(f"tree {k} from {self.name(r)}" for k, r in out[:5])
+        raise RunError(
+            f"the DFS stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+            f"{len(out)} candidate tree(s) unfinished ({trees}{' ...' if len(out) > 5 else ''}); "
+            "a token was lost or refused (see the agents' logs)"
+        )
 
     def _report_status(self, now: float) -> None:
         if self.on_status is None:

@@ -960,7 +960,8 @@ class Done:
 @dataclass(frozen=True)
 class Heartbeat:
     """Agent -> coordinator: alive (the loop runs), with where it stands for the live status: its
-    phase, the bytes it has sent in this problem and whether its UTIL has gone out."""
+    phase, the bytes it has sent in this problem (heartbeats not counted: a still total shows a
+    stalled phase) and whether its UTIL has gone out."""
 
     TYPE: ClassVar[str] = "heartbeat"
     phase: str = ""
