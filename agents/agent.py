@@ -124,6 +124,8 @@ class Agent:
         self.stop_reason: str | None = None
         self.coordinator_heard = False
         self.last_seen_coordinator = 0.0
+        #: when this agent last sent the coordinator anything (a heartbeat waits for quiet)
+        self.last_to_coordinator = -float("inf")
         self.problem_deadline = float("inf")
         self.reported_lost: set[int] = set()
         self.solved = 0
@@ -211,11 +213,23 @@ class Agent:
         # an idle serving agent repeats its hello: a coordinator started later learns of it
         if self.session is None and self.cfg.serving:
             self._hello()
-        else:
+        elif self.now() - self.last_to_coordinator >= self._quiet_s():
             # heartbeats do not count: the coordinator reads a still total as a stalled phase
             sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util))
+
+    def _quiet_s(self) -> float:
+        """How long the link to the coordinator stays quiet before a heartbeat goes on it.
+
+        ZMTP heartbeats already watch every connection (a dead or frozen process, a cut link);
+        this message proves that the loop runs, and feeds the live status. The coordinator
+        calls an agent silent after the peer timeout: a heartbeat every third of it is enough,
+        and none where anything else went to the coordinator meanwhile. At one a second they
+        were 51-77 % of a 1000-agent run's messages."""
+        spec = self.session.spec if self.session is not None else None
+        timeout = spec.peer_timeout if spec is not None else self.cfg.peer_timeout_s
+        return max(self.cfg.heartbeat_s, timeout / 3)
 
     def _greet_new_coordinator(self) -> None:
         """A serving agent waiting for a problem says hello as soon as its link to the
@@ -484,6 +498,8 @@ class Agent:
                 "or --algo auto)"
             )
         self.transport.send(peer, frames)
+        if peer == COORDINATOR_ID:
+            self.last_to_coordinator = self.now()
         if not isinstance(body, Hello):
             self.meter.sent(body.TYPE, size)
             if isinstance(body, Util):
