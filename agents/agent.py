@@ -213,7 +213,9 @@ class Agent:
         # an idle serving agent repeats its hello: a coordinator started later learns of it
         if self.session is None and self.cfg.serving:
             self._hello()
-        elif self.now() - self.last_to_coordinator >= self._quiet_s():
+        elif self.now() + self.cfg.heartbeat_s - self.last_to_coordinator > self._quiet_s():
+            # (beats are checked once a heartbeat_s: this one goes out if waiting for the next
+            # check would leave the link quiet for longer than allowed)
             # heartbeats do not count: the coordinator reads a still total as a stalled phase
             sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0

@@ -313,9 +313,9 @@ def protocol_seeds() -> dict[str, bytes]:
         "ready": Ready(2),
         "start": Start(RunSpec("adpop", 3), (0,)),
         "degree": Degree((0, 3), 0.5),
-        "token_child": Token(0, "child", (0, 3), (2, 3), (1, 1), (0, 3, 5), (), 0, 0, 0, (), 0.25),
+        "token_child": Token(0, "child", (0, 3), (2, 3), (1, 1), (), (), 0, 0, 0, (), 0.25),
         "token_back": Token(
-            0, "back", (), (), (0, 1), (1, 2), (0,), 1, 2, 2, (Sizing(((0,),), 2, 2, 2),), 0.0
+            0, "back", (), (), (0, 1), ((1, 2),), (0,), 1, 2, 2, (Sizing(((0,),), 2, 2, 2),), 0.0
         ),
         "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),
         "go": Go(0, None),

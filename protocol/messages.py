@@ -556,8 +556,9 @@ class Token:
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.protocol.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
     their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
-    carries the subtree's visited agents, my separator, the subtree's summary and, per
-    mini-bucket size the run may choose, the sizing of my UTIL message."""
+    carries the subtree's back edges to the receiver and above (``links``: descendant, ancestor),
+    my separator, the subtree's summary and, per mini-bucket size the run may choose, the sizing
+    of my UTIL message. No visited set: the token stays O(depth) (see :mod:`dcop.protocol.dfs`)."""
 
     TYPE: ClassVar[str] = "token"
     tree: int
@@ -565,7 +566,7 @@ class Token:
     path: tuple[int, ...]
     domains: tuple[int, ...]
     open: tuple[int, ...]
-    visited: tuple[int, ...]
+    links: tuple[tuple[int, int], ...]
     separator: tuple[int, ...]
     width: int
     largest: float
@@ -574,13 +575,21 @@ class Token:
     clock: float
 
     def to_wire(self) -> dict[str, Any]:
+        # only the fields of its kind travel: a child carries the path, a back token the rest
+        if self.kind == "child":
+            return {
+                "tree": self.tree,
+                "kind": self.kind,
+                "path": list(self.path),
+                "domains": list(self.domains),
+                "open": list(self.open),
+                "clock": self.clock,
+            }
         return {
             "tree": self.tree,
             "kind": self.kind,
-            "path": list(self.path),
-            "domains": list(self.domains),
             "open": list(self.open),
-            "visited": list(self.visited),
+            "links": [i for link in self.links for i in link],  # flat: descendant, ancestor
             "separator": list(self.separator),
             "width": self.width,
             "largest": as_size(self.largest),
@@ -592,23 +601,36 @@ class Token:
     @staticmethod
     def from_wire(p: Payload) -> Token:
         kind = _choice(p, "kind", TOKEN_KINDS)
-        domains = _seq(p, "domains", MAX_LIST)
-        if any(type(d) is not int or not 1 <= d <= MAX_DOMAIN for d in domains):
-            raise ProtocolError("field 'domains' must hold domain sizes")
+        tree = _int(p, "tree", 0, MAX_TREES - 1)
+        open_ = _counts(p, "open")
+        clock = _float(p, "clock", lo=0.0)
+        if kind == "child":
+            domains = _seq(p, "domains", MAX_LIST)
+            if any(type(d) is not int or not 1 <= d <= MAX_DOMAIN for d in domains):
+                raise ProtocolError("field 'domains' must hold domain sizes")
+            path = _ids(p, "path")
+            return Token(tree, "child", path, tuple(domains), open_, (), (), 0, 0.0, 0.0, (), clock)
         return Token(
-            _int(p, "tree", 0, MAX_TREES - 1),
-            "child" if kind == "child" else "back",
-            _ids(p, "path"),
-            tuple(domains),
-            _counts(p, "open"),
-            _ids(p, "visited"),
+            tree,
+            "back",
+            (),
+            (),
+            open_,
+            _links(p, "links"),
             _ids(p, "separator"),
             _int(p, "width", 0, MAX_LIST),
             _size(p, "largest"),
             _size(p, "total"),
             _sizings(p, "sizings"),
-            _float(p, "clock", lo=0.0),
+            clock,
         )
+
+
+def _links(p: Payload, key: str) -> tuple[tuple[int, int], ...]:
+    flat = _ids(p, key, 2 * MAX_LIST)
+    if len(flat) % 2:
+        raise ProtocolError(f"field {key!r} must hold (descendant, ancestor) pairs")
+    return tuple(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _counts(p: Payload, key: str) -> tuple[int, ...]:

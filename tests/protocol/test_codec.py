@@ -52,14 +52,14 @@ MESSAGES = [
     Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5, trees=1), ()),
     Start(RunSpec("auto", trees=2), (1,)),
     Degree((1, 4, 9), 0.5),
-    Token(1, "child", (0, 3), (2, 4), (1, 0), (0, 3, 5), (), 0, 0, 0, (), 0.25),
+    Token(1, "child", (0, 3), (2, 4), (1, 0), (), (), 0, 0, 0, (), 0.25),
     Token(
         0,
         "back",
         (),
         (),
         (1, 2),
-        (1, 2),
+        ((1, 2), (7, 0)),
         (0,),
         1,
         4,
@@ -134,7 +134,7 @@ def test_sizes_above_2_to_the_64_round_trip() -> None:
     in tokens and tree reports: no ``cannot encode int``, no range check that drops the token."""
     huge = 3**200
     sizing = Sizing(((0, 1),), huge, 4, huge * 2)
-    token = Token(0, "back", (), (), (1, 2), (1, 2), (0,), 50, huge, 10**400, (sizing,), 0.0)
+    token = Token(0, "back", (), (), (1, 2), ((1, 2),), (0,), 50, huge, 10**400, (sizing,), 0.0)
     for message in (token, TreeReport(1, 50, (sizing,))):
         body = decode(encode(3, COORDINATOR_ID, message)).body
         got = body.sizings[0]  # type: ignore[union-attr]
@@ -144,15 +144,13 @@ def test_sizes_above_2_to_the_64_round_trip() -> None:
     assert back.largest == pytest.approx(float(huge))  # type: ignore[union-attr]
     assert back.total == SIZE_CAP  # type: ignore[union-attr]
     # exact below 2^53: the predictions the solve compares with what it sent
-    exact = decode(
-        encode(3, 4, Token(0, "back", (), (), (1,), (1,), (0,), 1, 2**52 + 1, 3, (), 0.0))
-    )
+    exact = decode(encode(3, 4, Token(0, "back", (), (), (1,), (), (0,), 1, 2**52 + 1, 3, (), 0.0)))
     assert exact.body.largest == 2**52 + 1  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("bad", [-1.0, -1, math.inf, math.nan, 2.0**1001])
 def test_a_size_off_the_scale_is_refused(bad: float) -> None:
-    frames = encode(3, 4, Token(0, "back", (), (), (1,), (1,), (0,), 1, 2, 3, (), 0.0))
+    frames = encode(3, 4, Token(0, "back", (), (), (1,), (), (0,), 1, 2, 3, (), 0.0))
     raw = msgpack.unpackb(frames[0], raw=False)
     raw["p"]["largest"] = bad
     with pytest.raises(ProtocolError, match="largest"):
@@ -182,7 +180,7 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
         (_frame(p=[1]), "payload must be a map"),
         (_frame(extra=1), "unexpected keys"),
         (
-            _frame(t="token", p={"kind": "sideways", "path": [], "visited": [], "clock": 0.0}),
+            _frame(t="token", p={"kind": "sideways", "path": [], "links": [], "clock": 0.0}),
             "not one of",
         ),
         (_frame(t="degree", p={"neighbours": [1], "clock": math.nan}), "finite"),
