@@ -21,10 +21,10 @@ from dcop.backend import get_backend
 from dcop.generators import grid_network, scale_free_network
 from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID, RunSpec, Start, TreeReport, decode, encode
-from dcop.protocol.dfs import simulate
 from dcop.protocol.runspec import AUTO_TREES_MAX
-from dcop.protocol.trees import default_candidates
 from dcop.tables import Table
+from dcop.trees.candidates import default_candidates
+from dcop.trees.dfs import simulate
 
 PROBLEM_NUMBER = 7
 

@@ -9,8 +9,8 @@ import pytest
 from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.protocol import RunSpec
-from dcop.protocol.dfs import simulate
 from dcop.sizes import SIZE_CAP, add, as_size, entries
+from dcop.trees.dfs import simulate
 
 # as the crash (22 variables of 10 values, 90 % of the pairs linked), a little larger:
 # even the best tree's DPOP UTIL would hold ~10^23 entries, beyond 2^64
