@@ -172,6 +172,8 @@ def _doc(path: Path) -> dict[str, Any]:
         out["message"] = doc["message"][:300]
     times = doc.get("times") or {}
     out.update({f"times_{k}": v for k, v in times.items()})
+    hellos = (doc.get("processes") or {}).get("hello_s") or {}
+    out["launch_ms_per_agent"] = 1000 * hellos["per_agent"] if hellos else None
     m = doc.get("metrics") or {}
     if m.get("messages"):
         msgs, nbytes = m["messages"], m["bytes"]
@@ -247,13 +249,15 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "run s = wall clock of `dcop run FILE --algo dpop` (interpreter, launch and exit "
         "included); launch s = the document's `times.launch` (command start to every agent's "
-        "hello); PSS = peak summed proportional set size of the agents (and of every process of "
-        f"the run), sampled every {report['sample_s']:g} s; solve s = `dcop solve FILE`. "
+        "hello; per agent: the last hello's time over n); PSS = peak summed proportional set "
+        "size of the agents (and of every process of the run), sampled every "
+        f"{report['sample_s']:g} s; solve s = `dcop solve FILE`. "
         "heartbeats = share of all messages; token/UTIL = DFS token bytes over UTIL bytes.",
         "",
-        "| family | n | status | run s | launch s | solve s | run / solve | agents' PSS MB | "
-        "all PSS MB | heartbeats | token/UTIL | FRODO s (counting off / on) | FRODO RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| family | n | status | run s | launch s | launch ms/agent | solve s | run / solve | "
+        "agents' PSS MB | all PSS MB | heartbeats | token/UTIL | FRODO s (counting off / on) | "
+        "FRODO RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["rows"]:
         run, solve, fr = r["run"], r["solve"], r.get("frodo") or {}
@@ -264,7 +268,8 @@ def markdown(report: dict[str, Any]) -> str:
         stats = fr.get("stats_run") or {}
         lines.append(
             f"| {r['family']} | {r['n']} | {status} | {_f(run.get('wall_s'))} | "
-            f"{_f(run.get('times_launch'))} | {_f(solve.get('wall_s'))} | "
+            f"{_f(run.get('times_launch'))} | {_f(run.get('launch_ms_per_agent'), '.1f')} | "
+            f"{_f(solve.get('wall_s'))} | "
             f"{_f(r.get('run_over_solve'), '.1f')} | {_f(run.get('pss_agents_mb'), '.0f')} | "
             f"{_f(run.get('pss_all_mb'), '.0f')} | {_f(run.get('heartbeat_share'), '.1%')} | "
             f"{_f(ratio)} | {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "

@@ -168,6 +168,8 @@ class Coordinator:
         self.t0 = 0.0
         #: seconds from the origin until every agent had said hello (launched and listening)
         self.launch_s = 0.0
+        #: seconds from the origin to each agent's first hello (the launch, agent by agent)
+        self.hello_at: dict[int, float] = {}
         #: what moved last in the DFS (reports, readies, the agents' bytes) and when
         self.moved: tuple[int, int, int] = (0, 0, 0)
         self.moved_at = 0.0
@@ -444,6 +446,8 @@ class Coordinator:
             raise RunError(f"{self.name(sender)} did not say where it listens")
         first = sender not in self.hellos
         self.hellos[sender] = hello
+        if first:
+            self.hello_at[sender] = time.monotonic() - self.t0
         if first and sender in self.layout.variable:
             # the last of an agent and its neighbours to say hello sends that agent's Setup
             self._send_setups((sender, *sorted(self.layout.neighbours[sender])))

@@ -21,7 +21,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -241,12 +241,28 @@ def run_local(
                 "secure": secure,
                 "gpu": gpu,
                 "total_s": time.monotonic() - started,
+                # when each agent said hello, from the command's start: the launch per agent
+                "hello_s": launch_profile(coordinator.hello_at.values()),
                 # this process's CPU (all its threads) from the call to the agents' exits
                 "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),
                 **procs.usage(),
             },
             file=str(problem_file) if problem_file is not None else None,
         )
+
+
+def launch_profile(hellos: Iterable[float]) -> dict[str, float] | None:
+    """When the agents said hello (seconds from the command's start): the first, the median, the
+    last, and the last one's time per agent (the launch's cost per agent, start-up included)."""
+    at = sorted(hellos)
+    if not at:
+        return None
+    return {
+        "first": round(at[0], 6),
+        "median": round(at[len(at) // 2], 6),
+        "last": round(at[-1], 6),
+        "per_agent": round(at[-1] / len(at), 6),
+    }
 
 
 def remove_folder(folder: Path) -> None:

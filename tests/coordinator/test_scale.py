@@ -29,6 +29,8 @@ def _run_tree(n: int) -> None:
     assert messages["util"] == n - 1 == messages["value"] and messages["token"] == 2 * (n - 1)
     times = result.times
     assert 0 < times["launch"] < times["total"]
+    hellos = result.processes["hello_s"]  # the launch, agent by agent
+    assert 0 < hellos["first"] <= hellos["median"] <= hellos["last"] <= times["launch"]
 
 
 def test_a_200_agent_tree() -> None:
