@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -186,6 +187,8 @@ def _failure(
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
             task="min" if task is None or task is TaskName.mpe else task.value,
+            # a failed run's time counts from the command's start too (as --timeout does)
+            times={"total": time.monotonic() - process_started()},
         )
 
     return failure

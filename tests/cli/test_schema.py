@@ -141,6 +141,7 @@ def test_run_timeout_counts_the_launch(tmp_path: Path) -> None:
     assert_valid(doc)
     assert run.returncode != 0 and doc["status"] == "timeout"
     assert "did not say hello" in doc["message"]
+    assert doc["times"]["total"] > 0.001  # a failed run's time counts from the start too
 
 
 def test_coordinator_document_on_stdout(tmp_path: Path, instances_dir: Path) -> None:
