@@ -356,7 +356,25 @@ class Degree(_Message, frozen=True):
         return len(self.neighbours)
 
 
-class Token(_Message, frozen=True, omit_defaults=True):
+#: A token's fields on the wire: one letter each. The DFS sends 2(n-1) tokens per candidate tree,
+#: the most numerous messages of a run; full names were a third of a token's bytes.
+_TOKEN_WIRE_NAMES = {
+    "tree": "k",
+    "kind": "d",
+    "open": "o",
+    "clock": "c",
+    "path": "p",
+    "domains": "D",
+    "links": "l",
+    "separator": "s",
+    "width": "w",
+    "largest": "L",
+    "total": "S",
+    "sizings": "z",
+}
+
+
+class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES):
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
     their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
