@@ -213,6 +213,8 @@ class Agent:
         # an idle serving agent repeats its hello: a coordinator started later learns of it
         if self.session is None and self.cfg.serving:
             self._hello()
+        elif not self._has_work():
+            return  # waiting for the coordinator: it watches my process and link meanwhile
         elif self.now() + self.cfg.heartbeat_s - self.last_to_coordinator > self._quiet_s():
             # (beats are checked once a heartbeat_s: this one goes out if waiting for the next
             # check would leave the link quiet for longer than allowed)
@@ -220,6 +222,14 @@ class Agent:
             sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util))
+
+    def _has_work(self) -> bool:
+        """Whether the coordinator has started my problem (its start is in, held or taken): only
+        then does it need my heartbeats. Before, an agent only waits for the coordinator, which
+        sees a dead process or a lost link (ZMTP) without them; during a 1000-agent launch of
+        tens of seconds, the waiting agents' heartbeats were most of the run's messages."""
+        session = self.session
+        return session is not None and (session.spec is not None or session.held_start is not None)
 
     def _quiet_s(self) -> float:
         """How long the link to the coordinator stays quiet before a heartbeat goes on it.

@@ -170,6 +170,8 @@ class Coordinator:
         self.launch_s = 0.0
         #: seconds from the origin to each agent's first hello (the launch, agent by agent)
         self.hello_at: dict[int, float] = {}
+        #: agents whose Start went out (they heartbeat from then on)
+        self.started: set[int] = set()
         #: what moved last in the DFS (reports, readies, the agents' bytes) and when
         self.moved: tuple[int, int, int] = (0, 0, 0)
         self.moved_at = 0.0
@@ -228,9 +230,13 @@ class Coordinator:
         names = self.layout.variable
         adjacency = self.layout.neighbours
         self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        now = time.monotonic()
         for a in self.active:
             mine = tuple(k for k, roots in enumerate(self.roots) if a in roots)
             self._send(a, Start(self.spec, mine))
+            # an agent heartbeats once it has work: its silence counts from its start
+            self.last_seen[a] = max(self.last_seen.get(a, now), now)
+            self.started.add(a)
 
     def _trees_reported(self) -> bool:
         return all((k, r) in self.reports for k, roots in enumerate(self.roots) for r in roots)
@@ -292,8 +298,8 @@ class Coordinator:
                     own=True,
                 )
         for ident in self.active:
-            if ident not in self.hellos or ident in self.results:
-                continue
+            if ident not in self.started or ident in self.results:
+                continue  # (an agent waiting for its start sends no heartbeats)
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
                 raise RunError(
