@@ -221,7 +221,8 @@ class Agent:
             # heartbeats do not count: the coordinator reads a still total as a stalled phase
             sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0
-            self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util))
+            busy = self.session is not None and self.session.job is not None
+            self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
 
     def _has_work(self) -> bool:
         """Whether the coordinator has started my problem (its start is in, held or taken): only

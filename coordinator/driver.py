@@ -172,8 +172,8 @@ class Coordinator:
         self.hello_at: dict[int, float] = {}
         #: agents whose Start went out (they heartbeat from then on)
         self.started: set[int] = set()
-        #: what moved last in the DFS (reports, readies, the agents' bytes) and when
-        self.moved: tuple[int, int, int] = (0, 0, 0)
+        #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
+        self.moved: tuple[int, ...] = ()
         self.moved_at = 0.0
 
     def name(self, agent_id: int) -> str:
@@ -306,25 +306,35 @@ class Coordinator:
                     f"{self.name(ident)} stopped answering (silent for {silent:.1f} s "
                     f"during {self.phase})"
                 )
-        if self.phase == "dfs":
-            self._check_dfs_moves(now)
+        if self.phase in ("dfs", "solve"):
+            self._check_moves(now)
 
-    def _check_dfs_moves(self, now: float) -> None:
-        """A DFS in which nothing moves for the peer timeout (no agent sent a byte, no root
-        reported) has stalled: every agent alive and waiting on a token that will never come
-        (one was lost or refused). No agent computes for long in the DFS, so this is never a
-        slow step; it ends the run naming the trees and roots still out."""
+    def _check_moves(self, now: float) -> None:
+        """A phase in which nothing moves for the peer timeout (no agent sent a byte, reported
+        a tree or a result, and none is computing) has stalled: every agent alive and waiting on
+        a message that will never come (one was lost or refused). It ends the run naming what
+        is still out, instead of waiting for the run's timeout."""
         moved = (
             len(self.ready),
             len(self.reports),
+            len(self.results),
             sum(b.sent_bytes for b in self.heartbeats.values()),
         )
-        if moved != self.moved:
+        busy = any(b.busy for a, b in self.heartbeats.items() if a not in self.results)
+        if moved != self.moved or busy:
             self.moved, self.moved_at = moved, now
             return
         still = now - self.moved_at
         if still <= self.spec.peer_timeout:
             return
+        if self.phase == "solve":
+            late = [a for a in self.active if a not in self.results]
+            names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
+            raise RunError(
+                f"the solve stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+                f"{len(late)} agent(s) without a result ({names}); a UTIL or VALUE was lost or "
+                "refused (see the agents' logs)"
+            )
         out = [
             (k, r)
             for k, roots in enumerate(self.roots)

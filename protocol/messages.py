@@ -533,11 +533,14 @@ class Done(_Message, frozen=True):
 
 class Heartbeat(_Message, frozen=True):
     """Agent -> coordinator: alive (the loop runs), with where it stands for the live status: its
-    phase, the bytes it has sent in this problem and whether its UTIL has gone out."""
+    phase, the bytes it has sent in this problem (heartbeats not counted: a still total shows a
+    stalled phase), whether its UTIL has gone out and whether it is computing (``busy``: a long
+    bucket on its worker thread, which moves no byte for a while)."""
 
     phase: ShortText = ""
     sent_bytes: Big = 0
     util_sent: bool = False
+    busy: bool = False
 
 
 Message = (

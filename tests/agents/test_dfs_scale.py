@@ -118,3 +118,23 @@ def test_a_stalled_dfs_ends_the_run_naming_it(run_inproc, monkeypatch) -> None:
     problem = grid_network(9, 2, 0.0, seed=1)
     with pytest.raises(RunError, match=r"the DFS stalled: nothing moved for .*\(tree 0 from agent"):
         run_inproc(problem, spec=RunSpec(peer_timeout_s=1.5, trees=1), timeout=20.0)
+
+
+def test_a_stalled_solve_ends_the_run_naming_it(run_inproc, monkeypatch) -> None:
+    """The same for the solve: a VALUE lost on its way leaves its receiver (and its subtree)
+    waiting; the coordinator names the agents without a result once nothing has moved."""
+    from dcop.agents import session as session_module
+    from dcop.errors import RunError
+    from dcop.protocol import Value
+
+    on = session_module.Session.on
+
+    def lose_values(self: Session, sender: int, message: object) -> list:  # type: ignore[type-arg]
+        if isinstance(message, Value):
+            return []  # no agent below a root ever learns its separator's values
+        return on(self, sender, message)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session_module.Session, "on", lose_values)
+    problem = grid_network(9, 2, 0.0, seed=1)
+    with pytest.raises(RunError, match=r"the solve stalled: nothing moved .* without a result"):
+        run_inproc(problem, spec=RunSpec(peer_timeout_s=1.5, trees=1), timeout=20.0)
