@@ -48,3 +48,30 @@ def test_only_names_families() -> None:
     assert scale.parse_only("tree:1000,grid:64") == [("tree", 1000), ("grid", 64)]
     with pytest.raises(SystemExit, match="FAMILY:N"):
         scale.parse_only("ring:10")
+
+
+def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --frodo, each row's instance goes to FRODO as XCSP, counting off and on (FRODO itself
+    is not installed here: its runner is replaced, the wiring is what is checked)."""
+    import compare.external
+
+    seen: list[Path] = []
+
+    def fake_frodo(ctx: object, xml: Path) -> dict:  # type: ignore[type-arg]
+        seen.append(xml)
+        assert xml.suffix == ".xml" and xml.exists()
+        return {
+            "status": "ok",
+            "wall_s": 1.5,
+            "max_rss_mb": 300.0,
+            "cost": 7.0,
+            "stats_run": {"status": "ok", "wall_s": 2.0},
+        }
+
+    monkeypatch.setattr(compare.external, "run_frodo_twice", fake_frodo)
+    out = tmp_path / "out"
+    report = scale.main(
+        ["--only", "tree:5", "--d", "3", "--p2", "0.2", "--frodo", str(tmp_path), "--out", str(out)]
+    )
+    assert len(seen) == 1 and report["rows"][0]["frodo"]["wall_s"] == 1.5
+    assert "| 1.50 / 2.00 | 300 |" in (out / "scale.md").read_text()
