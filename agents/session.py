@@ -44,6 +44,7 @@ import numpy as np
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
+from dcop.contraction.bucket import eliminate_sum_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
 from dcop.placement import place
@@ -68,7 +69,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import MAX_COUNT, Dtype, sizing_at
+from dcop.protocol.messages import Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
@@ -466,7 +467,7 @@ class Session:
             path=token.path,
             domains=token.domains,
             open=token.open,
-            visited=token.visited,
+            links=token.links,
             separator=token.separator,
             width=token.width,
             largest=token.largest,
@@ -486,18 +487,18 @@ class Session:
                 (
                     peer,
                     Token(
-                        k,
-                        t.kind,
-                        t.path,
-                        t.domains,
-                        t.open,
-                        t.visited,
-                        t.separator,
-                        t.width,
-                        min(t.largest, MAX_COUNT),
-                        min(t.total, MAX_COUNT),
-                        sizings,
-                        self.clock,
+                        tree=k,
+                        kind=t.kind,
+                        open=t.open,
+                        clock=self.clock,
+                        path=t.path,
+                        domains=t.domains,
+                        links=t.links,
+                        separator=t.separator,
+                        width=t.width,
+                        largest=t.largest,
+                        total=t.total,
+                        sizings=sizings,
                     ),
                 )
             )
@@ -552,8 +553,7 @@ class Session:
                 s = sizing_at(c, j)
                 summary = summary.merge(SizeSummary(s.largest, s.agent, s.total))
             tables = plan.tables if state.parent is not None else ()
-            largest, total = min(summary.largest, MAX_COUNT), min(summary.total, MAX_COUNT)
-            out.append(Sizing(tables, largest, summary.agent, total))
+            out.append(Sizing(tables, summary.largest, summary.agent, summary.total))
         return tuple(out)
 
     def _go(self, go: Go) -> Out:
@@ -779,7 +779,10 @@ class Session:
             isinstance(t.data, np.ndarray) for t in passing
         )
         waited = 0.0 if host else self._compile_wait_s()
-        out = eliminate_bucket(self.runner, self.bucket, self.var, z=z, op=self._op)
+        if self.summing and z is None:  # exact PR/MAR: the contraction engine where it pays
+            out = eliminate_sum_bucket(self.runner, self.bucket, self.var)
+        else:
+            out = eliminate_bucket(self.runner, self.bucket, self.var, z=z, op=self._op)
         export = None if host else self._exporter()
         to_numpy = self.runner.to_numpy if host else self.backend.to_numpy
         wire: list[WireTable] = []
@@ -841,7 +844,8 @@ class Session:
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()
-        box = handover.offer_ipc(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
+        nbytes = int(self.plan.entries) * itemsize + IPC_ALIGN * len(self.plan.tables)
+        box = handover.offer_ipc(nbytes)
         self.charge(time.perf_counter() - t0)
         if box is None:
             return []

@@ -94,7 +94,7 @@ def offer(
     problem: Problem,
     layout: Layout,
     policy: str = "auto",
-    first: int | None = None,
+    first: float | None = None,
     budget_s: float | None = None,
 ) -> tuple[EliminationTree | None, str]:
     """The elimination tree the coordinator offers under ``policy`` (None: none) and a line

@@ -176,7 +176,7 @@ def check_peers(problem: Problem, peers: Peers) -> None:
             )
 
 
-def auto_tree_count(problem: Problem, layout: Layout, first_largest: int | None = None) -> int:
+def auto_tree_count(problem: Problem, layout: Layout, first_largest: float | None = None) -> int:
     """How many candidate pseudo-trees a spec with ``trees = AUTO_TREES`` builds: one where the
     first candidate's largest UTIL (``first_largest``; None: :func:`first_candidate_largest`)
     has at most ``AUTO_ONE_TREE_ENTRIES`` entries, else ``AUTO_TREES_MAX``.
@@ -193,7 +193,7 @@ def auto_tree_count(problem: Problem, layout: Layout, first_largest: int | None 
     return 1 if first_largest <= AUTO_ONE_TREE_ENTRIES else AUTO_TREES_MAX
 
 
-def first_candidate_largest(problem: Problem, layout: Layout) -> int:
+def first_candidate_largest(problem: Problem, layout: Layout) -> float:
     """The largest predicted UTIL (entries) of the first candidate DFS tree, built here in
     process by the agents' own DFS code: the same tree the agents will build first."""
     from dcop.trees.candidates import default_candidates

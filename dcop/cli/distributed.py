@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from dcop.cli.common import (
     write_answer_file,
 )
 from dcop.cli.live import live_status
+from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
@@ -56,7 +58,12 @@ Algo = Annotated[
     ),
 ]
 ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+    ),
+]
 MaxMessage = Annotated[
     float,
     typer.Option(
@@ -191,6 +198,8 @@ def _failure(
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
             task="min" if task is None or task is TaskName.mpe else task.value,
+            # a failed run's time counts from the command's start too (as --timeout does)
+            times={"total": time.monotonic() - process_started()},
         )
 
     return failure
@@ -348,6 +357,7 @@ def coordinator(
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
+                    origin=process_started(),
                     tree=tree.value,
                     order_time=order_time,
                 )
@@ -443,6 +453,7 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
                 on_answer=show_answer,
+                started=process_started(),
                 tree=tree.value,
                 order_time=order_time,
             )

@@ -33,7 +33,8 @@ from dcop.cli.common import (
     write_json,
 )
 from dcop.cli.partition import print_partition, task_for
-from dcop.errors import InputError
+from dcop.contraction.engine import describe_tree
+from dcop.errors import InputError, TableTooLarge
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
 from dcop.inference.partition import infer
@@ -238,6 +239,19 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         for m in engine.tried
     ]
     info["_order"] = engine.order
+    # the contraction tree of exact PR/MAR (dcop.contraction): its largest intermediate
+    try:
+        tree = describe_tree(problem)
+    except TableTooLarge as exc:
+        info["contraction_tree"] = f"refused: {exc}"
+        return info
+    info["contraction_tree"] = tree["source"]
+    info["contraction_largest_intermediate"] = tree["largest_intermediate"]
+    info["contraction_flops"] = float(tree["flops"])
+    info["contraction_slices"] = tree["slices"]
+    info["memory_bytes_contraction_pr"] = tree["peak_bytes_pr"]
+    info["memory_bytes_contraction_mar"] = tree["peak_bytes_mar"]
+    info["contraction_search_s"] = tree["search_s"]
     return info
 
 

@@ -16,10 +16,10 @@ it (``Setup.links``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from dcop.errors import DcopError, ProtocolError
+from dcop.sizes import entries
 from dcop.trees.dfs import DfsToken, Send, TreeSummary
 
 
@@ -96,8 +96,8 @@ class GivenState:
         if self.parent is None:
             self.summary = self._below
             return []
-        entries = math.prod(self._domains[a] for a in self.separator)
-        self.summary = self._below.merge(TreeSummary(len(self.separator), entries, entries))
+        util = entries(self._domains[a] for a in self.separator)
+        self.summary = self._below.merge(TreeSummary(len(self.separator), util, util))
         back = DfsToken(
             "back",
             open=(0,) * (len(self.path) + 1),
