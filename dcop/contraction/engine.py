@@ -61,6 +61,7 @@ def default_orders(
         "reverse-natural": lambda: list(names)[::-1],
         "minfill": lambda: elimination_order("minfill", graph),
         "mindegree": lambda: elimination_order("mindegree", graph),
+        # its default budget: a tenth of the predicted solve (none for a fast one)
         "engine": lambda: best_order(graph).order,
     }
 
