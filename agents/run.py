@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.jobs import Worker
@@ -67,10 +67,10 @@ def agent_backend(
 
     if gpu is None:
         return get_backend("numpy"), 0.0, "", ""
-    from dcop.placement import placed_backend
+    from dcop.placement import PlacedBackend
 
     t0 = time.perf_counter()
-    backend = placed_backend(gpu, None, spec_min_entries)
+    backend = cast(PlacedBackend, get_backend("placed", gpu, min_entries=spec_min_entries))
     backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
     domain = backend.ipc_domain
     return backend, time.perf_counter() - t0, str(backend.gpu.device_name), domain
@@ -210,6 +210,7 @@ def gpu_device(gpu: str | None, agent_id: int) -> int | None:
     takes the ``k mod len``-th device of it: agents round robin over the GPUs)."""
     if gpu is None:
         return None
-    from dcop.placement import device_for_agent, gpu_count, gpu_devices
+    from dcop.backend import gpu_count
+    from dcop.placement import device_for_agent, gpu_devices
 
     return device_for_agent(agent_id, gpu_devices(gpu, gpu_count() if gpu == "all" else None))

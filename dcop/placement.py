@@ -12,7 +12,8 @@ inputs to where their bucket runs and records where each bucket ran.
 For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``,
 and :func:`device_for_agent` gives the ``k``-th agent device ``k mod count`` of that list.
 
-Nothing here imports CuPy: the device backend is given (or built by :func:`placed_backend`).
+Nothing here imports CuPy: the device backend is given (``dcop.backend.get_backend("placed")``
+builds one).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from dcop.errors import BackendUnavailable, InputError, ModelError
-from dcop.tables import NumpyBackend, Op, Table, domain_sizes
+from dcop.tables import Op, Table, domain_sizes
 
 Where = Literal["cpu", "gpu"]
 
@@ -332,22 +333,6 @@ def _sizes(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> 
     return sizes
 
 
-def placed_backend(
-    device: int | None = None,
-    stream: Any = None,
-    min_entries: int | None = None,
-    **gpu_options: Any,
-) -> PlacedBackend:
-    """A :class:`PlacedBackend` over ``NumpyBackend()`` and ``CupyBackend(device, stream, ...)``
-    (raises :class:`dcop.errors.BackendUnavailable` without CuPy or a device)."""
-    try:
-        from dcop.gpu import CupyBackend
-    except ImportError as exc:
-        raise BackendUnavailable(f"GPU placement needs dcop.gpu and CuPy ({exc})") from exc
-    gpu = CupyBackend(device=device, stream=stream, **gpu_options)
-    return PlacedBackend(NumpyBackend(), gpu, min_entries)
-
-
 # ---- agents on GPUs ---------------------------------------------------------------------------
 def gpu_devices(spec: str, count: int | None) -> tuple[int, ...]:
     """The devices named by a ``--gpu`` value: ``all`` (every one of the ``count`` devices), one
@@ -383,13 +368,3 @@ def device_for_agent(index: int, devices: Sequence[int]) -> int:
     if index < 0:
         raise ModelError(f"agent index {index} < 0")
     return int(devices[index % len(devices)])
-
-
-def gpu_count() -> int:
-    """CUDA devices visible to this process (0 without CuPy or a driver)."""
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # any import or driver failure means "no GPU here"
-        return 0

@@ -895,19 +895,35 @@ class CupyBackend:
     def _run_chunked(self, bound: JoinEliminatePlan) -> Table:
         """Compute the output in chunks on the compute stream; copy each finished chunk to pinned
         host memory on the copy stream while the next one is computed (two device buffers)."""
-        cupy = self.xp
         plan = bound.plan
-        units = chunk_units(plan, self.chunk_bytes, self._device_budget())
-        n_units = plan.n_units
         t0 = time.perf_counter()
         with self._on():
-            host = pinned_empty(cupy, plan.out_shape, plan.dtype)
-            flat = host.reshape(-1)
+            host = pinned_empty(self.xp, plan.out_shape, plan.dtype)
+        kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1))
+        self.copy_stream.synchronize()
+        self.stream.synchronize()
+        del kept
+        self.transfers.add("chunked", time.perf_counter() - t0)
+        return Table(plan.out_scope, host)
+
+    def queue_chunks(self, bound: JoinEliminatePlan, begin: int, end: int, flat: Any) -> list[Any]:
+        """Queue output units ``[begin, end)`` in chunks into ``flat`` (the whole output, flat, in
+        host memory): each chunk computed on the compute stream into one of two device buffers
+        and copied out on the copy stream while the next is computed. Nothing waits here: the
+        caller synchronizes (both streams) and keeps the returned buffers alive until then, so
+        that several devices can each queue their slice of one output and run at once."""
+        cupy = self.xp
+        plan = bound.plan
+        if end <= begin:
+            return []
+        units = chunk_units(plan, self.chunk_bytes, self._device_budget())
+        with self._on():
             bufs = [
-                cupy.empty(min(units, n_units) * plan.rows_per_unit, plan.dtype) for _ in range(2)
+                cupy.empty(min(units, end - begin) * plan.rows_per_unit, plan.dtype)
+                for _ in range(2)
             ]
             done = [None, None]  # events: the copy out of each buffer has finished
-            for i, (lo, hi) in enumerate(launch_ranges(0, n_units, units)):
+            for i, (lo, hi) in enumerate(launch_ranges(begin, end, units)):
                 buf = bufs[i % 2]
                 if done[i % 2] is not None:
                     self.stream.wait_event(done[i % 2])
@@ -922,10 +938,7 @@ class CupyBackend:
                 done[i % 2] = self.copy_stream.record()
                 self.transfers.chunks += 1
                 self.transfers.d2h_bytes += rows * plan.dtype.itemsize
-            self.copy_stream.synchronize()
-            self.stream.synchronize()
-        self.transfers.add("chunked", time.perf_counter() - t0)
-        return Table(plan.out_scope, host)
+        return bufs
 
 
 @dataclass

@@ -7,8 +7,14 @@ launched, and computes what the dcop kernel of that name computes, from its argu
 CUDA code reads them (metadata, device pointers, launch ranges), with NumPy. The results are then
 compared with ``NumpyBackend``, an independent computation.
 
+Several devices (``make_module(devices=N, peer=...)``): every array, buffer and pointer
+remembers the device that was current when it was made (``with cupy.cuda.Device(i)``); a copy
+between devices is counted in ``STATS["peer_copies"]``; ``deviceCanAccessPeer`` answers from
+``peer`` and an IPC handle opened on another device without peer access fails, as CUDA's does.
+
 What this checks: planning, metadata with pointers, launch ranges, chunking, casts, warm-up and
-prepared kernels, placement. What it cannot check: the CUDA sources (the GPU tests do that).
+prepared kernels, placement, which device holds what. What it cannot check: the CUDA sources
+(the GPU tests do that).
 """
 
 from __future__ import annotations
@@ -27,12 +33,20 @@ from dcop.tables import _reduce_last
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
 
+#: The current device (the innermost ``with FakeDevice(i)``), as a stack.
+CURRENT: list[int] = [0]
+
+
+def current() -> int:
+    return CURRENT[-1]
+
+
 class FakeArray:
     """A "device" array: a NumPy array that will not convert to NumPy implicitly."""
 
-    def __init__(self, host: np.ndarray) -> None:
+    def __init__(self, host: np.ndarray, device: int | None = None) -> None:
         self.a = host
-        self.device = types.SimpleNamespace(id=0)
+        self.device = types.SimpleNamespace(id=current() if device is None else device)
 
     # CuPy raises TypeError on implicit conversion; so do we
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -60,22 +74,22 @@ class FakeArray:
 
     @property
     def data(self) -> FakeMemoryPointer:
-        return FakeMemoryPointer(int(self.a.ctypes.data))
+        return FakeMemoryPointer(int(self.a.ctypes.data), self.device.id)
 
     def reshape(self, *shape: Any) -> FakeArray:
-        return FakeArray(self.a.reshape(*shape))
+        return FakeArray(self.a.reshape(*shape), self.device.id)
 
     def view(self, dtype: Any) -> FakeArray:
-        return FakeArray(self.a.view(dtype))
+        return FakeArray(self.a.view(dtype), self.device.id)
 
     def __getitem__(self, index: Any) -> FakeArray:
-        return FakeArray(np.asarray(self.a[index]))
+        return FakeArray(np.asarray(self.a[index]), self.device.id)
 
     def astype(self, dtype: Any) -> FakeArray:
-        return FakeArray(self.a.astype(dtype))
+        return FakeArray(self.a.astype(dtype), self.device.id)
 
     def __add__(self, other: FakeArray) -> FakeArray:
-        return FakeArray(self.a + other.a)
+        return FakeArray(self.a + other.a, self.device.id)
 
     def get(self, stream: Any = None, out: np.ndarray | None = None, blocking: bool = True) -> Any:
         STATS["d2h"] += 1
@@ -92,10 +106,13 @@ class FakeArray:
 class FakeMemoryPointer:
     """A "device" pointer (a host address) that copies like CuPy's ``MemoryPointer``."""
 
-    def __init__(self, ptr: int) -> None:
+    def __init__(self, ptr: int, device_id: int | None = None) -> None:
         self.ptr = ptr
+        self.device_id = current() if device_id is None else device_id
 
     def copy_from_device_async(self, src: FakeMemoryPointer, size: int, stream: Any = None) -> None:
+        if src.device_id != self.device_id:
+            STATS["peer_copies"] += 1
         ctypes.memmove(self.ptr, src.ptr, size)
 
 
@@ -106,6 +123,7 @@ class FakeMemory:
     def __init__(self, size: int) -> None:
         self.buffer = np.zeros(size, np.uint8)
         self.ptr = int(self.buffer.ctypes.data)
+        self.device_id = current()
 
 
 class FakeCudaError(RuntimeError):
@@ -123,11 +141,23 @@ def _ipc_get(ptr: int) -> bytes:
     raise FakeCudaError("cudaErrorInvalidValue: not the base of an exportable allocation")
 
 
-def _ipc_open(handle: bytes) -> int:
+#: Whether device ``a`` can read device ``b``'s memory (``make_module``'s ``peer``).
+PEER: dict[str, Any] = {"access": True}
+
+
+def _can_access_peer(device: int, peer: int) -> int:
+    rule = PEER["access"]
+    return int(rule(device, peer) if callable(rule) else bool(rule))
+
+
+def _ipc_open(handle: bytes, flags: int = 1) -> int:
     memory = EXPORTS.get(handle)
     if memory is None:
         raise FakeCudaError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    if memory.device_id != current() and not _can_access_peer(current(), memory.device_id):
+        raise FakeCudaError("cudaErrorPeerAccessUnsupported: peer access is not supported")
     STATS["ipc_open"] += 1
+    OPENED[memory.ptr] = memory.device_id
     return memory.ptr
 
 
@@ -143,6 +173,8 @@ def _memory(size: int) -> FakeMemory:
 
 #: Counters of the fake device: compiles and launches by kernel name, copies each way.
 STATS: dict[str, Any] = {}
+#: The device that owns each buffer opened by IPC (by the pointer the open returned).
+OPENED: dict[int, int] = {}
 COMPILED: list[str] = []
 LAUNCHED: list[str] = []
 #: Signatures of generated kernels by name (filled by the fixture's wrapper of fused_source).
@@ -151,7 +183,9 @@ SIGS: dict[str, Any] = {}
 
 def reset() -> None:
     STATS.clear()
-    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0)
+    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0)
+    OPENED.clear()
+    CURRENT[:] = [0]
     COMPILED.clear()
     LAUNCHED.clear()
     SIGS.clear()
@@ -313,6 +347,12 @@ class FakeDevice(_Context):
     def __init__(self, ordinal: int = 0) -> None:
         self.id = ordinal
 
+    def __enter__(self) -> None:
+        CURRENT.append(self.id)
+
+    def __exit__(self, *exc: object) -> None:
+        CURRENT.pop()
+
     def synchronize(self) -> None:
         return None
 
@@ -331,6 +371,8 @@ class FakeEvent:
 
 def _asarray(array: Any, dtype: Any = None) -> FakeArray:
     if isinstance(array, FakeArray):
+        if array.device.id != current():
+            STATS["peer_copies"] += 1
         return FakeArray(np.array(array.a, dtype=dtype or array.dtype, order="C"))
     STATS["h2d"] += 1
     return FakeArray(np.array(array, dtype=dtype, order="C"))
@@ -338,16 +380,39 @@ def _asarray(array: Any, dtype: Any = None) -> FakeArray:
 
 def _ascontiguousarray(array: FakeArray, dtype: Any = None) -> FakeArray:
     out = np.ascontiguousarray(array.a, dtype=dtype)
-    return array if out is array.a else FakeArray(out)
+    return array if out is array.a else FakeArray(out, array.device.id)
 
 
-def make_module(devices: int = 1) -> types.ModuleType:
-    """A module object that stands in for ``cupy`` (install it in ``sys.modules``)."""
+def _properties(ordinal: int) -> dict[str, Any]:
+    """Device ``ordinal``'s properties: its own PCI bus (``ordinal + 1``), as on a real host."""
+    return {
+        "multiProcessorCount": 2,
+        "name": b"Fake GPU",
+        "pciDomainID": 0,
+        "pciBusID": ordinal + 1,
+        "pciDeviceID": 0,
+    }
+
+
+def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
+    """A module object that stands in for ``cupy`` (install it in ``sys.modules``): ``devices``
+    devices, of which device ``a`` can read device ``b``'s memory where ``peer`` says so (a bool
+    for every pair, or ``peer(a, b)``)."""
+    PEER["access"] = peer
+
+    def by_pci(bus_id: str) -> int:
+        ordinal = int(bus_id.split(":")[1], 16) - 1
+        if not 0 <= ordinal < devices:
+            raise FakeCudaError(f"cudaErrorInvalidDevice: no device at {bus_id}")
+        return ordinal
+
     cupy = types.ModuleType("cupy")
     runtime = types.SimpleNamespace(
         getDeviceCount=lambda: devices,
-        getDevice=lambda: 0,
-        getDeviceProperties=lambda i: {"multiProcessorCount": 2, "name": b"Fake GPU"},
+        getDevice=current,
+        getDeviceProperties=_properties,
+        deviceCanAccessPeer=_can_access_peer,
+        deviceGetByPCIBusId=by_pci,
         memGetInfo=lambda: (1 << 34, 1 << 34),
         runtimeGetVersion=lambda: 0,
         ipcGetMemHandle=_ipc_get,
@@ -359,8 +424,12 @@ def make_module(devices: int = 1) -> types.ModuleType:
         Device=FakeDevice,
         Stream=FakeStream,
         memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError, Memory=_memory),
-        MemoryPointer=lambda mem, offset: FakeMemoryPointer(mem.ptr + offset),
-        UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(ptr=ptr),
+        MemoryPointer=lambda mem, offset: FakeMemoryPointer(
+            mem.ptr + offset, getattr(mem, "device_id", None)
+        ),
+        UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(
+            ptr=ptr, device_id=device_id
+        ),
         alloc_pinned_memory=lambda n: bytearray(n),
         Event=FakeEvent,
         get_elapsed_time=lambda start, stop: 0.0,
@@ -380,7 +449,7 @@ def make_module(devices: int = 1) -> types.ModuleType:
 
 
 @contextmanager
-def installed(monkeypatch: Any, devices: int = 1) -> Iterator[types.ModuleType]:
+def installed(monkeypatch: Any, devices: int = 1, peer: Any = True) -> Iterator[types.ModuleType]:
     """Install the fake as ``cupy`` with fresh kernel factories; restore both afterwards."""
     from dcop.gpu import kernels as K
 
@@ -400,7 +469,7 @@ def installed(monkeypatch: Any, devices: int = 1) -> Iterator[types.ModuleType]:
     reset()
     for factory in factories:
         factory.cache_clear()
-    module = make_module(devices)
+    module = make_module(devices, peer)
     monkeypatch.setitem(__import__("sys").modules, "cupy", module)
     monkeypatch.setattr(K, "fused_source", recording_source)
     try:

@@ -1,0 +1,158 @@
+"""Several GPUs of one host, on a fake CuPy with several devices (no GPU needed): the backend
+switch, device lists, the path of a UTIL handed between agents of different devices, agent
+placement over devices, and a bucket split over devices."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dcop.backend import get_backend, gpu_count
+from dcop.errors import BackendUnavailable
+from dcop.placement import PlacedBackend
+from dcop.tables import NumpyBackend
+from tests.gpu import fake_cupy
+
+
+@pytest.fixture
+def two_gpus(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """A fake CuPy with two devices that can read each other's memory."""
+    for name in ("CUPY_CACHE_DIR", "DCOP_KERNEL_CACHE", "DCOP_GPU_MIN_ENTRIES", "DCOP_CUDA_IPC"):
+        monkeypatch.delenv(name, raising=False)
+    with fake_cupy.installed(monkeypatch, devices=2) as module:
+        yield module
+
+
+# ---- the one backend switch ---------------------------------------------------------------------
+def test_backend_switch_builds_every_kind(two_gpus: ModuleType) -> None:
+    from dcop.gpu import CupyBackend
+    from dcop.gpu.multi import MultiGpuBackend
+
+    assert gpu_count() == 2
+    assert isinstance(get_backend("numpy"), NumpyBackend)
+    one = get_backend("cupy", 1)
+    assert isinstance(one, CupyBackend) and one.device_id == 1
+    assert isinstance(get_backend("cupy", devices=[1]), CupyBackend)
+    placed: Any = get_backend("placed", 1, min_entries=123)
+    assert isinstance(placed, PlacedBackend)
+    assert placed.gpu.device_id == 1 and placed.min_entries == 123
+    multi: Any = get_backend("cupy", devices=(0, 1))
+    assert isinstance(multi, MultiGpuBackend) and multi.device_ids == (0, 1)
+    assert isinstance(get_backend("auto"), CupyBackend)
+    with pytest.raises(BackendUnavailable, match="unknown backend"):
+        get_backend("tpu")
+    with pytest.raises(BackendUnavailable, match="no device 2"):
+        get_backend("cupy", 2)
+
+
+def test_backend_switch_without_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)
+    assert gpu_count() == 0
+    assert isinstance(get_backend("auto"), NumpyBackend)
+    for name in ("cupy", "placed"):
+        with pytest.raises(BackendUnavailable):
+            get_backend(name)
+
+
+def test_fake_devices_keep_arrays_apart(two_gpus: ModuleType) -> None:
+    cupy = two_gpus
+    with cupy.cuda.Device(1):
+        a = cupy.asarray(np.arange(4.0))
+    assert a.device.id == 1
+    b = cupy.asarray(a)  # on device 0 now: a peer copy
+    assert b.device.id == 0 and fake_cupy.STATS["peer_copies"] == 1
+    assert cupy.cuda.runtime.deviceGetByPCIBusId("0000:02:00") == 1
+
+
+# ---- a bucket split over devices ----------------------------------------------------------------
+def _bucket(seed: int, d: int = 6) -> tuple[list[Any], str]:
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(seed)
+    tables = [
+        Table(("a", "b", "x"), rng.integers(0, 50, (d, d, d)).astype(np.float32)),
+        Table(("x", "c"), rng.integers(0, 50, (d, d)).astype(np.float32)),
+        Table(("c", "a"), rng.integers(0, 50, (d, d)).astype(np.float32)),
+    ]
+    return tables, "x"
+
+
+def test_split_ranges_cover_the_units_once() -> None:
+    from dcop.gpu.multi import split_ranges
+
+    for n in (0, 1, 2, 7, 100):
+        for k in (1, 2, 3, 4):
+            ranges = split_ranges(n, k)
+            assert len(ranges) == k and ranges[0][0] == 0 and ranges[-1][1] == n
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+            sizes = [hi - lo for lo, hi in ranges]
+            assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("landing", ["device", "host"])
+@pytest.mark.parametrize("specialize", [0, 1 << 62])  # generated kernel, generic kernel
+@pytest.mark.parametrize("op", ["min", "logsumexp"])  # BE, PR
+def test_split_bucket_equals_the_unsplit_one(
+    monkeypatch: pytest.MonkeyPatch, landing: str, specialize: int, op: Any
+) -> None:
+    from dcop.gpu import CupyBackend
+    from dcop.gpu.multi import MultiGpuBackend
+
+    for devices in (2, 3):
+        with fake_cupy.installed(monkeypatch, devices=devices):
+            tables, var = _bucket(devices)
+            # "host": an output over the device budget (chunks of 200 bytes, streamed out)
+            cap = {"max_device_bytes": 600, "chunk_bytes": 200} if landing == "host" else {}
+            one = CupyBackend(specialize_entries=specialize, **cap)
+            want = one.to_numpy(one.join_eliminate(tables, var, op).data)
+            multi = MultiGpuBackend(
+                range(devices), split_min_entries=0, specialize_entries=specialize, **cap
+            )
+            got = multi.join_eliminate(tables, var, op)
+            assert multi.splits and multi.splits[-1].landing == landing
+            assert len(multi.splits[-1].ranges) == devices
+            assert got.scope == ("a", "b", "c")
+            data = multi.to_numpy(got.data)
+            np.testing.assert_allclose(data, want, rtol=1e-6)
+            want_np = NumpyBackend().join_eliminate(tables, var, op)
+            np.testing.assert_allclose(data, want_np.data, rtol=1e-5)
+            if landing == "device":
+                assert got.data.device.id == 0  # the slices came to the first device
+                assert fake_cupy.STATS["peer_copies"] >= devices - 1
+            else:
+                assert isinstance(got.data, np.ndarray)
+
+
+def test_small_buckets_stay_on_the_first_device(two_gpus: ModuleType) -> None:
+    from dcop.gpu.multi import MultiGpuBackend
+
+    multi = MultiGpuBackend((1, 0))  # the default threshold: a tiny bucket is not split
+    tables, var = _bucket(1)
+    got = multi.join_eliminate(tables, var)
+    assert not multi.splits and got.data.device.id == 1
+    np.testing.assert_allclose(
+        multi.to_numpy(got.data), NumpyBackend().join_eliminate(tables, var).data
+    )
+    with pytest.raises(BackendUnavailable, match="distinct"):
+        MultiGpuBackend((0, 0))
+    with pytest.raises(BackendUnavailable, match="distinct"):
+        MultiGpuBackend((0,))
+
+
+def test_split_be_solve_equals_one_device(two_gpus: ModuleType) -> None:
+    """A whole BE solve with every large bucket split: the same bound as NumPy's."""
+    from dcop.generators import random_network
+    from dcop.gpu.multi import MultiGpuBackend
+    from dcop.inference import solve
+
+    problem = random_network(9, 4, 0.5, 0.5, seed=3)
+    multi = MultiGpuBackend((0, 1), split_min_entries=16)
+    got = solve(problem, backend=multi)
+    want = solve(problem, backend="numpy")
+    assert multi.splits
+    assert got.cost == pytest.approx(want.cost)
