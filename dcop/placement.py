@@ -232,21 +232,30 @@ class PlacedBackend:
             return self.gpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
         return self.cpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
 
-    # ---- CUDA IPC between agents of one GPU ----------------------------------------------------
+    # ---- CUDA IPC between agents of one GPU, or of two with peer access ----------------------
     @property
     def ipc_domain(self) -> str:
         """Who can open this backend's IPC handles (empty: nobody)."""
         return str(getattr(self.gpu, "ipc_domain", ""))
+
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        """How a UTIL goes between my agent (IPC domain ``mine``) and the agent of domain
+        ``peer`` (``ipc``, ``p2p``, ``host`` or ``net``; see :func:`dcop.gpu.ipc.handover_path`)."""
+        path = getattr(self.gpu, "handover_path", None)
+        if path is None:  # a device backend without peers: one GPU or none
+            return "ipc" if mine and mine == peer else "net"
+        return str(path(mine, peer, reading))
 
     def export_ipc(self, data: Any) -> Any:
         """An IPC export of device ``data`` (:class:`dcop.gpu.ipc.Exported`); None for host data,
         which travels as bytes anyway."""
         return None if self.on_host(data) else self.gpu.export_ipc(data)
 
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
-        """Another agent's table on this GPU, copied to this backend's device (it stays there)."""
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
+        """Another agent's table on this GPU (or a peer GPU: ``peer`` is its IPC domain), copied
+        to this backend's device (it stays there)."""
         self._device_tables = True
-        return self.gpu.import_ipc(handle, shape, dtype)
+        return self.gpu.import_ipc(handle, shape, dtype, peer)
 
     def offer_ipc(self, nbytes: int) -> Any:
         """An exportable device buffer to fill later (None when too small to be worth it)."""
@@ -261,9 +270,10 @@ class PlacedBackend:
         self.gpu.export_ipc_into(exported, offset, data, wait)
         return True
 
-    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
-        """Map another agent's offered buffer of ``nbytes`` on this GPU."""
-        return int(self.gpu.open_ipc(handle, nbytes))
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
+        """Map another agent's offered buffer of ``nbytes`` on this GPU (``peer``: its IPC
+        domain, which names its device)."""
+        return int(self.gpu.open_ipc(handle, nbytes, peer))
 
     def read_ipc_tables(
         self, pointer: int, tables: Sequence[tuple[int, tuple[int, ...], str]]
@@ -306,6 +316,9 @@ class PlacedBackend:
     def placement_metrics(self) -> dict[str, float]:
         """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
         out: dict[str, float] = {"gpu_min_entries": self.min_entries}
+        device = getattr(self.gpu, "device_id", None)
+        if device is not None:  # which GPU of the host this agent ran on
+            out["device"] = int(device)
         for side in ("cpu", "gpu"):
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)

@@ -227,6 +227,8 @@ class CupyBackend:
         self._plans = PlanCache()  # plans by bucket structure (see PlanCache)
         #: where the tables of each mapped buffer land (by its pointer; see :meth:`open_ipc`)
         self._landing: dict[int, Any] = {}
+        #: the device holding each mapped buffer (another one's for a peer-to-peer hand-over)
+        self._owner: dict[int, int] = {}
         self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
@@ -272,6 +274,14 @@ class CupyBackend:
 
         return ipc_domain(self.xp, self.device_id)
 
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        """How a UTIL goes between this backend's agent (IPC domain ``mine``) and the agent of
+        domain ``peer``: ``ipc``, ``p2p``, ``host`` or ``net``
+        (:func:`dcop.gpu.ipc.handover_path`); ``reading`` when this agent is the parent."""
+        from dcop.gpu.ipc import handover_path
+
+        return handover_path(self.xp, mine, self.device_id, peer, reading)
+
     def _ipc_worth(self, nbytes: int) -> bool:
         """Whether a table of ``nbytes`` goes by IPC (:func:`dcop.gpu.ipc.ipc_min_bytes`)."""
         if self.ipc_min_bytes is None:
@@ -316,16 +326,19 @@ class CupyBackend:
             self.export_ipc_into(exported, 0, array)
         return exported
 
-    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
         """Map another process's buffer on this device (:class:`dcop.gpu.ipc.IpcUnavailable`).
         With ``nbytes`` (the buffer's size) also reserve where its tables will land, so that
         taking them over (:meth:`read_ipc_tables`) allocates nothing: a new device array there
-        cost 0.15-0.3 ms of an agent's critical path on the H200."""
-        from dcop.gpu.ipc import open_handle
+        cost 0.15-0.3 ms of an agent's critical path on the H200. ``peer``: the exporter's IPC
+        domain, naming its device when that is not this one (a peer-to-peer hand-over)."""
+        from dcop.gpu.ipc import domain_device, open_handle
 
         t0 = time.perf_counter()
+        owner = domain_device(self.xp, peer) if peer else None
         with self.device:
             pointer = open_handle(self.xp, handle)
+        self._owner[pointer] = self.device_id if owner is None else owner
         if nbytes > 0:
             # best effort: without room now, each table gets an array of its own when it comes
             with self._on(), contextlib.suppress(*self.out_of_memory_errors):
@@ -345,7 +358,7 @@ class CupyBackend:
                 self.xp,
                 pointer,
                 tables,
-                self.device_id,
+                self._owner.get(pointer, self.device_id),
                 self.stream,
                 self.flag_nan,
                 self._landing.get(pointer),
@@ -366,13 +379,15 @@ class CupyBackend:
         from dcop.gpu.ipc import close_handle
 
         self._landing.pop(pointer, None)
+        self._owner.pop(pointer, None)
         with self.device:
             close_handle(self.xp, pointer)
 
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
         """The table behind another process's IPC ``handle``, copied onto this backend's device
-        (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened)."""
-        pointer = self.open_ipc(handle)
+        (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened); ``peer`` as for
+        :meth:`open_ipc`."""
+        pointer = self.open_ipc(handle, 0, peer)
         try:
             return self.read_ipc(pointer, 0, shape, dtype)
         finally:

@@ -20,6 +20,7 @@ prepared kernels, placement, which device holds what. What it cannot check: the 
 from __future__ import annotations
 
 import ctypes
+import threading
 import types
 import weakref
 from collections.abc import Iterator
@@ -33,12 +34,20 @@ from dcop.tables import _reduce_last
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
 
-#: The current device (the innermost ``with FakeDevice(i)``), as a stack.
-CURRENT: list[int] = [0]
+#: Each thread's current device (its innermost ``with FakeDevice(i)``), as a stack: agents of
+#: an in-process run are threads, each on its own device, as CUDA's current device is per thread.
+_THREAD = threading.local()
+
+
+def _stack() -> list[int]:
+    stack: list[int] | None = getattr(_THREAD, "stack", None)
+    if stack is None:
+        stack = _THREAD.stack = [0]
+    return stack
 
 
 def current() -> int:
-    return CURRENT[-1]
+    return _stack()[-1]
 
 
 class FakeArray:
@@ -185,7 +194,7 @@ def reset() -> None:
     STATS.clear()
     STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0)
     OPENED.clear()
-    CURRENT[:] = [0]
+    _stack()[:] = [0]
     COMPILED.clear()
     LAUNCHED.clear()
     SIGS.clear()
@@ -348,10 +357,10 @@ class FakeDevice(_Context):
         self.id = ordinal
 
     def __enter__(self) -> None:
-        CURRENT.append(self.id)
+        _stack().append(self.id)
 
     def __exit__(self, *exc: object) -> None:
-        CURRENT.pop()
+        _stack().pop()
 
     def synchronize(self) -> None:
         return None

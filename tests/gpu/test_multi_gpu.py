@@ -156,3 +156,95 @@ def test_split_be_solve_equals_one_device(two_gpus: ModuleType) -> None:
     want = solve(problem, backend="numpy")
     assert multi.splits
     assert got.cost == pytest.approx(want.cost)
+
+
+# ---- UTILs between agents of different devices --------------------------------------------------
+def _domain(device: int) -> str:
+    """An IPC domain of this host naming the fake device's PCI bus (``device + 1``)."""
+    return f"cuda/boot/ipc:[1]/pid:[1]/0000:{device + 1:02x}:00"
+
+
+def _agents_on(devices: int, device_of: Any) -> Any:
+    """Each agent its placed backend (every bucket and table on the device) on its device."""
+    from dcop.gpu import CupyBackend
+
+    def make(agent: int) -> tuple[PlacedBackend, dict[str, Any]]:
+        device = device_of(agent)
+        gpu = CupyBackend(device=device)
+        gpu.ipc_min_bytes = 0
+        return PlacedBackend(NumpyBackend(), gpu, 0), {"ipc": _domain(device)}
+
+    return make
+
+
+def _expected_paths(doc: dict[str, Any], device_of: Any, peer: Any) -> dict[int, str]:
+    """The path each child's UTIL must take to its parent, from the tree the run chose."""
+    agents = doc["run"].agents
+    out: dict[int, str] = {}
+    for result in agents.values():
+        if result["parent"] is None:
+            continue
+        me, them = device_of(result["id"]), device_of(agents[result["parent"]]["id"])
+        out[result["id"]] = "ipc" if me == them else ("p2p" if peer(them, me) else "host")
+    return out
+
+
+@pytest.mark.parametrize(
+    "peer",
+    [lambda a, b: True, lambda a, b: False, lambda a, b: a == 0],
+    ids=["peer-access", "no-peer-access", "device-0-reads-1-only"],
+)
+def test_multi_device_agents_hand_utils_over_by_the_right_path(
+    monkeypatch: pytest.MonkeyPatch, peer: Any
+) -> None:
+    """Agents on two fake devices (k-th on k mod 2): a child on its parent's device hands its
+    UTIL over by IPC, one on a device its parent's can read by IPC and a peer copy, else
+    through the host as bytes; each agent's metrics name the path its UTIL took."""
+    from dcop.generators import random_network
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(10, 5, 0.4, 0.3, seed=4)
+    cpu = run_in_process(problem)
+
+    def device_of(agent: int) -> int:
+        return agent % 2
+
+    with fake_cupy.installed(monkeypatch, devices=2, peer=peer):
+        gpu = run_in_process(problem, per_agent=_agents_on(2, device_of))
+        stats = dict(fake_cupy.STATS)
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    want = _expected_paths(gpu, device_of, peer)
+    assert len(set(want.values())) > 1  # the tree has hand-overs of more than one kind
+    by_id = {r["id"]: r for r in gpu["run"].agents.values()}
+    took: dict[str, int] = {}
+    for agent, path in want.items():
+        figures = by_id[agent]["backend"]
+        assert {k.split("_")[1] for k in figures if k.startswith("handover_")} == {path}
+        took[path] = took.get(path, 0) + int(figures[f"handover_{path}_tables"])
+        assert figures["device"] == device_of(agent)
+    # one open (and one close) per buffer handed over on a device, across devices included
+    assert stats["ipc_open"] == stats["ipc_close"] == took.get("ipc", 0) + took.get("p2p", 0)
+    # a table taken from another device's buffer came over device to device
+    assert stats["peer_copies"] >= took.get("p2p", 0)
+    assert gpu["metrics"]["ipc_tables"] == took.get("ipc", 0) + took.get("p2p", 0)
+
+
+def test_handover_path_choice(two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dcop.gpu.ipc import handover_path
+
+    cupy = two_gpus
+    zero, one = _domain(0), _domain(1)
+    assert handover_path(cupy, zero, 0, zero, True) == "ipc"
+    assert handover_path(cupy, zero, 0, one, True) == "p2p"
+    assert handover_path(cupy, zero, 0, "", True) == "net"  # a CPU agent
+    assert handover_path(cupy, "", 0, one, True) == "net"  # IPC off here
+    other_host = "cuda/other-boot/ipc:[1]/pid:[1]/0000:02:00"
+    assert handover_path(cupy, zero, 0, other_host, True) == "net"
+    unseen = "cuda/boot/ipc:[1]/pid:[1]/0000:09:00"  # a GPU this process does not see
+    assert handover_path(cupy, zero, 0, unseen, True) == "host"
+    monkeypatch.setenv("DCOP_CUDA_P2P", "0")
+    assert handover_path(cupy, zero, 0, one, True) == "host"
+    monkeypatch.delenv("DCOP_CUDA_P2P")
+    fake_cupy.PEER["access"] = lambda a, b: a == 1  # device 1 reads device 0, not the reverse
+    assert handover_path(cupy, zero, 0, one, reading=True) == "host"  # I (0) read 1: no
+    assert handover_path(cupy, zero, 0, one, reading=False) == "p2p"  # 1 reads me: yes
