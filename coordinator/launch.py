@@ -117,6 +117,7 @@ def run_local(
     spec: RunSpec | None = None,
     *,
     gpu: int | str | None = None,
+    gpu_placement: str = "round-robin",
     timeout: float = 120.0,
     secure: bool = False,
     problem_file: str | Path | None = None,
@@ -132,7 +133,9 @@ def run_local(
     """Solve ``problem`` with one agent process per variable on this machine.
 
     ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
-    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices);
+    big enough run there; ``"all"`` or ``"0,2"``: agents spread over those devices, round robin
+    or, with ``gpu_placement="balanced"``, whole subtrees of the pseudo-tree per device:
+    :mod:`dcop.coordinator.gpus`);
     ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs every
     socket with CurveZMQ. With ``problem_file`` each agent reads its part
     from that file and checks it against the coordinator's. ``workdir`` keeps peers.json and the
@@ -152,6 +155,11 @@ def run_local(
 
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
+    devices: dict[int, int] | None = None
+    if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
+        from dcop.coordinator.gpus import agent_devices
+
+        devices = agent_devices(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
@@ -183,7 +191,7 @@ def run_local(
                 peers_file,
                 timeout=timeout + 10,
                 spec=spec,
-                gpu=gpu,
+                gpu=None if devices is None else devices[a.id],
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
@@ -235,6 +243,11 @@ def run_local(
                 "forked": fork,
                 "secure": secure,
                 "gpu": gpu,
+                **(
+                    {"gpu_placement": gpu_placement}
+                    if devices is not None and len(set(devices.values())) > 1
+                    else {}
+                ),
                 "total_s": time.monotonic() - started,
                 # this process's CPU (all its threads) from the call to the agents' exits
                 "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),

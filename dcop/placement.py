@@ -9,8 +9,12 @@ environment (``DCOP_GPU_MIN_ENTRIES``); ``0`` sends every bucket to the device (
 :class:`PlacedBackend` applies it call by call, with the same methods as any table backend, moves
 inputs to where their bucket runs and records where each bucket ran.
 
-For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``,
-and :func:`device_for_agent` gives the ``k``-th agent device ``k mod count`` of that list.
+For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``.
+Agents are spread over those devices in one of two ways (:data:`PLACEMENTS`): ``round-robin``
+(:func:`device_for_agent`: the ``k``-th agent on device ``k mod count``), or ``balanced``
+(:func:`balanced_devices`: whole subtrees of the pseudo-tree on one device, the heaviest subtrees
+on different devices, so that most UTILs stay on their device and the largest buckets run at
+once on different GPUs).
 
 Nothing here imports CuPy: the device backend is given (``dcop.backend.get_backend("placed")``
 builds one).
@@ -29,6 +33,8 @@ from dcop.errors import BackendUnavailable, InputError, ModelError
 from dcop.tables import Op, Table, domain_sizes
 
 Where = Literal["cpu", "gpu"]
+#: How agents are spread over several GPUs (see the module docstring).
+PLACEMENTS = ("round-robin", "balanced")
 
 #: Joined entries from which a bucket runs on the GPU: the crossover of a bucket's path as an agent
 #: pays it, measured on an H100 by ``benchmarks/gpu_bucket_context.py``
@@ -381,3 +387,68 @@ def device_for_agent(index: int, devices: Sequence[int]) -> int:
     if index < 0:
         raise ModelError(f"agent index {index} < 0")
     return int(devices[index % len(devices)])
+
+
+def check_placement(name: str) -> str:
+    """``name`` if it is one of :data:`PLACEMENTS` (else :class:`~dcop.errors.InputError`)."""
+    if name not in PLACEMENTS:
+        raise InputError(f"GPU placement {name!r}: want one of {', '.join(PLACEMENTS)}")
+    return name
+
+
+def balanced_devices(
+    parent: Mapping[int, int | None], work: Mapping[int, float], devices: Sequence[int]
+) -> dict[int, int]:
+    """Each agent's device, whole subtrees at a time, the heaviest subtrees on different devices.
+
+    ``parent`` is the pseudo-tree (agent -> parent, None for a root) and ``work`` each agent's
+    bucket work (its joined entries where the bucket runs on a GPU, 0 where it stays on the
+    CPU). Starting from the trees of the forest, the heaviest subtree is cut at its root while
+    it weighs more than a device's fair share (total / count) or there are fewer subtrees than
+    devices; the subtrees then go to devices heaviest first, each to the least loaded
+    (longest-processing-time first), and each cut root goes with its heaviest child, so that
+    the largest UTIL it takes stays on its device. Without any work: round robin.
+    """
+    if not devices:
+        raise BackendUnavailable("no GPU to place agents on")
+    if len(devices) == 1 or not any(work.get(v, 0) > 0 for v in parent):
+        ids = sorted(parent)
+        return {v: device_for_agent(k, devices) for k, v in enumerate(ids)}
+    children: dict[int, list[int]] = {v: [] for v in parent}
+    roots = []
+    for v in sorted(parent):
+        p = parent[v]
+        if p is None:
+            roots.append(v)
+        else:
+            children[p].append(v)
+    weight: dict[int, float] = {}
+    order = list(roots)  # pre-order; weights filled bottom-up below
+    for v in order:
+        order.extend(children[v])
+    for v in reversed(order):
+        weight[v] = float(work.get(v, 0)) + sum(weight[c] for c in children[v])
+    total = sum(weight[r] for r in roots)
+    share = total / len(devices)
+    units, cut = list(roots), []
+    while True:
+        heaviest = max(units, key=lambda u: (weight[u], -u))
+        if (weight[heaviest] <= share and len(units) >= len(devices)) or not children[heaviest]:
+            break
+        units.remove(heaviest)
+        cut.append(heaviest)
+        units.extend(children[heaviest])
+    load = dict.fromkeys(devices, 0.0)
+    rank = {d: k for k, d in enumerate(devices)}
+    out: dict[int, int] = {}
+    for u in sorted(units, key=lambda u: (-weight[u], u)):
+        device = min(devices, key=lambda d: (load[d], rank[d]))
+        load[device] += weight[u]
+        stack = [u]
+        while stack:
+            v = stack.pop()
+            out[v] = device
+            stack.extend(c for c in children[v] if c not in cut)
+    for v in reversed(cut):  # deeper cuts first: a cut root's heaviest child may be a cut root
+        out[v] = out[max(children[v], key=lambda c: (weight[c], -c))]
+    return out

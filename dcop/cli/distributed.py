@@ -31,6 +31,7 @@ from dcop.cli.common import (
 from dcop.cli.live import live_status
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
+from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
@@ -368,6 +369,13 @@ def run(
     device: Annotated[
         str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
     ] = "0",
+    gpu_placement: Annotated[
+        str,
+        typer.Option(
+            help="agents over several devices: round-robin (agent k on device k mod count) or "
+            "balanced (whole subtrees per device, the heaviest on different devices)"
+        ),
+    ] = "round-robin",
     timeout: Timeout = 120.0,
     json_out: JsonOption = None,
     secure: Annotated[bool, typer.Option(help="generate keys and use CurveZMQ")] = False,
@@ -395,6 +403,7 @@ def run(
         from dcop.coordinator.report import print_summary, write_summary
 
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        check_placement(gpu_placement)
         if evidence is not None and agents_read_file:
             raise InputError(
                 "--agents-read-file with --evidence: the agents would read the model without "
@@ -417,6 +426,7 @@ def run(
                 problem,
                 spec,
                 gpu=device if gpu else None,
+                gpu_placement=gpu_placement,
                 timeout=timeout,
                 secure=secure,
                 problem_file=file if agents_read_file else None,

@@ -248,3 +248,118 @@ def test_handover_path_choice(two_gpus: ModuleType, monkeypatch: pytest.MonkeyPa
     fake_cupy.PEER["access"] = lambda a, b: a == 1  # device 1 reads device 0, not the reverse
     assert handover_path(cupy, zero, 0, one, reading=True) == "host"  # I (0) read 1: no
     assert handover_path(cupy, zero, 0, one, reading=False) == "p2p"  # 1 reads me: yes
+
+
+# ---- agents over devices ------------------------------------------------------------------------
+def test_balanced_placement_puts_the_heaviest_subtrees_on_different_devices() -> None:
+    from dcop.placement import balanced_devices
+
+    # root 0 with two heavy branches (1 -> 3, 2 -> 4) and a light one (5)
+    parent: dict[int, int | None] = {0: None, 1: 0, 2: 0, 3: 1, 4: 2, 5: 0}
+    work = {0: 10.0, 1: 100.0, 2: 90.0, 3: 1000.0, 4: 900.0, 5: 1.0}
+    got = balanced_devices(parent, work, (0, 1))
+    assert got[1] == got[3] and got[2] == got[4]  # a subtree stays on one device
+    assert got[3] != got[4]  # the two heaviest buckets run at once on different devices
+    assert got[0] == got[1]  # the cut root goes with its heaviest child (its largest UTIL)
+    four = balanced_devices(parent, work, (3, 2, 1, 0))
+    assert four[3] != four[4] and set(four.values()) <= {0, 1, 2, 3}
+    # nothing on a GPU: round robin
+    assert balanced_devices(parent, dict.fromkeys(parent, 0.0), (0, 1)) == {
+        v: v % 2 for v in parent
+    }
+    assert set(balanced_devices(parent, work, (1,)).values()) == {1}
+    with pytest.raises(BackendUnavailable):
+        balanced_devices(parent, work, ())
+
+
+def test_a_chain_is_cut_until_the_branches_balance() -> None:
+    from dcop.placement import balanced_devices
+
+    # a chain 0 -> 1 -> 2 that forks into two equal heavy leaves 3 and 4
+    parent: dict[int, int | None] = {0: None, 1: 0, 2: 1, 3: 2, 4: 2}
+    work = {0: 1.0, 1: 1.0, 2: 1.0, 3: 500.0, 4: 500.0}
+    got = balanced_devices(parent, work, (0, 1))
+    assert got[3] != got[4] and got[0] == got[1] == got[2]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_agent_devices_spread_agents_over_the_listed_devices(
+    two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    from dcop.coordinator.gpus import _planned_tree, agent_devices
+    from dcop.errors import InputError
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    monkeypatch.setenv("DCOP_GPU_MIN_ENTRIES", "0")  # every bucket counts as GPU work
+    problem = random_network(14, 4, 0.2, 0.5, seed=seed)  # trees that branch
+    spec = RunSpec()
+    rr = agent_devices(problem, spec, "all")  # two fake devices: found with CuPy
+    assert rr == {k: k % 2 for k in range(problem.n)}
+    assert agent_devices(problem, spec, "1") == dict.fromkeys(range(problem.n), 1)
+    assert agent_devices(problem, spec, 0, "balanced") == dict.fromkeys(range(problem.n), 0)
+    got = agent_devices(problem, spec, "1,0", "balanced")
+    assert set(got) == set(range(problem.n)) and set(got.values()) == {0, 1}
+    parent, work = _planned_tree(problem, spec)
+
+    def crossing(devices: dict[int, int]) -> float:
+        """UTIL work that crosses devices: a child's bucket work where its parent is elsewhere."""
+        return sum(
+            w for v, w in work.items() if parent[v] is not None and devices[v] != devices[parent[v]]
+        )  # type: ignore[index]
+
+    assert crossing(got) < crossing(rr)  # whole subtrees per device: fewer hand-overs cross
+    with pytest.raises(InputError, match="placement"):
+        agent_devices(problem, spec, "0,1", "random")
+
+
+def test_balanced_agents_on_two_devices_find_the_cpu_agents_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole chain on fakes: the coordinator's balanced placement, agents each on its
+    device, UTILs across devices by P2P: the same cost and assignment as CPU agents."""
+    from dcop.coordinator.gpus import agent_devices
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(14, 4, 0.2, 0.5, seed=2)  # a tree that branches
+    cpu = run_in_process(problem)
+    with fake_cupy.installed(monkeypatch, devices=2):
+        monkeypatch.setenv("DCOP_GPU_MIN_ENTRIES", "0")
+        devices = agent_devices(problem, RunSpec(), "0,1", "balanced")
+        gpu = run_in_process(problem, per_agent=_agents_on(2, devices.__getitem__))
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    used = {r["backend"]["device"] for r in gpu["run"].agents.values()}
+    assert used == {0, 1}
+
+
+def test_run_local_starts_each_agent_on_its_device(two_gpus: ModuleType) -> None:
+    """dcop run's launcher gives each agent process its own --gpu device (none is started
+    here: the hook keeps them back, and the run ends at its hello timeout)."""
+    from dcop.coordinator import run_local
+    from dcop.errors import DcopError
+    from dcop.generators import random_network
+
+    problem = random_network(6, 3, 0.5, 0.5, seed=1)
+    for gpu, placement, want in (
+        ("all", "round-robin", [k % 2 for k in range(6)]),
+        ("1", "round-robin", [1] * 6),
+    ):
+        argvs: dict[int, list[str]] = {}
+
+        def keep(agent: int, argv: list[str], into: dict[int, list[str]] = argvs) -> None:
+            into[agent] = argv
+
+        with pytest.raises(DcopError):
+            run_local(
+                problem,
+                gpu=gpu,
+                gpu_placement=placement,
+                agent_argv=keep,
+                hello_timeout=0.2,
+                timeout=2.0,
+                fork=False,
+            )
+        got = [int(argvs[k][argvs[k].index("--gpu") + 1]) for k in range(6)]
+        assert got == want
