@@ -73,7 +73,7 @@ def _planned_tree(
     run = runs[chosen]
     parent = run.parents()
     separators = tree_separators(parent, run.pseudo_parents())
-    threshold = gpu_min_entries()
+    threshold = gpu_min_entries(spec.gpu_min_entries)  # the agents' threshold
     work: dict[int, float] = {}
     for agent, separator in separators.items():
         joined = domains[agent] * math.prod(domains[u] for u in separator)
