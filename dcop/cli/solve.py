@@ -66,6 +66,13 @@ def solve_command(
         ),
     ] = None,
     backend: BackendOption = BackendName.numpy,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="CUDA device(s) of --backend cupy/auto: a number, 'all' or a list like 0,1 "
+            "(several: each large bucket is split over them)"
+        ),
+    ] = "0",
     fmt: FormatOption = None,
     evidence: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="UAI .evid file.")
@@ -91,6 +98,7 @@ def solve_command(
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        engine = _engine(backend.value, device)
         if chosen in ("pr", "mar"):
             if algo is CentralAlgo.mbe and z is None:
                 raise InputError("--algo mbe needs a mini-bucket size --z")
@@ -102,7 +110,7 @@ def solve_command(
                     chosen,
                     z=z if algo is CentralAlgo.mbe else None,
                     ordering=ordering.value if ordering is not None else "auto",
-                    backend=backend.value,
+                    backend=engine,
                     dtype=dtype.value,
                     max_bytes=parse_memory(max_memory),
                     progress=progress,
@@ -124,7 +132,7 @@ def solve_command(
                 algo=algo.value,
                 z=z,
                 ordering=(ordering or OrderingName.minfill).value,
-                backend=backend.value,
+                backend=engine,
                 dtype=dtype.value,
                 max_bytes=parse_memory(max_memory),
                 progress=progress,
@@ -242,3 +250,17 @@ def info_command(
         table.add_row(key, str(value))
     table.add_row("memory limit (default)", human_bytes(default_max_bytes()))
     summary_console(json_out).print(table)
+
+
+def _engine(name: str, device: str) -> Any:
+    """The backend of ``--backend`` on the ``--device`` list: its name where that is the default
+    device, else the backend object (several devices: a bucket split over them)."""
+    if name == "numpy" or device.strip() == "0":
+        return name
+    from dcop.backend import get_backend, gpu_count
+    from dcop.placement import gpu_devices
+
+    count = gpu_count()
+    if count == 0:  # auto: the CPU; cupy: its own error (no CuPy, no device)
+        return get_backend(name)
+    return get_backend("cupy", devices=gpu_devices(device, count))

@@ -363,3 +363,20 @@ def test_run_local_starts_each_agent_on_its_device(two_gpus: ModuleType) -> None
             )
         got = [int(argvs[k][argvs[k].index("--gpu") + 1]) for k in range(6)]
         assert got == want
+
+
+def test_dcop_solve_device_list_builds_the_split_backend(two_gpus: ModuleType) -> None:
+    from dcop.cli.solve import _engine
+    from dcop.errors import InputError
+    from dcop.gpu import CupyBackend
+    from dcop.gpu.multi import MultiGpuBackend
+
+    assert _engine("numpy", "0,1") == "numpy" and _engine("cupy", "0") == "cupy"
+    assert isinstance(_engine("cupy", "all"), MultiGpuBackend)
+    assert isinstance(_engine("auto", "0,1"), MultiGpuBackend)
+    single = _engine("cupy", "1")
+    assert isinstance(single, CupyBackend) and single.device_id == 1
+    with pytest.raises(BackendUnavailable, match="no device 2"):
+        _engine("cupy", "0,2")
+    with pytest.raises(InputError):
+        _engine("cupy", "0,x")
