@@ -73,6 +73,9 @@ DEFAULT_CHUNK_BYTES = 256 << 20
 PINNED_DOWNLOAD_BYTES = 1 << 20
 #: Share of the free device memory an output may take before it is chunked to the host.
 FREE_MEMORY_SHARE = 0.8
+#: A page-locked host table over this share of the device budget is read by the kernels where it
+#: lies instead of being uploaded (:meth:`CupyBackend._host_view`): room stays for the output.
+ZERO_COPY_SHARE = 0.5
 #: Dtypes and ops :meth:`CupyBackend.warm_up` prepares by default (DPOP and BE: min-sum).
 WARM_DTYPES = ("float32", "float64")
 WARM_OPS = ("min",)
@@ -98,6 +101,8 @@ class TransferStats:
     #: bytes handed to / taken from other processes of this GPU by CUDA IPC
     ipc_out_bytes: int = 0
     ipc_in_bytes: int = 0
+    #: bytes of page-locked host tables that kernels read in place (not uploaded)
+    zero_copy_bytes: int = 0
     chunks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -428,7 +433,36 @@ class CupyBackend:
             and data.device.id == self.device_id
         ):
             return data
+        if (
+            isinstance(data, np.ndarray)
+            and data.dtype == dtype
+            and data.flags.c_contiguous
+            and data.nbytes > ZERO_COPY_SHARE * self._device_budget()
+        ):
+            view = self._host_view(data)
+            if view is not None:
+                return view
         return self.asarray(data, dtype)
+
+    def _host_view(self, data: np.ndarray) -> Any:
+        """A device array over the host array ``data`` where it lies (no copy), or None when
+        ``data`` is not page-locked. Page-locked memory is mapped into every device's address
+        space (unified addressing), so a kernel reads it over the interconnect: a table larger
+        than the device (a bucket's output streamed to pinned host memory) is read in place by
+        the bucket that takes it, on every device that computes a slice of that bucket."""
+        runtime = self.xp.cuda.runtime
+        try:
+            attributes = runtime.pointerGetAttributes(int(data.ctypes.data))
+        except Exception:  # CuPy's CUDARuntimeError: not memory CUDA knows
+            return None
+        if int(getattr(attributes, "type", 0)) != 1:  # cudaMemoryTypeHost: page-locked
+            return None
+        memory = self.xp.cuda.UnownedMemory(
+            int(attributes.devicePointer), data.nbytes, data, self.device_id
+        )
+        self.transfers.zero_copy_bytes += data.nbytes
+        pointer = self.xp.cuda.MemoryPointer(memory, 0)
+        return self.xp.ndarray(data.shape, dtype=data.dtype, memptr=pointer)
 
     # ---- single-table operations -------------------------------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:

@@ -53,7 +53,20 @@ def current() -> int:
 class FakeArray:
     """A "device" array: a NumPy array that will not convert to NumPy implicitly."""
 
-    def __init__(self, host: np.ndarray, device: int | None = None) -> None:
+    def __init__(
+        self,
+        host: np.ndarray | tuple[int, ...],
+        device: int | None = None,
+        dtype: Any = None,
+        memptr: FakeMemoryPointer | None = None,
+    ) -> None:
+        if memptr is not None:  # cupy.ndarray(shape, dtype, memptr=...): memory not ours
+            shape = tuple(host)  # type: ignore[arg-type]
+            n = int(np.prod(shape))
+            host = _read(memptr.ptr, n, np.dtype(dtype)).reshape(shape)
+            device = memptr.device_id
+            STATS["zero_copy"] += 1
+        assert isinstance(host, np.ndarray)
         self.a = host
         self.device = types.SimpleNamespace(id=current() if device is None else device)
 
@@ -184,6 +197,22 @@ def _memory(size: int) -> FakeMemory:
 STATS: dict[str, Any] = {}
 #: The device that owns each buffer opened by IPC (by the pointer the open returned).
 OPENED: dict[int, int] = {}
+#: Page-locked host buffers (``alloc_pinned_memory``), kept alive, by their start address.
+PINNED: dict[int, bytearray] = {}
+
+
+def _alloc_pinned(n: int) -> bytearray:
+    buffer = bytearray(n)
+    PINNED[int(np.frombuffer(buffer, np.uint8).ctypes.data)] = buffer
+    return buffer
+
+
+def _pointer_attributes(ptr: int) -> Any:
+    """``cudaPointerGetAttributes``: type 1 (host, page-locked) inside a pinned buffer."""
+    pinned = any(start <= ptr < start + len(b) for start, b in PINNED.items())
+    return types.SimpleNamespace(type=1 if pinned else 0, devicePointer=ptr, device=current())
+
+
 COMPILED: list[str] = []
 LAUNCHED: list[str] = []
 #: Signatures of generated kernels by name (filled by the fixture's wrapper of fused_source).
@@ -192,8 +221,9 @@ SIGS: dict[str, Any] = {}
 
 def reset() -> None:
     STATS.clear()
-    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0)
+    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0, zero_copy=0)
     OPENED.clear()
+    PINNED.clear()
     _stack()[:] = [0]
     COMPILED.clear()
     LAUNCHED.clear()
@@ -422,6 +452,7 @@ def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
         getDeviceProperties=_properties,
         deviceCanAccessPeer=_can_access_peer,
         deviceGetByPCIBusId=by_pci,
+        pointerGetAttributes=_pointer_attributes,
         memGetInfo=lambda: (1 << 34, 1 << 34),
         runtimeGetVersion=lambda: 0,
         ipcGetMemHandle=_ipc_get,
@@ -439,7 +470,7 @@ def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
         UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(
             ptr=ptr, device_id=device_id
         ),
-        alloc_pinned_memory=lambda n: bytearray(n),
+        alloc_pinned_memory=_alloc_pinned,
         Event=FakeEvent,
         get_elapsed_time=lambda start, stop: 0.0,
     )

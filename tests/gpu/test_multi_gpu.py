@@ -15,7 +15,7 @@ import pytest
 from dcop.backend import get_backend, gpu_count
 from dcop.errors import BackendUnavailable
 from dcop.placement import PlacedBackend
-from dcop.tables import NumpyBackend
+from dcop.tables import NumpyBackend, Table
 from tests.gpu import fake_cupy
 
 
@@ -380,3 +380,34 @@ def test_dcop_solve_device_list_builds_the_split_backend(two_gpus: ModuleType) -
         _engine("cupy", "0,2")
     with pytest.raises(InputError):
         _engine("cupy", "0,x")
+
+
+def test_a_table_larger_than_a_device_is_solved_exactly(two_gpus: ModuleType) -> None:
+    """BE whose largest tables exceed each (fake) device's budget: the buckets that make them
+    are split over both devices and stream their slices to pinned host memory, and the buckets
+    that take them read them there in place (zero copy); the optimum is NumPy's."""
+    from dcop.generators import random_network
+    from dcop.gpu import CupyBackend
+    from dcop.gpu.multi import MultiGpuBackend
+    from dcop.inference import solve
+
+    problem = random_network(12, 5, 0.6, 0.3, seed=5)
+    want = solve(problem, backend="numpy")
+    cap = {"max_device_bytes": 4096, "chunk_bytes": 1024}
+    multi = MultiGpuBackend((0, 1), split_min_entries=0, **cap)
+    got = solve(problem, backend=multi)
+    assert got.cost == pytest.approx(want.cost) and got.assignment == want.assignment
+    assert any(s.landing == "host" and s.out_bytes > 4096 for s in multi.splits)
+    assert fake_cupy.STATS["zero_copy"] > 0  # a host table read where it lies
+    assert sum(p.transfers.zero_copy_bytes for p in multi.parts) > 4096
+    one = CupyBackend(**cap)  # one device does it too, in chunks: the same answer
+    assert solve(problem, backend=one).cost == pytest.approx(want.cost)
+
+
+def test_a_pageable_host_table_is_uploaded_not_read_in_place(two_gpus: ModuleType) -> None:
+    from dcop.gpu import CupyBackend
+
+    gpu = CupyBackend(max_device_bytes=64)
+    host = Table(("a", "x"), np.arange(64, dtype=np.float32).reshape(8, 8))
+    data = gpu._device_data(host)  # 256 bytes > half the budget, but not page-locked
+    assert fake_cupy.STATS["zero_copy"] == 0 and data.a is not host.data
