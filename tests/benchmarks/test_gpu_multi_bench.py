@@ -37,7 +37,7 @@ def test_be_and_big_parts_on_two_fake_devices(
             [
                 "--out", str(tmp_path), "--devices", "1,2", "--parts", "be,big",
                 "--be-n-min", "8", "--be-n-max", "9", "--be-max-gib", "1e-4",
-                "--big-gib", "2e-6", "--split-min-entries", "0",
+                "--big-gib", "2e-6", "--big-all", "--split-min-entries", "0",
             ]
         )  # fmt: skip
     doc = json.loads((tmp_path / "gpu_multi.json").read_text())
