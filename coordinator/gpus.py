@@ -2,7 +2,7 @@
 
 ``round-robin`` gives agent ``k`` device ``k mod count``. ``balanced`` needs the pseudo-tree
 before any agent starts (an agent's CUDA context is made at its start): the coordinator builds
-the candidate trees in process with the agents' own DFS code (:func:`dcop.protocol.dfs.simulate`,
+the candidate trees in process with the agents' own DFS code (:func:`dcop.trees.dfs.simulate`,
 milliseconds for hundreds of agents), keeps the one the run will keep, and places whole subtrees
 by their GPU work (:func:`dcop.placement.balanced_devices`). Should the run keep another tree
 (it chooses among the same candidates by the same rule, so only a changed spec would), answers
@@ -54,8 +54,8 @@ def _planned_tree(
 ) -> tuple[dict[int, int | None], dict[int, float]]:
     """The pseudo-tree the agents will build and keep, and each agent's GPU work (joined
     entries of its DPOP bucket where that runs on a GPU, else 0)."""
-    from dcop.protocol.dfs import build_candidates, simulate, tree_separators
-    from dcop.protocol.trees import default_candidates
+    from dcop.trees.candidates import default_candidates
+    from dcop.trees.dfs import build_candidates, simulate, tree_separators
 
     names = list(problem.variables)
     ident = {v: i for i, v in enumerate(names)}
