@@ -227,6 +227,11 @@ def test_multi_device_agents_hand_utils_over_by_the_right_path(
     # a table taken from another device's buffer came over device to device
     assert stats["peer_copies"] >= took.get("p2p", 0)
     assert gpu["metrics"]["ipc_tables"] == took.get("ipc", 0) + took.get("p2p", 0)
+    # the run's metrics add them up by path
+    assert gpu["metrics"]["handover_tables"] == {p: n for p, n in sorted(took.items()) if n}
+    from tests.cli.conftest import assert_valid
+
+    assert_valid(gpu["run"].to_json())  # the result document, paths and devices included
 
 
 def test_handover_path_choice(two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
