@@ -416,3 +416,21 @@ def test_a_pageable_host_table_is_uploaded_not_read_in_place(two_gpus: ModuleTyp
     host = Table(("a", "x"), np.arange(64, dtype=np.float32).reshape(8, 8))
     data = gpu._device_data(host)  # 256 bytes > half the budget, but not page-locked
     assert fake_cupy.STATS["zero_copy"] == 0 and data.a is not host.data
+
+
+def test_the_run_summary_names_the_hand_over_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from dcop.cli.report import write_summary
+    from dcop.generators import random_network
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(10, 5, 0.4, 0.3, seed=4)
+    with fake_cupy.installed(monkeypatch, devices=2, peer=False):
+        gpu = run_in_process(problem, per_agent=_agents_on(2, lambda agent: agent % 2))
+    out = io.StringIO()
+    write_summary(gpu["run"], out)
+    paths = gpu["metrics"]["handover_tables"]
+    assert set(paths) == {"host", "ipc"}  # no peer access: between devices through the host
+    want = ", ".join(f"{p} {n}" for p, n in paths.items())
+    assert f"UTIL tables handed over: {want}" in out.getvalue()
