@@ -9,8 +9,9 @@ Three parts, each row solved with every device count of ``--devices`` on one hos
 
 - ``dpop``: GPU agents (``dcop run --gpu``, every bucket of at least the default threshold on a
   device) on the paper's random networks n = ``--n-min``..``--n-max`` (d = 10, p1 = 0.3,
-  p2 = 0.5), one device, then several with the agents ``round-robin`` and ``balanced`` (whole
-  subtrees per device). Reported: cost and bound (they must equal the one-device run's), the
+  p2 = 0.5), one device, then several with the agents ``round-robin``, ``balanced`` (whole
+  subtrees per device) and ``split`` (round robin, each agent's large buckets split over every
+  device). Reported: cost and bound (they must equal the one-device run's), the
   simulated runtime and solve wall time, and how the UTILs went to their parents (tables by
   path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host memory). The
   one-device run goes first and again last (kernels compiled by the first); the second is the
@@ -98,7 +99,7 @@ def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], s
                 continue
             problem = random_network(n, 10, 0.3, 0.5, seed)
             runs: list[tuple[int, str, str]] = [(1, "round-robin", "cold")]
-            runs += [(k, p, "") for k in multi for p in ("round-robin", "balanced")]
+            runs += [(k, p, "") for k in multi for p in ("round-robin", "balanced", "split")]
             runs += [(1, "round-robin", "")]
             for k, placement, note in runs:
                 got = dpop_run(problem, spec, k, placement, args.timeout)

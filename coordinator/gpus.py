@@ -1,6 +1,7 @@
 """Which GPU each agent of a local run uses, when ``--gpu`` names several.
 
-``round-robin`` gives agent ``k`` device ``k mod count``. ``balanced`` needs the pseudo-tree
+``round-robin`` gives agent ``k`` device ``k mod count``; ``split`` too, and every agent splits
+its large buckets over all the devices (:func:`agent_gpu_values`: ``D/LIST``). ``balanced`` needs the pseudo-tree
 before any agent starts (an agent's CUDA context is made at its start): the coordinator builds
 the candidate trees in process with the agents' own DFS code (:func:`dcop.trees.dfs.simulate`,
 milliseconds for hundreds of agents), keeps the one the run will keep, and places whole subtrees
@@ -43,10 +44,26 @@ def agent_devices(
 
         count = gpu_count()
     devices = gpu_devices(text, count)
-    if placement == "round-robin" or len(devices) == 1:
+    if placement in ("round-robin", "split") or len(devices) == 1:
         return {k: device_for_agent(k, devices) for k in range(problem.n)}
     parent, work = _planned_tree(problem, spec)
     return balanced_devices(parent, work, devices)
+
+
+def agent_gpu_values(
+    problem: Problem,
+    spec: RunSpec,
+    gpu: int | str,
+    placement: str = "round-robin",
+    count: int | None = None,
+) -> dict[int, str]:
+    """Each agent's ``--gpu`` value: its device (:func:`agent_devices`), and with ``split``
+    ``D/LIST``, the devices its large buckets are split over."""
+    devices = agent_devices(problem, spec, gpu, placement, count)
+    if placement != "split" or len(set(devices.values())) < 2:
+        return {k: str(d) for k, d in devices.items()}
+    every = ",".join(str(d) for d in sorted(set(devices.values())))
+    return {k: f"{d}/{every}" for k, d in devices.items()}
 
 
 def _planned_tree(

@@ -155,11 +155,11 @@ def run_local(
 
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
-    devices: dict[int, int] | None = None
+    devices: dict[int, str] | None = None
     if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
-        from dcop.coordinator.gpus import agent_devices
+        from dcop.coordinator.gpus import agent_gpu_values
 
-        devices = agent_devices(problem, spec, gpu, gpu_placement)
+        devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
@@ -245,7 +245,7 @@ def run_local(
                 "gpu": gpu,
                 **(
                     {"gpu_placement": gpu_placement}
-                    if devices is not None and len(set(devices.values())) > 1
+                    if devices is not None and len({d.split("/")[0] for d in devices.values()}) > 1
                     else {}
                 ),
                 "total_s": time.monotonic() - started,

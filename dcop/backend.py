@@ -8,7 +8,9 @@ when asked for, so ``import dcop`` works on machines without CUDA.
 - ``cupy``: one GPU (``device``), or with several ``devices`` a backend that splits a large
   bucket's output along its leading variables over them (:class:`dcop.gpu.multi.MultiGpuBackend`).
 - ``placed``: a GPU agent's backend: each bucket on the CPU or the device by its size
-  (:class:`dcop.placement.PlacedBackend`, threshold ``min_entries``).
+  (:class:`dcop.placement.PlacedBackend`, threshold ``min_entries``); with several ``devices``
+  its large buckets are split over them, the rest on ``device`` (made lazily: an agent whose
+  buckets are small never opens the others).
 - ``auto``: ``cupy`` when a GPU is usable, else ``numpy``.
 
 The devices themselves come from a ``--gpu`` value through :func:`dcop.placement.gpu_devices`.
@@ -70,17 +72,25 @@ def get_backend(
         raise BackendUnavailable(
             f"backend {name!r} needs CuPy: pip install 'dcop[gpu]' ({exc})"
         ) from exc
+    several = devices is not None and len(set(devices)) > 1
     if name == "placed":
         from dcop.placement import PlacedBackend
 
-        gpu = CupyBackend(device=device, stream=stream, **gpu_options)
+        if several:
+            from dcop.gpu.multi import MultiGpuBackend
+
+            assert devices is not None
+            first = int(devices[0]) if device is None else int(device)
+            ordered = [first, *(int(d) for d in devices if int(d) != first)]
+            gpu: Any = MultiGpuBackend(ordered, lazy=True, stream=stream, **gpu_options)
+        else:
+            gpu = CupyBackend(device=device, stream=stream, **gpu_options)
         return PlacedBackend(NumpyBackend(), gpu, min_entries)
-    if devices is not None and len(devices) > 1:
-        if stream is not None:
-            raise BackendUnavailable("backend 'cupy' over several devices owns its streams")
+    if several:
         from dcop.gpu.multi import MultiGpuBackend
 
-        return MultiGpuBackend(devices, **gpu_options)
+        assert devices is not None
+        return MultiGpuBackend(devices, stream=stream, **gpu_options)
     if devices is not None and len(devices) == 1:
         device = devices[0]
     return CupyBackend(device=device, stream=stream, **gpu_options)

@@ -10,11 +10,12 @@ environment (``DCOP_GPU_MIN_ENTRIES``); ``0`` sends every bucket to the device (
 inputs to where their bucket runs and records where each bucket ran.
 
 For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``.
-Agents are spread over those devices in one of two ways (:data:`PLACEMENTS`): ``round-robin``
-(:func:`device_for_agent`: the ``k``-th agent on device ``k mod count``), or ``balanced``
+Agents are spread over those devices in one of three ways (:data:`PLACEMENTS`): ``round-robin``
+(:func:`device_for_agent`: the ``k``-th agent on device ``k mod count``), ``balanced``
 (:func:`balanced_devices`: whole subtrees of the pseudo-tree on one device, the heaviest subtrees
 on different devices, so that most UTILs stay on their device and the largest buckets run at
-once on different GPUs).
+once on different GPUs), or ``split`` (round robin, and each agent's large buckets split over
+every device: what a chain of heavy buckets, where no two run at once, can use).
 
 Nothing here imports CuPy: the device backend is given (``dcop.backend.get_backend("placed")``
 builds one).
@@ -34,7 +35,7 @@ from dcop.tables import Op, Table, domain_sizes
 
 Where = Literal["cpu", "gpu"]
 #: How agents are spread over several GPUs (see the module docstring).
-PLACEMENTS = ("round-robin", "balanced")
+PLACEMENTS = ("round-robin", "balanced", "split")
 
 #: Joined entries from which a bucket runs on the GPU: the crossover of a bucket's path as an agent
 #: pays it, measured on an H100 by ``benchmarks/gpu_bucket_context.py``
@@ -325,6 +326,9 @@ class PlacedBackend:
         device = getattr(self.gpu, "device_id", None)
         if device is not None:  # which GPU of the host this agent ran on
             out["device"] = int(device)
+        split = getattr(self.gpu, "split_metrics", None)
+        if split is not None:  # an agent whose large buckets are split over several GPUs
+            out.update({k: float(v) for k, v in split().items()})
         for side in ("cpu", "gpu"):
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)
@@ -377,6 +381,23 @@ def gpu_devices(spec: str, count: int | None) -> tuple[int, ...]:
             raise BackendUnavailable(f"--gpu {spec!r}: no device {ordinal} (this host has {count})")
         devices.append(ordinal)
     return tuple(devices)
+
+
+def agent_gpu(spec: str, index: int, count: int | None) -> tuple[int, tuple[int, ...]]:
+    """An agent's ``--gpu`` value read: its device, and the devices its large buckets are split
+    over (empty: none). ``D/LIST`` (what ``--gpu-placement split`` gives each agent: device
+    ``D``, buckets split over ``LIST``), else a ``--gpu`` value of :func:`gpu_devices`, whose
+    ``index mod len``-th device the agent takes (:func:`device_for_agent`)."""
+    own, _, split = spec.partition("/")
+    if not split:
+        return device_for_agent(
+            index, gpu_devices(own, count if own.strip() == "all" else None)
+        ), ()
+    device = gpu_devices(own, None)
+    over = gpu_devices(split, count if split.strip() == "all" else None)
+    if len(device) != 1 or device[0] not in over:
+        raise InputError(f"--gpu {spec!r}: want DEVICE/LIST with DEVICE in LIST, like 1/0,1")
+    return device[0], over
 
 
 def device_for_agent(index: int, devices: Sequence[int]) -> int:

@@ -16,6 +16,12 @@ output then lands where one device would have put it:
 
 Everything else (small buckets, single-table operations, uploads) runs on the first device.
 Each split bucket is recorded (:attr:`MultiGpuBackend.splits`) with where its output went.
+
+A GPU agent may use one too (``dcop run --gpu-placement split``): its own device first, the
+others only for its buckets of ``split_min_entries`` and more. With ``lazy`` the other devices'
+contexts are made when such a bucket is first prepared (when the tree is known, before its data)
+or run, so agents with small buckets never make them; the agent's CUDA IPC hand-over stays on
+its own device.
 """
 
 from __future__ import annotations
@@ -73,6 +79,8 @@ class MultiGpuBackend:
         CUDA device ordinals, the first one holding results (two or more, no repeats).
     split_min_entries
         Joined entries from which a bucket is split (0: every bucket with enough units).
+    lazy
+        Make the other devices' backends only when a bucket is first split (an agent's).
     gpu_options
         Passed to each device's :class:`~dcop.gpu.CupyBackend` (``max_device_bytes``, ...).
     """
@@ -83,6 +91,8 @@ class MultiGpuBackend:
         self,
         devices: Sequence[int],
         split_min_entries: int = DEFAULT_SPLIT_MIN_ENTRIES,
+        lazy: bool = False,
+        stream: Any = None,
         **gpu_options: Any,
     ) -> None:
         ids = tuple(int(d) for d in devices)
@@ -90,18 +100,31 @@ class MultiGpuBackend:
             raise BackendUnavailable(f"several distinct devices needed, not {list(ids)}")
         if split_min_entries < 0:
             raise BackendUnavailable(f"split_min_entries {split_min_entries} < 0")
-        self.parts = [CupyBackend(device=d, **gpu_options) for d in ids]
-        self.primary = self.parts[0]
-        # one plan for every device: units and rows per unit must mean the same on each
-        for part in self.parts[1:]:
-            part.min_groups = self.primary.min_groups
+        self.primary = CupyBackend(device=ids[0], stream=stream, **gpu_options)
+        self.parts = [self.primary]
+        self._gpu_options = gpu_options
+        self._warm: dict[str, Any] | None = None  # warm_up's arguments, for parts made later
         self.device_ids = ids
+        self.device_id = ids[0]
         self.xp = self.primary.xp
         self.device_name = self.primary.device_name
         self.split_min_entries = int(split_min_entries)
         self.out_of_memory_errors = self.primary.out_of_memory_errors
         #: every bucket split over the devices, in call order
         self.splits: list[Split] = []
+        if not lazy:
+            self._all_parts()
+
+    def _all_parts(self) -> list[CupyBackend]:
+        """Every device's backend, made now where not yet (the same plans on each device)."""
+        for device in self.device_ids[len(self.parts) :]:
+            part = CupyBackend(device=device, **self._gpu_options)
+            # one plan for every device: units and rows per unit must mean the same on each
+            part.min_groups = self.primary.min_groups
+            if self._warm is not None:
+                part.warm_up(**self._warm)
+            self.parts.append(part)
+        return self.parts
 
     # ---- on the first device -----------------------------------------------------------------
     @property
@@ -156,16 +179,68 @@ class MultiGpuBackend:
 
     # ---- getting ready -----------------------------------------------------------------------
     def warm_up(self, **kwargs: Any) -> dict[str, float]:
-        """Every device's ``warm_up``; seconds per step added over the devices."""
+        """Every made device's ``warm_up`` (devices made later are warmed up then); seconds per
+        step added over the devices."""
+        self._warm = dict(kwargs)
         out: dict[str, float] = {}
         for part in self.parts:
             for key, value in part.warm_up(**kwargs).items():
                 out[key] = out.get(key, 0.0) + value
         return out
 
-    def prepare_bucket(self, *args: Any, **kwargs: Any) -> float:
-        """Compile a bucket's kernel on every device (a split bucket runs it on each)."""
-        return sum(part.prepare_bucket(*args, **kwargs) for part in self.parts)
+    def prepare_bucket(
+        self,
+        scopes: Sequence[Sequence[str]],
+        shapes: Sequence[Sequence[int]],
+        var: str,
+        op: Op = "min",
+        dtype: Any = np.float64,
+        scope: Sequence[str] | None = None,
+        background: bool = False,
+    ) -> float:
+        """Compile a bucket's kernel ahead: on every device for a bucket that will be split
+        (making the devices not made yet), else on the first."""
+        sizes: dict[str, int] = {}
+        for names, shape in zip(scopes, shapes, strict=True):
+            sizes.update(zip(names, (int(s) for s in shape), strict=True))
+        started = time.perf_counter()
+        parts = self._all_parts() if math.prod(sizes.values()) >= self.split_min_entries else []
+        spent = time.perf_counter() - started
+        for part in parts or [self.primary]:
+            spent += part.prepare_bucket(scopes, shapes, var, op, dtype, scope, background)
+        return spent
+
+    # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------
+    @property
+    def ipc_domain(self) -> str:
+        return self.primary.ipc_domain
+
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        return self.primary.handover_path(mine, peer, reading)
+
+    def offer_ipc(self, nbytes: int) -> Any:
+        return self.primary.offer_ipc(nbytes)
+
+    def export_ipc(self, array: Any) -> Any:
+        return self.primary.export_ipc(array)
+
+    def export_ipc_into(self, exported: Any, offset: int, array: Any, wait: bool = True) -> None:
+        self.primary.export_ipc_into(exported, offset, array, wait)
+
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
+        return self.primary.open_ipc(handle, nbytes, peer)
+
+    def read_ipc_tables(self, pointer: int, tables: Sequence[Any]) -> list[Any]:
+        return self.primary.read_ipc_tables(pointer, tables)
+
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
+        return self.primary.import_ipc(handle, shape, dtype, peer)
+
+    def close_ipc(self, pointer: int) -> None:
+        self.primary.close_ipc(pointer)
+
+    def has_nan(self, array: Any) -> bool:
+        return self.primary.has_nan(array)
 
     # ---- the split bucket --------------------------------------------------------------------
     def join_eliminate(
@@ -181,11 +256,12 @@ class MultiGpuBackend:
         plan = bound.plan
         joined = plan.n_out * plan.ndom
         budget = self.primary._device_budget()
-        if joined < self.split_min_entries or plan.n_units < len(self.parts):
+        if joined < self.split_min_entries or plan.n_units < len(self.device_ids):
             if plan.out_bytes > budget:
                 return self.primary._run_chunked(bound)
             return self.primary.run(bound)
         t0 = time.perf_counter()
+        self._all_parts()
         ranges = split_ranges(plan.n_units, len(self.parts))
         bounds = [bound, *(p.prepare(tables, var, op, scope) for p in self.parts[1:])]
         for other in bounds[1:]:
@@ -269,7 +345,7 @@ class MultiGpuBackend:
     def split_metrics(self) -> dict[str, float]:
         """Counts for a result: buckets split, and how many landed on the host."""
         return {
-            "devices": len(self.parts),
+            "devices": len(self.device_ids),
             "split_buckets": len(self.splits),
             "split_to_host": sum(s.landing == "host" for s in self.splits),
             "split_joined": sum(s.joined for s in self.splits),

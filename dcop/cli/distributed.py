@@ -372,8 +372,9 @@ def run(
     gpu_placement: Annotated[
         str,
         typer.Option(
-            help="agents over several devices: round-robin (agent k on device k mod count) or "
-            "balanced (whole subtrees per device, the heaviest on different devices)"
+            help="agents over several devices: round-robin (agent k on device k mod count), "
+            "balanced (whole subtrees per device, the heaviest on different devices) or split "
+            "(round robin, and each agent's largest buckets split over every device)"
         ),
     ] = "round-robin",
     timeout: Timeout = 120.0,

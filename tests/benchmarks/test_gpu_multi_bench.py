@@ -68,8 +68,14 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
     args = gpu_multi.parse_args(["--out", str(tmp_path), "--n-min", "8", "--n-max", "8"])
     rows: list[dict[str, Any]] = []
     gpu_multi.dpop_part(args, lambda: False, rows, lambda: None)
-    assert calls == [(1, "round-robin"), (2, "round-robin"), (2, "balanced"), (1, "round-robin")]
-    assert [r["same"] for r in rows] == [True, True, False, True]
+    assert calls == [
+        (1, "round-robin"),
+        (2, "round-robin"),
+        (2, "balanced"),
+        (2, "split"),
+        (1, "round-robin"),
+    ]
+    assert [r["same"] for r in rows] == [True, True, False, True, True]
     meta = {"gpu": "2 x fake", "devices": [1, 2], "date": "today", "command": "c", "cpus": 2,
             "cpu": "cpu", "seconds": 1.0}  # fmt: skip
     text = gpu_multi.markdown(rows, meta)

@@ -348,8 +348,9 @@ def test_run_local_starts_each_agent_on_its_device(two_gpus: ModuleType) -> None
 
     problem = random_network(6, 3, 0.5, 0.5, seed=1)
     for gpu, placement, want in (
-        ("all", "round-robin", [k % 2 for k in range(6)]),
-        ("1", "round-robin", [1] * 6),
+        ("all", "round-robin", [str(k % 2) for k in range(6)]),
+        ("1", "round-robin", ["1"] * 6),
+        ("0,1", "split", [f"{k % 2}/0,1" for k in range(6)]),
     ):
         argvs: dict[int, list[str]] = {}
 
@@ -366,7 +367,7 @@ def test_run_local_starts_each_agent_on_its_device(two_gpus: ModuleType) -> None
                 timeout=2.0,
                 fork=False,
             )
-        got = [int(argvs[k][argvs[k].index("--gpu") + 1]) for k in range(6)]
+        got = [argvs[k][argvs[k].index("--gpu") + 1] for k in range(6)]
         assert got == want
 
 
@@ -434,3 +435,73 @@ def test_the_run_summary_names_the_hand_over_paths(monkeypatch: pytest.MonkeyPat
     assert set(paths) == {"host", "ipc"}  # no peer access: between devices through the host
     want = ", ".join(f"{p} {n}" for p, n in paths.items())
     assert f"UTIL tables handed over: {want}" in out.getvalue()
+
+
+# ---- agents whose large buckets are split over every device -----------------------------------
+def test_an_agents_gpu_value_names_its_device_and_its_split(two_gpus: ModuleType) -> None:
+    from dcop.errors import InputError
+    from dcop.placement import agent_gpu
+
+    assert agent_gpu("1/0,1", 5, None) == (1, (0, 1))
+    assert agent_gpu("0/all", 5, 2) == (0, (0, 1))
+    assert agent_gpu("0,1", 3, None) == (1, ())
+    assert agent_gpu("all", 2, 2) == (0, ())
+    for bad in ("2/0,1", "1,0/0,1", "1/x"):
+        with pytest.raises(InputError):
+            agent_gpu(bad, 0, 2)
+
+
+def test_split_placement_gives_each_agent_its_device_and_every_device(
+    two_gpus: ModuleType,
+) -> None:
+    from dcop.coordinator.gpus import agent_gpu_values
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    problem = random_network(6, 3, 0.5, 0.5, seed=1)
+    got = agent_gpu_values(problem, RunSpec(), "all", "split")
+    assert got == {k: f"{k % 2}/0,1" for k in range(6)}
+    assert agent_gpu_values(problem, RunSpec(), "1", "split") == dict.fromkeys(range(6), "1")
+    assert agent_gpu_values(problem, RunSpec(), "0,1") == {k: str(k % 2) for k in range(6)}
+
+
+def test_agents_splitting_their_buckets_over_two_devices_find_the_cpu_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each agent's placed backend over both fake devices (its own first, made lazily): every
+    bucket is split, UTILs still go by IPC or P2P from each agent's own device, and the answer
+    is the CPU agents'."""
+    from dcop.generators import random_network
+    from tests.agents.conftest import run_in_process
+
+    problem = random_network(10, 5, 0.4, 0.3, seed=4)
+    cpu = run_in_process(problem)
+
+    def make(agent: int) -> tuple[Any, dict[str, Any]]:
+        device = agent % 2
+        backend: Any = get_backend(
+            "placed", device, devices=(0, 1), min_entries=0, split_min_entries=0
+        )
+        backend.gpu.primary.ipc_min_bytes = 0
+        return backend, {"ipc": _domain(device)}
+
+    with fake_cupy.installed(monkeypatch, devices=2):
+        gpu = run_in_process(problem, per_agent=make)
+    assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
+    figures = [r["backend"] for r in gpu["run"].agents.values()]
+    assert sum(f["split_buckets"] for f in figures) > 0
+    assert {f["device"] for f in figures} == {0, 1}
+    assert set(gpu["metrics"]["handover_tables"]) <= {"ipc", "p2p"}
+
+
+def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: ModuleType) -> None:
+    from dcop.gpu.multi import MultiGpuBackend
+
+    backend: Any = get_backend("placed", 1, devices=(0, 1), min_entries=0)
+    gpu = backend.gpu
+    assert isinstance(gpu, MultiGpuBackend) and gpu.device_ids == (1, 0)
+    assert [p.device_id for p in gpu.parts] == [1]  # the other device is not made yet
+    gpu.prepare_bucket([("a", "x")], [(4, 4)], "x")  # small: on its own device only
+    assert len(gpu.parts) == 1
+    gpu.prepare_bucket([("a", "b", "x")], [(1000, 1000, 1000)], "x")  # splittable
+    assert [p.device_id for p in gpu.parts] == [1, 0]

@@ -57,7 +57,7 @@ def test_multi_device_be_equals_one_device() -> None:
     assert got.cost == pytest.approx(solve(problem, backend="numpy").cost)
 
 
-@pytest.mark.parametrize("placement", ["round-robin", "balanced"])
+@pytest.mark.parametrize("placement", ["round-robin", "balanced", "split"])
 def test_multi_device_agents_find_the_one_gpu_answer(
     placement: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
