@@ -505,3 +505,20 @@ def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: Mod
     assert len(gpu.parts) == 1
     gpu.prepare_bucket([("a", "b", "x")], [(1000, 1000, 1000)], "x")  # splittable
     assert [p.device_id for p in gpu.parts] == [1, 0]
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_partition_function_over_two_devices_equals_numpy(two_gpus: ModuleType, task: str) -> None:
+    from dcop.generators import ising_grid
+    from dcop.gpu.multi import MultiGpuBackend
+    from dcop.inference.partition import infer
+
+    problem = ising_grid(4, coupling=0.7, seed=3)
+    want = infer(problem, task, backend="numpy")
+    multi = MultiGpuBackend((0, 1), split_min_entries=0)
+    got = infer(problem, task, backend=multi)
+    assert multi.splits
+    assert got.ln_partition == pytest.approx(want.ln_partition, rel=1e-9)
+    if task == "mar":
+        for name, probs in want.marginals.items():
+            np.testing.assert_allclose(got.marginals[name], probs, atol=1e-9)
