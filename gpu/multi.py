@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -104,6 +105,8 @@ class MultiGpuBackend:
         self.parts = [self.primary]
         self._gpu_options = gpu_options
         self._warm: dict[str, Any] | None = None  # warm_up's arguments, for parts made later
+        # an agent prepares on its loop (or a compile thread) and runs buckets on its worker
+        self._making = threading.Lock()
         self.device_ids = ids
         self.device_id = ids[0]
         self.xp = self.primary.xp
@@ -116,15 +119,17 @@ class MultiGpuBackend:
             self._all_parts()
 
     def _all_parts(self) -> list[CupyBackend]:
-        """Every device's backend, made now where not yet (the same plans on each device)."""
-        for device in self.device_ids[len(self.parts) :]:
-            part = CupyBackend(device=device, **self._gpu_options)
-            # one plan for every device: units and rows per unit must mean the same on each
-            part.min_groups = self.primary.min_groups
-            if self._warm is not None:
-                part.warm_up(**self._warm)
-            self.parts.append(part)
-        return self.parts
+        """Every device's backend, made now where not yet (the same plans on each device); a
+        caller that finds another thread making them waits for it."""
+        with self._making:
+            for device in self.device_ids[len(self.parts) :]:
+                part = CupyBackend(device=device, **self._gpu_options)
+                # one plan for every device: units and rows per unit must mean the same on each
+                part.min_groups = self.primary.min_groups
+                if self._warm is not None:
+                    part.warm_up(**self._warm)
+                self.parts.append(part)
+            return list(self.parts)
 
     # ---- on the first device -----------------------------------------------------------------
     @property
@@ -199,16 +204,26 @@ class MultiGpuBackend:
         background: bool = False,
     ) -> float:
         """Compile a bucket's kernel ahead: on every device for a bucket that will be split
-        (making the devices not made yet), else on the first."""
+        (making the devices not made yet), else on the first. With ``background`` the other
+        devices are made and compile on a thread of their own (a split waits for them)."""
         sizes: dict[str, int] = {}
         for names, shape in zip(scopes, shapes, strict=True):
             sizes.update(zip(names, (int(s) for s in shape), strict=True))
+        args = (scopes, shapes, var, op, dtype, scope)
+        spent = self.primary.prepare_bucket(*args, background)
+        if math.prod(sizes.values()) < self.split_min_entries:
+            return spent
+        if background:
+            threading.Thread(target=self._prepare_others, args=args, daemon=True).start()
+            return spent
+        return spent + self._prepare_others(*args)
+
+    def _prepare_others(self, *args: Any) -> float:
+        """Make the other devices and compile a bucket's kernel there; seconds spent."""
         started = time.perf_counter()
-        parts = self._all_parts() if math.prod(sizes.values()) >= self.split_min_entries else []
-        spent = time.perf_counter() - started
-        for part in parts or [self.primary]:
-            spent += part.prepare_bucket(scopes, shapes, var, op, dtype, scope, background)
-        return spent
+        for part in self._all_parts()[1:]:
+            part.prepare_bucket(*args)
+        return time.perf_counter() - started
 
     # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------
     @property
@@ -261,8 +276,8 @@ class MultiGpuBackend:
                 return self.primary._run_chunked(bound)
             return self.primary.run(bound)
         t0 = time.perf_counter()
-        self._all_parts()
-        ranges = split_ranges(plan.n_units, len(self.parts))
+        parts = self._all_parts()
+        ranges = split_ranges(plan.n_units, len(parts))
         bounds = [bound, *(p.prepare(tables, var, op, scope) for p in self.parts[1:])]
         for other in bounds[1:]:
             if (other.plan.n_units, other.plan.rows_per_unit) != (

@@ -507,6 +507,19 @@ def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: Mod
     assert [p.device_id for p in gpu.parts] == [1, 0]
 
 
+def test_a_split_prepared_in_the_background_is_waited_for(two_gpus: ModuleType) -> None:
+    from dcop.gpu.multi import MultiGpuBackend
+
+    gpu = MultiGpuBackend((0, 1), split_min_entries=0, lazy=True)
+    tables, var = _bucket(2)
+    gpu.prepare_bucket([t.scope for t in tables], [t.shape for t in tables], var, background=True)
+    got = gpu.join_eliminate(tables, var)  # the other device is made (or waited for) first
+    assert len(gpu.parts) == 2 and gpu.splits
+    np.testing.assert_allclose(
+        gpu.to_numpy(got.data), NumpyBackend().join_eliminate(tables, var).data
+    )
+
+
 @pytest.mark.parametrize("task", ["pr", "mar"])
 def test_partition_function_over_two_devices_equals_numpy(two_gpus: ModuleType, task: str) -> None:
     from dcop.generators import ising_grid
