@@ -335,7 +335,7 @@ class PlacedBackend:
             out[f"joined_{side}"] = sum(p.joined for p in done)
         transfers = getattr(self.gpu, "transfers", None)
         if transfers is not None:
-            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
+            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes", "p2p_in_bytes"):
                 out[key] = int(getattr(transfers, key, 0))
             for key in (
                 "ipc_out",

@@ -101,6 +101,8 @@ class TransferStats:
     #: bytes handed to / taken from other processes of this GPU by CUDA IPC
     ipc_out_bytes: int = 0
     ipc_in_bytes: int = 0
+    #: of ``ipc_in_bytes``, those taken from another GPU's buffer (peer to peer)
+    p2p_in_bytes: int = 0
     #: bytes of page-locked host tables that kernels read in place (not uploaded)
     zero_copy_bytes: int = 0
     chunks: int = 0
@@ -363,13 +365,18 @@ class CupyBackend:
                 self.xp,
                 pointer,
                 tables,
-                self._owner.get(pointer, self.device_id),
+                # the mapping is in this device's address space (peer access enabled by the
+                # open): naming the owner would make CuPy open a context on it for nothing
+                self.device_id,
                 self.stream,
                 self.flag_nan,
                 self._landing.get(pointer),
                 steps,
             )
-        self.transfers.ipc_in_bytes += sum(int(a.size) * int(a.dtype.itemsize) for a in out)
+        nbytes = sum(int(a.size) * int(a.dtype.itemsize) for a in out)
+        self.transfers.ipc_in_bytes += nbytes
+        if self._owner.get(pointer, self.device_id) != self.device_id:
+            self.transfers.p2p_in_bytes += nbytes  # came over from another GPU
         self.transfers.add("ipc_in", time.perf_counter() - t0)
         for step, dt in steps.items():  # where ipc_in went: ipc_in_alloc, _copy, _check
             self.transfers.add(f"ipc_in_{step}", dt)

@@ -240,9 +240,10 @@ def copy_tables_out(
     for them all. ``landing`` (a device byte buffer reserved when the buffer was mapped) receives
     the tables at their own offsets, so that nothing is allocated here; a table beyond it gets an
     array of its own. ``seconds`` gets ``alloc``, ``copy`` (queueing) and ``check`` (the wait and
-    the flag) added. ``device_id`` is the device that holds the mapped buffer (another device's
-    for a peer-to-peer hand-over). Measured inside agents on the H200, a copy with its own wait
-    and NaN test took ~0.55 ms a table (alloc 0.15-0.3, copy 0.19, test 0.16-0.3 ms)."""
+    the flag) added. ``device_id`` is the device whose address space holds the mapping (this
+    process's device, also for a buffer of another GPU opened with peer access). Measured inside
+    agents on the H200, a copy with its own wait and NaN test took ~0.55 ms a table (alloc
+    0.15-0.3, copy 0.19, test 0.16-0.3 ms)."""
     steps = seconds if seconds is not None else {}
     t0 = time.perf_counter()
     targets = []

@@ -10,7 +10,8 @@ compared with ``NumpyBackend``, an independent computation.
 Several devices (``make_module(devices=N, peer=...)``): every array, buffer and pointer
 remembers the device that was current when it was made (``with cupy.cuda.Device(i)``); a copy
 between devices is counted in ``STATS["peer_copies"]``; ``deviceCanAccessPeer`` answers from
-``peer`` and an IPC handle opened on another device without peer access fails, as CUDA's does.
+``peer`` and an IPC handle opened on another device without peer access fails, as CUDA's does
+(with it, the open counts in ``STATS["peer_opens"]``).
 
 What this checks: planning, metadata with pointers, launch ranges, chunking, casts, warm-up and
 prepared kernels, placement, which device holds what. What it cannot check: the CUDA sources
@@ -176,8 +177,10 @@ def _ipc_open(handle: bytes, flags: int = 1) -> int:
     memory = EXPORTS.get(handle)
     if memory is None:
         raise FakeCudaError("cudaErrorInvalidResourceHandle: invalid resource handle")
-    if memory.device_id != current() and not _can_access_peer(current(), memory.device_id):
-        raise FakeCudaError("cudaErrorPeerAccessUnsupported: peer access is not supported")
+    if memory.device_id != current():
+        if not _can_access_peer(current(), memory.device_id):
+            raise FakeCudaError("cudaErrorPeerAccessUnsupported: peer access is not supported")
+        STATS["peer_opens"] += 1  # another device's buffer mapped here, with peer access
     STATS["ipc_open"] += 1
     OPENED[memory.ptr] = memory.device_id
     return memory.ptr
@@ -221,7 +224,7 @@ SIGS: dict[str, Any] = {}
 
 def reset() -> None:
     STATS.clear()
-    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0, zero_copy=0)
+    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0, peer_opens=0, zero_copy=0)
     OPENED.clear()
     PINNED.clear()
     _stack()[:] = [0]
