@@ -40,7 +40,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -816,7 +816,7 @@ class Session:
             if not t.scope:
                 continue
             exportable = export is not None and t.data.dtype in (np.float32, np.float64)
-            dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
+            dtype: Literal["<f4", "<f8"] = "<f4" if t.data.dtype == np.float32 else "<f8"
             size = int(t.data.size) * int(t.data.dtype.itemsize)
             box = self.mailbox
             if (
