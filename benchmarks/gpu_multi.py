@@ -298,6 +298,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{meta['cpus']} CPU cores ({meta['cpu']}), {meta['seconds']} s. `same`: cost and "
         "bound equal the one-device run's. `x1` = wall time over the one-device run's.",
         "",
+        *(f"Not run: {r['skipped']}." for r in rows if r.get("part") == "meta"),
+        "",
         "## Distributed DPOP (random d = 10, p1 = 0.3, p2 = 0.5)",
         "",
         "`UTIL paths`: tables handed to parents on one device (ipc), between devices (p2p), "
@@ -418,6 +420,15 @@ def main(argv: list[str] | None = None) -> None:
 
     rows: list[dict[str, Any]] = []
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    from dcop.backend import gpu_count
+
+    visible = gpu_count()
+    missing = [k for k in args.devices if k > visible]
+    if missing:  # an x2 machine asked for 4: the rows it can run, and a line saying so
+        rows.append({"part": "meta", "skipped": f"device counts {missing}: {visible} visible"})
+        args.devices = [k for k in args.devices if k <= visible]
+    if not args.devices:
+        raise SystemExit(f"gpu_multi: no GPU visible (asked for {missing})")
 
     def meta() -> dict[str, Any]:
         return {

@@ -83,3 +83,16 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
     assert "| 8 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | NO |" in text
     with pytest.raises(SystemExit):
         gpu_multi.parse_args(["--devices", "2,4"])  # no one-device baseline
+
+
+def test_device_counts_beyond_the_host_are_reported_not_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with fake_cupy.installed(monkeypatch, devices=2):
+        gpu_multi.main(
+            ["--out", str(tmp_path), "--devices", "1,2,4", "--parts", "be",
+             "--be-n-min", "8", "--be-n-max", "8"]
+        )  # fmt: skip
+    doc = json.loads((tmp_path / "gpu_multi.json").read_text())
+    assert {r["devices"] for r in doc["rows"] if r["part"] == "be"} == {1, 2}
+    assert "Not run: device counts [4]: 2 visible." in (tmp_path / "gpu_multi.md").read_text()
