@@ -278,7 +278,11 @@ class MultiGpuBackend:
         t0 = time.perf_counter()
         parts = self._all_parts()
         ranges = split_ranges(plan.n_units, len(parts))
-        bounds = [bound, *(p.prepare(tables, var, op, scope) for p in self.parts[1:])]
+        # the inputs may still be in the making on the first device's stream (an earlier
+        # bucket's output), and a copy to another device is not ordered after it (CuPy copies
+        # from the source device's own current stream): wait for them here
+        self.primary.synchronize()
+        bounds = [bound, *(p.prepare(tables, var, op, scope) for p in parts[1:])]
         for other in bounds[1:]:
             if (other.plan.n_units, other.plan.rows_per_unit) != (
                 plan.n_units,
