@@ -1,14 +1,14 @@
 """Which GPU each agent of a local run uses, when ``--gpu`` names several.
 
 ``round-robin`` gives agent ``k`` device ``k mod count``; ``split`` too, and every agent splits
-its large buckets over all the devices (:func:`agent_gpu_values`: ``D/LIST``). ``balanced`` needs the pseudo-tree
-before any agent starts (an agent's CUDA context is made at its start): the coordinator builds
-the candidate trees in process with the agents' own DFS code (:func:`dcop.trees.dfs.simulate`,
-milliseconds for hundreds of agents), keeps the one the run will keep, and places whole subtrees
-by their GPU work (:func:`dcop.placement.balanced_devices`); pure-Python DFS of up to 8
-candidates: 0.05 s at n = 20, 0.4 s at n = 100, 2.5 s at n = 300 on a shared 2-core VM. Should the run keep another tree
-(it chooses among the same candidates by the same rule, so only a changed spec would), answers
-are the same: only the spread differs.
+its large buckets over all the devices (:func:`agent_gpu_values`: ``D/LIST``). ``balanced``
+needs the pseudo-tree before any agent starts (an agent's CUDA context is made at its start):
+the coordinator builds the candidate trees in process with the agents' own DFS code
+(:func:`dcop.trees.dfs.simulate`; up to 8 candidates: 0.05 s at n = 20, 0.4 s at n = 100,
+2.5 s at n = 300 on a shared 2-core VM), keeps the one the run will keep, and places whole
+subtrees by their GPU work (:func:`dcop.placement.balanced_devices`). Should the run keep
+another tree (it chooses among the same candidates by the same rule, so only a changed spec
+would), answers are the same: only the spread differs.
 """
 
 from __future__ import annotations
