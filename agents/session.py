@@ -40,7 +40,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +71,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import sizing_at
+from dcop.protocol.messages import Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
@@ -816,7 +816,7 @@ class Session:
             if not t.scope:
                 continue
             exportable = export is not None and t.data.dtype in (np.float32, np.float64)
-            dtype: Literal["<f4", "<f8"] = "<f4" if t.data.dtype == np.float32 else "<f8"
+            dtype: Dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
             size = int(t.data.size) * int(t.data.dtype.itemsize)
             box = self.mailbox
             if (
