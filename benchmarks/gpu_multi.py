@@ -46,7 +46,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from compare.machine import cpu_model  # noqa: E402  (benchmarks/compare, beside this file)
+from compare.machine import cpu_model, describe, machine_info  # noqa: E402  (beside this file)
 
 PATHS = ("ipc", "p2p", "host", "net")
 
@@ -298,6 +298,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{meta['cpus']} CPU cores ({meta['cpu']}), {meta['seconds']} s. `same`: cost and "
         "bound equal the one-device run's. `x1` = wall time over the one-device run's.",
         "",
+        *([f"Machine: {describe(meta['machine'])}.", ""] if meta.get("machine") else []),
         *(f"Not run: {r['skipped']}." for r in rows if r.get("part") == "meta"),
         "",
         "## Distributed DPOP (random d = 10, p1 = 0.3, p2 = 0.5)",
@@ -430,8 +431,11 @@ def main(argv: list[str] | None = None) -> None:
     if not args.devices:
         raise SystemExit(f"gpu_multi: no GPU visible (asked for {missing})")
 
+    machine = machine_info()  # the one machine block of every results file
+
     def meta() -> dict[str, Any]:
         return {
+            "machine": machine,
             "gpu": device_name(),
             "devices": args.devices,
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
