@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from dcop.cli.common import (
     write_answer_file,
 )
 from dcop.cli.live import live_status
+from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.placement import check_placement
@@ -55,7 +57,12 @@ Algo = Annotated[
     ),
 ]
 ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+    ),
+]
 MaxMessage = Annotated[
     float,
     typer.Option(
@@ -180,6 +187,8 @@ def _failure(
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
             task="min" if task is None or task is TaskName.mpe else task.value,
+            # a failed run's time counts from the command's start too (as --timeout does)
+            times={"total": time.monotonic() - process_started()},
         )
 
     return failure
@@ -334,6 +343,7 @@ def coordinator(
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
+                    origin=process_started(),
                 )
             except DcopError as exc:
                 # peers.json does not fit the problem (or the problem has no such task): the
@@ -434,6 +444,7 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
                 on_answer=show_answer,
+                started=process_started(),
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)
