@@ -399,6 +399,9 @@ class Agent:
             )
         if self.cfg.fault == "crash-at-start":
             os.kill(os.getpid(), signal.SIGKILL)
+        # my silence counts from my start, as the coordinator counts it: the ready I sent may be
+        # a long launch ago, and every agent of a 1000-agent run beat at once on its start
+        self.last_to_coordinator = max(self.last_to_coordinator, self.now())
         if start.spec.gpu_min_entries is not None and hasattr(self.backend, "min_entries"):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement
         log.info("agent %d: start (%s, roots of trees %s)", self.me, start.spec.label, start.roots)
