@@ -382,6 +382,11 @@ _TOKEN_WIRE_NAMES = {
 }
 
 
+#: A token's clock before any compute. msgspec omits a default by identity: every zero clock is
+#: made this object, so that it stays off the wire.
+_NO_TIME = 0.0
+
+
 class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES):
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
@@ -391,18 +396,24 @@ class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES)
     my separator, the subtree's largest separator and, per mini-bucket size the run may choose,
     the sizing of my UTIL message (the first, DPOP's, holds the subtree's largest and total UTIL
     entries). No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
-    and fields at their defaults (a child's back fields, a back token's path) do not travel."""
+    and fields at their defaults do not travel: a child's back fields, a back token's path and
+    kind, and the clock, still 0 while trees are built (it counts compute, which starts with the
+    UTILs): a 1000-agent tree's tokens carried more bytes than its UTILs."""
 
     tree: TreeIndex
-    kind: Literal["child", "back"]
-    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)]
-    clock: Seconds
+    kind: Literal["child", "back"] = "back"
+    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)] = ()
+    clock: Seconds = _NO_TIME
     path: Ids = ()
     domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)] = ()
     links: Links = ()
     separator: Ids = ()
     width: Count = 0
     sizings: Sizings = ()
+
+    def __post_init__(self) -> None:
+        if self.clock == 0.0 and self.clock is not _NO_TIME:
+            force_setattr(self, "clock", _NO_TIME)
 
 
 class TreeReport(_Message, frozen=True, tag="tree"):

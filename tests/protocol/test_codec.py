@@ -167,11 +167,14 @@ def test_exact_sizes_travel_as_small_integers() -> None:
 def test_tokens_carry_only_their_kinds_fields() -> None:
     child = encode(3, 4, Token(0, "child", (1, 0), 0.0, path=(0, 3), domains=(2, 4)))
     payload = msgpack.unpackb(child[0], raw=False)["p"]
-    assert set(payload) == {"t", "k", "d", "o", "c", "p", "D"}  # tree kind open clock path domains
+    # tree kind open path domains; the clock is 0 until the UTILs (compute) begin
+    assert set(payload) == {"t", "k", "d", "o", "p", "D"}
     sizing = Sizing(((0,),), 2, 1, 2)
     back = encode(3, 4, Token(0, "back", (1,), 0.0, separator=(0,), width=1, sizings=(sizing,)))
-    # the subtree's largest and total UTIL travel once: in the DPOP sizing
-    assert set(msgpack.unpackb(back[0], raw=False)["p"]) == {"t", "k", "d", "o", "c", "s", "w", "z"}
+    # the subtree's largest and total UTIL travel once: in the DPOP sizing; "back" is the default
+    assert set(msgpack.unpackb(back[0], raw=False)["p"]) == {"t", "k", "o", "s", "w", "z"}
+    late = decode(encode(3, 4, Token(0, "back", (1,), 2.5, sizings=(sizing,)))).body
+    assert late.clock == 2.5 and late.kind == "back"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("bad", [-1.0, -1, math.inf, math.nan, 2.0**1001])
