@@ -225,12 +225,17 @@ class Agent:
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
 
     def _has_work(self) -> bool:
-        """Whether the coordinator has started my problem (its start is in, held or taken): only
-        then does it need my heartbeats. Before, an agent only waits for the coordinator, which
-        sees a dead process or a lost link (ZMTP) without them; during a 1000-agent launch of
-        tens of seconds, the waiting agents' heartbeats were most of the run's messages."""
+        """Whether the coordinator has started my problem (its start is in, held or taken) and
+        my result is not yet out: only then does it need my heartbeats. Before, an agent only
+        waits for the coordinator, which sees a dead process or a lost link (ZMTP) without them;
+        during a 1000-agent launch of tens of seconds, the waiting agents' heartbeats were most
+        of the run's messages. After, the coordinator has my result and no longer watches my
+        silence."""
         session = self.session
-        return session is not None and (session.spec is not None or session.held_start is not None)
+        started = session is not None and (
+            session.spec is not None or session.held_start is not None
+        )
+        return started and not self.result_sent
 
     def _quiet_s(self) -> float:
         """How long the link to the coordinator stays quiet before a heartbeat goes on it.

@@ -64,3 +64,19 @@ def test_a_waiting_agent_sends_no_heartbeat() -> None:
     agent, transport = _agent(clock)
     agent._beat()
     assert _beats(transport) == 0
+
+
+def test_no_heartbeat_once_the_result_is_out() -> None:
+    """The coordinator stops watching an agent's silence once its result is in."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)
+    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="value")  # type: ignore[assignment]
+    agent._on_start(Start(spec, ()))
+    agent.result_sent = True
+    clock[0] = 30.0
+    agent._beat()
+    assert _beats(transport) == 0
+    agent.result_sent = False  # the same quiet link without a result: a beat
+    agent._beat()
+    assert _beats(transport) == 1
