@@ -9,10 +9,9 @@ The default budget follows the predicted solve time ``t`` of the best greedy ord
 :data:`INSTANT_S` (a problem that solves in a millisecond keeps its greedy order), up to
 :data:`FLOOR_S` twice ``t`` but between :data:`SMALL_S` and :data:`FLOOR_S` (goatd needs tens of
 milliseconds to find a 10x10 grid's width), beyond it a tenth of ``t`` but at least
-:data:`FLOOR_S`, and never more than
-:data:`CAP_S` or 10 ms per variable (a small graph gains nothing from a long search). Ordering
-thus stays under ~0.2 s for any problem that solves in under 2 s, and under a tenth of longer
-solves.
+:data:`FLOOR_S`, and never more than :data:`CAP_S` or 10 ms per variable (a small graph gains
+nothing from a long search). Ordering thus stays under ~0.2 s for any problem that solves in
+under 2 s, and under a tenth of longer solves.
 """
 
 from __future__ import annotations
