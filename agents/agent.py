@@ -458,7 +458,8 @@ class Agent:
             action()
             session = self.session
             if session is not None and session.done and not self.result_sent:
-                metrics = self.meter.snapshot(session.clock, self._backend_figures())
+                figures = {**self._backend_figures(), **session.handover_figures()}
+                metrics = self.meter.snapshot(session.clock, figures)
                 self._send(COORDINATOR_ID, session.result(metrics))
                 self.result_sent = True
                 self.solved += 1

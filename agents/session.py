@@ -26,7 +26,10 @@ Every message's clock advances mine (the simulated runtime is the critical path)
 A GPU agent whose parent shares its CUDA IPC domain (same host, namespaces and GPU; the Setup
 names each neighbour's) leaves its device UTIL tables on the GPU and sends their IPC handles
 (:class:`~dcop.protocol.IpcTable`); the parent copies them at once (:mod:`dcop.gpu.ipc`). The
-exported buffers live until the parent's VALUE or down message, or the end of the problem.
+exported buffers live until the parent's VALUE or down message, or the end of the problem. A
+parent on another GPU of the host takes them the same way where its device can access the
+child's (a peer-to-peer copy), else the UTIL goes as bytes through pinned host memory; each
+UTIL's tables are counted by the path they took (:meth:`Session.handover_figures`).
 
 Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
 """
@@ -214,6 +217,10 @@ class Session:
         self.taken: list[int] = []
         #: my own tables, on the device since Go when my whole bucket will run there
         self.staged: list[Table] | None = None
+        #: how UTILs go between a neighbour and me: (neighbour, I read) -> path
+        self.paths: dict[tuple[int, bool], str] = {}
+        #: tables and bytes of my UTIL by the path they took to my parent
+        self.handed: dict[str, list[int]] = {}
         self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
         self.clock = 0.0
         # degree exchange
@@ -343,10 +350,27 @@ class Session:
             self.bound = scalar
             self.unmap_taken()  # before my VALUEs go out (a child may free its buffer then)
             return self._progress()
+        self._count_handover(wire, shared)
         if scalar != 0.0 or not (wire or shared):
             wire = (*wire, WireTable.from_array((), scalar))
         self.util_sent = True
         return [(self.tree.parent, Util(wire, self.clock, shared)), *self._progress()]
+
+    def _count_handover(self, wire: Sequence[WireTable], shared: Sequence[IpcTable]) -> None:
+        """Count my UTIL's tables by path: handles by my parent's path (``ipc`` or ``p2p``),
+        framed tables by ``host`` between GPU agents of one host (they went through host memory:
+        a download, the local socket, an upload) or ``net``."""
+        assert self.tree is not None
+        path = self._path(self.tree.parent, False)
+        for t in shared:
+            self._handed(path, t.nbytes)
+        for w in wire:
+            if w.scope:
+                self._handed("net" if path == "net" else "host", w.nbytes)
+
+    def _handed(self, path: str, nbytes: int) -> None:
+        tables, total = self.handed.get(path, [0, 0])
+        self.handed[path] = [tables + 1, total + nbytes]
 
     def charge(self, seconds: float) -> None:
         """Add compute time to the logical clock (the simulated runtime) and the metrics."""
@@ -649,19 +673,48 @@ class Session:
         assert self.tree is not None
         if sender not in self.tree.children or sender in self.opened or sender in self.utils:
             raise ProtocolError(f"an offer from {sender}, which is not a waiting child")
-        if self.handover is None or not self._shares_gpu(sender):
+        if self.handover is None or not self._shares_gpu(sender, True):
             raise ProtocolError(f"agent {sender} offered a CUDA IPC buffer; we share no GPU")
         t0 = time.perf_counter()
         try:
-            pointer = self.handover.open_ipc(offer.handle, offer.nbytes)
+            pointer = self.handover.open_ipc(
+                offer.handle, offer.nbytes, self.part.ipc.get(sender, "")
+            )
         except IpcUnavailable as exc:
             raise self._lost_handle(sender, exc) from None
         self.opened[sender] = (offer.handle, pointer, offer.nbytes)
         self.charge(time.perf_counter() - t0)
 
-    def _shares_gpu(self, peer: int | None) -> bool:
-        """Whether ``peer`` and I are agents of one GPU (equal, non-empty IPC domains)."""
-        return bool(self.ipc) and peer is not None and self.part.ipc.get(peer) == self.ipc
+    def _path(self, peer: int | None, reading: bool) -> str:
+        """How a UTIL goes between ``peer`` and me (``reading``: I am the parent): ``ipc`` (one
+        GPU), ``p2p`` (two GPUs of this host, the parent's able to read the child's), ``host``
+        (two GPUs of this host without) or ``net`` (:func:`dcop.gpu.ipc.handover_path`)."""
+        theirs = self.part.ipc.get(peer, "") if peer is not None else ""
+        if not self.ipc or peer is None or not theirs:
+            return "net"
+        key = (peer, reading)
+        path = self.paths.get(key)
+        if path is None:
+            if self.handover is not None:
+                path = self.handover.handover_path(self.ipc, theirs, reading)
+            else:
+                path = "ipc" if theirs == self.ipc else "net"
+            self.paths[key] = path
+        return path
+
+    def _shares_gpu(self, peer: int | None, reading: bool) -> bool:
+        """Whether ``peer``'s UTIL and mine go by a CUDA IPC handle: one GPU, or two with peer
+        access."""
+        return self._path(peer, reading) in ("ipc", "p2p")
+
+    def handover_figures(self) -> dict[str, float]:
+        """My UTIL's tables and bytes by the path they took to my parent, for my metrics:
+        ``handover_<path>_tables`` and ``handover_<path>_bytes``."""
+        out: dict[str, float] = {}
+        for path, (tables, nbytes) in self.handed.items():
+            out[f"handover_{path}_tables"] = tables
+            out[f"handover_{path}_bytes"] = nbytes
+        return out
 
     def _lost_handle(self, sender: int, exc: Exception) -> DcopError:
         name = self.part.neighbours.get(sender, "?")
@@ -678,8 +731,9 @@ class Session:
         from dcop.gpu.ipc import IpcUnavailable
 
         handover = self.handover
-        if handover is None or not self._shares_gpu(sender):
+        if handover is None or not self._shares_gpu(sender, True):
             raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
+        peer = self.part.ipc.get(sender, "")
         t0 = time.perf_counter()
         mapped = self.opened.pop(sender, None)
         handle, pointer, size = mapped if mapped is not None else (None, 0, 0)
@@ -699,7 +753,7 @@ class Session:
                 data = next(copies)
             else:
                 try:
-                    data = handover.import_ipc(t.handle, t.shape, t.dtype)
+                    data = handover.import_ipc(t.handle, t.shape, t.dtype, peer)
                 except IpcUnavailable as exc:
                     raise self._lost_handle(sender, exc) from None
             out.append(Table(t.scope, data))
@@ -831,7 +885,7 @@ class Session:
         """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
         exporter returns None for a host table), else None (every table as bytes)."""
         assert self.tree is not None
-        if self.handover is None or not self._shares_gpu(self.tree.parent):
+        if self.handover is None or not self._shares_gpu(self.tree.parent, False):
             return None
         return self.handover.export_ipc
 
@@ -840,7 +894,11 @@ class Session:
         so that mapping it is off the path from my subtree's tables to my parent's bucket."""
         assert self.tree is not None and self.plan is not None
         handover = self.handover
-        if handover is None or not self._shares_gpu(self.tree.parent) or not self.plan.entries:
+        if (
+            handover is None
+            or not self._shares_gpu(self.tree.parent, False)
+            or not self.plan.entries
+        ):
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()

@@ -117,6 +117,7 @@ def run_local(
     spec: RunSpec | None = None,
     *,
     gpu: int | str | None = None,
+    gpu_placement: str = "round-robin",
     timeout: float = 120.0,
     secure: bool = False,
     problem_file: str | Path | None = None,
@@ -135,7 +136,8 @@ def run_local(
     """Solve ``problem`` with one agent process per variable on this machine.
 
     ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
-    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices);
+    big enough run there; ``"all"`` or ``"0,2"``: agents spread over those devices, round robin
+    or as ``gpu_placement`` says: :mod:`dcop.coordinator.gpus`);
     ``timeout`` bounds the whole run (seconds), counted from ``started`` (a monotonic time: the
     command's start, :func:`dcop.clock.process_started`; default: this call), so that the launch
     counts; ``times.launch`` is when every agent had said hello. ``secure`` generates CURVE keys and runs every
@@ -160,6 +162,11 @@ def run_local(
     origin = started if started is not None else time.monotonic()
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
+    devices: dict[int, str] | None = None
+    if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
+        from dcop.coordinator.gpus import agent_gpu_values
+
+        devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
@@ -191,7 +198,7 @@ def run_local(
                 peers_file,
                 timeout=timeout + 10,
                 spec=spec,
-                gpu=gpu,
+                gpu=None if devices is None else devices[a.id],
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
@@ -246,6 +253,11 @@ def run_local(
                 "forked": fork,
                 "secure": secure,
                 "gpu": gpu,
+                **(
+                    {"gpu_placement": gpu_placement}
+                    if devices is not None and len({d.split("/")[0] for d in devices.values()}) > 1
+                    else {}
+                ),
                 "total_s": time.monotonic() - started,
                 # when each agent said hello, from the command's start: the launch per agent
                 "hello_s": launch_profile(coordinator.hello_at.values()),

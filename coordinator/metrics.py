@@ -133,6 +133,7 @@ def wire_metrics(
         "dropped_frames": sum(r.metrics.dropped for r in results.values()),
         "setup_s_max": max((r.metrics.setup_s for r in results.values()), default=0.0),
         "buckets_gpu": sum(int(r.metrics.backend.get("buckets_gpu", 0)) for r in results.values()),
+        **_handover_tables(results),
         "theory": theory,
         "checks": {
             "util_messages_match": util_n == theory["util_messages"],
@@ -143,3 +144,16 @@ def wire_metrics(
         },
     }
     return metrics, per_agent
+
+
+def _handover_tables(results: Mapping[int, Result]) -> dict[str, dict[str, int]]:
+    """GPU runs: UTIL tables by the path they took to their parents (``ipc`` on one device,
+    ``p2p`` between devices, ``host`` through host memory, ``net``), from the agents' backend
+    figures; nothing for a run whose agents counted none (CPU agents)."""
+    totals: dict[str, int] = {}
+    for r in results.values():
+        for key, value in r.metrics.backend.items():
+            if key.startswith("handover_") and key.endswith("_tables"):
+                path = key[len("handover_") : -len("_tables")]
+                totals[path] = totals.get(path, 0) + int(value)
+    return {"handover_tables": dict(sorted(totals.items()))} if totals else {}

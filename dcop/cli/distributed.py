@@ -35,6 +35,7 @@ from dcop.cli.live import live_status
 from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
+from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
@@ -396,6 +397,14 @@ def run(
     device: Annotated[
         str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
     ] = "0",
+    gpu_placement: Annotated[
+        str,
+        typer.Option(
+            help="agents over several devices: round-robin (agent k on device k mod count), "
+            "balanced (whole subtrees per device, the heaviest on different devices) or split "
+            "(round robin, and each agent's largest buckets split over every device)"
+        ),
+    ] = "round-robin",
     timeout: Timeout = 120.0,
     json_out: JsonOption = None,
     secure: Annotated[bool, typer.Option(help="generate keys and use CurveZMQ")] = False,
@@ -424,6 +433,7 @@ def run(
 
         check_ordering("auto", order_time)
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        check_placement(gpu_placement)
         if evidence is not None and agents_read_file:
             raise InputError(
                 "--agents-read-file with --evidence: the agents would read the model without "
@@ -446,6 +456,7 @@ def run(
                 problem,
                 spec,
                 gpu=device if gpu else None,
+                gpu_placement=gpu_placement,
                 timeout=timeout,
                 secure=secure,
                 problem_file=file if agents_read_file else None,

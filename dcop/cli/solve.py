@@ -67,6 +67,13 @@ def solve_command(
     ordering: OrderingOption = "auto",
     order_time: OrderTimeOption = None,
     backend: BackendOption = BackendName.numpy,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="CUDA device(s) of --backend cupy/auto: a number, 'all' or a list like 0,1 "
+            "(several: each large bucket is split over them)"
+        ),
+    ] = "0",
     fmt: FormatOption = None,
     evidence: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="UAI .evid file.")
@@ -93,6 +100,7 @@ def solve_command(
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
             if algo is CentralAlgo.mbe:
                 check_z(z, "--algo mbe")
@@ -105,7 +113,7 @@ def solve_command(
                     z=z if algo is CentralAlgo.mbe else None,
                     ordering=ordering,
                     order_time=order_time,
-                    backend=backend.value,
+                    backend=engine,
                     dtype=dtype.value,
                     max_bytes=parse_memory(max_memory),
                     progress=progress,
@@ -128,7 +136,7 @@ def solve_command(
                 z=z,
                 ordering=ordering,
                 order_time=order_time,
-                backend=backend.value,
+                backend=engine,
                 dtype=dtype.value,
                 max_bytes=parse_memory(max_memory),
                 progress=progress,
@@ -305,3 +313,17 @@ def info_command(
         table.add_row(key, str(value))
     table.add_row("memory limit (default)", human_bytes(default_max_bytes()))
     summary_console(json_out).print(table)
+
+
+def _engine(name: str, device: str) -> Any:
+    """The backend of ``--backend`` on the ``--device`` list: its name where that is the default
+    device, else the backend object (several devices: a bucket split over them)."""
+    if name == "numpy" or device.strip() == "0":
+        return name
+    from dcop.backend import get_backend, gpu_count
+    from dcop.placement import gpu_devices
+
+    count = gpu_count()
+    if count == 0:  # auto: the CPU; cupy: its own error (no CuPy, no device)
+        return get_backend(name)
+    return get_backend("cupy", devices=gpu_devices(device, count))
