@@ -43,9 +43,9 @@ def agent(
     gpu: Annotated[
         str | None,
         typer.Option(
-            metavar="DEVICE",
-            help="Run large buckets with CuPy on this CUDA device ('all': device id mod the "
-            "number of GPUs), on the agent's own stream.",
+            metavar="DEVICES",
+            help="Run large tables with CuPy on these CUDA devices: a number (0), a list (0,1) "
+            "or all; the agent takes the one its id picks round robin, on its own stream.",
         ),
     ] = None,
     timeout: Annotated[

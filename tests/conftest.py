@@ -14,7 +14,8 @@ import pytest
 from dcop.model import CostTable, Problem, Variable
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-INSTANCES = SHARED / "instances"
+#: DCOP_INSTANCES points elsewhere (a worktree or a machine without ../shared beside it).
+INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
 
 
 def instance_index() -> list[dict[str, str]]:

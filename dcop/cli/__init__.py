@@ -10,10 +10,14 @@ import contextlib
 import importlib
 import os
 import sys
+import time
 from collections.abc import Mapping
 from typing import NoReturn
 
-from dcop.cli.signals import interrupt_on_signals, keep_early_signals
+#: When the command started (monotonic clock): ``--timeout`` counts from here, imports included.
+STARTED_AT = time.monotonic()
+
+from dcop.cli.signals import interrupt_on_signals, keep_early_signals  # noqa: E402
 
 keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from dcop.choices import (
     BackendName,
@@ -29,35 +28,13 @@ if TYPE_CHECKING:
 
     from dcop.inference.elimination import ProgressFn
 
-InputFile = Annotated[
-    Path,
-    typer.Argument(exists=True, dir_okay=False, readable=True, help="Instance file."),
-]
-FormatOption = Annotated[
-    FormatName | None,
-    typer.Option("--format", "-f", help="File format (default: by extension)."),
-]
-BackendOption = Annotated[
-    BackendName,
-    typer.Option("--backend", help="Table backend (auto: cupy when a GPU is usable)."),
-]
-JsonOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the result document as JSON to this file ('-': stdout, and the summary "
-        "goes to stderr). Written on every exit path.",
-    ),
-]
-
-SolutionOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--solution",
-        help="Write the answer as a solution file: the UAI competition's MPE, PR or MAR format "
-        "for .uai models, toulbar2's value line otherwise.",
-    ),
-]
+from dcop.cli.options import (
+    BackendOption,
+    FormatOption,
+    InputFile,
+    JsonOption,
+    SolutionOption,
+)
 
 
 def write_answer_file(
@@ -69,26 +46,46 @@ def write_answer_file(
     assignment: Any = None,
     ln_z: float | None = None,
     marginals: Any = None,
+    cost: float | None = None,
 ) -> None:
     """``--solution``: write the answer of ``task``; a run without one (infeasible, failed)
-    writes none, except PR's proved ``Z = 0`` (``log10 Z = -inf``)."""
+    writes none, except PR's proved ``Z = 0`` (``log10 Z = -inf``).
+
+    An assignment whose ``cost`` is infinite (an MBE assignment that breaks a hard constraint)
+    is written with a mark: a first line ``# infeasible ...`` in toulbar2's format (its readers,
+    and dcop's, skip it), and a warning on stderr for every format."""
     from dcop.io import write_answer
 
     if answered or (task == "pr" and ln_z == float("-inf")):
         try:
             write_answer(path, problem, task, assignment=assignment, ln_z=ln_z, marginals=marginals)
+            if cost is not None and math.isinf(cost) and task == "min":
+                text = path.read_text(encoding="utf-8")
+                if not text.startswith("MPE"):
+                    mark = "# infeasible: this assignment breaks a hard constraint (cost inf)\n"
+                    path.write_text(mark + text, encoding="utf-8")
+                print(
+                    f"dcop: warning: {path} holds an infeasible assignment (cost inf): no "
+                    "feasible one was found",
+                    file=sys.stderr,
+                )
         except OSError as exc:
             raise InputError(f"cannot write the solution file: {exc.strerror}", str(path)) from None
 
 
 __all__ = [
     "BackendName",
+    "BackendOption",
     "CentralAlgo",
     "DistributedAlgo",
     "DtypeName",
     "FormatName",
+    "FormatOption",
+    "InputFile",
+    "JsonOption",
     "LogLevel",
     "OrderingName",
+    "SolutionOption",
 ]
 
 
@@ -227,3 +224,71 @@ def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
             bar.update(task, completed=done, total=total, var=var)
 
         yield report
+
+
+@contextmanager
+def anytime_progress(
+    enabled: bool, problem: Any
+) -> Iterator[tuple[ProgressFn | None, Callable[[str, Any], None] | None]]:
+    """Progress of a solve by steps (``--algo auto``, ``--timeout``): on a terminal a rich bar
+    over the step's work, titled with its z and the best bounds so far; off a terminal one plain
+    line per step on stderr. Yields ``(progress, on_step)`` for the solver."""
+    if not enabled:
+        yield None, None
+        return
+    from dcop.results import file_value
+
+    best: dict[str, float] = {}
+
+    def bounds_text() -> str:
+        if not best:
+            return "no bounds yet"
+        ends = sorted(file_value(problem, best[k]) for k in ("lower", "upper"))
+        return f"bounds {ends[0]:.10g} .. {ends[1]:.10g}"
+
+    def keep(step: Any) -> None:
+        if step.status == "ok":
+            best["lower"] = max(best.get("lower", -math.inf), step.lower)
+            best["upper"] = min(best.get("upper", math.inf), step.upper)
+
+    label = {"be": "BE"}
+    if not sys.stderr.isatty():
+
+        def line(event: str, step: Any) -> None:
+            name = label.get(step.algo, f"MBE z={step.z}")
+            if event == "done":
+                keep(step)
+                outcome = step.status if step.status != "ok" else bounds_text()
+                print(
+                    f"dcop: {name}: {outcome} ({step.seconds:.3g} s)", file=sys.stderr, flush=True
+                )
+            elif event == "skip":
+                print(f"dcop: {name}: not started ({step.message})", file=sys.stderr, flush=True)
+
+        yield None, line
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.fields[step]}[/] {task.fields[bounds]}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=None,
+        transient=True,
+        auto_refresh=False,  # no refresh thread: steps run in forked children
+    ) as bar:
+        task = bar.add_task("solve", total=None, step="", bounds="")
+
+        def report(done: int, total: int, var: str) -> None:
+            bar.update(task, completed=done, total=total)
+            bar.refresh()
+
+        def on_step(event: str, step: Any) -> None:
+            name = label.get(step.algo, f"MBE z={step.z}")
+            if event == "done":
+                keep(step)
+            bar.update(task, completed=0, step=name, bounds=bounds_text())
+            bar.refresh()
+
+        yield report, on_step
