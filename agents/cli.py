@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,8 +115,15 @@ def command() -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (``dcop-agent``)."""
-    command().main(args=argv, prog_name="dcop-agent")
+    """Console-script entry point (``dcop-agent``); a usage error is one line, exit 2."""
+    from dcop.usage import run_program
+
+    code = run_program(
+        lambda: command().main(args=argv, prog_name="dcop-agent", standalone_mode=False),
+        "dcop-agent",
+    )
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

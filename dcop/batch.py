@@ -12,9 +12,12 @@ already one process per variable). Up to ``jobs`` centralized rows run at once.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -219,11 +222,12 @@ def _status(exc: BaseException) -> Status:
     return "error"
 
 
-def solve_in_child(conn: Connection, job: Job, settings: BatchSettings, deadline: float) -> None:
+def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     """The child process of one be/mbe/auto row: read, solve, send ``("done", document,
-    exit_code)`` (those of ``dcop solve --json`` on the file). ``auto`` is anytime until
-    ``deadline`` (:func:`time.monotonic`), less a margin to send its bounds. A bug (anything but
-    a DcopError) propagates: its traceback goes to stderr and the row says the solver crashed.
+    exit_code)`` (those of ``dcop solve --json`` on the file). ``auto`` is anytime until the
+    row's timeout, less a margin to send its bounds. The child leads its own process group, so
+    that the kill at the deadline takes its step processes too. A bug (anything but a
+    DcopError) propagates: its traceback goes to stderr and the row says the solver crashed.
 
     Parameters
     ----------
@@ -233,9 +237,9 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings, deadline
         The row.
     settings
         The batch's settings.
-    deadline
-        When the parent kills this process.
     """
+    deadline = time.monotonic() + settings.timeout  # the parent's clock starts as we do
+    os.setpgid(0, 0)
     from dcop.inference import solve
     from dcop.inference.anytime import solve_auto
     from dcop.io import read_problem
@@ -280,11 +284,11 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
     """
     ctx = _forkserver()
     ours, theirs = ctx.Pipe(duplex=False)
-    deadline = time.monotonic() + settings.timeout
-    # not a daemon: an auto row forks its steps (the finally below kills it in any case)
-    child = ctx.Process(target=solve_in_child, args=(theirs, job, settings, deadline))
+    # not a daemon: an auto row forks its steps (the finally below kills them all in any case)
+    child = ctx.Process(target=solve_in_child, args=(theirs, job, settings))
     try:
-        child.start()
+        child.start()  # returns once forked: the server's own start does not count
+        deadline = time.monotonic() + settings.timeout
         theirs.close()
         left = deadline - time.monotonic()
         if left <= 0 or not ours.poll(left):
@@ -304,9 +308,11 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
         return reply[1], reply[2]
     finally:
         ours.close()
-        if child.is_alive():
-            child.kill()
         if child.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)  # the row and any step it forked
+            if child.is_alive():  # killed before it led its group
+                child.kill()
             child.join()
 
 

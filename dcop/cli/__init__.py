@@ -32,6 +32,7 @@ if sys.argv[1:2] == ["run"]:  # fork agents from a template that imports while w
 
 from dcop.cli.app import app  # noqa: E402  (after the signal handlers, on purpose)
 from dcop.errors import DcopError  # noqa: E402
+from dcop.usage import run_program  # noqa: E402
 
 #: Each command and the module whose import registers it on ``app`` (in help order).
 COMMANDS = {
@@ -103,18 +104,20 @@ def _main() -> None:
     if algo is not None:
         print(
             f"dcop: error: {algo} is a distributed algorithm: use `dcop run FILE --algo {algo}` "
-            "(dcop solve runs be or mbe)",
+            "(dcop solve runs be, mbe or auto)",
             file=sys.stderr,
         )
         sys.exit(2)
     try:
-        app(prog_name="dcop")  # standalone: typer reports usage errors itself (exit 2)
+        # not standalone: a usage error is reported in one line (typer draws a box)
+        code = run_program(lambda: app(prog_name="dcop", standalone_mode=False))
     except DcopError as exc:
         print(f"dcop: error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("dcop: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main"]

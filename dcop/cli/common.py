@@ -119,9 +119,21 @@ def summary_stream(json_target: Path | None) -> TextIO:
 
 def summary_console(json_target: Path | None) -> Console:
     """A rich console on :func:`summary_stream`."""
+    return console_for(summary_stream(json_target))
+
+
+#: The width of a console off a terminal: wide enough that no line or table is cut or wrapped.
+LOG_WIDTH = 10_000
+
+
+def console_for(stream: TextIO) -> Console:
+    """A rich console on ``stream``; off a terminal (a log, a pipe) lines are never wrapped or
+    cut, so a number is never broken across lines and a long value is never lost."""
     from rich.console import Console  # only to print (rich's import is ~20 ms of start-up)
 
-    return Console(file=summary_stream(json_target))
+    if stream.isatty():
+        return Console(file=stream)
+    return Console(file=stream, width=LOG_WIDTH, soft_wrap=True)
 
 
 def write_json(data: dict[str, Any], target: Path | None) -> None:
@@ -171,7 +183,9 @@ def finish_run(
         if isinstance(exc, MemoryError):
             message = f"out of memory: {exc}" if str(exc) else "out of memory"
         write_json(failure(status, message), json_target)
-        print(f"dcop: {status}: {message}", file=sys.stderr)
+        # one word once: "dcop: interrupted", not "dcop: interrupted: interrupted"
+        said = status if message in (status, "") else f"{status}: {message}"
+        print(f"dcop: {said}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet and show is not None:

@@ -83,9 +83,9 @@ Evidence = EvidenceOption
 
 def _tell(text: str) -> None:
     """One line for the user on stderr (rich markup; rich loads only here)."""
-    from rich.console import Console
+    from dcop.cli.common import console_for
 
-    Console(stderr=True).print(text)
+    console_for(sys.stderr).print(text)
 
 
 def _read(path: Path, evidence: Path | None = None) -> Problem:

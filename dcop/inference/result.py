@@ -49,7 +49,15 @@ class SolveResult:
 
     @property
     def cost(self) -> float:
-        """Internal cost of the returned assignment."""
+        """The value of the returned assignment in the file's own sense, as the result document
+        says it (maximised utilities with their sign, log10 of the probability for MPE)."""
+        from dcop.results import file_value
+
+        return file_value(self.problem, self.upper_bound)
+
+    @property
+    def internal_cost(self) -> float:
+        """The minimised (internal) cost of the returned assignment: ``upper_bound``."""
         return self.upper_bound
 
     @property
