@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import multiprocessing
 import os
@@ -247,11 +248,12 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     problem: Problem | None = None
     try:
         problem = read_problem(job.path)
-        common = {"ordering": settings.ordering, "max_bytes": settings.max_memory}
+        ordering, limit = settings.ordering, settings.max_memory
         if job.algo == "auto":
-            result = solve_auto(problem, deadline=deadline - ANSWER_MARGIN_S, **common)
+            end = deadline - ANSWER_MARGIN_S
+            result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)
         else:
-            result = solve(problem, job.algo, job.z, **common)  # type: ignore[arg-type]
+            result = solve(problem, job.algo, job.z, ordering, max_bytes=limit)
         result.file = str(job.path)
         doc = result.to_json()
         code = EXIT_CODES[doc["status"]]
@@ -383,7 +385,7 @@ def run_batch(
             for k, job in enumerate(jobs):
                 if job.algo in CENTRAL and settings.jobs > 1:
                     future = pool.submit(run_row, job, settings)
-                    future.add_done_callback(lambda f, k=k: finish(k, f.result()))
+                    future.add_done_callback(functools.partial(_done, finish, k))
                     pending.append(future)
                 else:
                     finish(k, run_row(job, settings))
@@ -399,6 +401,10 @@ def run_batch(
         hand_over()
         return [rows[k] for k in range(handed)]
     return [rows[k] for k in range(len(jobs))]
+
+
+def _done(finish: Callable[[int, Row], None], k: int, future: Future[Row]) -> None:
+    finish(k, future.result())
 
 
 # ---- output ------------------------------------------------------------------------------------
