@@ -6,8 +6,9 @@ Settings (pytoulbar2; each the command-line flag it stands for):
 * ``tb2``: toulbar2's defaults (HBFS, EDAC);
 * ``tb2 -B=1``: tree decomposition (BTD), the standard flag for structured instances;
 * ``tb2 -B=1 -A``: BTD with VAC in preprocessing;
-* ``dcop``: ``dcop solve --algo auto --timeout LIMIT`` (BE when it fits memory and time, else MBE
-  with z raised until the deadline: bounds, not a proof).
+* ``dcop BE``: ``dcop solve`` (exact BE in the process; refused when its plan does not fit);
+* ``dcop auto``: ``dcop solve --algo auto --timeout LIMIT`` (each step in a forked child: BE when
+  it fits memory and time, else MBE with z raised until the deadline: bounds, not a proof).
 
 Every run is a fresh process under the same wall-clock limit; its time is read + solve inside
 that process (Python's start-up left out for both). The settings run alternating, in a rotating
@@ -34,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-SETTINGS = ("tb2", "tb2 -B=1", "tb2 -B=1 -A", "dcop")
+SETTINGS = ("tb2", "tb2 -B=1", "tb2 -B=1 -A", "dcop BE", "dcop auto")
 #: The paper's generators (name -> dcop.generators call), solved from a written .wcsp file.
 GENERATED = {
     "random n=20 d=10 p1=0.3 p2=0.5": ("random_network", (20, 10, 0.3, 0.5, 1)),
@@ -65,12 +66,22 @@ def worker(setting: str, file: str, limit: float) -> dict[str, Any]:
     from dcop.io import read_problem
 
     problem = read_problem(file)
-    if setting == "dcop":
+    if setting.startswith("dcop"):
+        from dcop.errors import TableTooLarge
+        from dcop.inference import solve
         from dcop.inference.anytime import solve_auto
 
         t0 = time.perf_counter()
-        result = solve_auto(read_problem(file), deadline=time.monotonic() + limit)
+        try:
+            if setting == "dcop BE":
+                result = solve(read_problem(file), "be")
+            else:
+                result = solve_auto(read_problem(file), deadline=time.monotonic() + limit)
+        except TableTooLarge:
+            return {"seconds": None, "internal": None, "exact": False, "status": "too large"}
         seconds = time.perf_counter() - t0
+        if result.status == "infeasible":
+            return {"seconds": seconds, "internal": None, "exact": True, "status": "infeasible"}
         return {
             "seconds": seconds,
             "internal": result.upper_bound,
@@ -89,8 +100,10 @@ def worker(setting: str, file: str, limit: float) -> dict[str, Any]:
     cfn.Read(file)
     solved = cfn.Solve(timeLimit=max(1, int(limit)))
     seconds = time.perf_counter() - t0
-    if solved is None:
-        return {"seconds": seconds, "internal": None, "exact": False, "status": "no solution"}
+    if solved is None:  # within the limit: a proof that nothing is feasible
+        proved = seconds < limit
+        status = "infeasible" if proved else "no solution"
+        return {"seconds": seconds, "internal": None, "exact": proved, "status": status}
     values = [int(v) for v in solved[0]]
     assignment = dict(zip(problem.variables, values, strict=True))
     dual = float(cfn.GetDDualBound())
@@ -139,6 +152,8 @@ def files(only: list[str], out: Path) -> list[tuple[str, Path]]:
 
 def check(row: dict[str, Any], result: dict[str, Any], problem: Any) -> str:
     """``ok`` when the value agrees with the known optimum (or is a bound on it)."""
+    if result.get("status") == "infeasible":
+        return "infeasible"
     if result.get("internal") is None:
         return "-"
     kind = problem.cost_kind
@@ -200,6 +215,11 @@ def main() -> None:
                 "algo": last.get("algo"),
                 "z": last.get("z"),
             }
+        exact = [r[-1]["internal"] for r in runs.values() if r and r[-1].get("exact")]
+        exact = [float(v) for v in exact if v is not None]
+        row["exact_answers_agree"] = not exact or max(exact) - min(exact) <= 1e-4 * max(
+            1.0, abs(min(exact))
+        )  # every proof (toulbar2's re-evaluated assignments, dcop's optimum) the same value
         rows.append(row)
         print(
             name,
@@ -212,6 +232,8 @@ def main() -> None:
 def _cell(entry: dict[str, Any], limit: float) -> str:
     t = entry["median_s"]
     if t is None or (t >= limit and not entry["exact"]):
+        if entry["status"] == "too large":
+            return "too large"
         return f"> {limit:g} s" if entry["status"] != "no solution" else "none"
     text = f"{t:.3g}"
     return (
@@ -242,15 +264,16 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str, lo
         f"Seconds (median of up to {args.rounds} alternating runs; read + solve inside one process)"
         f" under a {limit:g} s limit; `(bounds)`: dcop's anytime MBE, not a proof. Load average at "
         f"the start: {load[0]:.2f} (machine shared with other jobs: compare within a row). "
-        "`best/dcop` > 1: dcop was faster than toulbar2's best setting.",
+        "`best tb2 / best dcop` > 1: dcop's faster proof beat toulbar2's best setting.",
         "",
-        "| instance | n | d | tb2 | tb2 -B=1 | tb2 -B=1 -A | dcop | best tb2 / dcop | checks |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| instance | n | d | tb2 | tb2 -B=1 | tb2 -B=1 -A | dcop BE | dcop auto | best tb2 / best dcop | checks |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         tb2 = [row[s] for s in SETTINGS[:3] if row[s]["exact"] and row[s]["median_s"] is not None]
         best = min((e["median_s"] for e in tb2), default=None)
-        mine = row["dcop"]["median_s"] if row["dcop"]["exact"] else None
+        proved = [row[s]["median_s"] for s in SETTINGS[3:] if row[s]["exact"]]
+        mine = min((x for x in proved if x is not None), default=None)
         ratio = "-"
         if best is not None and mine is not None:
             ratio = f"{best / mine:.3g}"
@@ -261,6 +284,9 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str, lo
         elif best is not None:
             ratio, wins["tb2 best"] = "tb2 only", wins["tb2 best"] + 1
         checks = {row[s]["check"] for s in SETTINGS} - {"-", "ok", "bound ok", "no reference"}
+        checks -= {"infeasible"}
+        if not row.get("exact_answers_agree", True):
+            checks.add("EXACT ANSWERS DISAGREE")
         lines.append(
             f"| {row['instance']} | {row['n']} | {row['d']} | "
             + " | ".join(_cell(row[s], limit) for s in SETTINGS)

@@ -22,13 +22,12 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.result import RunResult, TreeChoice
 from dcop.coordinator.topology import Layout, auto_tree_count, layout_for
 from dcop.errors import (
     DcopError,
@@ -38,7 +37,6 @@ from dcop.errors import (
     RunTimeout,
     TableTooLarge,
 )
-from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.protocol import (
     COORDINATOR_ID,
@@ -64,12 +62,14 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import Neighbour
+from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
-from dcop.protocol.runspec import AUTO_TREES
-from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.protocol.runspec import AUTO_TREES, sizing_choices
+from dcop.results.partition import PartitionResult
+from dcop.results.run import RunResult, TreeChoice
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
+from dcop.trees.candidates import default_candidates
 
 log = logging.getLogger("dcop.coordinator")
 
@@ -144,7 +144,7 @@ class Coordinator:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
         if self.spec.trees == AUTO_TREES:
-            self.spec = replace(self.spec, trees=auto_tree_count(problem, self.layout))
+            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout))
         self.active = sorted(self.layout.variable)
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
@@ -536,7 +536,7 @@ class Coordinator:
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
-        ran = replace(self.spec, algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
+        ran = self.spec.replace(algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
         metrics, per_agent = self._metrics(ran, roots, wall_s, solve_s)
         return RunResult(
             problem=problem,

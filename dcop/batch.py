@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
+from dcop.choices import check_z
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
@@ -145,10 +146,8 @@ class BatchSettings:
         if not self.algos or unknown:
             raise InputError(f"--algo: want some of {', '.join(ALGOS)}, not {unknown or 'none'}")
         needs_z = [a for a in self.algos if a in ("mbe", "adpop")]
-        if needs_z and not self.zs:
-            raise InputError(f"--algo {needs_z[0]} needs a mini-bucket size --z")
-        if any(z < 1 for z in self.zs):
-            raise InputError("--z values must be at least 1")
+        for z in self.zs or ((None,) if needs_z else ()):
+            check_z(z, f"--algo {needs_z[0] if needs_z else 'mbe'}")  # the one rule of a z
         if self.repeat < 1 or self.jobs < 1:
             raise InputError("--repeat and -j must be at least 1")
         if not self.timeout > 0:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcop.choices import TaskName
+from dcop.choices import TaskName, run_task
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
@@ -53,7 +53,7 @@ from dcop.results import Status
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dcop.coordinator.result import RunResult
+    from dcop.results.run import RunResult
 
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0
@@ -99,8 +99,7 @@ def _task(file: Path, task: TaskName | None) -> str:
     InputError for a task the file's format does not have."""
     from dcop.cli.partition import task_for
 
-    chosen = task_for(file, None, task and task.value)
-    return "min" if chosen in (None, "mpe") else chosen
+    return run_task(task_for(file, None, task and task.value))
 
 
 def _write_answer(path: Path | None, run: Any) -> None:
@@ -290,9 +289,9 @@ def coordinator(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        from dcop.cli.report import print_summary
         from dcop.coordinator.cluster import stop_agents
         from dcop.coordinator.driver import Coordinator
-        from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
         spec = _spec(
@@ -361,8 +360,8 @@ def run(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
+        from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.launch import run_local
-        from dcop.coordinator.report import print_summary, write_summary
 
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
         if evidence is not None and agents_read_file:

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from dcop import choices
 from dcop.choices import (
     BackendName,
     CentralAlgo,
@@ -22,7 +23,6 @@ from dcop.choices import (
     LogLevel,
     TaskName,
 )
-from dcop.errors import InputError
 from dcop.protocol.constants import MAX_MESSAGE_MIB
 
 InputFile = Annotated[
@@ -149,9 +149,7 @@ def check_z(algo: str, z: int | None, needs: tuple[str, ...] = ("mbe", "adpop"))
     """The mini-bucket size the run uses: required by mbe/adpop (a usage error without it),
     ignored with a warning on stderr by the others (be, dpop; auto picks its own)."""
     if algo in needs:
-        if z is None:
-            raise InputError(f"--algo {algo} needs a mini-bucket size --z")
-        return z
+        return choices.check_z(z, f"--algo {algo}")  # the one rule of a mini-bucket size
     if z is not None:
         print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)
     return None

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dcop.choices import TaskName
 from dcop.errors import InputError
-from dcop.inference.pr_result import PartitionResult
 from dcop.io import detect_format
+from dcop.results.partition import PartitionResult
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 #: Tasks each file format allows; the first is the default.
-FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": ("mpe", "pr", "mar")}
+FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": tuple(t.value for t in TaskName)}
 
 
 def task_for(file: Path, format: str | None, task: str | None) -> str | None:

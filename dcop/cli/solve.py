@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
+from dcop.choices import SUM_TASKS
 from dcop.cli.app import app
 from dcop.cli.common import (
     BackendName,
@@ -90,7 +91,7 @@ def solve_command(
     """Solve an instance with Bucket Elimination (exact), Mini-Bucket Elimination (bounds) or
     auto (anytime with --timeout); on a UAI model also its partition function (--task pr) or
     marginals (--task mar)."""
-    from dcop.cli import STARTED_AT as started  # the command's start, imports included
+    from dcop.cli.entry import STARTED_AT as started  # the command's start, imports included
 
     read: dict[str, Problem] = {}
     asked_z = z
@@ -99,7 +100,7 @@ def solve_command(
         z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
-        if chosen in ("pr", "mar"):
+        if chosen in SUM_TASKS:
             if algo is CentralAlgo.auto:
                 raise InputError(f"--task {chosen} takes --algo be or mbe, not auto")
             if timeout is not None:

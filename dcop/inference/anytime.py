@@ -39,10 +39,10 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.result import SolveResult
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.ordering import elimination_order
+from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backend import get_backend
+from dcop.choices import check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.inference.memory import (
@@ -21,9 +22,9 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.result import SolveResult
 from dcop.model import Problem
 from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 ALGOS = ("be", "mbe")
@@ -62,8 +63,7 @@ def solve(
     if algo not in ALGOS:
         raise ModelError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGOS)}")
     if algo == "mbe":
-        if z is None or z < 1:
-            raise ModelError("MBE needs a mini-bucket size z >= 1 (--z)")
+        z = check_z(z, "MBE", error=ModelError)
     else:
         z = None
     engine = get_backend(backend) if isinstance(backend, str) else backend

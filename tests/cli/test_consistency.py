@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dcop.cli.options import check_z, parse_gpu
-from dcop.coordinator.report import natural_key
+from dcop.cli.report import natural_key
 from dcop.coordinator.topology import agent_port, block_placement, host_blocks
 from dcop.deploy import HostsOptions, write_hosts
 from dcop.errors import InputError
@@ -158,6 +158,7 @@ def test_batch_runs_an_experiment(tmp_path: Path) -> None:
     assert_valid_batch(doc)
     assert doc["repeat"] == 2 and doc["jobs"] == 2 and len(doc["results"]) == 10
     assert "dcop batch: 10 rows" in run.stdout  # off a terminal: plain lines, nothing cut
+    assert all(str(path) in line for line in run.stdout.splitlines()[1:11]), run.stdout
 
 
 @pytest.mark.skipif(not (INSTANCES / "CELAR6-SUB0.wcsp").exists(), reason="needs ../shared")

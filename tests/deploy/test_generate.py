@@ -12,7 +12,7 @@ import yaml
 import zmq.auth
 from typer.testing import CliRunner
 
-from dcop.cli import app
+from dcop.cli.entry import load_app
 from dcop.coordinator.topology import layout_for
 from dcop.deploy import ComposeOptions, HostsOptions, assign_hosts, write_compose, write_hosts
 from dcop.deploy.health import listening_ports
@@ -23,6 +23,8 @@ from dcop.errors import InputError
 from dcop.io import read_problem, write_problem
 from dcop.protocol import RunSpec
 from dcop.protocol.peers import load_peers
+
+app = load_app([], {})  # every command registered
 
 
 def _yaml(path: Path) -> dict:
@@ -258,7 +260,8 @@ def test_cli_deploy_and_keys(problem_file: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "cli"
     result = runner.invoke(
-        app, ["deploy", "compose", str(problem_file), "-o", str(out), "--image", "x:y", "--gpu", "0"]
+        app,
+        ["deploy", "compose", str(problem_file), "-o", str(out), "--image", "x:y", "--gpu", "0"],
     )
     assert result.exit_code == 0, result.output
     assert _yaml(out / "docker-compose.yml")["services"]["agent-0"]["image"] == "x:y"

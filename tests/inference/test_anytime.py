@@ -99,7 +99,7 @@ def test_cli_timeout_and_usage(tmp_path: Path) -> None:
     proc = run_dcop("solve", str(path), "--timeout", "1.5", "-q")
     assert proc.returncode == 4 and "timeout" in proc.stderr
     proc = run_dcop("solve", str(path), "--algo", "mbe")
-    assert proc.returncode == 2 and proc.stderr.strip() == (
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(
         "dcop: error: --algo mbe needs a mini-bucket size --z"
     )
     proc = run_dcop("solve", str(path), "--algo", "mbe", "--z", "2", "--timeout", "30", "-q")
