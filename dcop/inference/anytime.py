@@ -52,9 +52,10 @@ from dcop.tables import choose_dtype
 DEFAULT_ENTRIES_PER_S = 7.0e7
 #: Seconds a bucket costs besides its joined entries (Python and NumPy calls).
 BUCKET_OVERHEAD_S = 3e-4
-#: A step is started only when its prediction, times this, fits in the time left (a step that
-#: runs over is killed at the deadline, its bounds lost but the earlier ones kept).
-SAFETY = 1.0
+#: A step is started when its prediction, times this, fits in the time left: predictions on a
+#: busy machine err by up to ~2x either way, and a step that runs over is only killed at the
+#: deadline (its bounds lost, the earlier ones kept), so a step likely to fit is tried.
+SAFETY = 0.5
 #: Seconds between two progress reports a step's child sends.
 PROGRESS_EVERY_S = 0.1
 
