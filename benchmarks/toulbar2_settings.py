@@ -171,6 +171,13 @@ def check(row: dict[str, Any], result: dict[str, Any], problem: Any) -> str:
     return "bound ok" if fine else f"WRONG bound {low}..{value} vs {ref}"
 
 
+def rerender(args: argparse.Namespace) -> None:
+    """``--from-json``: the Markdown again from a run's JSON (no run)."""
+    doc = json.loads((args.out / f"{args.name}.json").read_text())
+    args.limit, args.rounds = doc["limit_s"], doc["rounds"]
+    write(args, doc["rows"], doc["started"], doc["load_average_at_start"], doc["command"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -181,7 +188,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[], help="substrings of instance names")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--name", default="toulbar2_settings")
+    ap.add_argument("--from-json", action="store_true", help="re-render the Markdown only")
     args = ap.parse_args()
+    if args.from_json:
+        rerender(args)
+        return
     if args.worker:
         setting, file, limit = args.worker
         print(json.dumps(worker(setting, file, float(limit))))
@@ -235,7 +246,7 @@ def _cell(entry: dict[str, Any], limit: float) -> str:
         if entry["status"] == "too large":
             return "too large"
         return f"> {limit:g} s" if entry["status"] != "no solution" else "none"
-    text = f"{t:.3g}"
+    text = f"{t:.3g}" + (" (infeasible)" if entry["status"] == "infeasible" else "")
     return (
         text
         if entry["exact"]
@@ -243,12 +254,18 @@ def _cell(entry: dict[str, Any], limit: float) -> str:
     )
 
 
-def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str, load: Any) -> None:
+def write(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    started: str,
+    load: Any,
+    command: str | None = None,
+) -> None:
     """JSON with every run's summary and a Markdown table."""
     args.out.mkdir(parents=True, exist_ok=True)
     limit = args.limit
     doc = {
-        "command": "python benchmarks/toulbar2_settings.py " + " ".join(sys.argv[1:]),
+        "command": command or "python benchmarks/toulbar2_settings.py " + " ".join(sys.argv[1:]),
         "started": started,
         "load_average_at_start": load,
         "limit_s": limit,
