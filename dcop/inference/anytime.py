@@ -46,9 +46,10 @@ from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate
-#: before a step of the run has been timed. Measured on the project's 2-core VM while it was
-#: shared with other jobs: MBE(4) and MBE(5) on CELAR6-SUB0 reached 1.6e8 and 7.5e7; the lower
-#: one is taken, so a first prediction errs long.
+#: before a step of the run has been timed. Calibrated with ``benchmarks/work_rate.py`` on the
+#: project's 2-core VM while it was shared with other jobs (results/work_rate.md): steps of
+#: 2e7-1e8 entries ran at 6e7-4.6e8/s (median 1.8e8), the largest (4.5e8 entries) at 6.8e7-7.8e7
+#: (as MBE(5) on CELAR6-SUB0): the low end is taken, so a first prediction errs long.
 DEFAULT_ENTRIES_PER_S = 7.0e7
 #: Seconds a bucket costs besides its joined entries (Python and NumPy calls).
 BUCKET_OVERHEAD_S = 3e-4
