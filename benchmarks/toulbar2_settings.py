@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -203,7 +204,8 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
     rows = []
-    for name, path in files(args.only, args.out / f"{args.name}_instances"):
+    scratch = Path(tempfile.mkdtemp(prefix="dcop-tb2-"))  # generated instances: not results
+    for name, path in files(args.only, scratch):
         problem = read_problem(path)
         runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SETTINGS}
         for r in range(args.rounds):
@@ -240,6 +242,15 @@ def main() -> None:
     write(args, rows, started, load)
 
 
+def _machine() -> dict[str, Any] | None:
+    """The suites' one machine block (``benchmarks/compare/machine.py``)."""
+    try:
+        from compare.machine import machine_info
+    except ImportError:  # run from elsewhere than benchmarks/
+        return None
+    return machine_info()
+
+
 def _cell(entry: dict[str, Any], limit: float) -> str:
     t = entry["median_s"]
     if t is None or (t >= limit and not entry["exact"]):
@@ -271,6 +282,7 @@ def write(
         "limit_s": limit,
         "rounds": args.rounds,
         "settings": SETTINGS,
+        "machine": _machine(),
         "rows": rows,
     }
     (args.out / f"{args.name}.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -85,7 +85,8 @@ Shape = Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_SCOPE)]
 IdScope = Annotated[tuple[AgentId, ...], Meta(max_length=MAX_SCOPE)]
 Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
 Counts = Annotated[dict[str, Annotated[int, Meta(ge=0, le=_BIG)]], Meta(max_length=64)]
-Figures = Annotated[dict[Name, Annotated[float, Meta(ge=-sys.float_info.max)]], Meta(max_length=64)]
+Finite = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+Figures = Annotated[dict[Name, Finite], Meta(max_length=64)]
 
 
 # ---- tables -------------------------------------------------------------------------------------
