@@ -270,7 +270,7 @@ def _anytime(problem: Problem, plan: MemoryPlan, deadline: float, options: Optio
         if best is not None and step.predicted_s * SAFETY > left:
             step.status = "skipped"
             step.message = (
-                f"predicted {step.predicted_s:.3g} s, more than the {max(left, 0):.3g} s left"
+                f"predicted {step.predicted_s:.3g} s, too long for the {max(left, 0):.3g} s left"
             )
             _tell(options, "skip", step)
             break
