@@ -124,6 +124,8 @@ class Agent:
         self.stop_reason: str | None = None
         self.coordinator_heard = False
         self.last_seen_coordinator = 0.0
+        #: when this agent last sent the coordinator anything (a heartbeat waits for quiet)
+        self.last_to_coordinator = -float("inf")
         self.problem_deadline = float("inf")
         self.reported_lost: set[int] = set()
         self.solved = 0
@@ -211,10 +213,36 @@ class Agent:
         # an idle serving agent repeats its hello: a coordinator started later learns of it
         if self.session is None and self.cfg.serving:
             self._hello()
-        else:
-            sent = sum(self.meter.metrics.sent_bytes.values())
+        elif not self._has_work():
+            return  # waiting for the coordinator: it watches my process and link meanwhile
+        elif self.now() + self.cfg.heartbeat_s - self.last_to_coordinator > self._quiet_s():
+            # (beats are checked once a heartbeat_s: this one goes out if waiting for the next
+            # check would leave the link quiet for longer than allowed)
+            # heartbeats do not count: the coordinator reads a still total as a stalled phase
+            sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
             util = self.meter.metrics.sent_count.get("util", 0) > 0
-            self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util))
+            busy = self.session is not None and self.session.job is not None
+            self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
+
+    def _has_work(self) -> bool:
+        """Whether the coordinator has started my problem (its start is in, held or taken): only
+        then does it need my heartbeats. Before, an agent only waits for the coordinator, which
+        sees a dead process or a lost link (ZMTP) without them; during a 1000-agent launch of
+        tens of seconds, the waiting agents' heartbeats were most of the run's messages."""
+        session = self.session
+        return session is not None and (session.spec is not None or session.held_start is not None)
+
+    def _quiet_s(self) -> float:
+        """How long the link to the coordinator stays quiet before a heartbeat goes on it.
+
+        ZMTP heartbeats already watch every connection (a dead or frozen process, a cut link);
+        this message proves that the loop runs, and feeds the live status. The coordinator
+        calls an agent silent after the peer timeout: a heartbeat every third of it is enough,
+        and none where anything else went to the coordinator meanwhile. At one a second they
+        were 51-77 % of a 1000-agent run's messages."""
+        spec = self.session.spec if self.session is not None else None
+        timeout = spec.peer_timeout if spec is not None else self.cfg.peer_timeout_s
+        return max(self.cfg.heartbeat_s, timeout / 3)
 
     def _greet_new_coordinator(self) -> None:
         """A serving agent waiting for a problem says hello as soon as its link to the
@@ -483,6 +511,8 @@ class Agent:
                 "or --algo auto)"
             )
         self.transport.send(peer, frames)
+        if peer == COORDINATOR_ID:
+            self.last_to_coordinator = self.now()
         if not isinstance(body, Hello):
             self.meter.sent(body.TYPE, size)
             if isinstance(body, Util):

@@ -439,7 +439,7 @@ class Session:
             path=token.path,
             domains=token.domains,
             open=token.open,
-            visited=token.visited,
+            links=token.links,
             separator=token.separator,
             width=token.width,
             largest=token.largest,
@@ -459,18 +459,18 @@ class Session:
                 (
                     peer,
                     Token(
-                        k,
-                        t.kind,
-                        t.path,
-                        t.domains,
-                        t.open,
-                        t.visited,
-                        t.separator,
-                        t.width,
-                        t.largest,
-                        t.total,
-                        sizings,
-                        self.clock,
+                        tree=k,
+                        kind=t.kind,
+                        open=t.open,
+                        clock=self.clock,
+                        path=t.path,
+                        domains=t.domains,
+                        links=t.links,
+                        separator=t.separator,
+                        width=t.width,
+                        largest=t.largest,
+                        total=t.total,
+                        sizings=sizings,
                     ),
                 )
             )
@@ -813,7 +813,8 @@ class Session:
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()
-        box = handover.offer_ipc(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
+        nbytes = int(self.plan.entries) * itemsize + IPC_ALIGN * len(self.plan.tables)
+        box = handover.offer_ipc(nbytes)
         self.charge(time.perf_counter() - t0)
         if box is None:
             return []

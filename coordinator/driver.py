@@ -67,6 +67,7 @@ from dcop.protocol.peers import Peers
 from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
+from dcop.sizes import total
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
@@ -126,8 +127,12 @@ class Coordinator:
         before_start: Callable[[], None] | None = None,
         hellos: dict[int, Hello] | None = None,
         on_status: Callable[[Progress], None] | None = None,
+        origin: float | None = None,
     ) -> None:
         self.problem = problem
+        #: where ``timeout`` and ``times.total`` count from (monotonic): the command's start, so
+        #: the agents' launch counts; None: when :meth:`run` is called
+        self.origin = origin
         self.peers = peers
         self.transport = transport
         self.spec = spec if spec is not None else RunSpec()
@@ -161,6 +166,15 @@ class Coordinator:
         self.received: dict[str, list[int]] = {}
         self.phase = "hello"
         self.t0 = 0.0
+        #: seconds from the origin until every agent had said hello (launched and listening)
+        self.launch_s = 0.0
+        #: seconds from the origin to each agent's first hello (the launch, agent by agent)
+        self.hello_at: dict[int, float] = {}
+        #: agents whose Start went out (they heartbeat from then on)
+        self.started: set[int] = set()
+        #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
+        self.moved: tuple[int, ...] = ()
+        self.moved_at = 0.0
 
     def name(self, agent_id: int) -> str:
         var = self.layout.variable.get(agent_id)
@@ -170,7 +184,7 @@ class Coordinator:
     def run(self) -> RunResult:
         """Run to the end; return the typed result. Raises a DcopError naming the agent on a
         fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
-        self.t0 = time.monotonic()
+        self.t0 = self.origin if self.origin is not None else time.monotonic()
         deadline = self.t0 + self.timeout
         try:
             # Setups go out during the hello phase: each agent's as soon as it and its
@@ -183,6 +197,7 @@ class Coordinator:
                 self.t0 + self.hello_timeout,
                 "hello",
             )
+            self.launch_s = time.monotonic() - self.t0
             # No wait for every agent's ready (its links up, its neighbours' degrees in): an
             # agent keeps its start until then itself. That round trip through the coordinator
             # was 25 ms of a 30-agent run on the 2-core VM; the DFS now begins where agents are
@@ -215,9 +230,13 @@ class Coordinator:
         names = self.layout.variable
         adjacency = self.layout.neighbours
         self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        now = time.monotonic()
         for a in self.active:
             mine = tuple(k for k, roots in enumerate(self.roots) if a in roots)
             self._send(a, Start(self.spec, mine))
+            # an agent heartbeats once it has work: its silence counts from its start
+            self.last_seen[a] = max(self.last_seen.get(a, now), now)
+            self.started.add(a)
 
     def _trees_reported(self) -> bool:
         return all((k, r) in self.reports for k, roots in enumerate(self.roots) for r in roots)
@@ -226,6 +245,7 @@ class Coordinator:
         self.phase = phase
         log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
+        self.moved_at = next_beat
         while not done():
             now = time.monotonic()
             if now >= deadline:
@@ -278,14 +298,55 @@ class Coordinator:
                     own=True,
                 )
         for ident in self.active:
-            if ident not in self.hellos or ident in self.results:
-                continue
+            if ident not in self.started or ident in self.results:
+                continue  # (an agent waiting for its start sends no heartbeats)
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
                 raise RunError(
                     f"{self.name(ident)} stopped answering (silent for {silent:.1f} s "
                     f"during {self.phase})"
                 )
+        if self.phase in ("dfs", "solve"):
+            self._check_moves(now)
+
+    def _check_moves(self, now: float) -> None:
+        """A phase in which nothing moves for the peer timeout (no agent sent a byte, reported
+        a tree or a result, and none is computing) has stalled: every agent alive and waiting on
+        a message that will never come (one was lost or refused). It ends the run naming what
+        is still out, instead of waiting for the run's timeout."""
+        moved = (
+            len(self.ready),
+            len(self.reports),
+            len(self.results),
+            sum(b.sent_bytes for b in self.heartbeats.values()),
+        )
+        busy = any(b.busy for a, b in self.heartbeats.items() if a not in self.results)
+        if moved != self.moved or busy:
+            self.moved, self.moved_at = moved, now
+            return
+        still = now - self.moved_at
+        if still <= self.spec.peer_timeout:
+            return
+        if self.phase == "solve":
+            late = [a for a in self.active if a not in self.results]
+            names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
+            raise RunError(
+                f"the solve stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+                f"{len(late)} agent(s) without a result ({names}); a UTIL or VALUE was lost or "
+                "refused (see the agents' logs)"
+            )
+        out = [
+            (k, r)
+            for k, roots in enumerate(self.roots)
+            for r in roots
+            if (k, r) not in self.reports
+        ]
+        trees = ", ".join(f"tree {k} from {self.name(r)}" for k, r in out[:5])
+        raise RunError(
+            f"the DFS stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+            f"{len(out)} candidate tree(s) unfinished ({trees}{' ...' if len(out) > 5 else ''}); "
+            "a token was lost or refused (see the agents' logs)"
+        )
 
     def _report_status(self, now: float) -> None:
         if self.on_status is None:
@@ -401,6 +462,8 @@ class Coordinator:
             raise RunError(f"{self.name(sender)} did not say where it listens")
         first = sender not in self.hellos
         self.hellos[sender] = hello
+        if first:
+            self.hello_at[sender] = time.monotonic() - self.t0
         if first and sender in self.layout.variable:
             # the last of an agent and its neighbours to say hello sends that agent's Setup
             self._send_setups((sender, *sorted(self.layout.neighbours[sender])))
@@ -550,7 +613,7 @@ class Coordinator:
             agents=per_agent,
             metrics=metrics,
             dtype=self.dtype.name,
-            times={"total": wall_s, "solve": solve_s},
+            times={"total": wall_s, "launch": self.launch_s, "solve": solve_s},
         )
 
     def _metrics(
@@ -590,7 +653,7 @@ class Coordinator:
                 marginals.setdefault(name, np.full(v.size, 1.0 / v.size))  # in no agent: n = 0
         assert self.choice is not None
         metrics, per_agent = self._metrics(self.spec, roots, wall_s, solve_s)
-        times = {"total": wall_s, "solve": solve_s}
+        times = {"total": wall_s, "launch": self.launch_s, "solve": solve_s}
         partition = PartitionResult(
             problem=problem,
             task=self.spec.task,
@@ -631,5 +694,5 @@ def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizi
     for j in range(count):
         at = [sizing_at(s, j) for s in per_root]
         best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
-        out.append(Sizing((), best.largest, best.agent, sum(s.total for s in at)))
+        out.append(Sizing((), best.largest, best.agent, total(s.total for s in at)))
     return out

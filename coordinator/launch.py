@@ -21,7 +21,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,12 +128,15 @@ def run_local(
     on_status: Callable[[Progress], None] | None = None,
     fork: bool = True,
     on_answer: Callable[[RunResult], None] | None = None,
+    started: float | None = None,
 ) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
     ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
     big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices);
-    ``timeout`` bounds the whole run (seconds). ``secure`` generates CURVE keys and runs every
+    ``timeout`` bounds the whole run (seconds), counted from ``started`` (a monotonic time: the
+    command's start, :func:`dcop.clock.process_started`; default: this call), so that the launch
+    counts; ``times.launch`` is when every agent had said hello. ``secure`` generates CURVE keys and runs every
     socket with CurveZMQ. With ``problem_file`` each agent reads its part
     from that file and checks it against the coordinator's. ``workdir`` keeps peers.json and the
     agents' logs (default: a temporary folder, removed afterwards); two runs cannot share one.
@@ -150,6 +153,7 @@ def run_local(
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
     from dcop.sumproduct import log_constant
 
+    origin = started if started is not None else time.monotonic()
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
     if spec.summing:
@@ -215,6 +219,7 @@ def run_local(
             monitor=procs.dead,
             before_start=ready,
             on_status=on_status,
+            origin=origin,
         )
         try:
             result = coordinator.run()
@@ -236,12 +241,28 @@ def run_local(
                 "secure": secure,
                 "gpu": gpu,
                 "total_s": time.monotonic() - started,
+                # when each agent said hello, from the command's start: the launch per agent
+                "hello_s": launch_profile(coordinator.hello_at.values()),
                 # this process's CPU (all its threads) from the call to the agents' exits
                 "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),
                 **procs.usage(),
             },
             file=str(problem_file) if problem_file is not None else None,
         )
+
+
+def launch_profile(hellos: Iterable[float]) -> dict[str, float] | None:
+    """When the agents said hello (seconds from the command's start): the first, the median, the
+    last, and the last one's time per agent (the launch's cost per agent, start-up included)."""
+    at = sorted(hellos)
+    if not at:
+        return None
+    return {
+        "first": round(at[0], 6),
+        "median": round(at[len(at) // 2], 6),
+        "last": round(at[-1], 6),
+        "per_agent": round(at[-1] / len(at), 6),
+    }
 
 
 def remove_folder(folder: Path) -> None:

@@ -202,6 +202,7 @@ def failure_document(
     file: str | None,
     problem: Any,
     task: str = "min",
+    times: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The result document of a command that ended without an answer."""
     return result_document(
@@ -213,6 +214,7 @@ def failure_document(
         z=z,
         file=file,
         task=task,
+        times=times,
     )
 
 

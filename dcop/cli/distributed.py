@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -43,6 +44,7 @@ from dcop.cli.options import (
     check_z,
     parse_gpu,
 )
+from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
@@ -61,7 +63,12 @@ MISMATCH_STOP_S = 5.0
 ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
 Algo = DistributedAlgoOption
 ZOpt = ZOption
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+    ),
+]
 MaxMessage = MaxMessageOption
 PeerTimeout = PeerTimeoutOption
 Trees = Annotated[
@@ -157,6 +164,8 @@ def _failure(
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
             task="min" if task is None or task is TaskName.mpe else task.value,
+            # a failed run's time counts from the command's start too (as --timeout does)
+            times={"total": time.monotonic() - process_started()},
         )
 
     return failure
@@ -308,6 +317,7 @@ def coordinator(
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
+                    origin=process_started(),
                 )
             except DcopError as exc:
                 # peers.json does not fit the problem (or the problem has no such task): the
@@ -393,6 +403,7 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
                 on_answer=show_answer,
+                started=process_started(),
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)

@@ -17,14 +17,10 @@ import contextlib
 import importlib
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-#: When the command started (monotonic clock): ``--timeout`` counts from here, imports included.
-STARTED_AT = time.monotonic()
-
-from dcop.cli.signals import interrupt_on_signals, keep_early_signals  # noqa: E402
+from dcop.cli.signals import interrupt_on_signals, keep_early_signals
 
 if TYPE_CHECKING:
     import typer

@@ -75,7 +75,8 @@ def summarize(run: RunResult) -> Summary:
     if answer is not None:
         head.append(answer)
     head.append(
-        f"wall {m['wall_s']:.3f} s (solve {m['solve_wall_s']:.3f} s), simulated "
+        f"wall {m['wall_s']:.3f} s (launch {run.times.get('launch', 0.0):.3f} s, solve "
+        f"{m['solve_wall_s']:.3f} s), simulated "
         f"runtime {m['simulated_runtime_s']:.4f} s, compute total "
         f"{m['compute_s_total']:.4f} s, max per agent {m['compute_s_max']:.4f} s"
     )

@@ -91,7 +91,9 @@ def solve_command(
     """Solve an instance with Bucket Elimination (exact), Mini-Bucket Elimination (bounds) or
     auto (anytime with --timeout); on a UAI model also its partition function (--task pr) or
     marginals (--task mar)."""
-    from dcop.cli.entry import STARTED_AT as started  # the command's start, imports included
+    from dcop.clock import process_started
+
+    started = process_started()  # the command's start: interpreter and imports included
 
     read: dict[str, Problem] = {}
     asked_z = z
