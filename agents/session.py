@@ -44,6 +44,7 @@ import numpy as np
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
+from dcop.contraction.bucket import eliminate_sum_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
 from dcop.placement import place
@@ -751,7 +752,10 @@ class Session:
             isinstance(t.data, np.ndarray) for t in passing
         )
         waited = 0.0 if host else self._compile_wait_s()
-        out = eliminate_bucket(self.runner, self.bucket, self.var, z=z, op=self._op)
+        if self.summing and z is None:  # exact PR/MAR: the contraction engine where it pays
+            out = eliminate_sum_bucket(self.runner, self.bucket, self.var)
+        else:
+            out = eliminate_bucket(self.runner, self.bucket, self.var, z=z, op=self._op)
         export = None if host else self._exporter()
         to_numpy = self.runner.to_numpy if host else self.backend.to_numpy
         wire: list[WireTable] = []

@@ -51,6 +51,7 @@ from dcop.sumproduct import (
     BoundKind,
     bound_util,
     down_messages,
+    log_constant,
     log_potentials,
     marginal,
     sum_util,
@@ -58,6 +59,8 @@ from dcop.sumproduct import (
 from dcop.tables import Table, TableBackend
 
 Task = Literal["pr", "mar"]
+#: How exact PR/MAR run: tree contraction (default) or bucket elimination in log space.
+METHODS: tuple[str, ...] = ("contract", "buckets")
 TASKS: tuple[str, ...] = SUM_TASKS
 #: Upper-bound kinds of a mini-bucket PR (the lower bound is always ``lower``).
 UPPER_KINDS: tuple[str, ...] = ("upper", "weighted")
@@ -253,6 +256,8 @@ def infer(
     max_bytes: float | None = None,
     upper: str = "upper",
     progress: ProgressFn | None = None,
+    method: str = "contract",
+    space: str = "auto",
 ) -> PartitionResult:
     """The partition function (``task="pr"``) or the marginals (``task="mar"``) of ``problem``.
 
@@ -262,6 +267,10 @@ def infer(
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
     (:func:`check_memory`; default: what the process holds plus half the available memory).
+
+    ``method`` runs exact PR/MAR by tree contraction (``contract``, the default:
+    :func:`dcop.contraction.contract`, in ``space`` ``auto``/``scaled``/``log``, sliced to fit the
+    device's memory) or by bucket elimination in log space (``buckets``).
     """
     if task not in TASKS:
         raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
@@ -271,9 +280,13 @@ def infer(
             raise ModelError("MAR needs exact elimination: mini-bucket marginals are not bounds")
         if upper not in UPPER_KINDS:
             raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
+    if method not in METHODS:
+        raise ModelError(f"unknown inference method {method!r}; use one of {', '.join(METHODS)}")
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
+    if z is None and method == "contract":
+        return _by_contraction(problem, task, engine, chosen, max_bytes, ordering, space)
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
@@ -341,6 +354,72 @@ def infer(
         progress(1, 1, "")
     times["total"] = sum(times.values())
     return result
+
+
+def _by_contraction(
+    problem: Problem,
+    task: str,
+    engine: TableBackend,
+    dtype: Any,
+    max_bytes: float | None,
+    ordering: str,
+    space: str,
+) -> PartitionResult:
+    """Exact PR/MAR by :func:`dcop.contraction.contract`."""
+    from dcop.contraction import contract
+
+    log_constant(problem)  # a WCSP top has no partition function: refused before any work
+    oom: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
+    try:
+        out = contract(problem, task, engine, dtype, max_bytes, ordering, space, fallback=False)
+        if out.space == "underflow":
+            # scaled linear space cannot hold the range: log space, by bucket elimination where
+            # its plan fits (its fused log-space kernels), else along the same tree
+            attempt = out.times["contract"]
+            try:
+                result = infer(
+                    problem,
+                    task,
+                    None,
+                    ordering,
+                    engine,
+                    np.dtype(dtype).name,
+                    max_bytes,
+                    method="buckets",
+                )
+                result.space = "log (bucket elimination; scaled linear space underflowed)"
+                result.times["scaled_attempt"] = attempt
+                return result
+            except TableTooLarge:
+                out = contract(problem, task, engine, dtype, max_bytes, ordering, "log")
+                out.space = "log (contraction tree; scaled linear space underflowed)"
+                out.times["scaled_attempt"] = attempt
+    except oom as exc:
+        raise TableTooLarge(
+            f"{engine.name}: out of memory although the plan fitted ({exc})"
+        ) from None
+    times = dict(out.times)
+    times["total"] = sum(times.values())
+    tree = out.plan.summary() | {"pruned_tables": out.pruned}
+    return PartitionResult(
+        problem=problem,
+        task=task,
+        algo="be",
+        z=None,
+        ordering=out.plan.source,
+        induced_width=max(0, out.plan.width - 1)
+        if out.plan.source.startswith("order:")
+        else out.plan.width,
+        largest_table=out.plan.stats.largest,
+        backend=engine.name,
+        dtype=np.dtype(dtype).name,
+        ln_lower=out.ln_z,
+        ln_upper=out.ln_z,
+        marginals=out.marginals,
+        times=times,
+        space=out.space,
+        tree=tree,
+    )
 
 
 def solve_pr(problem: Problem, **kwargs: Any) -> PartitionResult:

@@ -65,6 +65,9 @@ class FakeArray:
     def reshape(self, *shape: Any) -> FakeArray:
         return FakeArray(self.a.reshape(*shape))
 
+    def swapaxes(self, a: int, b: int) -> FakeArray:
+        return FakeArray(self.a.swapaxes(a, b))
+
     def view(self, dtype: Any) -> FakeArray:
         return FakeArray(self.a.view(dtype))
 
@@ -74,8 +77,32 @@ class FakeArray:
     def astype(self, dtype: Any) -> FakeArray:
         return FakeArray(self.a.astype(dtype))
 
-    def __add__(self, other: FakeArray) -> FakeArray:
-        return FakeArray(self.a + other.a)
+    def __add__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a + _host(other))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a - _host(other))
+
+    def __mul__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a * _host(other))
+
+    def __itruediv__(self, other: Any) -> FakeArray:
+        self.a /= _host(other)
+        return self
+
+    def __lt__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a < _host(other))
+
+    def __gt__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a > _host(other))
+
+    def __and__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a & _host(other))
+
+    def __or__(self, other: Any) -> FakeArray:
+        return FakeArray(self.a | _host(other))
 
     def get(self, stream: Any = None, out: np.ndarray | None = None, blocking: bool = True) -> Any:
         STATS["d2h"] += 1
@@ -87,6 +114,53 @@ class FakeArray:
     def set(self, host: np.ndarray, stream: Any = None) -> None:
         STATS["h2d"] += 1
         self.a[...] = np.asarray(host).reshape(self.a.shape)
+
+
+def _host(value: Any) -> Any:
+    """A fake device array's NumPy data (other values as they are)."""
+    return value.a if isinstance(value, FakeArray) else value
+
+
+def _array_function(name: str) -> Any:
+    """CuPy's ``name`` as NumPy's on the unwrapped arguments, arrays wrapped back: what the
+    contraction engine calls through ``backend.xp`` (matmul, sum, max, where, log, ...)."""
+    func = getattr(np, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        out = kwargs.pop("out", None)
+        if out is not None:
+            kwargs["out"] = out.a
+        args = tuple([_host(x) for x in a] if isinstance(a, list) else _host(a) for a in args)
+        result = func(*args, **{k: _host(v) for k, v in kwargs.items()})
+        if out is not None:
+            return out
+        return (
+            FakeArray(np.asarray(result))
+            if isinstance(result, (np.ndarray, np.generic))
+            else result
+        )
+
+    return call
+
+
+#: NumPy functions the fake module offers under CuPy's names.
+ARRAY_FUNCTIONS = (
+    "matmul",
+    "sum",
+    "max",
+    "where",
+    "log",
+    "exp",
+    "any",
+    "all",
+    "stack",
+    "tensordot",
+    "einsum",
+    "ones",
+    "ones_like",
+    "minimum",
+    "broadcast_to",
+)
 
 
 class FakeMemoryPointer:
@@ -373,6 +447,8 @@ def make_module(devices: int = 1) -> types.ModuleType:
     cupy.transpose = lambda a, axes: FakeArray(np.transpose(a.a, axes))  # type: ignore[attr-defined]
     cupy.empty = lambda shape, dtype=np.float64: FakeArray(np.empty(shape, dtype))  # type: ignore[attr-defined]
     cupy.zeros = lambda shape, dtype=np.float64: FakeArray(np.zeros(shape, dtype))  # type: ignore[attr-defined]
+    for name in ARRAY_FUNCTIONS:
+        setattr(cupy, name, _array_function(name))
     cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
         free_bytes=lambda: 0, free_all_blocks=lambda: None
     )
