@@ -46,7 +46,8 @@ def agent(
         typer.Option(
             metavar="DEVICES",
             help="Run large tables with CuPy on these CUDA devices: a number (0), a list (0,1) "
-            "or all; the agent takes the one its id picks round robin, on its own stream.",
+            "or all, the agent taking the one its id picks round robin; D/LIST: device D, the "
+            "largest buckets split over LIST. On the agent's own stream.",
         ),
     ] = None,
     timeout: Annotated[

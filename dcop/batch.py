@@ -35,6 +35,7 @@ from dcop.choices import check_z
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES, Status, result_document
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
@@ -74,7 +75,7 @@ ANSWER_MARGIN_S = 0.5
 def choose_auto(
     problem: Problem,
     max_bytes: float | None = None,
-    ordering: str = "minfill",
+    ordering: str | ChosenOrder = "auto",
     resident: int | None = None,
 ) -> tuple[str, int | None]:
     """``auto`` by memory alone (no deadline): BE when its planned peak fits the limit, else MBE
@@ -131,15 +132,18 @@ class BatchSettings:
         Runs of every (file, algorithm, z).
     jobs
         Centralized rows run at once.
+    order_time
+        Seconds the auto ordering may search per file (None: its default budget).
     """
 
     algos: tuple[str, ...]
     zs: tuple[int, ...]
     timeout: float
     max_memory: float | None = None
-    ordering: str = "minfill"
+    ordering: str = "auto"
     repeat: int = 1
     jobs: int = 1
+    order_time: float | None = None
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in ALGOS]
@@ -247,7 +251,9 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     problem: Problem | None = None
     try:
         problem = read_problem(job.path)
-        ordering, limit = settings.ordering, settings.max_memory
+        # the order is chosen once per row, for auto's steps and the solve alike
+        ordering = choose_order(problem, settings.ordering, settings.order_time)
+        limit = settings.max_memory
         if job.algo == "auto":
             end = deadline - ANSWER_MARGIN_S
             result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)

@@ -23,10 +23,9 @@ from dcop.batch import (
     run_batch,
     summary_lines,
 )
-from dcop.choices import OrderingName
 from dcop.cli.app import app
-from dcop.cli.common import parse_memory, summary_stream, write_json
-from dcop.cli.options import JsonOption, QuietOption
+from dcop.cli.common import check_ordering, parse_memory, summary_stream, write_json
+from dcop.cli.options import JsonOption, OrderingOption, OrderTimeOption, QuietOption
 from dcop.errors import InputError
 from dcop.results import EXIT_CODES
 
@@ -143,9 +142,8 @@ def batch_command(
             "holds plus half the available memory), as dcop solve --max-memory."
         ),
     ] = None,
-    ordering: Annotated[OrderingName, typer.Option(help="Elimination order of be/mbe/auto.")] = (
-        OrderingName.minfill
-    ),
+    ordering: OrderingOption = "auto",
+    order_time: OrderTimeOption = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", dir_okay=False, help="Write one row per line here.")
     ] = None,
@@ -166,6 +164,7 @@ def batch_command(
     centralized rows, and the message of a failure. A row that fails does not end the batch:
     the exit code is 0 when the batch ran (130 when interrupted).
     """
+    check_ordering(ordering, order_time)
     algos = split_list(algo, "--algo") or ["auto"]
     zs = parse_zs(z)
     if zs and not any(a in ("mbe", "adpop") for a in algos):
@@ -175,9 +174,10 @@ def batch_command(
         zs,
         timeout,
         parse_memory(max_memory),
-        ordering.value,
+        ordering,
         repeat,
         jobs,
+        order_time,
     )
     planned = settings.plan(files)
     with ExitStack() as stack:

@@ -28,11 +28,13 @@ if TYPE_CHECKING:
 
     from dcop.inference.elimination import ProgressFn
 
-from dcop.cli.options import (
+from dcop.cli.options import (  # one definition each, in options.py; re-exported here
     BackendOption,
     FormatOption,
     InputFile,
     JsonOption,
+    OrderingOption,
+    OrderTimeOption,
     SolutionOption,
 )
 
@@ -84,9 +86,25 @@ __all__ = [
     "InputFile",
     "JsonOption",
     "LogLevel",
+    "OrderTimeOption",
     "OrderingName",
+    "OrderingOption",
     "SolutionOption",
 ]
+
+
+def check_ordering(ordering: str, order_time: float | None = None) -> None:
+    """Refuse, before any work, an ``--ordering`` that names no method and no readable file, or
+    a negative ``--order-time`` (exit 2)."""
+    from dcop.orders.choose import is_order_name
+
+    if order_time is not None and not (order_time >= 0 and order_time < float("inf")):
+        raise InputError("--order-time must be a number of seconds >= 0")
+    if not is_order_name(ordering) and not Path(ordering).is_file():
+        raise InputError(
+            f"--ordering {ordering!r} is neither auto, minfill, mindegree, pseudotree nor an "
+            "order file"
+        )
 
 
 def parse_memory(text: str | None) -> float | None:

@@ -53,6 +53,21 @@ SolutionOption = Annotated[
         "for .uai models, toulbar2's value line otherwise.",
     ),
 ]
+OrderingOption = Annotated[
+    str,
+    typer.Option(
+        help="Elimination order: auto (the best of min-fill, min-degree, the file's order and a "
+        "tree-decomposition search within --order-time), minfill, mindegree, pseudotree, or a "
+        "file written by dcop info --write-order (an order file or a PACE .td).",
+    ),
+]
+OrderTimeOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
+        "time, none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
+    ),
+]
 CentralAlgoOption = Annotated[
     CentralAlgo,
     typer.Option(

@@ -41,7 +41,7 @@ from dcop.inference.memory import (
 )
 from dcop.inference.solve import solve
 from dcop.model import Problem
-from dcop.ordering import elimination_order
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
@@ -120,21 +120,24 @@ class Rate:
 
 @dataclass
 class Options:
-    """What every step of a run shares."""
+    """What every step of a run shares (the order chosen once: a :class:`ChosenOrder`)."""
 
-    ordering: str = "minfill"
-    backend: str = "numpy"
+    ordering: str | ChosenOrder = "auto"
+    backend: str | Any = "numpy"
     dtype: str = "auto"
     max_bytes: float | None = None
     resident: int | None = None
     progress: ProgressFn | None = None
     on_step: StepFn | None = None
     steps: list[Step] = field(default_factory=list)
+    order_time: float | None = None
 
 
 def base_plan(problem: Problem, options: Options) -> MemoryPlan:
     """BE's plan along the run's order, in the dtype and work model the solve will use."""
-    order = elimination_order(options.ordering, problem.neighbours())
+    options.ordering = choose_order(problem, options.ordering, options.order_time)
+    order = options.ordering.order
+    engine = get_backend(options.backend) if isinstance(options.backend, str) else options.backend
     return plan_memory(
         [t.scope for t in problem.tables],
         problem.domain_sizes(),
@@ -142,7 +145,7 @@ def base_plan(problem: Problem, options: Options) -> MemoryPlan:
         None,
         np.dtype(choose_dtype(problem, options.dtype)).itemsize,
         resident=resident_bytes() if options.resident is None else options.resident,
-        work=work_model_of(get_backend(options.backend)),
+        work=work_model_of(engine),
     )
 
 
@@ -177,13 +180,14 @@ def solve_auto(
     timeout: float | None = None,
     *,
     deadline: float | None = None,
-    ordering: str = "minfill",
-    backend: str = "numpy",
+    ordering: str | ChosenOrder = "auto",
+    backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
     on_step: StepFn | None = None,
     resident: int | None = None,
+    order_time: float | None = None,
 ) -> SolveResult:
     """``--algo auto``: without a time limit, BE if its plan fits the memory limit, else MBE with
     the largest fitting z; with one (``timeout`` seconds from now, or ``deadline`` on
@@ -197,6 +201,7 @@ def solve_auto(
     memory limit :class:`~dcop.errors.TableTooLarge`.
     """
     options = Options(ordering, backend, dtype, max_bytes, resident, progress, on_step)
+    options.order_time = order_time
     if options.resident is None:
         options.resident = resident_bytes()
     plan = base_plan(problem, options)
@@ -208,7 +213,7 @@ def solve_auto(
             problem,
             algo,
             z,
-            ordering,
+            options.ordering,
             backend,
             dtype,
             max_bytes=max_bytes,
@@ -224,16 +229,18 @@ def solve_until(
     z: int | None,
     deadline: float,
     *,
-    ordering: str = "minfill",
-    backend: str = "numpy",
+    ordering: str | ChosenOrder = "auto",
+    backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
     resident: int | None = None,
+    order_time: float | None = None,
 ) -> SolveResult:
     """BE or MBE(z) in a child process killed at ``deadline`` (:func:`time.monotonic`); raises
     :class:`~dcop.errors.RunTimeout` when it is."""
     options = Options(ordering, backend, dtype, max_bytes, resident, progress)
+    options.ordering = choose_order(problem, ordering, order_time)  # chosen here, not per step
     step = Step(algo, z, 0, 0.0)
     result = _run_step(problem, step, deadline, options)
     if result is None:
