@@ -109,6 +109,8 @@ class MultiGpuBackend:
         self._making = threading.Lock()
         self.device_ids = ids
         self.device_id = ids[0]
+        #: the first device (work that is not split runs there)
+        self.device = self.primary.device
         self.xp = self.primary.xp
         self.device_name = self.primary.device_name
         self.split_min_entries = int(split_min_entries)
