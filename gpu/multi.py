@@ -1,4 +1,7 @@
-"""``MultiGpuBackend``: a centralized solve (BE, MBE, PR) over several GPUs of one host.
+"""``MultiGpuBackend``: a centralized solve (BE, MBE, PR bounds) over several GPUs of one host.
+
+Exact PR and MAR run the contraction engine (:mod:`dcop.contraction`), which contracts on the
+first device only: splitting its contractions is not done.
 
 A bucket's output is laid out row after row (C order over its scope), and the fused kernel
 computes any range of its units (groups or rows: :mod:`dcop.gpu.plan`) from the inputs alone.
