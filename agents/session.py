@@ -78,6 +78,7 @@ from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import DfsState, DfsToken
+from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 
 Out = list[tuple[int, Message]]
@@ -99,6 +100,13 @@ class Part:
     neighbours: dict[int, str]
     #: each neighbour's CUDA IPC domain, where it has one (Setup's ``Neighbour.ipc``)
     ipc: dict[int, str] = field(default_factory=dict)
+    #: agents linked for the coordinator's elimination tree that are not neighbours (id -> var)
+    links: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def peers(self) -> dict[int, str]:
+        """Every agent this one is linked to: its neighbours and its extra tree links."""
+        return {**self.neighbours, **self.links}
 
 
 def adopt_setup(
@@ -155,8 +163,11 @@ def adopt_setup(
             raise DcopError(
                 f"a table links {setup.variable!r} with {strangers[0]!r}, which is not a neighbour"
             )
-    ipc = {n.id: n.ipc for n in setup.neighbours if n.ipc}
-    return Part(setup.variable, domain, tables, neighbours, ipc)
+    links = {n.id: n.variable for n in setup.links}
+    if me in links:
+        raise ProtocolError(f"agent {me} is named as its own tree link")
+    ipc = {n.id: n.ipc for n in (*setup.neighbours, *setup.links) if n.ipc}
+    return Part(setup.variable, domain, tables, neighbours, ipc, links)
 
 
 class Session:
@@ -221,12 +232,12 @@ class Session:
         # the DFS of each candidate tree, and what the children's back tokens said
         self.spec: RunSpec | None = None
         self.zs: tuple[int | None, ...] = ()
-        self.trees: list[DfsState] = []
+        self.trees: list[DfsState | GivenState] = []
         self.child_sizings: list[dict[int, tuple[Sizing, ...]]] = []
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
-        self.tree: DfsState | None = None
+        self.tree: DfsState | GivenState | None = None
         self.utils: dict[int, list[Table]] = {}
         self.scalars = 0.0
         self.bucket: list[Table] = []
@@ -447,6 +458,22 @@ class Session:
         out: Out = []
         for k in start.roots:
             out += self._wire(k, self.trees[k].start())
+        if start.given is not None:
+            # the coordinator's elimination tree: no walk, only the sizing pass up to its roots
+            k = len(self.trees)
+            self.trees.append(
+                GivenState(
+                    self.me,
+                    self.part.domain,
+                    self.part.neighbours,
+                    start.given.path,
+                    start.given.domains,
+                    start.given.children,
+                    k,
+                )
+            )
+            self.child_sizings.append({})
+            out += self._wire(k, self.trees[k].start())
         early, self.early = self.early, []
         for sender, message in early:
             out += self.on(sender, message)
@@ -459,16 +486,21 @@ class Session:
             if not 1 <= len(token.sizings) <= len(self.zs):
                 raise ProtocolError(f"a back token with {len(token.sizings)} sizings")
             self.child_sizings[token.tree][sender] = token.sizings
+        # the subtree's largest and total UTIL are those of its DPOP sizing (they travel once)
+        dpop = token.sizings[0] if token.sizings else None
+        domains = token.domains
+        if len(domains) == 1 and len(token.path) > 1:  # one size for every ancestor
+            domains = domains * len(token.path)
         dfs = DfsToken(
             token.kind,
             path=token.path,
-            domains=token.domains,
+            domains=domains,
             open=token.open,
             links=token.links,
             separator=token.separator,
             width=token.width,
-            largest=token.largest,
-            total=token.total,
+            largest=dpop.largest if dpop is not None else 0.0,
+            total=dpop.total if dpop is not None else 0.0,
             tree=token.tree,
         )
         return self._wire(token.tree, self.trees[token.tree].receive(sender, dfs))
@@ -489,12 +521,10 @@ class Session:
                         open=t.open,
                         clock=self.clock,
                         path=t.path,
-                        domains=t.domains,
+                        domains=t.domains[:1] if len(set(t.domains)) == 1 else t.domains,
                         links=t.links,
                         separator=t.separator,
                         width=t.width,
-                        largest=t.largest,
-                        total=t.total,
                         sizings=sizings,
                     ),
                 )
@@ -504,7 +534,7 @@ class Session:
             out.append((COORDINATOR_ID, report))
         return out
 
-    def _own_scopes(self, state: DfsState) -> list[tuple[int, ...]]:
+    def _own_scopes(self, state: DfsState | GivenState) -> list[tuple[int, ...]]:
         """My tables whose other variables are my ancestors, as scopes of agent ids."""
         ancestors = set(state.path)
         return [
@@ -513,7 +543,7 @@ class Session:
             if all(v == self.var or self.ids[v] in ancestors for v in t.scope)
         ]
 
-    def _domains(self, state: DfsState) -> dict[int, int]:
+    def _domains(self, state: DfsState | GivenState) -> dict[int, int]:
         return {**state.ancestor_domains(), self.me: self.part.domain}
 
     def _child_tables(self, k: int, j: int) -> list[tuple[tuple[int, ...], ...]]:

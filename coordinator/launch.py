@@ -130,6 +130,8 @@ def run_local(
     fork: bool = True,
     on_answer: Callable[[RunResult], None] | None = None,
     started: float | None = None,
+    tree: str = "auto",
+    order_time: float | None = None,
 ) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
@@ -147,7 +149,9 @@ def run_local(
     argv)`` may change an agent's command line or return None to not start it;
     ``before_start(processes)`` runs once every agent has said hello, before any start goes out.
     ``on_answer(result)`` gets the answer as soon as the coordinator has it, while the agents exit
-    (its ``processes`` not yet filled in): ``dcop run`` prints its summary then.
+    (its ``processes`` not yet filled in): ``dcop run`` prints its summary then. ``tree`` and
+    ``order_time``: how the pseudo-tree is chosen and the ordering engine's budget
+    (:data:`dcop.coordinator.driver.TREE_POLICIES`).
 
     Returns the typed result; raises a DcopError naming the agent on any fault. Every started
     process has exited when this returns or raises.
@@ -227,6 +231,8 @@ def run_local(
             before_start=ready,
             on_status=on_status,
             origin=origin,
+            tree=tree,
+            order_time=order_time,
         )
         try:
             result = coordinator.run()
