@@ -91,11 +91,11 @@ def solve_command(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        if algo is CentralAlgo.mbe:  # bad input: exit 2 before the file is read
+            check_z(z, "--algo mbe")
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
         if chosen in SUM_TASKS:
-            if algo is CentralAlgo.mbe:
-                check_z(z, "--algo mbe")
             if chosen == "mar" and algo is CentralAlgo.mbe:
                 raise InputError("--task mar needs exact elimination (--algo be)")
             with bucket_progress(not quiet) as progress:
