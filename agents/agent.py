@@ -225,12 +225,17 @@ class Agent:
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
 
     def _has_work(self) -> bool:
-        """Whether the coordinator has started my problem (its start is in, held or taken): only
-        then does it need my heartbeats. Before, an agent only waits for the coordinator, which
-        sees a dead process or a lost link (ZMTP) without them; during a 1000-agent launch of
-        tens of seconds, the waiting agents' heartbeats were most of the run's messages."""
+        """Whether the coordinator has started my problem (its start is in, held or taken) and
+        my result is not yet out: only then does it need my heartbeats. Before, an agent only
+        waits for the coordinator, which sees a dead process or a lost link (ZMTP) without them;
+        during a 1000-agent launch of tens of seconds, the waiting agents' heartbeats were most
+        of the run's messages. After, the coordinator has my result and no longer watches my
+        silence."""
         session = self.session
-        return session is not None and (session.spec is not None or session.held_start is not None)
+        started = session is not None and (
+            session.spec is not None or session.held_start is not None
+        )
+        return started and not self.result_sent
 
     def _quiet_s(self) -> float:
         """How long the link to the coordinator stays quiet before a heartbeat goes on it.
@@ -273,11 +278,11 @@ class Agent:
                     return False
                 log.error("agent %d: lost the coordinator (%s); exiting", self.me, loss.reason)
                 return True
-            if self.session is not None and loss.peer in self.session.part.neighbours:
+            if self.session is not None and loss.peer in self.session.part.peers:
                 if loss.peer in self.reported_lost or self.result_sent:
                     continue
                 self.reported_lost.add(loss.peer)
-                name = self.session.part.neighbours[loss.peer]
+                name = self.session.part.peers[loss.peer]
                 reason = f"lost the link to neighbour agent {loss.peer} ({name}): {loss.reason}"
                 log.error("agent %d: %s", self.me, reason)
                 self._send(COORDINATOR_ID, Error(reason, loss.peer))
@@ -370,7 +375,7 @@ class Agent:
             self.now() + self.cfg.timeout_s if self.cfg.serving else float("inf")
         )
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
-        for n in setup.neighbours:
+        for n in (*setup.neighbours, *setup.links):  # links: the elimination tree's extra edges
             self.transport.connect_peer(n.id, n.endpoint)
         self.session = Session(
             self.me,
@@ -387,7 +392,7 @@ class Agent:
         self._out(self.session.begin())
         ahead, self.ahead = self.ahead, []
         for sender, env, size in ahead:
-            if env.problem == problem and sender in part.neighbours:
+            if env.problem == problem and sender in part.peers:
                 self._dispatch(sender, env, size)
 
     def _on_start(self, start: Start) -> None:
@@ -399,6 +404,9 @@ class Agent:
             )
         if self.cfg.fault == "crash-at-start":
             os.kill(os.getpid(), signal.SIGKILL)
+        # my silence counts from my start, as the coordinator counts it: the ready I sent may be
+        # a long launch ago, and every agent of a 1000-agent run beat at once on its start
+        self.last_to_coordinator = max(self.last_to_coordinator, self.now())
         if start.spec.gpu_min_entries is not None and hasattr(self.backend, "min_entries"):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement
         log.info("agent %d: start (%s, roots of trees %s)", self.me, start.spec.label, start.roots)
@@ -442,7 +450,7 @@ class Agent:
         """Drop the current problem (a serving agent then waits for the next one)."""
         if self.session is not None:
             self.session.release()
-            for n in self.session.part.neighbours:
+            for n in self.session.part.peers:
                 self.transport.disconnect_peer(n)
             log.info("agent %d: problem %d ends (%s)", self.me, self.problem, reason)
         self.session = None
@@ -458,7 +466,8 @@ class Agent:
             action()
             session = self.session
             if session is not None and session.done and not self.result_sent:
-                metrics = self.meter.snapshot(session.clock, self._backend_figures())
+                figures = {**self._backend_figures(), **session.handover_figures()}
+                metrics = self.meter.snapshot(session.clock, figures)
                 self._send(COORDINATOR_ID, session.result(metrics))
                 self.result_sent = True
                 self.solved += 1

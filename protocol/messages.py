@@ -74,7 +74,8 @@ Reason = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS)]
 Seconds = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
 Big = Annotated[int, Meta(ge=0, le=_BIG)]
 Count = Annotated[int, Meta(ge=0, le=MAX_LIST)]
-TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES - 1)]
+#: a candidate tree: the DFS ones below MAX_TREES, the coordinator's elimination tree after them
+TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES)]
 DomainSize = Annotated[int, Meta(ge=1, le=MAX_DOMAIN)]
 DomainIndex = Annotated[int, Meta(ge=0, le=MAX_DOMAIN - 1)]
 Z = Annotated[int, Meta(ge=1, le=MAX_SCOPE)]
@@ -224,12 +225,22 @@ class Sizing(Struct, frozen=True, array_like=True, gc=False):
         _sizes_as_floats(self)
 
 
+#: Sizes up to here are exact in a float64: made here, they go on the wire as integers.
+_EXACT = 2.0**53
+
+
 def _sizes_as_floats(message: Any) -> None:
-    """Made here from exact integers (or arriving as msgpack integers): capped floats."""
+    """Arriving (as msgpack integers or floats): capped floats. Made here: capped, and kept as an
+    int where exact (below 2^53), the wire's compact form: a msgpack int of 1-5 bytes, where a
+    float64 takes 9 (a 1000-agent tree's DFS tokens carried more bytes than its UTILs)."""
+    arriving = _arriving()
     for key in ("largest", "total"):
         value = getattr(message, key)
-        if type(value) is not float:
-            force_setattr(message, key, as_size(value))
+        size = value if arriving and type(value) is float else as_size(value)
+        if not arriving and size <= _EXACT and size.is_integer():
+            force_setattr(message, key, int(size))
+        elif size is not value:
+            force_setattr(message, key, size)
 
 
 Sizings = Annotated[tuple[Sizing, ...], Meta(max_length=MAX_Z_CHOICES)]
@@ -302,19 +313,26 @@ class Hello(_Message, frozen=True):
 class Setup(_Message, frozen=True, eq=False):
     """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
     run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
-    with their endpoints (the agent links to them now)."""
+    with their endpoints (the agent links to them now). ``links``: agents that are not
+    neighbours but its parent or children in the coordinator's elimination pseudo-tree
+    (:class:`GivenTree`); the agent links to them too."""
 
     variable: Name
     domain: DomainSize
     tables: Tables
     digest: Digest
     neighbours: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
+    links: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
 
     def __post_init__(self) -> None:
         if not _arriving():
             return
         if len({n.id for n in self.neighbours}) != len(self.neighbours):
             raise ValueError("field 'neighbours' names an agent twice")
+        if len({n.id for n in self.links}) != len(self.links):
+            raise ValueError("field 'links' names an agent twice")
+        if {n.id for n in self.neighbours} & {n.id for n in self.links}:
+            raise ValueError("field 'links' names a neighbour")
 
 
 class Ready(_Message, frozen=True):
@@ -323,12 +341,32 @@ class Ready(_Message, frozen=True):
     degree: Count
 
 
+class GivenTree(Struct, frozen=True, array_like=True, gc=False):
+    """This agent's place in the coordinator's elimination pseudo-tree (candidate tree number
+    ``spec.trees``, after the DFS candidates): its ancestors from the root down to its parent
+    (``path``; empty for a root) with their domain sizes, and its children."""
+
+    path: Ids
+    domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)]
+    children: Ids
+
+    def __post_init__(self) -> None:
+        if not _arriving():
+            return
+        if len(self.domains) != len(self.path):
+            raise ValueError("field 'given' needs one domain size per ancestor")
+        if len({*self.path, *self.children}) != len(self.path) + len(self.children):
+            raise ValueError("field 'given' names an agent twice")
+
+
 class Start(_Message, frozen=True):
     """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
-    ``roots`` (this agent is that tree's root in its component)."""
+    ``roots`` (this agent is that tree's root in its component). ``given``: where the coordinator
+    offers its elimination pseudo-tree as one more candidate, this agent's place in it."""
 
     spec: RunSpec
     roots: Annotated[tuple[TreeIndex, ...], Meta(max_length=MAX_TREES)] = ()
+    given: GivenTree | None = None
 
     def __post_init__(self) -> None:
         if not _arriving():
@@ -368,36 +406,42 @@ _TOKEN_WIRE_NAMES = {
     "links": "l",
     "separator": "s",
     "width": "w",
-    "largest": "L",
-    "total": "S",
     "sizings": "z",
 }
+
+
+#: A token's clock before any compute. msgspec omits a default by identity: every zero clock is
+#: made this object, so that it stays off the wire.
+_NO_TIME = 0.0
 
 
 class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES):
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
-    their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
+    their domain sizes (one size for all where they are equal), ``open`` their unvisited
+    neighbours. ``back``: my subtree is done; it
     carries the subtree's back edges to the receiver and above (``links``: descendant, ancestor),
-    my separator, the subtree's summary and, per mini-bucket size the run may choose, the sizing
-    of my UTIL message. No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
-    and fields at their defaults (a child's back fields, a back token's path) do not travel."""
+    my separator, the subtree's largest separator and, per mini-bucket size the run may choose,
+    the sizing of my UTIL message (the first, DPOP's, holds the subtree's largest and total UTIL
+    entries). No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
+    and fields at their defaults do not travel: a child's back fields, a back token's path and
+    kind, and the clock, still 0 while trees are built (it counts compute, which starts with the
+    UTILs): a 1000-agent tree's tokens carried more bytes than its UTILs."""
 
     tree: TreeIndex
-    kind: Literal["child", "back"]
-    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)]
-    clock: Seconds
+    kind: Literal["child", "back"] = "back"
+    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)] = ()
+    clock: Seconds = _NO_TIME
     path: Ids = ()
     domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)] = ()
     links: Links = ()
     separator: Ids = ()
     width: Count = 0
-    largest: Size = 0.0
-    total: Size = 0.0
     sizings: Sizings = ()
 
     def __post_init__(self) -> None:
-        _sizes_as_floats(self)
+        if self.clock == 0.0 and self.clock is not _NO_TIME:
+            force_setattr(self, "clock", _NO_TIME)
 
 
 class TreeReport(_Message, frozen=True, tag="tree"):
