@@ -55,10 +55,15 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
+from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
 from dcop.tables import Op, TableBackend
 
 log = logging.getLogger("dcop.agents")
+#: Undecodable frames are logged once per sender per few seconds, with a count: a flood of them
+#: must not fill the disk (a stranger's garbage is refused by the transport; this is for the
+#: peers it accepts).
+_drops = RateLimitedLog(log)
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
 FROM_NEIGHBOUR = ("degree", "token", "offer", "util", "value", "down", "heartbeat")
@@ -284,7 +289,9 @@ class Agent:
                 raise ProtocolError(f"unexpected {env.type} message from {sender}")
         except ProtocolError as exc:
             self.meter.dropped()
-            log.warning("agent %d: dropped a frame from %s: %s", self.me, sender, exc)
+            _drops.warning(
+                (self.me, sender), "agent %d: dropped a frame from %s: %s", self.me, sender, exc
+            )
             return
         if sender == COORDINATOR_ID:
             self.coordinator_heard = True
@@ -344,6 +351,9 @@ class Agent:
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
         for n in setup.neighbours:
             self.transport.connect_peer(n.id, n.endpoint)
+        settle = getattr(self.transport, "settle", None)
+        if settle is not None and not self.cfg.serving:
+            settle([n.id for n in setup.neighbours])  # nobody else becomes a neighbour now
         self.session = Session(
             self.me,
             part,

@@ -66,12 +66,16 @@ from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
+from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import AUTO_TREES
 from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 
 log = logging.getLogger("dcop.coordinator")
+#: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill
+#: the disk).
+_drops = RateLimitedLog(log)
 
 #: The exception an agent's Error message becomes, by its kind.
 ERROR_TYPES: dict[str, type[DcopError]] = {
@@ -361,7 +365,7 @@ class Coordinator:
             if env.problem not in (0, self.number):
                 return  # a late message of an earlier problem
         except ProtocolError as exc:
-            log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
+            _drops.warning((sender,), "coordinator: dropped a frame from %s: %s", sender, exc)
             return
         self.last_seen[sender] = time.monotonic()
         counts = self.received.setdefault(env.type, [0, 0])
