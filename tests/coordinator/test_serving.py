@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -158,3 +159,33 @@ def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
         assert codes == [0]
     finally:
         transport.close(0)
+
+
+def test_serving_in_open_mode_off_loopback_is_refused_unless_insecure(tmp_path: Path) -> None:
+    """Anyone who reaches a serving agent in open mode can submit problems or shut it down:
+    outside loopback that takes an explicit --insecure (issue 33, item 4)."""
+    port = free_ports(1)[0]
+    for where in ("tcp://0.0.0.0:*", "tcp://*:*"):
+        peers = Peers("", f"tcp://127.0.0.1:{port}", (AgentEntry(0, None, where),))
+        peers.write(tmp_path / "peers.json")
+        refused = subprocess.run(
+            [*_agent(0, tmp_path / "peers.json"), "--timeout", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "--insecure" in refused.stderr and "Traceback" not in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    allowed = subprocess.Popen(
+        [*_agent(0, tmp_path / "peers.json"), "--insecure"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            allowed.wait(3)
+        assert allowed.poll() is None, "an --insecure serving agent was refused"
+    finally:
+        allowed.send_signal(signal.SIGTERM)
+        allowed.communicate(timeout=30)
