@@ -38,6 +38,7 @@ from dcop.choices import BatchAlgo, OrderingName
 from dcop.cli.app import app
 from dcop.cli.common import (
     JsonOption,
+    check_outputs,
     failure_document,
     failure_status,
     parse_memory,
@@ -575,6 +576,7 @@ def batch_command(
         raise InputError("--timeout must be a positive number of seconds")
     settings = BatchSettings(algo.value, z, timeout, max_memory, ordering.value)
     settings.max_bytes  # noqa: B018  (bad --max-memory: exit 2 before any row runs)
+    check_outputs({"--csv": csv_out, "--jsonl": jsonl_out, "--json": json_out})
     rows: list[Row] = []
     interrupted = False
     with ExitStack() as stack:

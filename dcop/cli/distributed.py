@@ -22,6 +22,7 @@ from dcop.cli.common import (
     JsonOption,
     LogLevel,
     SolutionOption,
+    check_outputs,
     failure_document,
     finish_run,
     parse_memory,
@@ -242,6 +243,7 @@ def peers(
         )
     if (file is None) == (agents is None):
         raise InputError("give either a problem FILE or --agents N")
+    check_outputs({"--output": output})
     count = agents if agents is not None else _read(file).n  # type: ignore[arg-type]
     if count < 1:
         raise InputError(f"--agents must be at least 1, not {count}")
@@ -351,7 +353,13 @@ def coordinator(
         _write_answer(solution, run)
         return run.to_json(), lambda console: print_summary(run, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read, task), quiet)
+    finish_run(
+        produce,
+        json_out,
+        _failure(algo.value, z, problem_file, read, task),
+        quiet,
+        {"--solution": solution},
+    )
 
 
 @app.command()
@@ -429,4 +437,10 @@ def run(
         _write_answer(solution, result)
         return result.to_json(), (None if shown else lambda console: print_summary(result, console))
 
-    finish_run(produce, json_out, _failure(algo.value, z, file, read, task), quiet)
+    finish_run(
+        produce,
+        json_out,
+        _failure(algo.value, z, file, read, task),
+        quiet,
+        {"--solution": solution},
+    )

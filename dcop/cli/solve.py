@@ -22,6 +22,7 @@ from dcop.cli.common import (
     OrderingName,
     SolutionOption,
     bucket_progress,
+    check_output,
     failure_document,
     finish_run,
     parse_memory,
@@ -147,7 +148,7 @@ def solve_command(
         )
         return doc | ({"task": task.value} if task is not None else {})
 
-    finish_run(produce, json_out, failure, quiet)
+    finish_run(produce, json_out, failure, quiet, {"--solution": solution})
 
 
 def print_result(result: SolveResult, console: Console) -> None:
@@ -228,6 +229,7 @@ def info_command(
 ) -> None:
     """Print n, d, constraints, density, induced width, largest table and BE's planned peak
     memory per ordering."""
+    check_output(json_out, "--json")
     problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem)
     write_json(info, json_out)
