@@ -93,8 +93,13 @@ def _leave(code: object) -> NoReturn:
     os._exit(code)
 
 
+#: Commands that write a result document: finish_run turns signals into interrupts itself.
+DOCUMENT_COMMANDS = ("solve", "run", "coordinator")
+
+
 def _main() -> None:
-    interrupt_on_signals()
+    if sys.argv[1:2] not in [[c] for c in DOCUMENT_COMMANDS]:
+        interrupt_on_signals()
     algo = _distributed_algo_in_solve(sys.argv[1:])
     if algo is not None:
         print(

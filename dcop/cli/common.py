@@ -21,7 +21,7 @@ from dcop.choices import (
     LogLevel,
     OrderingName,
 )
-from dcop.cli.signals import raise_pending
+from dcop.cli.signals import interrupt_on_signals, keep_early_signals, raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
 
@@ -221,9 +221,12 @@ def finish_run(
     """
     check_outputs({"--json": json_target, **(outputs or {})})
     try:
-        raise_pending()  # a SIGTERM that came while the command was starting
+        interrupt_on_signals()
+        raise_pending()  # a signal that came while the command was starting
         doc, show = produce()
+        keep_early_signals()  # the work is done: a late signal must not lose its document
     except (DcopError, MemoryError, KeyboardInterrupt) as exc:
+        keep_early_signals()  # a second signal must not cut the failure document short
         status = failure_status(exc)
         message = (
             f"interrupted ({exc})" if isinstance(exc, KeyboardInterrupt) and str(exc) else str(exc)

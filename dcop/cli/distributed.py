@@ -6,6 +6,7 @@ unchanged to every agent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -362,6 +363,18 @@ def coordinator(
     )
 
 
+def _clean(value: bool) -> None:
+    if value:
+        from dcop.coordinator.launch import runs_folder, sweep_leftovers
+
+        runs = runs_folder()
+        removed = sweep_leftovers(runs)
+        with contextlib.suppress(OSError):
+            runs.rmdir()  # empty: nothing of dcop is left
+        print(f"removed {removed} leftover run folder(s) from {runs}", file=sys.stderr)
+        raise typer.Exit(0)
+
+
 @app.command()
 def run(
     file: ProblemFile,
@@ -392,6 +405,17 @@ def run(
     solution: SolutionOption = None,
     log_level: LogOption = LogLevel.WARNING,
     quiet: Quiet = False,
+    clean: Annotated[
+        bool,
+        typer.Option(
+            "--clean",
+            is_eager=True,
+            callback=_clean,
+            help="Remove what killed runs left in the system's temporary folder (their "
+            "dcop-runs/run-* folders: peers.json, keys, agent logs), then exit. Every run "
+            "does this first.",
+        ),
+    ] = False,
 ) -> None:
     """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto;
     on a UAI model also --task pr or mar)."""
