@@ -347,7 +347,17 @@ def coordinator(
                 raise
             with live_status(not quiet) as on_status:
                 coordinator.on_status = on_status
-                run = coordinator.run()
+                try:
+                    run = coordinator.run()
+                except DcopError as exc:
+                    # the run is over: one-shot agents that had not said hello yet (started
+                    # late, or slow to start) get the same stop instead of waiting for their
+                    # own --timeout and holding their ports against the next try
+                    late = {a.id for a in table.agents} - set(coordinator.hellos)
+                    if late:
+                        wait_s = min(hello_timeout, MISMATCH_STOP_S)
+                        stop_agents(transport, late, wait_s, f"aborted: {exc}", spare_serving=True)
+                    raise
         finally:
             transport.close()
         run = replace(run, file=str(problem_file))

@@ -347,3 +347,47 @@ def test_an_agent_stopped_before_hello_does_not_delay_the_timeout() -> None:
     with pytest.raises(RunTimeout, match=r"agent 2 \(x2\).* did not say hello"):
         run_local(PROBLEM, RunSpec(), timeout=5, agent_argv=argv)
     assert time.monotonic() - t0 < 5 + 2
+
+
+def test_hand_started_agents_leave_when_the_coordinator_says_the_run_is_over(
+    tmp_path: Path,
+) -> None:
+    """Agent 1's port is taken: ``dcop coordinator`` fails at once. Agents started after that
+    (slow hosts) still get a stop, instead of waiting for their own --timeout with their ports
+    held, so that a retry does not find "Address already in use" (issue 33, item 10)."""
+    from dcop.io import write_problem
+
+    peers = local_peers()
+    peers_file = tmp_path / "peers.json"
+    peers.write(peers_file)
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(PROBLEM, str(problem_file))
+    port = int(peers.agent(1).endpoint.rsplit(":", 1)[1])
+    held = socket.socket()
+    held.bind(("127.0.0.1", port))
+    held.listen()
+    procs = AgentProcesses()
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "dcop", "coordinator", "--peers", str(peers_file), "--problem",
+         str(problem_file), "--timeout", "30", "--hello-timeout", "30", "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        procs.start(1, agent_command_for(1, peers_file), tmp_path / "a1.log")
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not procs.dead():
+            time.sleep(0.05)  # agent 1 gave up on its port and told the coordinator
+        for a in peers.agents:
+            if a.id != 1:
+                procs.start(a.id, agent_command_for(a.id, peers_file), tmp_path / f"a{a.id}.log")
+        _, err = coordinator.communicate(timeout=60)
+        assert coordinator.returncode != 0 and "in use" in err, err
+        end = time.monotonic() + 20
+        while time.monotonic() < end and len(procs.dead()) < PROBLEM.n:
+            time.sleep(0.1)
+        assert len(procs.dead()) == PROBLEM.n, procs.exit_codes()  # each left on its own
+    finally:
+        coordinator.kill()
+        procs.stop()
+        held.close()
