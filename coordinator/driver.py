@@ -230,8 +230,11 @@ class Coordinator:
         self.phase = phase
         log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
+        turn = next_beat
         while not done():
             now = time.monotonic()
+            self._check_own_pause(now - turn)
+            turn = now
             if now >= deadline:
                 raise RunTimeout(self._deadline_message(phase))
             if now >= next_beat:
@@ -241,6 +244,21 @@ class Coordinator:
             item = self.transport.recv(min(deadline, next_beat) - now)
             if item is not None:
                 self._on_frames(*item)
+
+    def _check_own_pause(self, gap_s: float) -> None:
+        """The coordinator's own loop stood still for ``gap_s`` (SIGSTOP, a starved host): past
+        the peer timeout its agents have taken it for dead, and whatever it finds next (agents
+        gone, silent) is its own doing, not theirs: say so, instead of blaming "agent 0"."""
+        if gap_s > self.spec.peer_timeout:
+            raise RunError(
+                f"the coordinator itself stood still for {gap_s:.1f} s during {self.phase} "
+                f"(stopped, e.g. SIGSTOP, or starved of CPU), longer than the peer timeout of "
+                f"{self.spec.peer_timeout:g} s: its agents took it for dead"
+            )
+        if gap_s > 2 * self.heartbeat_s:
+            # a shorter pause: the agents' silence meanwhile was this loop's deafness
+            for ident in self.last_seen:
+                self.last_seen[ident] += gap_s
 
     def _deadline_message(self, phase: str) -> str:
         if phase == "hello":

@@ -391,3 +391,38 @@ def test_hand_started_agents_leave_when_the_coordinator_says_the_run_is_over(
         coordinator.kill()
         procs.stop()
         held.close()
+
+
+def test_a_stopped_coordinator_is_named_as_such_not_agent_0(tmp_path: Path) -> None:
+    """``dcop run`` stopped (SIGSTOP) past the peer timeout: its agents take it for dead. It
+    used to resume and report "agent 0 stopped answering"; it names itself (issue 33, item 12)."""
+    import json
+    import os
+
+    from dcop.io import write_problem
+
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(random_network(10, 6, 0.5, 0.1, seed=2), str(problem_file))
+    out = tmp_path / "r.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dcop", "run", str(problem_file), "--json", str(out), "-q",
+         "--peer-timeout", "2", "--timeout", "60", "--workdir", str(tmp_path / "w")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and len(list((tmp_path / "w").glob("agent-*.log"))) < 10:
+            time.sleep(0.02)
+        time.sleep(0.05)
+        os.kill(run.pid, signal.SIGSTOP)
+        time.sleep(4.0)
+        os.kill(run.pid, signal.SIGCONT)
+        run.communicate(timeout=60)
+    finally:
+        run.kill()
+    doc = json.loads(out.read_text())
+    if doc["status"] == "ok":
+        pytest.skip("the run finished before the stop came (a fast machine)")
+    assert "the coordinator itself stood still" in doc["message"], doc["message"]
+    assert "agent 0" not in doc["message"]
