@@ -240,8 +240,15 @@ class Agent:
                 if not self.coordinator_heard:
                     continue  # not started yet: its first message is still to come
                 if self.cfg.serving:
+                    self._drain()  # its last words (the problem's done) may still be queued
+                    if self.session is None:  # its problem is over: leaving is what it does
+                        log.info("agent %d: the coordinator left; waiting for the next", self.me)
+                        continue
                     log.warning(
-                        "agent %d: the coordinator went away; waiting for the next", self.me
+                        "agent %d: the coordinator went away during problem %d; waiting for "
+                        "the next",
+                        self.me,
+                        self.problem,
                     )
                     self._end_problem("the coordinator went away")
                     continue

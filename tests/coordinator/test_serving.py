@@ -76,6 +76,10 @@ def test_serving_agents_solve_problem_after_problem_and_shut_down(tmp_path: Path
             assert doc["status"] == "ok" and doc["exact"]
             assert doc["cost"] == solve_be(problem).upper_bound
         assert procs.dead() == []  # still up after three problems
+        # a coordinator that leaves after its problem is done is no news (issue 33, item 12:
+        # every agent of a successful docker-compose run logged a WARNING here)
+        logs = "".join((tmp_path / f"agent-{i}.log").read_text() for i in range(AGENTS))
+        assert "went away" not in logs and "WARNING" not in logs, logs[-2000:]
         too_big = _solve(
             peers_file, random_network(AGENTS + 2, 3, 0.3, 0.2, 3), tmp_path / "b.wcsp"
         )
