@@ -1,0 +1,194 @@
+"""Small files that expand: peak RSS against ``--max-memory`` (issue 33, item 5).
+
+Three WCSP files of a few bytes to a few KB whose default-only functions expand to GiBs:
+
+* ``one``: one function of arity ``a`` over binary variables, given by its default alone (145
+  bytes at a = 27);
+* ``many``: 300 functions of arity ``a - 7`` (arity 20 at a = 27), default only;
+* ``sixteen``: 16 functions of arity ``a - 3`` (arity 24), a few tuples each.
+
+Each row runs one command (``solve``, ``batch --algo auto``, ``run``, and ``solve --task pr``
+on the UAI twin of ``one``) under ``--max-memory`` in its own process and records the peak RSS
+of that process tree (``ru_maxrss`` of the children) against the limit: at most 1.1x, or the
+command refused the run (too_large) before it grew. ``python benchmarks/expansion.py --arity 27``
+runs the issue's sizes (about 1.2 GB each); the tests run it at a = 21.
+
+Writes ``benchmarks/results/expansion.json`` and ``.md`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The largest peak RSS a row may reach, as a multiple of its --max-memory.
+CAP_FACTOR = 1.1
+
+
+def wcsp_one(arity: int) -> str:
+    """One default-only function of ``arity`` binary variables (costs 1: feasible)."""
+    scope = " ".join(str(i) for i in range(arity))
+    return f"one {arity} 2 1 1000\n{' '.join(['2'] * arity)}\n{arity} {scope} 1 0\n"
+
+
+def wcsp_many(arity: int, count: int = 300, n: int | None = None) -> str:
+    """``count`` default-only functions of ``arity`` over ``n`` binary variables."""
+    n = n if n is not None else arity + 10
+    lines = [f"many {n} 2 {count} 100000", " ".join(["2"] * n)]
+    for k in range(count):
+        scope = [(k + i) % n for i in range(arity)]
+        lines.append(f"{arity} {' '.join(map(str, sorted(scope)))} {k % 3} 0")
+    return "\n".join(lines) + "\n"
+
+
+def wcsp_sixteen(arity: int, count: int = 16) -> str:
+    """``count`` functions of ``arity`` over ``arity + 2`` binary variables, a tuple each."""
+    n = arity + 2
+    lines = [f"sixteen {n} 2 {count} 100000", " ".join(["2"] * n)]
+    for k in range(count):
+        scope = sorted({(k + i) % n for i in range(arity)})
+        lines.append(f"{arity} {' '.join(map(str, scope))} 2 1")
+        lines.append(" ".join(["0"] * arity) + " 0")
+    return "\n".join(lines) + "\n"
+
+
+def uai_one(arity: int) -> str:
+    """The UAI twin of ``one`` (all potentials 1: Z = 2^arity), for PR/MAR."""
+    entries = 1 << arity
+    return (
+        f"MARKOV\n{arity}\n{' '.join(['2'] * arity)}\n1\n{arity} "
+        + " ".join(map(str, range(arity)))
+        + f"\n\n{entries}\n"
+        + " ".join(["1"] * entries)
+        + "\n"
+    )
+
+
+def write_files(folder: Path, arity: int) -> dict[str, Path]:
+    """The expansion files for ``arity`` (the issue's sizes at 27), by name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = {
+        "one.wcsp": wcsp_one(arity),
+        "many.wcsp": wcsp_many(arity - 7),
+        "sixteen.wcsp": wcsp_sixteen(arity - 3),
+    }
+    if arity <= 22:  # a UAI file lists every entry: only small ones are written
+        texts["one.uai"] = uai_one(arity)
+    paths = {}
+    for name, text in texts.items():
+        path = folder / name
+        path.write_text(text)
+        paths[name] = path
+    return paths
+
+
+def limit_for(arity: int) -> int:
+    """A --max-memory (bytes) that the ``one`` file's float64 table would break and its
+    float32 table fits: 1200 MB at the issue's arity 27, scaled below."""
+    return max(160 << 20, int(1200e6 / (1 << (27 - arity))) if arity < 27 else int(1200e6))
+
+
+def commands(paths: dict[str, Path], limit: int, folder: Path) -> list[tuple[str, list[str]]]:
+    """(label, dcop arguments) of every row."""
+    mem = f"{limit // (1 << 20)}M"
+    rows: list[tuple[str, list[str]]] = []
+    for name in ("one.wcsp", "many.wcsp", "sixteen.wcsp"):
+        path = str(paths[name])
+        rows.append((f"solve {name}", ["solve", path, "--max-memory", mem, "-q"]))
+        rows.append(
+            (f"batch auto {name}", ["batch", path, "--algo", "auto", "--max-memory", mem, "-q"])
+        )
+    rows.append(
+        (
+            "run one.wcsp",
+            ["run", str(paths["one.wcsp"]), "--max-memory", mem, "--max-message-mib", "4095",
+             "-q", "--timeout", "120"],
+        )
+    )  # fmt: skip
+    if "one.uai" in paths:
+        for task in ("pr", "mar"):
+            rows.append(
+                (
+                    f"solve --task {task} one.uai",
+                    ["solve", str(paths["one.uai"]), "--task", task, "--max-memory", mem, "-q"],
+                )
+            )
+    return rows
+
+
+_MEASURE = r"""
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"code": done.returncode, "peak": peak, "err": done.stderr[-400:]}))
+"""
+
+
+def measure(args: list[str], json_out: Path) -> dict[str, Any]:
+    """Run ``dcop ARGS --json json_out`` in a fresh process; its exit code, status and the
+    largest peak RSS of its process tree (the command or any agent)."""
+    argv = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "dcop", *args]
+    argv += ["--json", str(json_out)]
+    t0 = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    row["wall_s"] = round(time.monotonic() - t0, 2)
+    try:
+        doc = json.loads(json_out.read_text())
+    except (OSError, ValueError):
+        doc = {}
+    rows = doc.get("rows")
+    row["status"] = rows[0]["status"] if rows else doc.get("status")
+    return row
+
+
+def run_rows(folder: Path, arity: int) -> list[dict[str, Any]]:
+    paths = write_files(folder, arity)
+    limit = limit_for(arity)
+    out = []
+    for label, args in commands(paths, limit, folder):
+        row = measure(args, folder / "doc.json")
+        row.update(label=label, limit=limit, ratio=round(row["peak"] / limit, 3))
+        row["held"] = row["ratio"] <= CAP_FACTOR
+        out.append(row)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--arity", type=int, default=27)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dcop-expansion"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    opts = parser.parse_args()
+    rows = run_rows(opts.work, opts.arity)
+    from benchmarks.compare.machine import machine_block
+
+    doc = {"arity": opts.arity, "cap_factor": CAP_FACTOR, "machine": machine_block(), "rows": rows}
+    opts.out.mkdir(parents=True, exist_ok=True)
+    (opts.out / "expansion.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [
+        f"# Expansion files against --max-memory (arity {opts.arity})",
+        "",
+        "| command | limit | peak RSS | ratio | status | held |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['label']} | {r['limit'] / 2**20:.0f} MiB | {r['peak'] / 2**20:.0f} MiB | "
+            f"{r['ratio']} | {r['status']} | {'yes' if r['held'] else 'NO'} |"
+        )
+    (opts.out / "expansion.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    sys.exit(0 if all(r["held"] for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main()
+_ = resource  # the child measures with it (see _MEASURE)
