@@ -20,7 +20,7 @@ import numpy as np
 
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.protocol import Degree, Token, Util, Value, WireTable, decode, encode
-from dcop.tables import Table, TableBackend
+from dcop.tables import IpcHandover, Table, TableBackend
 
 #: The dtype of DPOP's tables wherever integer costs stay exact in it (see the driver's choice).
 REHEARSAL_DTYPE = np.float32
@@ -43,9 +43,8 @@ def rehearse(backend: TableBackend) -> float:
                 data = t.to_array()
                 backend.table(t.scope, data, data.dtype)
     choose_value(backend, bucket[:2], names[0], {names[1]: 0})
-    offer = getattr(backend, "offer_ipc", None)  # a GPU agent's ahead-of-time UTIL buffer
-    if offer is not None:
-        offer(0)  # "too small for CUDA IPC", decided once here with what decides it
+    if isinstance(backend, IpcHandover):  # a GPU agent's ahead-of-time UTIL buffer
+        backend.offer_ipc(0)  # "too small for CUDA IPC", decided once here with what decides it
     backend.synchronize()
     placements = getattr(backend, "placements", None)
     if isinstance(placements, list):

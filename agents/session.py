@@ -13,7 +13,7 @@ Phases of a problem::
     start  -> once ready (a start that comes sooner waits): the DFS of every candidate tree (this
               agent starts those it roots); each back token carries the sender's separator and
               the sizing of its UTIL for every mini-bucket size the run may choose
-              (:mod:`dcop.agents.sizing`); a finished root reports its tree
+              (:mod:`dcop.trees.sizing`); a finished root reports its tree
     go     -> the tree and z the coordinator chose; UTIL up once every child's has arrived,
               VALUE down once the parent's has; then the result to the coordinator.
 
@@ -43,7 +43,6 @@ import numpy as np
 
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
-from dcop.agents.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
@@ -68,11 +67,14 @@ from dcop.protocol import (
     Value,
     WireTable,
 )
-from dcop.protocol.dfs import DfsState, DfsToken
 from dcop.protocol.digest import part_digest
-from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.protocol.messages import sizing_at
+from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
-from dcop.tables import Op, Table, TableBackend, domain_sizes
+from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
+from dcop.trees.candidates import default_candidates
+from dcop.trees.dfs import DfsState, DfsToken
+from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 
 Out = list[tuple[int, Message]]
 #: Tables in an offered IPC buffer start at multiples of this (CUDA's allocation alignment).
@@ -188,12 +190,12 @@ class Session:
         self.util_hook = util_hook
         self.prepare = prepare
         self.ipc = ipc
-        #: the backend's CUDA IPC methods (a GPU backend's; checked with getattr before use)
-        self.handover: Any = backend
+        #: the backend's CUDA IPC hand-over (a GPU agent's placed backend), None without one
+        self.handover: IpcHandover | None = backend if isinstance(backend, IpcHandover) else None
         #: my UTIL tables exported by CUDA IPC, kept until the parent cannot need them: the
         #: buffer offered to my parent ahead (:class:`~dcop.protocol.Offer`), and any others
-        self.mailbox: Any = None
-        self.exported: list[Any] = []
+        self.mailbox: IpcBuffer | None = None
+        self.exported: list[IpcBuffer] = []
         #: children's offered buffers I mapped: child -> (handle, pointer, bytes)
         self.opened: dict[int, tuple[bytes, int, int]] = {}
         #: pointers of mapped buffers whose tables I took, unmapped once my UTIL went out
@@ -601,10 +603,11 @@ class Session:
             if t.scope
             for a in [t.to_array()]
         ]
-        if self.staged is not None:  # my bucket runs on the device: its tables go there now
+        stage = getattr(self.backend, "stage", None)
+        if self.staged is not None and stage is not None:  # my bucket runs on the device
             t0 = time.perf_counter()
             self.utils[sender] = [
-                self.handover.stage(t) if self.var in t.scope else t for t in self.utils[sender]
+                stage(t) if self.var in t.scope else t for t in self.utils[sender]
             ]
             self.charge(time.perf_counter() - t0)
         self.scalars += sum(float(t.to_array()) for t in util.tables if not t.scope)
@@ -618,12 +621,11 @@ class Session:
         assert self.tree is not None
         if sender not in self.tree.children or sender in self.opened or sender in self.utils:
             raise ProtocolError(f"an offer from {sender}, which is not a waiting child")
-        opener = getattr(self.backend, "open_ipc", None)
-        if opener is None or not self._shares_gpu(sender):
+        if self.handover is None or not self._shares_gpu(sender):
             raise ProtocolError(f"agent {sender} offered a CUDA IPC buffer; we share no GPU")
         t0 = time.perf_counter()
         try:
-            pointer = opener(offer.handle, offer.nbytes)
+            pointer = self.handover.open_ipc(offer.handle, offer.nbytes)
         except IpcUnavailable as exc:
             raise self._lost_handle(sender, exc) from None
         self.opened[sender] = (offer.handle, pointer, offer.nbytes)
@@ -647,7 +649,8 @@ class Session:
         VALUE or down message reaches it, which comes later."""
         from dcop.gpu.ipc import IpcUnavailable
 
-        if getattr(self.backend, "import_ipc", None) is None or not self._shares_gpu(sender):
+        handover = self.handover
+        if handover is None or not self._shares_gpu(sender):
             raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
         t0 = time.perf_counter()
         mapped = self.opened.pop(sender, None)
@@ -661,14 +664,14 @@ class Session:
             if t.handle != handle and t.offset:
                 raise ProtocolError(f"agent {sender} names an offset in a buffer not offered")
         placed = [(t.offset, t.shape, t.dtype) for t in in_buffer]
-        copies = iter(self.handover.read_ipc_tables(pointer, placed) if in_buffer else [])
+        copies = iter(handover.read_ipc_tables(pointer, placed) if in_buffer else [])
         out = []
         for t in shared:
             if t.handle == handle:
                 data = next(copies)
             else:
                 try:
-                    data = self.handover.import_ipc(t.handle, t.shape, t.dtype)
+                    data = handover.import_ipc(t.handle, t.shape, t.dtype)
                 except IpcUnavailable as exc:
                     raise self._lost_handle(sender, exc) from None
             out.append(Table(t.scope, data))
@@ -678,7 +681,7 @@ class Session:
     def unmap_taken(self) -> None:
         """Unmap the children's buffers whose tables I took (my UTIL has gone out, or I am the
         root and my VALUEs have not yet): still my work, so charged to my clock."""
-        if not self.taken:
+        if not self.taken or self.handover is None:
             return
         t0 = time.perf_counter()
         for pointer in self.taken:
@@ -688,8 +691,9 @@ class Session:
 
     def release(self) -> None:
         """The problem ends: unmap children's buffers I still hold, drop the ones I exported."""
-        for pointer in [*self.taken, *(p for _, p, _ in self.opened.values())]:
-            self.handover.close_ipc(pointer)
+        if self.handover is not None:
+            for pointer in [*self.taken, *(p for _, p, _ in self.opened.values())]:
+                self.handover.close_ipc(pointer)
         self.opened, self.taken = {}, []
         self.mailbox, self.exported = None, []
 
@@ -752,7 +756,7 @@ class Session:
         to_numpy = self.runner.to_numpy if host else self.backend.to_numpy
         wire: list[WireTable] = []
         shared: list[IpcTable] = []
-        exported: list[Any] = []
+        exported: list[IpcBuffer] = []
         offset = 0  # the next free byte of the offered buffer
         for t in (*out.tables, *passing):
             if not t.scope:
@@ -764,6 +768,7 @@ class Session:
             if (
                 exportable
                 and box is not None
+                and self.handover is not None
                 and offset + size <= box.nbytes
                 and self.handover.export_ipc_into(box, offset, t.data, False)
             ):
@@ -791,25 +796,24 @@ class Session:
         """Seconds my GPU backend has waited for kernels compiling in the background."""
         return float(getattr(getattr(self.backend, "setup", None), "compile_wait_s", 0.0))
 
-    def _exporter(self) -> Callable[[Any], Any] | None:
+    def _exporter(self) -> Callable[[Any], IpcBuffer | None] | None:
         """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
         exporter returns None for a host table), else None (every table as bytes)."""
         assert self.tree is not None
-        export = getattr(self.backend, "export_ipc", None)
-        if export is None or not self._shares_gpu(self.tree.parent):
+        if self.handover is None or not self._shares_gpu(self.tree.parent):
             return None
-        return export  # type: ignore[no-any-return]
+        return self.handover.export_ipc
 
     def _offer(self) -> Out:
         """A GPU agent whose parent shares its GPU offers it a buffer for the planned UTIL now,
         so that mapping it is off the path from my subtree's tables to my parent's bucket."""
         assert self.tree is not None and self.plan is not None
-        offer = getattr(self.backend, "offer_ipc", None)
-        if offer is None or not self._shares_gpu(self.tree.parent) or not self.plan.entries:
+        handover = self.handover
+        if handover is None or not self._shares_gpu(self.tree.parent) or not self.plan.entries:
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()
-        box = offer(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
+        box = handover.offer_ipc(self.plan.entries * itemsize + IPC_ALIGN * len(self.plan.tables))
         self.charge(time.perf_counter() - t0)
         if box is None:
             return []

@@ -5,9 +5,9 @@ against min-fill, min-degree and the centralized DFS, by width and largest UTIL 
     .venv/bin/python benchmarks/pseudotree.py --seeds 2 --k 1,4,16
     .venv/bin/python benchmarks/pseudotree.py --from-json benchmarks/results/pseudotree.json
 
-Every distributed tree is built by :func:`dcop.protocol.dfs.simulate`, which runs the agents' own
-DFS state machines (:class:`dcop.protocol.dfs.DfsState`) and delivers their tokens in process; the
-best of K candidates is the one :func:`dcop.protocol.dfs.choose_candidate` picks from what the roots
+Every distributed tree is built by :func:`dcop.trees.dfs.simulate`, which runs the agents' own
+DFS state machines (:class:`dcop.trees.dfs.DfsState`) and delivers their tokens in process; the
+best of K candidates is the one :func:`dcop.trees.dfs.choose_candidate` picks from what the roots
 report. Min-fill and min-degree trees come from :func:`dcop.ordering.order_pseudo_tree` (their
 width is the order's induced width; they are not DFS trees and agents cannot build them).
 
@@ -35,15 +35,10 @@ from typing import Any
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import (
-    PseudoTree,
-    dfs_pseudo_tree,
-    min_degree_order,
-    min_fill_order,
-    order_pseudo_tree,
-)
-from dcop.protocol.dfs import DfsRun, choose_candidate, simulate
-from dcop.protocol.trees import HEURISTICS, Candidate, default_candidates
+from dcop.ordering import min_degree_order, min_fill_order, order_pseudo_tree
+from dcop.trees.candidates import HEURISTICS, Candidate, default_candidates
+from dcop.trees.dfs import DfsRun, choose_candidate, simulate
+from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -237,7 +232,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{n} instances: {len(FAMILIES)} families, {report['seeds']} each (below). Width = largest "
         "separator. UTIL = predicted entries of the largest UTIL message (the product of the "
         "separator's domain sizes). Every distributed tree is built by the agents' own DFS state "
-        "machines (`dcop.protocol.dfs.DfsState`, run in process by `simulate`); of K candidates "
+        "machines (`dcop.trees.dfs.DfsState`, run in process by `simulate`); of K candidates "
         "the one `choose_candidate` picks from the roots' reports (smallest largest UTIL, then "
         "smallest total) is counted.",
         "",

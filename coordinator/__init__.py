@@ -1,4 +1,7 @@
-"""The coordinator: peers.json, launching agent processes, driving a run, results and metrics.
+"""The coordinator: peers.json, launching agent processes, driving a run, wire metrics.
+
+Its typed result, ``RunResult``, lives with the others in :mod:`dcop.results.run` (re-exported
+here).
 
 * ``topology``   ``peers_for`` (one agent per variable, neighbours from the primal graph),
   ``layout_for`` (who runs which variable), ``check_peers``
@@ -6,8 +9,7 @@
 * ``launch``     ``run_local(problem, spec)``: one agent process per variable on this machine
 * ``processes``  agent processes, forked from a pre-imported template
 * ``cluster``    serving agents between problems (``--shutdown``)
-* ``result``     ``RunResult``: the typed result, written as the shared result document
-* ``metrics``    wire metrics and the theory beside them; ``report`` the readable summary
+* ``metrics``    wire metrics and the theory beside them
 * ``keys``       CurveZMQ key helpers
 
 The names below are imported on first use (PEP 562), so that ``dcop run`` can start the agents'
@@ -27,8 +29,7 @@ _EXPORTS = {
     "run_local": "dcop.coordinator.launch",
     "write_result": "dcop.coordinator.launch",
     "AgentProcesses": "dcop.coordinator.processes",
-    "print_summary": "dcop.coordinator.report",
-    "RunResult": "dcop.coordinator.result",
+    "RunResult": "dcop.results.run",
     "Layout": "dcop.coordinator.topology",
     "check_peers": "dcop.coordinator.topology",
     "layout_for": "dcop.coordinator.topology",
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
     from dcop.coordinator.driver import Coordinator
     from dcop.coordinator.launch import agent_command, free_ports, run_local, write_result
     from dcop.coordinator.processes import AgentProcesses
-    from dcop.coordinator.report import print_summary
-    from dcop.coordinator.result import RunResult
     from dcop.coordinator.topology import (
         Layout,
         check_peers,
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
         round_robin,
     )
     from dcop.protocol.peers import AgentEntry, Peers, load_peers, parse_peers
+    from dcop.results.run import RunResult
 
 
 def __getattr__(name: str) -> Any:
@@ -77,7 +77,6 @@ __all__ = [
     "load_peers",
     "parse_peers",
     "peers_for",
-    "print_summary",
     "round_robin",
     "run_local",
     "write_result",

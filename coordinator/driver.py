@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.result import RunResult, TreeChoice
 from dcop.coordinator.topology import Layout, auto_tree_count, layout_for
 from dcop.errors import (
     DcopError,
@@ -38,7 +37,6 @@ from dcop.errors import (
     RunTimeout,
     TableTooLarge,
 )
-from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.protocol import (
     COORDINATOR_ID,
@@ -64,13 +62,15 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import Neighbour
+from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
 from dcop.protocol.ratelog import RateLimitedLog
-from dcop.protocol.runspec import AUTO_TREES
-from dcop.protocol.trees import default_candidates, sizing_at, sizing_choices
+from dcop.protocol.runspec import AUTO_TREES, sizing_choices
+from dcop.results.partition import PartitionResult
+from dcop.results.run import RunResult, TreeChoice
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
+from dcop.trees.candidates import default_candidates
 
 log = logging.getLogger("dcop.coordinator")
 #: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill

@@ -28,7 +28,6 @@ from typing import Any
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
 from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses
-from dcop.coordinator.result import RunResult
 from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
@@ -37,6 +36,7 @@ from dcop.protocol.agent_options import AgentOptions
 from dcop.protocol.curve import generate_keys
 from dcop.protocol.endpoints import ephemeral_range
 from dcop.protocol.runspec import MIB
+from dcop.results.run import RunResult
 
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).
 MIN_PORT = 20000

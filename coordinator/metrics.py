@@ -1,4 +1,5 @@
-"""The result of a distributed run: answer, pseudo-tree, wire metrics and the theory beside them.
+"""The wire metrics of a distributed run and the theory beside them (the typed result that
+carries them: :class:`dcop.results.run.RunResult`).
 
 Measured (by the agents on their own sockets, and by the coordinator on its own): messages and
 bytes per type (what crossed the sockets), the largest UTIL message (with the tables handed over

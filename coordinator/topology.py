@@ -186,9 +186,9 @@ def auto_tree_count(problem: Problem, layout: Layout) -> int:
     milliseconds, less than one more DFS of n tokens costs (measured: 8 candidates add about
     0.1 s to a 30-agent local run whose UTILs are all under 7000 entries).
     """
-    from dcop.protocol.dfs import simulate  # the DFS's pure state code; no transport involved
     from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES, AUTO_TREES_MAX
-    from dcop.protocol.trees import default_candidates
+    from dcop.trees.candidates import default_candidates
+    from dcop.trees.dfs import simulate  # the DFS's pure state code; no transport involved
 
     sizes = problem.domain_sizes()
     first = simulate(

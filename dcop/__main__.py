@@ -1,5 +1,5 @@
 """``python -m dcop`` is the ``dcop`` command."""
 
-from dcop.cli import main
+from dcop.cli.entry import main
 
 main()

@@ -12,8 +12,8 @@ import sys
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from dcop.cli.report import print_summary
 from dcop.coordinator import run_local
-from dcop.coordinator.report import print_summary
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.protocol import RunSpec

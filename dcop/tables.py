@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -208,6 +208,68 @@ class TableBackend(Protocol):
         op: Op = "min",
     ) -> tuple[int, float]:
         """The best value of ``var`` for the sum of ``tables`` given the others, and its cost."""
+        ...
+
+
+class IpcBuffer(Protocol):
+    """A device buffer another process of the same GPU can map by its CUDA IPC ``handle``
+    (:class:`dcop.gpu.ipc.Exported`)."""
+
+    @property
+    def handle(self) -> bytes: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+#: Where a table lies in a mapped buffer: byte offset, shape, dtype (``"<f4"`` or ``"<f8"``).
+IpcPlaced = tuple[int, tuple[int, ...], str]
+
+
+@runtime_checkable
+class IpcHandover(Protocol):
+    """What a backend offers beside :class:`TableBackend` to hand UTIL tables between agents of
+    one GPU by CUDA IPC, instead of as bytes (a GPU agent's placed backend,
+    :class:`dcop.placement.PlacedBackend`; the agent's ``Session`` is the one caller).
+
+    A child offers its parent a buffer ahead (:meth:`offer_ipc`), fills it with its UTIL tables
+    (:meth:`export_ipc_into`) or exports a table alone (:meth:`export_ipc`); the parent maps the
+    buffer (:meth:`open_ipc`), copies the tables onto its own device (:meth:`read_ipc_tables`,
+    :meth:`import_ipc` for a lone table) and unmaps it (:meth:`close_ipc`). A handle that cannot
+    be opened raises :class:`dcop.gpu.ipc.IpcUnavailable`.
+    """
+
+    def offer_ipc(self, nbytes: int) -> IpcBuffer | None:
+        """An exportable device buffer of ``nbytes`` to fill later (None: too small to be worth
+        a handle)."""
+        ...
+
+    def export_ipc(self, data: Any) -> IpcBuffer | None:
+        """A copy of device ``data`` in a buffer of its own (None for host data or a table too
+        small: it travels as bytes)."""
+        ...
+
+    def export_ipc_into(
+        self, exported: IpcBuffer, offset: int, data: Any, wait: bool = True
+    ) -> bool:
+        """Copy device ``data`` into an offered buffer at byte ``offset`` (``wait=False``: queued
+        only, synchronize before the handle goes out); False for host data (sent as bytes)."""
+        ...
+
+    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
+        """Map another process's buffer of ``nbytes`` on this device; return its pointer."""
+        ...
+
+    def read_ipc_tables(self, pointer: int, tables: Sequence[IpcPlaced]) -> list[Any]:
+        """The tables of a buffer mapped at ``pointer``, copied onto this device."""
+        ...
+
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+        """The lone table behind another process's ``handle``, copied onto this device."""
+        ...
+
+    def close_ipc(self, pointer: int) -> None:
+        """Unmap a buffer of :meth:`open_ipc` (tables taken from it stay)."""
         ...
 
 

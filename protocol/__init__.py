@@ -1,7 +1,8 @@
 """The agent protocol: message types, the validating msgpack codec, constants and transports.
 
 * ``constants``  PROTOCOL_VERSION, heartbeats and timeouts, default ports, message size limits
-* ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start
+* ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start;
+  ``sizing_choices`` (the z list every TreeReport is sized for)
 * ``messages``   frozen dataclasses, one per message type, with ``to_wire()`` / ``from_wire()``
 * ``codec``      ``encode`` / ``decode`` of the envelope; every failure is a ``ProtocolError``
 * ``transport``  the ``Transport`` interface (frames by id, lost peers) and an in-process hub
@@ -10,8 +11,12 @@
 * ``endpoints``  what to bind, the ephemeral port range, self-connection checks
 * ``ratelog``    rate-limited log lines for refused frames
 * ``peers``      peers.json
+* ``agent_options``  what starts one agent (``dcop-agent``'s options as data), shared by the
+  launcher and the agent process
+* ``digest``     the digest of one agent's part of a problem, carried in Setup
 
-Nothing here solves anything or touches a device.
+Nothing here solves anything or touches a device: the pseudo-tree algorithm (DFS, candidates,
+sizing) lives in :mod:`dcop.trees`.
 """
 
 from dcop.protocol.codec import Envelope, decode, encode

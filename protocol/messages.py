@@ -21,7 +21,7 @@ Flow of one problem (A = agent, C = coordinator, N = neighbour)::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -528,13 +528,19 @@ class Sizing:
         )
 
 
+def sizing_at(sizings: Sequence[Sizing], j: int) -> Sizing:
+    """The sizing for choice index ``j`` (:func:`dcop.protocol.runspec.sizing_choices`) of a list
+    that stops where it becomes DPOP's (index 0)."""
+    return sizings[j] if j < len(sizings) else sizings[0]
+
+
 def _sizings(p: Payload, key: str) -> tuple[Sizing, ...]:
     return tuple(Sizing.from_wire(raw) for raw in _seq(p, key, MAX_Z_CHOICES))
 
 
 @dataclass(frozen=True)
 class Token:
-    """The DFS token of candidate tree ``tree`` (see :class:`dcop.protocol.dfs.DfsToken`).
+    """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
     their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
     carries the subtree's visited agents, my separator, the subtree's summary and, per

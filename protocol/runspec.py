@@ -38,7 +38,7 @@ AUTO_Z_MAX = 24
 #: ``trees`` of a spec that leaves the count to the coordinator: one candidate pseudo-tree where
 #: the first candidate's largest UTIL has at most AUTO_ONE_TREE_ENTRIES entries (such a tree is
 #: solved in milliseconds, while each more candidate costs a DFS of n tokens), else AUTO_TREES_MAX
-#: (see dcop.protocol.trees.default_candidates for which).
+#: (see dcop.trees.candidates.default_candidates for which).
 AUTO_TREES = 0
 AUTO_TREES_MAX = 8
 AUTO_ONE_TREE_ENTRIES = 1 << 16
@@ -245,3 +245,11 @@ class RunSpec:
         if self.summing:
             args += ["--task", self.task]
         return args
+
+
+def sizing_choices(spec: RunSpec) -> tuple[int | None, ...]:
+    """The mini-bucket sizes every agent sizes its UTIL for, index ``j`` standing for z = j and
+    index 0 for DPOP (None): up to AUTO_Z_MAX (so that a refusal can name the largest z that
+    fits) or the run's own larger z."""
+    top = max(AUTO_Z_MAX, spec.z or 0)
+    return (None, *range(1, top + 1))

@@ -41,7 +41,7 @@ from dcop.results import Status
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from dcop.coordinator.result import RunResult
+    from dcop.results.run import RunResult
 
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0
@@ -318,9 +318,9 @@ def coordinator(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        from dcop.cli.report import print_summary
         from dcop.coordinator.cluster import stop_agents
         from dcop.coordinator.driver import Coordinator
-        from dcop.coordinator.report import print_summary
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
         spec = _spec(
@@ -433,8 +433,8 @@ def run(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
+        from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.launch import run_local
-        from dcop.coordinator.report import print_summary, write_summary
 
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
         if evidence is not None and agents_read_file:

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dcop.errors import InputError
-from dcop.inference.pr_result import PartitionResult
 from dcop.io import detect_format
+from dcop.results.partition import PartitionResult
 
 if TYPE_CHECKING:
     from rich.console import Console

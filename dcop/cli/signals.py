@@ -1,6 +1,6 @@
 """SIGTERM, SIGHUP and SIGINT end a command alike, from the first instant of the process.
 
-The handlers go in before the command line's heavy imports (``dcop.cli`` installs them first
+The handlers go in before the command line's heavy imports (``dcop.cli.entry.main`` installs them first
 thing): a signal that arrives while Python still imports is kept in :data:`PENDING`, and
 :func:`raise_pending` turns it into the same ``KeyboardInterrupt`` once the command is running,
 so that even then the command stops its agents, removes its files and writes its result

@@ -7,8 +7,8 @@
 from dcop.buckets import partition_minibuckets
 from dcop.inference.elimination import eliminate
 from dcop.inference.memory import MemoryPlan, plan_memory
-from dcop.inference.result import SolveResult
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
+from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 __all__ = [

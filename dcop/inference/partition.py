@@ -42,9 +42,9 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
 from dcop.ordering import best_order, elimination_order, induced_width, largest_table
+from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
     BoundKind,

@@ -21,9 +21,9 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.inference.result import SolveResult
 from dcop.model import Problem
 from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
 ALGOS = ("be", "mbe")

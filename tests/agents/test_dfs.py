@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
 from dcop.ordering import dfs_pseudo_tree, induced_scopes
-from dcop.protocol.dfs import (
+from dcop.trees.candidates import (
+    DEFAULT_CANDIDATE,
+    HEURISTICS,
+    ROOT_RULES,
+    Candidate,
+    choose_roots,
+    default_candidates,
+)
+from dcop.trees.dfs import (
     DfsState,
     DfsToken,
     TreeSummary,
@@ -24,14 +32,6 @@ from dcop.protocol.dfs import (
     summarize,
     tree_separators,
     util_entries,
-)
-from dcop.protocol.trees import (
-    DEFAULT_CANDIDATE,
-    HEURISTICS,
-    ROOT_RULES,
-    Candidate,
-    choose_roots,
-    default_candidates,
 )
 from tests.conftest import random_problem
 

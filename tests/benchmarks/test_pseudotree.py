@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dcop.generators import random_network
 from dcop.ordering import dfs_pseudo_tree, induced_width, min_fill_order
-from dcop.protocol.trees import Candidate, default_candidates
+from dcop.trees.candidates import Candidate, default_candidates
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))

@@ -18,8 +18,10 @@ import typer
 import dcop
 from dcop import choices
 from dcop.agents.cli import app as agent_app
-from dcop.cli import app
+from dcop.cli.entry import load_app
 from tests.cli.conftest import run_dcop
+
+app = load_app([], {})  # every command registered
 
 
 def test_version() -> None:
@@ -159,7 +161,7 @@ def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
     script = (
         "import io, sys\n"
         "from dcop.coordinator.launch import run_local\n"
-        "from dcop.coordinator.report import write_summary\n"
+        "from dcop.cli.report import write_summary\n"
         "from dcop.io import read_problem\n"
         f"run = run_local(read_problem({str(instances_dir / 'example.wcsp')!r}), timeout=60)\n"
         "write_summary(run, io.StringIO())\n"
@@ -175,16 +177,21 @@ def test_a_sigterm_during_start_up_still_writes_the_result_document(
     tmp_path: Path, instances_dir: Path
 ) -> None:
     """A SIGTERM that lands while dcop still imports is kept, and the command then ends as on
-    Ctrl-C: status interrupted in the document, exit code 130 (here the signal is sent right
-    after the import, before the command line is parsed: the same moment, made certain)."""
+    Ctrl-C: status interrupted in the document, exit code 130 (here the signal is sent while
+    the command's modules import, before the command line is parsed: the same moment, made
+    certain)."""
     out = tmp_path / "r.json"
     instance = instances_dir / "warehouse.wcsp"
     script = (
         "import os, signal, sys\n"
-        "import dcop.cli\n"
-        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "from dcop.cli import entry\n"
+        "load_app = entry.load_app\n"
+        "def loading(*args):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return load_app(*args)\n"
+        "entry.load_app = loading\n"
         f"sys.argv = ['dcop', 'solve', {str(instance)!r}, '--json', {str(out)!r}, '-q']\n"
-        "dcop.cli.main()\n"
+        "entry.main()\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 130, run.stderr
@@ -202,10 +209,10 @@ def test_a_command_ends_with_its_exit_hooks_run_and_its_output_flushed(
     script = (
         "import atexit, pathlib, sys\n"
         f"atexit.register(pathlib.Path({str(hook)!r}).write_text, 'yes')\n"
-        "import dcop.cli\n"
+        "import dcop.cli.entry\n"
         f"sys.argv = ['dcop', 'solve', {str(instances_dir / 'warehouse.wcsp')!r}, '--json', '-', "
         "'-q']\n"
-        "dcop.cli.main()\n"
+        "dcop.cli.entry.main()\n"
         "print('not reached')\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -215,24 +222,20 @@ def test_a_command_ends_with_its_exit_hooks_run_and_its_output_flushed(
 
 
 def test_the_command_table_names_every_command() -> None:
-    """``dcop CMD`` imports only CMD's module (dcop.cli.COMMANDS): the table must name every
-    command the modules register, with the module that registers it."""
-    import importlib
+    """``dcop CMD`` imports only CMD's module (dcop.cli.entry.COMMANDS): the table must name
+    every command the modules register, with the module that registers it."""
+    from dcop.cli import entry
 
-    import dcop.cli
-
-    for module in dcop.cli.COMMAND_MODULES:
-        importlib.import_module(module)
     registered = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    assert set(registered) == set(dcop.cli.COMMANDS)
-    for name in dcop.cli.COMMANDS:  # each command found with only its own module imported
+    assert set(registered) == set(entry.COMMANDS)
+    for name in entry.COMMANDS:  # each command found with only its own module imported
         shown = run_dcop(name, "--help")
         assert shown.returncode == 0 and f"dcop {name}" in shown.stdout, (name, shown.stderr)
-    assert dcop.cli.command_modules(["run", "x.yaml"], {}) == ("dcop.cli.distributed",)
-    assert dcop.cli.command_modules(["--help"], {}) == dcop.cli.COMMAND_MODULES
-    assert dcop.cli.command_modules([], {}) == dcop.cli.COMMAND_MODULES
+    assert entry.command_modules(["run", "x.yaml"], {}) == ("dcop.cli.distributed",)
+    assert entry.command_modules(["--help"], {}) == entry.COMMAND_MODULES
+    assert entry.command_modules([], {}) == entry.COMMAND_MODULES
     completing = {"_DCOP_COMPLETE": "complete_bash"}
-    assert dcop.cli.command_modules(["run"], completing) == dcop.cli.COMMAND_MODULES
+    assert entry.command_modules(["run"], completing) == entry.COMMAND_MODULES
 
 
 def test_a_command_loads_only_what_it_needs() -> None:
@@ -240,8 +243,11 @@ def test_a_command_loads_only_what_it_needs() -> None:
     a summary or a live display needs it), and ZeroMQ's transport does not bring asyncio."""
     script = (
         "import sys\n"
-        "sys.argv = ['dcop', sys.argv[1], 'x.yaml', '-q']\n"
-        "import dcop.cli, dcop.protocol.zmqlink\n"
+        "argv = [sys.argv[1], 'x.yaml', '-q']\n"
+        "from dcop.cli.entry import load_app, prepare\n"
+        "prepare(argv)\n"
+        "load_app(argv, {})\n"
+        "import dcop.protocol.zmqlink\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith(('dcop.cli.', 'rich', "
         "'asyncio')))))\n"
     )
@@ -275,3 +281,25 @@ def test_live_status_on_a_terminal_and_off_it(monkeypatch: Any, capsys: Any) -> 
     with live_status() as live:
         assert live is not None
         live(status)  # a rich Live display updated with the table (transient: nothing left)
+
+
+def test_importing_the_cli_does_nothing() -> None:
+    """``import dcop.cli`` (and its entry module) reads no argv, starts no template, keeps no
+    signal and imports no command: only :func:`dcop.cli.entry.main` does."""
+    script = (
+        "import signal, sys\n"
+        "sys.argv = ['dcop', 'run', 'x.yaml']\n"
+        "import dcop.cli, dcop.cli.entry\n"
+        "print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('dcop', 'numpy', 'typer')))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    default, loaded = run.stdout.splitlines()
+    assert default == "True"
+    assert set(loaded.split()) == {
+        "dcop",
+        "dcop.errors",
+        "dcop.cli",
+        "dcop.cli.entry",
+        "dcop.cli.signals",
+    }

@@ -37,8 +37,8 @@ def test_the_coordinator_commands_ask_for_one_blas_thread_and_solve_keeps_the_de
 ) -> None:
     code = (
         "import os, sys\n"
-        f"sys.argv = ['dcop', {command!r}, '--help']\n"
-        "import dcop.cli\n"
+        "from dcop.cli.entry import prepare\n"
+        f"prepare([{command!r}, '--help'])\n"
         "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
     )
     assert _child(code) == threads

@@ -12,7 +12,7 @@ import yaml
 import zmq.auth
 from typer.testing import CliRunner
 
-from dcop.cli import app
+from dcop.cli.entry import load_app
 from dcop.coordinator.topology import layout_for
 from dcop.deploy import ComposeOptions, HostsOptions, assign_hosts, write_compose, write_hosts
 from dcop.deploy.health import listening_ports
@@ -23,6 +23,8 @@ from dcop.errors import InputError
 from dcop.io import read_problem, write_problem
 from dcop.protocol import RunSpec
 from dcop.protocol.peers import load_peers
+
+app = load_app([], {})  # every command registered
 
 
 def _yaml(path: Path) -> dict:

@@ -1,20 +1,17 @@
-"""What the coordinator and the agents agree on about pseudo-trees, before any message.
+"""Candidate pseudo-trees: how each is built (DFS heuristic, root rule and rank, seed).
 
 The coordinator names each candidate tree's roots in ``Start``; every agent then builds the same
-K candidates by distributed DFS (:mod:`dcop.protocol.dfs`) and sizes its UTIL for the same list of
-choices (DPOP and ADPOP z = 1..), which the coordinator reads back from the roots' reports. Both
-sides take these lists from here, so neither imports the other.
+K candidates by distributed DFS (:mod:`dcop.trees.dfs`). Both sides take the candidates from
+here, so neither imports the other.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from dcop.errors import DcopError
-from dcop.protocol.messages import Sizing
-from dcop.protocol.runspec import AUTO_Z_MAX, RunSpec
 
 #: DFS heuristics: the order in which an agent tries its unvisited neighbours.
 HEURISTICS = ("most-connected", "close-ancestors", "max-cardinality", "random")
@@ -114,16 +111,3 @@ def connected_component(adjacency: Mapping[int, Collection[int]], start: int) ->
                 seen.add(u)
                 stack.append(u)
     return seen
-
-
-def sizing_choices(spec: RunSpec) -> tuple[int | None, ...]:
-    """The mini-bucket sizes every agent sizes its UTIL for, index ``j`` standing for z = j and
-    index 0 for DPOP (None): up to AUTO_Z_MAX (so that a refusal can name the largest z that
-    fits) or the run's own larger z."""
-    top = max(AUTO_Z_MAX, spec.z or 0)
-    return (None, *range(1, top + 1))
-
-
-def sizing_at(sizings: Sequence[Sizing], j: int) -> Sizing:
-    """The sizing for choice index ``j`` of a list that stops where it becomes DPOP's (index 0)."""
-    return sizings[j] if j < len(sizings) else sizings[0]

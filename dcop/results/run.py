@@ -10,12 +10,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dcop.inference.pr_result import PartitionResult
 from dcop.model import Problem
-from dcop.protocol import RunSpec
-from dcop.results import Status, result_document, status_of
+from dcop.results.document import Status, result_document, status_of
+from dcop.results.partition import PartitionResult
+
+if TYPE_CHECKING:  # the spec is only read here: a result loads no protocol
+    from dcop.protocol.runspec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class RunResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The result document (see :mod:`dcop.results`; PR/MAR: :mod:`dcop.inference.pr_result`
+        """The result document (see :mod:`dcop.results.document`; PR/MAR: :mod:`dcop.results.partition`
         with the wire metrics and the pseudo-tree)."""
         details = {
             "spec": self.spec.to_wire(),

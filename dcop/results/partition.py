@@ -1,4 +1,4 @@
-"""The result of a PR or MAR run; it writes the shared result document (:mod:`dcop.results`).
+"""The result of a PR or MAR run; it writes the shared result document (:mod:`dcop.results.document`).
 
 Fields it adds to the document (``details``):
 
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dcop.model import LN10, Problem
-from dcop.results import Status, json_number, result_document
+from dcop.results.document import Status, json_number, result_document
 
 
 @dataclass
@@ -100,7 +100,7 @@ class PartitionResult:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The result document (see :mod:`dcop.results` and the module docstring)."""
+        """The result document (see :mod:`dcop.results.document` and the module docstring)."""
         p = self.problem
         status, message = self.status_message()
         answered = status == "ok"

@@ -1,4 +1,4 @@
-"""The result of a centralized solve; it writes the shared result document (:mod:`dcop.results`)."""
+"""The result of a centralized solve; it writes the shared result document (:mod:`dcop.results.document`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcop.model import Problem
-from dcop.results import Status, result_document, status_of
+from dcop.results.document import Status, result_document, status_of
 
 
 @dataclass
@@ -49,7 +49,7 @@ class SolveResult:
         return status_of(self.lower_bound, self.exact, self.upper_bound)[0]
 
     def to_json(self) -> dict[str, Any]:
-        """The result document (see :mod:`dcop.results`)."""
+        """The result document (see :mod:`dcop.results.document`)."""
         p = self.problem
         status, message = status_of(self.lower_bound, self.exact, self.upper_bound)
         return result_document(

@@ -1,4 +1,5 @@
-"""A readable summary of a distributed run's result, for the CLI and the demo.
+"""A readable summary of a distributed run's result, for the CLI and the demo (presentation:
+it lives with the command line, above the coordinator that produced the result).
 
 One summary, two renderings: rich on a terminal (and in the demo), plain lines of text elsewhere
 (a log file, a pipe, a benchmark harness), which do not import rich: its import and its rendering
@@ -11,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dcop.coordinator.result import RunResult
+from dcop.results.run import RunResult
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -26,7 +26,8 @@ Heuristics (the order in which an agent tries its unvisited neighbours; ties by 
 by a seeded hash of it when the tree has a seed):
 
 * ``most-connected``: most neighbours first: the paper's and FRODO's default and today's agents'
-  (:func:`dcop.ordering.most_neighbours_first`); reproduces :func:`dcop.ordering.dfs_pseudo_tree`.
+  (:func:`dcop.trees.pseudotree.most_neighbours_first`); reproduces
+  :func:`dcop.trees.pseudotree.dfs_pseudo_tree`.
 * ``close-ancestors``: the neighbour linked to the ancestor with the fewest open neighbours left
   (compared as sorted lists of the open counts of the ancestors it links to; linking to more is
   better), then the least connected. It closes nearly finished ancestors first, as Sloan's
@@ -47,9 +48,9 @@ FRODO's DFS heuristics (``frodo2.algorithms.varOrdering.dfs.DFSgeneration``) sco
 static score: most or least connected, smallest domain, variable name or random, with the same
 scores for root election; ``close-ancestors`` and ``max-cardinality`` use the walk's state instead.
 
-It lives in the protocol because both sides run it: every agent steps its own :class:`DfsState`,
-and the coordinator builds the first candidate in process (:func:`simulate`) to decide how many
-candidates a run needs (``--trees`` auto), without importing any agent code.
+It lives in the core (:mod:`dcop.trees`) because both sides run it: every agent steps its own
+:class:`DfsState`, and the coordinator builds the first candidate in process (:func:`simulate`) to
+decide how many candidates a run needs (``--trees`` auto), without importing any agent code.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dcop.errors import DcopError, ProtocolError
-from dcop.ordering import PseudoTree
-from dcop.protocol.trees import Candidate, check_heuristic, seeded_rank
+from dcop.trees.candidates import Candidate, check_heuristic, seeded_rank
+from dcop.trees.pseudotree import PseudoTree
 
 #: today's tree: most-connected first, from the most connected agent
 MOST_CONNECTED = Candidate()
@@ -428,14 +429,14 @@ class DfsRun:
         return {i: list(s.pseudo_parents) for i, s in self.states.items()}
 
     def pseudo_tree(self, names: Mapping[int, str]) -> PseudoTree:
-        """The tree in :mod:`dcop.ordering`'s terms (variable names)."""
+        """The tree as a :class:`dcop.trees.pseudotree.PseudoTree` (variable names)."""
         return to_pseudo_tree(self.states, self.roots, names)
 
 
 def to_pseudo_tree(
     states: Mapping[int, DfsState], roots: Sequence[int], names: Mapping[int, str]
 ) -> PseudoTree:
-    """Agents' finished DFS states as a :class:`dcop.ordering.PseudoTree` (DFS pre-order)."""
+    """Agents' finished DFS states as a :class:`~dcop.trees.pseudotree.PseudoTree` (DFS pre-order)."""
     order: list[int] = []
     stack = list(reversed(roots))
     while stack:
