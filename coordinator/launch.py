@@ -218,6 +218,7 @@ def run_local(
             monitor=procs.dead,
             before_start=ready,
             on_status=on_status,
+            host_memory=free_memory(),
         )
         try:
             result = coordinator.run()
@@ -296,6 +297,18 @@ def sweep_leftovers(runs: Path) -> int:
             remove_folder(folder)
             removed += 1
     return removed
+
+
+def free_memory() -> int | None:
+    """Memory free on this host (bytes), which ``dcop run``'s agents share; None if unknown."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def remove_run_folder(folder: Path) -> None:
