@@ -169,9 +169,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     opts = parser.parse_args()
     rows = run_rows(opts.work, opts.arity)
-    from benchmarks.compare.machine import machine_block
+    from benchmarks.compare.machine import machine_info
 
-    doc = {"arity": opts.arity, "cap_factor": CAP_FACTOR, "machine": machine_block(), "rows": rows}
+    doc = {"arity": opts.arity, "cap_factor": CAP_FACTOR, "machine": machine_info(), "rows": rows}
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "expansion.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [

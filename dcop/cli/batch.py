@@ -27,13 +27,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Annotated, Any
 
-import numpy as np
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from dcop.backend import get_backend
 from dcop.choices import BatchAlgo, OrderingName
 from dcop.cli.app import app
 from dcop.cli.common import (
@@ -48,15 +46,13 @@ from dcop.errors import DcopError, InputError
 from dcop.inference.memory import (
     effective_limit,
     largest_fitting_z,
-    plan_memory,
     resident_bytes,
     suggestion_bound,
-    work_model_of,
 )
+from dcop.inference.plan import plan_for
 from dcop.model import Problem
 from dcop.ordering import elimination_order
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES
-from dcop.tables import choose_dtype
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
 COLUMNS: tuple[str, ...] = (
@@ -96,7 +92,7 @@ def choose_auto(
     whose plan fits (z=1 when none does: that row then reports ``too_large``).
 
     The plan is the one :func:`dcop.inference.solve` checks before it builds any table
-    (:func:`dcop.inference.memory.plan_memory` on the NumPy backend, the dtype ``auto`` picks),
+    (:func:`dcop.inference.plan.plan_for` on the NumPy backend, the dtype ``auto`` picks),
     so the choice fits exactly when the solve's own check passes.
 
     Parameters
@@ -118,15 +114,7 @@ def choose_auto(
     """
     order = elimination_order(ordering, problem.neighbours())
     limit = effective_limit(max_bytes)
-    plan = plan_memory(
-        [t.scope for t in problem.tables],
-        problem.domain_sizes(),
-        order,
-        None,
-        np.dtype(choose_dtype(problem, "auto")).itemsize,
-        resident=resident_bytes() if resident is None else resident,
-        work=work_model_of(get_backend("numpy")),
-    )
+    plan = plan_for(problem, order, None, "auto", "numpy", resident=resident)
     if plan.fits(limit.bytes):
         return "be", None
     fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))

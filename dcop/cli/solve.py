@@ -33,8 +33,9 @@ from dcop.cli.common import (
 from dcop.cli.partition import print_partition, task_for
 from dcop.errors import InputError
 from dcop.inference import SolveResult, default_max_bytes, solve
-from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
+from dcop.inference.memory import human_bytes, resident_bytes
 from dcop.inference.partition import infer
+from dcop.inference.plan import plan_for
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
@@ -189,7 +190,7 @@ def _fmt(value: object) -> str:
 
 def describe(problem: Problem) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
-    (:func:`dcop.inference.memory.plan_memory`) in the dtype a run would use, this process's
+    (:func:`dcop.inference.plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``."""
     adjacency = problem.neighbours()
     n = problem.n
@@ -197,7 +198,7 @@ def describe(problem: Problem) -> dict[str, object]:
     sizes = problem.domain_sizes()
     dtype = np.dtype(choose_dtype(problem))
     resident = resident_bytes()
-    work = work_model_of(NumpyBackend())
+    engine = NumpyBackend()
     info: dict[str, object] = {
         "name": problem.name,
         "variables": n,
@@ -211,10 +212,9 @@ def describe(problem: Problem) -> dict[str, object]:
         "dtype": dtype.name,
         "memory_resident": resident,
     }
-    scopes = [t.scope for t in problem.tables]
     for name in ORDERINGS:
         order = elimination_order(name, adjacency)
-        plan = plan_memory(scopes, sizes, order, None, dtype.itemsize, resident=resident, work=work)
+        plan = plan_for(problem, order, None, dtype, engine, resident=resident)
         info[f"induced_width_{name}"] = induced_width(adjacency, order)
         info[f"largest_table_{name}"] = largest_table(adjacency, order, sizes)
         info[f"memory_bytes_{name}"] = plan.peak_bytes

@@ -19,7 +19,6 @@ impossible evidence) is the status ``infeasible``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -34,16 +33,13 @@ from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.inference.memory import (
     Limit,
-    WorkModel,
     effective_limit,
     human_bytes,
     largest_fitting_z,
-    plan_memory,
     refusal,
-    resident_bytes,
     suggestion_bound,
-    work_model_of,
 )
+from dcop.inference.plan import plan_for
 from dcop.model import Problem
 from dcop.ordering import best_order, elimination_order, induced_width, largest_table
 from dcop.results.partition import PartitionResult
@@ -205,13 +201,6 @@ def choose_order(
     return f"auto:{name}", order
 
 
-def summing_work(work: WorkModel) -> WorkModel:
-    """Sum-product's working memory: min-sum's, plus a linear-space (``exp``) copy of every
-    member table of a mini-bucket (``tables._logsumexp_linear``): planned as min-sum, PR peaked
-    11 % over --max-memory on Grids_11 (issue 33, item 5)."""
-    return dataclasses.replace(work, copy_below=1 << 62)
-
-
 def check_memory(
     problem: Problem,
     engine: TableBackend,
@@ -228,15 +217,7 @@ def check_memory(
     MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
     once) and one bucket's marginalisation output.
     """
-    plan = plan_memory(
-        [t.scope for t in problem.tables],
-        sizes,
-        order,
-        z,
-        itemsize,
-        resident=resident_bytes(),
-        work=summing_work(work_model_of(engine)),
-    )
+    plan = plan_for(problem, order, z, np.dtype(f"float{8 * itemsize}"), engine, task=task)
     if task == "mar":
         peak = plan.peak_bytes + plan.message_bytes + plan.largest_output * itemsize
         if peak > limit.bytes:
