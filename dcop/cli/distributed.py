@@ -82,7 +82,12 @@ Trees = Annotated[
 ]
 MaxMemory = Annotated[
     str | None,
-    typer.Option("--max-memory", help="largest UTIL table one agent may build, e.g. 2G"),
+    typer.Option(
+        "--max-memory",
+        help="memory each agent may use, e.g. 2G: its own tables and their copy, the UTIL it "
+        "builds and its children's it holds meanwhile (a setup over it is refused before any "
+        "table is sent; auto picks the largest z that fits)",
+    ),
 ]
 LogOption = Annotated[
     LogLevel,
