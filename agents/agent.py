@@ -213,8 +213,10 @@ class Agent:
         )
 
     def _beat(self) -> None:
-        # an idle serving agent repeats its hello: a coordinator started later learns of it
-        if self.session is None and self.cfg.serving:
+        # an idle serving agent repeats its hello: a coordinator started later learns of it; so
+        # does a one-shot agent its coordinator has not answered yet (its first hello may have
+        # gone to whoever held the coordinator's port before it: a squatter, issue 33 item 1)
+        if self.session is None and (self.cfg.serving or not self.coordinator_heard):
             self._hello()
         else:
             sent = sum(self.meter.metrics.sent_bytes.values())
@@ -226,7 +228,11 @@ class Agent:
         coordinator's port connects (a coordinator started for the next problem), instead of at
         its next heartbeat: that wait was most of a warm cluster's time per problem."""
         joined = self.transport.joined_peers()
-        if COORDINATOR_ID in joined and self.cfg.serving and self.session is None:
+        if (
+            COORDINATOR_ID in joined
+            and self.session is None
+            and (self.cfg.serving or not self.coordinator_heard)
+        ):
             self._hello()
 
     def _check_losses(self) -> bool:

@@ -117,9 +117,10 @@ EARLY_PER_SENDER = 64
 EARLY_MAX_BYTES = 1 << 16
 EARLY_MAX_TOTAL_BYTES = 8 << 20
 #: After a failed ZMTP handshake (whoever listened was no dcop process, or had no CURVE key, or
-#: wrote garbage) libzmq drops that connect for good (no ZMQ_RECONNECT_STOP in a release build
-#: changes that): a DEALER with no connection refuses every send ("send queue is full"). The
-#: link connects again this long after the failure, with a fresh queue.
+#: wrote garbage) libzmq may drop that connect for good (a protocol error ends its session; no
+#: ZMQ_RECONNECT_STOP in a release build changes that): a DEALER with no connection refuses
+#: every send ("send queue is full"). Unless libzmq shows it is still at work on the link (a
+#: connect retried or made), the link connects again this long after the failure.
 HANDSHAKE_RETRY_S = 0.25
 #: ZMQ_HEARTBEAT_TTL travels in deciseconds in 16 bits.
 _MAX_TTL_MS = 6_553_500
@@ -132,6 +133,7 @@ _MAX_TTL_MS = 6_553_500
 COORDINATOR_RECONNECT_MS = 50
 _DEALER_EVENTS = (
     zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_RETRIED
     | zmq.EVENT_DISCONNECTED
     | zmq.EVENT_HANDSHAKE_SUCCEEDED
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -386,9 +388,8 @@ class _ZmqBase:
     # ---- monitor events -------------------------------------------------------------------------
     def _drain_monitors(self, ready: Collection[zmq.Socket[Any]] | None = None) -> None:
         """Handle the pending events of the monitors in ``ready`` (default: of all), and
-        connect again the links whose handshake failed a while ago."""
-        if self._retries:
-            self._retry_links()
+        connect again the links whose handshake failed a while ago (after the events: a link
+        that has meanwhile connected by itself is left alone)."""
         for monitor, link in list(self._monitors.items()):
             if ready is not None and monitor not in ready:
                 continue
@@ -405,6 +406,8 @@ class _ZmqBase:
                 event = monitor_event(frames)
                 if event is not None:
                     self._on_event(link, *event)
+        if self._retries:
+            self._retry_links()
 
     def _retry_links(self) -> None:
         now = time.monotonic()
@@ -412,6 +415,8 @@ class _ZmqBase:
             if link.retry_at is not None and link.retry_at <= now:
                 self._retries.discard(link)
                 link.retry_at = None
+                if link.connected:
+                    continue
                 with contextlib.suppress(zmq.ZMQError):  # libzmq may have dropped it already
                     link.sock.disconnect(link.endpoint)
                 with contextlib.suppress(zmq.ZMQError):  # a socket closed meanwhile
@@ -421,6 +426,10 @@ class _ZmqBase:
         if link.retry_at is None:
             link.retry_at = time.monotonic() + HANDSHAKE_RETRY_S
             self._retries.add(link)
+
+    def _cancel_retry(self, link: _Link) -> None:
+        link.retry_at = None
+        self._retries.discard(link)
 
     def _next_retry(self) -> float:
         """When the earliest link retry is due (inf for none)."""
@@ -441,6 +450,12 @@ class _ZmqBase:
                     link.endpoint,
                 )
             return
+        if event == zmq.EVENT_CONNECT_RETRIED or event == zmq.EVENT_CONNECTED:
+            # libzmq still works on this link by itself: a retry of ours would race it (and
+            # could cut the good connection it is making)
+            self._cancel_retry(link)
+            if event == zmq.EVENT_CONNECT_RETRIED:
+                return
         if event == zmq.EVENT_CONNECTED:
             link.muted = _self_connected(value)
             if link.muted:
@@ -462,6 +477,7 @@ class _ZmqBase:
         elif link.muted:
             return
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._cancel_retry(link)
             if not link.connected:
                 self._joined.append(link.peer)
             link.connected = True
