@@ -5,7 +5,7 @@ leaves the loop free to receive frames and send heartbeats: a long UTIL is not a
 
 An agent keeps one :class:`Worker` for all its jobs: a fresh thread per job cost every bucket
 ~0.2 ms more than a warm one (its start, and the new thread's first allocations and library
-state; ``benchmarks/results/gpu_bucket_context.json``, ``thread`` against ``loop``), on each agent
+state; ``benchmarks/probes/gpu_bucket_context.py``, ``thread`` against ``loop``), on each agent
 of the critical path.
 
 A job that ends within milliseconds runs on the loop's own thread (``inline``, see

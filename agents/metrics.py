@@ -7,7 +7,7 @@ simulated runtime) is kept by the agent and stamped in at :meth:`Meter.snapshot`
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from dcop.protocol import AgentMetrics
 

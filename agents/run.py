@@ -29,11 +29,10 @@ from dcop.errors import DcopError, InputError
 from dcop.model import CostTable
 from dcop.protocol import COORDINATOR_ID, Error, encode
 from dcop.protocol.agent_options import AgentOptions
-from dcop.protocol.constants import MAX_MESSAGE_MIB
 from dcop.protocol.curve import CurveConfig, load_keypair
 from dcop.protocol.endpoints import is_loopback
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
-from dcop.protocol.runspec import MIB, MIN_MESSAGE_BYTES, peer_timeout_for
+from dcop.protocol.runspec import message_limit, peer_timeout_for
 from dcop.tables import TableBackend
 
 log = logging.getLogger("dcop.agents")
@@ -130,9 +129,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
     try:
         if options.fault is not None and options.fault not in FAULTS:
             raise InputError(f"--fault must be one of {', '.join(FAULTS)}")
-        max_bytes = int(options.max_message_mib * MIB)
-        if not MIN_MESSAGE_BYTES <= max_bytes <= MAX_MESSAGE_MIB * MIB:
-            raise InputError(f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}")
+        max_bytes = message_limit(options.max_message_mib)
         if peers is None:
             peers = load_peers(Path(options.peers_file))
         entry = peers.agent(ident)

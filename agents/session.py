@@ -68,7 +68,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import sizing_at
+from dcop.protocol.messages import Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
@@ -762,7 +762,7 @@ class Session:
             if not t.scope:
                 continue
             exportable = export is not None and t.data.dtype in (np.float32, np.float64)
-            dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
+            dtype: Dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
             size = int(t.data.size) * int(t.data.dtype.itemsize)
             box = self.mailbox
             if (

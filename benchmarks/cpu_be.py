@@ -17,13 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import platform
 import statistics
+import sys
 import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare.machine import describe, machine_info
 
 from dcop.generators import random_network
 from dcop.inference import solve
@@ -46,26 +49,6 @@ PAPER_RANDOM = {
     19: (8.0, 602.1, 2.541),
     20: (8.5, 675.3, 3.145),
 }
-
-
-def machine() -> dict[str, object]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
 
 
 def _solve_one(n: int, seed: int, ordering: str, queue: mp.Queue) -> None:
@@ -187,13 +170,20 @@ def fused_vs_naive(d: int = 10, n_out: int = 7, n_tables: int = 12) -> dict[str,
     }
 
 
+def _old_machine(m: dict[str, object]) -> str:
+    """The machine of a results file written before the shared block."""
+    return (
+        f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy {m['numpy']}, "
+        f"load average at start {m.get('load_average_at_start')}"
+    )
+
+
 def write_markdown(data: dict[str, object], path: Path) -> None:
     m = data["machine"]
     lines = [
         "# NumPy BE on the paper's random networks (CPU)",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, NumPy {m['numpy']}, "
-        f"load average at start {m['load_average_at_start']}. "
+        f"Machine: {describe(m) if isinstance(m, str) or 'commit' in m else _old_machine(m)}. "
         f"Command: `{data['command']}`. Mean over {data['seeds']} seeds; time limit "
         f"{data['time_limit_s']} s per instance (`oot` past it); a mean is over the seeds that "
         "finished, with the others counted as `oot`. w* is over all seeds (computed in-process).",
@@ -258,7 +248,7 @@ def main() -> None:
         return
     RESULTS.mkdir(parents=True, exist_ok=True)
     data: dict[str, object] = {
-        "machine": machine(),
+        "machine": machine_info(),
         "command": f"python benchmarks/cpu_be.py --seeds {args.seeds} --n-max {args.n_max} "
         f"--time-limit {args.time_limit:g}",
         "seeds": args.seeds,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+from compare.machine import describe, machine_info  # noqa: E402  (benchmarks/compare)
 
 from dcop.deploy import ComposeOptions, HostsOptions, write_compose, write_hosts  # noqa: E402
 from dcop.generators import random_network  # noqa: E402
@@ -217,7 +218,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "# Deployment: images, compose runs, CurveZMQ overhead",
         "",
-        f"Measured {data['date']} on {data['machine']} with `python benchmarks/deploy_bench.py "
+        f"Measured {data['date']} on {describe(data['machine'])} with `python benchmarks/deploy_bench.py "
         f"{data['args']}` (Docker {data['docker']}, compose {data['compose_version']}). Medians of "
         f"{data['reps']} runs. Load average at the start: {data['load']}.",
         "",
@@ -314,7 +315,7 @@ def main() -> None:
     load = Path("/proc/loadavg").read_text().split()[:3]
     data: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
+        "machine": machine_info(),
         "args": " ".join(sys.argv[1:]),
         "docker": sh(["docker", "version", "-f", "{{.Server.Version}}"]).stdout.strip(),
         "compose_version": sh([*docker.compose_cmd, "version", "--short"]).stdout.strip()

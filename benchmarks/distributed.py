@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,7 @@ from dcop.protocol import RunSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
-from compare.machine import machine_info  # noqa: E402  (benchmarks/compare, beside this file)
+from compare.machine import describe, machine_info  # noqa: E402  (benchmarks/compare, beside this file)
 
 DCOP = str(Path(sys.executable).with_name("dcop"))
 #: the issue's target: a 30-agent local DPOP run costs at most this many times ``dcop solve``
@@ -314,7 +313,7 @@ def markdown(report: dict[str, Any]) -> str:
         "# Distributed DPOP / ADPOP(z): one OS process per agent over ZeroMQ",
         "",
         f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['date']}.  ",
+        f"Machine: {describe(report['machine'])}; {report['date']}.  ",
         f"Load average (1, 5, 15 min) at the start: {report.get('load_average_start', '?')}, at "
         f"the end: {report.get('load_average_end', '?')}.  ",
         f"Instances: {report['topology']} networks, d = {report['d']}, "
@@ -621,14 +620,12 @@ def main() -> None:
                 print(f"{name} {label}: {status} wall {run['wall_s']:.2f}s", file=sys.stderr)
     report = {
         "command": " ".join(["benchmarks/distributed.py", *sys.argv[1:]]),
-        "machine": f"{platform.node()} {platform.machine()}, {platform.processor() or ''} "
-        f"python {platform.python_version()}",
+        "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "topology": args.topology,
         "d": args.d,
         "seeds": args.seeds,
         "repeat": args.repeat,
-        "machine_info": machine_info(),
         "load_average_start": load_start,
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "by_n": by_n(rows),

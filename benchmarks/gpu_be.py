@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
@@ -38,6 +37,9 @@ from dcop.generators import generate
 from dcop.inference import solve
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent))
+from compare.machine import machine_info  # noqa: E402  (benchmarks/compare)
+
 P2 = 0.5
 
 # (series, topology, [(n, d, p1)], scale-free links per new node)
@@ -497,7 +499,7 @@ def main() -> None:
     meta = {
         "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
         "cupy": cupy.__version__,
-        "python": platform.python_version(),
+        "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python3 benchmarks/gpu_be.py " + " ".join(sys.argv[1:]),
         "seeds": args.seeds,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from compare.machine import cpu_model  # noqa: E402  (benchmarks/compare, beside this file)
+from compare.machine import cpu_model, machine_info  # noqa: E402  (benchmarks/compare, beside this file)
 
 #: The paper's GpuDBE (GPU DPOP) simulated seconds on random networks, d = 10, p1 = 0.3.
 PAPER_GPU_DPOP = {10: 0.001, 11: 0.001, 12: 0.001, 13: 0.002, 14: 0.002, 15: 0.009,
@@ -241,9 +240,9 @@ def write(
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python3 benchmarks/gpu_dpop.py "
         + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
-        "host": platform.node() and "device machine",
-        "cpus": __import__("os").cpu_count(),
         # the device lends a different host per session, and CPU agents' times follow its CPU
+        "machine": machine_info(),
+        "cpus": __import__("os").cpu_count(),
         "cpu": cpu_model(),
         "seconds": round(time.monotonic() - t0, 1),
     }

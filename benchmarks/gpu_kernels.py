@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
@@ -41,6 +40,9 @@ import numpy as np
 from dcop.tables import NumpyBackend, Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(RESULTS.parent))
+from compare.machine import machine_info  # noqa: E402  (benchmarks/compare)
+
 SIZES = (1e6, 1e7, 1e8, 1e9, 1e10)
 DOMAINS = (4, 10, 25)
 #: (label, number of tables, arities cycled over, share of tables holding the eliminated variable)
@@ -496,7 +498,7 @@ def main() -> None:
         "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
         "cupy": cupy.__version__,
         "cuda": cupy.cuda.runtime.runtimeGetVersion(),
-        "python": platform.python_version(),
+        "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python3 benchmarks/gpu_kernels.py " + " ".join(sys.argv[1:]),
     }

@@ -24,6 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from compare.machine import describe, machine_info  # noqa: E402  (benchmarks/compare)
 from pr import build_problem, instances  # noqa: E402  (benchmarks/ is not a package)
 
 AGREE_REL = 1e-9
@@ -85,7 +86,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         "# Distributed PR / MAR (one process per agent) beside the centralized solver",
         "",
-        f"`{meta['command']}` on {meta['date']}, {meta['machine']}; load average at the start "
+        f"`{meta['command']}` on {meta['date']}, {describe(meta['machine'])}; load average at the start "
         f"{meta['load_average']}. Models of `benchmarks/pr.py` with at most {meta['max_agents']} "
         'variables. `central` = `infer(problem, "mar")` (NumPy, auto order); the distributed '
         "runs are `run_local` with `RunSpec(task=...)`: wall = launch to the last result, solve = "
@@ -131,7 +132,6 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--name", default="pr_distributed")
     args = ap.parse_args()
-    import platform
 
     rows = []
     for spec in instances(args.only, False):
@@ -148,8 +148,7 @@ def main() -> None:
         "meta": {
             "command": command.strip(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, python "
-            f"{platform.python_version()}",
+            "machine": machine_info(),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "max_agents": args.max_agents,
         },

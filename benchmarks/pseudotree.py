@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
@@ -41,6 +40,9 @@ from dcop.trees.dfs import DfsRun, choose_candidate, simulate
 from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from compare.machine import describe, machine_info  # noqa: E402  (benchmarks/compare)
+
 RESULTS = HERE / "results"
 FRODO = HERE / "instances" / "frodo"
 GRID_SIZES = (16, 25, 36, 49, 64)
@@ -228,7 +230,7 @@ def markdown(report: dict[str, Any]) -> str:
         "# Pseudo-trees: the distributed DFS against min-fill",
         "",
         f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['date']}.  ",
+        f"Machine: {describe(report['machine'])}; {report['date']}.  ",
         f"{n} instances: {len(FAMILIES)} families, {report['seeds']} each (below). Width = largest "
         "separator. UTIL = predicted entries of the largest UTIL message (the product of the "
         "separator's domain sizes). Every distributed tree is built by the agents' own DFS state "
@@ -385,7 +387,7 @@ def main() -> None:
         )
     report: dict[str, Any] = {
         "command": " ".join(["benchmarks/pseudotree.py", *sys.argv[1:]]),
-        "machine": f"{platform.machine()}, python {platform.python_version()}",
+        "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seeds": args.seeds,
         "ks": [str(k) for k in ks],

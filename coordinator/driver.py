@@ -23,7 +23,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -166,7 +166,7 @@ class Coordinator:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
         if self.spec.trees == AUTO_TREES:
-            self.spec = replace(self.spec, trees=auto_tree_count(problem, self.layout))
+            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout))
         self.active = sorted(self.layout.variable)
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
@@ -632,7 +632,7 @@ class Coordinator:
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
-        ran = replace(self.spec, algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
+        ran = self.spec.replace(algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
         metrics, per_agent = self._metrics(ran, roots, wall_s, solve_s)
         return RunResult(
             problem=problem,

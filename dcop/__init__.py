@@ -1,24 +1,32 @@
 """dcop: Bucket Elimination (BE, MBE(z), MPE, PR/MAR) and distributed DPOP/ADPOP over ZeroMQ.
 
-General layout. One import name, ``dcop``; the design card's top-level folders are mapped into it by
-``pyproject.toml`` (the import rules between them: ``docs/DESIGN.md``, checked by a test):
+Rooms. One import name, ``dcop``; ``pyproject.toml`` maps the design card's top-level folders into
+it. Each room below is one package of ``pyproject.toml``; the import rules between them are in
+``docs/DESIGN.md`` and ``tests/quality/test_import_rules.py``, which also checks that this list, the
+packages and the rules name the same rooms:
 
-* ``dcop/`` (``dcop``): the core. ``model`` (Variable, CostTable, Problem), ``io/`` (readers and
-  writers per file format, solution files), ``generators`` (the paper's random, scale-free and
-  grid networks, Ising grids, Bayesian networks), ``ordering`` (min-fill, min-degree, DFS
-  pseudo-trees, induced width), ``tables`` (the ``TableBackend`` protocol and NumPy tables),
-  ``backend`` (the NumPy/CuPy switch), ``placement`` (CPU or GPU per bucket), ``buckets`` (the
-  bucket step BE, MBE and the agents share), ``sumproduct`` (log-space steps for PR/MAR),
-  ``inference/`` (BE, MBE(z), MPE, PR/MAR, the memory plan), ``results`` and ``schema/`` (the
-  result document), ``choices`` (option values), ``cli/``.
-* ``gpu/`` (``dcop.gpu``): the CuPy backend: CUDA kernels, plans, streams, chunking.
-* ``protocol/`` (``dcop.protocol``): the RunSpec, message types, msgpack codec, ZeroMQ
-  transports, CURVE keys, peers.json, candidate trees; size limits and version.
-* ``agents/`` (``dcop.agents``): the agent process (one per variable): its loop and liveness
-  (``agent``), one problem's state (``session``), the DFS, UTIL sizing, jobs, metrics.
-* ``coordinator/`` (``dcop.coordinator``): layouts, launching agents, one run (``driver``),
-  serving clusters, the typed ``RunResult`` and the wire metrics.
-* ``deploy/`` (``dcop.deploy``): docker-compose, Swarm and multi-host deployments.
+* ``dcop`` (``dcop/``): the core. ``model`` (Variable, CostTable, Problem), ``generators`` (the
+  paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``ordering``
+  (min-fill, min-degree, induced width), ``tables`` (the ``TableBackend`` and ``IpcHandover``
+  protocols, NumPy tables), ``backend`` (the NumPy/CuPy switch), ``placement`` (CPU or GPU per
+  bucket), ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
+  steps for PR/MAR), ``choices`` (option values, the z rule, the task names).
+* ``dcop.io`` (``dcop/io/``): readers and writers per file format, solution files.
+* ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
+  distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
+* ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
+* ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
+* ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
+* ``dcop.cli`` (``dcop/cli/``): the command line (entry point ``dcop.cli.entry``) and the run
+  summary.
+* ``dcop.gpu`` (``gpu/``): the CuPy backend: CUDA kernels, plans, streams, chunking, CUDA IPC.
+* ``dcop.protocol`` (``protocol/``): the RunSpec, message types, codec, ZeroMQ transports, CURVE
+  keys, peers.json; size limits and version. No algorithm.
+* ``dcop.agents`` (``agents/``): the agent process (one per variable): its loop and liveness
+  (``agent``), one problem's state (``session``), jobs, metrics.
+* ``dcop.coordinator`` (``coordinator/``): layouts, launching agents, one run (``driver``),
+  serving clusters, the wire metrics.
+* ``dcop.deploy`` (``deploy/``): docker-compose, Swarm and multi-host deployments.
 
 Data enters through ``dcop.io.read_problem`` (or ``dcop.generators``), flows as a ``Problem`` into
 ``dcop.inference`` (centralized) or ``dcop.coordinator`` (distributed: agents get their part in

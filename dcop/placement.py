@@ -30,8 +30,8 @@ from dcop.tables import NumpyBackend, Op, Table, domain_sizes
 Where = Literal["cpu", "gpu"]
 
 #: Joined entries from which a bucket runs on the GPU: the crossover of a bucket's path as an agent
-#: pays it, measured on an H100 by ``benchmarks/gpu_bucket_context.py``
-#: (``benchmarks/results/gpu_bucket_context.json``). Back to back in a loop the GPU path wins from
+#: pays it, measured on an H100 by ``benchmarks/probes/gpu_bucket_context.py`` (its
+#: ``CONCLUSION``). Back to back in a loop the GPU path wins from
 #: 1e5 (0.62 ms against NumPy's 0.50 ms there, 0.46 against 2.4 ms at 1e6), but an agent runs its
 #: bucket on a fresh thread after waiting for its children, while other agents use the GPU: then
 #: the GPU path costs 1.2-1.6 ms from 1e4 to 1e6 entries and NumPy's 0.74-0.91 ms at 1e5 and

@@ -4,8 +4,8 @@
 #   deploy/build-base.sh [--force] [--tag dcop-base:bookworm]
 #
 # debootstrap installs a minimal Debian bookworm with python3 and the Debian builds of numpy,
-# pyzmq, msgpack, PyYAML, rich, click and defusedxml; the few Python packages that bookworm has
-# too old (typer>=0.12, networkx>=3, setuptools>=77 for building the project) are downloaded as
+# pyzmq, PyYAML, rich, click and defusedxml; the few Python packages that bookworm has too old or
+# lacks (typer>=0.12, networkx>=3, msgspec, setuptools>=77 for building the project) are downloaded as
 # wheels with this machine's pip into a virtual environment at /opt/dcop (which also sees the
 # Debian packages). The tree is then `docker import`ed.
 #
@@ -27,11 +27,11 @@ while [ $# -gt 0 ]; do
 done
 
 # Bump when the recipe below changes, so that cached images are rebuilt.
-RECIPE=1
+RECIPE=2
 SUITE=bookworm
-DEBS=(python3 python3-venv python3-pip python3-numpy python3-zmq python3-msgpack python3-yaml
+DEBS=(python3 python3-venv python3-pip python3-numpy python3-zmq python3-yaml
       python3-rich python3-click python3-defusedxml python3-typing-extensions)
-WHEELS=("typer>=0.12" "networkx>=3.0" "setuptools>=77" "wheel")
+WHEELS=("typer>=0.12" "networkx>=3.0" "msgspec==0.22.0" "setuptools>=77" "wheel")
 
 log() { echo "build-base: $*" >&2; }
 

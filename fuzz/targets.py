@@ -238,7 +238,12 @@ def mutate_frame(data: bytes, seed: int) -> bytes | None:
 
     walk(obj)
     if not containers:
-        obj = {"v": 1, "t": rnd.choice(["util", "hello", "value"]), "s": 1, "r": -1, "p": obj}
+        obj = {
+            "v": 5,
+            "s": 1,
+            "r": -1,
+            "p": {"t": rnd.choice(["util", "hello", "value"]), "x": obj},
+        }
         containers.append(obj)
     box = rnd.choice(containers)
     op = rnd.randrange(5)
@@ -311,7 +316,7 @@ def protocol_seeds() -> dict[str, bytes]:
             "x1", 2, (table, small), "ab" * 32, (Neighbour(2, "x2", "tcp://h:7002", "cuda/a"),)
         ),
         "ready": Ready(2),
-        "start": Start(RunSpec("adpop", 3), (0,)),
+        "start": Start(RunSpec("adpop", 3, trees=1), (0,)),
         "degree": Degree((0, 3), 0.5),
         "token_child": Token(0, "child", (0, 3), (2, 3), (1, 1), (0, 3, 5), (), 0, 0, 0, (), 0.25),
         "token_back": Token(
@@ -319,7 +324,7 @@ def protocol_seeds() -> dict[str, bytes]:
         ),
         "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),
         "go": Go(0, None),
-        "util": Util((table, scalar), 1.0),
+        "util": Util((table, scalar), 1.0, ()),
         "util_shared": Util((scalar,), 1.0, (IpcTable(("x1", "x3"), (4, 5), "<f4", handle, 256),)),
         "offer": Offer(handle, 1 << 20, 0.5),
         "value": Value((("x1", 1), ("x2", 0)), 2.0),

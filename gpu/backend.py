@@ -69,7 +69,7 @@ __all__ = [
 #: Largest chunk (bytes of output) of the chunked, host-bound path.
 DEFAULT_CHUNK_BYTES = 256 << 20
 #: Downloads from this size on go to page-locked memory (measured on an H100: 52 GB/s against
-#: 7.6 GB/s pageable at 100 MB; ``benchmarks/results/gpu_agents_probe.json``).
+#: 7.6 GB/s pageable at 100 MB; ``benchmarks/probes/gpu_agents_probe.py``).
 PINNED_DOWNLOAD_BYTES = 1 << 20
 #: Share of the free device memory an output may take before it is chunked to the host.
 FREE_MEMORY_SHARE = 0.8

@@ -1,6 +1,6 @@
 """CUDA IPC: a UTIL table handed from a child agent to its parent on the same GPU, on the device.
 
-On the H100 (``benchmarks/results/gpu_ipc_copy.md``) the mechanics are cheap: an open takes
+On the H100 (``benchmarks/probes/gpu_ipc_copy.py``) the mechanics are cheap: an open takes
 0.04-0.16 ms and the copy out of a 512 MB table 0.4 ms; the ~50 ms a table (and once 5.7 s)
 measured earlier inside agents was CuPy compiling its NaN test for each new table shape, now one
 kernel of our own loaded at warm-up. The mapping still happens ahead, off the path of the
@@ -46,7 +46,7 @@ IPC_ENV = "DCOP_CUDA_IPC"
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
 #: UTILs smaller than this travel as bytes even between agents of one GPU. Measured on the H100
-#: (`benchmarks/results/gpu_ipc_copy.md`, `gpu_dpop.md`): taking a table over costs ~1-2 ms inside
+#: (`benchmarks/probes/gpu_ipc_copy.py`, `benchmarks/results/gpu_dpop.md`): taking a table over costs ~1-2 ms inside
 #: an agent (a new array, the copy, the NaN test), while the bytes path costs ~1.3 ms per MB end
 #: to end (download into pinned memory, socket, upload): they cross near 1 MB. (It was 32 MiB
 #: while CuPy compiled a NaN test per table shape: ~35-50 ms a table.)

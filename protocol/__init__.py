@@ -3,8 +3,10 @@
 * ``constants``  PROTOCOL_VERSION, heartbeats and timeouts, default ports, message size limits
 * ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start;
   ``sizing_choices`` (the z list every TreeReport is sized for)
-* ``messages``   frozen dataclasses, one per message type, with ``to_wire()`` / ``from_wire()``
-* ``codec``      ``encode`` / ``decode`` of the envelope; every failure is a ``ProtocolError``
+* ``messages``   frozen msgspec Structs, one per message type, each field declared once with
+  its bounds
+* ``codec``      ``encode`` / ``decode`` of the envelope (one validating decoder); every failure
+  is a ``ProtocolError``
 * ``transport``  the ``Transport`` interface (frames by id, lost peers) and an in-process hub
 * ``zmqlink``    ZeroMQ transports (ROUTER/DEALER): who sent a frame, refusals, liveness, CURVE
 * ``curve``      CurveZMQ key generation and loading

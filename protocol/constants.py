@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 #: Seconds between an agent's heartbeats to the coordinator (proof that its loop works, with its
 #: phase for the live status). Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP)

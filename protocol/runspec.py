@@ -1,21 +1,23 @@
 """The run spec: how a distributed run is solved, made once at the edge and carried unchanged.
 
 The command line (``dcop run``, ``dcop coordinator``) or a deployment builds one :class:`RunSpec`;
-it is validated there, once. The coordinator sends it to every agent inside the Start message
-(:meth:`RunSpec.to_wire` / :meth:`RunSpec.from_wire`), and deployments turn it back into command
-line flags with :meth:`RunSpec.cli_args`. A parameter added here therefore reaches the agents by
-touching this module, the CLI edge and the agent only.
+it is validated there, once (``__post_init__``). The coordinator sends it to every agent inside
+the Start message (a msgspec Struct: the codec encodes its fields and decodes them through the
+same ``__post_init__``), and deployments turn it back into command line flags with
+:meth:`RunSpec.cli_args`. A parameter added here therefore reaches the agents by touching this
+module, the CLI edge and the agent only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from dcop.choices import DistributedAlgo
-from dcop.errors import InputError, ProtocolError
+from msgspec import Struct
+from msgspec.structs import asdict, force_setattr
+
+from dcop.choices import RUN_TASKS, DistributedAlgo, check_z
+from dcop.errors import InputError
 from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_MIB,
@@ -27,9 +29,8 @@ from dcop.protocol.constants import (
 
 Algo = Literal["dpop", "adpop", "auto"]
 Task = Literal["min", "pr", "mar"]
-#: What a run computes: ``min`` the optimum (MPE on a model of potentials), ``pr`` the partition
-#: function, ``mar`` it and every variable's marginal (sum-product UTILs in log space).
-TASKS: tuple[str, ...] = ("min", "pr", "mar")
+#: What a run computes (:data:`dcop.choices.RUN_TASKS`; PR and MAR: sum-product UTILs in log space).
+TASKS: tuple[str, ...] = RUN_TASKS
 #: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), auto runs
 #: DPOP where its largest UTIL fits and else ADPOP with the largest z that fits.
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
@@ -48,6 +49,29 @@ MIB = 1 << 20
 MIN_MESSAGE_BYTES = 4096
 
 
+def check_message_limit(max_bytes: object, least: int = MIN_MESSAGE_BYTES) -> int:
+    """The one rule of a message limit (the run spec, every command line, an agent's options):
+    whole bytes from ``least`` (the command lines: 1 MiB; a spec made in Python may go down to
+    :data:`MIN_MESSAGE_BYTES`) to :data:`MAX_MESSAGE_MIB` MiB; else a one-line InputError."""
+    if type(max_bytes) is not int or not least <= max_bytes <= MAX_MESSAGE_MIB * MIB:
+        shown = (
+            f"{max_bytes / MIB:g} MiB" if isinstance(max_bytes, int | float) else repr(max_bytes)
+        )
+        low = f"{least // MIB} MiB" if least % MIB == 0 else f"{least} bytes"
+        raise InputError(
+            f"the message limit (--max-message-mib) must be between {low} and "
+            f"{MAX_MESSAGE_MIB} MiB, not {shown}"
+        )
+    return max_bytes
+
+
+def message_limit(mib: float, least: int = MIN_MESSAGE_BYTES) -> int:
+    """``--max-message-mib`` in bytes, checked by :func:`check_message_limit`."""
+    if not math.isfinite(mib):
+        return check_message_limit(mib, least)
+    return check_message_limit(int(mib * MIB), least)
+
+
 def peer_timeout_for(max_message_bytes: int) -> float:
     """Silence allowed before a peer counts as dead when messages may reach ``max_message_bytes``:
     PEER_TIMEOUT_S, or longer where one largest message could hold the link that long (messages
@@ -55,8 +79,7 @@ def peer_timeout_for(max_message_bytes: int) -> float:
     return max(PEER_TIMEOUT_S, 2 * max_message_bytes / SLOWEST_FRAME_BYTES_PER_S)
 
 
-@dataclass(frozen=True)
-class RunSpec:
+class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     """What a distributed run does, checked on construction (``InputError`` says what is wrong).
 
     Parameters
@@ -102,19 +125,10 @@ class RunSpec:
                 f"--task {self.task} is exact sum-product: run it with --algo dpop, not {self.algo}"
             )
         if self.algo == "adpop":
-            if type(self.z) is not int or not 1 <= self.z <= MAX_SCOPE:
-                raise InputError(f"adpop needs a mini-bucket size --z between 1 and {MAX_SCOPE}")
+            force_setattr(self, "z", check_z(self.z, "adpop", most=MAX_SCOPE))
         elif self.z is not None:
-            object.__setattr__(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
-        limit = MAX_MESSAGE_MIB * MIB
-        if (
-            type(self.max_message_bytes) is not int
-            or not MIN_MESSAGE_BYTES <= self.max_message_bytes <= limit
-        ):
-            raise InputError(
-                f"the message limit must be between {MIN_MESSAGE_BYTES} bytes and "
-                f"{MAX_MESSAGE_MIB} MiB (--max-message-mib), not {self.max_message_bytes} bytes"
-            )
+            force_setattr(self, "z", None)  # z means nothing to DPOP: one spelling of "none"
+        check_message_limit(self.max_message_bytes)
         if self.peer_timeout_s is not None and not (
             math.isfinite(self.peer_timeout_s) and self.peer_timeout_s > 0
         ):
@@ -141,15 +155,11 @@ class RunSpec:
         gpu_min_entries: int | None = None,
         task: str = "min",
     ) -> RunSpec:
-        """The spec from command-line values (the message limit in MiB)."""
-        if not 1 <= max_message_mib <= MAX_MESSAGE_MIB:
-            raise InputError(
-                f"--max-message-mib must be between 1 and {MAX_MESSAGE_MIB}, not {max_message_mib:g}"
-            )
+        """The spec from command-line values (the message limit in MiB, at least one)."""
         return RunSpec(
             algo,  # type: ignore[arg-type]  # checked by RunSpec itself
             z,
-            int(max_message_mib * MIB),
+            message_limit(max_message_mib, least=MIB),
             peer_timeout_s,
             trees,
             max_memory_bytes,
@@ -189,44 +199,13 @@ class RunSpec:
         label = self.algo.upper() + (f"({self.z})" if self.z is not None else "")
         return label + (f" {self.task.upper()}" if self.summing else "")
 
-    # ---- travelling -----------------------------------------------------------------------
-    def to_wire(self) -> dict[str, Any]:
-        """The spec as a msgpack-ready map (z and the peer timeout may be nil)."""
-        return {
-            "algo": self.algo,
-            "z": self.z,
-            "max_message_bytes": self.max_message_bytes,
-            "peer_timeout_s": self.peer_timeout_s,
-            "trees": self.trees,
-            "max_memory_bytes": self.max_memory_bytes,
-            "gpu_min_entries": self.gpu_min_entries,
-            "task": self.task,
-        }
+    def replace(self, **changes: Any) -> RunSpec:
+        """This spec with ``changes``, checked again (as a new spec is)."""
+        return RunSpec(**(asdict(self) | changes))
 
-    @staticmethod
-    def from_wire(payload: Mapping[str, Any]) -> RunSpec:
-        """Validate a spec that arrived on the wire; every fault is a ProtocolError."""
-        if not isinstance(payload, Mapping):
-            raise ProtocolError("the run spec must be a map")
-        extra = set(payload) - set(RunSpec().to_wire())
-        if extra:
-            raise ProtocolError(f"the run spec has unknown fields {sorted(map(str, extra))[:5]}")
-        timeout = payload.get("peer_timeout_s")
-        if timeout is not None and type(timeout) not in (int, float):
-            raise ProtocolError("run spec field 'peer_timeout_s' must be a number or nil")
-        try:
-            return RunSpec(
-                payload.get("algo"),  # type: ignore[arg-type]  # checked by RunSpec itself
-                payload.get("z"),
-                payload.get("max_message_bytes"),  # type: ignore[arg-type]
-                None if timeout is None else float(timeout),
-                payload.get("trees", DEFAULT_TREES),
-                payload.get("max_memory_bytes"),
-                payload.get("gpu_min_entries"),
-                payload.get("task", "min"),
-            )
-        except InputError as exc:
-            raise ProtocolError(f"bad run spec: {exc.reason}") from None
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready map (the result document's ``spec``)."""
+        return asdict(self)
 
     def cli_args(self) -> list[str]:
         """The ``dcop coordinator`` / ``dcop run`` flags that make this spec again."""

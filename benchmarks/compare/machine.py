@@ -1,4 +1,8 @@
-"""A description of the machine a benchmark ran on, written into every results file."""
+"""A description of the machine a benchmark ran on, written into every results file.
+
+The one machine block of every registered suite: ``machine_info()`` in the JSON, ``describe()``
+in the Markdown. (Probes, in ``benchmarks/probes/``, keep no results.)
+"""
 
 from __future__ import annotations
 
@@ -91,8 +95,11 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def describe(info: dict[str, Any]) -> str:
-    """One line for Markdown reports."""
+def describe(info: dict[str, Any] | str) -> str:
+    """One line for Markdown reports (a results file written before the shared block holds a
+    line of its own: kept as it is)."""
+    if isinstance(info, str):
+        return info
     gpu = ", ".join(info["gpu"]) if info.get("gpu") else "no GPU"
     return (
         f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, {gpu}; "

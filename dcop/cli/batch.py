@@ -32,7 +32,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from dcop.choices import BatchAlgo, OrderingName
+from dcop.choices import BatchAlgo, OrderingName, check_z
 from dcop.cli.app import app
 from dcop.cli.common import (
     JsonOption,
@@ -558,8 +558,8 @@ def batch_command(
     message of a failure. A file that fails is a row, not the end of the batch: the exit code is
     0 when the batch ran (130 when interrupted).
     """
-    if algo.value in ("mbe", "adpop") and (z is None or z < 1):
-        raise InputError(f"--algo {algo.value} needs a mini-bucket size --z of at least 1")
+    if algo.value in ("mbe", "adpop"):
+        z = check_z(z, f"--algo {algo.value}")
     if not (timeout > 0 and math.isfinite(timeout)):
         raise InputError("--timeout must be a positive number of seconds")
     settings = BatchSettings(algo.value, z, timeout, max_memory, ordering.value)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcop.choices import TaskName
+from dcop.choices import TaskName, run_task
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
@@ -128,8 +128,7 @@ def _task(file: Path, task: TaskName | None) -> str:
     InputError for a task the file's format does not have."""
     from dcop.cli.partition import task_for
 
-    chosen = task_for(file, None, task and task.value)
-    return "min" if chosen in (None, "mpe") else chosen
+    return run_task(task_for(file, None, task and task.value))
 
 
 def _write_answer(path: Path | None, run: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dcop.choices import TaskName
 from dcop.errors import InputError
 from dcop.io import detect_format
 from dcop.results.partition import PartitionResult
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 #: Tasks each file format allows; the first is the default.
-FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": ("mpe", "pr", "mar")}
+FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": tuple(t.value for t in TaskName)}
 
 
 def task_for(file: Path, format: str | None, task: str | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
-from dcop.choices import TaskName
+from dcop.choices import SUM_TASKS, TaskName, check_z
 from dcop.cli.app import app
 from dcop.cli.common import (
     BackendName,
@@ -93,9 +93,9 @@ def solve_command(
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
-        if chosen in ("pr", "mar"):
-            if algo is CentralAlgo.mbe and z is None:
-                raise InputError("--algo mbe needs a mini-bucket size --z")
+        if chosen in SUM_TASKS:
+            if algo is CentralAlgo.mbe:
+                check_z(z, "--algo mbe")
             if chosen == "mar" and algo is CentralAlgo.mbe:
                 raise InputError("--task mar needs exact elimination (--algo be)")
             with bucket_progress(not quiet) as progress:

@@ -29,6 +29,7 @@ import numpy as np
 
 from dcop.backend import get_backend
 from dcop.buckets import OutputCheck
+from dcop.choices import SUM_TASKS, check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.inference.memory import (
@@ -55,7 +56,7 @@ from dcop.sumproduct import (
 from dcop.tables import Table, TableBackend
 
 Task = Literal["pr", "mar"]
-TASKS: tuple[str, ...] = ("pr", "mar")
+TASKS: tuple[str, ...] = SUM_TASKS
 #: Upper-bound kinds of a mini-bucket PR (the lower bound is always ``lower``).
 UPPER_KINDS: tuple[str, ...] = ("upper", "weighted")
 
@@ -255,8 +256,7 @@ def infer(
     if task not in TASKS:
         raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
     if z is not None:
-        if z < 1:
-            raise ModelError("mini-bucket bounds need z >= 1 (--z)")
+        z = check_z(z, "mini-bucket bounds on Z", error=ModelError)
         if task == "mar":
             raise ModelError("MAR needs exact elimination: mini-bucket marginals are not bounds")
         if upper not in UPPER_KINDS:

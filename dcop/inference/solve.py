@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backend import get_backend
+from dcop.choices import check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.inference.memory import (
@@ -60,8 +61,7 @@ def solve(
     if algo not in ALGOS:
         raise ModelError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGOS)}")
     if algo == "mbe":
-        if z is None or z < 1:
-            raise ModelError("MBE needs a mini-bucket size z >= 1 (--z)")
+        z = check_z(z, "MBE", error=ModelError)
     else:
         z = None
     engine = get_backend(backend) if isinstance(backend, str) else backend

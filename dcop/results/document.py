@@ -76,6 +76,15 @@ def file_value(problem: Problem, internal: float) -> float:
     return problem.reported(internal)
 
 
+def problem_size(problem: Problem) -> dict[str, int]:
+    """The document's ``size``: variables, tables and the largest domain."""
+    return {
+        "variables": problem.n,
+        "tables": len(problem.tables),
+        "max_domain": problem.max_domain(),
+    }
+
+
 def status_of(lower: float, exact: bool, upper: float) -> tuple[Status, str | None]:
     """``infeasible`` when the bound proves it; ``error`` when an exact run's proved optimum and
     the recomputed cost of its assignment disagree (never call a wrong answer exact)."""

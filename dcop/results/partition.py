@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dcop.model import LN10, Problem
-from dcop.results.document import Status, json_number, result_document
+from dcop.results.document import Status, json_number, problem_size, result_document
 
 
 @dataclass
@@ -141,10 +141,6 @@ class PartitionResult:
                     "backend": self.backend,
                     "dtype": self.dtype,
                 },
-                "size": {
-                    "variables": p.n,
-                    "tables": len(p.tables),
-                    "max_domain": p.max_domain(),
-                },
+                "size": problem_size(p),
             },
         )

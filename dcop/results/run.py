@@ -103,7 +103,7 @@ class RunResult:
         """The result document (see :mod:`dcop.results.document`; PR/MAR: :mod:`dcop.results.partition`
         with the wire metrics and the pseudo-tree)."""
         details = {
-            "spec": self.spec.to_wire(),
+            "spec": self.spec.to_dict(),
             "pseudo_tree": self.tree.to_json(),
             "dtype": self.dtype,
             "roots": list(self.roots),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dcop.model import Problem
-from dcop.results.document import Status, result_document, status_of
+from dcop.results.document import Status, problem_size, result_document, status_of
 
 
 @dataclass
@@ -74,10 +74,6 @@ class SolveResult:
                     "dtype": self.dtype,
                     "memory_peak_bytes": self.memory_peak,
                 },
-                "size": {
-                    "variables": p.n,
-                    "tables": len(p.tables),
-                    "max_domain": p.max_domain(),
-                },
+                "size": problem_size(p),
             },
         )

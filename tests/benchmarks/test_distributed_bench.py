@@ -12,6 +12,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH / "probes"))
 
 import distributed  # noqa: E402
 import liveness  # noqa: E402

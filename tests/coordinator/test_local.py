@@ -143,7 +143,10 @@ def test_cli_run_message_limit(tmp_path: Path) -> None:
     assert fits.returncode == 0, fits.stderr
     assert _same(json.loads(out.read_text())["cost"], solve_be(problem).upper_bound)
     tiny = run("0.5")
-    assert tiny.returncode == 2 and "--max-message-mib must be between 1 and 4095" in tiny.stderr
+    assert (
+        tiny.returncode == 2
+        and "(--max-message-mib) must be between 1 MiB and 4095 MiB" in tiny.stderr
+    )
     assert "Traceback" not in tiny.stderr
 
 

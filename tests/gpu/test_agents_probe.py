@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/gpu_agents_probe.py on the fake CuPy: every part that runs in-process
+"""Smoke test of benchmarks/probes/gpu_agents_probe.py on the fake CuPy: every part that runs in-process
 completes without an error entry, so that the one run on the device machine is not wasted."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from tests.gpu import fake_cupy
 
-PROBE = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_agents_probe.py"
+PROBE = Path(__file__).resolve().parents[2] / "benchmarks" / "probes" / "gpu_agents_probe.py"
 
 
 @pytest.fixture

@@ -292,7 +292,7 @@ def test_bad_requests_are_model_errors() -> None:
         infer(problem, "mar", z=2)
     with pytest.raises(ModelError, match="unknown inference task"):
         infer(problem, "map")
-    with pytest.raises(ModelError, match="z >= 1"):
+    with pytest.raises(ModelError, match="mini-bucket size"):
         infer(problem, "pr", z=0)
     top = Problem.build(problem.variables.values(), problem.tables, upper_bound=10.0)
     with pytest.raises(ModelError, match="upper bound"):

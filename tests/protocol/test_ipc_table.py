@@ -27,11 +27,10 @@ HANDLE = bytes(range(IPC_HANDLE_BYTES))
 def _util_frames(shared: list[dict[str, object]], version: int = PROTOCOL_VERSION) -> list[bytes]:
     header = {
         "v": version,
-        "t": "util",
         "s": 1,
         "r": 0,
         "n": 7,
-        "p": {"tables": [], "clock": 0.5, "shared": shared},
+        "p": {"t": "util", "tables": [], "clock": 0.5, "shared": shared},
     }
     return [msgpack.packb(header, use_bin_type=True)]
 
@@ -99,7 +98,7 @@ def test_hello_and_setup_carry_the_ipc_domain() -> None:
     # a neighbour of the old three-field form is refused, not read as "no domain"
     header = msgpack.unpackb(bytes(encode(COORDINATOR_ID, 4, setup)[0]))
     header["p"]["neighbours"][0] = header["p"]["neighbours"][0][:3]
-    with pytest.raises(ProtocolError, match="ipc domain"):
+    with pytest.raises(ProtocolError, match=r"length 4, got 3 - at `\$\.p\.neighbours\[0\]`"):
         decode([msgpack.packb(header, use_bin_type=True)])
 
 

@@ -1,12 +1,16 @@
 """The import directions of docs/DESIGN.md: what must never import what.
 
 Checked on the source with ``ast`` (every ``import`` and ``from ... import``, also inside
-functions), so a lazy import breaks the rule just as a top-level one does.
+functions), so a lazy import breaks the rule just as a top-level one does. The rooms themselves
+are written in four places (``pyproject.toml``'s packages, ``dcop/__init__.py``'s layout,
+docs/DESIGN.md's tables and :data:`PACKAGES` / :data:`RULES` here): the last tests check that
+the four agree, so that none of them drifts.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,9 @@ PACKAGES = {
     "dcop/model.py": "dcop.model",
     "dcop/trees": "dcop.trees",
     "dcop/results": "dcop.results",
+    "dcop/cli": "dcop.cli",
+    "dcop/schema": "dcop.schema",
+    "deploy": "dcop.deploy",
 }
 #: (importer, forbidden prefix, why)
 RULES = [
@@ -88,3 +95,51 @@ def test_rule_checker_sees_lazy_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from dcop.agents.dfs import x\n    import cupy\n")
     assert {"dcop.agents.dfs", "dcop.agents.dfs.x", "cupy"} <= imports_of(source)
+
+
+# ---- the rooms, written in four places, agree ---------------------------------------------------
+def layout_rooms() -> dict[str, str]:
+    """``dcop/__init__.py``'s layout: room -> folder, from its ``* ``room`` (``folder/``)`` lines."""
+    doc = ast.get_docstring(ast.parse((REPO / "dcop" / "__init__.py").read_text())) or ""
+    found = re.findall(r"^\* ``(dcop[\w.]*)`` \(``([\w/]+?)/?``\)", doc, re.MULTILINE)
+    return dict(found)
+
+
+def pyproject_rooms() -> dict[str, str]:
+    """``pyproject.toml``'s packages: room -> folder (its package-dir, else its path)."""
+    text = (REPO / "pyproject.toml").read_text()
+    block = re.search(r"^packages = \[(.*?)\]", text, re.MULTILINE | re.DOTALL)
+    mapped = re.search(r"^package-dir = \{(.*?)\}", text, re.MULTILINE)
+    assert block and mapped, "pyproject.toml lists no packages or package-dir"
+    dirs = dict(re.findall(r'"([\w.]+)" = "([\w/]+)"', mapped.group(1)))
+    names = re.findall(r'"([\w.]+)"', block.group(1))
+    return {n: dirs.get(n, n.replace(".", "/")) for n in names}
+
+
+def design_tables() -> tuple[dict[str, str], set[tuple[str, str]]]:
+    """docs/DESIGN.md's rooms table (room -> folder) and its table of rules (importer, never)."""
+    text = (REPO / "docs" / "DESIGN.md").read_text()
+    rooms = dict(re.findall(r"^\| `(dcop[\w.]*)` \| `([\w/]+?)/` \|", text, re.MULTILINE))
+    rules = set(re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \| [^|`]+\|$", text, re.MULTILINE))
+    return rooms, rules
+
+
+def test_the_rooms_agree_in_the_layout_pyproject_and_the_design() -> None:
+    layout = layout_rooms()
+    assert layout, "no room found in dcop/__init__.py's layout"
+    assert layout == pyproject_rooms()
+    assert design_tables()[0] == layout
+
+
+def test_the_import_rules_cover_the_rooms() -> None:
+    layout = layout_rooms()
+    rooms = {name: folder for folder, name in PACKAGES.items() if not folder.endswith(".py")}
+    assert rooms == {r: f for r, f in layout.items() if r != "dcop"}, "PACKAGES and the layout"
+    modules = {name for folder, name in PACKAGES.items() if folder.endswith(".py")}
+    for importer, forbidden, _ in RULES:
+        assert importer in layout or importer in modules, importer
+        assert not forbidden.startswith("dcop.") or forbidden in layout, forbidden
+
+
+def test_the_design_lists_exactly_the_rules_tested_here() -> None:
+    assert design_tables()[1] == {(a, b) for a, b, _ in RULES}

@@ -6,7 +6,7 @@ agent's own compute (``compute_s_max``) is a lower bound of it; this records how
 two are on the GPU benchmark's instances (random, d = 10, p1 = 0.3, p2 = 0.5), so results that
 measured only the lower bound can be read.
 
-    python benchmarks/simulated_clock.py [--n 10 11 ...] [--seeds 3] [--out benchmarks/results]
+    python benchmarks/probes/simulated_clock.py [--n 10 11 ...] [--seeds 3] [--out DIR]
 """
 
 from __future__ import annotations
@@ -21,14 +21,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+#: What this probe found (2-core VM, 2026-11-23, random d = 10, n = 10-16, 3 seeds; results are
+#: not kept): the simulated runtime (the critical path of message-carried clocks) is 2.4-5.7x the
+#: busiest agent's own compute (medians), so the busiest agent is no stand-in for it.
+CONCLUSION = "the critical path is 2.4-5.7x the busiest agent's compute on CPU DPOP agents"
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, nargs="+", default=[10, 11, 12, 13, 14, 15, 16])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "probes" / "out")
     ap.add_argument("--name", default="simulated_clock")
     args = ap.parse_args()
     from dcop.coordinator import run_local
@@ -67,7 +72,7 @@ def main() -> None:
             }
         )
     meta = {
-        "command": "python benchmarks/simulated_clock.py "
+        "command": "python benchmarks/probes/simulated_clock.py "
         + " ".join(sys.argv[1:]).replace(str(args.out), "OUT"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",

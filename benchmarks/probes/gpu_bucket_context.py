@@ -13,7 +13,7 @@ this probe times the same path under each, on the CPU (NumPy) and on the GPU (Cu
   GPU, run the same path now and then (the other agents of the run).
 
 Writes ``OUT/gpu_bucket_context.json``: per joined size and condition, the median and the first
-call, in seconds. Run from outside the repository: ``python3 REPO/benchmarks/gpu_bucket_context.py
+call, in seconds. Run from outside the repository: ``python3 REPO/benchmarks/probes/gpu_bucket_context.py
 --out DIR``.
 """
 
@@ -32,6 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_agents_probe import bucket_tables, import_dcop
+
+#: What this probe found (NVIDIA H100, 2026-11-25, 15 repetitions; results are not kept): as an
+#: agent pays it (a fresh thread per bucket after 0.1 s idle, 15 other CUDA contexts busy) the GPU
+#: path costs 1.2-1.6 ms from 1e4 to 1e6 joined entries, NumPy 0.74-0.91 ms at 1e5 and 2.4-2.5
+#: ms at 1e6; back to back in one thread the crossover is 1e5. Hence
+#: dcop.placement.DEFAULT_GPU_MIN_ENTRIES = 3e5 (docs/GPU.md).
+CONCLUSION = "inside an agent the CPU/GPU crossover of one bucket is ~3e5 joined entries"
 
 #: Separator domain sizes per bucket: joined entries 10 * prod = 1e4 ... 1e7.
 SIZES = {1e4: [10, 10, 10], 1e5: [10, 10, 10, 10], 1e6: [10] * 5, 1e7: [10] * 6}
@@ -112,7 +119,7 @@ def main() -> int:
         "meta": {
             "gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": "python3 benchmarks/gpu_bucket_context.py --out OUT",
+            "command": "python3 benchmarks/probes/gpu_bucket_context.py --out OUT",
             "idle_s": IDLE_S,
             "reps": args.reps,
         },
