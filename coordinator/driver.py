@@ -193,6 +193,7 @@ class Coordinator:
         """Run to the end; return the typed result. Raises a DcopError naming the agent on a
         fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
         self.t0 = time.monotonic()
+        self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         deadline = self.t0 + self.timeout
         try:
             # Setups go out during the hello phase: each agent's as soon as it and its
@@ -249,11 +250,11 @@ class Coordinator:
         self.phase = phase
         log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
-        turn = next_beat
         while not done():
             now = time.monotonic()
-            self._check_own_pause(now - turn)
-            turn = now
+            # since the last turn of any phase: a stop between two phases counts too
+            self._check_own_pause(now - (self._turn or now))
+            self._turn = now
             if now >= deadline:
                 raise RunTimeout(self._deadline_message(phase))
             if now >= next_beat:
