@@ -116,6 +116,20 @@ def check_output(path: Path | None, option: str) -> None:
         raise InputError(f"{option} {path}: cannot create a file in {parent}")
 
 
+def check_output_dir(path: Path, option: str) -> None:
+    """Make the output directory ``path`` now, before any work (the command would make it
+    anyway), or refuse it with one line (InputError): a directory that cannot be made or is
+    not writable."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path}: not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot make it: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: the directory is not writable")
+
+
 def check_outputs(outputs: Mapping[str, Path | None]) -> None:
     """:func:`check_output` of each ``{option: path}``; on a bad one print its line and exit 2
     (the result document has nowhere safe to go yet)."""

@@ -39,6 +39,9 @@ def small(tmp_path: Path) -> Path:
         ["batch", "{f}", "--json", BAD + ".json"],
         ["generate", "random", "-o", BAD + ".wcsp"],
         ["peers", "{f}", "-o", BAD + ".json"],
+        ["deploy", "compose", "{f}", "-o", BAD],
+        ["deploy", "hosts", "{f}", "--hosts", "a,b", "-o", BAD],
+        ["keys", "generate", BAD, "--agents", "2"],
     ],
     ids=lambda a: "-".join(x for x in a if x.startswith("-") or x.isalpha()),
 )
