@@ -35,7 +35,7 @@ def rehearse(backend: TableBackend) -> float:
     bucket = [Table(names[: k + 1], np.zeros((2,) * (k + 1), REHEARSAL_DTYPE)) for k in range(3)]
     out = eliminate_bucket(backend, bucket, names[0])
     wire = tuple(WireTable.from_array(t.scope, backend.to_numpy(t.data)) for t in out.tables)
-    token = Token(0, "child", (1,), (2,), (), (), (), 0, 0, 0, (), 0.0)
+    token = Token(0, "child", (1,), 0.0, path=(1,), domains=(2,))
     for body in (Degree((1,), 0.0), token, Util(wire, 0.0, ()), Value(((names[1], 0),), 0.0)):
         received = decode(encode(0, 1, body)).body
         if isinstance(received, Util):

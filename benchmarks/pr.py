@@ -1,8 +1,16 @@
 #!/usr/bin/env python
-"""Partition function (UAI PR) and marginals: dcop's log-space sum-product BE vs pgmpy.
+"""Partition function (UAI PR) and marginals: dcop's contraction engine vs the einsum anchor.
 
     python benchmarks/pr.py [--time-limit S] [--mem-limit GB] [--quick] [--only NAME ...]
-    python benchmarks/pr.py --gpu [--only NAME ...]        # on the device machine, no pgmpy
+    python benchmarks/pr.py --gpu [--only NAME ...]        # on the device machine
+
+The anchor, side by side in the same run on the same models: what a user of the field writes in
+about 20 lines, ``opt_einsum.contract`` over the factor tables each scaled by its peak (the logs
+of the peaks added back), with opt_einsum's ``greedy`` path, the path search timed apart; on the
+CPU with NumPy, on the device with CuPy (torch where it imports, which also gives the anchor's
+MAR by autograd). dcop runs ``infer(problem, "pr"|"mar")`` (:mod:`dcop.contraction`: the tree's
+search, reported apart as ``path_s``, and the contraction). Agreement of ``ln Z``:
+``|a - b| <= 1e-9 max(1, |ln Z|)``. pgmpy (below) runs only where it imports.
 
 Instances: the shared UAI files (``../shared/instances/*.uai``, no evidence) and generated models:
 Ising grids (``dcop.generators.ising_grid``, coupling 1, field 0.1) and random Bayesian networks
@@ -64,7 +72,8 @@ from compare.machine import describe, machine_info
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 INSTANCES = HERE.parent.parent / "shared" / "instances"
-TOLERANCE = 1e-6
+TOLERANCE = 1e-6  # against pgmpy
+ANCHOR_TOLERANCE = 1e-9  # against the einsum anchor: the same sums, in float64
 WIDE = 10  # the target: >= 100x faster than pgmpy on models of induced width >= WIDE
 BOUND_WIDTH = 19  # mini-bucket bounds are measured on models at least this wide
 BOUND_Z = [8, 12, 16]
@@ -74,7 +83,7 @@ REPEAT_BUDGET_S = 2.0
 GENERATED: list[dict[str, Any]] = [
     *(
         {"name": f"ising{s}x{s}", "source": "ising", "side": s, "coupling": 1.0, "field": 0.1}
-        for s in (8, 12, 16, 20)
+        for s in (8, 12, 16, 20, 24, 28)
     ),
     *(
         {
@@ -145,9 +154,108 @@ def run_dcop(spec: dict[str, Any], task: str, backend: str = "numpy") -> dict[st
         ordering=result.ordering,
         largest_table=result.largest_table,
         times=result.times,
+        space=result.space,
+        path_s=result.times.get("path"),
+        contract_s=result.times.get("contract"),
+        slices=(result.tree or {}).get("slices"),
+        pruned=(result.tree or {}).get("pruned_tables"),
     )
     if result.marginals is not None:
         out["marginals"] = {v: [float(x) for x in p] for v, p in result.marginals.items()}
+    return out
+
+
+# ---- the anchor: opt_einsum over scaled factor tables ---------------------------------------------
+def einsum_network(problem: Any) -> tuple[str, list[Any], float]:
+    """The Problem as an einsum equation over its tables, each ``exp(log table - peak)``, and the
+    sum of the peaks' logs with the constant (and ``ln d`` of each variable in no table)."""
+    import numpy as np
+    import opt_einsum as oe
+
+    symbol = {v: oe.get_symbol(i) for i, v in enumerate(problem.variables)}
+    shift = -float(problem.constant)
+    arrays, terms = [], []
+    held: set[str] = set()
+    for table in problem.tables:
+        logs = -np.asarray(table.costs, dtype=np.float64)
+        if not table.scope:
+            shift += float(logs)
+            continue
+        peak = float(logs.max())
+        if not math.isfinite(peak):
+            return "", [], -math.inf
+        shift += peak
+        arrays.append(np.exp(logs - peak))
+        terms.append("".join(symbol[v] for v in table.scope))
+        held.update(table.scope)
+    sizes = problem.domain_sizes()
+    shift += sum(math.log(sizes[v]) for v in problem.variables if v not in held)
+    return ",".join(terms) + "->", arrays, shift
+
+
+def run_anchor(spec: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
+    """The anchor's PR (and on torch its MAR by autograd): path search timed apart."""
+    import numpy as np
+    import opt_einsum as oe
+
+    problem = build_problem(spec)
+    eq, arrays, shift = einsum_network(problem)
+    if not arrays:
+        return {"status": "ok", "ln_z": shift, "seconds": 0.0, "path_s": 0.0}
+    library = "numpy"
+    if device == "gpu":
+        try:
+            import torch
+
+            library = "torch"
+            arrays = [torch.from_numpy(a).cuda() for a in arrays]
+        except ImportError:
+            import cupy
+
+            library = "cupy"
+            arrays = [cupy.asarray(a) for a in arrays]
+    t0 = time.perf_counter()
+    path, info = oe.contract_path(eq, *[a.shape for a in arrays], shapes=True, optimize="greedy")
+    path_s = time.perf_counter() - t0
+
+    def once() -> float:
+        z = oe.contract(eq, *arrays, optimize=path, backend=library)
+        return float(z)
+
+    if library != "numpy":
+        once()  # warm: CUDA context, cuBLAS handles
+    z, seconds = best_time(once)
+    out: dict[str, Any] = {
+        "status": "ok" if z > 0 and math.isfinite(z) else "error",
+        "library": library,
+        "seconds": seconds,
+        "path_s": path_s,
+        "largest": int(info.largest_intermediate),
+        "flops": float(info.opt_cost),
+        "ln_z": math.log(z) + shift if z > 0 and math.isfinite(z) else None,
+    }
+    if out["status"] != "ok":
+        out["error"] = f"the anchor's scaled Z is {z!r} (out of float64's range)"
+    if library == "torch":  # MAR by autograd: d ln Z / d (a vector of ones per variable)
+        import torch
+
+        sizes = problem.domain_sizes()
+        names = list(problem.variables)
+
+        def mar() -> Any:
+            ones = [
+                torch.ones(sizes[v], dtype=torch.float64, device="cuda", requires_grad=True)
+                for v in names
+            ]
+            terms = eq[:-2] + "," + ",".join(oe.get_symbol(i) for i in range(len(names))) + "->"
+            z = oe.contract(terms, *arrays, *ones, optimize="greedy", backend="torch")
+            torch.log(z).backward()
+            torch.cuda.synchronize()
+            return [o.grad for o in ones]
+
+        mar()
+        _, out["mar_seconds"] = best_time(mar)
+    del np
     return out
 
 
@@ -219,7 +327,7 @@ def run_pgmpy(spec: dict[str, Any], method: str) -> dict[str, Any]:
     import numpy as np
     from pgmpy.inference import VariableElimination
 
-    from dcop.inference.partition import choose_order
+    from dcop.orders.choose import choose_order
 
     problem = build_problem(spec)
     adjacency = problem.neighbours()
@@ -230,7 +338,7 @@ def run_pgmpy(spec: dict[str, Any], method: str) -> dict[str, Any]:
     if method == "ve":
         parts = [set(c) for c in nx.connected_components(nx.Graph(adjacency))]
         parts = [c for c in parts if c] or [None]
-    _, order = choose_order("auto", adjacency, problem.domain_sizes(), list(problem.variables))
+    order = choose_order(problem, "auto").order
     t0 = time.perf_counter()
     models = [pgmpy_model(problem, part) for part in parts]
     constant = -float(problem.constant) - sum(float(t.costs) for t in problem.tables if not t.scope)
@@ -276,6 +384,8 @@ def worker(task_path: str, result_path: str) -> int:
         result = run_dcop(task["spec"], task["task"], task.get("backend", "numpy"))
     elif task["tool"] == "bounds":
         result = run_bounds(task["spec"], task["z"])
+    elif task["tool"] == "anchor":
+        result = run_anchor(task["spec"], task.get("device", "cpu"))
     else:
         result = run_pgmpy(task["spec"], task["method"])
     Path(result_path).write_text(json.dumps(result, allow_nan=True))
@@ -317,59 +427,96 @@ def instances(only: list[str] | None, quick: bool) -> list[dict[str, Any]]:
     return specs
 
 
-def agree(a: float | None, b: float | None) -> bool | None:
+def agree(a: float | None, b: float | None, tolerance: float = TOLERANCE) -> bool | None:
     if a is None or b is None:
         return None
     if a == b:  # also both -inf
         return True
-    return abs(a - b) <= TOLERANCE * max(1.0, abs(a))
+    return abs(a - b) <= tolerance * max(1.0, abs(a))
 
 
 def max_marginal_error(a: dict[str, list[float]], b: dict[str, list[float]]) -> float:
     return max(abs(x - y) for v in a for x, y in zip(a[v], b[v], strict=True))
 
 
+def have_pgmpy() -> bool:
+    try:
+        import pgmpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _keep(r: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: r.get(k) for k in ("status", "seconds", "ln_z", "wall_s", *keys)}
+
+
+def compare_anchor(row: dict[str, Any], pr: dict[str, Any], anchor: dict[str, Any]) -> None:
+    """ln Z agreement and the time ratios against the anchor, into ``row``."""
+    anchor["agrees"] = agree(pr.get("ln_z"), anchor.get("ln_z"), ANCHOR_TOLERANCE)
+    both = pr.get("status") == "ok" and anchor.get("status") == "ok"
+    if both and pr.get("seconds") and anchor.get("seconds") is not None:
+        # PR time against the anchor's contraction plus its path search (both sides search)
+        anchor["total_s"] = anchor["seconds"] + (anchor.get("path_s") or 0.0)
+        row["speedup_total"] = anchor["total_s"] / pr["seconds"]
+        if pr.get("contract_s"):
+            row["speedup_contract"] = anchor["seconds"] / pr["contract_s"]
+
+
 def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
+    pgmpy = have_pgmpy() and not args.no_pgmpy
     for spec in instances(args.only, args.quick):
         row: dict[str, Any] = {"instance": spec["name"], "source": spec["source"]}
         limit, mem = args.time_limit, args.mem_limit
         pr = run_task({"tool": "dcop", "task": "pr", "spec": spec}, limit, mem)
         mar = run_task({"tool": "dcop", "task": "mar", "spec": spec}, limit, mem)
         ours = mar.pop("marginals", None)
-        for key in ("n", "d", "tables", "width", "ordering", "largest_table"):
+        for key in ("n", "d", "tables", "width", "ordering", "largest_table", "slices", "pruned"):
             row[key] = pr.get(key, mar.get(key))
-        row["dcop"] = {k: pr.get(k) for k in ("status", "seconds", "ln_z", "times", "wall_s")}
-        row["dcop_mar"] = {k: mar.get(k) for k in ("status", "seconds", "ln_z", "wall_s")}
-        for method in ("default", "ve"):
-            got = run_task({"tool": "pgmpy", "method": method, "spec": spec}, limit, mem)
-            row[f"pgmpy_{method}"] = got
-            got["agrees"] = agree(pr.get("ln_z"), got.get("ln_z"))
-            if pr.get("seconds") and got.get("seconds") and got.get("status") == "ok":
-                got["speedup"] = got["seconds"] / pr["seconds"]
-        default_s = row["pgmpy_default"].get("seconds")
-        if (
-            ours is not None
-            and default_s is not None
-            and default_s * (row["n"] or 0) < args.mar_budget
-        ):
-            got = run_task({"tool": "pgmpy", "method": "mar", "spec": spec}, limit, mem)
-            theirs = got.pop("marginals", None)
-            row["pgmpy_mar"] = got
-            if theirs is not None:
-                got["max_abs_error"] = max_marginal_error(ours, theirs)
-        if (row["width"] or 0) >= BOUND_WIDTH and not args.quick:
-            row["bounds"] = run_task({"tool": "bounds", "spec": spec, "z": BOUND_Z}, limit, mem)
+        row["dcop"] = _keep(pr, "times", "path_s", "contract_s", "space")
+        row["dcop_mar"] = _keep(mar, "path_s", "contract_s", "space")
+        if pr.get("seconds") and mar.get("seconds") and mar.get("status") == "ok":
+            row["mar_over_pr"] = mar["seconds"] / pr["seconds"]
+        anchor = run_task({"tool": "anchor", "spec": spec}, limit, mem)
+        row["anchor"] = anchor
+        compare_anchor(row, pr, anchor)
+        if pgmpy:
+            add_pgmpy(row, spec, pr, ours, args)
         rows.append(row)
         print(summary_line(row), file=sys.stderr, flush=True)
-    return {"rows": rows, "summary": summarize(rows)}
+    return {"rows": rows, "summary": summarize(rows, pgmpy)}
+
+
+def add_pgmpy(
+    row: dict[str, Any],
+    spec: dict[str, Any],
+    pr: dict[str, Any],
+    ours: dict[str, list[float]] | None,
+    args: argparse.Namespace,
+) -> None:
+    limit, mem = args.time_limit, args.mem_limit
+    for method in ("default", "ve"):
+        got = run_task({"tool": "pgmpy", "method": method, "spec": spec}, limit, mem)
+        row[f"pgmpy_{method}"] = got
+        got["agrees"] = agree(pr.get("ln_z"), got.get("ln_z"))
+        if pr.get("seconds") and got.get("seconds") and got.get("status") == "ok":
+            got["speedup"] = got["seconds"] / pr["seconds"]
+    default_s = row["pgmpy_default"].get("seconds")
+    if ours is not None and default_s is not None and default_s * (row["n"] or 0) < args.mar_budget:
+        got = run_task({"tool": "pgmpy", "method": "mar", "spec": spec}, limit, mem)
+        theirs = got.pop("marginals", None)
+        row["pgmpy_mar"] = got
+        if theirs is not None:
+            got["max_abs_error"] = max_marginal_error(ours, theirs)
 
 
 def summary_line(row: dict[str, Any]) -> str:
-    d, a, b = row["dcop"], row["pgmpy_default"], row["pgmpy_ve"]
+    d, a = row["dcop"], row["anchor"]
     return (
-        f"{row['instance']:<22} w*={row['width']!s:>3} dcop {_s(d)} pgmpy {_s(a)} / VE {_s(b)} "
-        f"lnZ {d.get('ln_z')} agree {a.get('agrees')}/{b.get('agrees')}"
+        f"{row['instance']:<22} dcop PR {_s(d)} (path {_num(d.get('path_s'))}) "
+        f"MAR {_s(row['dcop_mar'])} anchor {_s(a)} (path {_num(a.get('path_s'))}) "
+        f"lnZ {d.get('ln_z')} agree {a.get('agrees')}"
     )
 
 
@@ -381,37 +528,42 @@ def _s(r: dict[str, Any]) -> str:
     )
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for method in ("default", "ve"):
-        key = f"pgmpy_{method}"
-        solved = [r for r in rows if r[key].get("status") == "ok"]
-        wide = [r for r in solved if (r["width"] or 0) >= WIDE and r[key].get("speedup")]
-        unsolved_wide = [
+def summarize(rows: list[dict[str, Any]], pgmpy: bool = False) -> dict[str, Any]:
+    both = [
+        r for r in rows if r["dcop"].get("status") == "ok" and r["anchor"].get("status") == "ok"
+    ]
+    slower = [r["instance"] for r in both if (r.get("speedup_total") or 0) < 1]
+    # a BAYES model's PR drops its barren tables (all of them without evidence): its MAR, which
+    # needs every variable, is not compared with that
+    unpruned = [r for r in rows if not r.get("pruned")]
+    ratios = [r["mar_over_pr"] for r in unpruned if r.get("mar_over_pr")]
+    out: dict[str, Any] = {
+        "instances": len(rows),
+        "dcop_solved": sum(1 for r in rows if r["dcop"].get("status") in ("ok", "infeasible")),
+        "anchor_solved": sum(1 for r in rows if r["anchor"].get("status") == "ok"),
+        "both_solved": len(both),
+        "agree_1e-9": sum(1 for r in both if r["anchor"].get("agrees")),
+        "disagree": [r["instance"] for r in both if r["anchor"].get("agrees") is False],
+        "geomean_speedup_total": _geomean(
+            [r["speedup_total"] for r in both if r.get("speedup_total")]
+        ),
+        "geomean_speedup_contract": _geomean(
+            [r["speedup_contract"] for r in both if r.get("speedup_contract")]
+        ),
+        "dcop_slower_than_anchor": slower,
+        "mar_over_pr_max": max(ratios) if ratios else None,
+        "mar_over_3x_pr": [r["instance"] for r in unpruned if (r.get("mar_over_pr") or 0) > 3],
+        "pr_pruned": [r["instance"] for r in rows if r.get("pruned")],
+        "dcop_only": [
             r["instance"]
             for r in rows
-            if (r["width"] or 0) >= WIDE
-            and r[key].get("status") != "ok"
-            and r["dcop"].get("status") == "ok"
-        ]
-        speedups = [r[key]["speedup"] for r in wide]
-        out[method] = {
-            "pgmpy_solved": len(solved),
-            "agree": sum(1 for r in solved if r[key].get("agrees")),
-            "disagree": [r["instance"] for r in solved if r[key].get("agrees") is False],
-            "wide_instances_both_solved": len(wide),
-            "wide_geomean_speedup": _geomean(speedups),
-            "wide_min_speedup": min(speedups) if speedups else None,
-            "wide_at_least_100x": sum(1 for s in speedups if s >= 100),
-            "wide_pgmpy_unsolved": unsolved_wide,
-        }
-    out["dcop_solved"] = sum(1 for r in rows if r["dcop"].get("status") in ("ok", "infeasible"))
-    out["instances"] = len(rows)
-    marg = [
-        r["pgmpy_mar"]["max_abs_error"] for r in rows if "max_abs_error" in r.get("pgmpy_mar", {})
-    ]
-    out["marginals_compared"] = len(marg)
-    out["marginals_max_abs_error"] = max(marg) if marg else None
+            if r["dcop"].get("status") == "ok" and r["anchor"].get("status") != "ok"
+        ],
+    }
+    if pgmpy:
+        solved = [r for r in rows if r.get("pgmpy_default", {}).get("status") == "ok"]
+        out["pgmpy_default_solved"] = len(solved)
+        out["pgmpy_default_agree_1e-6"] = sum(1 for r in solved if r["pgmpy_default"].get("agrees"))
     return out
 
 
@@ -419,42 +571,42 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
+def gpu_name() -> str | None:
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        return None
+
+
 def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
-    reference: dict[str, Any] = {}
-    cpu_file = RESULTS / "pr.json"
-    if cpu_file.exists():
-        for row in json.loads(cpu_file.read_text())["rows"]:
-            reference[row["instance"]] = row
     rows = []
     for spec in instances(args.only, args.quick):
         row: dict[str, Any] = {"instance": spec["name"], "source": spec["source"]}
-        for task in ("pr", "mar"):
-            for backend in ("numpy", "cupy"):
-                # no address-space limit for CuPy: a CUDA context reserves far more address
-                # space than it uses (under RLIMIT_AS it fails to start, which reads as oom)
-                got = run_task(
-                    {"tool": "dcop", "task": task, "spec": spec, "backend": backend},
-                    args.time_limit,
-                    args.mem_limit if backend == "numpy" else 0.0,
-                )
-                got.pop("marginals", None)
-                row[f"{task}_{backend}"] = got
-        first = row["pr_numpy"] if row["pr_numpy"].get("status") == "ok" else row["pr_cupy"]
-        for key in ("n", "d", "width", "largest_table"):
-            row[key] = first.get(key)
-        row["cpu_gpu_agree"] = agree(row["pr_numpy"].get("ln_z"), row["pr_cupy"].get("ln_z"))
-        ref = reference.get(spec["name"], {})
-        pg = ref.get("pgmpy_default", {}).get("ln_z") or ref.get("pgmpy_ve", {}).get("ln_z")
-        row["pgmpy_ln_z"] = pg
-        row["gpu_pgmpy_agree"] = agree(row["pr_cupy"].get("ln_z"), pg)
-        rows.append(row)
-        print(
-            f"{spec['name']:<22} cpu {_s(row['pr_numpy'])} gpu {_s(row['pr_cupy'])} "
-            f"agree {row['cpu_gpu_agree']} / pgmpy {row['gpu_pgmpy_agree']}",
-            file=sys.stderr,
-            flush=True,
+        # no address-space limit on the device runs: a CUDA context reserves far more address
+        # space than it uses (under RLIMIT_AS it fails to start, which reads as oom)
+        pr = run_task(
+            {"tool": "dcop", "task": "pr", "spec": spec, "backend": "cupy"}, args.time_limit, 0.0
         )
-    return {"rows": rows}
+        mar = run_task(
+            {"tool": "dcop", "task": "mar", "spec": spec, "backend": "cupy"}, args.time_limit, 0.0
+        )
+        mar.pop("marginals", None)
+        for key in ("n", "d", "tables", "width", "ordering", "largest_table", "slices"):
+            row[key] = pr.get(key, mar.get(key))
+        row["dcop"] = _keep(pr, "times", "path_s", "contract_s", "space", "cold_s")
+        row["dcop_mar"] = _keep(mar, "path_s", "contract_s", "space", "cold_s")
+        if pr.get("seconds") and mar.get("seconds") and mar.get("status") == "ok":
+            row["mar_over_pr"] = mar["seconds"] / pr["seconds"]
+        anchor = run_task({"tool": "anchor", "spec": spec, "device": "gpu"}, args.time_limit, 0.0)
+        row["anchor"] = anchor
+        compare_anchor(row, pr, anchor)
+        rows.append(row)
+        print(summary_line(row), file=sys.stderr, flush=True)
+    return {"rows": rows, "summary": summarize(rows)}
 
 
 # ---- reports -------------------------------------------------------------------------------------
@@ -472,100 +624,62 @@ def _time(r: dict[str, Any]) -> str:
     return str(r.get("status", "-"))
 
 
-def _order(row: dict[str, Any]) -> str:
-    return str(row.get("ordering") or "-").removeprefix("auto:")
-
-
-def markdown_cpu(data: dict[str, Any]) -> str:
+def markdown(data: dict[str, Any], device: str) -> str:
     meta, s = data["meta"], data["summary"]
-    lines = [
-        "# PR: dcop log-space BE vs pgmpy VariableElimination (CPU)",
-        "",
-        f"Command: `{meta['command']}`  ",
-        f"Date: {meta['date']}  ",
-        f"Machine: {describe(meta['machine'])}  ",
-        f"Limits per run: {meta['limits']}; pgmpy {meta['pgmpy']}",
-        "",
-        "Times in seconds (dcop: ordering + elimination; pgmpy: the query). Speedup = pgmpy time /",
-        "dcop PR time, measured in this run. `agree`: |ln Z difference| <= 1e-6 max(1, |ln Z|).",
-        "",
-        "| instance | n | d | w* (order) | largest table | ln Z (dcop) | dcop PR | dcop MAR | pgmpy default | agree | speedup | pgmpy VE | agree | speedup | MAR max abs err |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in data["rows"]:
-        a, b = r["pgmpy_default"], r["pgmpy_ve"]
-        lines.append(
-            f"| {r['instance']} | {r['n']} | {r['d']} | {r['width']} ({_order(r)}) "
-            f"| {_num(r['largest_table'])} "
-            f"| {_num(r['dcop'].get('ln_z'), '.10g')} | {_time(r['dcop'])} | {_time(r['dcop_mar'])} "
-            f"| {_time(a)} | {_num(a.get('agrees'))} | {_num(a.get('speedup'))} "
-            f"| {_time(b)} | {_num(b.get('agrees'))} | {_num(b.get('speedup'))} "
-            f"| {_num(r.get('pgmpy_mar', {}).get('max_abs_error'))} |"
-        )
-    lines += ["", "## Summary", ""]
-    lines.append(f"dcop solved {s['dcop_solved']} of {s['instances']} instances.")
-    for method, label in (
-        ("default", "pgmpy default (greedy contraction)"),
-        ("ve", "pgmpy VE (dcop's order)"),
-    ):
-        m = s[method]
-        lines.append(
-            f"- **{label}:** solved {m['pgmpy_solved']}, agrees on {m['agree']}"
-            + (f", disagrees on {', '.join(m['disagree'])}" if m["disagree"] else "")
-            + f". Induced width >= {WIDE}, both solved: {m['wide_instances_both_solved']}, "
-            f"geometric-mean speedup {_num(m['wide_geomean_speedup'])}x, "
-            f"lowest {_num(m['wide_min_speedup'])}x, >= 100x on {m['wide_at_least_100x']}; "
-            f"pgmpy out of time or memory where dcop solved: {', '.join(m['wide_pgmpy_unsolved']) or 'none'}."
-        )
-    lines.append(
-        f"- **Marginals:** compared with pgmpy on {s['marginals_compared']} instances, "
-        f"largest absolute difference {_num(s['marginals_max_abs_error'])}."
+    anchor = (
+        "opt_einsum on CuPy/torch (greedy path)"
+        if device == "gpu"
+        else "opt_einsum on NumPy (greedy path)"
     )
-    bounded = [r for r in data["rows"] if r.get("bounds", {}).get("status") == "ok"]
-    if bounded:
-        lines += [
-            "",
-            f"## Mini-bucket bounds on ln Z (models with w* >= {BOUND_WIDTH})",
-            "",
-            "upper: sum over one mini-bucket, max over the others; weighted: Hölder with equal",
-            "weights; lower: min over the others. Times: one upper and one lower pass.",
-            "",
-            "| instance | ln Z | z | lower | upper | weighted upper | time (s) | weighted time (s) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in bounded:
-            for b in r["bounds"]["bounds"]:
-                lines.append(
-                    f"| {r['instance']} | {_num(r['dcop'].get('ln_z'), '.6g')} | {b['z']} "
-                    f"| {_num(b['ln_lower'], '.6g')} | {_num(b['ln_upper'], '.6g')} "
-                    f"| {_num(b['ln_weighted'], '.6g')} | {_num(b['upper_s'])} | {_num(b['weighted_s'])} |"
-                )
-    return "\n".join(lines) + "\n"
-
-
-def markdown_gpu(data: dict[str, Any]) -> str:
-    meta = data["meta"]
     lines = [
-        "# PR and MAR: dcop on the GPU (CuPy) vs the CPU (NumPy) of the same machine",
+        f"# PR and MAR: dcop's contraction engine vs the einsum anchor ({device.upper()})",
         "",
         f"Command: `{meta['command']}`  ",
         f"Date: {meta['date']}  ",
         f"Machine: {describe(meta['machine'])}  ",
+        *([f"GPU: {meta['gpu']}  "] if meta.get("gpu") else []),
         f"Limits per run: {meta['limits']}",
+        *([f"Note: {meta['note']}"] if meta.get("note") else []),
         "",
-        "GPU times are warm (the second call; `cold` is the first, kernels compiled). pgmpy ln Z from",
-        "the CPU results file (`pr.json`), where it solved the instance.",
+        f"Anchor: {anchor}, each table scaled by its peak. Times in seconds, best of up to 3 calls",
+        "in one process. dcop PR = its path search + contraction (`path` beside); anchor = its",
+        "contraction (`path` beside, timed apart). `x total` = (anchor path + contraction) / dcop PR;",
+        "`x contr.` = anchor contraction / dcop contraction. `agree`: |ln Z difference| <= 1e-9",
+        "max(1, |ln Z|). `largest`: entries of the largest intermediate (dcop's tree; the anchor's).",
         "",
-        "| instance | n | d | w* | largest table | ln Z (GPU) | CPU PR | GPU PR (cold) | CPU MAR | GPU MAR | CPU = GPU | GPU = pgmpy |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| instance | n | tree | largest (dcop / anchor) | slices | ln Z (dcop) | space | dcop PR | path | anchor PR | path | x total | x contr. | agree | dcop MAR | MAR / PR | anchor MAR |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
-        g = r["pr_cupy"]
+        d, a, m = r["dcop"], r["anchor"], r["dcop_mar"]
         lines.append(
-            f"| {r['instance']} | {r['n']} | {r['d']} | {r['width']} | {_num(r['largest_table'])} "
-            f"| {_num(g.get('ln_z'), '.10g')} | {_time(r['pr_numpy'])} | {_time(g)} ({_num(g.get('cold_s'))}) "
-            f"| {_time(r['mar_numpy'])} | {_time(r['mar_cupy'])} | {_num(r['cpu_gpu_agree'])} "
-            f"| {_num(r['gpu_pgmpy_agree'])} |"
+            f"| {r['instance']} | {r['n']} | {r.get('ordering') or '-'!s} "
+            f"| {_num(r.get('largest_table'))} / {_num(a.get('largest'))} | {_num(r.get('slices'))} "
+            f"| {_num(d.get('ln_z'), '.10g')} | {d.get('space') or '-'} | {_time(d)} | {_num(d.get('path_s'))} "
+            f"| {_time(a)} | {_num(a.get('path_s'))} | {_num(r.get('speedup_total'))} "
+            f"| {_num(r.get('speedup_contract'))} | {_num(a.get('agrees'))} | {_time(m)} "
+            f"| {_num(r.get('mar_over_pr'))} | {_num(a.get('mar_seconds'))} |"
+        )
+    lines += [
+        "",
+        "## Summary",
+        "",
+        f"- dcop solved {s['dcop_solved']} of {s['instances']}, the anchor {s['anchor_solved']}; "
+        f"both {s['both_solved']}, ln Z equal to 1e-9 on {s['agree_1e-9']}"
+        + (f" (not on {', '.join(s['disagree'])})" if s["disagree"] else "")
+        + ".",
+        f"- Geometric-mean speedup over the anchor: {_num(s['geomean_speedup_total'])}x with path "
+        f"searches, {_num(s['geomean_speedup_contract'])}x contraction against contraction. "
+        f"dcop slower than the anchor on: {', '.join(s['dcop_slower_than_anchor']) or 'none'}.",
+        f"- MAR / PR: at most {_num(s['mar_over_pr_max'])}; above 3x on: "
+        f"{', '.join(s['mar_over_3x_pr']) or 'none'} (not counted: "
+        f"{', '.join(s.get('pr_pruned') or []) or 'none'}, whose PR dropped barren tables).",
+        f"- Solved by dcop only: {', '.join(s['dcop_only']) or 'none'}.",
+    ]
+    if "pgmpy_default_solved" in s:
+        lines.append(
+            f"- pgmpy default query: solved {s['pgmpy_default_solved']}, ln Z equal to 1e-6 on "
+            f"{s['pgmpy_default_agree_1e-6']}."
         )
     return "\n".join(lines) + "\n"
 
@@ -588,16 +702,23 @@ def main() -> None:
     parser.add_argument("--mar-budget", type=float, default=20.0, help="seconds of pgmpy MAR")
     parser.add_argument("--only", nargs="*", help="instance names")
     parser.add_argument("--quick", action="store_true", help="a smoke run on 4 instances")
-    parser.add_argument("--gpu", action="store_true", help="dcop on CuPy vs NumPy (device)")
+    parser.add_argument("--gpu", action="store_true", help="dcop on CuPy vs the anchor (device)")
+    parser.add_argument("--instances", type=Path, help="folder of .uai files (default: shared)")
+    parser.add_argument("--no-pgmpy", action="store_true", help="skip pgmpy even where it imports")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         sys.exit(worker(args.worker, args.result))
+    if args.instances is not None:
+        global INSTANCES
+        INSTANCES = args.instances
     argv = " ".join(sys.argv[1:])
     if args.out != RESULTS:  # a machine's own folder is not part of the result
         argv = argv.replace(str(args.out), "OUT")
+    if args.instances is not None:
+        argv = argv.replace(str(args.instances), "INSTANCES")
     command = "python benchmarks/pr.py " + argv
     meta: dict[str, Any] = {
         "command": command.strip(),
@@ -605,19 +726,21 @@ def main() -> None:
         "machine": machine_info(),
         "limits": f"{args.time_limit:g} s wall clock, {args.mem_limit:g} GiB address space"
         + (" (NumPy runs only)" if args.gpu else ""),
-        "tolerance": f"|ln Z difference| <= {TOLERANCE:g} max(1, |ln Z|)",
+        "tolerance": f"|ln Z difference| <= {ANCHOR_TOLERANCE:g} max(1, |ln Z|) (anchor), "
+        f"{TOLERANCE:g} (pgmpy)",
         "threads": os.cpu_count(),
     }
     name = "pr_gpu" if args.gpu else "pr"
     if args.gpu:
+        meta["gpu"] = gpu_name()
         data = {"meta": meta, **run_gpu(args)}
-        text = markdown_gpu(data)
     else:
-        import pgmpy
+        if have_pgmpy() and not args.no_pgmpy:
+            import pgmpy
 
-        meta["pgmpy"] = pgmpy.__version__
+            meta["pgmpy"] = pgmpy.__version__
         data = {"meta": meta, **run_cpu(args)}
-        text = markdown_cpu(data)
+    text = markdown(data, "gpu" if args.gpu else "cpu")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(plain(data), indent=1) + "\n")
     (args.out / f"{name}.md").write_text(text)

@@ -28,8 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from dcop.coordinator.elimination import EliminationTree, offer
 from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.topology import Layout, auto_tree_count, layout_for
+from dcop.coordinator.topology import (
+    Layout,
+    auto_tree_count,
+    first_candidate_largest,
+    layout_for,
+)
 from dcop.errors import (
     DcopError,
     ProblemMismatch,
@@ -69,6 +75,7 @@ from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
+from dcop.sizes import total
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
@@ -101,6 +108,13 @@ def agent_peak_bytes(part_bytes: int, largest_bytes: int, total_bytes: int) -> i
     held = min(max(0, total_bytes - largest_bytes), 2 * largest_bytes)
     return AGENT_BASE_BYTES + 2 * part_bytes + largest_bytes + held
 
+
+#: How the run's pseudo-tree is chosen: ``auto`` offers the coordinator's elimination tree beside
+#: the agents' DFS candidates where it is narrower than the first DFS tree, and keeps the
+#: candidate with the smallest predicted UTILs; ``dfs`` builds the agents' DFS trees only (for
+#: deployments whose agents hold their own problem and link to their neighbours only);
+#: ``elimination`` always offers the elimination tree and runs it.
+TREE_POLICIES = ("auto", "dfs", "elimination")
 
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
@@ -146,10 +160,18 @@ class Coordinator:
         hellos: dict[int, Hello] | None = None,
         on_status: Callable[[Progress], None] | None = None,
         host_memory: int | None = None,
+        origin: float | None = None,
+        tree: str = "auto",
+        order_time: float | None = None,
     ) -> None:
+        if tree not in TREE_POLICIES:
+            raise DcopError(f"unknown tree policy {tree!r}; use one of {', '.join(TREE_POLICIES)}")
         self.problem = problem
         #: memory every agent of this run shares (they run on this host: ``dcop run``)
         self.host_memory = host_memory
+        #: where ``timeout`` and ``times.total`` count from (monotonic): the command's start, so
+        #: the agents' launch counts; None: when :meth:`run` is called
+        self.origin = origin
         self.peers = peers
         self.transport = transport
         self.spec = spec if spec is not None else RunSpec()
@@ -165,9 +187,17 @@ class Coordinator:
         if self.spec.summing:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
-        if self.spec.trees == AUTO_TREES:
-            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout))
         self.active = sorted(self.layout.variable)
+        first = None
+        if self.spec.trees == AUTO_TREES:
+            first = first_candidate_largest(problem, self.layout)
+            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout, first))
+        self.tree_policy = tree
+        #: the elimination tree offered beside the DFS candidates (None: not offered), and why
+        self.elimination: EliminationTree | None
+        self.elimination, self.elimination_note = offer(
+            problem, self.layout, tree, first, order_time
+        )
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
         #: agents whose Setup went out
@@ -183,6 +213,19 @@ class Coordinator:
         self.received: dict[str, list[int]] = {}
         self.phase = "hello"
         self.t0 = 0.0
+        #: seconds from the origin until every agent had said hello (launched and listening)
+        self.launch_s = 0.0
+        #: seconds from the origin to each agent's first hello (the launch, agent by agent)
+        self.hello_at: dict[int, float] = {}
+        #: agents whose Start went out (they heartbeat from then on)
+        self.started: set[int] = set()
+        #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
+        self.moved: tuple[int, ...] = ()
+        self.moved_at = 0.0
+
+    def _links(self, agent: int) -> tuple[int, ...]:
+        """The agents ``agent`` links to beyond its neighbours (the elimination tree's)."""
+        return self.elimination.links.get(agent, ()) if self.elimination is not None else ()
 
     def name(self, agent_id: int) -> str:
         var = self.layout.variable.get(agent_id)
@@ -192,7 +235,7 @@ class Coordinator:
     def run(self) -> RunResult:
         """Run to the end; return the typed result. Raises a DcopError naming the agent on a
         fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
-        self.t0 = time.monotonic()
+        self.t0 = self.origin if self.origin is not None else time.monotonic()
         self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         deadline = self.t0 + self.timeout
         try:
@@ -207,6 +250,7 @@ class Coordinator:
                 self.t0 + self.hello_timeout,
                 "hello",
             )
+            self.launch_s = time.monotonic() - self.t0
             # No wait for every agent's ready (its links up, its neighbours' degrees in): an
             # agent keeps its start until then itself. That round trip through the coordinator
             # was 25 ms of a 30-agent run on the 2-core VM; the DFS now begins where agents are
@@ -239,9 +283,17 @@ class Coordinator:
         names = self.layout.variable
         adjacency = self.layout.neighbours
         self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        dfs_roots = list(self.roots)
+        if self.elimination is not None:  # candidate number spec.trees
+            self.roots.append(self.elimination.roots)
+        now = time.monotonic()
         for a in self.active:
-            mine = tuple(k for k, roots in enumerate(self.roots) if a in roots)
-            self._send(a, Start(self.spec, mine))
+            mine = tuple(k for k, roots in enumerate(dfs_roots) if a in roots)
+            given = self.elimination.given[a] if self.elimination is not None else None
+            self._send(a, Start(self.spec, mine, given))
+            # an agent heartbeats once it has work: its silence counts from its start
+            self.last_seen[a] = max(self.last_seen.get(a, now), now)
+            self.started.add(a)
 
     def _trees_reported(self) -> bool:
         return all((k, r) in self.reports for k, roots in enumerate(self.roots) for r in roots)
@@ -250,6 +302,7 @@ class Coordinator:
         self.phase = phase
         log.info("coordinator: %s", phase)
         next_beat = time.monotonic()
+        self.moved_at = next_beat
         while not done():
             now = time.monotonic()
             # since the last turn of any phase: a stop between two phases counts too
@@ -363,14 +416,55 @@ class Coordinator:
                     own=True,
                 )
         for ident in self.active:
-            if ident not in self.hellos or ident in self.results:
-                continue
+            if ident not in self.started or ident in self.results:
+                continue  # (an agent waiting for its start sends no heartbeats)
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
                 raise RunError(
                     f"{self.name(ident)} stopped answering (silent for {silent:.1f} s "
                     f"during {self.phase})"
                 )
+        if self.phase in ("dfs", "solve"):
+            self._check_moves(now)
+
+    def _check_moves(self, now: float) -> None:
+        """A phase in which nothing moves for the peer timeout (no agent sent a byte, reported
+        a tree or a result, and none is computing) has stalled: every agent alive and waiting on
+        a message that will never come (one was lost or refused). It ends the run naming what
+        is still out, instead of waiting for the run's timeout."""
+        moved = (
+            len(self.ready),
+            len(self.reports),
+            len(self.results),
+            sum(b.sent_bytes for b in self.heartbeats.values()),
+        )
+        busy = any(b.busy for a, b in self.heartbeats.items() if a not in self.results)
+        if moved != self.moved or busy:
+            self.moved, self.moved_at = moved, now
+            return
+        still = now - self.moved_at
+        if still <= self.spec.peer_timeout:
+            return
+        if self.phase == "solve":
+            late = [a for a in self.active if a not in self.results]
+            names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
+            raise RunError(
+                f"the solve stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+                f"{len(late)} agent(s) without a result ({names}); a UTIL or VALUE was lost or "
+                "refused (see the agents' logs)"
+            )
+        out = [
+            (k, r)
+            for k, roots in enumerate(self.roots)
+            for r in roots
+            if (k, r) not in self.reports
+        ]
+        trees = ", ".join(f"tree {k} from {self.name(r)}" for k, r in out[:5])
+        raise RunError(
+            f"the DFS stalled: nothing moved for {still:.1f} s (the peer timeout) with "
+            f"{len(out)} candidate tree(s) unfinished ({trees}{' ...' if len(out) > 5 else ''}); "
+            "a token was lost or refused (see the agents' logs)"
+        )
 
     def _report_status(self, now: float) -> None:
         if self.on_status is None:
@@ -486,17 +580,21 @@ class Coordinator:
             raise RunError(f"{self.name(sender)} did not say where it listens")
         first = sender not in self.hellos
         self.hellos[sender] = hello
+        if first:
+            self.hello_at[sender] = time.monotonic() - self.t0
         if first and sender in self.layout.variable:
             # the last of an agent and its neighbours to say hello sends that agent's Setup
-            self._send_setups((sender, *sorted(self.layout.neighbours[sender])))
+            relatives = {*self.layout.neighbours[sender], *self._links(sender)}
+            self._send_setups((sender, *sorted(relatives)))
 
     def _send_setups(self, agents: Sequence[int]) -> None:
         """Send its Setup to each of ``agents`` that has none yet and that, with each of its
-        neighbours, has said where it listens (the Setup names their endpoints)."""
+        neighbours and tree links, has said where it listens (the Setup names their endpoints)."""
         for a in agents:
             if a in self.set_up or a not in self.hellos:
                 continue
-            if all(n in self.hellos for n in self.layout.neighbours[a]):
+            peers = (*self.layout.neighbours[a], *self._links(a))
+            if all(n in self.hellos for n in peers):
                 self.set_up.add(a)
                 self._send(a, self._setup(a))
 
@@ -519,7 +617,11 @@ class Coordinator:
             Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
             for n in sorted(self.layout.neighbours[agent])
         )
-        return Setup(variable, domain, tables, digest, neighbours)
+        links = tuple(
+            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
+            for n in self._links(agent)
+        )
+        return Setup(variable, domain, tables, digest, neighbours, links)
 
     def _send(self, peer: int, body: Message) -> None:
         frames = encode(COORDINATOR_ID, peer, body, self.number)
@@ -546,10 +648,31 @@ class Coordinator:
         widths = [
             max(self.reports[(k, r)].width for r in roots) for k, roots in enumerate(self.roots)
         ]
+        dfs_count = self.spec.trees
+        kinds = ["dfs"] * dfs_count + ["elimination"] * (len(self.roots) - dfs_count)
+        # --tree elimination runs the elimination tree (the DFS trees are only built)
+        allowed = [
+            k
+            for k in range(len(per_tree))
+            if self.tree_policy != "elimination" or kinds[k] == "elimination"
+        ]
         tree = min(
-            range(len(per_tree)),
+            allowed or range(len(per_tree)),
             key=lambda k: (per_tree[k][main].largest, per_tree[k][main].total, k),
         )
+        best_dfs = min(per_tree[k][main].largest for k in range(dfs_count))
+        if kinds[tree] == "elimination":
+            why = (
+                f"the elimination tree ({self.elimination_note}); its largest UTIL "
+                f"{per_tree[tree][main].largest:.4g} entries, the best DFS tree's {best_dfs:.4g}"
+            )
+            if self.tree_policy == "elimination":
+                why = "--tree elimination: " + why
+        else:
+            why = (
+                f"DFS candidate {tree}: the smallest largest UTIL ({best_dfs:.4g} entries); the "
+                f"elimination tree was {self.elimination_note}"
+            )
         sizings = per_tree[tree]
         itemsize = self.dtype.itemsize
         limit = self.spec.max_message_bytes
@@ -585,6 +708,8 @@ class Coordinator:
             widths=widths,
             predicted={z: s.largest for z, s in zip(zs, sizings, strict=True)},
             predicted_agent=sizings[chosen].agent,
+            kinds=kinds,
+            why=why,
         )
 
     def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
@@ -647,7 +772,7 @@ class Coordinator:
             agents=per_agent,
             metrics=metrics,
             dtype=self.dtype.name,
-            times={"total": wall_s, "solve": solve_s},
+            times={"total": wall_s, "launch": self.launch_s, "solve": solve_s},
         )
 
     def _metrics(
@@ -667,6 +792,7 @@ class Coordinator:
             wall_s=wall_s,
             solve_s=solve_s,
             hellos=self.hellos,
+            elimination_tree=self.elimination is not None,
         )
 
     def _sum_result(self, wall_s: float, solve_s: float, roots: list[int]) -> RunResult:
@@ -687,7 +813,7 @@ class Coordinator:
                 marginals.setdefault(name, np.full(v.size, 1.0 / v.size))  # in no agent: n = 0
         assert self.choice is not None
         metrics, per_agent = self._metrics(self.spec, roots, wall_s, solve_s)
-        times = {"total": wall_s, "solve": solve_s}
+        times = {"total": wall_s, "launch": self.launch_s, "solve": solve_s}
         partition = PartitionResult(
             problem=problem,
             task=self.spec.task,
@@ -728,5 +854,5 @@ def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizi
     for j in range(count):
         at = [sizing_at(s, j) for s in per_root]
         best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
-        out.append(Sizing((), best.largest, best.agent, sum(s.total for s in at)))
+        out.append(Sizing((), best.largest, best.agent, total(s.total for s in at)))
     return out

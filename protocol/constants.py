@@ -5,9 +5,11 @@ from __future__ import annotations
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
 PROTOCOL_VERSION = 5
 
-#: Seconds between an agent's heartbeats to the coordinator (proof that its loop works, with its
-#: phase for the live status). Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP)
-#: tell a transport when a link is lost.
+#: Seconds between an agent's checks for a heartbeat to the coordinator (proof that its loop
+#: works, with its phase for the live status); one goes out only once the agent has its start,
+#: and when it has sent the coordinator nothing for a third of the peer timeout (at least this).
+#: Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP) tell a transport when a link
+#: is lost.
 HEARTBEAT_INTERVAL_S = 1.0
 
 #: Seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection heartbeat).
@@ -55,7 +57,8 @@ MAX_TABLES = 4096
 MAX_LIST = 1 << 20
 MAX_TEXT_CHARS = 4096
 
-#: Candidate pseudo-trees a run may build at once, and mini-bucket sizes it may size for.
+#: Candidate pseudo-trees a run may build at once (the DFS ones; the coordinator's elimination
+#: tree, where offered, is number MAX_TREES at most), and mini-bucket sizes it may size for.
 MAX_TREES = 16
 MAX_Z_CHOICES = MAX_SCOPE + 1
 

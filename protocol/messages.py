@@ -45,6 +45,7 @@ from dcop.protocol.constants import (
 )
 from dcop.protocol.digest import DIGEST_CHARS
 from dcop.protocol.runspec import RunSpec
+from dcop.sizes import SIZE_CAP, as_size
 
 #: What a table's data may be: bytes, or a view of an array or of a received frame.
 Buffer = bytes | memoryview
@@ -73,7 +74,8 @@ Reason = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS)]
 Seconds = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
 Big = Annotated[int, Meta(ge=0, le=_BIG)]
 Count = Annotated[int, Meta(ge=0, le=MAX_LIST)]
-TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES - 1)]
+#: a candidate tree: the DFS ones below MAX_TREES, the coordinator's elimination tree after them
+TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES)]
 DomainSize = Annotated[int, Meta(ge=1, le=MAX_DOMAIN)]
 DomainIndex = Annotated[int, Meta(ge=0, le=MAX_DOMAIN - 1)]
 Z = Annotated[int, Meta(ge=1, le=MAX_SCOPE)]
@@ -87,6 +89,10 @@ Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
 Counts = Annotated[dict[str, Annotated[int, Meta(ge=0, le=_BIG)]], Meta(max_length=64)]
 Finite = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 Figures = Annotated[dict[Name, Finite], Meta(max_length=64)]
+#: A predicted size (entries): a capped float, never an exact integer (:mod:`dcop.sizes`).
+Size = Annotated[float, Meta(ge=0.0, le=SIZE_CAP)]
+#: Back edges (descendant, ancestor) of a DFS subtree.
+Links = Annotated[tuple[tuple[AgentId, AgentId], ...], Meta(max_length=MAX_LIST)]
 
 
 # ---- tables -------------------------------------------------------------------------------------
@@ -207,12 +213,24 @@ class Neighbour(Struct, frozen=True, array_like=True, gc=False):
 class Sizing(Struct, frozen=True, array_like=True, gc=False):
     """One mini-bucket size's plan of a subtree, carried up by the DFS: the scopes (agent ids)
     of the UTIL tables the sender will send, and the subtree's largest UTIL (entries and who
-    sends it) and total entries."""
+    sends it) and total entries. Entries travel as capped floats (:mod:`dcop.sizes`): a
+    prediction of 3^200 entries is a size to refuse, not an integer no wire can carry."""
 
     tables: Annotated[tuple[IdScope, ...], Meta(max_length=MAX_TABLES)]
-    largest: Big
+    largest: Size
     agent: AgentId | None
-    total: Big
+    total: Size
+
+    def __post_init__(self) -> None:
+        _sizes_as_floats(self)
+
+
+def _sizes_as_floats(message: Any) -> None:
+    """Made here from exact integers (or arriving as msgpack integers): capped floats."""
+    for key in ("largest", "total"):
+        value = getattr(message, key)
+        if type(value) is not float:
+            force_setattr(message, key, as_size(value))
 
 
 Sizings = Annotated[tuple[Sizing, ...], Meta(max_length=MAX_Z_CHOICES)]
@@ -285,19 +303,26 @@ class Hello(_Message, frozen=True):
 class Setup(_Message, frozen=True, eq=False):
     """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
     run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
-    with their endpoints (the agent links to them now)."""
+    with their endpoints (the agent links to them now). ``links``: agents that are not
+    neighbours but its parent or children in the coordinator's elimination pseudo-tree
+    (:class:`GivenTree`); the agent links to them too."""
 
     variable: Name
     domain: DomainSize
     tables: Tables
     digest: Digest
     neighbours: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
+    links: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
 
     def __post_init__(self) -> None:
         if not _arriving():
             return
         if len({n.id for n in self.neighbours}) != len(self.neighbours):
             raise ValueError("field 'neighbours' names an agent twice")
+        if len({n.id for n in self.links}) != len(self.links):
+            raise ValueError("field 'links' names an agent twice")
+        if {n.id for n in self.neighbours} & {n.id for n in self.links}:
+            raise ValueError("field 'links' names a neighbour")
 
 
 class Ready(_Message, frozen=True):
@@ -306,12 +331,32 @@ class Ready(_Message, frozen=True):
     degree: Count
 
 
+class GivenTree(Struct, frozen=True, array_like=True, gc=False):
+    """This agent's place in the coordinator's elimination pseudo-tree (candidate tree number
+    ``spec.trees``, after the DFS candidates): its ancestors from the root down to its parent
+    (``path``; empty for a root) with their domain sizes, and its children."""
+
+    path: Ids
+    domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)]
+    children: Ids
+
+    def __post_init__(self) -> None:
+        if not _arriving():
+            return
+        if len(self.domains) != len(self.path):
+            raise ValueError("field 'given' needs one domain size per ancestor")
+        if len({*self.path, *self.children}) != len(self.path) + len(self.children):
+            raise ValueError("field 'given' names an agent twice")
+
+
 class Start(_Message, frozen=True):
     """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
-    ``roots`` (this agent is that tree's root in its component)."""
+    ``roots`` (this agent is that tree's root in its component). ``given``: where the coordinator
+    offers its elimination pseudo-tree as one more candidate, this agent's place in it."""
 
     spec: RunSpec
     roots: Annotated[tuple[TreeIndex, ...], Meta(max_length=MAX_TREES)] = ()
+    given: GivenTree | None = None
 
     def __post_init__(self) -> None:
         if not _arriving():
@@ -339,25 +384,48 @@ class Degree(_Message, frozen=True):
         return len(self.neighbours)
 
 
-class Token(_Message, frozen=True):
+#: A token's fields on the wire: one letter each. The DFS sends 2(n-1) tokens per candidate tree,
+#: the most numerous messages of a run; full names were a third of a token's bytes.
+_TOKEN_WIRE_NAMES = {
+    "tree": "k",
+    "kind": "d",
+    "open": "o",
+    "clock": "c",
+    "path": "p",
+    "domains": "D",
+    "links": "l",
+    "separator": "s",
+    "width": "w",
+    "largest": "L",
+    "total": "S",
+    "sizings": "z",
+}
+
+
+class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES):
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
     their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
-    carries the subtree's visited agents, my separator, the subtree's summary and, per
-    mini-bucket size the run may choose, the sizing of my UTIL message."""
+    carries the subtree's back edges to the receiver and above (``links``: descendant, ancestor),
+    my separator, the subtree's summary and, per mini-bucket size the run may choose, the sizing
+    of my UTIL message. No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
+    and fields at their defaults (a child's back fields, a back token's path) do not travel."""
 
     tree: TreeIndex
     kind: Literal["child", "back"]
-    path: Ids
-    domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)]
     open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)]
-    visited: Ids
-    separator: Ids
-    width: Count
-    largest: Big
-    total: Big
-    sizings: Sizings
     clock: Seconds
+    path: Ids = ()
+    domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)] = ()
+    links: Links = ()
+    separator: Ids = ()
+    width: Count = 0
+    largest: Size = 0.0
+    total: Size = 0.0
+    sizings: Sizings = ()
+
+    def __post_init__(self) -> None:
+        _sizes_as_floats(self)
 
 
 class TreeReport(_Message, frozen=True, tag="tree"):
@@ -493,11 +561,14 @@ class Done(_Message, frozen=True):
 
 class Heartbeat(_Message, frozen=True):
     """Agent -> coordinator: alive (the loop runs), with where it stands for the live status: its
-    phase, the bytes it has sent in this problem and whether its UTIL has gone out."""
+    phase, the bytes it has sent in this problem (heartbeats not counted: a still total shows a
+    stalled phase), whether its UTIL has gone out and whether it is computing (``busy``: a long
+    bucket on its worker thread, which moves no byte for a while)."""
 
     phase: ShortText = ""
     sent_bytes: Big = 0
     util_sent: bool = False
+    busy: bool = False
 
 
 Message = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,13 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcop.choices import TaskName, run_task
+from dcop.choices import TaskName, TreeName, run_task
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
     JsonOption,
     LogLevel,
+    OrderTimeOption,
     SolutionOption,
+    check_ordering,
     check_outputs,
     failure_document,
     finish_run,
@@ -31,8 +34,10 @@ from dcop.cli.common import (
     write_answer_file,
 )
 from dcop.cli.live import live_status
+from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
+from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
@@ -56,7 +61,12 @@ Algo = Annotated[
     ),
 ]
 ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds for the whole run")]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+    ),
+]
 MaxMessage = Annotated[
     float,
     typer.Option(
@@ -78,6 +88,16 @@ Trees = Annotated[
         "--trees",
         help="candidate pseudo-trees the agents build (the smallest largest UTIL wins); 0: auto, "
         "one where the first tree's UTILs are at most 65536 entries, else 8",
+    ),
+]
+TreeOpt = Annotated[
+    TreeName,
+    typer.Option(
+        "--tree",
+        help="auto: the coordinator also offers the elimination tree of its ordering engine's "
+        "order where it is narrower than the first DFS tree, and the smallest predicted UTILs "
+        "win; dfs: the agents' DFS trees only (agents link to their neighbours only); "
+        "elimination: run the elimination tree",
     ),
 ]
 MaxMemory = Annotated[
@@ -186,6 +206,8 @@ def _failure(
             file=str(file) if file is not None else None,
             problem=read.get("problem"),
             task="min" if task is None or task is TaskName.mpe else task.value,
+            # a failed run's time counts from the command's start too (as --timeout does)
+            times={"total": time.monotonic() - process_started()},
         )
 
     return failure
@@ -289,6 +311,8 @@ def coordinator(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     timeout: Timeout = 300.0,
     hello_timeout: Annotated[float, typer.Option(help="seconds to wait for every hello")] = 120.0,
     json_out: JsonOption = None,
@@ -327,6 +351,7 @@ def coordinator(
         from dcop.coordinator.driver import Coordinator
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
+        check_ordering("auto", order_time)
         spec = _spec(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
@@ -341,6 +366,9 @@ def coordinator(
                     spec,
                     timeout=timeout,
                     hello_timeout=hello_timeout,
+                    origin=process_started(),
+                    tree=tree.value,
+                    order_time=order_time,
                 )
             except DcopError as exc:
                 # peers.json does not fit the problem (or the problem has no such task): the
@@ -397,12 +425,22 @@ def run(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     gpu: Annotated[
         bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
     ] = False,
     device: Annotated[
         str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
     ] = "0",
+    gpu_placement: Annotated[
+        str,
+        typer.Option(
+            help="agents over several devices: round-robin (agent k on device k mod count), "
+            "balanced (whole subtrees per device, the heaviest on different devices) or split "
+            "(round robin, and each agent's largest buckets split over every device)"
+        ),
+    ] = "round-robin",
     timeout: Timeout = 120.0,
     json_out: JsonOption = None,
     secure: Annotated[bool, typer.Option(help="generate keys and use CurveZMQ")] = False,
@@ -440,7 +478,9 @@ def run(
         from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.launch import run_local
 
+        check_ordering("auto", order_time)
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        check_placement(gpu_placement)
         if evidence is not None and agents_read_file:
             raise InputError(
                 "--agents-read-file with --evidence: the agents would read the model without "
@@ -463,6 +503,7 @@ def run(
                 problem,
                 spec,
                 gpu=device if gpu else None,
+                gpu_placement=gpu_placement,
                 timeout=timeout,
                 secure=secure,
                 problem_file=file if agents_read_file else None,
@@ -470,6 +511,9 @@ def run(
                 log_level=log_level.value,
                 on_status=on_status,
                 on_answer=show_answer,
+                started=process_started(),
+                tree=tree.value,
+                order_time=order_time,
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)

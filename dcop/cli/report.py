@@ -69,7 +69,8 @@ def summarize(run: RunResult) -> Summary:
     if answer is not None:
         head.append(answer)
     head.append(
-        f"wall {m['wall_s']:.3f} s (solve {m['solve_wall_s']:.3f} s), simulated "
+        f"wall {m['wall_s']:.3f} s (launch {run.times.get('launch', 0.0):.3f} s, solve "
+        f"{m['solve_wall_s']:.3f} s), simulated "
         f"runtime {m['simulated_runtime_s']:.4f} s, compute total "
         f"{m['compute_s_total']:.4f} s, max per agent {m['compute_s_max']:.4f} s"
     )
@@ -90,6 +91,9 @@ def summarize(run: RunResult) -> Summary:
         f"{m['largest_util_entries']} entries (theory d^|sep|: "
         f"{th['largest_util_entries']}); max separator {th['max_separator']}"
     ]
+    paths = m.get("handover_tables")
+    if paths:  # GPU agents: how the UTILs reached their parents (one GPU, peer GPUs, the host)
+        tail.append("UTIL tables handed over: " + ", ".join(f"{p} {n}" for p, n in paths.items()))
     if run.partition is None:
         assignment = result["assignment"] or {}
         shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])

@@ -42,13 +42,15 @@ from dcop.inference.memory import (
 )
 from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import best_order, elimination_order, induced_width, largest_table
+from dcop.ordering import induced_width, largest_table
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
     BoundKind,
     bound_util,
     down_messages,
+    log_constant,
     log_potentials,
     marginal,
     sum_util,
@@ -56,6 +58,8 @@ from dcop.sumproduct import (
 from dcop.tables import Table, TableBackend
 
 Task = Literal["pr", "mar"]
+#: How exact PR/MAR run: tree contraction (default) or bucket elimination in log space.
+METHODS: tuple[str, ...] = ("contract", "buckets")
 TASKS: tuple[str, ...] = SUM_TASKS
 #: Upper-bound kinds of a mini-bucket PR (the lower bound is always ``lower``).
 UPPER_KINDS: tuple[str, ...] = ("upper", "weighted")
@@ -179,29 +183,6 @@ def bound_pass(
     return ln_bound, largest
 
 
-#: Candidates of ``ordering="auto"``: the greedy heuristics and the file's own variable order
-#: (row by row on grids, where min-fill's greedy choices end up much wider), both ways.
-AUTO_CANDIDATES: tuple[str, ...] = ("minfill", "mindegree", "natural", "reverse-natural")
-
-
-def choose_order(
-    ordering: str, adjacency: dict[str, set[str]], sizes: dict[str, int], names: list[str]
-) -> tuple[str, list[str]]:
-    """The order called ``ordering`` (see :data:`dcop.ordering.ORDERINGS`), or for ``auto`` the
-    candidate of :data:`AUTO_CANDIDATES` whose elimination touches the fewest table entries;
-    returns the name (``auto:<candidate>``) and the order."""
-    if ordering != "auto":
-        return ordering, elimination_order(ordering, adjacency)
-    candidates = {
-        "minfill": elimination_order("minfill", adjacency),
-        "mindegree": elimination_order("mindegree", adjacency),
-        "natural": names,
-        "reverse-natural": names[::-1],
-    }
-    name, order = best_order(adjacency, sizes, candidates)
-    return f"auto:{name}", order
-
-
 def check_memory(
     problem: Problem,
     engine: TableBackend,
@@ -237,21 +218,30 @@ def infer(
     problem: Problem,
     task: str = "pr",
     z: int | None = None,
-    ordering: str = "auto",
+    ordering: str | ChosenOrder = "auto",
     backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
     upper: str = "upper",
     progress: ProgressFn | None = None,
+    method: str = "contract",
+    space: str = "auto",
+    order_time: float | None = None,
 ) -> PartitionResult:
     """The partition function (``task="pr"``) or the marginals (``task="mar"``) of ``problem``.
 
     ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
-    ``ordering`` is a name of :data:`dcop.ordering.ORDERINGS` or ``auto`` (:func:`choose_order`).
+    ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
+    default budget), a name of :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    (:func:`dcop.orders.choose.choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
     (:func:`check_memory`; default: what the process holds plus half the available memory).
+
+    ``method`` runs exact PR/MAR by tree contraction (``contract``, the default:
+    :func:`dcop.contraction.contract`, in ``space`` ``auto``/``scaled``/``log``, sliced to fit the
+    device's memory) or by bucket elimination in log space (``buckets``).
     """
     if task not in TASKS:
         raise ModelError(f"unknown inference task {task!r}; use one of {', '.join(TASKS)}")
@@ -261,14 +251,20 @@ def infer(
             raise ModelError("MAR needs exact elimination: mini-bucket marginals are not bounds")
         if upper not in UPPER_KINDS:
             raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
+    if method not in METHODS:
+        raise ModelError(f"unknown inference method {method!r}; use one of {', '.join(METHODS)}")
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
+    if z is None and method == "contract" and isinstance(ordering, str):
+        # (an order chosen beforehand, a ChosenOrder, runs by bucket elimination along it)
+        return _by_contraction(problem, task, engine, chosen, max_bytes, ordering, space)
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
     sizes = problem.domain_sizes()
-    ordering, order = choose_order(ordering, adjacency, sizes, list(problem.variables))
+    chosen_order = choose_order(problem, ordering, order_time)
+    order = chosen_order.order
     width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, sizes)
     times["ordering"] = time.perf_counter() - t0
@@ -290,7 +286,7 @@ def infer(
         task=task,
         algo="be" if z is None else "mbe",
         z=z,
-        ordering=ordering,
+        ordering=chosen_order.name,
         induced_width=width,
         largest_table=biggest,
         backend=engine.name,
@@ -331,6 +327,72 @@ def infer(
         progress(1, 1, "")
     times["total"] = sum(times.values())
     return result
+
+
+def _by_contraction(
+    problem: Problem,
+    task: str,
+    engine: TableBackend,
+    dtype: Any,
+    max_bytes: float | None,
+    ordering: str,
+    space: str,
+) -> PartitionResult:
+    """Exact PR/MAR by :func:`dcop.contraction.contract`."""
+    from dcop.contraction import contract
+
+    log_constant(problem)  # a WCSP top has no partition function: refused before any work
+    oom: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
+    try:
+        out = contract(problem, task, engine, dtype, max_bytes, ordering, space, fallback=False)
+        if out.space == "underflow":
+            # scaled linear space cannot hold the range: log space, by bucket elimination where
+            # its plan fits (its fused log-space kernels), else along the same tree
+            attempt = out.times["contract"]
+            try:
+                result = infer(
+                    problem,
+                    task,
+                    None,
+                    ordering,
+                    engine,
+                    np.dtype(dtype).name,
+                    max_bytes,
+                    method="buckets",
+                )
+                result.space = "log (bucket elimination; scaled linear space underflowed)"
+                result.times["scaled_attempt"] = attempt
+                return result
+            except TableTooLarge:
+                out = contract(problem, task, engine, dtype, max_bytes, ordering, "log")
+                out.space = "log (contraction tree; scaled linear space underflowed)"
+                out.times["scaled_attempt"] = attempt
+    except oom as exc:
+        raise TableTooLarge(
+            f"{engine.name}: out of memory although the plan fitted ({exc})"
+        ) from None
+    times = dict(out.times)
+    times["total"] = sum(times.values())
+    tree = out.plan.summary() | {"pruned_tables": out.pruned}
+    return PartitionResult(
+        problem=problem,
+        task=task,
+        algo="be",
+        z=None,
+        ordering=out.plan.source,
+        induced_width=max(0, out.plan.width - 1)
+        if out.plan.source.startswith("order:")
+        else out.plan.width,
+        largest_table=out.plan.stats.largest,
+        backend=engine.name,
+        dtype=np.dtype(dtype).name,
+        ln_lower=out.ln_z,
+        ln_upper=out.ln_z,
+        marginals=out.marginals,
+        times=times,
+        space=out.space,
+        tree=tree,
+    )
 
 
 def solve_pr(problem: Problem, **kwargs: Any) -> PartitionResult:

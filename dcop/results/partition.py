@@ -47,6 +47,11 @@ class PartitionResult:
     bound_kinds: dict[str, str] | None = None
     times: dict[str, float] = field(default_factory=dict)
     file: str | None = None
+    #: exact runs by contraction: ``scaled`` (linear space, each intermediate scaled by its peak)
+    #: or ``log`` (and why); None for bucket elimination and bounds
+    space: str | None = None
+    #: the contraction tree: its source, flops, largest intermediate, slices, search time
+    tree: dict[str, Any] | None = None
 
     @property
     def exact(self) -> bool:
@@ -140,6 +145,8 @@ class PartitionResult:
                     "largest_table": self.largest_table,
                     "backend": self.backend,
                     "dtype": self.dtype,
+                    "space": self.space,
+                    "tree": self.tree,
                 },
                 "size": problem_size(p),
             },

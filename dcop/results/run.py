@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from dcop.model import Problem
 from dcop.results.document import Status, result_document, status_of
 from dcop.results.partition import PartitionResult
+from dcop.sizes import as_count
 
 if TYPE_CHECKING:  # the spec is only read here: a result loads no protocol
     from dcop.protocol.runspec import RunSpec
@@ -24,24 +25,33 @@ if TYPE_CHECKING:  # the spec is only read here: a result loads no protocol
 class TreeChoice:
     """Which candidate pseudo-tree the coordinator kept and with which z, and why: every
     candidate's largest predicted UTIL (entries) and width, and the chosen tree's largest UTIL for
-    each mini-bucket size it was sized for (None: DPOP)."""
+    each mini-bucket size it was sized for (None: DPOP). Sizes are capped floats
+    (:mod:`dcop.sizes`); the document shows them as integers (exact below 2^53)."""
 
     tree: int
     z: int | None
-    largest_entries: list[int]
+    largest_entries: list[float]
     widths: list[int]
-    predicted: dict[int | None, int]
+    predicted: dict[int | None, float]
     predicted_agent: int | None
+    #: each candidate's kind: ``dfs`` (built by the agents) or ``elimination`` (the
+    #: coordinator's elimination tree), and why the kept one ran
+    kinds: list[str] = field(default_factory=list)
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        chosen = self.predicted.get(self.z)
         return {
             "tree": self.tree,
+            "kind": self.kinds[self.tree] if self.kinds else "dfs",
+            "why": self.why,
+            "candidates_kind": self.kinds,
             "z": self.z,
-            "candidates_largest_util_entries": self.largest_entries,
+            "candidates_largest_util_entries": [as_count(n) for n in self.largest_entries],
             "candidates_width": self.widths,
-            "predicted_largest_util_entries": self.predicted.get(self.z),
+            "predicted_largest_util_entries": None if chosen is None else as_count(chosen),
             "predicted_by_z": {
-                ("dpop" if z is None else str(z)): n for z, n in self.predicted.items()
+                ("dpop" if z is None else str(z)): as_count(n) for z, n in self.predicted.items()
             },
         }
 

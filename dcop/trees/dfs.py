@@ -10,12 +10,20 @@ process, so tests and ``benchmarks/pseudotree.py`` exercise the code the agents 
 The walk (one token per tree, so it is sequential):
 
 * ``child``: you are my child. Carries the path of ancestors from the root with their domain sizes
-  and open counts (neighbours not yet visited), and the agents visited so far. The receiver takes
-  the sender as parent and its other neighbours on the path as pseudo-parents, then passes the
-  token to its unvisited neighbours one at a time, in the order of the tree's heuristic.
-* ``back``: my subtree is done. Carries the subtree's visited agents, the ancestors' open counts,
-  the sender's separator and its subtree's summary (largest separator, largest and total
-  predicted UTIL entries), so every root ends knowing its component's tree cost: no sizing pass.
+  and open counts (neighbours not yet visited). The receiver takes the sender as parent and its
+  other neighbours on the path as pseudo-parents, then passes the token to its unvisited
+  neighbours one at a time, in the order of the tree's heuristic.
+* ``back``: my subtree is done. Carries the subtree's links to the ancestors above (pairs
+  descendant, ancestor: the back edges still to be told), the ancestors' open counts, the sender's
+  separator and its subtree's summary (largest separator, largest and total predicted UTIL
+  entries), so every root ends knowing its component's tree cost: no sizing pass.
+
+No token carries the visited set (it made a 1000-agent tree's tokens ~1.5 KB each, 24x the
+UTILs' bytes). An agent's visited neighbours are known without it: when a child token reaches an
+unvisited agent, every visited neighbour it has is on the path (a visited agent off the path has
+finished, and an agent finishes only once all its neighbours are visited); while it is on the path,
+its neighbours visited later are in its children's subtrees, and each comes back to it as a link in
+a back token. A tree's tokens thus carry O(depth) ids, plus one pair per back edge on its way up.
 
 Why the order matters: in a DFS the subtree of an agent is the connected component of unvisited
 agents it enters, and its separator is that component's boundary: the ancestors that still have
@@ -55,7 +63,6 @@ decide how many candidates a run needs (``--trees`` auto), without importing any
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -63,6 +70,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dcop.errors import DcopError, ProtocolError
+from dcop.sizes import add, entries, total
 from dcop.trees.candidates import Candidate, check_heuristic, seeded_rank
 from dcop.trees.pseudotree import PseudoTree
 
@@ -80,21 +88,23 @@ class DfsToken:
     """One hop of the DFS token of candidate tree ``tree``.
 
     ``path``, ``domains`` (child): the receiver's ancestors from the root, ending with the sender,
-    and their domain sizes. ``open`` (child): each ancestor's neighbours not in ``visited`` (the
+    and their domain sizes. ``open`` (child): each ancestor's neighbours not yet visited (the
     receiver decrements its own ancestors); (back): the same for the sender's ancestors (the
-    receiver's path and the receiver itself), after the sender's subtree. ``visited`` (child, back): agents visited so far.
+    receiver's path and the receiver itself), after the sender's subtree. ``links`` (back): the
+    back edges ``(descendant, ancestor)`` of the sender's subtree to the receiver and above.
     ``separator``, ``width``, ``largest``, ``total`` (back): the sender's separator, and its
-    subtree's largest separator size, largest and total predicted UTIL entries."""
+    subtree's largest separator size, largest and total predicted UTIL entries (capped floats:
+    :mod:`dcop.sizes`)."""
 
     kind: Literal["child", "back"]
     path: tuple[int, ...] = ()
     domains: tuple[int, ...] = ()
     open: tuple[int, ...] = ()
-    visited: tuple[int, ...] = ()
+    links: tuple[tuple[int, int], ...] = ()
     separator: tuple[int, ...] = ()
     width: int = 0
-    largest: int = 0
-    total: int = 0
+    largest: float = 0.0
+    total: float = 0.0
     tree: int = 0
 
 
@@ -104,16 +114,19 @@ Send = tuple[int, DfsToken]
 @dataclass(frozen=True)
 class TreeSummary:
     """The predicted cost of a (sub)tree: largest separator size, largest and total UTIL entries
-    (a product of domain sizes per non-root agent). For a root: its component's tree."""
+    (a product of domain sizes per non-root agent, as a capped float: :mod:`dcop.sizes`). For a
+    root: its component's tree."""
 
     width: int = 0
-    largest: int = 0
-    total: int = 0
+    largest: float = 0.0
+    total: float = 0.0
 
     def merge(self, other: TreeSummary) -> TreeSummary:
         """Both (sub)trees together."""
         return TreeSummary(
-            max(self.width, other.width), max(self.largest, other.largest), self.total + other.total
+            max(self.width, other.width),
+            max(self.largest, other.largest),
+            add(self.total, other.total),
         )
 
 
@@ -184,7 +197,10 @@ class DfsState:
         self.done = False
         # the walk
         self.entered = False
+        #: my neighbours visited so far (and I)
         self.visited: set[int] = set()
+        #: back edges of my subtree to my parent and above, for my back token
+        self._up: list[tuple[int, int]] = []
         self.waiting_on: int | None = None
         self._domains: dict[int, int] = {}  # the ancestors' domain sizes
         self._open: dict[int, int] = {}  # the ancestors' neighbours not yet visited
@@ -245,14 +261,15 @@ class DfsState:
             )
         if min(token.domains) < 1:
             raise ProtocolError(f"agent {self.me}: a child token with a domain size < 1")
-        if self.me in token.visited or not set(path) <= set(token.visited):
-            raise ProtocolError(f"agent {self.me}: a child token whose visited set is inconsistent")
+        if token.links:
+            raise ProtocolError(f"agent {self.me}: a child token with links")
         self.entered = True
         self.parent = sender
         self.path = path
         self._domains = dict(zip(path, token.domains, strict=True))
         self.pseudo_parents = [a for a in path[:-1] if a in self.names]
-        self.visited = set(token.visited) | {self.me}
+        # an unvisited agent's visited neighbours are all on the path (see the module docstring)
+        self.visited = {self.me, *(a for a in path if a in self.names)}
         self._open = dict(zip(path, token.open, strict=True))
         for a in (*self.pseudo_parents, sender):  # I am no longer open to my ancestors
             self._open[a] = max(0, self._open[a] - 1)
@@ -264,8 +281,17 @@ class DfsState:
             raise ProtocolError(f"agent {self.me}: a child separator beyond my ancestors")
         if len(token.open) != len(self.path) + 1:
             raise ProtocolError(f"agent {self.me}: a back token without a count per ancestor")
+        above = set(self.path)
+        for x, a in token.links:
+            if a == self.me:
+                if x not in self.names:
+                    raise ProtocolError(f"agent {self.me}: a back edge from {x}, not a neighbour")
+                self.visited.add(x)
+            elif a in above:
+                self._up.append((x, a))
+            else:
+                raise ProtocolError(f"agent {self.me}: a back edge to {a}, not an ancestor")
         self.waiting_on = None
-        self.visited |= set(token.visited)
         self._open = dict(zip(self.path, token.open, strict=False))  # mine is recounted
         self._sep |= set(token.separator) - {self.me}
         self._below = self._below.merge(TreeSummary(token.width, token.largest, token.total))
@@ -281,7 +307,6 @@ class DfsState:
             path=(*self.path, self.me),
             domains=(*(self._domains[a] for a in self.path), self.domain),
             open=self._counts(),
-            visited=tuple(sorted(self.visited)),
             tree=self.tree,
         )
         self.children.append(u)
@@ -296,12 +321,12 @@ class DfsState:
         if self.parent is None:
             self.summary = self._below  # a root sends no UTIL
             return []
-        entries = math.prod(self._domains[a] for a in self.separator)
-        self.summary = self._below.merge(TreeSummary(len(self.separator), entries, entries))
+        size = entries(self._domains[a] for a in self.separator)
+        self.summary = self._below.merge(TreeSummary(len(self.separator), size, size))
         back = DfsToken(
             "back",
             open=tuple(self._open[a] for a in self.path),
-            visited=tuple(sorted(self.visited)),
+            links=(*self._up, *((self.me, a) for a in self.pseudo_parents)),
             separator=self.separator,
             width=self.summary.width,
             largest=self.summary.largest,
@@ -372,10 +397,11 @@ def util_entries(
     separators: Mapping[int, Collection[int]],
     domains: Mapping[int, int],
     parent: Mapping[int, int | None],
-) -> dict[int, int]:
-    """Predicted UTIL entries of every non-root agent: the product of its separator's domains."""
+) -> dict[int, float]:
+    """Predicted UTIL entries of every non-root agent: the product of its separator's domains
+    (a capped float, exact below 2^53)."""
     return {
-        v: math.prod(domains[u] for u in s) for v, s in separators.items() if parent[v] is not None
+        v: entries(domains[u] for u in s) for v, s in separators.items() if parent[v] is not None
     }
 
 
@@ -389,8 +415,8 @@ def summarize(
     sizes = util_entries(seps, domains, parent)
     return TreeSummary(
         max((len(s) for s in seps.values()), default=0),
-        max(sizes.values(), default=0),
-        sum(sizes.values()),
+        max(sizes.values(), default=0.0),
+        total(sizes.values()),
     )
 
 

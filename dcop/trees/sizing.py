@@ -15,11 +15,11 @@ over variable names give the same mini-buckets.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dcop.buckets import plan_bucket
+from dcop.sizes import add, entries, total
 
 Scope = tuple[int, ...]
 
@@ -28,10 +28,10 @@ Scope = tuple[int, ...]
 class UtilPlan:
     """One agent's UTIL message for one mini-bucket size: the scopes of the tables it sends up
     (its mini-bucket outputs, then its children's tables that do not hold its variable) and
-    their entries in all."""
+    their entries in all (a capped float: :mod:`dcop.sizes`)."""
 
     tables: tuple[Scope, ...]
-    entries: int
+    entries: float
     #: mini-buckets: 1 means the whole bucket in one (then every larger z plans the same)
     groups: int = 1
     #: entries each mini-bucket joins (where it runs: :func:`dcop.placement.place`)
@@ -64,18 +64,18 @@ def plan_util(
     plans = plan_bucket([tuple(map(str, s)) for s in bucket], str(me), sizes, z)
     outputs = [tuple(int(a) for a in p.out_scope) for p in plans if p.out_scope]
     tables = (*outputs, *passing)
-    entries = sum(math.prod(domains[a] for a in s) for s in tables)
-    return UtilPlan(tuple(tables), entries, len(plans), tuple(p.joined_entries for p in plans))
+    size = total(entries(domains[a] for a in s) for s in tables)
+    return UtilPlan(tuple(tables), size, len(plans), tuple(p.joined_entries for p in plans))
 
 
 @dataclass(frozen=True)
 class SizeSummary:
     """A subtree's largest UTIL message (entries, and which agent sends it) and its total, for
-    one mini-bucket size."""
+    one mini-bucket size (entries as capped floats: :mod:`dcop.sizes`)."""
 
-    largest: int = 0
+    largest: float = 0.0
     agent: int | None = None
-    total: int = 0
+    total: float = 0.0
 
     def merge(self, other: SizeSummary) -> SizeSummary:
         """Both subtrees (ties keep the smaller agent id, so merging is order-independent)."""
@@ -83,7 +83,7 @@ class SizeSummary:
             best, at = other.largest, other.agent
         else:
             best, at = self.largest, self.agent
-        return SizeSummary(best, at, self.total + other.total)
+        return SizeSummary(best, at, add(self.total, other.total))
 
 
 def subtree_summaries(

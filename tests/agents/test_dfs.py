@@ -199,7 +199,9 @@ def test_open_counts_in_tokens_are_true(graph: Graph, seed: int | None) -> None:
         queue = deque((root, peer, t) for peer, t in states[root].start())
         while queue:
             sender, receiver, token = queue.popleft()
-            visited = set(token.visited)
+            # one token in flight: the visited agents are those entered (a child token's counts
+            # are from before its receiver, which decrements its own ancestors)
+            visited = {v for v, st in states.items() if st.entered}
             if token.kind == "child":
                 for a, count in zip(token.path, token.open, strict=True):
                     assert count == len(adj[a] - visited)
@@ -264,12 +266,10 @@ def test_protocol_errors() -> None:
     def state(**kw: object) -> DfsState:
         return DfsState(1, 2, {0: "a", 2: "c", 3: "d"}, degrees={0: 1, 2: 2, 3: 1}, **kw)  # type: ignore[arg-type]
 
-    child = DfsToken("child", path=(0,), domains=(2,), open=(1,), visited=(0,))
+    child = DfsToken("child", path=(0,), domains=(2,), open=(1,))
     s = state()
     # most connected first; my own open count (2 and 3) goes with the path
-    assert s.receive(0, child) == [
-        (2, DfsToken("child", path=(0, 1), domains=(2, 2), open=(0, 2), visited=(0, 1)))
-    ]
+    assert s.receive(0, child) == [(2, DfsToken("child", path=(0, 1), domains=(2, 2), open=(0, 2)))]
     with pytest.raises(ProtocolError, match="second DFS child"):
         s.receive(0, child)
     with pytest.raises(ProtocolError, match="not from the child I wait for"):
@@ -285,13 +285,19 @@ def test_protocol_errors() -> None:
     with pytest.raises(ProtocolError, match="cycle"):
         state().receive(0, DfsToken("child", path=(1, 0), domains=(2, 2), open=(1, 1)))
     with pytest.raises(ProtocolError, match="negative"):
-        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(-1,), visited=(0,)))
+        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(-1,)))
     with pytest.raises(ProtocolError, match="domain size"):
-        state().receive(0, DfsToken("child", path=(0,), domains=(0,), open=(1,), visited=(0,)))
-    with pytest.raises(ProtocolError, match="visited set"):
-        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(1,), visited=(0, 1)))
-    with pytest.raises(ProtocolError, match="visited set"):
-        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(1,)))
+        state().receive(0, DfsToken("child", path=(0,), domains=(0,), open=(1,)))
+    with pytest.raises(ProtocolError, match="child token with links"):
+        state().receive(0, DfsToken("child", path=(0,), domains=(2,), open=(1,), links=((3, 0),)))
+    s = state()
+    s.receive(0, child)
+    with pytest.raises(ProtocolError, match="not an ancestor"):
+        s.receive(2, DfsToken("back", open=(0, 1), links=((2, 3),)))
+    s = state()
+    s.receive(0, child)
+    with pytest.raises(ProtocolError, match="not a neighbour"):
+        s.receive(2, DfsToken("back", open=(0, 1), links=((5, 1),)))
     with pytest.raises(ProtocolError, match="kind"):
         state().receive(0, DfsToken("parent", path=(0,), domains=(2,), open=(1,)))  # type: ignore[arg-type]
     root = state()

@@ -228,7 +228,7 @@ def test_auto_falls_back_to_the_largest_adpop_z_that_fits(run_inproc, seed: int)
     problem = random_network(12, 4, 0.6, 0.0, seed=seed)  # dense: wide separators
     opt = solve_be(problem).upper_bound
     exact = run_inproc(problem)
-    dpop_bytes = exact["run"].tree.predicted[None] * 4
+    dpop_bytes = int(exact["run"].tree.predicted[None]) * 4  # sizes are floats (dcop.sizes)
     spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096))
     result = run_inproc(problem, spec=spec)
     z = result["z"]

@@ -151,3 +151,31 @@ def test_a_util_over_the_limit_is_refused_without_an_adpop_hint(run_inproc) -> N
     with pytest.raises(TableTooLarge, match="exact DPOP only") as caught:
         run_inproc(problem, spec=RunSpec(max_message_bytes=4096, task="pr"))
     assert "--algo adpop" not in str(caught.value)
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_agents_buckets_by_the_contraction_engine_equal_centralized(
+    run_inproc, monkeypatch: pytest.MonkeyPatch, task: str
+) -> None:
+    """Every agent's bucket through the contraction engine (its threshold set to 0): the run
+    equals the centralized one."""
+    from dcop.contraction import bucket
+
+    calls: list[str] = []
+    real = bucket.sum_bucket
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bucket, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(bucket, "sum_bucket", counted)
+    problem = observe(ising_grid(4, 0.8, 0.3, seed=2), 1)
+    central = infer(problem, task)
+    doc = _run(run_inproc, problem, task)
+    assert calls  # the engine ran buckets
+    assert doc["ln_partition"] == pytest.approx(central.ln_partition, rel=1e-9)
+    if task == "mar":
+        assert central.marginals is not None
+        for v, probs in central.file_marginals().items():  # type: ignore[union-attr]
+            np.testing.assert_allclose(doc["marginals"][v], probs, atol=1e-9)

@@ -122,10 +122,26 @@ def test_run_documents_validate(tmp_path: Path) -> None:
     doc = json.loads(run.stdout)  # the summary went to stderr
     assert_valid(doc)
     assert doc["exact"] and doc["cost"] == solve(problem).to_json()["cost"]
+    times = doc["times"]  # from the command's start: the launch is in the total, and shown
+    assert 0 < times["launch"] < times["total"] and times["solve"] < times["total"]
+    assert times["launch"] + times["solve"] <= times["total"]
 
     run = run_dcop("run", str(path), "--algo", "adpop", "--json", "-")  # no --z: bad input
     assert run.returncode == 2
     assert_valid(json.loads(run.stdout))
+
+
+def test_run_timeout_counts_the_launch(tmp_path: Path) -> None:
+    """``--timeout`` counts from the command's start: one shorter than any launch ends the run in
+    the hello phase, with a timeout document (it once started counting after the launch)."""
+    path = tmp_path / "p.wcsp"
+    write_problem(random_network(5, 3, 0.5, 0.2, seed=2), path)
+    run = run_dcop("run", str(path), "--timeout", "0.001", "--json", "-")
+    doc = json.loads(run.stdout)
+    assert_valid(doc)
+    assert run.returncode != 0 and doc["status"] == "timeout"
+    assert "did not say hello" in doc["message"]
+    assert doc["times"]["total"] > 0.001  # a failed run's time counts from the start too
 
 
 def test_coordinator_document_on_stdout(tmp_path: Path, instances_dir: Path) -> None:

@@ -41,6 +41,7 @@ from dcop.protocol import (
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.peers import parse_peers
 from dcop.protocol.runspec import RunSpec
+from dcop.sizes import SIZE_CAP
 
 TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], [4.0, 5.0]]))
 MESSAGES = [
@@ -51,20 +52,18 @@ MESSAGES = [
     Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5, trees=1), ()),
     Start(RunSpec("auto", trees=2), (1,)),
     Degree((1, 4, 9), 0.5),
-    Token(1, "child", (0, 3), (2, 4), (1, 0), (0, 3, 5), (), 0, 0, 0, (), 0.25),
+    Token(1, "child", (1, 0), 0.25, path=(0, 3), domains=(2, 4)),
     Token(
         0,
         "back",
-        (),
-        (),
         (1, 2),
-        (1, 2),
-        (0,),
-        1,
-        4,
-        6,
-        (Sizing(((0,),), 4, 2, 6), Sizing((), 0, None, 0)),
         0.0,
+        links=((1, 2), (7, 0)),
+        separator=(0,),
+        width=1,
+        largest=4,
+        total=6,
+        sizings=(Sizing(((0,),), 4, 2, 6), Sizing((), 0, None, 0)),
     ),
     TreeReport(3, 2, (Sizing((), 9, 4, 12),)),
     Go(2, None),
@@ -137,6 +136,42 @@ def test_round_trip(message: object) -> None:
         assert env.body == message
 
 
+def test_sizes_above_2_to_the_64_round_trip() -> None:
+    """A UTIL prediction of 3^200 entries (or an int beyond float64) travels as a capped float
+    in tokens and tree reports: no ``cannot encode int``, no range check that drops the token."""
+    huge = 3**200
+    sizing = Sizing(((0, 1),), huge, 4, huge * 2)
+    token = Token(0, "back", (1, 2), 0.0, largest=huge, total=10**400, sizings=(sizing,))
+    for message in (token, TreeReport(1, 50, (sizing,))):
+        body = decode(encode(3, COORDINATOR_ID, message)).body
+        got = body.sizings[0]  # type: ignore[union-attr]
+        assert got.largest == pytest.approx(float(huge)) and got.largest > 2.0**64
+        assert got.total == pytest.approx(2.0 * huge)
+    back = decode(encode(3, 4, token)).body
+    assert back.largest == pytest.approx(float(huge))  # type: ignore[union-attr]
+    assert back.total == SIZE_CAP  # type: ignore[union-attr]
+    # exact below 2^53: the predictions the solve compares with what it sent
+    exact = decode(encode(3, 4, Token(0, "back", (1,), 0.0, largest=2**52 + 1, total=3)))
+    assert exact.body.largest == 2**52 + 1  # type: ignore[union-attr]
+
+
+def test_tokens_carry_only_their_kinds_fields() -> None:
+    child = encode(3, 4, Token(0, "child", (1, 0), 0.0, path=(0, 3), domains=(2, 4)))
+    payload = msgpack.unpackb(child[0], raw=False)["p"]
+    assert set(payload) == {"t", "k", "d", "o", "c", "p", "D"}  # tree kind open clock path domains
+    back = encode(3, 4, Token(0, "back", (1,), 0.0, separator=(0,), width=1, largest=2, total=2))
+    assert "p" not in msgpack.unpackb(back[0], raw=False)["p"]
+
+
+@pytest.mark.parametrize("bad", [-1.0, -1, math.inf, math.nan, 2.0**1001])
+def test_a_size_off_the_scale_is_refused(bad: float) -> None:
+    frames = encode(3, 4, Token(0, "back", (1,), 0.0, largest=2, total=3))
+    raw = msgpack.unpackb(frames[0], raw=False)
+    raw["p"]["L"] = bad  # largest
+    with pytest.raises(ProtocolError, match=r"\$\.p\.L"):
+        decode([msgpack.packb(raw, use_bin_type=True)])
+
+
 def test_table_bytes_are_raw_and_float32_kept() -> None:
     t = WireTable.from_array(("a",), np.arange(4, dtype=np.float32))
     assert t.dtype == "<f4" and len(t.data) == 16
@@ -160,7 +195,7 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
         (_frame(p=[1]), r"got `array` - at `\$\.p`"),
         (_frame(extra=1), "unknown field `extra`"),
         (
-            _frame("token", {"kind": "sideways", "path": [], "visited": [], "clock": 0.0}),
+            _frame("token", {"k": 0, "d": "sideways", "o": [], "c": 0.0}),  # kind = d
             "'sideways'",
         ),
         (_frame("degree", {"neighbours": [1], "clock": math.nan}), r"\$\.p\.clock"),

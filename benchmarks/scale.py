@@ -1,0 +1,400 @@
+"""The scale series: ``dcop run`` at 50 to 1000 agents, wall time and summed memory against n.
+
+    .venv/bin/python benchmarks/scale.py                         # the whole series (long)
+    .venv/bin/python benchmarks/scale.py --series tiny           # a few seconds: 10-20 agents
+    .venv/bin/python benchmarks/scale.py --only tree:1000        # one row
+    .venv/bin/python benchmarks/scale.py --frodo DIR             # FRODO's DPOP beside each row
+
+Rows: trees (``dcop generate scalefree --links 1``) at n = 50, 100, 250, 500, 1000; scale-free
+``--links 2`` at 50-250; grids at 64, 100, 144, 196 (d and p2 as ``dcop generate``'s defaults
+unless given). Each row writes the instance, then times ``dcop run FILE --algo dpop -q --json
+OUT`` as a subprocess (a user's wall clock: interpreter, launch and exit included) while a sampler
+sums the PSS of the run's processes every ``--sample-s`` seconds (the agents alone, and every
+process of the run); the peak is kept. ``dcop solve FILE`` of the same file is timed beside it.
+With ``--frodo DIR`` (FRODO built as benchmarks/compare describes), FRODO's stock DPOP agent runs
+the same instance (as XCSP) in the same run, with its message counting off (timed) and on.
+
+Every row must end ``ok`` (or ``infeasible``: a proof), or ``too_large`` naming the ADPOP z that
+fits; anything else (an error, a timeout) is marked. Writes benchmarks/results/scale.json,
+scale.md and scale.png (wall time and summed PSS against n, one line per family).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dcop.generators import grid_network, scale_free_network
+from dcop.io import write_problem
+from dcop.model import Problem
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from compare.machine import machine_info  # noqa: E402
+from distributed import timed_command  # noqa: E402
+
+DCOP = str(Path(sys.executable).with_name("dcop"))
+
+#: family -> how its instance is made from (n, d, p2, seed)
+FAMILIES: dict[str, Callable[[int, int, float, int], Problem]] = {
+    "tree": lambda n, d, p2, seed: scale_free_network(n, d, p2, seed, m=1),
+    "links2": lambda n, d, p2, seed: scale_free_network(n, d, p2, seed, m=2),
+    "grid": lambda n, d, p2, seed: grid_network(n, d, p2, seed),
+}
+SERIES: dict[str, list[tuple[str, int]]] = {
+    "full": [
+        *(("tree", n) for n in (50, 100, 250, 500, 1000)),
+        *(("links2", n) for n in (50, 100, 250)),
+        *(("grid", n) for n in (64, 100, 144, 196)),
+    ],
+    "tiny": [("tree", 10), ("tree", 20), ("links2", 10), ("grid", 9)],
+}
+#: statuses that end a row as it should
+GOOD = ("ok", "infeasible")
+
+
+# ---- memory -------------------------------------------------------------------------------------
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (by parent pid, from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size (kB; 0 once it has gone)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    m = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def is_agent(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"dcop-agent --id")
+    except OSError:
+        return False
+
+
+class PssSampler:
+    """Sums the PSS of a process tree every ``every_s`` seconds and keeps the peaks (agents alone,
+    and the whole run: command, template and agents)."""
+
+    def __init__(self, root: int, every_s: float) -> None:
+        self.root, self.every_s = root, every_s
+        self.peak_agents_kb = 0
+        self.peak_all_kb = 0
+        self.peak_agents = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pss-sampler")
+
+    def __enter__(self) -> PssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = [self.root, *descendants(self.root)]
+            agents = [p for p in pids if is_agent(p)]
+            agents_kb = sum(pss_kb(p) for p in agents)
+            all_kb = agents_kb + sum(pss_kb(p) for p in pids if p not in agents)
+            if agents_kb > self.peak_agents_kb:
+                self.peak_agents_kb, self.peak_agents = agents_kb, len(agents)
+            self.peak_all_kb = max(self.peak_all_kb, all_kb)
+            self._stop.wait(self.every_s)
+
+
+def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[str, Any]:
+    """:func:`timed_command`, with the peak summed PSS of the command's process tree."""
+    import subprocess
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with PssSampler(proc.pid, every_s) as sampler:
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            code: int | None = None
+        else:
+            code = proc.returncode
+    out: dict[str, Any] = {
+        "wall_s": time.perf_counter() - t0,
+        "exit": code,
+        "pss_agents_mb": sampler.peak_agents_kb / 1024,
+        "pss_all_mb": sampler.peak_all_kb / 1024,
+        "agents_sampled": sampler.peak_agents,
+    }
+    if code != 0:
+        out["error"] = (err.strip().splitlines() or [f"exit {code}"])[-1][:300]
+    return out
+
+
+# ---- one row ------------------------------------------------------------------------------------
+def _doc(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    path.unlink()
+    out: dict[str, Any] = {"status": doc.get("status"), "cost": doc.get("cost")}
+    if doc.get("message"):
+        out["message"] = doc["message"][:300]
+    times = doc.get("times") or {}
+    out.update({f"times_{k}": v for k, v in times.items()})
+    hellos = (doc.get("processes") or {}).get("hello_s") or {}
+    out["launch_ms_per_agent"] = 1000 * hellos["per_agent"] if hellos else None
+    m = doc.get("metrics") or {}
+    if m.get("messages"):
+        msgs, nbytes = m["messages"], m["bytes"]
+        out.update(
+            messages=m.get("total_messages"),
+            heartbeat_share=msgs.get("heartbeat", 0) / max(1, m.get("total_messages") or 1),
+            token_bytes=nbytes.get("token", 0),
+            util_bytes=nbytes.get("util", 0),
+        )
+    return out
+
+
+def row_ends_well(row: dict[str, Any]) -> bool:
+    """``ok``/``infeasible``, or ``too_large`` naming the ADPOP z that fits."""
+    status = row.get("run", {}).get("status")
+    if status in GOOD:
+        return True
+    return status == "too_large" and "--algo adpop --z" in row["run"].get("message", "")
+
+
+def one_row(
+    family: str, n: int, args: argparse.Namespace, folder: Path, frodo: Any = None
+) -> dict[str, Any]:
+    problem = FAMILIES[family](n, args.d, args.p2, args.seed)
+    file = folder / f"{family}_n{n}.wcsp"
+    write_problem(problem, file)
+    out = folder / "result.json"
+    run_argv = [DCOP, "run", str(file), "--algo", "dpop", "-q", "--json", str(out)]
+    run_argv += ["--timeout", str(args.timeout)]
+    run = timed_with_memory(run_argv, args.timeout + 30, args.sample_s) | _doc(out)
+    solve = timed_command([DCOP, "solve", str(file), "-q", "--json", str(out)], args.timeout)
+    solve |= _doc(out)
+    row: dict[str, Any] = {"family": family, "n": n, "run": run, "solve": solve}
+    if run.get("wall_s") and solve.get("wall_s") and solve.get("status") in GOOD:
+        row["run_over_solve"] = run["wall_s"] / solve["wall_s"]
+    if frodo is not None:
+        xml = folder / f"{family}_n{n}.xml"
+        write_problem(problem, xml)
+        row["frodo"] = frodo(xml)
+    row["ends_well"] = row_ends_well(row)
+    return row
+
+
+def frodo_runner(frodo_dir: Path, timeout: float, folder: Path) -> Callable[[Path], Any]:
+    """FRODO's DPOP on an XCSP file: counting off (timed) and on (benchmarks/compare)."""
+    from compare.context import Context
+    from compare.external import run_frodo_twice
+
+    ctx = Context(out_dir=folder, frodo=frodo_dir, time_limit=timeout, work_dir=folder)
+
+    def run(xml: Path) -> Any:
+        res = run_frodo_twice(ctx, xml)
+        keep = ("status", "wall_s", "max_rss_mb", "cost", "messages", "bytes", "stats_run")
+        return {k: res.get(k) for k in keep}
+
+    return run
+
+
+# ---- report -------------------------------------------------------------------------------------
+def _f(x: Any, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# The scale series: `dcop run` at 50 to 1000 agents",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {report['machine']}; {report['date']}.  ",
+        f"Load average at the start: {report['load_start']}, at the end: {report['load_end']}.  ",
+        f"Instances: d = {report['d']}, p2 = {report['p2']}, seed {report['seed']}; tree = "
+        "`dcop generate scalefree --links 1`, links2 = `--links 2`, grid = `dcop generate grid`.",
+        "",
+        "run s = wall clock of `dcop run FILE --algo dpop` (interpreter, launch and exit "
+        "included); launch s = the document's `times.launch` (command start to every agent's "
+        "hello; per agent: the last hello's time over n); PSS = peak summed proportional set "
+        "size of the agents (and of every process of the run), sampled every "
+        f"{report['sample_s']:g} s; solve s = `dcop solve FILE`. "
+        "heartbeats = share of all messages; token/UTIL = DFS token bytes over UTIL bytes.",
+        "",
+        "| family | n | status | run s | launch s | launch ms/agent | solve s | run / solve | "
+        "agents' PSS MB | all PSS MB | heartbeats | token/UTIL | FRODO s (counting off / on) | "
+        "FRODO RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["rows"]:
+        run, solve, fr = r["run"], r["solve"], r.get("frodo") or {}
+        ratio = run["token_bytes"] / run["util_bytes"] if run.get("util_bytes") else None
+        status = run.get("status") or f"exit {run.get('exit')}"
+        if not r["ends_well"]:
+            status += " (!)"
+        stats = fr.get("stats_run") or {}
+        lines.append(
+            f"| {r['family']} | {r['n']} | {status} | {_f(run.get('wall_s'))} | "
+            f"{_f(run.get('times_launch'))} | {_f(run.get('launch_ms_per_agent'), '.1f')} | "
+            f"{_f(solve.get('wall_s'))} | "
+            f"{_f(r.get('run_over_solve'), '.1f')} | {_f(run.get('pss_agents_mb'), '.0f')} | "
+            f"{_f(run.get('pss_all_mb'), '.0f')} | {_f(run.get('heartbeat_share'), '.1%')} | "
+            f"{_f(ratio)} | {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "
+            f"{_f(fr.get('max_rss_mb'), '.0f')} |"
+        )
+    bad = [f"{r['family']}:{r['n']}" for r in report["rows"] if not r["ends_well"]]
+    lines += [
+        "",
+        "Every row ended ok, infeasible, or too_large naming z."
+        if not bad
+        else f"Rows that did not end well: {', '.join(bad)}.",
+        "",
+    ]
+    if report.get("plot"):
+        lines += ["![wall time and summed PSS against n](scale.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot written", file=sys.stderr)
+        return False
+    fig, (wall, mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for family in FAMILIES:
+        rows = [r for r in report["rows"] if r["family"] == family and r["run"].get("wall_s")]
+        if not rows:
+            continue
+        ns = [r["n"] for r in rows]
+        wall.plot(ns, [r["run"]["wall_s"] for r in rows], "-o", label=f"dcop run: {family}")
+        mem.plot(ns, [r["run"]["pss_agents_mb"] for r in rows], "-o", label=f"dcop: {family}")
+        fr = [(r["n"], r["frodo"]) for r in rows if (r.get("frodo") or {}).get("wall_s")]
+        if fr:
+            wall.plot(
+                [n for n, _ in fr], [f["wall_s"] for _, f in fr], "--s", label=f"FRODO: {family}"
+            )
+            rss = [(n, f["max_rss_mb"]) for n, f in fr if f.get("max_rss_mb")]
+            if rss:
+                mem.plot(
+                    [n for n, _ in rss], [m for _, m in rss], "--s", label=f"FRODO RSS: {family}"
+                )
+    wall.set(xlabel="agents (n)", ylabel="wall s", title="wall time")
+    mem.set(xlabel="agents (n)", ylabel="MB", title="summed PSS of the agents")
+    for ax in (wall, mem):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def parse_only(text: str) -> list[tuple[str, int]]:
+    """``tree:1000,grid:64`` -> rows (family names checked)."""
+    out = []
+    for part in text.split(","):
+        family, _, n = part.partition(":")
+        if family not in FAMILIES or not n.isdigit():
+            raise SystemExit(
+                f"--only: {part!r} is not FAMILY:N with FAMILY in {', '.join(FAMILIES)}"
+            )
+        out.append((family, int(n)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--series", choices=sorted(SERIES), default="full")
+    ap.add_argument("--only", help="rows as FAMILY:N,... instead of a series")
+    ap.add_argument("--d", type=int, default=10)
+    ap.add_argument("--p2", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--sample-s", type=float, default=0.25)
+    ap.add_argument("--frodo", type=Path, help="FRODO's folder: run its DPOP beside each row")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="folder for scale.json/.md/.png")
+    args = ap.parse_args(argv)
+    rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "command": "benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine_summary(),
+        "machine_info": machine_info(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_start": _load(),
+        "d": args.d,
+        "p2": args.p2,
+        "seed": args.seed,
+        "sample_s": args.sample_s,
+        "rows": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="dcop-scale-") as tmp:
+        folder = Path(tmp)
+        frodo = frodo_runner(args.frodo, args.timeout, folder) if args.frodo else None
+        for family, n in rows_asked:
+            row = one_row(family, n, args, folder, frodo)
+            report["rows"].append(row)
+            run = row["run"]
+            print(
+                f"{family} n={n}: {run.get('status')} run {run['wall_s']:.2f} s, agents' PSS "
+                f"{run['pss_agents_mb']:.0f} MB",
+                file=sys.stderr,
+            )
+    report["load_end"] = _load()
+    report["plot"] = plot(report, args.out / "scale.png")
+    (args.out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "scale.md").write_text(markdown(report))
+    return report
+
+
+def machine_summary() -> str:
+    info = machine_info()
+    return f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB"
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,513 @@
+"""Exact PR and MAR by contracting the factor tables pairwise along a contraction tree.
+
+:func:`plan_contraction` picks the tree (the cheapest in predicted flops among the trees of the
+candidate elimination orders and opt_einsum's optimizers, within a time budget, the path search
+timed apart) and slices it (cotengra) until its planned peak fits the device's room
+(:func:`dcop.contraction.memory.contraction_room`). :func:`contract` runs it in scaled linear space
+and, where that cannot hold the range, in log space along the same tree; the outcome says which.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path as PathLike
+from typing import Any
+
+import numpy as np
+
+from dcop.contraction.barren import barren_tables
+from dcop.contraction.execute import LogSpace, Node, Scaled, TreeRun, run_sliced
+from dcop.contraction.memory import contraction_room, on_device
+from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
+from dcop.errors import TableTooLarge
+from dcop.inference.memory import Limit, human_bytes
+from dcop.model import Problem
+from dcop.ordering import ORDERINGS, elimination_order
+from dcop.orders.files import read_order
+
+#: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
+SPACES: tuple[str, ...] = ("auto", "scaled", "log")
+#: Most seconds the tree search may take (``budget_s``); it stops earlier once it has spent
+#: SEARCH_SHARE of the predicted contraction time of the best tree so far.
+DEFAULT_BUDGET_S = 2.0
+SEARCH_SHARE = 0.25
+#: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
+#: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
+FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
+#: A tree with an intermediate of WIDE entries gets INSURANCE_S seconds of search anyway.
+WIDE = 1 << 16
+INSURANCE_S = 0.1
+#: At most this many slices: a plan that needs more is refused.
+MAX_SLICES = 1 << 16
+
+#: Candidate elimination orders by name, each made only when the search gets to it.
+OrderSource = Callable[[Mapping[str, set[str]], Sequence[str]], dict[str, Callable[[], list[str]]]]
+
+
+def default_orders(
+    adjacency: Mapping[str, set[str]], names: Sequence[str]
+) -> dict[str, Callable[[], list[str]]]:
+    """The candidate elimination orders, cheapest to make first: the file's order both ways,
+    min-fill, min-degree, then the ordering engine's (:func:`dcop.orders.best_order`: its tree
+    decomposition search within its default budget)."""
+    from dcop.orders import best_order
+
+    graph = {v: set(n) for v, n in adjacency.items()}
+    return {
+        "natural": lambda: list(names),
+        "reverse-natural": lambda: list(names)[::-1],
+        "minfill": lambda: elimination_order("minfill", graph),
+        "mindegree": lambda: elimination_order("mindegree", graph),
+        # its default budget: a tenth of the predicted solve (none for a fast one)
+        "engine": lambda: best_order(graph).order,
+    }
+
+
+@dataclass
+class ContractionPlan:
+    """The chosen tree: its source, SSA path, sliced variables and costs (one slice's), the time
+    its search took, and what every candidate would have cost."""
+
+    source: str
+    path: Path
+    sliced: tuple[str, ...]
+    stats: TreeStats
+    slices: int
+    itemsize: int
+    search_s: float
+    limit: Limit
+    candidates: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def width(self) -> int:
+        """Variables of the largest node (the induced width of an order's tree)."""
+        return max((len(n) for n in self.stats.nodes), default=0)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "flops": self.stats.flops * self.slices,
+            "largest_intermediate": self.stats.largest,
+            "peak_bytes_pr": self.stats.peak_pr * self.itemsize,
+            "peak_bytes_mar": self.stats.peak_mar * self.itemsize,
+            "sliced": list(self.sliced),
+            "slices": self.slices,
+            "search_s": self.search_s,
+        }
+
+
+def _sliced_scopes(
+    scopes: Sequence[tuple[str, ...]], sliced: Sequence[str]
+) -> list[tuple[str, ...]]:
+    cut = set(sliced)
+    return [tuple(v for v in s if v not in cut) for s in scopes]
+
+
+def plan_contraction(
+    scopes: Sequence[tuple[str, ...]],
+    sizes: Mapping[str, int],
+    adjacency: Mapping[str, set[str]],
+    names: Sequence[str],
+    task: str,
+    limit: Limit,
+    itemsize: int = 8,
+    ordering: str = "auto",
+    budget_s: float = DEFAULT_BUDGET_S,
+    orders: OrderSource = default_orders,
+    rate: float = FLOP_RATE["numpy"],
+) -> ContractionPlan:
+    """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
+    no slicing of it fits ``limit``. With ``ordering="auto"`` the candidates are tried in turn
+    (opt_einsum's greedy, each order of ``orders``, then opt_einsum's random-greedy) while the
+    search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
+    predicted time (its flops at ``rate``)."""
+    t0 = time.perf_counter()
+    paths: dict[str, Path] = {}
+    stats: dict[str, TreeStats] = {}
+
+    def add(name: str, path: Path) -> None:
+        paths[name] = path
+        stats[name] = analyse(scopes, sizes, path)
+
+    if ordering != "auto":
+        if ordering in ORDERINGS:
+            order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
+        else:  # an order or .td file (dcop info --write-order)
+            order = read_order(PathLike(ordering), names)
+        add(f"order:{ordering}", order_path(scopes, sizes, order))
+    else:
+        add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
+        for name, make in orders(adjacency, names).items():
+            if not _worth(stats, t0, budget_s, rate):
+                break
+            add(f"order:{name}", order_path(scopes, sizes, make()))
+        if _worth(stats, t0, budget_s, rate):
+            left = min(budget_s, SEARCH_SHARE * _best_time(stats, rate)) - (
+                time.perf_counter() - t0
+            )
+            add(
+                "opt_einsum:random-greedy",
+                optimizer_path(scopes, sizes, "random-greedy", max(0.05, left)),
+            )
+    room = limit.bytes / itemsize
+    # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
+    ranked = sorted(stats, key=lambda k: stats[k].cost)
+    choice: tuple[float, str, tuple[str, ...], TreeStats, int] | None = None
+    whole = [k for k in ranked if stats[k].peak(task) <= room]
+    inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
+    for name in ranked:
+        if whole and name not in whole:
+            # slicing splits the peak above the inputs at best evenly: skip a tree whose fewest
+            # slices already cost more than the cheapest tree that fits whole
+            fewest = (stats[name].peak(task) - inputs) / max(room - inputs, 1.0)
+            if stats[name].cost * fewest >= stats[whole[0]].cost:
+                continue
+        got = _fit(scopes, sizes, paths[name], stats[name], task, room)
+        if got is None:
+            continue
+        sliced, sliced_stats, slices = got
+        total = sliced_stats.cost * slices
+        if choice is None or total < choice[0]:
+            choice = (total, name, sliced, sliced_stats, slices)
+        if not sliced:
+            break  # the cheapest tree that fits whole: slicing another cannot beat it
+    search_s = time.perf_counter() - t0
+    candidates = {
+        k: {"flops": s.flops, "cost": s.cost, "largest_intermediate": float(s.largest)}
+        for k, s in stats.items()
+    }
+    if choice is None:
+        least = min(stats.values(), key=lambda s: s.peak(task))
+        raise TableTooLarge(
+            f"{task.upper()} by contraction: the best tree's planned peak of "
+            f"{human_bytes(least.peak(task) * itemsize)} (largest intermediate "
+            f"{human_bytes(least.largest * itemsize)}) exceeds {limit.text}, and no slicing into "
+            f"at most {MAX_SLICES} slices fits it"
+        )
+    _, name, sliced, sliced_stats, slices = choice
+    return ContractionPlan(
+        name, paths[name], sliced, sliced_stats, slices, itemsize, search_s, limit, candidates
+    )
+
+
+def _best_time(stats: Mapping[str, TreeStats], rate: float) -> float:
+    return min(s.cost for s in stats.values()) / rate
+
+
+def _worth(stats: Mapping[str, TreeStats], t0: float, budget_s: float, rate: float) -> bool:
+    """Whether another candidate tree is worth its search time: while the search has cost less
+    than SEARCH_SHARE of the best tree's predicted time, and in any case for a short while
+    (INSURANCE_S) when the best tree so far has an intermediate of WIDE entries or more (the
+    predicted time misses what a large intermediate costs beyond its flops: Promedus_15's greedy
+    tree, 1M entries, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
+    spent = time.perf_counter() - t0
+    if spent >= budget_s:
+        return False
+    wide = min(s.largest for s in stats.values()) >= WIDE
+    return spent < SEARCH_SHARE * _best_time(stats, rate) or (wide and spent < INSURANCE_S)
+
+
+def _fit(
+    scopes: Sequence[tuple[str, ...]],
+    sizes: Mapping[str, int],
+    path: Path,
+    stats: TreeStats,
+    task: str,
+    room: float,
+) -> tuple[tuple[str, ...], TreeStats, int] | None:
+    """The variables to slice so that ``path``'s peak fits ``room`` entries (none when it fits
+    whole), the stats of one slice and the number of slices; None when nothing fits."""
+    if stats.peak(task) <= room:
+        return (), stats, 1
+    target = stats.largest
+    inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
+    if inputs > room:
+        return None
+    while target > 1:
+        target //= 2
+        sliced = slice_vars(scopes, sizes, path, target)
+        slices = math.prod(sizes[v] for v in sliced)
+        if slices > MAX_SLICES:
+            return None
+        cut = _sliced_scopes(scopes, sliced)
+        one = analyse(cut, sizes, path)
+        # the leaves stay whole on the device; each slice's views of them are copied as used
+        if one.peak(task) - sum(math.prod(sizes[v] for v in s) for s in cut) + inputs <= room:
+            return sliced, one, slices
+    return None
+
+
+@dataclass
+class ContractionOutcome:
+    """``ln Z`` (the Problem's constant included), the marginals of a MAR run, and how it ran."""
+
+    ln_z: float
+    marginals: dict[str, np.ndarray] | None
+    plan: ContractionPlan
+    space: str
+    times: dict[str, float]
+    pruned: int = 0
+
+
+def _narrow(
+    logs: Sequence[np.ndarray],
+    nodes: Sequence[frozenset[str]],
+    sizes: Mapping[str, int],
+    limit: float,
+) -> bool:
+    """Whether no intermediate can leave float's range even unscaled: the leaves' ranges and the
+    logs of all domain sizes add up below ``limit`` (every leaf is at most 1 after its peak is
+    divided out, so an entry is at most the product of the sizes summed, and a positive one at
+    least the product of the leaves' smallest positive entries)."""
+    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(logs)]))
+    for t in logs:
+        finite = t[np.isfinite(t)]
+        total += float(finite.max() - finite.min()) if finite.size else 0.0
+        if total >= limit:
+            return False
+    return True
+
+
+def _plain(backend: Any, leaves: Sequence[Node], path: Path, sizes: Mapping[str, int]) -> TreeRun:
+    """PR of a network whose range fits float unscaled: one ``opt_einsum.contract`` along the
+    plan's path on the backend's array library (no per-step scaling or checks)."""
+    import opt_einsum as oe
+    from opt_einsum.paths import ssa_to_linear
+
+    symbol = {v: oe.get_symbol(i) for i, v in enumerate(sizes)}
+    eq = ",".join("".join(symbol[v] for v in leaf.scope) for leaf in leaves) + "->"
+    linear = [tuple(int(i) for i in step) for step in ssa_to_linear(path)] or None
+    z = oe.contract(
+        eq, *[leaf.data for leaf in leaves], optimize=linear or "auto", backend=backend.name
+    )
+    value = float(backend.to_numpy(z))
+    with np.errstate(divide="ignore"):
+        return TreeRun(
+            ln_z=math.log(value) + sum(float(leaf.ln) for leaf in leaves)
+            if value > 0
+            else -math.inf
+        )
+
+
+def _frames(
+    logs: Sequence[np.ndarray],
+    peaks: Sequence[float],
+    scopes: Sequence[tuple[str, ...]],
+    path: Path,
+    nodes: Sequence[frozenset[str]],
+    sizes: Mapping[str, int],
+    limit: float,
+) -> list[float | None]:
+    """Each node's frame for the precision bound of :class:`Scaled` (None where its entries
+    cannot leave float's range: an upper bound on ``ln(peak / smallest positive entry)``, the
+    leaves' own ranges added up plus the log of the entries summed, stays below ``limit``).
+
+    The frame is what multiplies a tiny entry on its way to ``Z``, in logs: the peaks of the
+    leaves outside the node's subtree, and the domain sizes of the variables outside it."""
+    m = len(logs)
+    spans: list[float] = []
+    for t in logs:
+        finite = t[np.isfinite(t)]
+        spans.append(float(finite.max() - finite.min()) if finite.size else 0.0)
+    inside = [float(p) if math.isfinite(p) else 0.0 for p in peaks]
+    held: list[frozenset[str]] = [frozenset(s) for s in scopes]
+    for k, (i, j) in enumerate(path):
+        summed = (nodes[i] | nodes[j]) - nodes[m + k]
+        spans.append(spans[i] + spans[j] + sum(math.log(sizes[v]) for v in summed))
+        inside.append(inside[i] + inside[j])
+        held.append(held[i] | held[j])
+    all_peaks = sum(inside[:m])
+    all_sizes = sum(math.log(sizes[v]) for v in held[-1]) if held else 0.0
+    return [
+        None
+        if span <= limit
+        else (all_peaks - peak) + (all_sizes - sum(math.log(sizes[v]) for v in vars_))
+        for span, peak, vars_ in zip(spans, inside, held, strict=True)
+    ]
+
+
+def contract(
+    problem: Problem,
+    task: str,
+    backend: Any,
+    dtype: Any = np.float64,
+    max_bytes: float | None = None,
+    ordering: str = "auto",
+    space: str = "auto",
+    budget_s: float = DEFAULT_BUDGET_S,
+    orders: OrderSource = default_orders,
+    room: Limit | None = None,
+    fallback: bool = True,
+) -> ContractionOutcome:
+    """PR (``task="pr"``) or MAR of ``problem`` by tree contraction on the table ``backend``;
+    ``room`` overrides the memory the arrays may take (default: :func:`contraction_room`).
+    Where scaled linear space underflows (``space="auto"``), log space runs along the same tree,
+    or with ``fallback=False`` the outcome's space is ``underflow`` (its numbers unusable) and
+    the caller picks the log-space engine."""
+    from dcop.sumproduct import log_constant
+
+    if space not in SPACES:
+        raise ValueError(f"unknown space {space!r}; use one of {', '.join(SPACES)}")
+    times: dict[str, float] = {}
+    constant = log_constant(problem)
+    sizes = problem.domain_sizes()
+    tables = barren_tables(problem) if task == "pr" else [t for t in problem.tables if t.scope]
+    pruned = sum(1 for t in problem.tables if t.scope) - len(tables)
+    held = {v for t in tables for v in t.scope}
+    # a variable in no (kept) table multiplies Z by its domain size (a barren one by one)
+    barren = {v for t in problem.tables if t.scope for v in t.scope} - held if pruned else set()
+    free = [v for v in problem.variables if v not in held and v not in barren]
+    constant += sum(math.log(sizes[v]) for v in free)
+    t0 = time.perf_counter()
+    scopes, logs = absorb(
+        [tuple(t.scope) for t in tables], [-np.asarray(t.costs, np.float64) for t in tables]
+    )
+    times["prepare"] = time.perf_counter() - t0
+    itemsize = np.dtype(dtype).itemsize
+    limit = room if room is not None else contraction_room(backend, max_bytes)
+    adjacency = _adjacency(scopes, [v for v in problem.variables if v in held])
+    plan = plan_contraction(
+        scopes,
+        sizes,
+        adjacency,
+        [v for v in problem.variables if v in held],
+        task,
+        limit,
+        itemsize,
+        ordering,
+        budget_s,
+        orders,
+        FLOP_RATE.get(getattr(backend, "name", "numpy"), FLOP_RATE["numpy"]),
+    )
+    times["path"] = plan.search_s
+    marginals: dict[str, np.ndarray] | None = None
+    t0 = time.perf_counter()
+    if not scopes:
+        run = TreeRun(ln_z=0.0)
+        used = "scaled"
+    else:
+        with on_device(backend):
+            run, used = _run(backend, dtype, sizes, logs, scopes, plan, task, space, fallback)
+    backend.synchronize()
+    times["contract"] = time.perf_counter() - t0
+    ln_z = run.ln_z + constant
+    if task == "mar" and ln_z > -math.inf:
+        marginals = {}
+        for v in problem.variables:
+            if v in run.log_marginals:
+                vec = run.log_marginals[v]
+                peak = float(np.max(vec))
+                weights = np.exp(vec - peak)
+                marginals[v] = weights / weights.sum()
+            else:
+                marginals[v] = np.full(sizes[v], 1.0 / sizes[v])
+    return ContractionOutcome(ln_z, marginals, plan, used, times, pruned)
+
+
+def hosts(scopes: Sequence[tuple[str, ...]]) -> dict[int, int]:
+    """For every table, the table it goes into: itself, or the first larger table holding all its
+    variables (see :func:`absorb`)."""
+    order = sorted(range(len(scopes)), key=lambda k: -len(scopes[k]))
+    holders: dict[str, list[int]] = {}
+    host: dict[int, int] = {}
+    for k in order:
+        scope = scopes[k]
+        candidates = holders.get(scope[0], []) if scope else []
+        found = next((h for h in candidates if set(scope) <= set(scopes[h])), None)
+        host[k] = k if found is None else found
+        if found is None:
+            for v in scope:
+                holders.setdefault(v, []).append(k)
+    return host
+
+
+def absorb(
+    scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]
+) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
+    """Each table whose variables another table holds, added (in log space) into the first such
+    larger table: fewer leaves, the same product (on an Ising grid, the fields go into the
+    couplings: a third fewer pairs to contract)."""
+    host = hosts(scopes)
+    kept = sorted(k for k, h in host.items() if h == k)
+    merged = {k: np.array(logs[k], np.float64) for k in kept}
+    for k, h in host.items():
+        if h == k:
+            continue
+        big, scope = scopes[h], scopes[k]
+        shape = tuple(logs[k].shape[scope.index(v)] if v in scope else 1 for v in big)
+        axes = [scope.index(v) for v in big if v in scope]
+        merged[h] += np.transpose(logs[k], axes).reshape(shape)
+    return [scopes[k] for k in kept], [merged[k] for k in kept]
+
+
+def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
+    """What ``dcop info`` shows of the contraction tree an exact MAR (and PR) run would take on
+    ``backend`` (default NumPy): its source, predicted flops, largest intermediate, planned peaks,
+    slices and search time."""
+    from dcop.backend import get_backend
+
+    engine = backend if backend is not None else get_backend("numpy")
+    scopes = [tuple(t.scope) for t in problem.tables if t.scope]
+    host = hosts(scopes)
+    scopes = [scopes[k] for k in sorted(k for k, h in host.items() if h == k)]
+    names = [v for v in problem.variables if any(v in s for s in scopes)]
+    if not scopes:
+        return {"source": "none", "flops": 0.0, "largest_intermediate": 0, "slices": 1}
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        _adjacency(scopes, names),
+        names,
+        "pr",
+        contraction_room(engine, None),
+        rate=FLOP_RATE.get(engine.name, FLOP_RATE["numpy"]),
+    )
+    return plan.summary()
+
+
+def _adjacency(scopes: Sequence[tuple[str, ...]], names: Sequence[str]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {v: set() for v in names}
+    for scope in scopes:
+        for v in scope:
+            graph[v].update(u for u in scope if u != v)
+    return graph
+
+
+def _run(
+    backend: Any,
+    dtype: Any,
+    sizes: Mapping[str, int],
+    logs: Sequence[np.ndarray],
+    scopes: Sequence[tuple[str, ...]],
+    plan: ContractionPlan,
+    task: str,
+    space: str,
+    fallback: bool = True,
+) -> tuple[TreeRun, str]:
+    from dcop.contraction.tree import node_scopes
+
+    nodes = plan.stats.nodes  # of one slice
+    full = node_scopes(scopes, plan.path) if plan.sliced else nodes
+    mar = task == "mar"
+    if space in ("auto", "scaled"):
+        scaled = Scaled(backend, dtype, sizes)
+        leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+        if not mar and not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny):
+            return _plain(backend, leaves, plan.path, sizes), "scaled"
+        peaks = [float(leaf.ln) for leaf in leaves]
+        checks = _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+        for leaf, h in zip(leaves, checks, strict=False):
+            scaled.account_leaf(leaf, h)
+        run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)
+        if not run.underflow or space == "scaled":
+            return run, "scaled"
+        if not fallback:
+            return run, "underflow"
+        del leaves
+    logspace = LogSpace(backend, dtype, sizes)
+    leaves_log: list[Node] = [logspace.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+    run = run_sliced(logspace, leaves_log, plan.path, nodes, [None] * len(nodes), mar, plan.sliced)
+    return run, "log" if space == "log" else "log (scaled linear space underflowed)"

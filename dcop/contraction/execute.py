@@ -1,0 +1,481 @@
+"""Running a contraction tree: ``ln Z`` upward, and every marginal from one backward pass.
+
+Two number spaces, one traversal (:func:`run_tree`):
+
+* **scaled linear** (:class:`Scaled`): factors as ``exp(log table - peak)``; each pair is one
+  matrix product (``matmul`` of the backend's array module: BLAS on NumPy, cuBLAS on CuPy), and
+  its result is divided by its peak, whose log is carried beside it. Nothing overflows, exact
+  zeros stay zeros, and ``ln Z`` is the log of the root plus the carried logs. Where an entry
+  could have lost its precision (an intermediate whose entries may span more than float's range,
+  see :func:`needs_check`, holding an entry below ``tiny / eps`` that is not an exact zero), the
+  run is marked ``underflow`` and the caller runs log space instead.
+* **log space** (:class:`LogSpace`): the same tree, each pair a fused ``logsumexp`` join+eliminate
+  of the table backend (:func:`dcop.sumproduct.marginalize`): slower, never out of range.
+
+MAR is reverse-mode differentiation of ``Z`` over the tree: the adjoint of a child is the
+parent's adjoint contracted with the sibling (the same cost as the step upward); a variable's
+marginal is the belief ``node * adjoint`` of one node that holds it, summed down to it. Only the
+nodes some variable needs (and their ancestors) get an adjoint.
+
+Slices (variables fixed outside the contraction): each slice is one such run on the leaves indexed
+at the slice's values; ``ln Z`` and the beliefs add up over slices in log space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dcop.contraction.tree import Path
+from dcop.sumproduct import marginalize
+from dcop.tables import Table, TableBackend
+
+
+@dataclass
+class Node:
+    """A tree node's table: its variables in axis order, its data and (scaled space) the log of
+    the factor divided out of it."""
+
+    scope: tuple[str, ...]
+    data: Any
+    ln: Any = 0.0
+    lost: int = 0  # scaled space, leaves: entries exp took below tiny (see Scaled)
+
+
+def _sum_alone(
+    xp: Any, data: Any, scope: tuple[str, ...], wanted: set[str]
+) -> tuple[Any, tuple[str, ...]]:
+    """Sum out the axes of variables nobody else needs."""
+    axes = tuple(k for k, v in enumerate(scope) if v not in wanted)
+    if not axes:
+        return data, scope
+    return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
+
+
+#: Stacks of at most this many matrix products run as one BLAS call each on the host.
+BATCH_LOOP = 64
+#: Host intermediates are divided by their peak only outside this range (entries then stay far
+#: from overflow through the next product, and the bound on tiny entries is absolute).
+_DRIFT_LOW, _DRIFT_HIGH = 2.0**-100, 2.0**100
+#: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
+MAX_ERROR = 1e-13
+#: A pair whose output is this many times smaller than both operands is one elementwise pass.
+REDUCE_RATIO = 64
+
+
+def _layout(
+    scope: tuple[str, ...], lead: Sequence[str], first: Sequence[str], second: Sequence[str]
+) -> tuple[list[str], bool]:
+    """The axis order to view an operand as a (batch, rows, columns) matrix stack: ``lead`` then
+    ``first`` then ``second`` (``False``), or ``lead``, ``second``, ``first`` read transposed
+    (``True``), whichever keeps the operand's own last axis last: a copy into that layout is then
+    read along memory (a transposed read of a large table was 100x slower), and an operand
+    already in either layout is not copied at all."""
+    straight = [*lead, *first, *second]
+    swapped = [*lead, *second, *first]
+    if list(scope) == straight:
+        return straight, False
+    if list(scope) == swapped:
+        return swapped, True
+    last = scope[-1] if scope else None
+    return (swapped, True) if second and last in first else (straight, False)
+
+
+def pair_product(
+    xp: Any,
+    a: Any,
+    sa: tuple[str, ...],
+    b: Any,
+    sb: tuple[str, ...],
+    keep: frozenset[str],
+) -> tuple[Any, tuple[str, ...]]:
+    """``Σ a * b`` over every variable not in ``keep``, as one (batched) matrix product.
+
+    Axes are grouped as ``batch`` (in both, kept), ``a``-only, ``b``-only and ``summed`` (in
+    both, not kept); the result's scope is ``batch + a-only + b-only``, so no output transpose.
+    Shared axes follow the larger operand's order, so that the smaller one is the one copied.
+    """
+    a, sa = _sum_alone(xp, a, sa, set(sb) | keep)
+    b, sb = _sum_alone(xp, b, sb, set(sa) | keep)
+    size = dict(zip(sa, a.shape, strict=True))
+    size.update(zip(sb, b.shape, strict=True))
+    in_a, in_b = set(sa), set(sb)
+    big = sa if a.size >= b.size else sb
+    batch = [v for v in big if v in in_a and v in in_b and v in keep]
+    summed = [v for v in big if v in in_a and v in in_b and v not in keep]
+    a_only = [v for v in sa if v not in in_b]
+    b_only = [v for v in sb if v not in in_a]
+    nb = math.prod(size[v] for v in batch)
+    m = math.prod(size[v] for v in a_only)
+    k = math.prod(size[v] for v in summed)
+    n = math.prod(size[v] for v in b_only)
+    scope = (*batch, *a_only, *b_only)
+    big_a = a.size >= b.size
+    joint = (
+        (*sa, *(v for v in sb if v not in in_a))
+        if big_a
+        else (*sb, *(v for v in sa if v not in in_b))
+    )
+    joint_size = math.prod(size[v] for v in joint)
+    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size) and joint_size <= 2 * max(a.size, b.size):
+        # a small output of two large operands (a backward step down to a small child): one
+        # elementwise pass in the larger operand's layout, then a sum, instead of copying both
+        # into a matmul layout
+        product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
+        axes = tuple(i for i, v in enumerate(joint) if v not in keep)
+        reduced = xp.sum(product, axis=axes) if axes else product
+        return xp.asarray(reduced), tuple(v for v in joint if v in keep)
+    order_a, swap_a = _layout(sa, batch, a_only, summed)
+    order_b, swap_b = _layout(sb, batch, summed, b_only)
+    at = xp.transpose(a, [sa.index(v) for v in order_a])
+    bt = xp.transpose(b, [sb.index(v) for v in order_b])
+    am = at.reshape(nb, k, m).swapaxes(1, 2) if swap_a else at.reshape(nb, m, k)
+    bm = bt.reshape(nb, n, k).swapaxes(1, 2) if swap_b else bt.reshape(nb, k, n)
+    if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
+        out = am * bm
+    elif nb == 1:
+        out = xp.matmul(am[0], bm[0])
+    elif xp is np and nb > 4 * m * n:  # many tiny matrices: NumPy's loop over BLAS calls is slow
+        out = np.einsum("bmk,bkn->bmn", am, bm)
+    elif xp is np and nb <= BATCH_LOOP:
+        # a few large matrices: one BLAS call each (NumPy's stacked matmul ran 10-40x slower
+        # than this on ObjectDetection_56's 16 x (256 x 16 @ 16 x 256))
+        out = np.empty((nb, m, n), dtype=np.result_type(am, bm))
+        for i in range(nb):
+            np.matmul(am[i], bm[i], out=out[i])
+    else:
+        out = xp.matmul(am, bm)
+    return out.reshape(tuple(size[v] for v in scope)), scope
+
+
+def _aligned(xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...]) -> Any:
+    """``data`` (over ``scope``, a subset of ``target``) as a view over ``target``'s axes: its
+    own axes reordered, size-1 axes for the variables it lacks (broadcast, never copied)."""
+    present = [v for v in target if v in scope]
+    data = xp.transpose(data, [scope.index(v) for v in present]) if present else data
+    if len(present) == len(target):
+        return data
+    return data.reshape(tuple(data.shape[present.index(v)] if v in scope else 1 for v in target))
+
+
+class Scaled:
+    """Scaled linear space on a table backend's array module (``backend.xp``).
+
+    Precision: an entry stored below ``tiny = finfo.tiny / eps`` may have lost its digits (or
+    flushed to 0). Its true value is below ``tiny`` in its node's frame, and the rest of the
+    network multiplies it by at most the product of the domain sizes it still sums over (every
+    leaf is at most 1 in its frame), so the ``n`` such entries of a node move ``Z`` by at most
+    ``n tiny exp(frame)``, ``frame`` being the logs carried and the sizes left (``h`` of
+    :meth:`pair`, computed by the caller). A run whose bounds add up to more than
+    :data:`MAX_ERROR` of ``Z`` is marked underflowed. An adjoint's ``n`` such entries move a
+    belief's total (``Z`` in the frame of the node times its adjoint) by at most ``n tiny``.
+    """
+
+    space = "scaled"
+
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
+        self.backend = backend
+        self.xp = backend.xp  # type: ignore[attr-defined]
+        self.dtype = np.dtype(dtype)
+        info = np.finfo(self.dtype)
+        self.tiny = float(info.tiny / info.eps)
+        self.ln_tiny = math.log(self.tiny)
+        self.sizes = sizes
+        #: ``ln`` of each node's bound on what its tiny entries may move ``Z`` by (see above)
+        self.errors: list[Any] = []
+        self.leaf_errors: list[float] = []
+
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
+        peak = float(np.max(logs)) if logs.size else -math.inf
+        if math.isnan(peak) or peak == math.inf:
+            raise ValueError("a factor holds NaN or an infinite potential")
+        if peak == -math.inf:
+            data = np.zeros(logs.shape, self.dtype)
+        else:
+            data = np.exp(logs - peak).astype(self.dtype, copy=False)
+        node = Node(scope, self.backend.asarray(data, self.dtype), peak)
+        node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
+        return node
+
+    def account_leaf(self, leaf: Node, h: float | None) -> None:
+        """Add a leaf's bound (its entries that exp took below ``tiny``), ``h`` its frame."""
+        if h is not None and leaf.lost:
+            self.leaf_errors.append(math.log(leaf.lost) + self.ln_tiny + leaf.ln + h)
+
+    def _scale(self, data: Any) -> tuple[Any, Any]:
+        xp = self.xp
+        if xp is np:  # on the host a peak is free to read: divide only when it drifts far
+            top = float(data.max()) if data.size else 0.0
+            if top == 0.0:
+                return data, -math.inf
+            if _DRIFT_LOW <= top <= _DRIFT_HIGH:
+                return data, 0.0
+            data /= top
+            return data, math.log(top)
+        peak = xp.max(data) if data.size else xp.zeros((), data.dtype)
+        data /= xp.where(peak > 0, peak, 1)
+        with np.errstate(divide="ignore"):
+            return data, xp.log(peak)
+
+    def _count(self, data: Any, offset: Any) -> None:
+        xp = self.xp
+        if xp is np and (not data.size or float(data.min()) >= self.tiny):
+            return  # no tiny entry: nothing to count (one read instead of a mask and a sum)
+        with np.errstate(divide="ignore"):
+            self.errors.append(xp.log(xp.sum(data < self.tiny).astype(self.dtype)) + offset)
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
+        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
+        data, ln = self._scale(data)
+        node = Node(scope, data, a.ln + b.ln + ln)
+        if h is not None:
+            self._count(data, node.ln + (self.ln_tiny + h))
+        return node
+
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
+        xp = self.xp
+        data, scope = pair_product(
+            xp, parent.data, parent.scope, sibling.data, sibling.scope, frozenset(child.scope)
+        )
+        data, ln = self._scale(data)
+        ln = parent.ln + sibling.ln + ln
+        self._count(data, ln + child.ln + self.ln_tiny)
+        # constant along the child's variables neither operand holds: those stay left out; the
+        # rest in the child's own layout, so that the steps below read both alike
+        order = tuple(v for v in child.scope if v in scope)
+        if order != scope:
+            data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
+        return Node(order, data, ln)
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.xp.ones(shape, self.dtype), 0.0)
+
+    def ln_total(self, root: Node) -> Any:
+        xp = self.xp
+        with np.errstate(divide="ignore"):
+            return xp.log(xp.sum(root.data)) + root.ln
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        xp = self.xp
+        product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
+        # one pass down to the variables asked for, then each of them from that small table
+        wanted = [u for u in node.scope if u in names]
+        drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
+        belief = xp.sum(product, axis=drop) if drop else product
+        out = {}
+        for v in names:
+            axes = tuple(k for k, u in enumerate(wanted) if u != v)
+            vec = self.backend.to_numpy(xp.sum(belief, axis=axes) if axes else belief)
+            with np.errstate(divide="ignore"):
+                out[v] = np.log(np.asarray(vec, np.float64)) + float(self.host(node.ln + adj.ln))
+        return out
+
+    def host(self, value: Any) -> float:
+        return float(self.backend.to_numpy(self.xp.asarray(value)))
+
+    def slice_leaf(self, leaf: Node, index: Mapping[str, int]) -> Node:
+        if not any(v in index for v in leaf.scope):
+            return leaf
+        key = tuple(index.get(v, slice(None)) for v in leaf.scope)
+        scope = tuple(v for v in leaf.scope if v not in index)
+        return Node(scope, leaf.data[key], leaf.ln, leaf.lost)
+
+    def underflowed(self, ln_z: float) -> bool:
+        """Whether the tiny entries of this pass may have moved ``Z`` by more than MAX_ERROR."""
+        xp = self.xp
+        worst = max(self.leaf_errors, default=-math.inf)
+        if self.errors:
+            worst = max(worst, self.host(xp.max(xp.stack([xp.asarray(e) for e in self.errors]))))
+        self.errors = []
+        if ln_z == -math.inf:  # Z = 0, unless tiny entries all flushed to zero
+            return worst > -math.inf
+        return worst - ln_z > math.log(MAX_ERROR)
+
+
+class LogSpace:
+    """Log space on the table backend: each pair a fused ``logsumexp`` join+eliminate."""
+
+    space = "log"
+
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
+        self.backend = backend
+        self.dtype = np.dtype(dtype)
+        self.sizes = sizes
+
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
+        return Node(scope, self.backend.asarray(logs, self.dtype))
+
+    def account_leaf(self, leaf: Node, h: float | None) -> None:
+        pass
+
+    def _marg(self, tables: Sequence[Node], keep: tuple[str, ...]) -> Node:
+        out = marginalize(self.backend, [Table(t.scope, t.data) for t in tables], keep, self.sizes)
+        return Node(out.scope, out.data)
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
+        ordered = tuple(v for v in (*a.scope, *b.scope) if v in keep)
+        return self._marg([a, b], tuple(dict.fromkeys(ordered)))
+
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
+        return self._marg([parent, sibling], child.scope)
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.backend.asarray(np.zeros(shape), self.dtype))
+
+    def ln_total(self, root: Node) -> Any:
+        return self._marg([root], ()).data
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        return {
+            v: np.asarray(self.backend.to_numpy(self._marg([node, adj], (v,)).data), np.float64)
+            for v in names
+        }
+
+    def host(self, value: Any) -> float:
+        return float(self.backend.to_numpy(value))
+
+    def slice_leaf(self, leaf: Node, index: Mapping[str, int]) -> Node:
+        if not any(v in index for v in leaf.scope):
+            return leaf
+        key = tuple(index.get(v, slice(None)) for v in leaf.scope)
+        return Node(tuple(v for v in leaf.scope if v not in index), leaf.data[key])
+
+    def underflowed(self, ln_z: float) -> bool:
+        return False
+
+
+Space = Scaled | LogSpace
+
+
+@dataclass
+class TreeRun:
+    """What :func:`run_tree` found: ``ln Z`` (without the Problem's constant) and, for MAR, each
+    variable's unnormalised log marginal (host vectors)."""
+
+    ln_z: float
+    log_marginals: dict[str, np.ndarray] = field(default_factory=dict)
+    underflow: bool = False
+
+
+def _sources(
+    m: int, path: Path, nodes: Sequence[frozenset[str]], sizes: Mapping[str, int]
+) -> dict[int, list[str]]:
+    """For every variable, the node whose belief gives its marginal: a child of the step that sums
+    it out (an intermediate when one holds it: it needs an adjoint anyway; else the smallest
+    leaf), or the root for a variable never summed (a network of one leaf)."""
+    out: dict[int, list[str]] = {}
+    for k, (i, j) in enumerate(path):
+        gone = (nodes[i] | nodes[j]) - nodes[m + k]
+        for v in gone:
+            holders = [c for c in (i, j) if v in nodes[c]]
+            inner = [c for c in holders if c >= m]
+            pick = (
+                inner[0]
+                if inner
+                else min(holders, key=lambda c: math.prod(sizes[u] for u in nodes[c]))
+            )
+            out.setdefault(pick, []).append(v)
+    root = m + len(path) - 1
+    if nodes[root]:
+        out.setdefault(root, []).extend(sorted(nodes[root]))
+    return out
+
+
+def run_tree(
+    space: Space,
+    leaves: Sequence[Node],
+    path: Path,
+    nodes: Sequence[frozenset[str]],
+    checks: Sequence[float | None],
+    mar: bool,
+) -> TreeRun:
+    """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``);
+    ``checks[k]`` is node ``k``'s frame for the precision bound (None: its range fits)."""
+    m = len(leaves)
+    live: dict[int, Node] = dict(enumerate(leaves))
+    for k, (i, j) in enumerate(path):
+        live[m + k] = space.pair(live[i], live[j], nodes[m + k], checks[m + k])
+        if not mar:
+            if i >= m:
+                del live[i]
+            if j >= m:
+                del live[j]
+    root = m + len(path) - 1
+    ln_z = space.ln_total(live[root])
+    run = TreeRun(ln_z=space.host(ln_z))
+    if not mar or run.ln_z == -math.inf:
+        run.underflow = space.underflowed(run.ln_z)
+        return run
+    sizes = space.sizes
+    sources = _sources(m, path, nodes, sizes)
+    parent: dict[int, tuple[int, int]] = {}
+    for k, (i, j) in enumerate(path):
+        parent[i] = (m + k, j)
+        parent[j] = (m + k, i)
+    needed: set[int] = set()
+    for node in sources:
+        while node not in needed:
+            needed.add(node)
+            if node not in parent:
+                break
+            node = parent[node][0]
+    adjoints: dict[int, Node] = {root: space.ones(live[root].scope)}
+    for k in range(len(path) - 1, -1, -1):
+        here = m + k
+        if here not in adjoints:
+            continue
+        adj = adjoints[here]
+        i, j = path[k]
+        for child, sibling in ((i, j), (j, i)):
+            if child in needed:
+                adjoints[child] = space.adjoint(adj, live[sibling], live[child])
+        if here in sources:
+            run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
+        del adjoints[here]
+    for leaf in range(m):
+        if leaf in sources:
+            run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
+    run.underflow = space.underflowed(run.ln_z)
+    return run
+
+
+def run_sliced(
+    space: Space,
+    leaves: Sequence[Node],
+    path: Path,
+    nodes: Sequence[frozenset[str]],
+    checks: Sequence[float | None],
+    mar: bool,
+    sliced: Sequence[str],
+) -> TreeRun:
+    """:func:`run_tree` once per value of the ``sliced`` variables (``nodes`` without them), the
+    results added up in log space; a sliced variable's marginal is its slices' ``Z``."""
+    if not sliced:
+        return run_tree(space, leaves, path, nodes, checks, mar)
+    sizes = space.sizes
+    total = TreeRun(ln_z=-math.inf)
+    if mar:
+        total.log_marginals = {v: np.full(sizes[v], -math.inf) for v in sliced}
+    for values in itertools.product(*(range(sizes[v]) for v in sliced)):
+        index = dict(zip(sliced, values, strict=True))
+        part = run_tree(
+            space, [space.slice_leaf(x, index) for x in leaves], path, nodes, checks, mar
+        )
+        total.underflow |= part.underflow
+        if part.ln_z == -math.inf:
+            continue
+        total.ln_z = float(np.logaddexp(total.ln_z, part.ln_z))
+        if mar:
+            for v, x in index.items():
+                total.log_marginals[v][x] = np.logaddexp(total.log_marginals[v][x], part.ln_z)
+            for v, vec in part.log_marginals.items():
+                old = total.log_marginals.get(v)
+                total.log_marginals[v] = vec if old is None else np.logaddexp(old, vec)
+    return total

@@ -1,0 +1,55 @@
+"""How many bytes a contraction's arrays may take, on the device that holds them.
+
+One small function (:func:`contraction_room`), so that a single memory planner can take it over
+later: on the CuPy backend the device's free memory (CuPy's pool included), never the host's; on
+NumPy the run's limit (:func:`dcop.inference.memory.effective_limit`) less what the process
+already holds. ``--max-memory`` caps either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from dcop.inference.memory import Limit, effective_limit, human_bytes, resident_bytes
+
+#: Share of the device's free memory a contraction plans to use (the rest: CUDA's own workspace,
+#: cuBLAS's, fragmentation of the pool).
+DEVICE_SHARE = 0.8
+
+
+def on_device(backend: Any) -> Any:
+    """A context that makes the backend's device and stream current (CuPy: its ``_on``), so that
+    the engine's array calls queue behind the backend's own uploads; a no-op elsewhere."""
+    enter = getattr(backend, "_on", None)
+    return enter() if callable(enter) else contextlib.nullcontext()
+
+
+def device_free_bytes(backend: Any) -> float | None:
+    """Free memory of the backend's device (its pool's free blocks included); None for a backend
+    without a device."""
+    xp = getattr(backend, "xp", None)
+    if getattr(backend, "name", "") != "cupy" or xp is None:
+        return None
+    with backend.device:
+        free, _ = xp.cuda.runtime.memGetInfo()
+        pool = xp.get_default_memory_pool().free_bytes()
+    return float(free + pool)
+
+
+def contraction_room(backend: Any, max_bytes: float | None) -> Limit:
+    """The bytes the contraction's arrays may hold at their peak, and how to name that limit."""
+    free = device_free_bytes(backend)
+    if free is not None:
+        room = DEVICE_SHARE * free
+        text = f"{DEVICE_SHARE:.0%} of the device's free memory ({human_bytes(room)})"
+        if max_bytes is not None and max_bytes < room:
+            return Limit(float(max_bytes), f"the memory limit of {human_bytes(max_bytes)}")
+        return Limit(room, text, capped=max_bytes is not None)
+    limit = effective_limit(max_bytes)
+    held = resident_bytes()
+    return Limit(
+        max(0.0, limit.bytes - held),
+        f"{limit.text} less the {human_bytes(held)} held",
+        limit.capped,
+    )

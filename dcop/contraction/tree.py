@@ -1,0 +1,225 @@
+"""Contraction trees of a sum-product network: where they come from, what they cost, slicing.
+
+A network is the scope of every factor (its leaves ``0 .. m-1``) and the domain size of every
+variable; the output is empty (``Z``), so each variable is summed out at the first node whose
+subtree holds every leaf that has it. A tree is an SSA path: step ``k`` contracts nodes ``i`` and
+``j`` into node ``m + k`` (opt_einsum's and cotengra's ``ssa_path``).
+
+Sources of a tree (none of them a path search of ours):
+
+* an elimination order (:func:`order_path`): bucket elimination as pairwise contractions, the
+  tables holding a variable contracted smallest first, in the order's sequence; its largest
+  intermediate is the order's largest table. The order comes from :mod:`dcop.ordering` (a
+  pluggable provider, see :mod:`dcop.contraction.plan`);
+* opt_einsum's optimizers (:func:`optimizer_path`): ``greedy``, or ``random-greedy`` within a time
+  budget.
+
+:func:`analyse` gives each node's variables, the predicted flops (entries touched by every pair),
+the largest intermediate and the planned peak; :func:`slice_vars` asks cotengra which variables to
+slice so that the largest intermediate shrinks to a target size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Path = list[tuple[int, int]]
+#: Passes over each intermediate beyond its product, in flops (see TreeStats.cost).
+WRITE_PASSES = 3.0
+
+
+@dataclass(frozen=True)
+class TreeStats:
+    """What one tree costs on one network (``sliced`` variables fixed: one slice's cost).
+
+    ``nodes[k]`` is the set of variables of node ``k`` (leaves first, then one per step);
+    ``flops`` the entries of every pair's joint scope, summed; ``largest`` the entries of the
+    largest intermediate (or leaf); ``peak_pr``/``peak_mar`` the entries live at the worst moment
+    of a PR pass (intermediates freed once used) and of a MAR pass (every intermediate kept for
+    the backward pass, plus its adjoints).
+    """
+
+    nodes: tuple[frozenset[str], ...]
+    flops: float
+    largest: int
+    writes: float
+    peak_pr: int
+    peak_mar: int
+
+    @property
+    def cost(self) -> float:
+        """What the search ranks trees by: the flops, plus a few passes over every intermediate
+        (its peak, its tiny entries, copies into a matmul layout)."""
+        return self.flops + WRITE_PASSES * self.writes
+
+    def peak(self, task: str) -> int:
+        return self.peak_mar if task == "mar" else self.peak_pr
+
+
+def _entries(scope: frozenset[str] | Sequence[str], sizes: Mapping[str, int]) -> int:
+    return math.prod(sizes[v] for v in scope)
+
+
+def node_scopes(scopes: Sequence[Sequence[str]], path: Path) -> list[frozenset[str]]:
+    """The variables of every node of ``path``: a step keeps a variable while a leaf outside its
+    subtree still holds it (the output is empty)."""
+    total: dict[str, int] = {}
+    for scope in scopes:
+        for v in set(scope):
+            total[v] = total.get(v, 0) + 1
+    nodes: list[frozenset[str]] = [frozenset(s) for s in scopes]
+    # per node: how many leaves of its subtree hold each variable
+    counts: list[dict[str, int]] = [dict.fromkeys(s, 1) for s in nodes]
+    for i, j in path:
+        merged = dict(counts[i])
+        for v, c in counts[j].items():
+            merged[v] = merged.get(v, 0) + c
+        keep = {v: c for v, c in merged.items() if c < total[v]}
+        counts.append(keep)
+        nodes.append(frozenset(keep))
+    return nodes
+
+
+def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Path) -> TreeStats:
+    """Flops, largest intermediate and the planned peaks of ``path`` (see :class:`TreeStats`)."""
+    nodes = node_scopes(scopes, path)
+    m = len(scopes)
+    size = [_entries(n, sizes) for n in nodes]
+    flops = 0.0
+    writes = 0.0
+    live = sum(size[:m])
+    peak_pr = live
+    kept = live
+    largest = max(size, default=1)
+    for k, (i, j) in enumerate(path):
+        out = m + k
+        flops += float(_entries(nodes[i] | nodes[j], sizes))
+        writes += float(size[out])
+        # the pair's operands may be copied into a matmul layout while the output is built
+        during = live + size[i] + size[j] + size[out]
+        peak_pr = max(peak_pr, during)
+        live += size[out] - (size[i] if i >= m else 0) - (size[j] if j >= m else 0)
+        kept += size[out]
+    # MAR keeps every intermediate; the backward pass holds a parent's adjoint, the sibling's
+    # copy and the child's adjoint being built, plus one belief product
+    peak_mar = kept + 4 * largest
+    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr))
+
+
+def order_path(
+    scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], order: Sequence[str]
+) -> Path:
+    """Bucket elimination along ``order`` as an SSA path: for each variable, the nodes that hold
+    it are contracted pairwise, the two smallest first; nodes left at the end (0-d results of
+    separate components) are contracted last."""
+    m = len(scopes)
+    nodes = node_scopes(scopes, [])  # leaves
+    alive: dict[int, frozenset[str]] = dict(enumerate(nodes))
+    total: dict[str, int] = {}
+    for scope in scopes:
+        for v in set(scope):
+            total[v] = total.get(v, 0) + 1
+    held: dict[int, dict[str, int]] = {k: dict.fromkeys(s, 1) for k, s in alive.items()}
+    path: Path = []
+    next_id = m
+
+    def contract(i: int, j: int) -> int:
+        nonlocal next_id
+        merged = dict(held.pop(i))
+        for v, c in held.pop(j).items():
+            merged[v] = merged.get(v, 0) + c
+        keep = {v: c for v, c in merged.items() if c < total[v]}
+        del alive[i], alive[j]
+        k = next_id
+        next_id += 1
+        held[k] = keep
+        alive[k] = frozenset(keep)
+        path.append((i, j))
+        return k
+
+    for var in order:
+        holders = [k for k, s in alive.items() if var in s]
+        while len(holders) > 1:
+            holders.sort(key=lambda k: _entries(alive[k], sizes))
+            k = contract(holders[0], holders[1])
+            holders = [k, *holders[2:]]
+    rest = sorted(alive, key=lambda k: _entries(alive[k], sizes))
+    while len(rest) > 1:
+        k = contract(rest[0], rest[1])
+        rest = [k, *rest[2:]]
+    return path
+
+
+def optimizer_path(
+    scopes: Sequence[Sequence[str]],
+    sizes: Mapping[str, int],
+    method: str = "greedy",
+    max_time: float | None = None,
+) -> Path:
+    """An SSA path from opt_einsum's ``greedy`` or ``random-greedy`` (the latter stops after
+    ``max_time`` seconds)."""
+    import opt_einsum as oe
+    from opt_einsum.paths import linear_to_ssa
+
+    if len(scopes) < 2:
+        return []
+    inputs = [frozenset(s) for s in scopes]
+    if method == "greedy":
+        linear = oe.paths.greedy(inputs, frozenset(), dict(sizes))
+    elif method == "random-greedy":
+        optimizer = oe.RandomGreedy(max_repeats=10**6, max_time=max_time or 1.0)
+        linear = optimizer(inputs, frozenset(), dict(sizes))
+    else:
+        raise ValueError(f"unknown path optimizer {method!r}")
+    ssa = [tuple(step) for step in linear_to_ssa(linear)]
+    return _complete(len(scopes), [(int(s[0]), int(s[1])) for s in ssa if len(s) == 2], ssa)
+
+
+def _complete(m: int, pairs: Path, ssa: Sequence[tuple[int, ...]]) -> Path:
+    """opt_einsum may emit single-operand or 3+-operand steps; rewrite any path into pairs that
+    end in one root."""
+    if all(len(s) == 2 for s in ssa) and len(pairs) == m - 1:
+        return pairs
+    alias: dict[int, int] = {}
+    out: Path = []
+    next_id = m
+    ssa_id = m
+    for step in ssa:
+        ids = [alias.get(i, i) for i in step]
+        while len(ids) > 1:
+            out.append((ids[0], ids[1]))
+            ids = [next_id, *ids[2:]]
+            next_id += 1
+        alias[ssa_id] = ids[0]
+        ssa_id += 1
+    used = {i for pair in out for i in pair}
+    roots = [k for k in range(next_id) if k not in used]
+    while len(roots) > 1:
+        out.append((roots[0], roots[1]))
+        roots = [next_id, *roots[2:]]
+        next_id += 1
+    return out
+
+
+def slice_vars(
+    scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Path, target: int
+) -> tuple[str, ...]:
+    """cotengra's choice of variables to slice (sum over outside the contraction) so that no
+    intermediate of ``path`` exceeds ``target`` entries."""
+    import sys
+
+    import cotengra as ctg
+
+    # cotengra walks the tree recursively: a chain of n steps (an order's tree) is n deep
+    depth = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(depth, 4 * len(path) + 1000))
+    try:
+        tree = ctg.ContractionTree.from_path(
+            [tuple(s) for s in scopes], (), dict(sizes), ssa_path=[list(p) for p in path]
+        )
+        sliced = tree.slice(target_size=max(1, int(target)), seed=0)
+    finally:
+        sys.setrecursionlimit(depth)
+    return tuple(sorted(sliced.sliced_inds))

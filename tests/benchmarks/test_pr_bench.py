@@ -1,0 +1,67 @@
+"""Smoke tests of benchmarks/pr.py on small sizes: the anchor's einsum network, its PR beside
+dcop's (ln Z equal to 1e-9), the summary and the Markdown report."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import pr  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"name": "ising5x5", "source": "ising", "side": 5, "coupling": 1.0, "field": 0.1},
+        {"name": "bayes", "source": "bayes", "n": 12, "d": 2, "parents": 2, "window": 4},
+    ],
+)
+def test_anchor_and_dcop_agree(spec: dict[str, object]) -> None:
+    anchor = pr.run_anchor(spec)
+    ours = pr.run_dcop(spec, "pr")
+    assert anchor["status"] == ours["status"] == "ok"
+    assert pr.agree(ours["ln_z"], anchor["ln_z"], pr.ANCHOR_TOLERANCE)
+    assert anchor["largest"] >= 1 and anchor["path_s"] >= 0
+    assert ours["path_s"] is not None and ours["contract_s"] is not None
+    row: dict[str, object] = {"instance": spec["name"]}
+    pr.compare_anchor(row, ours, anchor)
+    assert anchor["agrees"] is True and math.isfinite(float(row["speedup_total"]))  # type: ignore[arg-type]
+
+
+def test_report_of_a_small_run() -> None:
+    spec = {"name": "ising4x4", "source": "ising", "side": 4, "coupling": 0.5, "field": 0.0}
+    ours = pr.run_dcop(spec, "pr")
+    mar = pr.run_dcop(spec, "mar")
+    anchor = pr.run_anchor(spec)
+    row = {
+        "instance": "ising4x4",
+        "n": 16,
+        "ordering": ours["ordering"],
+        "largest_table": ours["largest_table"],
+        "slices": 1,
+        "dcop": pr._keep(ours, "path_s", "contract_s", "space"),
+        "dcop_mar": pr._keep(mar),
+        "anchor": anchor,
+        "mar_over_pr": mar["seconds"] / ours["seconds"],
+    }
+    pr.compare_anchor(row, ours, anchor)
+    data = {
+        "meta": {
+            "command": "c",
+            "date": "d",
+            "machine": pr.machine_info(),
+            "limits": "l",
+            "gpu": "Fake GPU",
+        },
+        "rows": [row],
+        "summary": pr.summarize([row]),
+    }
+    assert data["summary"]["agree_1e-9"] == 1
+    text = pr.markdown(data, "gpu")
+    assert "| ising4x4 |" in text and "GPU: Fake GPU" in text

@@ -1,0 +1,42 @@
+"""Hundreds of agent processes: a 200-agent run finishes (CI), a 1000-agent one under ``slow``.
+
+Each agent is its own OS process with its own sockets; the answer equals bucket elimination's.
+No time is asserted (the shared test machines vary); the counts and the answer are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dcop.coordinator import run_local
+from dcop.generators import scale_free_network
+from dcop.inference import solve_be
+from dcop.protocol import RunSpec
+
+
+def _run_tree(n: int) -> None:
+    problem = scale_free_network(n, 3, 0.3, seed=1, m=1)  # a tree: `dcop generate --links 1`
+    result = run_local(problem, RunSpec("dpop"), timeout=600)
+    best = solve_be(problem).upper_bound
+    assert math.isclose(result.cost, best) if math.isfinite(best) else math.isinf(result.cost)
+    assert all(result.metrics["checks"].values()), result.metrics["checks"]
+    assert result.processes is not None
+    assert set(result.processes["exit_codes"].values()) == {0}
+    assert len({a["pid"] for a in result.agents.values()}) == n  # one process per variable
+    messages = result.metrics["messages"]
+    assert messages["util"] == n - 1 == messages["value"] and messages["token"] == 2 * (n - 1)
+    times = result.times
+    assert 0 < times["launch"] < times["total"]
+    hellos = result.processes["hello_s"]  # the launch, agent by agent
+    assert 0 < hellos["first"] <= hellos["median"] <= hellos["last"] <= times["launch"]
+
+
+def test_a_200_agent_tree() -> None:
+    _run_tree(200)
+
+
+@pytest.mark.slow
+def test_a_1000_agent_tree() -> None:
+    _run_tree(1000)

@@ -1,0 +1,90 @@
+"""Contraction PR/MAR on the fake CuPy (no GPU): the plan meets the device's free memory, not
+the host's, and is sliced to fit it; numbers equal NumPy's."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from dcop.errors import TableTooLarge
+from dcop.generators import ising_grid
+from dcop.inference.partition import infer
+
+
+def test_device_memory_check_refuses_on_a_fake_gpu(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CuPy the plan meets the device's free memory, not the host's: a device with 1 KiB free
+    refuses (with no --max-memory, which alone would have let the host's memory decide), and one
+    with room runs and equals NumPy."""
+    from dcop.contraction.memory import contraction_room
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(5, seed=1)
+    gpu = CupyBackend()
+    assert contraction_room(gpu, None).bytes == pytest.approx(0.8 * (1 << 34))
+    ok = infer(problem, "mar", backend=gpu)
+    cpu = infer(problem, "mar")
+    assert ok.backend == "cupy" and ok.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (1024, 1 << 34))
+    with pytest.raises(TableTooLarge, match="device's free memory"):
+        infer(problem, "pr", backend=gpu)
+    # --max-memory lowers the device's room further, never raises it
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (1 << 34, 1 << 34))
+    with pytest.raises(TableTooLarge, match="memory limit of"):
+        infer(problem, "pr", backend=gpu, max_bytes=1024.0)
+    assert contraction_room(gpu, 1e15).bytes == pytest.approx(0.8 * (1 << 34))
+
+
+def test_fake_gpu_plans_are_sliced_to_the_device(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(6, 0.7, 0.1, seed=3)
+    whole = infer(problem, "pr")
+    assert whole.tree is not None
+    inputs = sum(t.entries for t in problem.tables) * 8
+    free = (inputs + (whole.tree["peak_bytes_pr"] - inputs) / 2) / 0.8
+    monkeypatch.setattr(fake_cupy_module.cuda.runtime, "memGetInfo", lambda: (int(free), 1 << 34))
+    sliced = infer(problem, "pr", backend=CupyBackend())
+    assert sliced.tree is not None and sliced.tree["slices"] > 1
+    assert sliced.ln_partition == pytest.approx(whole.ln_partition, rel=1e-12)
+
+
+def test_an_agents_bucket_on_the_fake_gpu_equals_numpy(fake_cupy_module: ModuleType) -> None:
+    import numpy as np
+
+    from dcop.backend import get_backend
+    from dcop.contraction.bucket import sum_bucket
+    from dcop.gpu import CupyBackend
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(1)
+    tables = [
+        Table(("a", "b", "c"), rng.normal(size=(3, 2, 4)) + 50.0),
+        Table(("a", "c"), rng.normal(size=(3, 4))),
+        Table(("a", "d"), rng.normal(size=(3, 2)) - 80.0),
+    ]
+    cpu = get_backend("numpy")
+    gpu = CupyBackend()
+    expected = cpu.join_eliminate(tables, "a", "logsumexp", scope=("b", "c", "d"))
+    on_device = [gpu.table(t.scope, t.data) for t in tables]
+    got = sum_bucket(gpu, on_device, "a", ("b", "c", "d"))
+    assert got is not None
+    np.testing.assert_allclose(gpu.to_numpy(got.data), expected.data, rtol=1e-12)
+
+
+def test_a_narrow_model_is_one_opt_einsum_call_on_the_fake_gpu(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """A network whose range fits float unscaled: PR is one opt_einsum contraction on the
+    backend's library (CuPy here), equal to NumPy's scaled run."""
+    from dcop.gpu import CupyBackend
+
+    problem = ising_grid(4, 0.3, 0.1, seed=2)
+    cpu = infer(problem, "pr", space="log")
+    gpu = infer(problem, "pr", backend=CupyBackend())
+    assert gpu.space == "scaled"
+    assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)

@@ -1,0 +1,282 @@
+"""PR and MAR by tree contraction (dcop.contraction): brute force on small random models, scaled
+linear space equal to log space, sliced equal to unsliced, the underflow fallback, barren nodes,
+memory refusals (host and, on a fake CuPy, device)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dcop.backend import get_backend
+from dcop.contraction import contract, plan_contraction
+from dcop.contraction.barren import barren_tables
+from dcop.contraction.execute import pair_product
+from dcop.contraction.tree import analyse, node_scopes, optimizer_path, order_path
+from dcop.errors import TableTooLarge
+from dcop.generators import ising_grid, random_bayes
+from dcop.inference.memory import Limit
+from dcop.inference.partition import infer
+from dcop.io.uai import condition
+from dcop.model import CostTable, Problem, Variable
+from tests.inference.test_sumproduct import brute_force, observe, random_markov
+
+NUMPY = get_backend("numpy")
+
+
+def check(problem: Problem, task: str = "mar", **kwargs: object) -> None:
+    ln_z, marginals = brute_force(problem)
+    out = contract(problem, task, NUMPY, **kwargs)  # type: ignore[arg-type]
+    if ln_z == -math.inf:
+        assert out.ln_z == -math.inf and out.marginals is None
+        return
+    assert out.ln_z == pytest.approx(ln_z, rel=1e-11, abs=1e-11)
+    if task == "mar":
+        assert out.marginals is not None
+        for v, probs in marginals.items():
+            np.testing.assert_allclose(out.marginals[v], probs, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("evidence", [False, True])
+@pytest.mark.parametrize("space", ["auto", "scaled", "log"])
+def test_pr_and_mar_equal_brute_force(seed: int, evidence: bool, space: str) -> None:
+    """ln Z far from 0 both ways (every table shifted by ±300 in log space), zeros, evidence."""
+    problem = random_markov(seed, n=7, zeros=0.15, shift=(-1) ** seed * 300.0)
+    if evidence:
+        problem = observe(problem, seed)
+    check(problem, "mar", space=space)
+    check(problem, "pr", space=space)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_zeros_and_a_range_wider_than_float_carry_the_support(seed: int) -> None:
+    """Exact zeros beside entries e^-400 below their table's peak: products may fall below
+    float's range, so the run carries where each intermediate is exactly positive; whichever
+    space answers, it equals brute force."""
+    rng = np.random.default_rng(seed)
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
+    tables = []
+    for k in range(8):
+        scope = tuple(f"x{i}" for i in rng.choice(6, size=int(rng.integers(2, 4)), replace=False))
+        costs = rng.choice(
+            [0.0, 400.0, np.inf, 1.0], size=(2,) * len(scope), p=[0.4, 0.3, 0.2, 0.1]
+        )
+        costs.flat[0] = 0.0  # no table of zeros only
+        tables.append(CostTable(scope, costs, name=f"f{k}"))
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    check(problem, "mar")
+    check(problem, "pr")
+    result = infer(problem, "mar")
+    ln_z, _ = brute_force(problem)
+    if ln_z > -math.inf:
+        assert result.ln_partition == pytest.approx(ln_z, rel=1e-11)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_tree_source_gives_the_same_numbers(seed: int) -> None:
+    problem = random_markov(seed, n=8, zeros=0.0)
+    ln_z, _ = brute_force(problem)
+    for ordering in ("minfill", "mindegree", "pseudotree"):
+        out = contract(problem, "mar", NUMPY, ordering=ordering)
+        assert out.plan.source == f"order:{ordering}"
+        assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+    scopes = [t.scope for t in problem.tables]
+    sizes = problem.domain_sizes()
+    for path in (
+        optimizer_path(scopes, sizes),
+        optimizer_path(scopes, sizes, "random-greedy", 0.05),
+    ):
+        assert len(path) == len(scopes) - 1
+        assert not node_scopes(scopes, path)[-1]  # the root holds no variable: Z
+
+
+def test_scaled_equals_log_space_on_a_grid() -> None:
+    problem = ising_grid(7, 1.5, 0.3, seed=2)
+    scaled = infer(problem, "mar", space="scaled")
+    log = infer(problem, "mar", space="log")
+    buckets = infer(problem, "mar", method="buckets")
+    assert scaled.space == "scaled" and log.space == "log"
+    for other in (log, buckets):
+        assert scaled.ln_partition == pytest.approx(other.ln_partition, rel=1e-12)
+        assert other.marginals is not None and scaled.marginals is not None
+        for v, probs in other.marginals.items():
+            np.testing.assert_allclose(scaled.marginals[v], probs, atol=1e-12)
+
+
+def test_tiny_entries_that_cannot_matter_keep_scaled_space() -> None:
+    """Entries e^800 below their table's peak flush to zero, but the rest of the network cannot
+    bring them within 1e-13 of Z: scaled linear space stands, and equals brute force."""
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(4)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 1.0]]),
+        CostTable(("x1", "x2"), [[0.0, 800.0], [800.0, 0.5]]),
+        CostTable(("x2", "x3"), [[900.0, 0.0], [0.0, 900.0]]),
+        CostTable(("x3",), [0.0, 1500.0]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    ln_z, marginals = brute_force(problem)
+    out = contract(problem, "mar", NUMPY)
+    assert out.space == "scaled"
+    assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+    assert out.marginals is not None
+    for v, probs in marginals.items():
+        np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
+
+
+def test_underflow_falls_back_to_log_space() -> None:
+    """Z is made of entries e^800 below their table's peak only (the peak meets a zero): they
+    flush to zero in scaled linear space, whose bound marks the run, and log space answers
+    (and says so)."""
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(3)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 801.0]]),
+        CostTable(("x1", "x2"), [[np.inf, np.inf], [0.0, 0.5]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    ln_z, marginals = brute_force(problem)
+    assert ln_z < -790
+    out = contract(problem, "mar", NUMPY)
+    assert out.space == "log (scaled linear space underflowed)"
+    assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+    assert out.marginals is not None
+    for v, probs in marginals.items():
+        np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
+    assert contract(problem, "pr", NUMPY, space="log").ln_z == pytest.approx(ln_z, rel=1e-12)
+    # infer() hands the run to bucket elimination (log space) and says so
+    result = infer(problem, "mar")
+    assert result.space == "log (bucket elimination; scaled linear space underflowed)"
+    assert result.ln_partition == pytest.approx(ln_z, rel=1e-12)
+    assert "scaled_attempt" in result.times
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_sliced_equals_unsliced(task: str) -> None:
+    problem = observe(ising_grid(6, 0.8, 0.2, seed=4), 3)
+    whole = contract(problem, task, NUMPY)
+    assert not whole.plan.sliced
+    # room for the inputs and half of the rest of the whole tree's peak: slicing is needed
+    itemsize = 8
+    inputs = sum(t.entries for t in problem.tables)
+    peak = whole.plan.stats.peak(task)
+    room = Limit((inputs + (peak - inputs) // 2) * itemsize * 1.0, "a test limit")
+    sliced = contract(problem, task, NUMPY, room=room)
+    assert sliced.plan.sliced and sliced.plan.slices > 1
+    assert sliced.plan.stats.largest < whole.plan.stats.largest
+    assert sliced.ln_z == pytest.approx(whole.ln_z, rel=1e-12)
+    if task == "mar":
+        assert sliced.marginals is not None and whole.marginals is not None
+        for v, probs in whole.marginals.items():
+            np.testing.assert_allclose(sliced.marginals[v], probs, atol=1e-12)
+    with pytest.raises(TableTooLarge, match="no slicing"):
+        contract(problem, task, NUMPY, room=Limit(inputs * itemsize / 2, "a tiny limit"))
+
+
+def test_pair_product_is_einsum() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 3, 4, 5))
+    b = rng.random((5, 3, 6))
+    for keep in ("bcf", "cf", "bf", "bc", ""):
+        out, scope = pair_product(np, a, tuple("bcde"), b, tuple("ecf"), frozenset(keep))
+        expected = np.einsum("bcde,ecf->" + "".join(scope), a, b)
+        assert set(scope) == set(keep)
+        np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_order_tree_has_the_order_width() -> None:
+    problem = ising_grid(8, seed=0)
+    from dcop.ordering import elimination_order, largest_table
+
+    order = elimination_order("minfill", problem.neighbours())
+    scopes = [t.scope for t in problem.tables]
+    sizes = problem.domain_sizes()
+    stats = analyse(scopes, sizes, order_path(scopes, sizes, order))
+    assert stats.largest <= largest_table(problem.neighbours(), order, sizes)
+
+
+def test_barren_nodes_of_a_bayes_network_are_pruned_exactly() -> None:
+    net = random_bayes(9, d=2, parents=2, seed=5)
+    assert barren_tables(net) == []  # no evidence: everything is barren, Z = 1
+    out = contract(net, "pr", NUMPY)
+    assert out.ln_z == pytest.approx(0.0, abs=1e-12) and out.pruned == len(net.tables)
+    observed = {"x3": 1}
+    variables, tables = condition(list(net.variables.values()), net.tables, observed)
+    with_e = Problem.build(
+        variables,
+        tables,
+        cost_kind="neg_ln",
+        meta={"uai_network": "BAYES", "evidence": observed},
+    )
+    kept = barren_tables(with_e)
+    assert 0 < len(kept) < len(tables)
+    ln_z, _ = brute_force(with_e)
+    pruned = contract(with_e, "pr", NUMPY)
+    assert pruned.pruned == len(tables) - len(kept)
+    assert pruned.ln_z == pytest.approx(ln_z, rel=1e-12)
+    # MAR needs every variable: nothing is pruned
+    check(with_e, "mar")
+    # a table that does not sum to one is never dropped
+    skewed = [
+        CostTable(t.scope, t.costs + 0.1, t.name) if t.scope[-1] == "x8" else t for t in tables
+    ]
+    odd = Problem.build(variables, skewed, cost_kind="neg_ln", meta=with_e.meta)
+    assert len(barren_tables(odd)) == len(skewed)
+    assert contract(odd, "pr", NUMPY).ln_z == pytest.approx(brute_force(odd)[0], rel=1e-12)
+
+
+def test_plan_records_the_search_and_the_candidates() -> None:
+    problem = ising_grid(10, seed=0)
+    result = infer(problem, "pr")
+    assert result.tree is not None
+    assert result.tree["search_s"] == result.times["path"] > 0
+    assert result.tree["largest_intermediate"] == result.largest_table
+    doc = result.to_json()
+    assert doc["solver"]["space"] == "scaled"
+    assert doc["solver"]["tree"]["source"] == result.ordering
+
+
+def test_plan_prefers_the_cheapest_fitting_tree() -> None:
+    problem = ising_grid(9, seed=0)
+    scopes = [t.scope for t in problem.tables]
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        problem.neighbours(),
+        list(problem.variables),
+        "pr",
+        Limit(1e12, "plenty"),
+    )
+    assert plan.candidates[plan.source]["flops"] == min(
+        c["flops"] for c in plan.candidates.values()
+    )
+    assert not plan.sliced and plan.slices == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_bucket_by_the_engine_equals_log_space(seed: int) -> None:
+    """An agent's bucket: ln Σ_var exp(Σ tables) by scaled linear products equals the fused
+    log-space join+eliminate (zeros, log values far from 0 both ways)."""
+    from dcop.contraction.bucket import sum_bucket
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(seed)
+    names = [f"v{i}" for i in range(7)]
+    sizes = {v: int(rng.integers(2, 4)) for v in names}
+    tables = []
+    for _ in range(4):
+        others = list(rng.choice(names[1:], size=int(rng.integers(1, 4)), replace=False))
+        scope = tuple(["v0", *others])
+        logs = rng.normal(size=tuple(sizes[v] for v in scope)) + (-1) ** seed * 400.0
+        logs[rng.random(logs.shape) < 0.1] = -np.inf
+        tables.append(Table(scope, logs))
+    out_scope = tuple(sorted({v for t in tables for v in t.scope} - {"v0"}))
+    expected = NUMPY.join_eliminate(tables, "v0", "logsumexp", scope=out_scope)
+    got = sum_bucket(NUMPY, tables, "v0", out_scope)
+    assert got is not None and got.scope == out_scope
+    np.testing.assert_allclose(got.data, expected.data, rtol=1e-12, atol=1e-9)
+    # a range scaled linear space cannot hold: None, and the caller runs log space
+    wide = [Table(("v0", "v1"), np.array([[0.0, -900.0], [-900.0, 0.0]]))] * 2
+    assert (
+        sum_bucket(NUMPY, [*wide, Table(("v0",), np.array([-1000.0, 0.0]))], "v0", ("v1",)) is None
+    )
