@@ -100,12 +100,12 @@ UTIL_OVERHEAD_BYTES = 4096
 AGENT_BASE_BYTES = 64 << 20
 
 
-def agent_peak_bytes(part_bytes: int, largest_bytes: int, total_bytes: int) -> int:
+def agent_peak_bytes(part_bytes: float, largest_bytes: float, total_bytes: float) -> float:
     """An agent's planned peak: its base, its own tables (the received frame and its backend
     copy), the UTIL it builds, and the children's UTILs it holds meanwhile (at most the whole
     tree's, at most twice its own: issue 33 item 7 measured 2.07x the UTIL for a chain of
     large UTILs). ``--max-memory`` caps this for every agent."""
-    held = min(max(0, total_bytes - largest_bytes), 2 * largest_bytes)
+    held = min(max(0.0, total_bytes - largest_bytes), 2 * largest_bytes)
     return AGENT_BASE_BYTES + 2 * part_bytes + largest_bytes + held
 
 
