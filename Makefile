@@ -65,11 +65,14 @@ fuzz: $(VENV)/.installed-test
 	done; \
 	if [ $$status -ne 0 ]; then echo "fuzz: crashes in $(FUZZ_WORK)/crashes"; fi; exit $$status
 
-# 200 distributed DPOP/ADPOP solves checked against BE, with agent kills, SIGTERM to `dcop run`,
-# forged coordinator frames and self-connect attempts mixed in (not in CI; see benchmarks/soak.py).
-SOAK_ARGS ?=
+# The soak suite (tests/soak, pytest marker `soak`, not in CI): benchmarks/soak.py's distributed
+# solves with kills, SIGTERM, forged frames and self-connect attempts checked against BE
+# (SOAK_RUNS of them), the wire attacks of issue 33 in both modes, and the expansion files
+# against --max-memory (SOAK_ARITY). The soak script alone: python benchmarks/soak.py --help.
+SOAK_RUNS ?= 200
+SOAK_ARITY ?= 25
 soak: $(VENV)/.installed-test
-	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
+	SOAK_RUNS=$(SOAK_RUNS) SOAK_ARITY=$(SOAK_ARITY) $(BIN)/python -m pytest -m soak tests/soak -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -55,10 +55,15 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
+from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
 from dcop.tables import Op, TableBackend
 
 log = logging.getLogger("dcop.agents")
+#: Undecodable frames are logged once per sender per few seconds, with a count: a flood of them
+#: must not fill the disk (a stranger's garbage is refused by the transport; this is for the
+#: peers it accepts).
+_drops = RateLimitedLog(log)
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
 FROM_NEIGHBOUR = ("degree", "token", "offer", "util", "value", "down", "heartbeat")
@@ -210,8 +215,10 @@ class Agent:
         )
 
     def _beat(self) -> None:
-        # an idle serving agent repeats its hello: a coordinator started later learns of it
-        if self.session is None and self.cfg.serving:
+        # an idle serving agent repeats its hello: a coordinator started later learns of it; so
+        # does a one-shot agent its coordinator has not answered yet (its first hello may have
+        # gone to whoever held the coordinator's port before it: a squatter, issue 33 item 1)
+        if self.session is None and (self.cfg.serving or not self.coordinator_heard):
             self._hello()
         elif not self._has_work():
             return  # waiting for the coordinator: it watches my process and link meanwhile
@@ -254,7 +261,11 @@ class Agent:
         coordinator's port connects (a coordinator started for the next problem), instead of at
         its next heartbeat: that wait was most of a warm cluster's time per problem."""
         joined = self.transport.joined_peers()
-        if COORDINATOR_ID in joined and self.cfg.serving and self.session is None:
+        if (
+            COORDINATOR_ID in joined
+            and self.session is None
+            and (self.cfg.serving or not self.coordinator_heard)
+        ):
             self._hello()
 
     def _check_losses(self) -> bool:
@@ -268,8 +279,15 @@ class Agent:
                 if not self.coordinator_heard:
                     continue  # not started yet: its first message is still to come
                 if self.cfg.serving:
+                    self._drain()  # its last words (the problem's done) may still be queued
+                    if self.session is None:  # its problem is over: leaving is what it does
+                        log.info("agent %d: the coordinator left; waiting for the next", self.me)
+                        continue
                     log.warning(
-                        "agent %d: the coordinator went away; waiting for the next", self.me
+                        "agent %d: the coordinator went away during problem %d; waiting for "
+                        "the next",
+                        self.me,
+                        self.problem,
                     )
                     self._end_problem("the coordinator went away")
                     continue
@@ -317,7 +335,9 @@ class Agent:
                 raise ProtocolError(f"unexpected {env.type} message from {sender}")
         except ProtocolError as exc:
             self.meter.dropped()
-            log.warning("agent %d: dropped a frame from %s: %s", self.me, sender, exc)
+            _drops.warning(
+                (self.me, sender), "agent %d: dropped a frame from %s: %s", self.me, sender, exc
+            )
             return
         if sender == COORDINATOR_ID:
             self.coordinator_heard = True
@@ -377,6 +397,9 @@ class Agent:
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
         for n in (*setup.neighbours, *setup.links):  # links: the elimination tree's extra edges
             self.transport.connect_peer(n.id, n.endpoint)
+        settle = getattr(self.transport, "settle", None)
+        if settle is not None and not self.cfg.serving:
+            settle([n.id for n in setup.neighbours])  # nobody else becomes a neighbour now
         self.session = Session(
             self.me,
             part,

@@ -72,6 +72,14 @@ def agent(
     keys: Annotated[
         str | None, typer.Option(help="Directory holding agent-<id>.key_secret (with --secure).")
     ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            help="Allow --serve without --secure on an address other than loopback: anyone who "
+            "can reach this agent's or the coordinator's port can then submit problems to it "
+            "or shut it down."
+        ),
+    ] = False,
     log_level: Annotated[
         LogLevel, typer.Option(help="Log level.", case_sensitive=False)
     ] = LogLevel.WARNING,
@@ -94,6 +102,7 @@ def agent(
             max_message_mib=max_message_mib,
             secure=secure,
             keys=keys,
+            insecure=insecure,
             log_level=log_level.value,
             fault=fault,
         )

@@ -30,6 +30,7 @@ from dcop.model import CostTable
 from dcop.protocol import COORDINATOR_ID, Error, encode
 from dcop.protocol.agent_options import AgentOptions
 from dcop.protocol.curve import CurveConfig, load_keypair
+from dcop.protocol.endpoints import is_loopback
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 from dcop.protocol.runspec import message_limit, peer_timeout_for
 from dcop.tables import TableBackend
@@ -109,6 +110,18 @@ def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTab
     return problem.tables_of(entry.variable), var.size
 
 
+def _refuse_open_serving(endpoint: str, coordinator: str) -> None:
+    """A serving agent in open mode takes problems and --shutdown from whoever reaches it: only
+    on this host's loopback, unless --insecure says that is meant."""
+    for where in (endpoint, coordinator):
+        if not is_loopback(where):
+            raise InputError(
+                f"--serve without --secure on {where}, which other hosts can reach: anyone who "
+                "can reach it could submit problems or shut the agents down; use --secure "
+                "--keys DIR, or --insecure to accept that"
+            )
+
+
 def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
     """Run the agent ``options`` describe, then exit with its code (see the module docstring).
     ``peers``: the peers.json they name, already read (a forked agent's template reads it once)."""
@@ -125,6 +138,8 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
         if peers is None:
             peers = load_peers(Path(options.peers_file))
         entry = peers.agent(ident)
+        if options.serve and not options.secure and not options.insecure:
+            _refuse_open_serving(entry.endpoint, peers.coordinator)
         curve = curve_config(peers, entry, options.keys) if options.secure else None
         device, split = gpu_device(options.gpu, ident)
     except DcopError as exc:

@@ -17,6 +17,7 @@ the i-th agent (by id).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import secrets
@@ -70,6 +71,7 @@ from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
+from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
@@ -79,6 +81,9 @@ from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
 
 log = logging.getLogger("dcop.coordinator")
+#: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill
+#: the disk).
+_drops = RateLimitedLog(log)
 
 #: The exception an agent's Error message becomes, by its kind.
 ERROR_TYPES: dict[str, type[DcopError]] = {
@@ -89,6 +94,20 @@ ERROR_TYPES: dict[str, type[DcopError]] = {
 }
 #: A UTIL message's header and per-table framing, beside its entries (bytes; generous).
 UTIL_OVERHEAD_BYTES = 4096
+
+#: An agent process's own memory beside its tables (interpreter, NumPy, ZeroMQ; RSS counts the
+#: pages it shares with its template too), in the agents' memory plan.
+AGENT_BASE_BYTES = 64 << 20
+
+
+def agent_peak_bytes(part_bytes: float, largest_bytes: float, total_bytes: float) -> float:
+    """An agent's planned peak: its base, its own tables (the received frame and its backend
+    copy), the UTIL it builds, and the children's UTILs it holds meanwhile (at most the whole
+    tree's, at most twice its own: issue 33 item 7 measured 2.07x the UTIL for a chain of
+    large UTILs). ``--max-memory`` caps this for every agent."""
+    held = min(max(0.0, total_bytes - largest_bytes), 2 * largest_bytes)
+    return AGENT_BASE_BYTES + 2 * part_bytes + largest_bytes + held
+
 
 #: How the run's pseudo-tree is chosen: ``auto`` offers the coordinator's elimination tree beside
 #: the agents' DFS candidates where it is narrower than the first DFS tree, and keeps the
@@ -140,6 +159,7 @@ class Coordinator:
         before_start: Callable[[], None] | None = None,
         hellos: dict[int, Hello] | None = None,
         on_status: Callable[[Progress], None] | None = None,
+        host_memory: int | None = None,
         origin: float | None = None,
         tree: str = "auto",
         order_time: float | None = None,
@@ -147,6 +167,8 @@ class Coordinator:
         if tree not in TREE_POLICIES:
             raise DcopError(f"unknown tree policy {tree!r}; use one of {', '.join(TREE_POLICIES)}")
         self.problem = problem
+        #: memory every agent of this run shares (they run on this host: ``dcop run``)
+        self.host_memory = host_memory
         #: where ``timeout`` and ``times.total`` count from (monotonic): the command's start, so
         #: the agents' launch counts; None: when :meth:`run` is called
         self.origin = origin
@@ -214,6 +236,7 @@ class Coordinator:
         """Run to the end; return the typed result. Raises a DcopError naming the agent on a
         fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
         self.t0 = self.origin if self.origin is not None else time.monotonic()
+        self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         deadline = self.t0 + self.timeout
         try:
             # Setups go out during the hello phase: each agent's as soon as it and its
@@ -222,6 +245,7 @@ class Coordinator:
             # 31 random bits tell this problem from a serving agent's last one, in a msgpack
             # int of 5 bytes (62 bits took 9 in every message's header)
             self.number = secrets.randbits(31) + 1
+            self._check_parts()  # before any table is sent
             self._send_setups(self.active)  # agents whose hellos came before this problem
             self._wait(
                 lambda: all(a in self.hellos for a in self.active),
@@ -283,6 +307,9 @@ class Coordinator:
         self.moved_at = next_beat
         while not done():
             now = time.monotonic()
+            # since the last turn of any phase: a stop between two phases counts too
+            self._check_own_pause(now - (self._turn or now))
+            self._turn = now
             if now >= deadline:
                 raise RunTimeout(self._deadline_message(phase))
             if now >= next_beat:
@@ -292,6 +319,64 @@ class Coordinator:
             item = self.transport.recv(min(deadline, next_beat) - now)
             if item is not None:
                 self._on_frames(*item)
+
+    @functools.cached_property
+    def part_bytes(self) -> dict[int, int]:
+        """Each agent's own tables in the run's dtype (its Setup's frames), in bytes."""
+        sizes = self.problem.domain_sizes()
+        itemsize = self.dtype.itemsize
+        return {
+            a: sum(math.prod(sizes[v] for v in t.scope) for t in self.problem.tables_of(var))
+            * itemsize
+            for a, var in self.layout.variable.items()
+        }
+
+    def _check_parts(self) -> None:
+        """Refuse (too_large) before any table is sent a setup over the message limit, or an
+        agent whose own tables alone break --max-memory: each agent in a table's scope gets
+        its own copy, and a tiny file's one huge table once took 27 agents to 16.9 GiB."""
+        memory = self.spec.max_memory_bytes
+        if not self.part_bytes:
+            return
+        a, nbytes = max(self.part_bytes.items(), key=lambda kv: (kv[1], -kv[0]))
+        if nbytes > self.spec.max_message_bytes:  # its exact size is checked as it is sent
+            raise TableTooLarge(
+                f"{self.name(a)}'s own tables hold {nbytes / 2**20:.4g} MiB, more than the "
+                f"message limit of {self.spec.max_message_bytes / 2**20:g} MiB its setup must "
+                "fit in; refused before any table was sent"
+            )
+        if self.host_memory is not None:
+            # the tables only: the agents' base is mostly pages shared with their template
+            together = sum(2 * b for b in self.part_bytes.values())
+            if together > self.host_memory:
+                raise TableTooLarge(
+                    f"the agents' own tables (each agent in a table's scope gets its own copy) "
+                    f"need {together / 2**30:.4g} GiB together, more than the "
+                    f"{self.host_memory / 2**30:.4g} GiB this host has free; refused before "
+                    "any table was sent"
+                )
+        need = agent_peak_bytes(nbytes, 0, 0)
+        if memory is not None and need > memory:
+            raise TableTooLarge(
+                f"{self.name(a)}'s own tables hold {nbytes / 2**20:.4g} MiB: with its base and "
+                f"their copy it needs {need / 2**20:.4g} MiB > the memory limit of "
+                f"{memory / 2**20:g} MiB; refused before any table was sent"
+            )
+
+    def _check_own_pause(self, gap_s: float) -> None:
+        """The coordinator's own loop stood still for ``gap_s`` (SIGSTOP, a starved host): past
+        the peer timeout its agents have taken it for dead, and whatever it finds next (agents
+        gone, silent) is its own doing, not theirs: say so, instead of blaming "agent 0"."""
+        if gap_s > self.spec.peer_timeout:
+            raise RunError(
+                f"the coordinator itself stood still for {gap_s:.1f} s during {self.phase} "
+                f"(stopped, e.g. SIGSTOP, or starved of CPU), longer than the peer timeout of "
+                f"{self.spec.peer_timeout:g} s: its agents took it for dead"
+            )
+        if gap_s > 2 * self.heartbeat_s:
+            # a shorter pause: the agents' silence meanwhile was this loop's deafness
+            for ident in self.last_seen:
+                self.last_seen[ident] += gap_s
 
     def _deadline_message(self, phase: str) -> str:
         if phase == "hello":
@@ -457,7 +542,7 @@ class Coordinator:
             if env.problem not in (0, self.number):
                 return  # a late message of an earlier problem
         except ProtocolError as exc:
-            log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
+            _drops.warning((sender,), "coordinator: dropped a frame from %s: %s", sender, exc)
             return
         self.last_seen[sender] = time.monotonic()
         counts = self.received.setdefault(env.type, [0, 0])
@@ -526,8 +611,10 @@ class Coordinator:
         variable = self.layout.variable[agent]
         own = self.problem.tables_of(variable)
         domain = self.problem.variables[variable].size
-        tables = tuple(WireTable.from_array(t.scope, t.costs.astype(self.dtype)) for t in own)
-        digest = part_digest(variable, domain, [(t.scope, t.costs) for t in own])
+        # float64 for the digest and the run's dtype for the wire, each made and dropped here:
+        # a sparse table's dense form is never cached in the coordinator
+        digest = part_digest(variable, domain, [(t.scope, t.dense(np.float64)) for t in own])
+        tables = tuple(WireTable.from_array(t.scope, t.dense(self.dtype)) for t in own)
         neighbours = tuple(
             Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
             for n in sorted(self.layout.neighbours[agent])
@@ -595,7 +682,17 @@ class Coordinator:
 
         def fits(j: int) -> bool:
             nbytes = sizings[j].largest * itemsize
-            return nbytes + UTIL_OVERHEAD_BYTES <= limit and (memory is None or nbytes <= memory)
+            if nbytes + UTIL_OVERHEAD_BYTES > limit:
+                return False
+            if memory is None:
+                return True
+            who = sizings[j].agent
+            part = (
+                self.part_bytes.get(who, 0)
+                if who is not None
+                else max(self.part_bytes.values(), default=0)
+            )
+            return agent_peak_bytes(part, nbytes, sizings[j].total * itemsize) <= memory
 
         fitting = [z for j, z in enumerate(zs) if z is not None and fits(j)]
         if self.spec.algo == "auto":

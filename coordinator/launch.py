@@ -171,8 +171,11 @@ def run_local(
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
         if workdir is None:
-            folder = Path(tempfile.mkdtemp(prefix="dcop-run-"))
-            stack.callback(remove_folder, folder)
+            runs = runs_folder()
+            sweep_leftovers(runs)
+            folder = Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runs))
+            stack.callback(remove_run_folder, folder)
+            stack.enter_context(workdir_lock(folder))  # a later run knows this one is alive
         else:
             folder = Path(workdir)
             folder.mkdir(parents=True, exist_ok=True)
@@ -230,6 +233,7 @@ def run_local(
             monitor=procs.dead,
             before_start=ready,
             on_status=on_status,
+            host_memory=free_memory(),
             origin=origin,
             tree=tree,
             order_time=order_time,
@@ -267,6 +271,78 @@ def run_local(
             },
             file=str(problem_file) if problem_file is not None else None,
         )
+
+
+#: Where ``dcop run`` keeps each run's folder (peers.json, keys, the agents' logs) while it runs:
+#: ``<system temp folder>/dcop-runs/run-*``. A run killed with SIGKILL cannot remove its own; the
+#: next run (or ``dcop run --clean``) removes every folder whose lock no live run holds.
+RUNS_FOLDER = "dcop-runs"
+RUN_PREFIX = "run-"
+#: A folder without its lock yet is a run that is just starting, unless it is older than this.
+UNLOCKED_GRACE_S = 60.0
+
+
+def runs_folder() -> Path:
+    """The folder of ``dcop run``'s run folders (made if missing; mode 0700)."""
+    path = Path(tempfile.gettempdir()) / RUNS_FOLDER
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def sweep_leftovers(runs: Path) -> int:
+    """Remove the run folders in ``runs`` that no live run holds (left by killed runs); return
+    how many. A live run holds its folder's lock (:func:`workdir_lock`)."""
+    removed = 0
+    try:
+        entries = list(runs.iterdir())
+    except OSError:
+        return 0
+    for folder in entries:
+        if not folder.name.startswith(RUN_PREFIX) or not folder.is_dir():
+            continue
+        lock = folder / ".dcop-run.lock"
+        try:
+            handle = open(lock, "r+")  # noqa: SIM115  # closed below
+        except FileNotFoundError:
+            try:
+                fresh = time.time() - folder.stat().st_mtime < UNLOCKED_GRACE_S
+            except OSError:
+                continue
+            if not fresh:
+                remove_folder(folder)
+                removed += 1
+            continue
+        except OSError:
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live run
+            remove_folder(folder)
+            removed += 1
+    return removed
+
+
+def free_memory() -> int | None:
+    """Memory free on this host (bytes), which ``dcop run``'s agents share; None if unknown."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def remove_run_folder(folder: Path) -> None:
+    """Remove a run's folder, and the runs' folder with it when no other run is left there."""
+    try:
+        remove_folder(folder)
+    finally:
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()
 
 
 def launch_profile(hellos: Iterable[float]) -> dict[str, float] | None:

@@ -34,7 +34,7 @@ def random_edges(n: int, p1: float, rng: np.random.Generator) -> list[tuple[int,
         raise ModelError("a network needs n >= 1")
     if not 0.0 <= p1 <= 1.0:
         raise ModelError(f"density p1 must be in [0, 1], not {p1}")
-    m = math.floor(p1 * n * (n - 1) / 2 + 1e-9)
+    m = random_edge_count(n, p1)
     if n > 1 and m < n - 1:
         raise ModelError(f"p1={p1} gives {m} edges: too few for a connected graph of {n} nodes")
     import networkx as nx  # only the random networks need it: imported on use
@@ -84,6 +84,23 @@ def grid_edges(n: int) -> list[tuple[int, int]]:
             if r + 1 < side:
                 edges.append((i, i + side))
     return edges
+
+
+#: Bytes a generated network holds per edge besides its table (the edge list, the graph the
+#: connectivity check builds, the table object and its name), measured roughly (~1 KB).
+EDGE_OVERHEAD_BYTES = 1024
+
+
+def network_bytes(edges: int, n: int, d: int, pairs: int = 0) -> int:
+    """A rough peak of the memory generating a network of ``edges`` binary ``d x d`` tables over
+    ``n`` variables takes (float64 tables, twice over while a table is drawn; ``pairs``: the
+    candidate pairs the random generator lists), to refuse a size before making it."""
+    return edges * (2 * 8 * d * d + EDGE_OVERHEAD_BYTES) + 64 * pairs + 512 * n
+
+
+def random_edge_count(n: int, p1: float) -> int:
+    """The edges of :func:`random_edges` for ``n`` and ``p1``."""
+    return math.floor(p1 * n * (n - 1) / 2 + 1e-9)
 
 
 def network_problem(

@@ -207,20 +207,36 @@ class CostTable:
     def costs(self) -> FloatArray:
         """The dense array (built on first access for a sparse table, then cached)."""
         if self._dense is None:
-            object.__setattr__(self, "_dense", self._materialise())
+            dense = self._materialise()
+            dense.flags.writeable = False
+            object.__setattr__(self, "_dense", dense)
         assert self._dense is not None
         return self._dense
 
-    def _materialise(self) -> FloatArray:
+    def dense(self, dtype: Any = np.float64, *, own: bool = False) -> np.ndarray:
+        """The dense array in ``dtype``, for a run that makes its own copy in its dtype. A dense
+        table gives its array (cast when the dtype differs); a sparse one a new array built in
+        ``dtype`` directly and not cached: a float64 array cached besides the run's float32
+        copy was three times the memory the run's plan counted (issue 33: a 145-byte file
+        with one default-only function peaked at 2 GiB under a 1.2 GB limit). ``own``: the
+        caller gets an array of its own, to change in place."""
+        if self._dense is not None:
+            same = self._dense.dtype == np.dtype(dtype)
+            return self._dense.copy() if same and own else self._dense.astype(dtype, copy=not same)
+        return self._materialise(dtype)
+
+    def _materialise(self, dtype: Any = np.float64) -> np.ndarray:
         assert self._index is not None and self._values is not None
-        need = self.entries * 8
+        itemsize = np.dtype(dtype).itemsize
+        need = self.entries * itemsize
         if need > _available_bytes():
             raise TableTooLarge(
                 f"table {self.label} over {self.arity} variables has {self.entries} entries "
-                f"({need / 2**30:.1f} GiB as float64), more than the memory available"
+                f"({need / 2**30:.1f} GiB as {np.dtype(dtype).name}), more than the memory "
+                "available"
             )
         try:
-            dense = np.full(self._shape, self._default, dtype=np.float64)
+            dense = np.full(self._shape, self._default, dtype=dtype)
         except (ValueError, MemoryError) as exc:
             raise TableTooLarge(
                 f"table {self.label} with {self.entries} entries cannot be built densely ({exc})"
@@ -229,7 +245,6 @@ class CostTable:
             dense[()] = self._values[-1]
         elif len(self._values):
             dense[tuple(self._index.T)] = self._values
-        dense.flags.writeable = False
         return dense
 
     def cost_of(self, assignment: Mapping[str, int]) -> float:

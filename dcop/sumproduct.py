@@ -84,7 +84,12 @@ def log_tables(
 ) -> list[Table]:
     """Cost tables (``-ln`` of potentials) as backend tables of ``ln`` potentials: what an agent
     turns its own constraints into before its first UTIL."""
-    return [backend.table(t.scope, np.negative(t.costs), dtype) for t in tables]
+    out = []
+    for t in tables:
+        # in the run's dtype from the start; negated in place where the array is a new one
+        dense = t.dense(dtype, own=True)
+        out.append(backend.table(t.scope, np.negative(dense, out=dense), dtype))
+    return out
 
 
 #: The name of an axis that stands for several variables at once (never a variable's name).

@@ -132,6 +132,8 @@ def agent_command(agent_id: int, options: ComposeOptions, *, keys_dir: str | Non
         cmd += ["--gpu", "0"]  # the reserved device is the container's device 0
     if keys_dir is not None:
         cmd += ["--secure", "--keys", keys_dir]
+    else:  # open mode on the compose project's own network: anyone on it can reach the agents
+        cmd.append("--insecure")
     return cmd
 
 

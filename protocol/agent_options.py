@@ -36,6 +36,8 @@ class AgentOptions:
     max_message_mib: float = DEFAULT_MAX_MESSAGE_MIB
     secure: bool = False
     keys: str | None = None
+    #: serve in open mode on an address other than loopback (see ``dcop-agent --insecure``)
+    insecure: bool = False
     log_level: str = "WARNING"
     fault: str | None = None
 
@@ -52,6 +54,8 @@ class AgentOptions:
             out.append("--secure")
         if self.keys is not None:
             out += ["--keys", self.keys]
+        if self.insecure:
+            out.append("--insecure")
         if self.problem is not None:
             out += ["--problem", self.problem]
         if self.max_message_mib != DEFAULT_MAX_MESSAGE_MIB:

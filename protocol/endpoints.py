@@ -52,6 +52,27 @@ def split_endpoint(endpoint: str) -> tuple[str, str] | None:
     return host.strip("[]"), port
 
 
+def is_loopback(endpoint: str) -> bool:
+    """Whether ``endpoint`` (``tcp://host:port``, ``ipc://``, ``inproc://``) can be reached from
+    this host only: a loopback address, or a name that resolves to one. A wildcard (``*``) or a
+    name that does not resolve is not."""
+    if endpoint.startswith(("ipc://", "inproc://")):
+        return True
+    parts = split_endpoint(endpoint)
+    if parts is None:
+        return False
+    host = parts[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
 def endpoint_port(endpoint: str) -> int | None:
     """The TCP port of an endpoint, or None (wildcard port, not TCP)."""
     parts = split_endpoint(endpoint)

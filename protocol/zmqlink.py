@@ -36,7 +36,10 @@ What open mode protects, and what it does not
     pose as one of its neighbours and send it protocol messages; any process that can reach the
     coordinator's port can pose as an agent that has not spoken yet; a process that binds the
     coordinator's port before the coordinator does (or after it exits) gets the agents'
-    connections and is the coordinator for them; and nothing is encrypted. Open mode is for one
+    connections and is the coordinator for them (its agents connect again to whoever listens
+    next: a failed handshake is retried after ``HANDSHAKE_RETRY_S``); a stranger can make a
+    process hold one message of the size limit per connection it opens at once (its
+    connection is cut at its first refused frame); and nothing is encrypted. Open mode is for one
     trusted host or a private network; elsewhere use secure mode.
 
 Liveness
@@ -58,7 +61,7 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,13 +102,26 @@ log = logging.getLogger("dcop.protocol.zmq")
 #: Outgoing frames kept for a slow peer before sends to it are dropped (heartbeats only in practice).
 SEND_HWM = 10_000
 LINGER_MS = 2000
+#: Messages a ROUTER queues per connection before it stops reading that connection.
+ROUTER_RCVHWM = 64
 #: libzmq's hard cap is this much above the frame limit: frames in between are refused (logged).
 HARD_CAP_MARGIN = 1 << 16
 #: A neighbour's ROUTER never sends on an agent's outgoing link; anything there is cut short.
 BACKCHANNEL_MAX_BYTES = 1 << 16
-#: Frames from a candidate (an agent that may become a neighbour) held until ``connect_peer``.
-EARLY_MAX_FRAMES = 256
+#: Frames from a candidate (an agent that may become a neighbour) held until ``connect_peer``:
+#: each message at most EARLY_MAX_BYTES, each sender at most EARLY_PER_SENDER messages (an honest
+#: neighbour sends a few DFS messages before this agent has its setup: one sender flooding its
+#: own budget cannot crowd the others out), all together at most EARLY_MAX_FRAMES messages.
+EARLY_MAX_FRAMES = 4096
+EARLY_PER_SENDER = 64
 EARLY_MAX_BYTES = 1 << 16
+EARLY_MAX_TOTAL_BYTES = 8 << 20
+#: After a failed ZMTP handshake (whoever listened was no dcop process, or had no CURVE key, or
+#: wrote garbage) libzmq may drop that connect for good (a protocol error ends its session; no
+#: ZMQ_RECONNECT_STOP in a release build changes that): a DEALER with no connection refuses
+#: every send ("send queue is full"). Unless libzmq shows it is still at work on the link (a
+#: connect retried or made), the link connects again this long after the failure.
+HANDSHAKE_RETRY_S = 0.25
 #: ZMQ_HEARTBEAT_TTL travels in deciseconds in 16 bits.
 _MAX_TTL_MS = 6_553_500
 
@@ -117,6 +133,7 @@ _MAX_TTL_MS = 6_553_500
 COORDINATOR_RECONNECT_MS = 50
 _DEALER_EVENTS = (
     zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_RETRIED
     | zmq.EVENT_DISCONNECTED
     | zmq.EVENT_HANDSHAKE_SUCCEEDED
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -195,6 +212,27 @@ def monitor_event(frames: Sequence[bytes]) -> tuple[int, int] | None:
     return int(event), int(value)
 
 
+def _cut(frame: zmq.Frame) -> None:
+    """Close the TCP connection ``frame`` came on (a stranger's): libzmq reads every message a
+    connection sends, whole, before anyone can refuse it, so a stranger that keeps its
+    connection can make a process hold frame after frame of the size limit. libzmq still owns
+    the descriptor and cleans up after the shutdown; an honest peer cut by mistake reconnects."""
+    fd = _source_fd(frame)
+    if fd is None:
+        return
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):  # never an ipc or other descriptor
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
 def _self_connected(fd: int) -> bool:
     """Whether the TCP connection on ``fd`` (from a monitor event) is connected to itself."""
     try:
@@ -215,7 +253,7 @@ def _who(peer: int | None) -> str:
     return "the coordinator" if peer == COORDINATOR_ID else f"agent {peer}"
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity (a set of links to retry)
 class _Link:
     """A monitored socket: a DEALER to one peer, or a ROUTER (peer None)."""
 
@@ -225,6 +263,8 @@ class _Link:
     connected: bool = False
     # after dropping a self-connection, that connection's remaining events are ignored
     muted: bool = False
+    # when to connect again after a failed handshake (libzmq gives such a link up for good)
+    retry_at: float | None = None
 
 
 class _ZmqBase:
@@ -260,6 +300,8 @@ class _ZmqBase:
         self._fd_peers: dict[int, int] = {}
         #: The connection (ROUTER routing id) each peer id speaks on (see _keeps_route).
         self._routes: dict[int, bytes] = {}
+        #: DEALER links to connect again (see HANDSHAKE_RETRY_S).
+        self._retries: set[_Link] = set()
         self._router_losses = False
         self._closed = False
         if curve is not None:
@@ -281,6 +323,9 @@ class _ZmqBase:
         sock: zmq.Socket[Any] = self.ctx.socket(zmq.ROUTER)
         self._options(sock, self.max_message_bytes)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # per connection: a peer that sends faster than this process reads is held back by
+        # TCP, not queued here (each queued message may be as large as the limit)
+        sock.setsockopt(zmq.RCVHWM, ROUTER_RCVHWM)
         if self.curve is not None:
             sock.curve_secretkey = self.curve.secret
             sock.curve_publickey = self.curve.public
@@ -342,7 +387,9 @@ class _ZmqBase:
 
     # ---- monitor events -------------------------------------------------------------------------
     def _drain_monitors(self, ready: Collection[zmq.Socket[Any]] | None = None) -> None:
-        """Handle the pending events of the monitors in ``ready`` (default: of all)."""
+        """Handle the pending events of the monitors in ``ready`` (default: of all), and
+        connect again the links whose handshake failed a while ago (after the events: a link
+        that has meanwhile connected by itself is left alone)."""
         for monitor, link in list(self._monitors.items()):
             if ready is not None and monitor not in ready:
                 continue
@@ -359,6 +406,34 @@ class _ZmqBase:
                 event = monitor_event(frames)
                 if event is not None:
                     self._on_event(link, *event)
+        if self._retries:
+            self._retry_links()
+
+    def _retry_links(self) -> None:
+        now = time.monotonic()
+        for link in list(self._retries):
+            if link.retry_at is not None and link.retry_at <= now:
+                self._retries.discard(link)
+                link.retry_at = None
+                if link.connected:
+                    continue
+                with contextlib.suppress(zmq.ZMQError):  # libzmq may have dropped it already
+                    link.sock.disconnect(link.endpoint)
+                with contextlib.suppress(zmq.ZMQError):  # a socket closed meanwhile
+                    link.sock.connect(link.endpoint)
+
+    def _retry_later(self, link: _Link) -> None:
+        if link.retry_at is None:
+            link.retry_at = time.monotonic() + HANDSHAKE_RETRY_S
+            self._retries.add(link)
+
+    def _cancel_retry(self, link: _Link) -> None:
+        link.retry_at = None
+        self._retries.discard(link)
+
+    def _next_retry(self) -> float:
+        """When the earliest link retry is due (inf for none)."""
+        return min((lk.retry_at or 0.0 for lk in self._retries), default=float("inf"))
 
     def _on_event(self, link: _Link, event: int, value: int) -> None:
         if link.peer is None:  # a ROUTER
@@ -375,6 +450,12 @@ class _ZmqBase:
                     link.endpoint,
                 )
             return
+        if event == zmq.EVENT_CONNECT_RETRIED or event == zmq.EVENT_CONNECTED:
+            # libzmq still works on this link by itself: a retry of ours would race it (and
+            # could cut the good connection it is making)
+            self._cancel_retry(link)
+            if event == zmq.EVENT_CONNECT_RETRIED:
+                return
         if event == zmq.EVENT_CONNECTED:
             link.muted = _self_connected(value)
             if link.muted:
@@ -396,6 +477,7 @@ class _ZmqBase:
         elif link.muted:
             return
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._cancel_retry(link)
             if not link.connected:
                 self._joined.append(link.peer)
             link.connected = True
@@ -403,7 +485,12 @@ class _ZmqBase:
             if link.connected:
                 link.connected = False
                 self._lose(link.peer, f"the connection to {link.endpoint} closed")
+            else:
+                # closed before its handshake: in secure mode libzmq reports no failure and
+                # never connects again (whoever listened wrote something other than ZMTP)
+                self._retry_later(link)
         elif event & _HANDSHAKE_FAILED:
+            self._retry_later(link)
             self.refusals.warning(
                 ("handshake", link.endpoint),
                 "%s: the handshake with %s at %s failed: %s",
@@ -436,7 +523,7 @@ class _ZmqBase:
         return joined
 
     # ---- receiving ----------------------------------------------------------------------------
-    def _refuse(self, address: str, reason: str, msg: str, *args: object) -> None:
+    def _refuse(self, address: str, reason: Hashable, msg: str, *args: object) -> None:
         self.dropped += 1
         self.refusals.warning(
             (address, reason), "%s: refused a frame from %s: " + msg, self.owner, address, *args
@@ -541,7 +628,7 @@ class _ZmqBase:
             item = self._early()
             if item is not None:
                 return item
-            ready, woken = self._poll(deadline - time.monotonic())
+            ready, woken = self._poll(min(deadline, self._next_retry()) - time.monotonic())
             # Monitor events first: a self-connection is dropped before its frames are read (its
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
             joined = len(self._joined)
@@ -617,6 +704,8 @@ class ZmqAgentTransport(_ZmqBase):
         self.router: zmq.Socket[Any] | None = None
         self.candidates = set(candidates)
         self._held: dict[int, list[list[bytes]]] = {}
+        self._held_count = 0
+        self._held_bytes = 0
         self._released: deque[Received] = deque()
         try:
             for peer, where in neighbours.items():
@@ -667,7 +756,7 @@ class ZmqAgentTransport(_ZmqBase):
             peer in self.dealers or self.router is None
         ):
             return
-        held = self._held.pop(peer, [])
+        held = self._drop_held(peer)
         if peer in self.neighbour_endpoints:
             self.disconnect_peer(peer)
         self.neighbour_endpoints[peer] = endpoint
@@ -681,7 +770,7 @@ class ZmqAgentTransport(_ZmqBase):
         """Close the link to ``peer``: its frames are no longer delivered (no loss is reported).
         A candidate stays one (a serving agent's neighbour of one problem may be one again in
         the next): its next few frames are held until it is linked again."""
-        self._held.pop(peer, None)
+        self._drop_held(peer)
         self.neighbour_endpoints.pop(peer, None)
         self._routes.pop(peer, None)
         sock = self.dealers.pop(peer, None)
@@ -698,7 +787,13 @@ class ZmqAgentTransport(_ZmqBase):
         try:
             sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
-            log.warning("agent %d: send queue to %d is full; message dropped", self.me, peer)
+            self.refusals.warning(
+                ("queue", peer),
+                "agent %d: no connection to %s takes messages now (or its queue is full); "
+                "message dropped",
+                self.me,
+                _who(peer),
+            )
 
     def close(self, linger_ms: int = LINGER_MS) -> None:
         """Close every socket. Only the coordinator link keeps ``linger_ms`` for what is still
@@ -724,17 +819,51 @@ class ZmqAgentTransport(_ZmqBase):
                 return None
             self._note_source(sender, body[0])
             return sender, [f.buffer for f in body]
-        if (
-            sender in self.candidates
-            and sum(len(f) for f in body) <= EARLY_MAX_BYTES
-            and sum(map(len, self._held.values())) < EARLY_MAX_FRAMES
-        ):
-            self._held.setdefault(sender, []).append([f.bytes for f in body])
+        address = _peer_address(body[0])
+        if sender not in self.candidates:
+            self._refuse(address, "stranger", "%s is not a neighbour of this agent", _who(sender))
+            _cut(body[0])
             return None
+        held = self._held.setdefault(sender, [])
+        size = sum(len(f) for f in body)
+        if (
+            size <= EARLY_MAX_BYTES
+            and len(held) < EARLY_PER_SENDER
+            and self._held_count < EARLY_MAX_FRAMES
+            and self._held_bytes + size <= EARLY_MAX_TOTAL_BYTES
+        ):
+            held.append([f.bytes for f in body])
+            self._held_count += 1
+            self._held_bytes += size
+            return None
+        # a possible neighbour's frame: logged under a key of its own, never hidden behind a
+        # stranger's flood from the same address
         self._refuse(
-            _peer_address(body[0]), "stranger", "%s is not a neighbour of this agent", _who(sender)
+            address,
+            ("early", sender),
+            "%d held frames from %s (which is not linked yet), %d in all, or a %d-byte one; "
+            "an honest neighbour sends a few",
+            len(held),
+            _who(sender),
+            self._held_count,
+            size,
         )
         return None
+
+    def settle(self, neighbours: Collection[int]) -> None:
+        """The neighbours are known for good (a one-shot agent's setup): no other agent becomes
+        one, so frames from the others are refused at once and those held are dropped."""
+        keep = set(neighbours)
+        self.candidates &= keep
+        for peer in list(self._held):
+            if peer not in keep:
+                self._drop_held(peer)
+
+    def _drop_held(self, peer: int) -> list[list[bytes]]:
+        held = self._held.pop(peer, [])
+        self._held_count -= len(held)
+        self._held_bytes -= sum(len(f) for frames in held for f in frames)
+        return held
 
     def _from_coordinator(self) -> Received | None:
         try:
@@ -806,6 +935,7 @@ class ZmqCoordinatorTransport(_ZmqBase):
             self._refuse(
                 _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
             )
+            _cut(body[0])
             return None
         if not self._keeps_route(sender, routing, body[0]):
             return None

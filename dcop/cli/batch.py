@@ -24,7 +24,13 @@ from dcop.batch import (
     summary_lines,
 )
 from dcop.cli.app import app
-from dcop.cli.common import check_ordering, parse_memory, summary_stream, write_json
+from dcop.cli.common import (
+    check_ordering,
+    check_outputs,
+    parse_memory,
+    summary_stream,
+    write_json,
+)
 from dcop.cli.options import JsonOption, OrderingOption, OrderTimeOption, QuietOption
 from dcop.errors import InputError
 from dcop.results import EXIT_CODES
@@ -179,6 +185,7 @@ def batch_command(
         jobs,
         order_time,
     )
+    check_outputs({"--csv": csv_out, "--jsonl": jsonl_out, "--json": json_out})
     planned = settings.plan(files)
     with ExitStack() as stack:
         sink = RowSink(stack, csv_out, jsonl_out)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -19,7 +20,7 @@ from dcop.choices import (
     LogLevel,
     OrderingName,
 )
-from dcop.cli.signals import raise_pending
+from dcop.cli.signals import interrupt_on_signals, keep_early_signals, raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
 
@@ -72,7 +73,66 @@ def write_answer_file(
                     file=sys.stderr,
                 )
         except OSError as exc:
-            raise InputError(f"cannot write the solution file: {exc.strerror}", str(path)) from None
+            # checked before the run (check_output), yet it failed now: the answer is not lost
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="dcop-answer-") as tmp:
+                spare = Path(tmp) / path.name
+                write_answer(
+                    spare, problem, task, assignment=assignment, ln_z=ln_z, marginals=marginals
+                )
+                text = spare.read_text()
+            print(
+                f"dcop: warning: cannot write --solution {path}: {exc.strerror or exc}; "
+                "the answer follows on stdout",
+                file=sys.stderr,
+            )
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+def check_output(path: Path | None, option: str) -> None:
+    """Refuse (InputError, one line) an output path that cannot be written, before any work:
+    a run of minutes must not end in a traceback that loses its answer. None and '-' (stdout)
+    pass. A path that passes may still fail at the end (a full disk): the writers then print
+    what they hold on stdout."""
+    if path is None or to_stdout(path):
+        return
+    parent = path.parent
+    if path.is_dir():
+        raise InputError(f"{option} {path}: is a directory")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: no such directory {parent}")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{option} {path}: the file is not writable")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: cannot create a file in {parent}")
+
+
+def check_output_dir(path: Path, option: str) -> None:
+    """Make the output directory ``path`` now, before any work (the command would make it
+    anyway), or refuse it with one line (InputError): a directory that cannot be made or is
+    not writable."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path}: not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot make it: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: the directory is not writable")
+
+
+def check_outputs(outputs: Mapping[str, Path | None]) -> None:
+    """:func:`check_output` of each ``{option: path}``; on a bad one print its line and exit 2
+    (the result document has nowhere safe to go yet)."""
+    try:
+        for option, path in outputs.items():
+            check_output(path, option)
+    except InputError as exc:
+        print(f"dcop: error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 __all__ = [
@@ -161,8 +221,16 @@ def write_json(data: dict[str, Any], target: Path | None) -> None:
     text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
     if to_stdout(target):
         print(text, flush=True)
-    else:
+        return
+    try:
         target.write_text(text + "\n")
+    except OSError as exc:  # checked before the work (check_output): the document is not lost
+        print(
+            f"dcop: warning: cannot write --json {target}: {exc.strerror or exc}; the document "
+            "follows on stdout",
+            file=sys.stderr,
+        )
+        print(text, flush=True)
 
 
 def failure_status(exc: BaseException) -> Status:
@@ -181,6 +249,7 @@ def finish_run(
     json_target: Path | None,
     failure: Callable[[Status, str], dict[str, Any]],
     quiet: bool = False,
+    outputs: Mapping[str, Path | None] | None = None,
 ) -> NoReturn:
     """Run a command's work, write its result document on every exit path, print the summary,
     and exit with the status's code (see :mod:`dcop.results`).
@@ -188,12 +257,17 @@ def finish_run(
     ``produce`` returns the document and a summary printer (None: it printed its summary
     itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
     the document of a run that failed. Bad input (InputError) exits 2 after writing its
-    document; anything that is not a DcopError is a bug and propagates.
+    document; anything that is not a DcopError is a bug and propagates. ``--json`` and the
+    other ``outputs`` ({option: path}) are checked first (:func:`check_outputs`).
     """
+    check_outputs({"--json": json_target, **(outputs or {})})
     try:
-        raise_pending()  # a SIGTERM that came while the command was starting
+        interrupt_on_signals()
+        raise_pending()  # a signal that came while the command was starting
         doc, show = produce()
+        keep_early_signals()  # the work is done: a late signal must not lose its document
     except (DcopError, MemoryError, KeyboardInterrupt) as exc:
+        keep_early_signals()  # a second signal must not cut the failure document short
         status = failure_status(exc)
         message = (
             f"interrupted ({exc})" if isinstance(exc, KeyboardInterrupt) and str(exc) else str(exc)

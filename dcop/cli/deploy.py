@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from dcop.cli.app import app
-from dcop.cli.common import DistributedAlgo, InputFile, LogLevel
+from dcop.cli.common import (
+    DistributedAlgo,
+    InputFile,
+    LogLevel,
+    check_output_dir,
+    check_outputs,
+)
 from dcop.cli.options import (
     BasePortOption,
     DistributedAlgoOption,
@@ -102,6 +108,7 @@ def compose_command(
         timeout_s=timeout,
         log_level=log_level.value,
     )
+    check_output_dir(output, "--output")
     peers = write_compose(problem, output, options, force=force)
     _placement_warnings(problem)
     typer.echo(
@@ -156,6 +163,7 @@ def hosts_command(
         timeout_s=timeout,
         log_level=log_level.value,
     )
+    check_output_dir(output, "--output")
     peers = write_hosts(problem, output, options, force=force)
     _placement_warnings(problem)
     typer.echo(
@@ -180,6 +188,8 @@ def keys_generate_command(
 
     if agents < 1:
         raise InputError(f"--agents must be at least 1, not {agents}")
+    check_output_dir(directory, "DIRECTORY")
+    check_outputs({"--peers": peers})
     publics = generate(directory, agents)
     typer.echo(f"wrote {agents + 1} key pairs to {directory} (secret files are mode 0600)")
     if peers is not None:

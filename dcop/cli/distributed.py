@@ -6,6 +6,7 @@ unchanged to every agent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -25,6 +26,7 @@ from dcop.cli.common import (
     OrderTimeOption,
     SolutionOption,
     check_ordering,
+    check_outputs,
     failure_document,
     finish_run,
     parse_memory,
@@ -94,7 +96,12 @@ TreeOpt = Annotated[
 ]
 MaxMemory = Annotated[
     str | None,
-    typer.Option("--max-memory", help="largest UTIL table one agent may build, e.g. 2G"),
+    typer.Option(
+        "--max-memory",
+        help="memory each agent may use, e.g. 2G: its own tables and their copy, the UTIL it "
+        "builds and its children's it holds meanwhile (a setup over it is refused before any "
+        "table is sent; auto picks the largest z that fits)",
+    ),
 ]
 Quiet = QuietOption
 TaskOpt = TaskOption
@@ -238,6 +245,7 @@ def peers(
         )
     if (file is None) == (agents is None):
         raise InputError("give either a problem FILE or --agents N")
+    check_outputs({"--output": output})
     count = agents if agents is not None else _read(file).n  # type: ignore[arg-type]
     if count < 1:
         raise InputError(f"--agents must be at least 1, not {count}")
@@ -346,14 +354,42 @@ def coordinator(
                 raise
             with live_status(not quiet) as on_status:
                 coordinator.on_status = on_status
-                run = coordinator.run()
+                try:
+                    run = coordinator.run()
+                except DcopError as exc:
+                    # the run is over: one-shot agents that had not said hello yet (started
+                    # late, or slow to start) get the same stop instead of waiting for their
+                    # own --timeout and holding their ports against the next try
+                    late = {a.id for a in table.agents} - set(coordinator.hellos)
+                    if late:
+                        wait_s = min(hello_timeout, MISMATCH_STOP_S)
+                        stop_agents(transport, late, wait_s, f"aborted: {exc}", spare_serving=True)
+                    raise
         finally:
             transport.close()
         run = replace(run, file=str(problem_file))
         _write_answer(solution, run)
         return run.to_json(), lambda console: print_summary(run, console)
 
-    finish_run(produce, json_out, _failure(algo.value, z, problem_file, read, task), quiet)
+    finish_run(
+        produce,
+        json_out,
+        _failure(algo.value, z, problem_file, read, task),
+        quiet,
+        {"--solution": solution},
+    )
+
+
+def _clean(value: bool) -> None:
+    if value:
+        from dcop.coordinator.launch import runs_folder, sweep_leftovers
+
+        runs = runs_folder()
+        removed = sweep_leftovers(runs)
+        with contextlib.suppress(OSError):
+            runs.rmdir()  # empty: nothing of dcop is left
+        print(f"removed {removed} leftover run folder(s) from {runs}", file=sys.stderr)
+        raise typer.Exit(0)
 
 
 @app.command()
@@ -391,6 +427,17 @@ def run(
     solution: SolutionOption = None,
     log_level: LogOption = LogLevel.WARNING,
     quiet: Quiet = False,
+    clean: Annotated[
+        bool,
+        typer.Option(
+            "--clean",
+            is_eager=True,
+            callback=_clean,
+            help="Remove what killed runs left in the system's temporary folder (their "
+            "dcop-runs/run-* folders: peers.json, keys, agent logs), then exit. Every run "
+            "does this first.",
+        ),
+    ] = False,
 ) -> None:
     """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto;
     on a UAI model also --task pr or mar)."""
@@ -442,4 +489,10 @@ def run(
         _write_answer(solution, result)
         return result.to_json(), (None if shown else lambda console: print_summary(result, console))
 
-    finish_run(produce, json_out, _failure(algo.value, z, file, read, task), quiet)
+    finish_run(
+        produce,
+        json_out,
+        _failure(algo.value, z, file, read, task),
+        quiet,
+        {"--solution": solution},
+    )

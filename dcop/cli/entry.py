@@ -111,11 +111,18 @@ def _leave(code: object) -> NoReturn:
     os._exit(code)
 
 
+#: Commands that write a result document: :func:`dcop.cli.common.finish_run` turns signals into
+#: interrupts itself, around their work only (a signal while typer parses must not end them
+#: without their document: click makes a KeyboardInterrupt "Aborted!" and exit 1).
+DOCUMENT_COMMANDS = ("solve", "run", "coordinator")
+
+
 def _main(argv: Sequence[str]) -> None:
     app = load_app(argv, os.environ)
     from dcop.errors import DcopError
 
-    interrupt_on_signals()
+    if list(argv[:1]) not in [[c] for c in DOCUMENT_COMMANDS]:
+        interrupt_on_signals()  # the others: finish_run does it around their work
     algo = _distributed_algo_in_solve(argv)
     if algo is not None:
         print(

@@ -8,8 +8,16 @@ from typing import Annotated
 import typer
 
 from dcop.cli.app import app
-from dcop.cli.common import FormatName, FormatOption
-from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.cli.common import FormatName, FormatOption, check_outputs
+from dcop.errors import InputError
+from dcop.generators import (
+    grid_network,
+    network_bytes,
+    random_edge_count,
+    random_network,
+    scale_free_network,
+)
+from dcop.inference.memory import available_bytes, human_bytes
 from dcop.io import write_problem
 from dcop.model import Problem
 
@@ -25,7 +33,24 @@ OutOption = Annotated[
 ]
 
 
+def _check(output: Path, n: int, d: int, edges: int, pairs: int = 0) -> None:
+    """Before anything is made: the output path can be written, and the network fits in memory
+    (half of what is available: the writer needs room too). One line and exit 2 otherwise."""
+    check_outputs({"--output": output})
+    if n < 1 or d < 1:
+        return  # the generator names what is wrong
+    need = network_bytes(edges, n, d, pairs)
+    room = available_bytes() // 2
+    if need > room:
+        raise InputError(
+            f"{edges} tables of {d}x{d} entries over {n} variables need about "
+            f"{human_bytes(need)} to make, more than the {human_bytes(room)} (half the "
+            "available memory) this command allows; choose a smaller --n, --d or --p1"
+        )
+
+
 def _write(problem: Problem, output: Path, fmt: FormatName | None) -> None:
+    """Write the network (its output path and size were checked before it was made)."""
     write_problem(problem, output, fmt.value if fmt is not None else None)
     typer.echo(f"wrote {output} ({problem.n} variables, {len(problem.tables)} tables)")
 
@@ -41,6 +66,7 @@ def random_command(
     fmt: FormatOption = None,
 ) -> None:
     """Random network: floor(p1 n (n-1) / 2) edges, connected."""
+    _check(output, n, d, random_edge_count(n, p1) if 0 <= p1 <= 1 else 0, n * (n - 1) // 2)
     _write(random_network(n, d, p1, p2, seed), output, fmt)
 
 
@@ -57,6 +83,7 @@ def scalefree_command(
     fmt: FormatOption = None,
 ) -> None:
     """Scale-free network (Barabási–Albert, two edges per new node unless --links)."""
+    _check(output, n, d, max(links, 1) * n)
     _write(scale_free_network(n, d, p2, seed, m=links), output, fmt)
 
 
@@ -70,4 +97,5 @@ def grid_command(
     fmt: FormatOption = None,
 ) -> None:
     """Grid network (n must be a square: side x side)."""
+    _check(output, n, d, 2 * n)
     _write(grid_network(n, d, p2, seed), output, fmt)

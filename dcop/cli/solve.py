@@ -19,6 +19,7 @@ from dcop.cli.common import (
     anytime_progress,
     bucket_progress,
     check_ordering,
+    check_output,
     failure_document,
     finish_run,
     parse_memory,
@@ -47,8 +48,9 @@ from dcop.contraction.engine import describe_tree
 from dcop.errors import InputError, TableTooLarge
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
+from dcop.inference.memory import human_bytes, resident_bytes
 from dcop.inference.partition import infer
+from dcop.inference.plan import plan_for
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
@@ -182,7 +184,7 @@ def solve_command(
         )
         return doc | ({"task": task.value} if task is not None else {})
 
-    finish_run(produce, json_out, failure, quiet)
+    finish_run(produce, json_out, failure, quiet, {"--solution": solution})
 
 
 def print_result(result: SolveResult, console: Console) -> None:
@@ -237,7 +239,7 @@ def _fmt(value: object) -> str:
 
 def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
-    (:func:`dcop.inference.memory.plan_memory`) in the dtype a run would use, this process's
+    (:func:`dcop.inference.plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
     ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
     ``orders`` lists every method it tried: width, largest table, total entries, seconds."""
@@ -247,7 +249,7 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
     sizes = problem.domain_sizes()
     dtype = np.dtype(choose_dtype(problem))
     resident = resident_bytes()
-    work = work_model_of(NumpyBackend())
+    backend = NumpyBackend()
     info: dict[str, object] = {
         "name": problem.name,
         "variables": n,
@@ -261,12 +263,11 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         "dtype": dtype.name,
         "memory_resident": resident,
     }
-    scopes = [t.scope for t in problem.tables]
     engine = best_order(problem, order_time)
     orders = {name: elimination_order(name, adjacency) for name in ORDERINGS}
     orders["auto"] = engine.order
     for name, order in orders.items():
-        plan = plan_memory(scopes, sizes, order, None, dtype.itemsize, resident=resident, work=work)
+        plan = plan_for(problem, order, None, dtype, backend, resident=resident)
         info[f"induced_width_{name}"] = induced_width(adjacency, order)
         info[f"largest_table_{name}"] = largest_table(adjacency, order, sizes)
         info[f"memory_bytes_{name}"] = plan.peak_bytes
@@ -319,6 +320,7 @@ def info_command(
     memory per ordering, and per method of the ordering engine its width, largest table, total
     work (joined entries) and time."""
     check_ordering("auto", order_time)
+    check_output(json_out, "--json")
     problem = read_problem(file, fmt.value if fmt is not None else None)
     info = describe(problem, order_time)
     order = info.pop("_order")

@@ -7,6 +7,7 @@
 from dcop.buckets import partition_minibuckets
 from dcop.inference.elimination import eliminate
 from dcop.inference.memory import MemoryPlan, plan_memory
+from dcop.inference.plan import plan_for
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
@@ -19,6 +20,7 @@ __all__ = [
     "default_max_bytes",
     "eliminate",
     "partition_minibuckets",
+    "plan_for",
     "plan_memory",
     "solve",
     "solve_be",

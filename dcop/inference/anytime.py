@@ -24,26 +24,21 @@ from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from typing import Any
 
-import numpy as np
-
-from dcop.backend import get_backend
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.inference.memory import (
     MemoryPlan,
     effective_limit,
     largest_fitting_z,
-    plan_memory,
     refusal,
     resident_bytes,
     suggestion_bound,
-    work_model_of,
 )
+from dcop.inference.plan import plan_for
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.solve import SolveResult
-from dcop.tables import choose_dtype
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate
 #: before a step of the run has been timed. Calibrated with ``benchmarks/work_rate.py`` on the
@@ -137,16 +132,7 @@ def base_plan(problem: Problem, options: Options) -> MemoryPlan:
     """BE's plan along the run's order, in the dtype and work model the solve will use."""
     options.ordering = choose_order(problem, options.ordering, options.order_time)
     order = options.ordering.order
-    engine = get_backend(options.backend) if isinstance(options.backend, str) else options.backend
-    return plan_memory(
-        [t.scope for t in problem.tables],
-        problem.domain_sizes(),
-        order,
-        None,
-        np.dtype(choose_dtype(problem, options.dtype)).itemsize,
-        resident=resident_bytes() if options.resident is None else options.resident,
-        work=work_model_of(engine),
-    )
+    return plan_for(problem, order, None, options.dtype, options.backend, resident=options.resident)
 
 
 def choose_by_memory(plan: MemoryPlan, max_bytes: float | None) -> tuple[str, int | None]:

@@ -84,7 +84,7 @@ def eliminate(
             stats.bound += float(cost_table.costs)
             continue
         first = min(cost_table.scope, key=position.__getitem__)
-        table = backend.table(cost_table.scope, cost_table.costs, dtype)
+        table = backend.table(cost_table.scope, cost_table.dense(dtype), dtype)
         buckets[first].append(table)
         held += table.size * itemsize
 

@@ -37,12 +37,10 @@ from dcop.inference.memory import (
     effective_limit,
     human_bytes,
     largest_fitting_z,
-    plan_memory,
     refusal,
-    resident_bytes,
     suggestion_bound,
-    work_model_of,
 )
+from dcop.inference.plan import plan_for
 from dcop.model import Problem
 from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
@@ -201,15 +199,7 @@ def check_memory(
     MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
     once) and one bucket's marginalisation output.
     """
-    plan = plan_memory(
-        [t.scope for t in problem.tables],
-        sizes,
-        order,
-        z,
-        itemsize,
-        resident=resident_bytes(),
-        work=work_model_of(engine),
-    )
+    plan = plan_for(problem, order, z, np.dtype(f"float{8 * itemsize}"), engine, task=task)
     if task == "mar":
         peak = plan.peak_bytes + plan.message_bytes + plan.largest_output * itemsize
         if peak > limit.bytes:

@@ -16,12 +16,10 @@ from dcop.inference.memory import (
     default_limit,
     effective_limit,
     largest_fitting_z,
-    plan_memory,
     refusal,
-    resident_bytes,
     suggestion_bound,
-    work_model_of,
 )
+from dcop.inference.plan import plan_for
 from dcop.model import Problem
 from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
@@ -86,15 +84,7 @@ def solve(
 
     chosen = choose_dtype(problem, dtype)
     limit = effective_limit(max_bytes)
-    plan = plan_memory(
-        [t.scope for t in problem.tables],
-        problem.domain_sizes(),
-        order,
-        z,
-        np.dtype(chosen).itemsize,
-        resident=resident_bytes() if resident is None else resident,
-        work=work_model_of(engine),
-    )
+    plan = plan_for(problem, order, z, chosen, engine, resident=resident)
     times["plan"] = time.perf_counter() - t0 - times["ordering"]
     if not plan.fits(limit.bytes):
         fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))

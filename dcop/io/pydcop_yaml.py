@@ -357,7 +357,11 @@ def read_yaml(path: str | Path) -> Problem:
         if table.scope:
             tables.append(table)
         else:
-            constant += table.cost_of({})
+            value = table.cost_of({})
+            if sign * value == -math.inf:  # -1e400 reads as -inf: an unbounded "optimum"
+                what = "+inf reward in a max problem" if sign < 0 else "cost -inf"
+                raise InputError(f"constraint {name!r}: {what} is not supported", file, cline)
+            constant += value
 
     if sign < 0:
         tables = [t.map_costs(np.negative) for t in tables]

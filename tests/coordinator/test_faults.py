@@ -347,3 +347,83 @@ def test_an_agent_stopped_before_hello_does_not_delay_the_timeout() -> None:
     with pytest.raises(RunTimeout, match=r"agent 2 \(x2\).* did not say hello"):
         run_local(PROBLEM, RunSpec(), timeout=5, agent_argv=argv)
     assert time.monotonic() - t0 < 5 + 2
+
+
+def test_hand_started_agents_leave_when_the_coordinator_says_the_run_is_over(
+    tmp_path: Path,
+) -> None:
+    """Agent 1's port is taken: ``dcop coordinator`` fails at once. Agents started after that
+    (slow hosts) still get a stop, instead of waiting for their own --timeout with their ports
+    held, so that a retry does not find "Address already in use" (issue 33, item 10)."""
+    from dcop.io import write_problem
+
+    peers = local_peers()
+    peers_file = tmp_path / "peers.json"
+    peers.write(peers_file)
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(PROBLEM, str(problem_file))
+    port = int(peers.agent(1).endpoint.rsplit(":", 1)[1])
+    held = socket.socket()
+    held.bind(("127.0.0.1", port))
+    held.listen()
+    procs = AgentProcesses()
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "dcop", "coordinator", "--peers", str(peers_file), "--problem",
+         str(problem_file), "--timeout", "30", "--hello-timeout", "30", "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        procs.start(1, agent_command_for(1, peers_file), tmp_path / "a1.log")
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not procs.dead():
+            time.sleep(0.05)  # agent 1 gave up on its port and told the coordinator
+        late = (0, 2)  # two, not seven: their start must fit the coordinator's stop window
+        for ident in late:
+            procs.start(ident, agent_command_for(ident, peers_file), tmp_path / f"a{ident}.log")
+        _, err = coordinator.communicate(timeout=60)
+        assert coordinator.returncode != 0 and "in use" in err, err
+        end = time.monotonic() + 20
+        while time.monotonic() < end and len(procs.dead()) < 1 + len(late):
+            time.sleep(0.1)
+        # each left on its own, long before its --timeout of 60 s
+        assert len(procs.dead()) == 1 + len(late), procs.exit_codes()
+    finally:
+        coordinator.kill()
+        procs.stop()
+        held.close()
+
+
+def test_a_stopped_coordinator_is_named_as_such_not_agent_0(tmp_path: Path) -> None:
+    """``dcop run`` stopped (SIGSTOP) past the peer timeout: its agents take it for dead. It
+    used to resume and report "agent 0 stopped answering"; it names itself (issue 33, item 12)."""
+    import json
+    import os
+
+    from dcop.io import write_problem
+
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(random_network(10, 6, 0.5, 0.1, seed=2), str(problem_file))
+    out = tmp_path / "r.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dcop", "run", str(problem_file), "--json", str(out), "-q",
+         "--peer-timeout", "2", "--timeout", "60", "--workdir", str(tmp_path / "w")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and len(list((tmp_path / "w").glob("agent-*.log"))) < 10:
+            time.sleep(0.02)
+        time.sleep(0.05)
+        os.kill(run.pid, signal.SIGSTOP)
+        time.sleep(4.0)
+        os.kill(run.pid, signal.SIGCONT)
+        run.communicate(timeout=60)
+    finally:
+        run.kill()
+    doc = json.loads(out.read_text())
+    if doc["status"] == "ok":
+        pytest.skip("the run finished before the stop came (a fast machine)")
+    assert "the coordinator itself stood still" in doc["message"], doc["message"]
+    assert "agent 0" not in doc["message"]

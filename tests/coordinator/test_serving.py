@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -75,6 +76,10 @@ def test_serving_agents_solve_problem_after_problem_and_shut_down(tmp_path: Path
             assert doc["status"] == "ok" and doc["exact"]
             assert doc["cost"] == solve_be(problem).upper_bound
         assert procs.dead() == []  # still up after three problems
+        # a coordinator that leaves after its problem is done is no news (issue 33, item 12:
+        # every agent of a successful docker-compose run logged a WARNING here)
+        logs = "".join((tmp_path / f"agent-{i}.log").read_text() for i in range(AGENTS))
+        assert "went away" not in logs and "WARNING" not in logs, logs[-2000:]
         too_big = _solve(
             peers_file, random_network(AGENTS + 2, 3, 0.3, 0.2, 3), tmp_path / "b.wcsp"
         )
@@ -158,3 +163,33 @@ def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
         assert codes == [0]
     finally:
         transport.close(0)
+
+
+def test_serving_in_open_mode_off_loopback_is_refused_unless_insecure(tmp_path: Path) -> None:
+    """Anyone who reaches a serving agent in open mode can submit problems or shut it down:
+    outside loopback that takes an explicit --insecure (issue 33, item 4)."""
+    port = free_ports(1)[0]
+    for where in ("tcp://0.0.0.0:*", "tcp://*:*"):
+        peers = Peers("", f"tcp://127.0.0.1:{port}", (AgentEntry(0, None, where),))
+        peers.write(tmp_path / "peers.json")
+        refused = subprocess.run(
+            [*_agent(0, tmp_path / "peers.json"), "--timeout", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "--insecure" in refused.stderr and "Traceback" not in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    allowed = subprocess.Popen(
+        [*_agent(0, tmp_path / "peers.json"), "--insecure"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            allowed.wait(3)
+        assert allowed.poll() is None, "an --insecure serving agent was refused"
+    finally:
+        allowed.send_signal(signal.SIGTERM)
+        allowed.communicate(timeout=30)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dcop.coordinator.launch import RUN_PREFIX
 from dcop.generators import random_network
 from dcop.io import write_problem
 
@@ -103,7 +104,7 @@ def test_an_interrupt_while_the_run_folder_is_removed_leaves_nothing(
     interrupted: list[str] = []
 
     def interrupted_once(path: Any, *args: Any, **kwargs: Any) -> None:
-        if not interrupted and Path(path).name.startswith("dcop-run-"):
+        if not interrupted and Path(path).name.startswith(RUN_PREFIX):
             interrupted.append(str(path))
             (Path(path) / "peers.json").unlink()  # part of the folder is gone...
             raise KeyboardInterrupt("signal SIGTERM")  # ...when the signal lands
@@ -114,3 +115,115 @@ def test_an_interrupt_while_the_run_folder_is_removed_leaves_nothing(
         run_local(random_network(4, 2, 0.5, 0.1, seed=1), RunSpec(), timeout=60)
     assert interrupted
     assert list(tmp_path.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _run(problem_file: Path, out: Path, private_tmp: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dcop", "run", str(problem_file), "--json", str(out), "-q",
+         "--timeout", "120"],
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def _assert_interrupted_and_clean(
+    run: subprocess.Popen[str], out: Path, private_tmp: Path, sig: int
+) -> None:
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err, err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted", doc
+    assert signal.Signals(sig).name in doc["message"]
+    end = time.monotonic() + 15
+    while time.monotonic() < end and _agents_of(private_tmp):
+        time.sleep(0.1)
+    assert _agents_of(private_tmp) == []
+    assert list(private_tmp.iterdir()) == []  # no run folder left
+
+
+@pytest.mark.parametrize(
+    ("sig", "delay_s"),
+    [(signal.SIGINT, 0.0), (signal.SIGINT, 0.2), (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.4)],
+)
+def test_an_early_signal_still_writes_the_interrupted_document(
+    tmp_path: Path, sig: int, delay_s: float
+) -> None:
+    """A signal in the first instants of ``dcop run`` (while Python imports, typer parses, the
+    template starts): the document, exit 130, no traceback (SIGINT gave a KeyboardInterrupt
+    traceback and exit -2, no document; issue 33 item 11). ``delay_s`` counts from the moment
+    the command has started its agents' template (its first lines, before the heavy imports):
+    before the interpreter reaches dcop's code a signal ends it as it ends any program."""
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(random_network(12, 8, 0.6, 0.1, seed=2), problem_file)
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "result.json"
+    run = _run(problem_file, out, private_tmp)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not _children(run.pid) and run.poll() is None:
+        time.sleep(0.002)
+    time.sleep(delay_s)
+    run.send_signal(sig)
+    _assert_interrupted_and_clean(run, out, private_tmp, sig)
+
+
+def test_sigterm_during_a_stalled_phase_leaves_nothing_behind(tmp_path: Path) -> None:
+    """One agent stopped (SIGSTOP) stalls the run; SIGTERM then still writes the document and
+    leaves no process (the stopped one included) and no run folder (issue 32, build item 3)."""
+    problem_file = tmp_path / "p.wcsp"
+    write_problem(random_network(12, 8, 0.6, 0.1, seed=2), problem_file)
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "result.json"
+    run = _run(problem_file, out, private_tmp)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and len(_agents_of(private_tmp)) < 12 and run.poll() is None:
+        time.sleep(0.05)
+    agents = _agents_of(private_tmp)
+    assert run.poll() is None and agents, run.communicate()
+    os.kill(agents[0], signal.SIGSTOP)
+    time.sleep(1.0)
+    assert run.poll() is None, run.communicate()
+    run.send_signal(signal.SIGTERM)
+    _assert_interrupted_and_clean(run, out, private_tmp, signal.SIGTERM)
+
+
+def test_a_later_run_or_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
+    """kill -9 of ``dcop run`` leaves its run folder; ``dcop run --clean`` (and every run's
+    start) removes it, and never the folder of a run that is alive."""
+    from dcop.coordinator.launch import RUNS_FOLDER, workdir_lock
+
+    runs = tmp_path / RUNS_FOLDER
+    dead = runs / f"{RUN_PREFIX}dead"
+    alive = runs / f"{RUN_PREFIX}alive"
+    for folder in (dead, alive):
+        folder.mkdir(parents=True)
+        (folder / "agent-0.log").write_text("log")
+    (dead / ".dcop-run.lock").write_text("pid 1\n")  # its holder is gone: no lock held
+    with workdir_lock(alive):
+        cleaned = subprocess.run(
+            [sys.executable, "-m", "dcop", "run", "--clean"],
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert "removed 1 leftover" in cleaned.stderr
+        assert not dead.exists() and alive.exists()

@@ -260,3 +260,22 @@ def test_cli_exits_2_with_one_line(name: str, content: str, line: int, tmp_path:
     assert len(lines) == 1, run.stderr
     assert f"{path}:{line}: " in lines[0]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(("objective", "value"), [("min", "-1e400"), ("max", "1e400")])
+def test_a_constant_intention_of_minus_infinity_is_refused(
+    objective: str, value: str, tmp_path: Path
+) -> None:
+    """A scope-less intention that reads as -inf (``-1e400``) made the optimum -inf, reported
+    ok and exact (issue 33, item 12): refused, naming the constraint and its line."""
+    text = (
+        f"name: c\nobjective: {objective}\ndomains:\n  d: {{values: [0, 1]}}\n"
+        "variables:\n  x: {domain: d}\nconstraints:\n"
+        "  c1: {type: intention, function: x}\n"
+        f"  big: {{type: intention, function: '{value}'}}\n"
+        "agents: [a1]\n"
+    )
+    path = write(tmp_path, "c.yaml", text)
+    with pytest.raises(InputError, match=r"constraint 'big': .*not supported") as info:
+        read_problem(path)
+    assert info.value.line == 9

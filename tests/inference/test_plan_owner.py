@@ -1,0 +1,50 @@
+"""One owner for the memory plan (issue 31, step 3): solve, PR/MAR, batch's auto and info plan
+through :func:`dcop.inference.plan.plan_for`, and nothing else calls ``plan_memory``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from dcop.cli.batch import choose_auto
+from dcop.cli.solve import describe
+from dcop.generators import random_network
+from dcop.inference.plan import plan_for
+from dcop.ordering import elimination_order
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_only_plan_for_calls_plan_memory() -> None:
+    callers = []
+    for path in [*ROOT.glob("dcop/**/*.py"), *ROOT.glob("coordinator/*.py")]:
+        text = path.read_text()
+        if re.search(r"\bplan_memory\(", text) and path.name not in ("memory.py", "plan.py"):
+            callers.append(str(path.relative_to(ROOT)))
+    # elimination re-plans only when called without the caller's plan (tests, the library)
+    assert callers == ["dcop/inference/elimination.py"], callers
+
+
+def test_info_and_auto_promise_what_the_solve_checks() -> None:
+    problem = random_network(12, 4, 0.4, 0.1, seed=3)
+    order = elimination_order("minfill", problem.neighbours())
+    resident = 100 << 20
+    plan = plan_for(problem, order, resident=resident)
+    info = describe(problem)
+    # info measures its own resident memory: compare the tables' part
+    assert info["memory_bytes_minfill"] - info["memory_resident"] == plan.peak_bytes - resident
+    assert choose_auto(problem, plan.peak_bytes, resident=resident) == ("be", None)
+    assert choose_auto(problem, plan.peak_bytes - 1, resident=resident)[0] == "mbe"
+
+
+def test_summing_tasks_plan_their_linear_copies() -> None:
+    # tables above the NumPy backend's copy threshold: min-sum reads them in place
+    problem = random_network(5, 600, 0.5, 0.0, seed=1)
+    order = elimination_order("minfill", problem.neighbours())
+    kw = {"resident": 0, "dtype": np.float64}
+    assert (
+        plan_for(problem, order, task="pr", **kw).peak_bytes
+        > plan_for(problem, order, **kw).peak_bytes
+    )

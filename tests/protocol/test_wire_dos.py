@@ -1,0 +1,260 @@
+"""Denial of service on the wire (issue 33, items 1-3), on real sockets on 127.0.0.1: a keyless or
+garbage-writing listener on the coordinator's port, a flood of early frames, strangers' big
+frames and undecodable frames must not cut agents off, crowd neighbours out, or flood the log."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from dcop.agents.agent import Agent, AgentConfig
+from dcop.errors import RunError
+from dcop.protocol.curve import CurveConfig
+from dcop.protocol.zmqlink import EARLY_PER_SENDER, ZmqAgentTransport, ZmqCoordinatorTransport
+from dcop.tables import NumpyBackend
+
+ZLOG = "dcop.protocol.zmq"
+ANY = "tcp://127.0.0.1:*"
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    c: zmq.Context[Any] = zmq.Context()
+    yield c
+    c.destroy(linger=0)
+
+
+@pytest.fixture
+def closing() -> Iterator[Callable[[Any], Any]]:
+    opened: list[Any] = []
+
+    def keep(t: Any) -> Any:
+        opened.append(t)
+        return t
+
+    yield keep
+    for t in opened:
+        t.close(0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def keys(*ids: int) -> dict[int, tuple[bytes, bytes]]:
+    return {i: zmq.curve_keypair() for i in ids}
+
+
+def first(t: Any, seconds: float) -> tuple[int | None, bytes] | None:
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        item = t.recv(left)
+        if item is not None:
+            return item[0], b"".join(bytes(p) for p in item[1])
+    return None
+
+
+def _keyless_router(ctx: zmq.Context[Any], endpoint: str, agent: Any) -> None:
+    squatter = ctx.socket(zmq.ROUTER)
+    squatter.bind(endpoint)
+    _pump(agent, 1.0)
+    squatter.close(linger=0)
+
+
+def _garbage_listener(ctx: zmq.Context[Any], endpoint: str, agent: Any) -> None:
+    port = int(endpoint.rsplit(":", 1)[1])
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"\x00garbage" * 64)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    _pump(agent, 1.0)
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def _pump(agent: Any, seconds: float) -> None:
+    """The agent's loop for ``seconds``: a hello each turn, receive what comes."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        agent.send(-1, [b"hello"])
+        agent.recv(0.05)
+
+
+def _bind_when_free(make: Callable[[], Any]) -> Any:
+    """The squatter's socket closes in libzmq's own thread: its port is free a moment later."""
+    end = time.monotonic() + 5
+    while True:
+        try:
+            return make()
+        except RunError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["open", "secure"])
+@pytest.mark.parametrize("attack", [_keyless_router, _garbage_listener], ids=["keyless", "garbage"])
+def test_a_squatter_on_the_coordinators_port_does_not_cut_the_agent_off(
+    ctx: zmq.Context[Any],
+    closing: Callable[[Any], Any],
+    secure: bool,
+    attack: Callable[..., None],
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    k = keys(-1, 0)
+    acurve = CurveConfig(*k[0], {-1: k[-1][0]}, {}) if secure else None
+    ccurve = CurveConfig(*k[-1], {}, {0: k[0][0]}) if secure else None
+    a = closing(ZmqAgentTransport(0, ANY, {}, endpoint, curve=acurve))
+    a.open()
+    attack(ctx, endpoint, a)
+    coord = closing(_bind_when_free(lambda: ZmqCoordinatorTransport(endpoint, ccurve, agents=[0])))
+    got = None
+    end = time.monotonic() + 10
+    while got is None and time.monotonic() < end:
+        _pump(a, 0.2)
+        got = first(coord, 0.1)
+    assert got == (0, b"hello"), "the agent never reached the coordinator after the squatter left"
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["open", "secure"])
+def test_a_flood_of_early_frames_from_one_candidate_does_not_crowd_out_a_neighbour(
+    ctx: zmq.Context[Any],
+    closing: Callable[[Any], Any],
+    caplog: pytest.LogCaptureFixture,
+    secure: bool,
+) -> None:
+    k = keys(-1, 0, 1, 2)
+    pub = {i: v[0] for i, v in k.items()}
+    curve = CurveConfig(*k[0], {-1: pub[-1], 1: pub[1], 2: pub[2]}, {1: pub[1], 2: pub[2]})
+    a = closing(
+        ZmqAgentTransport(
+            0, ANY, {}, "tcp://127.0.0.1:1", curve if secure else None, candidates=[1, 2]
+        )
+    )
+    a.open()
+
+    def peer(ident: bytes, me: int) -> zmq.Socket[Any]:
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.IDENTITY, ident)
+        s.setsockopt(zmq.LINGER, 0)
+        if secure:
+            s.curve_publickey, s.curve_secretkey = k[me]
+            s.curve_serverkey = pub[0]
+        s.connect(a.endpoint)
+        return s
+
+    flooder = peer(b"2/x", 2)  # agent 2's identity (and in secure mode its valid key)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        for _ in range(300):
+            flooder.send(b"early")
+        assert first(a, 1.5) is None
+        honest = peer(b"1/y", 1)
+        honest.send(b"degree")
+        assert first(a, 1.0) is None  # held until the link to 1 exists
+        a.connect_peer(1, "tcp://127.0.0.1:2")
+        assert first(a, 1.0) == (1, b"degree")
+    assert f"{EARLY_PER_SENDER} held frames from agent 2" in caplog.text
+    # one-shot: once the neighbours are known, the flooder is refused at once, its frames dropped
+    a.settle([1])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        again = peer(b"2/z", 2)
+        again.send(b"late")
+        assert first(a, 1.0) is None
+    assert "agent 2 is not a neighbour of this agent" in caplog.text
+    assert a._held_count == 0
+
+
+def test_a_neighbours_refused_early_frame_is_logged_apart_from_a_strangers_flood(
+    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    a = closing(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=[1]))
+    a.open()
+    stranger = ctx.socket(zmq.DEALER)
+    stranger.setsockopt(zmq.IDENTITY, b"5/x")
+    stranger.setsockopt(zmq.LINGER, 0)
+    stranger.connect(a.endpoint)
+    neighbour = ctx.socket(zmq.DEALER)
+    neighbour.setsockopt(zmq.IDENTITY, b"1/x")
+    neighbour.setsockopt(zmq.LINGER, 0)
+    neighbour.connect(a.endpoint)
+    with caplog.at_level(logging.WARNING, logger=ZLOG):
+        stranger.send(b"noise")
+        first(a, 0.5)
+        neighbour.send(b"x" * (1 << 17))  # over the size an early frame may have
+        first(a, 0.5)
+    assert "agent 5 is not a neighbour" in caplog.text
+    assert "held frames from agent 1" in caplog.text
+
+
+_CHILD = r"""
+import resource, sys, time
+from dcop.protocol.zmqlink import ZmqAgentTransport
+a = ZmqAgentTransport(0, "tcp://127.0.0.1:*", {}, "tcp://127.0.0.1:1", candidates=[1])
+a.open()
+print(a.endpoint, flush=True)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    a.recv(0.1)
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, a.dropped, flush=True)
+a.close(0)
+"""
+
+
+def test_a_stranger_cannot_make_an_agent_hold_frame_after_frame(ctx: zmq.Context[Any]) -> None:
+    """Ten 40 MiB frames from a stranger on one connection: its connection is cut at the first
+    refusal, so the agent never holds more than a couple of them (it held them all before)."""
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, "6"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    endpoint = child.stdout.readline().strip()
+    stranger = ctx.socket(zmq.DEALER)
+    stranger.setsockopt(zmq.IDENTITY, b"7/x")
+    stranger.setsockopt(zmq.LINGER, 0)
+    stranger.connect(endpoint)
+    big = b"\x81" * (40 << 20)
+    for _ in range(10):
+        stranger.send(big, copy=False)
+    base_kib, peak_kib, dropped = map(int, child.stdout.readline().split())
+    child.wait(10)
+    assert dropped < 10, "the stranger's connection was never cut"
+    assert peak_kib - base_kib < 4 * 40 * 1024, f"peak grew by {peak_kib - base_kib} KiB"
+
+
+def test_undecodable_frames_are_logged_at_a_bounded_rate(caplog: pytest.LogCaptureFixture) -> None:
+    class Quiet:
+        endpoint = "inproc://x"
+
+    agent = Agent(AgentConfig(0), Quiet(), NumpyBackend())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="dcop.agents"):
+        for _ in range(1000):
+            agent.on_frames(1, [b"\x00not msgpack"])
+    lines = [r for r in caplog.records if "dropped a frame" in r.getMessage()]
+    assert len(lines) == 1
