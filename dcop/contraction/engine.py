@@ -35,9 +35,12 @@ SEARCH_SHARE = 0.25
 #: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
 #: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
 FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
-#: A tree with an intermediate of WIDE entries gets INSURANCE_S seconds of search anyway.
-WIDE = 1 << 16
-INSURANCE_S = 0.1
+#: Seconds per entry of a tree's largest intermediate that a run of it may take beyond its
+#: predicted flops (Promedus_15's greedy tree, 2^20 entries, ran 0.18 s against a predicted
+#: 0.002 s): the search gets SEARCH_SHARE of that much time too, so a tree with a large
+#: intermediate is searched further and a small model is not (a fixed 0.1 s of search had cost
+#: ising16x16, largest 2^16 entries, twice its contraction).
+LARGE_ENTRY_S = 1.7e-7
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -118,6 +121,9 @@ def plan_contraction(
     search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
     predicted time (its flops at ``rate``)."""
     t0 = time.perf_counter()
+    # the budget counts this process's CPU time: on a loaded machine wall time would cut the
+    # search short of the trees it is meant to find
+    c0 = time.process_time()
     paths: dict[str, Path] = {}
     stats: dict[str, TreeStats] = {}
 
@@ -131,16 +137,16 @@ def plan_contraction(
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
         for name, make in orders(adjacency, names).items():
-            if not _worth(stats, t0, budget_s, rate):
+            if not _worth(stats, c0, budget_s, rate):
                 break
             add(f"order:{name}", order_path(scopes, sizes, make()))
-        if _worth(stats, t0, budget_s, rate):
-            left = min(budget_s, SEARCH_SHARE * _best_time(stats, rate)) - (
-                time.perf_counter() - t0
+        if _worth(stats, c0, budget_s, rate):
+            left = min(budget_s, SEARCH_SHARE * _worst_time(stats, rate)) - (
+                time.process_time() - c0
             )
             add(
                 "opt_einsum:random-greedy",
-                optimizer_path(scopes, sizes, "random-greedy", max(0.05, left)),
+                optimizer_path(scopes, sizes, "random-greedy", max(1e-3, left)),
             )
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
@@ -183,21 +189,17 @@ def plan_contraction(
     )
 
 
-def _best_time(stats: Mapping[str, TreeStats], rate: float) -> float:
-    return min(s.cost for s in stats.values()) / rate
-
-
-def _worth(stats: Mapping[str, TreeStats], t0: float, budget_s: float, rate: float) -> bool:
+def _worth(stats: Mapping[str, TreeStats], c0: float, budget_s: float, rate: float) -> bool:
     """Whether another candidate tree is worth its search time: while the search has cost less
-    than SEARCH_SHARE of the best tree's predicted time, and in any case for a short while
-    (INSURANCE_S) when the best tree so far has an intermediate of WIDE entries or more (the
-    predicted time misses what a large intermediate costs beyond its flops: Promedus_15's greedy
-    tree, 1M entries, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
-    spent = time.perf_counter() - t0
-    if spent >= budget_s:
-        return False
-    wide = min(s.largest for s in stats.values()) >= WIDE
-    return spent < SEARCH_SHARE * _best_time(stats, rate) or (wide and spent < INSURANCE_S)
+    than SEARCH_SHARE of the best tree's predicted time, that time being at least what its
+    largest intermediate may cost (LARGE_ENTRY_S per entry: the flops miss it; Promedus_15's
+    greedy tree, 2^20 entries, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
+    return time.process_time() - c0 < min(budget_s, SEARCH_SHARE * _worst_time(stats, rate))
+
+
+def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
+    """The best tree's predicted time, or what its largest intermediate may cost if more."""
+    return min(max(s.cost / rate, s.largest * LARGE_ENTRY_S) for s in stats.values())
 
 
 def _fit(

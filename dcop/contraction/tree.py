@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 Path = list[tuple[int, int]]
+#: Most trials of opt_einsum's random-greedy per search (its own default is 32).
+RANDOM_REPEATS = 64
 #: Passes over each intermediate beyond its product, in flops (see TreeStats.cost).
 WRITE_PASSES = 3.0
 
@@ -159,7 +161,7 @@ def optimizer_path(
     max_time: float | None = None,
 ) -> Path:
     """An SSA path from opt_einsum's ``greedy`` or ``random-greedy`` (the latter stops after
-    ``max_time`` seconds)."""
+    ``max_time`` seconds or RANDOM_REPEATS trials)."""
     import opt_einsum as oe
     from opt_einsum.paths import linear_to_ssa
 
@@ -169,7 +171,9 @@ def optimizer_path(
     if method == "greedy":
         linear = oe.paths.greedy(inputs, frozenset(), dict(sizes))
     elif method == "random-greedy":
-        optimizer = oe.RandomGreedy(max_repeats=10**6, max_time=max_time or 1.0)
+        # at most RANDOM_REPEATS trials: a small model's trials take microseconds each and would
+        # otherwise fill the whole max_time
+        optimizer = oe.RandomGreedy(max_repeats=RANDOM_REPEATS, max_time=max_time or 1.0)
         linear = optimizer(inputs, frozenset(), dict(sizes))
     else:
         raise ValueError(f"unknown path optimizer {method!r}")
