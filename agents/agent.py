@@ -273,11 +273,11 @@ class Agent:
                     return False
                 log.error("agent %d: lost the coordinator (%s); exiting", self.me, loss.reason)
                 return True
-            if self.session is not None and loss.peer in self.session.part.neighbours:
+            if self.session is not None and loss.peer in self.session.part.peers:
                 if loss.peer in self.reported_lost or self.result_sent:
                     continue
                 self.reported_lost.add(loss.peer)
-                name = self.session.part.neighbours[loss.peer]
+                name = self.session.part.peers[loss.peer]
                 reason = f"lost the link to neighbour agent {loss.peer} ({name}): {loss.reason}"
                 log.error("agent %d: %s", self.me, reason)
                 self._send(COORDINATOR_ID, Error(reason, loss.peer))
@@ -370,7 +370,7 @@ class Agent:
             self.now() + self.cfg.timeout_s if self.cfg.serving else float("inf")
         )
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
-        for n in setup.neighbours:
+        for n in (*setup.neighbours, *setup.links):  # links: the elimination tree's extra edges
             self.transport.connect_peer(n.id, n.endpoint)
         self.session = Session(
             self.me,
@@ -387,7 +387,7 @@ class Agent:
         self._out(self.session.begin())
         ahead, self.ahead = self.ahead, []
         for sender, env, size in ahead:
-            if env.problem == problem and sender in part.neighbours:
+            if env.problem == problem and sender in part.peers:
                 self._dispatch(sender, env, size)
 
     def _on_start(self, start: Start) -> None:
@@ -442,7 +442,7 @@ class Agent:
         """Drop the current problem (a serving agent then waits for the next one)."""
         if self.session is not None:
             self.session.release()
-            for n in self.session.part.neighbours:
+            for n in self.session.part.peers:
                 self.transport.disconnect_peer(n)
             log.info("agent %d: problem %d ends (%s)", self.me, self.problem, reason)
         self.session = None
@@ -458,7 +458,8 @@ class Agent:
             action()
             session = self.session
             if session is not None and session.done and not self.result_sent:
-                metrics = self.meter.snapshot(session.clock, self._backend_figures())
+                figures = {**self._backend_figures(), **session.handover_figures()}
+                metrics = self.meter.snapshot(session.clock, figures)
                 self._send(COORDINATOR_ID, session.result(metrics))
                 self.result_sent = True
                 self.solved += 1

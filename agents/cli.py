@@ -44,8 +44,9 @@ def agent(
         str | None,
         typer.Option(
             metavar="DEVICE",
-            help="Run large buckets with CuPy on this CUDA device ('all': device id mod the "
-            "number of GPUs), on the agent's own stream.",
+            help="Run large buckets with CuPy on this CUDA device ('all' or a list like 0,2: "
+            "device id mod their number; D/LIST: device D, the largest buckets split over "
+            "LIST), on the agent's own stream.",
         ),
     ] = None,
     timeout: Annotated[

@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.jobs import Worker
@@ -56,20 +56,25 @@ def curve_config(peers: Peers, entry: AgentEntry, keys: str | None) -> CurveConf
 
 
 def agent_backend(
-    gpu: int | None, spec_min_entries: int | None = None
+    gpu: int | None, spec_min_entries: int | None = None, split: tuple[int, ...] = ()
 ) -> tuple[TableBackend, float, str, str]:
     """NumPy, or for a GPU agent the placed backend (buckets large enough run on device ``gpu``,
     on the agent's own stream), warmed up: its CUDA context, memory pools and generic kernels
-    are ready before the agent says hello. Returns the backend, the seconds set-up took, the
-    device's name and the agent's CUDA IPC domain (:func:`dcop.gpu.ipc.ipc_domain`)."""
+    are ready before the agent says hello; ``split``: devices its large buckets are split over
+    (the others' contexts are made when such a bucket is first prepared). Returns the backend,
+    the seconds set-up took, the device's name and the agent's CUDA IPC domain
+    (:func:`dcop.gpu.ipc.ipc_domain`)."""
     from dcop.backend import get_backend
 
     if gpu is None:
         return get_backend("numpy"), 0.0, "", ""
-    from dcop.placement import placed_backend
+    from dcop.placement import PlacedBackend
 
     t0 = time.perf_counter()
-    backend = placed_backend(gpu, None, spec_min_entries)
+    backend = cast(
+        PlacedBackend,
+        get_backend("placed", gpu, devices=split or None, min_entries=spec_min_entries),
+    )
     backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
     domain = backend.ipc_domain
     return backend, time.perf_counter() - t0, str(backend.gpu.device_name), domain
@@ -121,7 +126,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             peers = load_peers(Path(options.peers_file))
         entry = peers.agent(ident)
         curve = curve_config(peers, entry, options.keys) if options.secure else None
-        device = gpu_device(options.gpu, ident)
+        device, split = gpu_device(options.gpu, ident)
     except DcopError as exc:
         print(f"dcop-agent: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -147,7 +152,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
     try:
         transport.open()
         local = local_part(options.problem, entry, peers) if options.problem is not None else None
-        backend, setup_s, device_name, ipc = agent_backend(device)
+        backend, setup_s, device_name, ipc = agent_backend(device, split=split)
         worker = Worker("dcop-jobs")
         # first-call costs paid here, not in the solve: on this thread, which runs the short
         # buckets (dcop.agents.jobs); the long ones do not notice them
@@ -202,11 +207,13 @@ def _stop_signal(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def gpu_device(gpu: str | None, agent_id: int) -> int | None:
-    """The CUDA device of ``--gpu``: a number, ``all`` or a list like ``0,2`` (then agent ``k``
-    takes the ``k mod len``-th device of it: agents round robin over the GPUs)."""
+def gpu_device(gpu: str | None, agent_id: int) -> tuple[int | None, tuple[int, ...]]:
+    """The CUDA device of ``--gpu`` and the devices the agent's large buckets are split over:
+    a number, ``all`` or a list like ``0,2`` (agent ``k`` takes the ``k mod len``-th device of
+    it: agents round robin over the GPUs), or ``D/LIST`` (device ``D``, split over ``LIST``)."""
     if gpu is None:
-        return None
-    from dcop.placement import device_for_agent, gpu_count, gpu_devices
+        return None, ()
+    from dcop.backend import gpu_count
+    from dcop.placement import agent_gpu
 
-    return device_for_agent(agent_id, gpu_devices(gpu, gpu_count() if gpu == "all" else None))
+    return agent_gpu(gpu, agent_id, gpu_count() if "all" in gpu else None)

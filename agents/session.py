@@ -26,7 +26,10 @@ Every message's clock advances mine (the simulated runtime is the critical path)
 A GPU agent whose parent shares its CUDA IPC domain (same host, namespaces and GPU; the Setup
 names each neighbour's) leaves its device UTIL tables on the GPU and sends their IPC handles
 (:class:`~dcop.protocol.IpcTable`); the parent copies them at once (:mod:`dcop.gpu.ipc`). The
-exported buffers live until the parent's VALUE or down message, or the end of the problem.
+exported buffers live until the parent's VALUE or down message, or the end of the problem. A
+parent on another GPU of the host takes them the same way where its device can access the
+child's (a peer-to-peer copy), else the UTIL goes as bytes through pinned host memory; each
+UTIL's tables are counted by the path they took (:meth:`Session.handover_figures`).
 
 Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
 """
@@ -75,6 +78,7 @@ from dcop.sumproduct import down_messages, marginal
 from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import DfsState, DfsToken
+from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 
 Out = list[tuple[int, Message]]
@@ -96,6 +100,13 @@ class Part:
     neighbours: dict[int, str]
     #: each neighbour's CUDA IPC domain, where it has one (Setup's ``Neighbour.ipc``)
     ipc: dict[int, str] = field(default_factory=dict)
+    #: agents linked for the coordinator's elimination tree that are not neighbours (id -> var)
+    links: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def peers(self) -> dict[int, str]:
+        """Every agent this one is linked to: its neighbours and its extra tree links."""
+        return {**self.neighbours, **self.links}
 
 
 def adopt_setup(
@@ -152,8 +163,11 @@ def adopt_setup(
             raise DcopError(
                 f"a table links {setup.variable!r} with {strangers[0]!r}, which is not a neighbour"
             )
-    ipc = {n.id: n.ipc for n in setup.neighbours if n.ipc}
-    return Part(setup.variable, domain, tables, neighbours, ipc)
+    links = {n.id: n.variable for n in setup.links}
+    if me in links:
+        raise ProtocolError(f"agent {me} is named as its own tree link")
+    ipc = {n.id: n.ipc for n in (*setup.neighbours, *setup.links) if n.ipc}
+    return Part(setup.variable, domain, tables, neighbours, ipc, links)
 
 
 class Session:
@@ -203,6 +217,10 @@ class Session:
         self.taken: list[int] = []
         #: my own tables, on the device since Go when my whole bucket will run there
         self.staged: list[Table] | None = None
+        #: how UTILs go between a neighbour and me: (neighbour, I read) -> path
+        self.paths: dict[tuple[int, bool], str] = {}
+        #: tables and bytes of my UTIL by the path they took to my parent
+        self.handed: dict[str, list[int]] = {}
         self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
         self.clock = 0.0
         # degree exchange
@@ -214,12 +232,12 @@ class Session:
         # the DFS of each candidate tree, and what the children's back tokens said
         self.spec: RunSpec | None = None
         self.zs: tuple[int | None, ...] = ()
-        self.trees: list[DfsState] = []
+        self.trees: list[DfsState | GivenState] = []
         self.child_sizings: list[dict[int, tuple[Sizing, ...]]] = []
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
-        self.tree: DfsState | None = None
+        self.tree: DfsState | GivenState | None = None
         self.utils: dict[int, list[Table]] = {}
         self.scalars = 0.0
         self.bucket: list[Table] = []
@@ -332,10 +350,27 @@ class Session:
             self.bound = scalar
             self.unmap_taken()  # before my VALUEs go out (a child may free its buffer then)
             return self._progress()
+        self._count_handover(wire, shared)
         if scalar != 0.0 or not (wire or shared):
             wire = (*wire, WireTable.from_array((), scalar))
         self.util_sent = True
         return [(self.tree.parent, Util(wire, self.clock, shared)), *self._progress()]
+
+    def _count_handover(self, wire: Sequence[WireTable], shared: Sequence[IpcTable]) -> None:
+        """Count my UTIL's tables by path: handles by my parent's path (``ipc`` or ``p2p``),
+        framed tables by ``host`` between GPU agents of one host (they went through host memory:
+        a download, the local socket, an upload) or ``net``."""
+        assert self.tree is not None
+        path = self._path(self.tree.parent, False)
+        for t in shared:
+            self._handed(path, t.nbytes)
+        for w in wire:
+            if w.scope:
+                self._handed("net" if path == "net" else "host", w.nbytes)
+
+    def _handed(self, path: str, nbytes: int) -> None:
+        tables, total = self.handed.get(path, [0, 0])
+        self.handed[path] = [tables + 1, total + nbytes]
 
     def charge(self, seconds: float) -> None:
         """Add compute time to the logical clock (the simulated runtime) and the metrics."""
@@ -423,6 +458,22 @@ class Session:
         out: Out = []
         for k in start.roots:
             out += self._wire(k, self.trees[k].start())
+        if start.given is not None:
+            # the coordinator's elimination tree: no walk, only the sizing pass up to its roots
+            k = len(self.trees)
+            self.trees.append(
+                GivenState(
+                    self.me,
+                    self.part.domain,
+                    self.part.neighbours,
+                    start.given.path,
+                    start.given.domains,
+                    start.given.children,
+                    k,
+                )
+            )
+            self.child_sizings.append({})
+            out += self._wire(k, self.trees[k].start())
         early, self.early = self.early, []
         for sender, message in early:
             out += self.on(sender, message)
@@ -480,7 +531,7 @@ class Session:
             out.append((COORDINATOR_ID, report))
         return out
 
-    def _own_scopes(self, state: DfsState) -> list[tuple[int, ...]]:
+    def _own_scopes(self, state: DfsState | GivenState) -> list[tuple[int, ...]]:
         """My tables whose other variables are my ancestors, as scopes of agent ids."""
         ancestors = set(state.path)
         return [
@@ -489,7 +540,7 @@ class Session:
             if all(v == self.var or self.ids[v] in ancestors for v in t.scope)
         ]
 
-    def _domains(self, state: DfsState) -> dict[int, int]:
+    def _domains(self, state: DfsState | GivenState) -> dict[int, int]:
         return {**state.ancestor_domains(), self.me: self.part.domain}
 
     def _child_tables(self, k: int, j: int) -> list[tuple[tuple[int, ...], ...]]:
@@ -622,19 +673,48 @@ class Session:
         assert self.tree is not None
         if sender not in self.tree.children or sender in self.opened or sender in self.utils:
             raise ProtocolError(f"an offer from {sender}, which is not a waiting child")
-        if self.handover is None or not self._shares_gpu(sender):
+        if self.handover is None or not self._shares_gpu(sender, True):
             raise ProtocolError(f"agent {sender} offered a CUDA IPC buffer; we share no GPU")
         t0 = time.perf_counter()
         try:
-            pointer = self.handover.open_ipc(offer.handle, offer.nbytes)
+            pointer = self.handover.open_ipc(
+                offer.handle, offer.nbytes, self.part.ipc.get(sender, "")
+            )
         except IpcUnavailable as exc:
             raise self._lost_handle(sender, exc) from None
         self.opened[sender] = (offer.handle, pointer, offer.nbytes)
         self.charge(time.perf_counter() - t0)
 
-    def _shares_gpu(self, peer: int | None) -> bool:
-        """Whether ``peer`` and I are agents of one GPU (equal, non-empty IPC domains)."""
-        return bool(self.ipc) and peer is not None and self.part.ipc.get(peer) == self.ipc
+    def _path(self, peer: int | None, reading: bool) -> str:
+        """How a UTIL goes between ``peer`` and me (``reading``: I am the parent): ``ipc`` (one
+        GPU), ``p2p`` (two GPUs of this host, the parent's able to read the child's), ``host``
+        (two GPUs of this host without) or ``net`` (:func:`dcop.gpu.ipc.handover_path`)."""
+        theirs = self.part.ipc.get(peer, "") if peer is not None else ""
+        if not self.ipc or peer is None or not theirs:
+            return "net"
+        key = (peer, reading)
+        path = self.paths.get(key)
+        if path is None:
+            if self.handover is not None:
+                path = self.handover.handover_path(self.ipc, theirs, reading)
+            else:
+                path = "ipc" if theirs == self.ipc else "net"
+            self.paths[key] = path
+        return path
+
+    def _shares_gpu(self, peer: int | None, reading: bool) -> bool:
+        """Whether ``peer``'s UTIL and mine go by a CUDA IPC handle: one GPU, or two with peer
+        access."""
+        return self._path(peer, reading) in ("ipc", "p2p")
+
+    def handover_figures(self) -> dict[str, float]:
+        """My UTIL's tables and bytes by the path they took to my parent, for my metrics:
+        ``handover_<path>_tables`` and ``handover_<path>_bytes``."""
+        out: dict[str, float] = {}
+        for path, (tables, nbytes) in self.handed.items():
+            out[f"handover_{path}_tables"] = tables
+            out[f"handover_{path}_bytes"] = nbytes
+        return out
 
     def _lost_handle(self, sender: int, exc: Exception) -> DcopError:
         name = self.part.neighbours.get(sender, "?")
@@ -651,8 +731,9 @@ class Session:
         from dcop.gpu.ipc import IpcUnavailable
 
         handover = self.handover
-        if handover is None or not self._shares_gpu(sender):
+        if handover is None or not self._shares_gpu(sender, True):
             raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
+        peer = self.part.ipc.get(sender, "")
         t0 = time.perf_counter()
         mapped = self.opened.pop(sender, None)
         handle, pointer, size = mapped if mapped is not None else (None, 0, 0)
@@ -672,7 +753,7 @@ class Session:
                 data = next(copies)
             else:
                 try:
-                    data = handover.import_ipc(t.handle, t.shape, t.dtype)
+                    data = handover.import_ipc(t.handle, t.shape, t.dtype, peer)
                 except IpcUnavailable as exc:
                     raise self._lost_handle(sender, exc) from None
             out.append(Table(t.scope, data))
@@ -804,7 +885,7 @@ class Session:
         """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
         exporter returns None for a host table), else None (every table as bytes)."""
         assert self.tree is not None
-        if self.handover is None or not self._shares_gpu(self.tree.parent):
+        if self.handover is None or not self._shares_gpu(self.tree.parent, False):
             return None
         return self.handover.export_ipc
 
@@ -813,7 +894,11 @@ class Session:
         so that mapping it is off the path from my subtree's tables to my parent's bucket."""
         assert self.tree is not None and self.plan is not None
         handover = self.handover
-        if handover is None or not self._shares_gpu(self.tree.parent) or not self.plan.entries:
+        if (
+            handover is None
+            or not self._shares_gpu(self.tree.parent, False)
+            or not self.plan.entries
+        ):
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
         t0 = time.perf_counter()

@@ -14,6 +14,9 @@ skipped for the rest of a series once one run took more than ``--cpu-limit`` sec
 
 Writes ``benchmarks/results/gpu_be.{json,md}`` and ``gpu_be_speedup.png`` (speedup vs induced width).
 
+With ``--devices 1,2[,4]`` it runs ``benchmarks/gpu_multi.py``'s BE parts instead: BE with large
+buckets split over several GPUs, and one table larger than a device (``gpu_multi.{json,md}``).
+
 Running it on the device machine: from the repository root,
 ``python3 -m pip install -q --no-deps --no-build-isolation -e .`` (maps ``gpu/`` to ``dcop.gpu``),
 then ``python3 benchmarks/gpu_be.py``; matplotlib is in the ``bench`` extra (and on the device).
@@ -474,6 +477,13 @@ def finite(x: Any) -> Any:
 
 
 def main() -> None:
+    if "--devices" in sys.argv[1:]:
+        # several GPUs of one host: benchmarks/gpu_multi.py's be,big part(s), one report
+        # (gpu_multi.{json,md}) for every device count of --devices 1,2[,4]
+        import gpu_multi
+
+        gpu_multi.main(["--parts", "be,big", *sys.argv[1:]])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="warm GPU runs per instance")

@@ -15,6 +15,9 @@ solve wall time of each, the GPU agents' set-up time (not part of the solve), ho
 on the device, and the paper's GpuDBE simulated time beside them. ADPOP(z) rows do the same with
 mini-buckets. Writes ``gpu_dpop.json`` and ``gpu_dpop.md`` (``meta.gpu``, ``meta.date``).
 
+With ``--devices 1,2[,4]`` it runs ``benchmarks/gpu_multi.py``'s DPOP part instead: GPU agents over
+several GPUs of the host, round-robin and balanced (``gpu_multi.{json,md}``).
+
 Rows whose simulated times are a few milliseconds (n up to ``--reps-n-max``, and the ADPOP rows)
 vary by 10-20% from run to run on one host, more than the GPU agents' difference to the CPU
 agents where both keep every bucket on the CPU; ``--reps`` repeats their pairs, the CPU agents
@@ -94,6 +97,13 @@ def device_name() -> str:
 
 
 def main() -> None:
+    if "--devices" in sys.argv[1:]:
+        # several GPUs of one host: benchmarks/gpu_multi.py's dpop part(s), one report
+        # (gpu_multi.{json,md}) for every device count of --devices 1,2[,4]
+        import gpu_multi
+
+        gpu_multi.main(["--parts", "dpop", *sys.argv[1:]])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--n-min", type=int, default=10)

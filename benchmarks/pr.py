@@ -327,7 +327,7 @@ def run_pgmpy(spec: dict[str, Any], method: str) -> dict[str, Any]:
     import numpy as np
     from pgmpy.inference import VariableElimination
 
-    from dcop.inference.partition import choose_order
+    from dcop.orders.choose import choose_order
 
     problem = build_problem(spec)
     adjacency = problem.neighbours()
@@ -338,7 +338,7 @@ def run_pgmpy(spec: dict[str, Any], method: str) -> dict[str, Any]:
     if method == "ve":
         parts = [set(c) for c in nx.connected_components(nx.Graph(adjacency))]
         parts = [c for c in parts if c] or [None]
-    _, order = choose_order("auto", adjacency, problem.domain_sizes(), list(problem.variables))
+    order = choose_order(problem, "auto").order
     t0 = time.perf_counter()
     models = [pgmpy_model(problem, part) for part in parts]
     constant = -float(problem.constant) - sum(float(t.costs) for t in problem.tables if not t.scope)

@@ -27,8 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from dcop.coordinator.elimination import EliminationTree, offer
 from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.topology import Layout, auto_tree_count, layout_for
+from dcop.coordinator.topology import (
+    Layout,
+    auto_tree_count,
+    first_candidate_largest,
+    layout_for,
+)
 from dcop.errors import (
     DcopError,
     ProblemMismatch,
@@ -84,6 +90,13 @@ ERROR_TYPES: dict[str, type[DcopError]] = {
 #: A UTIL message's header and per-table framing, beside its entries (bytes; generous).
 UTIL_OVERHEAD_BYTES = 4096
 
+#: How the run's pseudo-tree is chosen: ``auto`` offers the coordinator's elimination tree beside
+#: the agents' DFS candidates where it is narrower than the first DFS tree, and keeps the
+#: candidate with the smallest predicted UTILs; ``dfs`` builds the agents' DFS trees only (for
+#: deployments whose agents hold their own problem and link to their neighbours only);
+#: ``elimination`` always offers the elimination tree and runs it.
+TREE_POLICIES = ("auto", "dfs", "elimination")
+
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
 
@@ -128,7 +141,11 @@ class Coordinator:
         hellos: dict[int, Hello] | None = None,
         on_status: Callable[[Progress], None] | None = None,
         origin: float | None = None,
+        tree: str = "auto",
+        order_time: float | None = None,
     ) -> None:
+        if tree not in TREE_POLICIES:
+            raise DcopError(f"unknown tree policy {tree!r}; use one of {', '.join(TREE_POLICIES)}")
         self.problem = problem
         #: where ``timeout`` and ``times.total`` count from (monotonic): the command's start, so
         #: the agents' launch counts; None: when :meth:`run` is called
@@ -148,9 +165,17 @@ class Coordinator:
         if self.spec.summing:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
         self.layout: Layout = layout_for(problem, peers)
-        if self.spec.trees == AUTO_TREES:
-            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout))
         self.active = sorted(self.layout.variable)
+        first = None
+        if self.spec.trees == AUTO_TREES:
+            first = first_candidate_largest(problem, self.layout)
+            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout, first))
+        self.tree_policy = tree
+        #: the elimination tree offered beside the DFS candidates (None: not offered), and why
+        self.elimination: EliminationTree | None
+        self.elimination, self.elimination_note = offer(
+            problem, self.layout, tree, first, order_time
+        )
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
         #: agents whose Setup went out
@@ -175,6 +200,10 @@ class Coordinator:
         #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
         self.moved: tuple[int, ...] = ()
         self.moved_at = 0.0
+
+    def _links(self, agent: int) -> tuple[int, ...]:
+        """The agents ``agent`` links to beyond its neighbours (the elimination tree's)."""
+        return self.elimination.links.get(agent, ()) if self.elimination is not None else ()
 
     def name(self, agent_id: int) -> str:
         var = self.layout.variable.get(agent_id)
@@ -230,10 +259,14 @@ class Coordinator:
         names = self.layout.variable
         adjacency = self.layout.neighbours
         self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        dfs_roots = list(self.roots)
+        if self.elimination is not None:  # candidate number spec.trees
+            self.roots.append(self.elimination.roots)
         now = time.monotonic()
         for a in self.active:
-            mine = tuple(k for k, roots in enumerate(self.roots) if a in roots)
-            self._send(a, Start(self.spec, mine))
+            mine = tuple(k for k, roots in enumerate(dfs_roots) if a in roots)
+            given = self.elimination.given[a] if self.elimination is not None else None
+            self._send(a, Start(self.spec, mine, given))
             # an agent heartbeats once it has work: its silence counts from its start
             self.last_seen[a] = max(self.last_seen.get(a, now), now)
             self.started.add(a)
@@ -466,15 +499,17 @@ class Coordinator:
             self.hello_at[sender] = time.monotonic() - self.t0
         if first and sender in self.layout.variable:
             # the last of an agent and its neighbours to say hello sends that agent's Setup
-            self._send_setups((sender, *sorted(self.layout.neighbours[sender])))
+            relatives = {*self.layout.neighbours[sender], *self._links(sender)}
+            self._send_setups((sender, *sorted(relatives)))
 
     def _send_setups(self, agents: Sequence[int]) -> None:
         """Send its Setup to each of ``agents`` that has none yet and that, with each of its
-        neighbours, has said where it listens (the Setup names their endpoints)."""
+        neighbours and tree links, has said where it listens (the Setup names their endpoints)."""
         for a in agents:
             if a in self.set_up or a not in self.hellos:
                 continue
-            if all(n in self.hellos for n in self.layout.neighbours[a]):
+            peers = (*self.layout.neighbours[a], *self._links(a))
+            if all(n in self.hellos for n in peers):
                 self.set_up.add(a)
                 self._send(a, self._setup(a))
 
@@ -495,7 +530,11 @@ class Coordinator:
             Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
             for n in sorted(self.layout.neighbours[agent])
         )
-        return Setup(variable, domain, tables, digest, neighbours)
+        links = tuple(
+            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
+            for n in self._links(agent)
+        )
+        return Setup(variable, domain, tables, digest, neighbours, links)
 
     def _send(self, peer: int, body: Message) -> None:
         frames = encode(COORDINATOR_ID, peer, body, self.number)
@@ -522,10 +561,31 @@ class Coordinator:
         widths = [
             max(self.reports[(k, r)].width for r in roots) for k, roots in enumerate(self.roots)
         ]
+        dfs_count = self.spec.trees
+        kinds = ["dfs"] * dfs_count + ["elimination"] * (len(self.roots) - dfs_count)
+        # --tree elimination runs the elimination tree (the DFS trees are only built)
+        allowed = [
+            k
+            for k in range(len(per_tree))
+            if self.tree_policy != "elimination" or kinds[k] == "elimination"
+        ]
         tree = min(
-            range(len(per_tree)),
+            allowed or range(len(per_tree)),
             key=lambda k: (per_tree[k][main].largest, per_tree[k][main].total, k),
         )
+        best_dfs = min(per_tree[k][main].largest for k in range(dfs_count))
+        if kinds[tree] == "elimination":
+            why = (
+                f"the elimination tree ({self.elimination_note}); its largest UTIL "
+                f"{per_tree[tree][main].largest:.4g} entries, the best DFS tree's {best_dfs:.4g}"
+            )
+            if self.tree_policy == "elimination":
+                why = "--tree elimination: " + why
+        else:
+            why = (
+                f"DFS candidate {tree}: the smallest largest UTIL ({best_dfs:.4g} entries); the "
+                f"elimination tree was {self.elimination_note}"
+            )
         sizings = per_tree[tree]
         itemsize = self.dtype.itemsize
         limit = self.spec.max_message_bytes
@@ -551,6 +611,8 @@ class Coordinator:
             widths=widths,
             predicted={z: s.largest for z, s in zip(zs, sizings, strict=True)},
             predicted_agent=sizings[chosen].agent,
+            kinds=kinds,
+            why=why,
         )
 
     def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
@@ -633,6 +695,7 @@ class Coordinator:
             wall_s=wall_s,
             solve_s=solve_s,
             hellos=self.hellos,
+            elimination_tree=self.elimination is not None,
         )
 
     def _sum_result(self, wall_s: float, solve_s: float, roots: list[int]) -> RunResult:

@@ -117,6 +117,7 @@ def run_local(
     spec: RunSpec | None = None,
     *,
     gpu: int | str | None = None,
+    gpu_placement: str = "round-robin",
     timeout: float = 120.0,
     secure: bool = False,
     problem_file: str | Path | None = None,
@@ -129,11 +130,14 @@ def run_local(
     fork: bool = True,
     on_answer: Callable[[RunResult], None] | None = None,
     started: float | None = None,
+    tree: str = "auto",
+    order_time: float | None = None,
 ) -> RunResult:
     """Solve ``problem`` with one agent process per variable on this machine.
 
     ``spec`` says how (default: DPOP); ``gpu`` a CUDA device for every agent's backend (buckets
-    big enough run there; ``"all"`` or ``"0,2"``: agents round robin over those devices);
+    big enough run there; ``"all"`` or ``"0,2"``: agents spread over those devices, round robin
+    or as ``gpu_placement`` says: :mod:`dcop.coordinator.gpus`);
     ``timeout`` bounds the whole run (seconds), counted from ``started`` (a monotonic time: the
     command's start, :func:`dcop.clock.process_started`; default: this call), so that the launch
     counts; ``times.launch`` is when every agent had said hello. ``secure`` generates CURVE keys and runs every
@@ -145,7 +149,9 @@ def run_local(
     argv)`` may change an agent's command line or return None to not start it;
     ``before_start(processes)`` runs once every agent has said hello, before any start goes out.
     ``on_answer(result)`` gets the answer as soon as the coordinator has it, while the agents exit
-    (its ``processes`` not yet filled in): ``dcop run`` prints its summary then.
+    (its ``processes`` not yet filled in): ``dcop run`` prints its summary then. ``tree`` and
+    ``order_time``: how the pseudo-tree is chosen and the ordering engine's budget
+    (:data:`dcop.coordinator.driver.TREE_POLICIES`).
 
     Returns the typed result; raises a DcopError naming the agent on any fault. Every started
     process has exited when this returns or raises.
@@ -156,6 +162,11 @@ def run_local(
     origin = started if started is not None else time.monotonic()
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
+    devices: dict[int, str] | None = None
+    if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
+        from dcop.coordinator.gpus import agent_gpu_values
+
+        devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
     with contextlib.ExitStack() as stack:
@@ -187,7 +198,7 @@ def run_local(
                 peers_file,
                 timeout=timeout + 10,
                 spec=spec,
-                gpu=gpu,
+                gpu=None if devices is None else devices[a.id],
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
@@ -220,6 +231,8 @@ def run_local(
             before_start=ready,
             on_status=on_status,
             origin=origin,
+            tree=tree,
+            order_time=order_time,
         )
         try:
             result = coordinator.run()
@@ -240,6 +253,11 @@ def run_local(
                 "forked": fork,
                 "secure": secure,
                 "gpu": gpu,
+                **(
+                    {"gpu_placement": gpu_placement}
+                    if devices is not None and len({d.split("/")[0] for d in devices.values()}) > 1
+                    else {}
+                ),
                 "total_s": time.monotonic() - started,
                 # when each agent said hello, from the command's start: the launch per agent
                 "hello_s": launch_profile(coordinator.hello_at.values()),

@@ -7,7 +7,8 @@ by CUDA IPC, which are also counted apart as ``ipc_bytes``), totals, wall time, 
 simulated runtime (the largest logical clock: each message carries its sender's clock, a
 receiver's clock is max(own, message) + its compute time). Theory: a connected problem sends
 n-1 UTIL and n-1 VALUE messages (a forest: n - #components), 2(n - #components) DFS tokens per
-candidate tree, one degree message each way per edge, and a DPOP UTIL message holds
+candidate DFS tree (n - #components back tokens for the coordinator's elimination tree), one
+degree message each way per edge, and a DPOP UTIL message holds
 prod(|D_v| for v in separator) entries.
 """
 
@@ -39,6 +40,7 @@ def wire_metrics(
     wall_s: float,
     solve_s: float,
     hellos: Mapping[int, Hello],
+    elimination_tree: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's metrics (messages and bytes per type, sizes, times, theory and checks) and each
     agent's place in the pseudo-tree with its own figures, by variable name."""
@@ -102,8 +104,9 @@ def wire_metrics(
         # the downward pass: VALUE when minimising, MAR's down messages, none for PR
         "value_messages": tree_edges if task == "min" else 0,
         "down_messages": tree_edges if task == "mar" else 0,
-        # every candidate tree's DFS: a child and a back token per tree edge
-        "token_messages": 2 * (n - components) * trees,
+        # every candidate tree's DFS: a child and a back token per tree edge; the coordinator's
+        # elimination tree (the last candidate, where offered): a back token per tree edge
+        "token_messages": (n - components) * (2 * trees - int(elimination_tree)),
         "tree_reports": candidates_roots,
         "degree_messages": 2 * edges,
         "largest_util_entries": max((a["theory_entries"] for a in per_agent.values()), default=0),
@@ -130,6 +133,7 @@ def wire_metrics(
         "dropped_frames": sum(r.metrics.dropped for r in results.values()),
         "setup_s_max": max((r.metrics.setup_s for r in results.values()), default=0.0),
         "buckets_gpu": sum(int(r.metrics.backend.get("buckets_gpu", 0)) for r in results.values()),
+        **_handover_tables(results),
         "theory": theory,
         "checks": {
             "util_messages_match": util_n == theory["util_messages"],
@@ -140,3 +144,16 @@ def wire_metrics(
         },
     }
     return metrics, per_agent
+
+
+def _handover_tables(results: Mapping[int, Result]) -> dict[str, dict[str, int]]:
+    """GPU runs: UTIL tables by the path they took to their parents (``ipc`` on one device,
+    ``p2p`` between devices, ``host`` through host memory, ``net``), from the agents' backend
+    figures; nothing for a run whose agents counted none (CPU agents)."""
+    totals: dict[str, int] = {}
+    for r in results.values():
+        for key, value in r.metrics.backend.items():
+            if key.startswith("handover_") and key.endswith("_tables"):
+                path = key[len("handover_") : -len("_tables")]
+                totals[path] = totals.get(path, 0) + int(value)
+    return {"handover_tables": dict(sorted(totals.items()))} if totals else {}

@@ -1,46 +1,96 @@
-"""The one backend switch: ``get_backend("numpy" | "cupy" | "auto")``.
+"""The one backend switch: ``get_backend("numpy" | "cupy" | "placed" | "auto")``.
 
 Algorithms call this and use the returned object's table methods (see ``dcop.tables``); they never
 import NumPy's or CuPy's array functions for table work themselves. CuPy is imported lazily, only
 when asked for, so ``import dcop`` works on machines without CUDA.
+
+- ``numpy``: the host backend.
+- ``cupy``: one GPU (``device``), or with several ``devices`` a backend that splits a large
+  bucket's output along its leading variables over them (:class:`dcop.gpu.multi.MultiGpuBackend`).
+- ``placed``: a GPU agent's backend: each bucket on the CPU or the device by its size
+  (:class:`dcop.placement.PlacedBackend`, threshold ``min_entries``); with several ``devices``
+  its large buckets are split over them, the rest on ``device`` (made lazily: an agent whose
+  buckets are small never opens the others).
+- ``auto``: ``cupy`` when a GPU is usable, else ``numpy``.
+
+The devices themselves come from a ``--gpu`` value through :func:`dcop.placement.gpu_devices`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dcop.errors import BackendUnavailable
 from dcop.tables import NumpyBackend, TableBackend
 
-BACKEND_NAMES = ("numpy", "cupy", "auto")
+BACKEND_NAMES = ("numpy", "cupy", "placed", "auto")
+
+
+def gpu_count() -> int:
+    """CUDA devices visible to this process (0 without CuPy or a driver)."""
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # any import or driver failure means "no GPU here"
+        return 0
 
 
 def gpu_usable() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
-    try:
-        import cupy
-
-        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
-    except Exception:  # any import or driver failure means "no GPU here"
-        return False
+    return gpu_count() > 0
 
 
-def get_backend(name: str = "numpy", device: int | None = None, stream: Any = None) -> TableBackend:
+def get_backend(
+    name: str = "numpy",
+    device: int | None = None,
+    stream: Any = None,
+    *,
+    devices: Sequence[int] | None = None,
+    min_entries: int | None = None,
+    **gpu_options: Any,
+) -> TableBackend:
     """Return the table backend called ``name``.
 
-    ``device`` and ``stream`` bind the CuPy backend to one GPU and one (non-blocking) CUDA stream,
-    so that each agent process can own its stream; they are ignored by NumPy.
+    ``device`` and ``stream`` bind a GPU backend to one GPU and one (non-blocking) CUDA stream,
+    so that each agent process can own its stream; ``devices`` (two or more) gives ``cupy`` a
+    bucket split over those GPUs. ``min_entries`` is the ``placed`` backend's threshold and
+    ``gpu_options`` go to :class:`dcop.gpu.CupyBackend`. NumPy ignores them all.
     """
     if name == "numpy":
         return NumpyBackend()
     if name == "auto":
-        return get_backend("cupy", device, stream) if gpu_usable() else NumpyBackend()
-    if name == "cupy":
-        try:
-            from dcop.gpu import CupyBackend
-        except ImportError as exc:  # dcop.gpu itself imports cupy lazily; this is a missing package
-            raise BackendUnavailable(
-                f"backend 'cupy' needs CuPy: pip install 'dcop[gpu]' ({exc})"
-            ) from exc
-        return CupyBackend(device=device, stream=stream)
-    raise BackendUnavailable(f"unknown backend {name!r}; use one of {', '.join(BACKEND_NAMES)}")
+        if not gpu_usable():
+            return NumpyBackend()
+        return get_backend("cupy", device, stream, devices=devices, **gpu_options)
+    if name not in ("cupy", "placed"):
+        raise BackendUnavailable(f"unknown backend {name!r}; use one of {', '.join(BACKEND_NAMES)}")
+    try:
+        from dcop.gpu import CupyBackend
+    except ImportError as exc:  # dcop.gpu itself imports cupy lazily; this is a missing package
+        raise BackendUnavailable(
+            f"backend {name!r} needs CuPy: pip install 'dcop[gpu]' ({exc})"
+        ) from exc
+    several = devices is not None and len(set(devices)) > 1
+    if name == "placed":
+        from dcop.placement import PlacedBackend
+
+        if several:
+            from dcop.gpu.multi import MultiGpuBackend
+
+            assert devices is not None
+            first = int(devices[0]) if device is None else int(device)
+            ordered = [first, *(int(d) for d in devices if int(d) != first)]
+            gpu: Any = MultiGpuBackend(ordered, lazy=True, stream=stream, **gpu_options)
+        else:
+            gpu = CupyBackend(device=device, stream=stream, **gpu_options)
+        return PlacedBackend(NumpyBackend(), gpu, min_entries)
+    if several:
+        from dcop.gpu.multi import MultiGpuBackend
+
+        assert devices is not None
+        return MultiGpuBackend(devices, stream=stream, **gpu_options)
+    if devices is not None and len(devices) == 1:
+        device = devices[0]
+    return CupyBackend(device=device, stream=stream, **gpu_options)

@@ -96,6 +96,16 @@ class OrderingName(str, Enum):
     pseudotree = "pseudotree"
 
 
+class TreeName(str, Enum):
+    """How ``dcop run`` and ``dcop coordinator`` choose the pseudo-tree (auto: the coordinator's
+    elimination tree beside the agents' DFS candidates where narrower; dfs: the agents' DFS trees
+    only; elimination: the coordinator's elimination tree)."""
+
+    auto = "auto"
+    dfs = "dfs"
+    elimination = "elimination"
+
+
 class BackendName(str, Enum):
     """Table backends (auto: cupy when a GPU is usable)."""
 

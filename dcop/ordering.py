@@ -11,11 +11,17 @@ the pseudo-tree itself and the DFS that builds one live in :mod:`dcop.trees`.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from dcop.errors import ModelError
 from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
+
+if TYPE_CHECKING:
+    from dcop.model import Problem
+    from dcop.orders.engine import CostModel, OrderResult
 
 Adjacency = Mapping[str, set[str]]
 ORDERINGS = ("minfill", "mindegree", "pseudotree")
@@ -23,6 +29,8 @@ ORDERINGS = ("minfill", "mindegree", "pseudotree")
 
 # ---- greedy elimination orders ------------------------------------------------------------------
 def _greedy_order(adjacency: Adjacency, score_fill: bool) -> list[str]:
+    # a heap of (fill, degree, rank) keys with stale entries skipped: only the eliminated
+    # variable's neighbours (degree) and their neighbours (fill) change key at each step
     graph = {v: set(ns) for v, ns in adjacency.items()}
     rank = {v: i for i, v in enumerate(adjacency)}
 
@@ -31,24 +39,31 @@ def _greedy_order(adjacency: Adjacency, score_fill: bool) -> list[str]:
         return sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
 
     def key(v: str) -> tuple[int, int, int]:
-        return (fills[v] if score_fill else 0, len(graph[v]), rank[v])
+        return (fill(v) if score_fill else 0, len(graph[v]), rank[v])
 
-    fills = {v: fill(v) for v in graph} if score_fill else {}
+    current = {v: key(v) for v in graph}
+    heap = [(*k, v) for v, k in current.items()]
+    heapq.heapify(heap)
     order: list[str] = []
     while graph:
-        v = min(graph, key=key)
+        *k, v = heapq.heappop(heap)
+        if v not in graph or tuple(k) != current[v]:
+            continue  # eliminated, or pushed again with a newer key
         ns = graph.pop(v)
+        del current[v]
         for a in ns:
             graph[a].discard(v)
             graph[a].update(ns - {a})
         order.append(v)
+        touched = set(ns)
         if score_fill:
-            touched = set(ns)
             for a in ns:
                 touched.update(graph[a])
-            fills.pop(v)
-            for a in touched:
-                fills[a] = fill(a)
+        for a in touched:
+            new = key(a)
+            if new != current[a]:
+                current[a] = new
+                heapq.heappush(heap, (*new, a))
     return order
 
 
@@ -171,6 +186,19 @@ def elimination_cost(
 
 
 def best_order(
+    problem_or_graph: Problem | Adjacency,
+    budget_s: float | None = None,
+    cost_model: CostModel | None = None,
+) -> OrderResult:
+    """The ordering engine's best order (:func:`dcop.orders.engine.best_order`): greedy orders
+    at once, then a tree-decomposition search within ``budget_s`` (None: sized from the predicted
+    solve time), compared by their real cost; never costlier than min-fill."""
+    from dcop.orders.engine import best_order as engine_best_order
+
+    return engine_best_order(problem_or_graph, budget_s, cost_model)
+
+
+def cheapest_order(
     adjacency: Adjacency, sizes: Mapping[str, int], candidates: Mapping[str, Sequence[str]]
 ) -> tuple[str, list[str]]:
     """The candidate order (by name) with the least :func:`elimination_cost`, first on ties."""

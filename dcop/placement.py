@@ -9,10 +9,16 @@ environment (``DCOP_GPU_MIN_ENTRIES``); ``0`` sends every bucket to the device (
 :class:`PlacedBackend` applies it call by call, with the same methods as any table backend, moves
 inputs to where their bucket runs and records where each bucket ran.
 
-For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``,
-and :func:`device_for_agent` gives the ``k``-th agent device ``k mod count`` of that list.
+For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``.
+Agents are spread over those devices in one of three ways (:data:`PLACEMENTS`): ``round-robin``
+(:func:`device_for_agent`: the ``k``-th agent on device ``k mod count``), ``balanced``
+(:func:`balanced_devices`: whole subtrees of the pseudo-tree on one device, the heaviest subtrees
+on different devices, so that most UTILs stay on their device and the largest buckets run at
+once on different GPUs), or ``split`` (round robin, and each agent's large buckets split over
+every device: what a chain of heavy buckets, where no two run at once, can use).
 
-Nothing here imports CuPy: the device backend is given (or built by :func:`placed_backend`).
+Nothing here imports CuPy: the device backend is given (``dcop.backend.get_backend("placed")``
+builds one).
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from dcop.errors import BackendUnavailable, InputError, ModelError
-from dcop.tables import NumpyBackend, Op, Table, domain_sizes
+from dcop.tables import Op, Table, domain_sizes
 
 Where = Literal["cpu", "gpu"]
+#: How agents are spread over several GPUs (see the module docstring).
+PLACEMENTS = ("round-robin", "balanced", "split")
 
 #: Joined entries from which a bucket runs on the GPU: the crossover of a bucket's path as an agent
 #: pays it, measured on an H100 by ``benchmarks/probes/gpu_bucket_context.py`` (its
@@ -231,21 +239,30 @@ class PlacedBackend:
             return self.gpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
         return self.cpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
 
-    # ---- CUDA IPC between agents of one GPU ----------------------------------------------------
+    # ---- CUDA IPC between agents of one GPU, or of two with peer access ----------------------
     @property
     def ipc_domain(self) -> str:
         """Who can open this backend's IPC handles (empty: nobody)."""
         return str(getattr(self.gpu, "ipc_domain", ""))
+
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        """How a UTIL goes between my agent (IPC domain ``mine``) and the agent of domain
+        ``peer`` (``ipc``, ``p2p``, ``host`` or ``net``; see :func:`dcop.gpu.ipc.handover_path`)."""
+        path = getattr(self.gpu, "handover_path", None)
+        if path is None:  # a device backend without peers: one GPU or none
+            return "ipc" if mine and mine == peer else "net"
+        return str(path(mine, peer, reading))
 
     def export_ipc(self, data: Any) -> Any:
         """An IPC export of device ``data`` (:class:`dcop.gpu.ipc.Exported`); None for host data,
         which travels as bytes anyway."""
         return None if self.on_host(data) else self.gpu.export_ipc(data)
 
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
-        """Another agent's table on this GPU, copied to this backend's device (it stays there)."""
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
+        """Another agent's table on this GPU (or a peer GPU: ``peer`` is its IPC domain), copied
+        to this backend's device (it stays there)."""
         self._device_tables = True
-        return self.gpu.import_ipc(handle, shape, dtype)
+        return self.gpu.import_ipc(handle, shape, dtype, peer)
 
     def offer_ipc(self, nbytes: int) -> Any:
         """An exportable device buffer to fill later (None when too small to be worth it)."""
@@ -260,9 +277,10 @@ class PlacedBackend:
         self.gpu.export_ipc_into(exported, offset, data, wait)
         return True
 
-    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
-        """Map another agent's offered buffer of ``nbytes`` on this GPU."""
-        return int(self.gpu.open_ipc(handle, nbytes))
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
+        """Map another agent's offered buffer of ``nbytes`` on this GPU (``peer``: its IPC
+        domain, which names its device)."""
+        return int(self.gpu.open_ipc(handle, nbytes, peer))
 
     def read_ipc_tables(
         self, pointer: int, tables: Sequence[tuple[int, tuple[int, ...], str]]
@@ -305,13 +323,19 @@ class PlacedBackend:
     def placement_metrics(self) -> dict[str, float]:
         """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
         out: dict[str, float] = {"gpu_min_entries": self.min_entries}
+        device = getattr(self.gpu, "device_id", None)
+        if device is not None:  # which GPU of the host this agent ran on
+            out["device"] = int(device)
+        split = getattr(self.gpu, "split_metrics", None)
+        if split is not None:  # an agent whose large buckets are split over several GPUs
+            out.update({k: float(v) for k, v in split().items()})
         for side in ("cpu", "gpu"):
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)
             out[f"joined_{side}"] = sum(p.joined for p in done)
         transfers = getattr(self.gpu, "transfers", None)
         if transfers is not None:
-            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes"):
+            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes", "p2p_in_bytes"):
                 out[key] = int(getattr(transfers, key, 0))
             for key in (
                 "ipc_out",
@@ -330,22 +354,6 @@ def _sizes(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> 
     for scope, shape in zip(scopes, shapes, strict=True):
         sizes.update(zip(scope, (int(s) for s in shape), strict=True))
     return sizes
-
-
-def placed_backend(
-    device: int | None = None,
-    stream: Any = None,
-    min_entries: int | None = None,
-    **gpu_options: Any,
-) -> PlacedBackend:
-    """A :class:`PlacedBackend` over ``NumpyBackend()`` and ``CupyBackend(device, stream, ...)``
-    (raises :class:`dcop.errors.BackendUnavailable` without CuPy or a device)."""
-    try:
-        from dcop.gpu import CupyBackend
-    except ImportError as exc:
-        raise BackendUnavailable(f"GPU placement needs dcop.gpu and CuPy ({exc})") from exc
-    gpu = CupyBackend(device=device, stream=stream, **gpu_options)
-    return PlacedBackend(NumpyBackend(), gpu, min_entries)
 
 
 # ---- agents on GPUs ---------------------------------------------------------------------------
@@ -375,6 +383,23 @@ def gpu_devices(spec: str, count: int | None) -> tuple[int, ...]:
     return tuple(devices)
 
 
+def agent_gpu(spec: str, index: int, count: int | None) -> tuple[int, tuple[int, ...]]:
+    """An agent's ``--gpu`` value read: its device, and the devices its large buckets are split
+    over (empty: none). ``D/LIST`` (what ``--gpu-placement split`` gives each agent: device
+    ``D``, buckets split over ``LIST``), else a ``--gpu`` value of :func:`gpu_devices`, whose
+    ``index mod len``-th device the agent takes (:func:`device_for_agent`)."""
+    own, _, split = spec.partition("/")
+    if not split:
+        return device_for_agent(
+            index, gpu_devices(own, count if own.strip() == "all" else None)
+        ), ()
+    device = gpu_devices(own, None)
+    over = gpu_devices(split, count if split.strip() == "all" else None)
+    if len(device) != 1 or device[0] not in over:
+        raise InputError(f"--gpu {spec!r}: want DEVICE/LIST with DEVICE in LIST, like 1/0,1")
+    return device[0], over
+
+
 def device_for_agent(index: int, devices: Sequence[int]) -> int:
     """The device of the ``index``-th agent (0-based, in launch order): round robin over
     ``devices``, so agent ``k`` gets ``devices[k mod len(devices)]``."""
@@ -385,11 +410,66 @@ def device_for_agent(index: int, devices: Sequence[int]) -> int:
     return int(devices[index % len(devices)])
 
 
-def gpu_count() -> int:
-    """CUDA devices visible to this process (0 without CuPy or a driver)."""
-    try:
-        import cupy
+def check_placement(name: str) -> str:
+    """``name`` if it is one of :data:`PLACEMENTS` (else :class:`~dcop.errors.InputError`)."""
+    if name not in PLACEMENTS:
+        raise InputError(f"GPU placement {name!r}: want one of {', '.join(PLACEMENTS)}")
+    return name
 
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:  # any import or driver failure means "no GPU here"
-        return 0
+
+def balanced_devices(
+    parent: Mapping[int, int | None], work: Mapping[int, float], devices: Sequence[int]
+) -> dict[int, int]:
+    """Each agent's device, whole subtrees at a time, the heaviest subtrees on different devices.
+
+    ``parent`` is the pseudo-tree (agent -> parent, None for a root) and ``work`` each agent's
+    bucket work (its joined entries where the bucket runs on a GPU, 0 where it stays on the
+    CPU). Starting from the trees of the forest, the heaviest subtree is cut at its root while
+    it weighs more than a device's fair share (total / count) or there are fewer subtrees than
+    devices; the subtrees then go to devices heaviest first, each to the least loaded
+    (longest-processing-time first), and each cut root goes with its heaviest child, so that
+    the largest UTIL it takes stays on its device. Without any work: round robin.
+    """
+    if not devices:
+        raise BackendUnavailable("no GPU to place agents on")
+    if len(devices) == 1 or not any(work.get(v, 0) > 0 for v in parent):
+        ids = sorted(parent)
+        return {v: device_for_agent(k, devices) for k, v in enumerate(ids)}
+    children: dict[int, list[int]] = {v: [] for v in parent}
+    roots = []
+    for v in sorted(parent):
+        p = parent[v]
+        if p is None:
+            roots.append(v)
+        else:
+            children[p].append(v)
+    weight: dict[int, float] = {}
+    order = list(roots)  # pre-order; weights filled bottom-up below
+    for v in order:
+        order.extend(children[v])
+    for v in reversed(order):
+        weight[v] = float(work.get(v, 0)) + sum(weight[c] for c in children[v])
+    total = sum(weight[r] for r in roots)
+    share = total / len(devices)
+    units, cut = list(roots), []
+    while True:
+        heaviest = max(units, key=lambda u: (weight[u], -u))
+        if (weight[heaviest] <= share and len(units) >= len(devices)) or not children[heaviest]:
+            break
+        units.remove(heaviest)
+        cut.append(heaviest)
+        units.extend(children[heaviest])
+    load = dict.fromkeys(devices, 0.0)
+    rank = {d: k for k, d in enumerate(devices)}
+    out: dict[int, int] = {}
+    for u in sorted(units, key=lambda u: (-weight[u], u)):
+        device = min(devices, key=lambda d: (load[d], rank[d]))
+        load[device] += weight[u]
+        stack = [u]
+        while stack:
+            v = stack.pop()
+            out[v] = device
+            stack.extend(c for c in children[v] if c not in cut)
+    for v in reversed(cut):  # deeper cuts first: a cut root's heaviest child may be a cut root
+        out[v] = out[max(children[v], key=lambda c: (weight[c], -c))]
+    return out

@@ -230,14 +230,22 @@ IpcPlaced = tuple[int, tuple[int, ...], str]
 class IpcHandover(Protocol):
     """What a backend offers beside :class:`TableBackend` to hand UTIL tables between agents of
     one GPU by CUDA IPC, instead of as bytes (a GPU agent's placed backend,
-    :class:`dcop.placement.PlacedBackend`; the agent's ``Session`` is the one caller).
+    :class:`dcop.placement.PlacedBackend`; the agent's ``Session`` is the one caller), and
+    between agents of two GPUs of one host where the reader's device can access the owner's.
 
     A child offers its parent a buffer ahead (:meth:`offer_ipc`), fills it with its UTIL tables
     (:meth:`export_ipc_into`) or exports a table alone (:meth:`export_ipc`); the parent maps the
     buffer (:meth:`open_ipc`), copies the tables onto its own device (:meth:`read_ipc_tables`,
     :meth:`import_ipc` for a lone table) and unmaps it (:meth:`close_ipc`). A handle that cannot
-    be opened raises :class:`dcop.gpu.ipc.IpcUnavailable`.
+    be opened raises :class:`dcop.gpu.ipc.IpcUnavailable`. :meth:`handover_path` says which way
+    a UTIL goes between two agents; ``peer`` arguments name the exporter's IPC domain (its GPU).
     """
+
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        """How a UTIL goes between my agent (IPC domain ``mine``) and the agent of domain
+        ``peer``: ``ipc`` (one GPU), ``p2p`` (two GPUs, the parent's can read the child's),
+        ``host`` (two GPUs of this host without) or ``net``; ``reading``: I am the parent."""
+        ...
 
     def offer_ipc(self, nbytes: int) -> IpcBuffer | None:
         """An exportable device buffer of ``nbytes`` to fill later (None: too small to be worth
@@ -256,7 +264,7 @@ class IpcHandover(Protocol):
         only, synchronize before the handle goes out); False for host data (sent as bytes)."""
         ...
 
-    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
         """Map another process's buffer of ``nbytes`` on this device; return its pointer."""
         ...
 
@@ -264,7 +272,7 @@ class IpcHandover(Protocol):
         """The tables of a buffer mapped at ``pointer``, copied onto this device."""
         ...
 
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
         """The lone table behind another process's ``handle``, copied onto this device."""
         ...
 

@@ -73,6 +73,9 @@ DEFAULT_CHUNK_BYTES = 256 << 20
 PINNED_DOWNLOAD_BYTES = 1 << 20
 #: Share of the free device memory an output may take before it is chunked to the host.
 FREE_MEMORY_SHARE = 0.8
+#: A page-locked host table over this share of the device budget is read by the kernels where it
+#: lies instead of being uploaded (:meth:`CupyBackend._host_view`): room stays for the output.
+ZERO_COPY_SHARE = 0.5
 #: Dtypes and ops :meth:`CupyBackend.warm_up` prepares by default (DPOP and BE: min-sum).
 WARM_DTYPES = ("float32", "float64")
 WARM_OPS = ("min",)
@@ -98,6 +101,10 @@ class TransferStats:
     #: bytes handed to / taken from other processes of this GPU by CUDA IPC
     ipc_out_bytes: int = 0
     ipc_in_bytes: int = 0
+    #: of ``ipc_in_bytes``, those taken from another GPU's buffer (peer to peer)
+    p2p_in_bytes: int = 0
+    #: bytes of page-locked host tables that kernels read in place (not uploaded)
+    zero_copy_bytes: int = 0
     chunks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -227,6 +234,8 @@ class CupyBackend:
         self._plans = PlanCache()  # plans by bucket structure (see PlanCache)
         #: where the tables of each mapped buffer land (by its pointer; see :meth:`open_ipc`)
         self._landing: dict[int, Any] = {}
+        #: the device holding each mapped buffer (another one's for a peer-to-peer hand-over)
+        self._owner: dict[int, int] = {}
         self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
@@ -272,6 +281,14 @@ class CupyBackend:
 
         return ipc_domain(self.xp, self.device_id)
 
+    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
+        """How a UTIL goes between this backend's agent (IPC domain ``mine``) and the agent of
+        domain ``peer``: ``ipc``, ``p2p``, ``host`` or ``net``
+        (:func:`dcop.gpu.ipc.handover_path`); ``reading`` when this agent is the parent."""
+        from dcop.gpu.ipc import handover_path
+
+        return handover_path(self.xp, mine, self.device_id, peer, reading)
+
     def _ipc_worth(self, nbytes: int) -> bool:
         """Whether a table of ``nbytes`` goes by IPC (:func:`dcop.gpu.ipc.ipc_min_bytes`)."""
         if self.ipc_min_bytes is None:
@@ -316,16 +333,19 @@ class CupyBackend:
             self.export_ipc_into(exported, 0, array)
         return exported
 
-    def open_ipc(self, handle: bytes, nbytes: int = 0) -> int:
+    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
         """Map another process's buffer on this device (:class:`dcop.gpu.ipc.IpcUnavailable`).
         With ``nbytes`` (the buffer's size) also reserve where its tables will land, so that
         taking them over (:meth:`read_ipc_tables`) allocates nothing: a new device array there
-        cost 0.15-0.3 ms of an agent's critical path on the H200."""
-        from dcop.gpu.ipc import open_handle
+        cost 0.15-0.3 ms of an agent's critical path on the H200. ``peer``: the exporter's IPC
+        domain, naming its device when that is not this one (a peer-to-peer hand-over)."""
+        from dcop.gpu.ipc import domain_device, open_handle
 
         t0 = time.perf_counter()
+        owner = domain_device(self.xp, peer) if peer else None
         with self.device:
             pointer = open_handle(self.xp, handle)
+        self._owner[pointer] = self.device_id if owner is None else owner
         if nbytes > 0:
             # best effort: without room now, each table gets an array of its own when it comes
             with self._on(), contextlib.suppress(*self.out_of_memory_errors):
@@ -345,13 +365,18 @@ class CupyBackend:
                 self.xp,
                 pointer,
                 tables,
+                # the mapping is in this device's address space (peer access enabled by the
+                # open): naming the owner would make CuPy open a context on it for nothing
                 self.device_id,
                 self.stream,
                 self.flag_nan,
                 self._landing.get(pointer),
                 steps,
             )
-        self.transfers.ipc_in_bytes += sum(int(a.size) * int(a.dtype.itemsize) for a in out)
+        nbytes = sum(int(a.size) * int(a.dtype.itemsize) for a in out)
+        self.transfers.ipc_in_bytes += nbytes
+        if self._owner.get(pointer, self.device_id) != self.device_id:
+            self.transfers.p2p_in_bytes += nbytes  # came over from another GPU
         self.transfers.add("ipc_in", time.perf_counter() - t0)
         for step, dt in steps.items():  # where ipc_in went: ipc_in_alloc, _copy, _check
             self.transfers.add(f"ipc_in_{step}", dt)
@@ -366,13 +391,15 @@ class CupyBackend:
         from dcop.gpu.ipc import close_handle
 
         self._landing.pop(pointer, None)
+        self._owner.pop(pointer, None)
         with self.device:
             close_handle(self.xp, pointer)
 
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str) -> Any:
+    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
         """The table behind another process's IPC ``handle``, copied onto this backend's device
-        (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened)."""
-        pointer = self.open_ipc(handle)
+        (:class:`dcop.gpu.ipc.IpcUnavailable` when the handle cannot be opened); ``peer`` as for
+        :meth:`open_ipc`."""
+        pointer = self.open_ipc(handle, 0, peer)
         try:
             return self.read_ipc(pointer, 0, shape, dtype)
         finally:
@@ -413,7 +440,36 @@ class CupyBackend:
             and data.device.id == self.device_id
         ):
             return data
+        if (
+            isinstance(data, np.ndarray)
+            and data.dtype == dtype
+            and data.flags.c_contiguous
+            and data.nbytes > ZERO_COPY_SHARE * self._device_budget()
+        ):
+            view = self._host_view(data)
+            if view is not None:
+                return view
         return self.asarray(data, dtype)
+
+    def _host_view(self, data: np.ndarray) -> Any:
+        """A device array over the host array ``data`` where it lies (no copy), or None when
+        ``data`` is not page-locked. Page-locked memory is mapped into every device's address
+        space (unified addressing), so a kernel reads it over the interconnect: a table larger
+        than the device (a bucket's output streamed to pinned host memory) is read in place by
+        the bucket that takes it, on every device that computes a slice of that bucket."""
+        runtime = self.xp.cuda.runtime
+        try:
+            attributes = runtime.pointerGetAttributes(int(data.ctypes.data))
+        except Exception:  # CuPy's CUDARuntimeError: not memory CUDA knows
+            return None
+        if int(getattr(attributes, "type", 0)) != 1:  # cudaMemoryTypeHost: page-locked
+            return None
+        memory = self.xp.cuda.UnownedMemory(
+            int(attributes.devicePointer), data.nbytes, data, self.device_id
+        )
+        self.transfers.zero_copy_bytes += data.nbytes
+        pointer = self.xp.cuda.MemoryPointer(memory, 0)
+        return self.xp.ndarray(data.shape, dtype=data.dtype, memptr=pointer)
 
     # ---- single-table operations -------------------------------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:
@@ -895,19 +951,35 @@ class CupyBackend:
     def _run_chunked(self, bound: JoinEliminatePlan) -> Table:
         """Compute the output in chunks on the compute stream; copy each finished chunk to pinned
         host memory on the copy stream while the next one is computed (two device buffers)."""
-        cupy = self.xp
         plan = bound.plan
-        units = chunk_units(plan, self.chunk_bytes, self._device_budget())
-        n_units = plan.n_units
         t0 = time.perf_counter()
         with self._on():
-            host = pinned_empty(cupy, plan.out_shape, plan.dtype)
-            flat = host.reshape(-1)
+            host = pinned_empty(self.xp, plan.out_shape, plan.dtype)
+        kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1))
+        self.copy_stream.synchronize()
+        self.stream.synchronize()
+        del kept
+        self.transfers.add("chunked", time.perf_counter() - t0)
+        return Table(plan.out_scope, host)
+
+    def queue_chunks(self, bound: JoinEliminatePlan, begin: int, end: int, flat: Any) -> list[Any]:
+        """Queue output units ``[begin, end)`` in chunks into ``flat`` (the whole output, flat, in
+        host memory): each chunk computed on the compute stream into one of two device buffers
+        and copied out on the copy stream while the next is computed. Nothing waits here: the
+        caller synchronizes (both streams) and keeps the returned buffers alive until then, so
+        that several devices can each queue their slice of one output and run at once."""
+        cupy = self.xp
+        plan = bound.plan
+        if end <= begin:
+            return []
+        units = chunk_units(plan, self.chunk_bytes, self._device_budget())
+        with self._on():
             bufs = [
-                cupy.empty(min(units, n_units) * plan.rows_per_unit, plan.dtype) for _ in range(2)
+                cupy.empty(min(units, end - begin) * plan.rows_per_unit, plan.dtype)
+                for _ in range(2)
             ]
             done = [None, None]  # events: the copy out of each buffer has finished
-            for i, (lo, hi) in enumerate(launch_ranges(0, n_units, units)):
+            for i, (lo, hi) in enumerate(launch_ranges(begin, end, units)):
                 buf = bufs[i % 2]
                 if done[i % 2] is not None:
                     self.stream.wait_event(done[i % 2])
@@ -922,10 +994,7 @@ class CupyBackend:
                 done[i % 2] = self.copy_stream.record()
                 self.transfers.chunks += 1
                 self.transfers.d2h_bytes += rows * plan.dtype.itemsize
-            self.copy_stream.synchronize()
-            self.stream.synchronize()
-        self.transfers.add("chunked", time.perf_counter() - t0)
-        return Table(plan.out_scope, host)
+        return bufs
 
 
 @dataclass

@@ -25,6 +25,20 @@ Who may: two agents whose :func:`ipc_domain` strings are equal and not empty: on
 one IPC and one PID namespace (containers that do not share them cannot open each other's
 handles), one GPU by PCI address. ``DCOP_CUDA_IPC=0`` turns it off (UTILs then travel as bytes);
 UTILs under :data:`DEFAULT_IPC_MIN_BYTES` (``DCOP_CUDA_IPC_MIN_BYTES``) travel as bytes anyway.
+
+Agents on different GPUs of one host (domains equal but for the PCI address): CUDA IPC works
+across devices where the reader's device can access the owner's (``cudaDeviceCanAccessPeer``):
+``cudaIpcOpenMemHandle`` on the reader's device, with ``cudaIpcMemLazyEnablePeerAccess`` (CuPy's
+default flag), maps the owner's buffer, and the copy out is a device-to-device copy over NVLink or
+PCIe. So :func:`handover_path` chooses, for each child-parent pair:
+
+- ``ipc``: one GPU;
+- ``p2p``: two GPUs of this host, the parent's able to read the child's: the same offer, handle
+  and copy as ``ipc``, the copy going peer to peer (``DCOP_CUDA_P2P=0`` turns this off);
+- ``host``: two GPUs of this host without peer access: through pinned host memory, which is the
+  bytes path (the child downloads into page-locked memory, the frame crosses the local socket,
+  the parent uploads);
+- ``net``: anything else (another host, a CPU agent, IPC off): bytes.
 """
 
 from __future__ import annotations
@@ -43,6 +57,11 @@ from dcop.errors import DcopError, InputError, ProtocolError
 
 #: Environment switch: ``0`` keeps every UTIL on the network even between agents of one GPU.
 IPC_ENV = "DCOP_CUDA_IPC"
+#: Environment switch: ``0`` sends UTILs between agents of different GPUs through the host even
+#: where the devices can access each other (to compare the two paths).
+P2P_ENV = "DCOP_CUDA_P2P"
+#: The ways a UTIL goes from a child to its parent (see the module docstring).
+HANDOVER_PATHS = ("ipc", "p2p", "host", "net")
 #: Environment override of :data:`DEFAULT_IPC_MIN_BYTES`.
 IPC_MIN_BYTES_ENV = "DCOP_CUDA_IPC_MIN_BYTES"
 #: UTILs smaller than this travel as bytes even between agents of one GPU. Measured on the H100
@@ -69,6 +88,11 @@ class Exported:
 def ipc_enabled() -> bool:
     """Whether ``DCOP_CUDA_IPC`` allows device hand-over (default: yes)."""
     return os.environ.get(IPC_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def p2p_enabled() -> bool:
+    """Whether ``DCOP_CUDA_P2P`` allows peer-to-peer hand-over between devices (default: yes)."""
+    return os.environ.get(P2P_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
 
 
 def ipc_min_bytes() -> int:
@@ -113,6 +137,43 @@ def ipc_domain(cupy: Any, device_id: int) -> str:
     return f"cuda/{boot}/{spaces[0]}/{spaces[1]}/{pci}"
 
 
+def _split_domain(domain: str) -> tuple[str, str]:
+    """(who may share handles: boot id and namespaces, the GPU's PCI address)."""
+    host, _, pci = domain.rpartition("/")
+    return host, pci
+
+
+def domain_device(cupy: Any, domain: str) -> int | None:
+    """This process's ordinal of the GPU that ``domain`` names by its PCI address (None when this
+    process does not see it)."""
+    _, pci = _split_domain(domain)
+    try:
+        return int(cupy.cuda.runtime.deviceGetByPCIBusId(pci))
+    except Exception:  # CuPy's CUDARuntimeError: not a device of this process
+        return None
+
+
+def handover_path(cupy: Any, mine: str, device_id: int, peer: str, reading: bool) -> str:
+    """How a UTIL goes between this agent (IPC domain ``mine``, on ``device_id``) and ``peer``
+    (its domain): one of :data:`HANDOVER_PATHS`. ``reading``: I am the parent, who reads the
+    child's buffer (else the child): the parent's device must be able to access the child's."""
+    if not mine or not peer:
+        return "net"
+    if mine == peer:
+        return "ipc"
+    if _split_domain(mine)[0] != _split_domain(peer)[0]:
+        return "net"  # another host or namespace: handles cannot be opened
+    other = domain_device(cupy, peer)
+    if other is None or other == device_id or not p2p_enabled():
+        return "host"
+    reader, owner = (device_id, other) if reading else (other, device_id)
+    try:
+        can = bool(cupy.cuda.runtime.deviceCanAccessPeer(reader, owner))
+    except Exception:  # treated as no access: the host path always works
+        can = False
+    return "p2p" if can else "host"
+
+
 def offer_buffer(cupy: Any, nbytes: int) -> Exported:
     """A buffer of its own ``cudaMalloc`` and its handle, to fill later (:func:`copy_into`): the
     receiver can open it while the tables are still being computed."""
@@ -145,7 +206,9 @@ def export_array(cupy: Any, array: Any, stream: Any) -> Exported:
 
 
 def open_handle(cupy: Any, handle: bytes) -> int:
-    """Map another process's buffer (:class:`IpcUnavailable` when it cannot be opened)."""
+    """Map another process's buffer on the current device, which may be another device than the
+    buffer's where it can access that one (CuPy opens with ``cudaIpcMemLazyEnablePeerAccess``);
+    :class:`IpcUnavailable` when it cannot be opened."""
     try:
         return int(cupy.cuda.runtime.ipcOpenMemHandle(handle))
     except Exception as exc:  # CuPy's CUDARuntimeError, whatever the driver said
@@ -177,8 +240,10 @@ def copy_tables_out(
     for them all. ``landing`` (a device byte buffer reserved when the buffer was mapped) receives
     the tables at their own offsets, so that nothing is allocated here; a table beyond it gets an
     array of its own. ``seconds`` gets ``alloc``, ``copy`` (queueing) and ``check`` (the wait and
-    the flag) added. Measured inside agents on the H200, a copy with its own wait and NaN test
-    took ~0.55 ms a table (alloc 0.15-0.3, copy 0.19, test 0.16-0.3 ms)."""
+    the flag) added. ``device_id`` is the device whose address space holds the mapping (this
+    process's device, also for a buffer of another GPU opened with peer access). Measured inside
+    agents on the H200, a copy with its own wait and NaN test took ~0.55 ms a table (alloc
+    0.15-0.3, copy 0.19, test 0.16-0.3 ms)."""
     steps = seconds if seconds is not None else {}
     t0 = time.perf_counter()
     targets = []
@@ -214,16 +279,21 @@ def _mapped(cupy: Any, address: int, nbytes: int, device_id: int) -> Any:
 
 __all__ = [
     "DEFAULT_IPC_MIN_BYTES",
+    "HANDOVER_PATHS",
     "IPC_ENV",
     "IPC_MIN_BYTES_ENV",
+    "P2P_ENV",
     "Exported",
     "IpcUnavailable",
     "close_handle",
     "copy_into",
     "copy_tables_out",
+    "domain_device",
     "export_array",
+    "handover_path",
     "ipc_domain",
     "ipc_min_bytes",
     "offer_buffer",
     "open_handle",
+    "p2p_enabled",
 ]

@@ -57,7 +57,8 @@ MAX_TABLES = 4096
 MAX_LIST = 1 << 20
 MAX_TEXT_CHARS = 4096
 
-#: Candidate pseudo-trees a run may build at once, and mini-bucket sizes it may size for.
+#: Candidate pseudo-trees a run may build at once (the DFS ones; the coordinator's elimination
+#: tree, where offered, is number MAX_TREES at most), and mini-bucket sizes it may size for.
 MAX_TREES = 16
 MAX_Z_CHOICES = MAX_SCOPE + 1
 

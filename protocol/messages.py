@@ -74,7 +74,8 @@ Reason = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS)]
 Seconds = Annotated[float, Meta(ge=0.0, le=sys.float_info.max)]
 Big = Annotated[int, Meta(ge=0, le=_BIG)]
 Count = Annotated[int, Meta(ge=0, le=MAX_LIST)]
-TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES - 1)]
+#: a candidate tree: the DFS ones below MAX_TREES, the coordinator's elimination tree after them
+TreeIndex = Annotated[int, Meta(ge=0, le=MAX_TREES)]
 DomainSize = Annotated[int, Meta(ge=1, le=MAX_DOMAIN)]
 DomainIndex = Annotated[int, Meta(ge=0, le=MAX_DOMAIN - 1)]
 Z = Annotated[int, Meta(ge=1, le=MAX_SCOPE)]
@@ -302,19 +303,26 @@ class Hello(_Message, frozen=True):
 class Setup(_Message, frozen=True, eq=False):
     """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
     run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
-    with their endpoints (the agent links to them now)."""
+    with their endpoints (the agent links to them now). ``links``: agents that are not
+    neighbours but its parent or children in the coordinator's elimination pseudo-tree
+    (:class:`GivenTree`); the agent links to them too."""
 
     variable: Name
     domain: DomainSize
     tables: Tables
     digest: Digest
     neighbours: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
+    links: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
 
     def __post_init__(self) -> None:
         if not _arriving():
             return
         if len({n.id for n in self.neighbours}) != len(self.neighbours):
             raise ValueError("field 'neighbours' names an agent twice")
+        if len({n.id for n in self.links}) != len(self.links):
+            raise ValueError("field 'links' names an agent twice")
+        if {n.id for n in self.neighbours} & {n.id for n in self.links}:
+            raise ValueError("field 'links' names a neighbour")
 
 
 class Ready(_Message, frozen=True):
@@ -323,12 +331,32 @@ class Ready(_Message, frozen=True):
     degree: Count
 
 
+class GivenTree(Struct, frozen=True, array_like=True, gc=False):
+    """This agent's place in the coordinator's elimination pseudo-tree (candidate tree number
+    ``spec.trees``, after the DFS candidates): its ancestors from the root down to its parent
+    (``path``; empty for a root) with their domain sizes, and its children."""
+
+    path: Ids
+    domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)]
+    children: Ids
+
+    def __post_init__(self) -> None:
+        if not _arriving():
+            return
+        if len(self.domains) != len(self.path):
+            raise ValueError("field 'given' needs one domain size per ancestor")
+        if len({*self.path, *self.children}) != len(self.path) + len(self.children):
+            raise ValueError("field 'given' names an agent twice")
+
+
 class Start(_Message, frozen=True):
     """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
-    ``roots`` (this agent is that tree's root in its component)."""
+    ``roots`` (this agent is that tree's root in its component). ``given``: where the coordinator
+    offers its elimination pseudo-tree as one more candidate, this agent's place in it."""
 
     spec: RunSpec
     roots: Annotated[tuple[TreeIndex, ...], Meta(max_length=MAX_TREES)] = ()
+    given: GivenTree | None = None
 
     def __post_init__(self) -> None:
         if not _arriving():

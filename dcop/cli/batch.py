@@ -34,10 +34,13 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from dcop.backend import get_backend
-from dcop.choices import BatchAlgo, OrderingName, check_z
+from dcop.choices import BatchAlgo, check_z
 from dcop.cli.app import app
 from dcop.cli.common import (
     JsonOption,
+    OrderingOption,
+    OrderTimeOption,
+    check_ordering,
     failure_document,
     failure_status,
     parse_memory,
@@ -53,7 +56,7 @@ from dcop.inference.memory import (
     work_model_of,
 )
 from dcop.model import Problem
-from dcop.ordering import elimination_order
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES
 from dcop.tables import choose_dtype
 
@@ -88,7 +91,7 @@ CENTRAL = ("be", "mbe", "auto")
 def choose_auto(
     problem: Problem,
     max_bytes: float | None = None,
-    ordering: str = "minfill",
+    ordering: str | ChosenOrder = "auto",
     resident: int | None = None,
 ) -> tuple[str, int | None]:
     """``auto``: BE when its planned peak memory fits the limit, else MBE with the largest z
@@ -106,7 +109,7 @@ def choose_auto(
         The memory limit of the run, as ``dcop solve --max-memory`` applies it (None: the
         solver's default).
     ordering
-        The elimination order the solve will use.
+        The elimination order the solve will use (see :func:`dcop.orders.choose.choose_order`).
     resident
         Bytes the process holds before solving (None: measured now, as the solver does).
 
@@ -115,7 +118,7 @@ def choose_auto(
     tuple
         ``("be", None)`` or ``("mbe", z)``.
     """
-    order = elimination_order(ordering, problem.neighbours())
+    order = choose_order(problem, ordering).order
     limit = effective_limit(max_bytes)
     plan = plan_memory(
         [t.scope for t in problem.tables],
@@ -148,14 +151,17 @@ class BatchSettings:
     max_memory
         ``--max-memory`` as given (e.g. ``8G``), or None for the solver's default.
     ordering
-        Elimination order of the centralized rows.
+        Elimination order of the centralized rows (``--ordering``: auto, a name or a file).
+    order_time
+        Seconds the auto ordering may search per file (None: its default budget).
     """
 
     algo: str
     z: int | None
     timeout: float
     max_memory: str | None = None
-    ordering: str = "minfill"
+    ordering: str = "auto"
+    order_time: float | None = None
 
     @property
     def max_bytes(self) -> float | None:
@@ -233,10 +239,12 @@ def solve_in_child(conn: Connection, path: str, settings: BatchSettings) -> None
         problem = read_problem(path)
         limit = settings.max_bytes
         resident = resident_bytes()  # the same for auto's choice and the solve's own check
+        # the order is chosen once, for auto's choice and the solve
+        ordering = choose_order(problem, settings.ordering, settings.order_time)
         if algo == "auto":
-            algo, z = choose_auto(problem, limit, settings.ordering, resident)
+            algo, z = choose_auto(problem, limit, ordering, resident)
         conn.send(("chose", algo, z))
-        result = solve(problem, algo, z, settings.ordering, max_bytes=limit, resident=resident)
+        result = solve(problem, algo, z, ordering, max_bytes=limit, resident=resident)
         result.file = path
         doc = result.to_json()
         code = EXIT_CODES[doc["status"]]
@@ -546,9 +554,8 @@ def batch_command(
             "holds plus half the available memory), as dcop solve --max-memory."
         ),
     ] = None,
-    ordering: Annotated[OrderingName, typer.Option(help="Elimination order of be/mbe/auto.")] = (
-        OrderingName.minfill
-    ),
+    ordering: OrderingOption = "auto",
+    order_time: OrderTimeOption = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", dir_okay=False, help="Write one row per file here.")
     ] = None,
@@ -573,7 +580,8 @@ def batch_command(
         z = check_z(z, f"--algo {algo.value}")
     if not (timeout > 0 and math.isfinite(timeout)):
         raise InputError("--timeout must be a positive number of seconds")
-    settings = BatchSettings(algo.value, z, timeout, max_memory, ordering.value)
+    check_ordering(ordering, order_time)
+    settings = BatchSettings(algo.value, z, timeout, max_memory, ordering, order_time)
     settings.max_bytes  # noqa: B018  (bad --max-memory: exit 2 before any row runs)
     rows: list[Row] = []
     interrupted = False

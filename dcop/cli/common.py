@@ -50,6 +50,22 @@ JsonOption = Annotated[
     ),
 ]
 
+OrderingOption = Annotated[
+    str,
+    typer.Option(
+        help="Elimination order: auto (the best of min-fill, min-degree, the file's order and a "
+        "tree-decomposition search within --order-time), minfill, mindegree, pseudotree, or a "
+        "file written by dcop info --write-order (an order file or a PACE .td).",
+    ),
+]
+OrderTimeOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
+        "time, none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
+    ),
+]
+
 SolutionOption = Annotated[
     Path | None,
     typer.Option(
@@ -90,6 +106,20 @@ __all__ = [
     "LogLevel",
     "OrderingName",
 ]
+
+
+def check_ordering(ordering: str, order_time: float | None = None) -> None:
+    """Refuse, before any work, an ``--ordering`` that names no method and no readable file, or
+    a negative ``--order-time`` (exit 2)."""
+    from dcop.orders.choose import is_order_name
+
+    if order_time is not None and not (order_time >= 0 and order_time < float("inf")):
+        raise InputError("--order-time must be a number of seconds >= 0")
+    if not is_order_name(ordering) and not Path(ordering).is_file():
+        raise InputError(
+            f"--ordering {ordering!r} is neither auto, minfill, mindegree, pseudotree nor an "
+            "order file"
+        )
 
 
 def parse_memory(text: str | None) -> float | None:

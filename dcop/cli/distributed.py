@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dcop.choices import TaskName, run_task
+from dcop.choices import TaskName, TreeName, run_task
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
     JsonOption,
     LogLevel,
+    OrderTimeOption,
     SolutionOption,
+    check_ordering,
     failure_document,
     finish_run,
     parse_memory,
@@ -33,6 +35,7 @@ from dcop.cli.live import live_status
 from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
+from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
@@ -83,6 +86,16 @@ Trees = Annotated[
         "--trees",
         help="candidate pseudo-trees the agents build (the smallest largest UTIL wins); 0: auto, "
         "one where the first tree's UTILs are at most 65536 entries, else 8",
+    ),
+]
+TreeOpt = Annotated[
+    TreeName,
+    typer.Option(
+        "--tree",
+        help="auto: the coordinator also offers the elimination tree of its ordering engine's "
+        "order where it is narrower than the first DFS tree, and the smallest predicted UTILs "
+        "win; dfs: the agents' DFS trees only (agents link to their neighbours only); "
+        "elimination: run the elimination tree",
     ),
 ]
 MaxMemory = Annotated[
@@ -290,6 +303,8 @@ def coordinator(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     timeout: Timeout = 300.0,
     hello_timeout: Annotated[float, typer.Option(help="seconds to wait for every hello")] = 120.0,
     json_out: JsonOption = None,
@@ -328,6 +343,7 @@ def coordinator(
         from dcop.coordinator.driver import Coordinator
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
+        check_ordering("auto", order_time)
         spec = _spec(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
@@ -343,6 +359,8 @@ def coordinator(
                     timeout=timeout,
                     hello_timeout=hello_timeout,
                     origin=process_started(),
+                    tree=tree.value,
+                    order_time=order_time,
                 )
             except DcopError as exc:
                 # peers.json does not fit the problem (or the problem has no such task): the
@@ -371,12 +389,22 @@ def run(
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
+    tree: TreeOpt = TreeName.auto,
+    order_time: OrderTimeOption = None,
     gpu: Annotated[
         bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
     ] = False,
     device: Annotated[
         str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
     ] = "0",
+    gpu_placement: Annotated[
+        str,
+        typer.Option(
+            help="agents over several devices: round-robin (agent k on device k mod count), "
+            "balanced (whole subtrees per device, the heaviest on different devices) or split "
+            "(round robin, and each agent's largest buckets split over every device)"
+        ),
+    ] = "round-robin",
     timeout: Timeout = 120.0,
     json_out: JsonOption = None,
     secure: Annotated[bool, typer.Option(help="generate keys and use CurveZMQ")] = False,
@@ -403,7 +431,9 @@ def run(
         from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.launch import run_local
 
+        check_ordering("auto", order_time)
         spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        check_placement(gpu_placement)
         if evidence is not None and agents_read_file:
             raise InputError(
                 "--agents-read-file with --evidence: the agents would read the model without "
@@ -426,6 +456,7 @@ def run(
                 problem,
                 spec,
                 gpu=device if gpu else None,
+                gpu_placement=gpu_placement,
                 timeout=timeout,
                 secure=secure,
                 problem_file=file if agents_read_file else None,
@@ -434,6 +465,8 @@ def run(
                 on_status=on_status,
                 on_answer=show_answer,
                 started=process_started(),
+                tree=tree.value,
+                order_time=order_time,
             )
         result = replace(result, file=str(file))
         _write_answer(solution, result)

@@ -91,6 +91,9 @@ def summarize(run: RunResult) -> Summary:
         f"{m['largest_util_entries']} entries (theory d^|sep|: "
         f"{th['largest_util_entries']}); max separator {th['max_separator']}"
     ]
+    paths = m.get("handover_tables")
+    if paths:  # GPU agents: how the UTILs reached their parents (one GPU, peer GPUs, the host)
+        tail.append("UTIL tables handed over: " + ", ".join(f"{p} {n}" for p, n in paths.items()))
     if run.partition is None:
         assignment = result["assignment"] or {}
         shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,9 +20,11 @@ from dcop.cli.common import (
     FormatOption,
     InputFile,
     JsonOption,
-    OrderingName,
+    OrderingOption,
+    OrderTimeOption,
     SolutionOption,
     bucket_progress,
+    check_ordering,
     failure_document,
     finish_run,
     parse_memory,
@@ -38,6 +41,8 @@ from dcop.inference.partition import infer
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
+from dcop.orders import best_order
+from dcop.orders.files import write_order as save_order
 from dcop.results import Status
 from dcop.tables import NumpyBackend, choose_dtype
 
@@ -59,15 +64,16 @@ def solve_command(
             "or mar (marginals)."
         ),
     ] = None,
-    ordering: Annotated[
-        OrderingName | None,
-        typer.Option(
-            help="Elimination order (default: minfill; for exact pr/mar the contraction tree of "
-            "the cheapest of minfill, mindegree, the file's order and opt_einsum's optimizers; "
-            "naming one uses its tree)."
-        ),
-    ] = None,
+    ordering: OrderingOption = "auto",
+    order_time: OrderTimeOption = None,
     backend: BackendOption = BackendName.numpy,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="CUDA device(s) of --backend cupy/auto: a number, 'all' or a list like 0,1 "
+            "(several: each large bucket is split over them)"
+        ),
+    ] = "0",
     fmt: FormatOption = None,
     evidence: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="UAI .evid file.")
@@ -91,8 +97,10 @@ def solve_command(
     read: dict[str, Problem] = {}
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
             if algo is CentralAlgo.mbe:
                 check_z(z, "--algo mbe")
@@ -103,8 +111,9 @@ def solve_command(
                     problem,
                     chosen,
                     z=z if algo is CentralAlgo.mbe else None,
-                    ordering=ordering.value if ordering is not None else "auto",
-                    backend=backend.value,
+                    ordering=ordering,
+                    order_time=order_time,
+                    backend=engine,
                     dtype=dtype.value,
                     max_bytes=parse_memory(max_memory),
                     progress=progress,
@@ -125,8 +134,9 @@ def solve_command(
                 problem,
                 algo=algo.value,
                 z=z,
-                ordering=(ordering or OrderingName.minfill).value,
-                backend=backend.value,
+                ordering=ordering,
+                order_time=order_time,
+                backend=engine,
                 dtype=dtype.value,
                 max_bytes=parse_memory(max_memory),
                 progress=progress,
@@ -188,10 +198,12 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def describe(problem: Problem) -> dict[str, object]:
+def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
     (:func:`dcop.inference.memory.plan_memory`) in the dtype a run would use, this process's
-    resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``."""
+    resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
+    ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
+    ``orders`` lists every method it tried: width, largest table, total entries, seconds."""
     adjacency = problem.neighbours()
     n = problem.n
     edges = sum(len(v) for v in adjacency.values()) // 2
@@ -213,12 +225,28 @@ def describe(problem: Problem) -> dict[str, object]:
         "memory_resident": resident,
     }
     scopes = [t.scope for t in problem.tables]
-    for name in ORDERINGS:
-        order = elimination_order(name, adjacency)
+    engine = best_order(problem, order_time)
+    orders = {name: elimination_order(name, adjacency) for name in ORDERINGS}
+    orders["auto"] = engine.order
+    for name, order in orders.items():
         plan = plan_memory(scopes, sizes, order, None, dtype.itemsize, resident=resident, work=work)
         info[f"induced_width_{name}"] = induced_width(adjacency, order)
         info[f"largest_table_{name}"] = largest_table(adjacency, order, sizes)
         info[f"memory_bytes_{name}"] = plan.peak_bytes
+    info["order_auto"] = engine.method
+    info["order_budget_s"] = engine.budget_s
+    info["orders"] = [
+        {
+            "method": m.method,
+            "width": m.cost.width,
+            # None: cut short, over 1000x the best total so far
+            "largest_table": m.cost.largest if math.isfinite(m.cost.largest) else None,
+            "total_entries": m.cost.total if math.isfinite(m.cost.total) else None,
+            "seconds": m.seconds,
+        }
+        for m in engine.tried
+    ]
+    info["_order"] = engine.order
     # the contraction tree of exact PR/MAR (dcop.contraction): its largest intermediate
     try:
         tree = describe_tree(problem)
@@ -240,16 +268,44 @@ def info_command(
     file: InputFile,
     fmt: FormatOption = None,
     json_out: JsonOption = None,
+    order_time: OrderTimeOption = None,
+    write_order: Annotated[
+        Path | None,
+        typer.Option(
+            dir_okay=False,
+            help="Write the auto order here, for --ordering FILE: a PACE tree decomposition "
+            "when the name ends in .td, else one variable per line.",
+        ),
+    ] = None,
 ) -> None:
     """Print n, d, constraints, density, induced width, largest table and BE's planned peak
-    memory per ordering."""
+    memory per ordering, and per method of the ordering engine its width, largest table, total
+    work (joined entries) and time."""
+    check_ordering("auto", order_time)
     problem = read_problem(file, fmt.value if fmt is not None else None)
-    info = describe(problem)
+    info = describe(problem, order_time)
+    order = info.pop("_order")
+    if write_order is not None:
+        note = f"{problem.name}: {info['order_auto']}, width {info['induced_width_auto']}"
+        try:
+            save_order(write_order, order, problem.neighbours(), list(problem.variables), note)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise InputError(f"cannot write the order: {exc.strerror}", str(write_order)) from None
     write_json(info, json_out)
     from rich.table import Table as RichTable
 
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():
+        if key == "orders":
+            for m in value:  # type: ignore[attr-defined]
+                cost = (
+                    f"largest table {m['largest_table']:.4g}, total {m['total_entries']:.4g} "
+                    "entries"
+                    if m["total_entries"] is not None
+                    else "cut short (over 1000x the best total)"
+                )
+                table.add_row(f"order {m['method']}", f"{cost}, {m['seconds']:.3f} s")
+            continue
         if key.startswith("memory_"):
             value = human_bytes(float(value))  # type: ignore[arg-type]
         elif isinstance(value, float):
@@ -257,3 +313,17 @@ def info_command(
         table.add_row(key, str(value))
     table.add_row("memory limit (default)", human_bytes(default_max_bytes()))
     summary_console(json_out).print(table)
+
+
+def _engine(name: str, device: str) -> Any:
+    """The backend of ``--backend`` on the ``--device`` list: its name where that is the default
+    device, else the backend object (several devices: a bucket split over them)."""
+    if name == "numpy" or device.strip() == "0":
+        return name
+    from dcop.backend import get_backend, gpu_count
+    from dcop.placement import gpu_devices
+
+    count = gpu_count()
+    if count == 0:  # auto: the CPU; cupy: its own error (no CuPy, no device)
+        return get_backend(name)
+    return get_backend("cupy", devices=gpu_devices(device, count))

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path as PathLike
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,8 @@ from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, orde
 from dcop.errors import TableTooLarge
 from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
-from dcop.ordering import elimination_order
+from dcop.ordering import ORDERINGS, elimination_order
+from dcop.orders.files import read_order
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")
@@ -52,13 +54,18 @@ def default_orders(
     adjacency: Mapping[str, set[str]], names: Sequence[str]
 ) -> dict[str, Callable[[], list[str]]]:
     """The candidate elimination orders, cheapest to make first: the file's order both ways,
-    min-fill, min-degree. (The ordering engine's best order plugs in here.)"""
+    min-fill, min-degree, then the ordering engine's (:func:`dcop.orders.best_order`: its tree
+    decomposition search within its default budget)."""
+    from dcop.orders import best_order
+
     graph = {v: set(n) for v, n in adjacency.items()}
     return {
         "natural": lambda: list(names),
         "reverse-natural": lambda: list(names)[::-1],
         "minfill": lambda: elimination_order("minfill", graph),
         "mindegree": lambda: elimination_order("mindegree", graph),
+        # its default budget: a tenth of the predicted solve (none for a fast one)
+        "engine": lambda: best_order(graph).order,
     }
 
 
@@ -132,7 +139,10 @@ def plan_contraction(
         stats[name] = analyse(scopes, sizes, path)
 
     if ordering != "auto":
-        order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
+        if ordering in ORDERINGS:
+            order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
+        else:  # an order or .td file (dcop info --write-order)
+            order = read_order(PathLike(ordering), names)
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))

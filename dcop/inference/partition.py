@@ -44,7 +44,8 @@ from dcop.inference.memory import (
     work_model_of,
 )
 from dcop.model import Problem
-from dcop.ordering import best_order, elimination_order, induced_width, largest_table
+from dcop.ordering import induced_width, largest_table
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
@@ -184,29 +185,6 @@ def bound_pass(
     return ln_bound, largest
 
 
-#: Candidates of ``ordering="auto"``: the greedy heuristics and the file's own variable order
-#: (row by row on grids, where min-fill's greedy choices end up much wider), both ways.
-AUTO_CANDIDATES: tuple[str, ...] = ("minfill", "mindegree", "natural", "reverse-natural")
-
-
-def choose_order(
-    ordering: str, adjacency: dict[str, set[str]], sizes: dict[str, int], names: list[str]
-) -> tuple[str, list[str]]:
-    """The order called ``ordering`` (see :data:`dcop.ordering.ORDERINGS`), or for ``auto`` the
-    candidate of :data:`AUTO_CANDIDATES` whose elimination touches the fewest table entries;
-    returns the name (``auto:<candidate>``) and the order."""
-    if ordering != "auto":
-        return ordering, elimination_order(ordering, adjacency)
-    candidates = {
-        "minfill": elimination_order("minfill", adjacency),
-        "mindegree": elimination_order("mindegree", adjacency),
-        "natural": names,
-        "reverse-natural": names[::-1],
-    }
-    name, order = best_order(adjacency, sizes, candidates)
-    return f"auto:{name}", order
-
-
 def check_memory(
     problem: Problem,
     engine: TableBackend,
@@ -250,7 +228,7 @@ def infer(
     problem: Problem,
     task: str = "pr",
     z: int | None = None,
-    ordering: str = "auto",
+    ordering: str | ChosenOrder = "auto",
     backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
@@ -258,12 +236,15 @@ def infer(
     progress: ProgressFn | None = None,
     method: str = "contract",
     space: str = "auto",
+    order_time: float | None = None,
 ) -> PartitionResult:
     """The partition function (``task="pr"``) or the marginals (``task="mar"``) of ``problem``.
 
     ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
-    ``ordering`` is a name of :data:`dcop.ordering.ORDERINGS` or ``auto`` (:func:`choose_order`).
+    ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
+    default budget), a name of :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    (:func:`dcop.orders.choose.choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
     (:func:`check_memory`; default: what the process holds plus half the available memory).
@@ -285,13 +266,15 @@ def infer(
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
-    if z is None and method == "contract":
+    if z is None and method == "contract" and isinstance(ordering, str):
+        # (an order chosen beforehand, a ChosenOrder, runs by bucket elimination along it)
         return _by_contraction(problem, task, engine, chosen, max_bytes, ordering, space)
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
     sizes = problem.domain_sizes()
-    ordering, order = choose_order(ordering, adjacency, sizes, list(problem.variables))
+    chosen_order = choose_order(problem, ordering, order_time)
+    order = chosen_order.order
     width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, sizes)
     times["ordering"] = time.perf_counter() - t0
@@ -313,7 +296,7 @@ def infer(
         task=task,
         algo="be" if z is None else "mbe",
         z=z,
-        ordering=ordering,
+        ordering=chosen_order.name,
         induced_width=width,
         largest_table=biggest,
         backend=engine.name,

@@ -23,7 +23,8 @@ from dcop.inference.memory import (
     work_model_of,
 )
 from dcop.model import Problem
-from dcop.ordering import elimination_order, induced_width, largest_table
+from dcop.ordering import induced_width, largest_table
+from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
@@ -40,16 +41,21 @@ def solve(
     problem: Problem,
     algo: str = "be",
     z: int | None = None,
-    ordering: str = "minfill",
+    ordering: str | ChosenOrder = "auto",
     backend: str | Any = "numpy",
     dtype: str = "auto",
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
     resident: int | None = None,
+    order_time: float | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with BE (``algo="be"``) or MBE(z) (``algo="mbe"``).
 
     ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
+    ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
+    default budget, a tenth of the predicted solve time), a name of
+    :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    (:func:`dcop.orders.choose.choose_order`).
 
     ``max_bytes`` caps the memory of the whole run (default: what the process holds plus half
     the available memory; never more than the process can have). Before any table is built, the
@@ -72,7 +78,8 @@ def solve(
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
-    order = elimination_order(ordering, adjacency)
+    chosen_order = choose_order(problem, ordering, order_time)
+    order = chosen_order.order
     width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, problem.domain_sizes())
     times["ordering"] = time.perf_counter() - t0
@@ -125,7 +132,7 @@ def solve(
         lower_bound=lower,
         upper_bound=upper,
         z=z,
-        ordering=ordering,
+        ordering=chosen_order.name,
         induced_width=width,
         largest_table=biggest if z is None else stats.largest_joined,
         backend=engine.name,

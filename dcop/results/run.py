@@ -34,11 +34,18 @@ class TreeChoice:
     widths: list[int]
     predicted: dict[int | None, float]
     predicted_agent: int | None
+    #: each candidate's kind: ``dfs`` (built by the agents) or ``elimination`` (the
+    #: coordinator's elimination tree), and why the kept one ran
+    kinds: list[str] = field(default_factory=list)
+    why: str = ""
 
     def to_json(self) -> dict[str, Any]:
         chosen = self.predicted.get(self.z)
         return {
             "tree": self.tree,
+            "kind": self.kinds[self.tree] if self.kinds else "dfs",
+            "why": self.why,
+            "candidates_kind": self.kinds,
             "z": self.z,
             "candidates_largest_util_entries": [as_count(n) for n in self.largest_entries],
             "candidates_width": self.widths,

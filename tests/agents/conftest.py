@@ -26,10 +26,12 @@ def run_in_process(
     coordinator_kw: dict[str, Any] | None = None,
     spec: RunSpec | None = None,
     keep: list[Any] | None = None,
+    per_agent: Callable[[int], tuple[Any, dict[str, Any]]] | None = None,
     **agent_kw: Any,
 ) -> dict[str, Any]:
     """Solve ``problem`` with one agent thread per variable; return the result document, plus
-    the agents under ``agent_objects`` and the typed result under ``run``."""
+    the agents under ``agent_objects`` and the typed result under ``run``. ``per_agent(id)``
+    gives an agent its own backend and config fields (agents on different devices, say)."""
     spec = spec if spec is not None else RunSpec(algo, z)  # type: ignore[arg-type]
     peers = peers_for(
         problem, *round_robin(["127.0.0.1"], 0, list(range(20000, 20001 + problem.n)))
@@ -39,14 +41,15 @@ def run_in_process(
     table = peers.by_id()
     agents = []
     for a in peers.agents:
+        own, fields = per_agent(a.id) if per_agent is not None else (backend, {})
         config = AgentConfig(
             a.id,
             a.variable,
             {n: table[n].variable for n in a.neighbours},
             timeout_s=timeout + 5,
-            **agent_kw,
+            **{**agent_kw, **fields},
         )
-        agents.append(Agent(config, hub.transport(a.id), backend or get_backend("numpy")))
+        agents.append(Agent(config, hub.transport(a.id), own or get_backend("numpy")))
     if keep is not None:
         keep.extend(agents)  # the agents, also when the run raises
     codes: dict[int, int] = {}

@@ -152,5 +152,6 @@ def test_cli_run_message_limit(tmp_path: Path) -> None:
 
 def test_run_local_frame_limit_is_enforced_over_zmq() -> None:
     problem = random_network(10, 10, 0.4, 0.2, seed=1)
+    # the DFS trees only: the coordinator's elimination tree of this problem fits the limit
     with pytest.raises(TableTooLarge, match="refused before any table was built"):
-        run_local(problem, RunSpec(max_message_bytes=20_000), timeout=60)
+        run_local(problem, RunSpec(max_message_bytes=20_000), timeout=60, tree="dfs")

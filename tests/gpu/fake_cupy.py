@@ -7,13 +7,21 @@ launched, and computes what the dcop kernel of that name computes, from its argu
 CUDA code reads them (metadata, device pointers, launch ranges), with NumPy. The results are then
 compared with ``NumpyBackend``, an independent computation.
 
+Several devices (``make_module(devices=N, peer=...)``): every array, buffer and pointer
+remembers the device that was current when it was made (``with cupy.cuda.Device(i)``); a copy
+between devices is counted in ``STATS["peer_copies"]``; ``deviceCanAccessPeer`` answers from
+``peer`` and an IPC handle opened on another device without peer access fails, as CUDA's does
+(with it, the open counts in ``STATS["peer_opens"]``).
+
 What this checks: planning, metadata with pointers, launch ranges, chunking, casts, warm-up and
-prepared kernels, placement. What it cannot check: the CUDA sources (the GPU tests do that).
+prepared kernels, placement, which device holds what. What it cannot check: the CUDA sources
+(the GPU tests do that).
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 import types
 import weakref
 from collections.abc import Iterator
@@ -27,12 +35,41 @@ from dcop.tables import _reduce_last
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
 
+#: Each thread's current device (its innermost ``with FakeDevice(i)``), as a stack: agents of
+#: an in-process run are threads, each on its own device, as CUDA's current device is per thread.
+_THREAD = threading.local()
+
+
+def _stack() -> list[int]:
+    stack: list[int] | None = getattr(_THREAD, "stack", None)
+    if stack is None:
+        stack = _THREAD.stack = [0]
+    return stack
+
+
+def current() -> int:
+    return _stack()[-1]
+
+
 class FakeArray:
     """A "device" array: a NumPy array that will not convert to NumPy implicitly."""
 
-    def __init__(self, host: np.ndarray) -> None:
+    def __init__(
+        self,
+        host: np.ndarray | tuple[int, ...],
+        device: int | None = None,
+        dtype: Any = None,
+        memptr: FakeMemoryPointer | None = None,
+    ) -> None:
+        if memptr is not None:  # cupy.ndarray(shape, dtype, memptr=...): memory not ours
+            shape = tuple(host)  # type: ignore[arg-type]
+            n = int(np.prod(shape))
+            host = _read(memptr.ptr, n, np.dtype(dtype)).reshape(shape)
+            device = memptr.device_id
+            STATS["zero_copy"] += 1
+        assert isinstance(host, np.ndarray)
         self.a = host
-        self.device = types.SimpleNamespace(id=0)
+        self.device = types.SimpleNamespace(id=current() if device is None else device)
 
     # CuPy raises TypeError on implicit conversion; so do we
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -60,49 +97,49 @@ class FakeArray:
 
     @property
     def data(self) -> FakeMemoryPointer:
-        return FakeMemoryPointer(int(self.a.ctypes.data))
+        return FakeMemoryPointer(int(self.a.ctypes.data), self.device.id)
 
     def reshape(self, *shape: Any) -> FakeArray:
-        return FakeArray(self.a.reshape(*shape))
+        return FakeArray(self.a.reshape(*shape), self.device.id)
 
     def swapaxes(self, a: int, b: int) -> FakeArray:
-        return FakeArray(self.a.swapaxes(a, b))
+        return FakeArray(self.a.swapaxes(a, b), self.device.id)
 
     def view(self, dtype: Any) -> FakeArray:
-        return FakeArray(self.a.view(dtype))
+        return FakeArray(self.a.view(dtype), self.device.id)
 
     def __getitem__(self, index: Any) -> FakeArray:
-        return FakeArray(np.asarray(self.a[index]))
+        return FakeArray(np.asarray(self.a[index]), self.device.id)
 
     def astype(self, dtype: Any) -> FakeArray:
-        return FakeArray(self.a.astype(dtype))
+        return FakeArray(self.a.astype(dtype), self.device.id)
 
     def __add__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a + _host(other))
+        return FakeArray(self.a + _host(other), self.device.id)
 
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a - _host(other))
+        return FakeArray(self.a - _host(other), self.device.id)
 
     def __mul__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a * _host(other))
+        return FakeArray(self.a * _host(other), self.device.id)
 
     def __itruediv__(self, other: Any) -> FakeArray:
         self.a /= _host(other)
         return self
 
     def __lt__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a < _host(other))
+        return FakeArray(self.a < _host(other), self.device.id)
 
     def __gt__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a > _host(other))
+        return FakeArray(self.a > _host(other), self.device.id)
 
     def __and__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a & _host(other))
+        return FakeArray(self.a & _host(other), self.device.id)
 
     def __or__(self, other: Any) -> FakeArray:
-        return FakeArray(self.a | _host(other))
+        return FakeArray(self.a | _host(other), self.device.id)
 
     def get(self, stream: Any = None, out: np.ndarray | None = None, blocking: bool = True) -> Any:
         STATS["d2h"] += 1
@@ -166,10 +203,13 @@ ARRAY_FUNCTIONS = (
 class FakeMemoryPointer:
     """A "device" pointer (a host address) that copies like CuPy's ``MemoryPointer``."""
 
-    def __init__(self, ptr: int) -> None:
+    def __init__(self, ptr: int, device_id: int | None = None) -> None:
         self.ptr = ptr
+        self.device_id = current() if device_id is None else device_id
 
     def copy_from_device_async(self, src: FakeMemoryPointer, size: int, stream: Any = None) -> None:
+        if src.device_id != self.device_id:
+            STATS["peer_copies"] += 1
         ctypes.memmove(self.ptr, src.ptr, size)
 
 
@@ -180,6 +220,7 @@ class FakeMemory:
     def __init__(self, size: int) -> None:
         self.buffer = np.zeros(size, np.uint8)
         self.ptr = int(self.buffer.ctypes.data)
+        self.device_id = current()
 
 
 class FakeCudaError(RuntimeError):
@@ -197,11 +238,25 @@ def _ipc_get(ptr: int) -> bytes:
     raise FakeCudaError("cudaErrorInvalidValue: not the base of an exportable allocation")
 
 
-def _ipc_open(handle: bytes) -> int:
+#: Whether device ``a`` can read device ``b``'s memory (``make_module``'s ``peer``).
+PEER: dict[str, Any] = {"access": True}
+
+
+def _can_access_peer(device: int, peer: int) -> int:
+    rule = PEER["access"]
+    return int(rule(device, peer) if callable(rule) else bool(rule))
+
+
+def _ipc_open(handle: bytes, flags: int = 1) -> int:
     memory = EXPORTS.get(handle)
     if memory is None:
         raise FakeCudaError("cudaErrorInvalidResourceHandle: invalid resource handle")
+    if memory.device_id != current():
+        if not _can_access_peer(current(), memory.device_id):
+            raise FakeCudaError("cudaErrorPeerAccessUnsupported: peer access is not supported")
+        STATS["peer_opens"] += 1  # another device's buffer mapped here, with peer access
     STATS["ipc_open"] += 1
+    OPENED[memory.ptr] = memory.device_id
     return memory.ptr
 
 
@@ -217,6 +272,24 @@ def _memory(size: int) -> FakeMemory:
 
 #: Counters of the fake device: compiles and launches by kernel name, copies each way.
 STATS: dict[str, Any] = {}
+#: The device that owns each buffer opened by IPC (by the pointer the open returned).
+OPENED: dict[int, int] = {}
+#: Page-locked host buffers (``alloc_pinned_memory``), kept alive, by their start address.
+PINNED: dict[int, bytearray] = {}
+
+
+def _alloc_pinned(n: int) -> bytearray:
+    buffer = bytearray(n)
+    PINNED[int(np.frombuffer(buffer, np.uint8).ctypes.data)] = buffer
+    return buffer
+
+
+def _pointer_attributes(ptr: int) -> Any:
+    """``cudaPointerGetAttributes``: type 1 (host, page-locked) inside a pinned buffer."""
+    pinned = any(start <= ptr < start + len(b) for start, b in PINNED.items())
+    return types.SimpleNamespace(type=1 if pinned else 0, devicePointer=ptr, device=current())
+
+
 COMPILED: list[str] = []
 LAUNCHED: list[str] = []
 #: Signatures of generated kernels by name (filled by the fixture's wrapper of fused_source).
@@ -225,7 +298,10 @@ SIGS: dict[str, Any] = {}
 
 def reset() -> None:
     STATS.clear()
-    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0)
+    STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0, peer_opens=0, zero_copy=0)
+    OPENED.clear()
+    PINNED.clear()
+    _stack()[:] = [0]
     COMPILED.clear()
     LAUNCHED.clear()
     SIGS.clear()
@@ -387,6 +463,12 @@ class FakeDevice(_Context):
     def __init__(self, ordinal: int = 0) -> None:
         self.id = ordinal
 
+    def __enter__(self) -> None:
+        _stack().append(self.id)
+
+    def __exit__(self, *exc: object) -> None:
+        _stack().pop()
+
     def synchronize(self) -> None:
         return None
 
@@ -405,6 +487,8 @@ class FakeEvent:
 
 def _asarray(array: Any, dtype: Any = None) -> FakeArray:
     if isinstance(array, FakeArray):
+        if array.device.id != current():
+            STATS["peer_copies"] += 1
         return FakeArray(np.array(array.a, dtype=dtype or array.dtype, order="C"))
     STATS["h2d"] += 1
     return FakeArray(np.array(array, dtype=dtype, order="C"))
@@ -412,16 +496,40 @@ def _asarray(array: Any, dtype: Any = None) -> FakeArray:
 
 def _ascontiguousarray(array: FakeArray, dtype: Any = None) -> FakeArray:
     out = np.ascontiguousarray(array.a, dtype=dtype)
-    return array if out is array.a else FakeArray(out)
+    return array if out is array.a else FakeArray(out, array.device.id)
 
 
-def make_module(devices: int = 1) -> types.ModuleType:
-    """A module object that stands in for ``cupy`` (install it in ``sys.modules``)."""
+def _properties(ordinal: int) -> dict[str, Any]:
+    """Device ``ordinal``'s properties: its own PCI bus (``ordinal + 1``), as on a real host."""
+    return {
+        "multiProcessorCount": 2,
+        "name": b"Fake GPU",
+        "pciDomainID": 0,
+        "pciBusID": ordinal + 1,
+        "pciDeviceID": 0,
+    }
+
+
+def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
+    """A module object that stands in for ``cupy`` (install it in ``sys.modules``): ``devices``
+    devices, of which device ``a`` can read device ``b``'s memory where ``peer`` says so (a bool
+    for every pair, or ``peer(a, b)``)."""
+    PEER["access"] = peer
+
+    def by_pci(bus_id: str) -> int:
+        ordinal = int(bus_id.split(":")[1], 16) - 1
+        if not 0 <= ordinal < devices:
+            raise FakeCudaError(f"cudaErrorInvalidDevice: no device at {bus_id}")
+        return ordinal
+
     cupy = types.ModuleType("cupy")
     runtime = types.SimpleNamespace(
         getDeviceCount=lambda: devices,
-        getDevice=lambda: 0,
-        getDeviceProperties=lambda i: {"multiProcessorCount": 2, "name": b"Fake GPU"},
+        getDevice=current,
+        getDeviceProperties=_properties,
+        deviceCanAccessPeer=_can_access_peer,
+        deviceGetByPCIBusId=by_pci,
+        pointerGetAttributes=_pointer_attributes,
         memGetInfo=lambda: (1 << 34, 1 << 34),
         runtimeGetVersion=lambda: 0,
         ipcGetMemHandle=_ipc_get,
@@ -433,9 +541,13 @@ def make_module(devices: int = 1) -> types.ModuleType:
         Device=FakeDevice,
         Stream=FakeStream,
         memory=types.SimpleNamespace(OutOfMemoryError=_OutOfMemoryError, Memory=_memory),
-        MemoryPointer=lambda mem, offset: FakeMemoryPointer(mem.ptr + offset),
-        UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(ptr=ptr),
-        alloc_pinned_memory=lambda n: bytearray(n),
+        MemoryPointer=lambda mem, offset: FakeMemoryPointer(
+            mem.ptr + offset, getattr(mem, "device_id", None)
+        ),
+        UnownedMemory=lambda ptr, size, owner, device_id=None: types.SimpleNamespace(
+            ptr=ptr, device_id=device_id
+        ),
+        alloc_pinned_memory=_alloc_pinned,
         Event=FakeEvent,
         get_elapsed_time=lambda start, stop: 0.0,
     )
@@ -456,7 +568,7 @@ def make_module(devices: int = 1) -> types.ModuleType:
 
 
 @contextmanager
-def installed(monkeypatch: Any, devices: int = 1) -> Iterator[types.ModuleType]:
+def installed(monkeypatch: Any, devices: int = 1, peer: Any = True) -> Iterator[types.ModuleType]:
     """Install the fake as ``cupy`` with fresh kernel factories; restore both afterwards."""
     from dcop.gpu import kernels as K
 
@@ -476,7 +588,7 @@ def installed(monkeypatch: Any, devices: int = 1) -> Iterator[types.ModuleType]:
     reset()
     for factory in factories:
         factory.cache_clear()
-    module = make_module(devices)
+    module = make_module(devices, peer)
     monkeypatch.setitem(__import__("sys").modules, "cupy", module)
     monkeypatch.setattr(K, "fused_source", recording_source)
     try:

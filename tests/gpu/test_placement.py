@@ -101,6 +101,8 @@ def test_small_buckets_stay_on_the_cpu_large_ones_go_to_the_gpu(
     # uploads: the large bucket's tables (float64, as backend.table made them) and kernel metadata
     assert figures.pop("h2d_bytes") >= (3 * 10 * 10 + 10**4) * 8
     assert figures.pop("d2h_bytes") == 1000 * 8  # its output, downloaded above
+    assert figures.pop("device") == 0  # the GPU this backend runs on
+    assert figures.pop("p2p_in_bytes") == 0  # nothing taken from another GPU
     assert figures == {
         "gpu_min_entries": 1000,
         "buckets_cpu": 1,

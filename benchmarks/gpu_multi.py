@@ -1,0 +1,460 @@
+"""Several GPUs of one host: distributed DPOP agents and centralized BE on 1, 2 (or 4) devices.
+
+Run on the device machine (``nvidia-h100-x2``), from outside the repository::
+
+    source benchmarks/device_env.sh .whl && cd /tmp && \\
+        python3 $DCOP_REPO/benchmarks/gpu_multi.py --out $OUT --devices 1,2 --budget 300
+
+Three parts, each row solved with every device count of ``--devices`` on one host in one run:
+
+- ``dpop``: GPU agents (``dcop run --gpu``, every bucket of at least the default threshold on a
+  device) on the paper's random networks n = ``--n-min``..``--n-max`` (d = 10, p1 = 0.3,
+  p2 = 0.5), one device, then several with the agents ``round-robin``, ``balanced`` (whole
+  subtrees per device) and ``split`` (round robin, each agent's large buckets split over every
+  device). Reported: cost and bound (they must equal the one-device run's), the
+  simulated runtime and solve wall time, and how the UTILs went to their parents (tables by
+  path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host memory). The
+  one-device run goes first and again last (kernels compiled by the first); the second is the
+  baseline.
+- ``be``: BE (min-fill, float32) on the same networks from ``--be-n-min`` up, while the largest
+  bucket output fits ``--be-max-gib``: one device, then every large bucket split over the
+  devices (``dcop solve --backend cupy --device 0,1``). A first, untimed solve compiles.
+- ``big``: one bucket output larger than one device's memory (``--big-gib``, default 1.15 x a
+  device's): a clique of binary variables (and one ternary) whose first elimination makes it.
+  Its producer is split over the devices and streams to pinned host memory, the next bucket
+  reads it there in place. One solve, on the most devices (``--big-all``: on every count),
+  compiles included (pinning the host buffer alone takes a while). The optimum is known in closed form (only the tables of the first
+  variable cost anything) and checked. Skipped where it would take over 0.6 x the host's RAM.
+
+Writes ``NAME.json`` and ``NAME.md`` (``meta.gpu``, ``meta.date``, ``meta.devices``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from compare.machine import cpu_model, describe, machine_info  # noqa: E402  (beside this file)
+
+PATHS = ("ipc", "p2p", "host", "net")
+
+
+# ---- distributed DPOP -------------------------------------------------------------------------
+def dpop_run(
+    problem: Any, spec: Any, devices: int, placement: str, timeout: float
+) -> dict[str, Any]:
+    """One ``dcop run --gpu`` over the first ``devices`` GPUs; the figures reported."""
+    from dcop.coordinator import run_local
+    from dcop.errors import DcopError
+
+    gpu = ",".join(str(d) for d in range(devices))
+    t0 = time.perf_counter()
+    try:
+        run = run_local(problem, spec, gpu=gpu, gpu_placement=placement, timeout=timeout)
+    except DcopError as exc:  # a failed run is a row, not the end of the benchmark
+        return {"error": str(exc)[:300], "wall_s": time.perf_counter() - t0}
+    paths = dict.fromkeys(PATHS, 0)
+    used: set[int] = set()
+    for result in run.agents.values():
+        figures = result.get("backend", {})
+        for path in PATHS:
+            paths[path] += int(figures.get(f"handover_{path}_tables", 0))
+        if "device" in figures:
+            used.add(int(figures["device"]))
+    m = run.metrics
+    return {
+        "cost": run.cost if math.isfinite(run.cost) else None,
+        "bound": run.bound if math.isfinite(run.bound) else None,
+        "sim_s": m["simulated_runtime_s"],
+        "solve_wall_s": m["solve_wall_s"],
+        "wall_s": m["wall_s"],
+        "largest_util_bytes": m["largest_util_bytes"],
+        "handover_tables": paths,
+        "devices_used": sorted(used),
+    }
+
+
+def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], save: Any) -> None:
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    spec = RunSpec(max_message_bytes=4095 * 2**20)
+    multi = [k for k in args.devices if k > 1]
+    for n in range(args.n_min, args.n_max + 1):
+        for seed in range(1, args.seeds + 1):
+            if over():
+                rows.append({"part": "dpop", "n": n, "seed": seed, "skipped": "time budget"})
+                continue
+            problem = random_network(n, 10, 0.3, 0.5, seed)
+            runs: list[tuple[int, str, str]] = [(1, "round-robin", "cold")]
+            runs += [(k, p, "") for k in multi for p in ("round-robin", "balanced", "split")]
+            runs += [(1, "round-robin", "")]
+            for k, placement, note in runs:
+                got = dpop_run(problem, spec, k, placement, args.timeout)
+                row = {"part": "dpop", "n": n, "seed": seed, "devices": k,
+                       "placement": placement, "note": note, **got}  # fmt: skip
+                rows.append(row)
+                save()
+                print(f"dpop n={n} seed={seed} devices={k} {placement} {note}: {got}", flush=True)
+            mine = [r for r in rows if r.get("part") == "dpop" and (r["n"], r["seed"]) == (n, seed)]
+            base = mine[-1]  # the one-device run after the others: kernels compiled
+            for r in mine:
+                r["same"] = _same(r, base)
+
+
+# ---- centralized BE ---------------------------------------------------------------------------
+def largest_output_bytes(problem: Any, itemsize: int = 4) -> int:
+    """Bytes of the largest bucket output of BE with min-fill (before running it)."""
+    from dcop.ordering import induced_scopes, min_fill_order
+
+    adjacency = problem.neighbours()
+    sizes = problem.domain_sizes()
+    scopes = induced_scopes(adjacency, min_fill_order(adjacency))
+    return itemsize * max((math.prod(sizes[u] for u in s) for s in scopes.values()), default=1)
+
+
+def be_backend(devices: int, split_min_entries: int | None) -> Any:
+    from dcop.backend import get_backend
+
+    if devices == 1:
+        return get_backend("cupy", 0)
+    options = {} if split_min_entries is None else {"split_min_entries": split_min_entries}
+    return get_backend("cupy", devices=range(devices), **options)
+
+
+def be_solve(
+    problem: Any, backend: Any, max_bytes: float | None, warm: bool = True
+) -> dict[str, Any]:
+    """One BE solve on ``backend``: bound, times, splits. ``warm``: after a first, untimed one
+    (kernels compiled or loaded); else the one solve, compiles included (``cold_s`` None)."""
+    from dcop.errors import TableTooLarge
+    from dcop.inference import solve
+
+    t0 = time.perf_counter()
+    cold = None
+    try:
+        if warm:
+            solve(problem, backend=backend, max_bytes=max_bytes)
+            cold = time.perf_counter() - t0
+            splits = getattr(backend, "splits", None)
+            if splits is not None:
+                splits.clear()
+            t0 = time.perf_counter()
+        result = solve(problem, backend=backend, max_bytes=max_bytes)
+    except TableTooLarge as exc:
+        return {"error": f"oom: {str(exc)[:240]}", "wall_s": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "cost": result.upper_bound if math.isfinite(result.upper_bound) else None,
+        "bound": result.lower_bound if math.isfinite(result.lower_bound) else None,
+        "wall_s": wall,
+        "cold_s": cold,
+        "induced_width": result.induced_width,
+    }
+    metrics = getattr(backend, "split_metrics", None)
+    if metrics is not None:
+        out["splits"] = metrics()
+    return out
+
+
+def be_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], save: Any) -> None:
+    from dcop.generators import random_network
+
+    limit = args.be_max_gib * 2**30
+    for n in range(args.be_n_min, args.be_n_max + 1):
+        problem = random_network(n, 10, 0.3, 0.5, 1)
+        out_bytes = largest_output_bytes(problem)
+        if out_bytes > limit:
+            rows.append({"part": "be", "n": n, "skipped": f"largest output {out_bytes} B"})
+            break
+        if over():
+            rows.append({"part": "be", "n": n, "skipped": "time budget"})
+            continue
+        base: dict[str, Any] | None = None
+        for k in args.devices:
+            got = be_solve(problem, be_backend(k, args.split_min_entries), None)
+            row = {"part": "be", "n": n, "devices": k, "largest_output_bytes": out_bytes, **got}
+            base = base or row
+            row["same"] = _same(row, base)
+            rows.append(row)
+            save()
+            print(f"be n={n} devices={k}: {got}", flush=True)
+
+
+# ---- one table larger than a device -----------------------------------------------------------
+def big_problem(target_bytes: float, seed: int = 1) -> tuple[Any, float]:
+    """A clique of binary variables (the second one ternary) whose first elimination makes a
+    float32 table of at least ``target_bytes``, and its optimum. Only the tables of the first
+    variable ``a`` cost anything (integers 0..100): the optimum is
+    ``min over a of the sum over y of min over y of f_y(a, y)``."""
+    from dcop.model import CostTable, Problem, Variable
+
+    m = max(1, math.ceil(math.log2(target_bytes / (4 * 3))))  # 3 * 2**m float32 entries
+    names = ["a", "t", *(f"y{i}" for i in range(m))]
+    sizes = {"a": 2, "t": 3, **{f"y{i}": 2 for i in range(m)}}
+    rng = np.random.default_rng(seed)
+    tables = []
+    optimum_terms = np.zeros(2)
+    for i, u in enumerate(names):
+        for v in names[i + 1 :]:
+            shape = (sizes[u], sizes[v])
+            if u == "a":
+                costs = rng.integers(0, 101, shape).astype(np.float64)
+                optimum_terms += costs.min(axis=1)
+            else:
+                costs = np.zeros(shape)
+            tables.append(CostTable((u, v), costs))
+    variables = {v: Variable.with_size(v, sizes[v]) for v in names}
+    problem = Problem(variables, tables, name=f"clique_{len(names)}")
+    return problem, float(optimum_terms.min())
+
+
+def big_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], save: Any) -> None:
+    target = args.big_gib * 2**30 if args.big_gib else 1.15 * device_bytes()
+    ram = host_ram_bytes()
+    if target > 0.6 * ram:
+        rows.append({"part": "big", "skipped": f"{target:.3g} B over 0.6 x the host's RAM"})
+        return
+    problem, optimum = big_problem(target)
+    out_bytes = largest_output_bytes(problem)
+    counts = sorted(args.devices, reverse=True) if args.big_all else [max(args.devices)]
+    for k in counts:  # the several-device row first
+        if over():
+            rows.append({"part": "big", "devices": k, "skipped": "time budget"})
+            continue
+        got = be_solve(problem, be_backend(k, args.split_min_entries), 0.9 * ram, warm=False)
+        exact = got.get("bound") == optimum and got.get("cost") == optimum
+        row = {"part": "big", "devices": k, "variables": problem.n, "optimum": optimum,
+               "largest_output_bytes": out_bytes, "device_bytes": device_bytes(),
+               "exact": exact, **got}  # fmt: skip
+        rows.append(row)
+        save()
+        print(f"big devices={k}: {row}", flush=True)
+
+
+# ---- the machine ------------------------------------------------------------------------------
+def device_bytes() -> float:
+    import cupy
+
+    return float(cupy.cuda.runtime.memGetInfo()[1])
+
+
+def device_name() -> str:
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        count = cupy.cuda.runtime.getDeviceCount()
+        text = name.decode() if isinstance(name, bytes) else str(name)
+        return f"{count} x {text}"
+    except Exception as exc:  # reported, the benchmark needs the device anyway
+        return f"unknown ({exc})"
+
+
+def host_ram_bytes() -> float:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    return 0.0
+
+
+def _same(row: dict[str, Any], base: dict[str, Any]) -> bool:
+    return (
+        "error" not in row
+        and row.get("cost") == base.get("cost")
+        and row.get("bound") == base.get("bound")
+    )
+
+
+# ---- the report -------------------------------------------------------------------------------
+def write(args: argparse.Namespace, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (args.out / f"{args.name}.md").write_text(markdown(rows, meta))
+
+
+def _f(x: Any) -> str:
+    return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [
+        f"# Several GPUs of one host ({meta['gpu']})",
+        "",
+        f"`{meta['command']}` on {meta['date']}, {meta['gpu']}, devices {meta['devices']}, "
+        f"{meta['cpus']} CPU cores ({meta['cpu']}), {meta['seconds']} s. `same`: cost and "
+        "bound equal the one-device run's. `x1` = wall time over the one-device run's.",
+        "",
+        *([f"Machine: {describe(meta['machine'])}.", ""] if meta.get("machine") else []),
+        *(f"Not run: {r['skipped']}." for r in rows if r.get("part") == "meta"),
+        "",
+        "## Distributed DPOP (random d = 10, p1 = 0.3, p2 = 0.5)",
+        "",
+        "`UTIL paths`: tables handed to parents on one device (ipc), between devices (p2p), "
+        "through host memory (host).",
+        "",
+        "| n | seed | devices | placement | note | sim s | solve wall s | x1 | UTIL paths "
+        "ipc/p2p/host | devices used | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    dpop = [r for r in rows if r.get("part") == "dpop"]
+    for r in dpop:
+        if "skipped" in r:
+            lines.append(f"| {r['n']} | {r['seed']} | - | - | skipped: {r['skipped']} |||||||")
+            continue
+        base = next(
+            (
+                b
+                for b in reversed(dpop)
+                if (b.get("n"), b.get("seed"), b.get("devices")) == (r["n"], r["seed"], 1)
+            ),
+            None,
+        )
+        paths = r.get("handover_tables", {})
+        ratio = (
+            r["solve_wall_s"] / base["solve_wall_s"]
+            if base and "solve_wall_s" in r and base.get("solve_wall_s")
+            else None
+        )
+        lines.append(
+            f"| {r['n']} | {r['seed']} | {r['devices']} | {r['placement']} | "
+            f"{r.get('note') or r.get('error', '')[:60]} | {_f(r.get('sim_s'))} | "
+            f"{_f(r.get('solve_wall_s'))} | {_f(ratio)} | "
+            f"{paths.get('ipc', '-')}/{paths.get('p2p', '-')}/{paths.get('host', '-')} | "
+            f"{r.get('devices_used', '-')} | {'yes' if r.get('same') else 'NO'} |"
+        )
+    lines += [
+        "",
+        "## Centralized BE (random d = 10, p1 = 0.3, p2 = 0.5, seed 1; min-fill, float32)",
+        "",
+        "| n | w* | largest output GB | devices | warm wall s | x1 | buckets split | of them "
+        "to host | same | error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    be = [r for r in rows if r.get("part") == "be"]
+    for r in be:
+        if "skipped" in r:
+            lines.append(f"| {r['n']} | - | - | - | skipped: {r['skipped']} ||||||")
+            continue
+        base = next((b for b in be if b.get("n") == r["n"] and b.get("devices") == 1), None)
+        ratio = r["wall_s"] / base["wall_s"] if base and "cost" in r and "cost" in base else None
+        splits = r.get("splits", {})
+        lines.append(
+            f"| {r['n']} | {_f(r.get('induced_width'))} | "
+            f"{r['largest_output_bytes'] / 1e9:.3g} | {r['devices']} | {_f(r.get('wall_s'))} | "
+            f"{_f(ratio)} | {splits.get('split_buckets', '-')} | "
+            f"{splits.get('split_to_host', '-')} | {'yes' if r.get('same') else 'NO'} | "
+            f"{r.get('error', '')[:80]} |"
+        )
+    lines += [
+        "",
+        "## One table larger than a device",
+        "",
+        "| variables | largest output GB | device GB | devices | wall s (one solve, compiles "
+        "included) | exact | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("part") != "big":
+            continue
+        if "skipped" in r:
+            lines.append(f"| - | - | - | {r.get('devices', '-')} | skipped: {r['skipped']} |||")
+            continue
+        lines.append(
+            f"| {r['variables']} | {r['largest_output_bytes'] / 1e9:.4g} | "
+            f"{r['device_bytes'] / 1e9:.4g} | {r['devices']} | {_f(r.get('wall_s'))} | "
+            f"{'yes' if r.get('exact') else 'NO'} | "
+            f"{r.get('error', '')[:80]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--name", default="gpu_multi")
+    ap.add_argument(
+        "--devices",
+        type=lambda s: sorted({int(x) for x in s.split(",")}),
+        default=[1, 2],
+        help="device counts, e.g. 1,2 or 1,2,4 (the first devices of the host)",
+    )
+    ap.add_argument("--parts", default="dpop,be,big", help="dpop, be and/or big")
+    ap.add_argument("--n-min", type=int, default=18)
+    ap.add_argument("--n-max", type=int, default=22)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=150.0, help="seconds per DPOP run")
+    ap.add_argument("--be-n-min", type=int, default=18)
+    ap.add_argument("--be-n-max", type=int, default=26)
+    ap.add_argument("--be-max-gib", type=float, default=30.0, help="largest BE output to run")
+    ap.add_argument("--big-gib", type=float, default=0.0, help="0: 1.15 x one device's memory")
+    ap.add_argument(
+        "--big-all", action="store_true", help="the big table with every device count too"
+    )
+    ap.add_argument("--split-min-entries", type=int, default=None)
+    ap.add_argument("--budget", type=float, default=400.0, help="seconds for the whole run")
+    args = ap.parse_args(argv)
+    if not args.devices or args.devices[0] < 1 or 1 not in args.devices:
+        ap.error("--devices must list counts >= 1, 1 among them (the baseline)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    started = time.monotonic()
+
+    def over() -> bool:
+        return time.monotonic() - started > args.budget
+
+    rows: list[dict[str, Any]] = []
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    from dcop.backend import gpu_count
+
+    visible = gpu_count()
+    missing = [k for k in args.devices if k > visible]
+    if missing:  # an x2 machine asked for 4: the rows it can run, and a line saying so
+        rows.append({"part": "meta", "skipped": f"device counts {missing}: {visible} visible"})
+        args.devices = [k for k in args.devices if k <= visible]
+    if not args.devices:
+        raise SystemExit(f"gpu_multi: no GPU visible (asked for {missing})")
+
+    machine = machine_info()  # the one machine block of every results file
+
+    def meta() -> dict[str, Any]:
+        return {
+            "machine": machine,
+            "gpu": device_name(),
+            "devices": args.devices,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": "python3 benchmarks/gpu_multi.py "
+            + " ".join(sys.argv[1:] if argv is None else argv).replace(str(args.out), "OUT"),
+            "host": platform.node() and "device machine",
+            "cpus": __import__("os").cpu_count(),
+            "cpu": cpu_model(),
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        write(args, rows, meta())
+
+    for name, part in (("be", be_part), ("big", big_part), ("dpop", dpop_part)):
+        if name in parts:
+            part(args, over, rows, save)
+    save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The order a run takes from its ``--ordering``: the engine (``auto``), a named heuristic, or a
+file written by ``dcop info --write-order`` (an order file or a PACE ``.td``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dcop.errors import ModelError
+from dcop.model import Problem
+from dcop.ordering import ORDERINGS, elimination_order
+from dcop.orders.engine import OrderResult, best_order
+from dcop.orders.files import read_order
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class ChosenOrder:
+    """The order and how a result names it (``auto:goatd``, ``minfill``, ``file:o.td``); the
+    engine's full answer where it chose."""
+
+    name: str
+    order: list[str]
+    engine: OrderResult | None = None
+
+
+def is_order_name(ordering: str) -> bool:
+    """Whether ``ordering`` names a method rather than a file."""
+    return ordering == AUTO or ordering in ORDERINGS
+
+
+def choose_order(
+    problem: Problem, ordering: str | ChosenOrder = AUTO, budget_s: float | None = None
+) -> ChosenOrder:
+    """The elimination order ``ordering`` asks for: ``auto`` runs :func:`best_order` within
+    ``budget_s`` (None: its default budget), a name of :data:`dcop.ordering.ORDERINGS` that
+    heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
+    once for several uses) is returned as it is."""
+    if isinstance(ordering, ChosenOrder):
+        return ordering
+    if ordering == AUTO:
+        result = best_order(problem, budget_s)
+        return ChosenOrder(f"{AUTO}:{result.method}", result.order, result)
+    if ordering in ORDERINGS:
+        return ChosenOrder(ordering, elimination_order(ordering, problem.neighbours()))
+    path = Path(ordering)
+    if not path.is_file():
+        raise ModelError(
+            f"unknown ordering {ordering!r}: use auto, one of {', '.join(ORDERINGS)}, or an order "
+            "or .td file (dcop info --write-order)"
+        )
+    return ChosenOrder(f"file:{path.name}", read_order(path, list(problem.variables)))

@@ -1,0 +1,66 @@
+"""What an elimination order costs with the real domain sizes (pure functions).
+
+The engine ranks orders by the work and memory of the run they would drive, not by the induced
+width alone: with unequal domains a wider order can join fewer entries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dcop.errors import ModelError
+from dcop.ordering import Adjacency
+
+#: Seconds per joined table entry of a NumPy min-sum bucket (fused join and eliminate; measured
+#: 1.3e-8 to 3.2e-8 in float64 on the shared files, 4.5e-9 in float32 on a 14x14 grid, one
+#: core), used only to size the default ordering budget.
+SECONDS_PER_ENTRY = 1e-8
+#: Seconds of fixed cost per bucket (Python overhead of one elimination step).
+SECONDS_PER_BUCKET = 5e-5
+
+
+@dataclass(frozen=True)
+class OrderCost:
+    """Width, largest joined table and total joined entries (eliminated variable included)."""
+
+    width: int
+    largest: float
+    total: float
+
+    def key(self, max_entries: float = math.inf) -> tuple[bool, float, float, int]:
+        """Smaller is better: orders whose largest table exceeds ``max_entries`` come last, then
+        by the run's work plus its largest table (entries), then largest table, then width."""
+        return (self.largest > max_entries, self.total + self.largest, self.largest, self.width)
+
+    def predicted_seconds(self, variables: int) -> float:
+        """A rough single-core solve time of BE along this order."""
+        return self.total * SECONDS_PER_ENTRY + variables * SECONDS_PER_BUCKET
+
+
+def order_cost(
+    adjacency: Adjacency,
+    order: Sequence[str],
+    sizes: Mapping[str, int],
+    cap: float = math.inf,
+) -> OrderCost:
+    """The :class:`OrderCost` of ``order``; raises :class:`ModelError` unless ``order`` lists
+    every variable of ``adjacency`` exactly once. Once the total passes ``cap`` the walk stops
+    and the cost is infinite (a hopeless candidate's fill-in can be quadratic to build)."""
+    if len(order) != len(adjacency) or set(order) != set(adjacency):
+        raise ModelError("an elimination order must list every variable exactly once")
+    graph = {v: set(ns) for v, ns in adjacency.items()}
+    width, largest, total = 0, 0.0, 0.0
+    for v in order:
+        ns = graph.pop(v)
+        entries = sizes[v] * math.prod(float(sizes[u]) for u in ns)
+        width = max(width, len(ns))
+        largest = max(largest, entries)
+        total += entries
+        if total > cap:
+            return OrderCost(width, math.inf, math.inf)
+        for a in ns:
+            graph[a].discard(v)
+            graph[a].update(ns - {a})
+    return OrderCost(width, largest, total)

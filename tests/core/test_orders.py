@@ -1,0 +1,230 @@
+"""The ordering engine: permutations, never costlier than min-fill, goatd's decompositions as
+orders, the PACE .td and order files, and the default budget."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from dcop.errors import InputError
+from dcop.generators import grid_network, random_network, scale_free_network
+from dcop.inference import solve
+from dcop.io import read_problem
+from dcop.model import CostTable, Problem, Variable
+from dcop.ordering import best_order, induced_width, min_fill_order
+from dcop.orders import CostModel, default_budget, engine, order_cost, treedec
+from dcop.orders.files import read_order, write_order
+from tests.conftest import INSTANCES as SHARED_INSTANCES
+from tests.conftest import instance_index
+
+INSTANCES = Path(__file__).resolve().parents[2].parent / "shared" / "instances"
+
+
+def problems() -> list[tuple[str, Problem]]:
+    out = [(f"random{s}", random_network(25, 3, 0.15, 0.4, s)) for s in range(3)]
+    out += [(f"scalefree{s}", scale_free_network(40, 2, 0.3, s)) for s in range(2)]
+    out += [("grid49", grid_network(49, 2, 0.3, 0)), ("grid100", grid_network(100, 2, 0.3, 1))]
+    out.append(("components", components(0)))
+    return out
+
+
+def components(seed: int) -> Problem:
+    """Two random components and an isolated variable, domains of 2 to 4 values."""
+    rng = np.random.default_rng(seed)
+    names = [f"v{i}" for i in range(21)]
+    variables = {v: Variable.with_size(v, int(rng.integers(2, 5))) for v in names}
+    tables = []
+    for part in (names[:12], names[12:20]):
+        for i, a in enumerate(part):
+            for b in part[i + 1 :]:
+                if rng.random() < 0.3:
+                    shape = (variables[a].size, variables[b].size)
+                    tables.append(CostTable((a, b), rng.integers(0, 9, shape).astype(float)))
+    tables.append(CostTable(("v20",), rng.integers(0, 9, (variables["v20"].size,)).astype(float)))
+    return Problem(variables, tables)
+
+
+PROBLEMS = problems()
+
+
+def assert_permutation(order: list[str] | tuple[str, ...], problem: Problem) -> None:
+    assert len(order) == problem.n and set(order) == set(problem.variables)
+
+
+@pytest.mark.parametrize(("name", "problem"), PROBLEMS, ids=[n for n, _ in PROBLEMS])
+@pytest.mark.parametrize("budget", [0.0, 0.05, None])
+def test_engine_orders_are_permutations_and_never_worse_than_minfill(
+    name: str, problem: Problem, budget: float | None
+) -> None:
+    result = best_order(problem, budget)
+    assert_permutation(result.order, problem)
+    for tried in result.tried:
+        assert_permutation(tried.order, problem)
+    adjacency, sizes = problem.neighbours(), problem.domain_sizes()
+    mine = order_cost(adjacency, result.order, sizes)
+    minfill = order_cost(adjacency, min_fill_order(adjacency), sizes)
+    assert mine.key() <= minfill.key()
+    assert (mine.width, mine.largest, mine.total) == (
+        result.width,
+        result.largest_table_entries,
+        result.total_entries,
+    )
+    assert induced_width(adjacency, result.order) == result.width
+
+
+def test_engine_takes_a_bare_graph_and_a_memory_cap() -> None:
+    graph = {str(v): {str(u) for u in g} for v, g in nx.grid_2d_graph(6, 6).adjacency()}
+    result = best_order(graph, 0.05)
+    assert sorted(result.order) == sorted(graph)
+    assert result.width <= 7  # the 6x6 grid's treewidth is 6
+    # sizes of the cost model replace the default 2 per variable
+    sized = best_order(graph, 0.0, CostModel(sizes={v: 3 for v in graph}))
+    assert sized.largest_table_entries == 3 ** (sized.width + 1)
+
+
+def test_search_beats_minfill_on_a_grid() -> None:
+    if not treedec.available():
+        pytest.skip("goatd is not installed on this platform")
+    problem = grid_network(196, 3, 0.3, 1)
+    adjacency = problem.neighbours()
+    assert induced_width(adjacency, min_fill_order(adjacency)) >= 17
+    result = best_order(problem, 0.2)
+    assert result.width <= 15 and result.method == "goatd"
+
+
+def test_restarts_without_goatd(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(treedec, "goatd", None)
+    problem = random_network(30, 2, 0.2, 0.3, 3)
+    result = best_order(problem, 0.05)
+    assert [t.method for t in result.tried][-1] == "minfill-restarts"
+    assert_permutation(result.order, problem)
+    adjacency, sizes = problem.neighbours(), problem.domain_sizes()
+    assert result.total_entries <= order_cost(adjacency, min_fill_order(adjacency), sizes).total
+    order = engine.randomized_min_fill(adjacency, random.Random(1))
+    assert sorted(order) == sorted(adjacency)
+
+
+def test_bags_to_order_keeps_the_decomposition_width() -> None:
+    if not treedec.available():
+        pytest.skip("goatd is not installed on this platform")
+    import goatd
+
+    for seed in range(5):
+        g = nx.gnp_random_graph(30, 0.15, seed=seed)
+        graph = goatd.Graph(30, list(g.edges()))
+        td = goatd.decompose(graph, order="minfill", seed=seed)
+        order = treedec.bags_to_order(30, td.bags, td.edges)
+        assert sorted(order) == list(range(30))
+        adjacency = {str(v): {str(u) for u in g[v]} for v in g}
+        assert induced_width(adjacency, [str(v) for v in order]) <= td.treewidth
+
+
+def test_order_cost_cut_short() -> None:
+    adjacency = {str(v): {str(u) for u in g} for v, g in nx.grid_2d_graph(5, 5).adjacency()}
+    order = list(adjacency)
+    sizes = {v: 2 for v in adjacency}
+    full = order_cost(adjacency, order, sizes)
+    assert math.isfinite(full.total)
+    assert order_cost(adjacency, order, sizes, cap=full.total / 2).total == math.inf
+
+
+def test_default_budget() -> None:
+    assert default_budget(0.0005, 100) == 0.0  # instant problems keep the greedy order
+    assert default_budget(0.002, 100) == pytest.approx(0.01)  # a short search
+    assert default_budget(0.05, 100) == pytest.approx(0.05)  # up to the predicted solve time
+    assert default_budget(0.5, 1000) == pytest.approx(0.1)  # the floor
+    assert default_budget(20.0, 1000) == pytest.approx(2.0)  # a tenth
+    assert default_budget(1e9, 10**6) == pytest.approx(10.0)  # the cap
+    assert default_budget(1e9, 16) == pytest.approx(0.16)  # a small graph's cap
+
+
+@pytest.mark.parametrize("suffix", [".order", ".td"])
+def test_written_orders_read_back(tmp_path: Path, suffix: str) -> None:
+    problem = scale_free_network(40, 3, 0.3, 2)
+    adjacency, names = problem.neighbours(), list(problem.variables)
+    result = best_order(problem, 0.05)
+    path = tmp_path / f"o{suffix}"
+    write_order(path, result.order, adjacency, names, "test")
+    back = read_order(path, names)
+    if suffix == ".order":
+        assert back == result.order
+    else:  # the same decomposition: the width is kept (the order within a bag may differ)
+        assert induced_width(adjacency, back) == result.width
+    assert_permutation(back, problem)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x0\nx1\nzz\n", "o.order:3: 'zz' is not a variable"),
+        ("x0\nx1\nx0\n", "o.order:3: 'x0' is listed twice (first on line 1)"),
+        ("c a comment\nx0\n", "o.order: the order misses 'x1'"),
+        ("x0 x1\n", "o.order:1: one variable name per line"),
+        ("s td 1 2 3\nb 1 1 2\n", "o.order: vertex 3 (x2) is in no bag"),
+        ("s td 1 2 3\nb 1 1 9\n", "o.order:2: a vertex outside 1..3"),
+        ("s td 1 2 4\n", "o.order:1: the decomposition has 4 vertices, the problem 3"),
+        ("s td 1 2 3\nb 1 1 2 3\n1 x\n", "o.order:3: not a number"),
+    ],
+)
+def test_bad_order_files(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "o.order"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_order(path, ["x0", "x1", "x2"])
+    assert str(info.value).endswith(message) or message in str(info.value)
+
+
+@pytest.mark.skipif(not INSTANCES.exists(), reason="shared instances absent")
+@pytest.mark.parametrize("name", ["Segmentation_11.uai", "pedigree1.wcsp", "Grids_11.uai"])
+def test_default_order_beats_minfill_on_structured_files(name: str) -> None:
+    if not treedec.available():
+        pytest.skip("goatd is not installed on this platform")
+    problem = read_problem(INSTANCES / name)
+    adjacency = problem.neighbours()
+    result = best_order(problem)
+    assert result.width < induced_width(adjacency, min_fill_order(adjacency))
+
+
+@pytest.mark.parametrize(("name", "problem"), PROBLEMS, ids=[n for n, _ in PROBLEMS])
+def test_elimination_pseudo_tree_keeps_every_constraint_on_a_branch(
+    name: str, problem: Problem
+) -> None:
+    from dcop.ordering import induced_scopes, order_pseudo_tree
+
+    adjacency = problem.neighbours()
+    result = best_order(problem, 0.05)
+    tree = order_pseudo_tree(adjacency, result.order)
+
+    def ancestors(v: str) -> set[str]:
+        out, p = set(), tree.parent[v]
+        while p is not None:
+            out.add(p)
+            p = tree.parent[p]
+        return out
+
+    for table in problem.tables:
+        for i, a in enumerate(table.scope):
+            for b in table.scope[i + 1 :]:
+                assert a in ancestors(b) or b in ancestors(a), (table.scope, a, b)
+    separators = tree.separators()
+    scopes = induced_scopes(adjacency, result.order)
+    assert {v: set(s) for v, s in separators.items()} == {v: set(s) for v, s in scopes.items()}
+    assert max((len(s) for s in separators.values()), default=0) == result.width
+
+
+ROWS = [r for r in instance_index() if float(r["max_table_entries"]) <= 3e7]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_be_along_the_engine_order_reaches_known_optimum(row: dict[str, str]) -> None:
+    problem = read_problem(SHARED_INSTANCES / row["file"])
+    result = solve(problem, "be")
+    assert result.ordering.startswith("auto:")
+    expected = float(row["optimum" if row["format"] == "wcsp" else "neg_ln_optimum"])
+    assert result.lower_bound == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert result.induced_width <= int(row["induced_width_minfill"])
