@@ -37,12 +37,13 @@ SEARCH_SHARE = 0.25
 #: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
 #: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
 FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
-#: Seconds per entry of a tree's largest intermediate that a run of it may take beyond its
-#: predicted flops (Promedus_15's greedy tree, 2^20 entries, ran 0.18 s against a predicted
-#: 0.002 s): the search gets SEARCH_SHARE of that much time too, so a tree with a large
-#: intermediate is searched further and a small model is not (a fixed 0.1 s of search had cost
-#: ising16x16, largest 2^16 entries, twice its contraction).
-LARGE_ENTRY_S = 1.7e-7
+#: Seconds per entry and axis of a tree's intermediates (TreeStats.strided) that a run of it
+#: may take beyond its predicted flops (Promedus_15's greedy tree, 2^20 entries over 20 axes, ran
+#: 0.18 s against a predicted 0.04 s; 279_ASP's, 1.3M entries over few axes, 0.02 s as
+#: predicted): the search gets SEARCH_SHARE of that much time too, so such a tree is searched
+#: further and a small model is not (a fixed 0.1 s of search had cost ising16x16, largest 2^16
+#: entries, twice its contraction).
+AXIS_ENTRY_S = 1e-8
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -201,15 +202,15 @@ def plan_contraction(
 
 def _worth(stats: Mapping[str, TreeStats], c0: float, budget_s: float, rate: float) -> bool:
     """Whether another candidate tree is worth its search time: while the search has cost less
-    than SEARCH_SHARE of the best tree's predicted time, that time being at least what its
-    largest intermediate may cost (LARGE_ENTRY_S per entry: the flops miss it; Promedus_15's
-    greedy tree, 2^20 entries, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
+    than SEARCH_SHARE of the best tree's predicted time, that time being at least what laying
+    out its intermediates may cost (AXIS_ENTRY_S: the flops miss it; Promedus_15's greedy tree,
+    2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
     return time.process_time() - c0 < min(budget_s, SEARCH_SHARE * _worst_time(stats, rate))
 
 
 def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
-    """The best tree's predicted time, or what its largest intermediate may cost if more."""
-    return min(max(s.cost / rate, s.largest * LARGE_ENTRY_S) for s in stats.values())
+    """The best tree's predicted time, or what laying out its intermediates may cost if more."""
+    return min(max(s.cost / rate, s.strided * AXIS_ENTRY_S) for s in stats.values())
 
 
 def _fit(

@@ -49,6 +49,9 @@ class TreeStats:
     writes: float
     peak_pr: int
     peak_mar: int
+    #: the largest of entries times axes over the intermediates: a table of many small axes is
+    #: slow to lay out for a product (a transposed copy is strided on every axis)
+    strided: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -107,7 +110,8 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     # MAR keeps every intermediate; the backward pass holds a parent's adjoint, the sibling's
     # copy and the child's adjoint being built, plus one belief product
     peak_mar = kept + 4 * largest
-    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr))
+    strided = max((float(size[k]) * len(nodes[k]) for k in range(m, len(nodes))), default=0.0)
+    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr), strided)
 
 
 def order_path(
