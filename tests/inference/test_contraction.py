@@ -346,3 +346,21 @@ def test_an_adjoint_below_the_root_is_the_sibling_in_the_child_layout() -> None:
     assert other.scope == ("c", "a", "b")
     np.testing.assert_array_equal(other.data, np.transpose(sibling.data, (2, 0, 1)))
     assert other.ln == pytest.approx(same.ln)
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_a_narrow_model_on_the_host_runs_the_steps_unchecked(
+    task: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network whose range fits float unscaled: on NumPy the tree's own steps run with no
+    precision checks (faster there than one opt_einsum call), and equal brute force."""
+    import dcop.contraction.engine as engine
+
+    def no_plain(*args: object) -> None:
+        raise AssertionError("opt_einsum's single call is for device backends")
+
+    monkeypatch.setattr(engine, "_plain", no_plain)
+    monkeypatch.setattr(engine, "_frames", no_plain)
+    problem = ising_grid(3, 0.3, 0.1, seed=2)
+    check(problem, task)
+    assert contract(problem, task, NUMPY).space == "scaled"
