@@ -225,12 +225,17 @@ class Agent:
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
 
     def _has_work(self) -> bool:
-        """Whether the coordinator has started my problem (its start is in, held or taken): only
-        then does it need my heartbeats. Before, an agent only waits for the coordinator, which
-        sees a dead process or a lost link (ZMTP) without them; during a 1000-agent launch of
-        tens of seconds, the waiting agents' heartbeats were most of the run's messages."""
+        """Whether the coordinator has started my problem (its start is in, held or taken) and
+        my result is not yet out: only then does it need my heartbeats. Before, an agent only
+        waits for the coordinator, which sees a dead process or a lost link (ZMTP) without them;
+        during a 1000-agent launch of tens of seconds, the waiting agents' heartbeats were most
+        of the run's messages. After, the coordinator has my result and no longer watches my
+        silence."""
         session = self.session
-        return session is not None and (session.spec is not None or session.held_start is not None)
+        started = session is not None and (
+            session.spec is not None or session.held_start is not None
+        )
+        return started and not self.result_sent
 
     def _quiet_s(self) -> float:
         """How long the link to the coordinator stays quiet before a heartbeat goes on it.
@@ -399,6 +404,9 @@ class Agent:
             )
         if self.cfg.fault == "crash-at-start":
             os.kill(os.getpid(), signal.SIGKILL)
+        # my silence counts from my start, as the coordinator counts it: the ready I sent may be
+        # a long launch ago, and every agent of a 1000-agent run beat at once on its start
+        self.last_to_coordinator = max(self.last_to_coordinator, self.now())
         if start.spec.gpu_min_entries is not None and hasattr(self.backend, "min_entries"):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement
         log.info("agent %d: start (%s, roots of trees %s)", self.me, start.spec.label, start.roots)

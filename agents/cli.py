@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,10 +44,10 @@ def agent(
     gpu: Annotated[
         str | None,
         typer.Option(
-            metavar="DEVICE",
-            help="Run large buckets with CuPy on this CUDA device ('all' or a list like 0,2: "
-            "device id mod their number; D/LIST: device D, the largest buckets split over "
-            "LIST), on the agent's own stream.",
+            metavar="DEVICES",
+            help="Run large tables with CuPy on these CUDA devices: a number (0), a list (0,1) "
+            "or all, the agent taking the one its id picks round robin; D/LIST: device D, the "
+            "largest buckets split over LIST. On the agent's own stream.",
         ),
     ] = None,
     timeout: Annotated[
@@ -115,8 +116,15 @@ def command() -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (``dcop-agent``)."""
-    command().main(args=argv, prog_name="dcop-agent")
+    """Console-script entry point (``dcop-agent``); a usage error is one line, exit 2."""
+    from dcop.usage import run_program
+
+    code = run_program(
+        lambda: command().main(args=argv, prog_name="dcop-agent", standalone_mode=False),
+        "dcop-agent",
+    )
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -486,16 +486,21 @@ class Session:
             if not 1 <= len(token.sizings) <= len(self.zs):
                 raise ProtocolError(f"a back token with {len(token.sizings)} sizings")
             self.child_sizings[token.tree][sender] = token.sizings
+        # the subtree's largest and total UTIL are those of its DPOP sizing (they travel once)
+        dpop = token.sizings[0] if token.sizings else None
+        domains = token.domains
+        if len(domains) == 1 and len(token.path) > 1:  # one size for every ancestor
+            domains = domains * len(token.path)
         dfs = DfsToken(
             token.kind,
             path=token.path,
-            domains=token.domains,
+            domains=domains,
             open=token.open,
             links=token.links,
             separator=token.separator,
             width=token.width,
-            largest=token.largest,
-            total=token.total,
+            largest=dpop.largest if dpop is not None else 0.0,
+            total=dpop.total if dpop is not None else 0.0,
             tree=token.tree,
         )
         return self._wire(token.tree, self.trees[token.tree].receive(sender, dfs))
@@ -516,12 +521,10 @@ class Session:
                         open=t.open,
                         clock=self.clock,
                         path=t.path,
-                        domains=t.domains,
+                        domains=t.domains[:1] if len(set(t.domains)) == 1 else t.domains,
                         links=t.links,
                         separator=t.separator,
                         width=t.width,
-                        largest=t.largest,
-                        total=t.total,
                         sizings=sizings,
                     ),
                 )

@@ -157,8 +157,7 @@ def hosts_run(docker: dk.Docker, problem_file: Path, n: int, optimum: float, sec
         out = Path(tmp) / "hosts"
         options = HostsOptions(
             hosts=HOSTS,
-            coordinator_port=PORT_BASE,
-            base_port=PORT_BASE + 1,
+            base_port=PORT_BASE,
             secure=secure,
             image=IMAGE,
             timeout_s=600,

@@ -71,7 +71,7 @@ def one_run(
     faults = list(used.get("agent_page_faults", {}).values())
     return {
         "finished": True,
-        "cost": run.cost if math.isfinite(run.cost) else None,
+        "cost": run.internal_cost if math.isfinite(run.internal_cost) else None,
         "lower_bound": run.bound if math.isfinite(run.bound) else None,
         "assignment": run.assignment,
         "wall_s": m["wall_s"],

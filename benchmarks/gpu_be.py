@@ -243,11 +243,11 @@ def gpu_dpop(problem: Any, rec: dict[str, Any], args: argparse.Namespace) -> dic
     except (DcopError, OSError) as exc:  # reported in the row, never the end of the benchmark
         return {"dpop": f"error: {exc}"[:200], "dpop_wall_s": time.perf_counter() - t0}
     opt = rec.get("lower")
-    same = opt is not None and math.isclose(res.cost, opt, abs_tol=1e-6)
+    same = opt is not None and math.isclose(res.internal_cost, opt, abs_tol=1e-6)
     return {
         "dpop_sim_s": res.metrics["simulated_runtime_s"],
         "dpop_wall_s": time.perf_counter() - t0,
-        "dpop_cost": res.cost if math.isfinite(res.cost) else None,
+        "dpop_cost": res.internal_cost if math.isfinite(res.internal_cost) else None,
         "dpop_same": bool(same),
     }
 

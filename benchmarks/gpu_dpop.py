@@ -67,7 +67,7 @@ def one(problem: Any, spec: Any, gpu: bool, timeout: float) -> dict[str, Any]:
             backend[key] = backend.get(key, 0.0) + value
     return {
         "status": run.status,
-        "cost": run.cost if math.isfinite(run.cost) else None,
+        "cost": run.internal_cost if math.isfinite(run.internal_cost) else None,
         "bound": run.bound if math.isfinite(run.bound) else None,
         "algo": run.ran.algo,
         "z": run.ran.z,

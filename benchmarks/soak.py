@@ -788,7 +788,7 @@ def judge_self_connect(
 def check_answer(result: RunResult, algo: str, optimum: float, rec: dict[str, Any]) -> list[str]:
     rec["solve_wall_s"] = round(result.metrics["solve_wall_s"], 4)
     rec["messages"] = result.metrics["total_messages"]
-    return check_bounds(algo, result.cost, result.bound, optimum, rec)
+    return check_bounds(algo, result.internal_cost, result.bound, optimum, rec)
 
 
 def check_bounds(

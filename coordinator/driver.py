@@ -219,7 +219,9 @@ class Coordinator:
             # Setups go out during the hello phase: each agent's as soon as it and its
             # neighbours have said where they listen (its setup names their endpoints), so the
             # first agents link up while later ones still start.
-            self.number = secrets.randbits(62) + 1
+            # 31 random bits tell this problem from a serving agent's last one, in a msgpack
+            # int of 5 bytes (62 bits took 9 in every message's header)
+            self.number = secrets.randbits(31) + 1
             self._send_setups(self.active)  # agents whose hellos came before this problem
             self._wait(
                 lambda: all(a in self.hellos for a in self.active),
@@ -669,7 +671,7 @@ class Coordinator:
             ran=ran,
             tree=self.choice,
             assignment=dict(sorted(assignment.items())),
-            cost=cost,
+            internal_cost=cost,
             bound=bound,
             roots=tuple(var[r] for r in roots),
             agents=per_agent,
@@ -738,7 +740,7 @@ class Coordinator:
             ran=self.spec,
             tree=self.choice,
             assignment={},
-            cost=-ln_z,
+            internal_cost=-ln_z,
             bound=-ln_z,
             roots=tuple(var[r] for r in roots),
             agents=per_agent,

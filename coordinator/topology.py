@@ -97,6 +97,35 @@ def round_robin(
     return endpoint_of(hosts[0], ports[0] if ports is not None else base_port), endpoint
 
 
+def host_blocks(n_agents: int, n_hosts: int) -> list[int]:
+    """Host index of each agent: contiguous, balanced blocks in id order (ids follow the problem
+    file, whose neighbouring variables are often numbered close together, so neighbours tend to
+    share a host). The one placement rule of ``dcop peers`` and ``dcop deploy hosts``."""
+    if n_hosts < 1:
+        raise InputError("give at least one host")
+    return [i * n_hosts // n_agents for i in range(n_agents)]
+
+
+def agent_port(base_port: int, agent: int) -> int:
+    """The port of agent ``agent``: ``--base-port`` is the coordinator's, agents take the ones
+    after it (agent i: base + 1 + i, on whichever host it runs)."""
+    return base_port + 1 + agent
+
+
+def block_placement(hosts: Sequence[str], base_port: int, n_agents: int) -> tuple[str, EndpointFn]:
+    """The coordinator's endpoint (the first host, ``base_port``) and the endpoint of every
+    agent: placed by :func:`host_blocks`, listening on :func:`agent_port`."""
+    if not hosts:
+        raise InputError("at least one host is needed")
+    blocks = host_blocks(max(n_agents, 1), len(hosts))
+
+    def endpoint(i: int, _variable: str) -> str:
+        host = hosts[blocks[i]] if 0 <= i < len(blocks) else hosts[-1]
+        return endpoint_of(host, agent_port(base_port, i))
+
+    return endpoint_of(hosts[0], base_port), endpoint
+
+
 @dataclass(frozen=True)
 class Layout:
     """Who does what in one problem: the variable of each agent that takes part (by id), their

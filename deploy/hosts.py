@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcop.coordinator.topology import peers_for
+from dcop.coordinator.topology import agent_port, host_blocks, peers_for
 from dcop.deploy.compose import (
     DEPLOYED_SPEC,
     ENVIRONMENT,
@@ -77,9 +77,9 @@ class HostsOptions:
     hosts: tuple[str, ...]
     #: Host that runs the coordinator (default: the first host).
     coordinator_host: str | None = None
-    coordinator_port: int = 7000
-    #: Agent ``i`` listens on ``base_port + i`` of its host.
-    base_port: int = 7001
+    #: The coordinator's port; agent ``i`` listens on ``base_port + 1 + i`` of its host (the
+    #: meaning ``dcop peers --base-port`` has: :func:`dcop.coordinator.topology.agent_port`).
+    base_port: int = 7000
     secure: bool = True
     image: str = "dcop:latest"
     gpu: bool = False
@@ -92,11 +92,9 @@ class HostsOptions:
 
 
 def assign_hosts(n_agents: int, n_hosts: int) -> list[int]:
-    """Host index of each agent: contiguous, balanced blocks in id order (ids follow the problem
-    file, whose neighbouring variables are often numbered close together)."""
-    if n_hosts < 1:
-        raise InputError("give at least one host")
-    return [i * n_hosts // n_agents for i in range(n_agents)]
+    """Host index of each agent: the placement rule of ``dcop peers``
+    (:func:`dcop.coordinator.topology.host_blocks`)."""
+    return host_blocks(n_agents, n_hosts)
 
 
 def _host_dir(host: str) -> str:
@@ -118,16 +116,10 @@ def write_hosts(
         raise InputError(f"a host may not be called {COORDINATOR_SERVICE!r} (its directory name)")
     coord_host = options.coordinator_host or options.hosts[0]
     coord_address = check_host(coord_host)
-    check_port(options.coordinator_port, "coordinator port")
+    check_port(options.base_port, "base port (the coordinator's)")
     problem = read_deployable(source)
     n = len(problem.variables)
-    check_port(options.base_port, "base port")
-    check_port(options.base_port + n - 1, "highest agent port")
-    if options.coordinator_port in range(options.base_port, options.base_port + n):
-        raise InputError(
-            f"coordinator port {options.coordinator_port} collides with the agents' ports "
-            f"{options.base_port}..{options.base_port + n - 1}"
-        )
+    check_port(agent_port(options.base_port, n - 1), "highest agent port")
     if options.gpus < 1:
         raise InputError(f"--gpus must be at least 1, not {options.gpus}")
     prepare_dir(out, force)
@@ -138,8 +130,8 @@ def write_hosts(
         public_keys = generate_keys(keys_all, range(n)) if options.secure else None
         peers = peers_for(
             problem,
-            f"tcp://{coord_address}:{options.coordinator_port}",
-            lambda i, _var: f"tcp://{addresses[placement[i]]}:{options.base_port + i}",
+            f"tcp://{coord_address}:{options.base_port}",
+            lambda i, _var: f"tcp://{addresses[placement[i]]}:{agent_port(options.base_port, i)}",
             public_keys,
             problem_ref=f"{CONFIG_DIR}/{source.name}",
             specific=False,
@@ -194,7 +186,7 @@ def write_hosts(
                     "command": agent_command(i, compose_options, keys_dir=keys_dir),
                     "volumes": ["./config:/config:ro"]
                     + ([f"./keys:{KEYS_DIR}:ro"] if options.secure else []),
-                    "healthcheck": healthcheck(options.base_port + i),
+                    "healthcheck": healthcheck(agent_port(options.base_port, i)),
                 }
                 if options.gpu:
                     gpu_agent_service(service, directory, k % options.gpus)
@@ -202,7 +194,7 @@ def write_hosts(
             header = HOST_HEADER.format(
                 host=host,
                 agents=", ".join(str(i) for i in mine) or "none",
-                ports=", ".join(str(options.base_port + i) for i in mine) or "none",
+                ports=", ".join(str(agent_port(options.base_port, i)) for i in mine) or "none",
                 user=default_user(),
             )
             write_yaml(directory / "docker-compose.yml", {"services": services}, header)
@@ -222,9 +214,9 @@ def write_hosts(
             ),
             "volumes": ["./config:/config:ro", f"./results:{RESULTS_DIR}"]
             + ([f"./keys:{KEYS_DIR}:ro"] if options.secure else []),
-            "healthcheck": healthcheck(options.coordinator_port),
+            "healthcheck": healthcheck(options.base_port),
         }
-        header = COORDINATOR_HEADER.format(host=coord_host, port=options.coordinator_port)
+        header = COORDINATOR_HEADER.format(host=coord_host, port=options.base_port)
         write_yaml(
             directory / "docker-compose.yml",
             {"services": {COORDINATOR_SERVICE: coordinator}},

@@ -327,8 +327,6 @@ def protocol_seeds() -> dict[str, bytes]:
             links=((1, 2),),
             separator=(0,),
             width=1,
-            largest=2,
-            total=2,
             sizings=(Sizing(((0,),), 2, 2, 2),),
         ),
         "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),

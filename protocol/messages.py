@@ -225,12 +225,22 @@ class Sizing(Struct, frozen=True, array_like=True, gc=False):
         _sizes_as_floats(self)
 
 
+#: Sizes up to here are exact in a float64: made here, they go on the wire as integers.
+_EXACT = 2.0**53
+
+
 def _sizes_as_floats(message: Any) -> None:
-    """Made here from exact integers (or arriving as msgpack integers): capped floats."""
+    """Arriving (as msgpack integers or floats): capped floats. Made here: capped, and kept as an
+    int where exact (below 2^53), the wire's compact form: a msgpack int of 1-5 bytes, where a
+    float64 takes 9 (a 1000-agent tree's DFS tokens carried more bytes than its UTILs)."""
+    arriving = _arriving()
     for key in ("largest", "total"):
         value = getattr(message, key)
-        if type(value) is not float:
-            force_setattr(message, key, as_size(value))
+        size = value if arriving and type(value) is float else as_size(value)
+        if not arriving and size <= _EXACT and size.is_integer():
+            force_setattr(message, key, int(size))
+        elif size is not value:
+            force_setattr(message, key, size)
 
 
 Sizings = Annotated[tuple[Sizing, ...], Meta(max_length=MAX_Z_CHOICES)]
@@ -396,36 +406,42 @@ _TOKEN_WIRE_NAMES = {
     "links": "l",
     "separator": "s",
     "width": "w",
-    "largest": "L",
-    "total": "S",
     "sizings": "z",
 }
+
+
+#: A token's clock before any compute. msgspec omits a default by identity: every zero clock is
+#: made this object, so that it stays off the wire.
+_NO_TIME = 0.0
 
 
 class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES):
     """The DFS token of candidate tree ``tree`` (see :class:`dcop.trees.dfs.DfsToken`).
     ``child``: you are my child; ``path`` and ``domains`` are your ancestors from the root and
-    their domain sizes, ``open`` their unvisited neighbours. ``back``: my subtree is done; it
+    their domain sizes (one size for all where they are equal), ``open`` their unvisited
+    neighbours. ``back``: my subtree is done; it
     carries the subtree's back edges to the receiver and above (``links``: descendant, ancestor),
-    my separator, the subtree's summary and, per mini-bucket size the run may choose, the sizing
-    of my UTIL message. No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
-    and fields at their defaults (a child's back fields, a back token's path) do not travel."""
+    my separator, the subtree's largest separator and, per mini-bucket size the run may choose,
+    the sizing of my UTIL message (the first, DPOP's, holds the subtree's largest and total UTIL
+    entries). No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
+    and fields at their defaults do not travel: a child's back fields, a back token's path and
+    kind, and the clock, still 0 while trees are built (it counts compute, which starts with the
+    UTILs): a 1000-agent tree's tokens carried more bytes than its UTILs."""
 
     tree: TreeIndex
-    kind: Literal["child", "back"]
-    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)]
-    clock: Seconds
+    kind: Literal["child", "back"] = "back"
+    open: Annotated[tuple[Count, ...], Meta(max_length=MAX_LIST)] = ()
+    clock: Seconds = _NO_TIME
     path: Ids = ()
     domains: Annotated[tuple[DomainSize, ...], Meta(max_length=MAX_LIST)] = ()
     links: Links = ()
     separator: Ids = ()
     width: Count = 0
-    largest: Size = 0.0
-    total: Size = 0.0
     sizings: Sizings = ()
 
     def __post_init__(self) -> None:
-        _sizes_as_floats(self)
+        if self.clock == 0.0 and self.clock is not _NO_TIME:
+            force_setattr(self, "clock", _NO_TIME)
 
 
 class TreeReport(_Message, frozen=True, tag="tree"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 from dcop.model import CostTable, Problem, Variable
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-INSTANCES = SHARED / "instances"
+#: DCOP_INSTANCES points elsewhere (a worktree or a machine without ../shared beside it).
+INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
 
 
 def instance_index() -> list[dict[str, str]]:
@@ -67,3 +69,27 @@ def instances_dir() -> Path:
     if not INSTANCES.exists():
         pytest.skip(f"reference instances not found at {INSTANCES}")
     return INSTANCES
+
+
+#: Marker -> the variable that asks for its tests. They change the machine (Debian packages, a
+#: Docker daemon and images, network namespaces), so `make test` skips them unless asked.
+SYSTEM_TESTS = {"docker": "DCOP_TEST_DOCKER", "netns": "DCOP_TEST_NETNS"}
+
+
+def system_tests_skipped(marker: str, environ: dict[str, str] | None = None) -> str | None:
+    """Why the tests marked ``marker`` are skipped (None: they run); they run only when their
+    variable in :data:`SYSTEM_TESTS` is ``1``."""
+    variable = SYSTEM_TESTS.get(marker)
+    env = os.environ if environ is None else environ
+    if variable is None or env.get(variable) == "1":
+        return None
+    return f"changes the machine; set {variable}=1 to run it (see CONTRIBUTING.md)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the Docker and network-namespace tests unless their variable asks for them."""
+    for item in items:
+        for marker in SYSTEM_TESTS:
+            reason = system_tests_skipped(marker) if item.get_closest_marker(marker) else None
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))

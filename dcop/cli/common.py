@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from dcop.choices import (
     BackendName,
@@ -29,51 +28,15 @@ if TYPE_CHECKING:
 
     from dcop.inference.elimination import ProgressFn
 
-InputFile = Annotated[
-    Path,
-    typer.Argument(exists=True, dir_okay=False, readable=True, help="Instance file."),
-]
-FormatOption = Annotated[
-    FormatName | None,
-    typer.Option("--format", "-f", help="File format (default: by extension)."),
-]
-BackendOption = Annotated[
-    BackendName,
-    typer.Option("--backend", help="Table backend (auto: cupy when a GPU is usable)."),
-]
-JsonOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Write the result document as JSON to this file ('-': stdout, and the summary "
-        "goes to stderr). Written on every exit path.",
-    ),
-]
-
-OrderingOption = Annotated[
-    str,
-    typer.Option(
-        help="Elimination order: auto (the best of min-fill, min-degree, the file's order and a "
-        "tree-decomposition search within --order-time), minfill, mindegree, pseudotree, or a "
-        "file written by dcop info --write-order (an order file or a PACE .td).",
-    ),
-]
-OrderTimeOption = Annotated[
-    float | None,
-    typer.Option(
-        help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
-        "time, none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
-    ),
-]
-
-SolutionOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--solution",
-        help="Write the answer as a solution file: the UAI competition's MPE, PR or MAR format "
-        "for .uai models, toulbar2's value line otherwise.",
-    ),
-]
+from dcop.cli.options import (  # one definition each, in options.py; re-exported here
+    BackendOption,
+    FormatOption,
+    InputFile,
+    JsonOption,
+    OrderingOption,
+    OrderTimeOption,
+    SolutionOption,
+)
 
 
 def write_answer_file(
@@ -85,26 +48,48 @@ def write_answer_file(
     assignment: Any = None,
     ln_z: float | None = None,
     marginals: Any = None,
+    cost: float | None = None,
 ) -> None:
     """``--solution``: write the answer of ``task``; a run without one (infeasible, failed)
-    writes none, except PR's proved ``Z = 0`` (``log10 Z = -inf``)."""
+    writes none, except PR's proved ``Z = 0`` (``log10 Z = -inf``).
+
+    An assignment whose ``cost`` is infinite (an MBE assignment that breaks a hard constraint)
+    is written with a mark: a first line ``# infeasible ...`` in toulbar2's format (its readers,
+    and dcop's, skip it), and a warning on stderr for every format."""
     from dcop.io import write_answer
 
     if answered or (task == "pr" and ln_z == float("-inf")):
         try:
             write_answer(path, problem, task, assignment=assignment, ln_z=ln_z, marginals=marginals)
+            if cost is not None and math.isinf(cost) and task == "min":
+                text = path.read_text(encoding="utf-8")
+                if not text.startswith("MPE"):
+                    mark = "# infeasible: this assignment breaks a hard constraint (cost inf)\n"
+                    path.write_text(mark + text, encoding="utf-8")
+                print(
+                    f"dcop: warning: {path} holds an infeasible assignment (cost inf): no "
+                    "feasible one was found",
+                    file=sys.stderr,
+                )
         except OSError as exc:
             raise InputError(f"cannot write the solution file: {exc.strerror}", str(path)) from None
 
 
 __all__ = [
     "BackendName",
+    "BackendOption",
     "CentralAlgo",
     "DistributedAlgo",
     "DtypeName",
     "FormatName",
+    "FormatOption",
+    "InputFile",
+    "JsonOption",
     "LogLevel",
+    "OrderTimeOption",
     "OrderingName",
+    "OrderingOption",
+    "SolutionOption",
 ]
 
 
@@ -152,9 +137,21 @@ def summary_stream(json_target: Path | None) -> TextIO:
 
 def summary_console(json_target: Path | None) -> Console:
     """A rich console on :func:`summary_stream`."""
+    return console_for(summary_stream(json_target))
+
+
+#: The width of a console off a terminal: wide enough that no line or table is cut or wrapped.
+LOG_WIDTH = 10_000
+
+
+def console_for(stream: TextIO) -> Console:
+    """A rich console on ``stream``; off a terminal (a log, a pipe) lines are never wrapped or
+    cut, so a number is never broken across lines and a long value is never lost."""
     from rich.console import Console  # only to print (rich's import is ~20 ms of start-up)
 
-    return Console(file=summary_stream(json_target))
+    if stream.isatty():
+        return Console(file=stream)
+    return Console(file=stream, width=LOG_WIDTH, soft_wrap=True)
 
 
 def write_json(data: dict[str, Any], target: Path | None) -> None:
@@ -204,7 +201,9 @@ def finish_run(
         if isinstance(exc, MemoryError):
             message = f"out of memory: {exc}" if str(exc) else "out of memory"
         write_json(failure(status, message), json_target)
-        print(f"dcop: {status}: {message}", file=sys.stderr)
+        # one word once: "dcop: interrupted", not "dcop: interrupted: interrupted"
+        said = status if message in (status, "") else f"{status}: {message}"
+        print(f"dcop: {said}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet and show is not None:
@@ -259,3 +258,71 @@ def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
             bar.update(task, completed=done, total=total, var=var)
 
         yield report
+
+
+@contextmanager
+def anytime_progress(
+    enabled: bool, problem: Any
+) -> Iterator[tuple[ProgressFn | None, Callable[[str, Any], None] | None]]:
+    """Progress of a solve by steps (``--algo auto``, ``--timeout``): on a terminal a rich bar
+    over the step's work, titled with its z and the best bounds so far; off a terminal one plain
+    line per step on stderr. Yields ``(progress, on_step)`` for the solver."""
+    if not enabled:
+        yield None, None
+        return
+    from dcop.results import file_value
+
+    best: dict[str, float] = {}
+
+    def bounds_text() -> str:
+        if not best:
+            return "no bounds yet"
+        ends = sorted(file_value(problem, best[k]) for k in ("lower", "upper"))
+        return f"bounds {ends[0]:.10g} .. {ends[1]:.10g}"
+
+    def keep(step: Any) -> None:
+        if step.status == "ok":
+            best["lower"] = max(best.get("lower", -math.inf), step.lower)
+            best["upper"] = min(best.get("upper", math.inf), step.upper)
+
+    label = {"be": "BE"}
+    if not sys.stderr.isatty():
+
+        def line(event: str, step: Any) -> None:
+            name = label.get(step.algo, f"MBE z={step.z}")
+            if event == "done":
+                keep(step)
+                outcome = step.status if step.status != "ok" else bounds_text()
+                print(
+                    f"dcop: {name}: {outcome} ({step.seconds:.3g} s)", file=sys.stderr, flush=True
+                )
+            elif event == "skip":
+                print(f"dcop: {name}: not started ({step.message})", file=sys.stderr, flush=True)
+
+        yield None, line
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.fields[step]}[/] {task.fields[bounds]}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=None,
+        transient=True,
+        auto_refresh=False,  # no refresh thread: steps run in forked children
+    ) as bar:
+        task = bar.add_task("solve", total=None, step="", bounds="")
+
+        def report(done: int, total: int, var: str) -> None:
+            bar.update(task, completed=done, total=total)
+            bar.refresh()
+
+        def on_step(event: str, step: Any) -> None:
+            name = label.get(step.algo, f"MBE z={step.z}")
+            if event == "done":
+                keep(step)
+            bar.update(task, completed=0, step=name, bounds=bounds_text())
+            bar.refresh()
+
+        yield report, on_step

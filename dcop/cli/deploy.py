@@ -9,9 +9,19 @@ import typer
 
 from dcop.cli.app import app
 from dcop.cli.common import DistributedAlgo, InputFile, LogLevel
+from dcop.cli.options import (
+    BasePortOption,
+    DistributedAlgoOption,
+    GpuOption,
+    LogOption,
+    MaxMessageOption,
+    PeerTimeoutOption,
+    ZOption,
+    check_z,
+    parse_gpu,
+)
 from dcop.errors import InputError
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
-from dcop.protocol.constants import MAX_MESSAGE_MIB
 from dcop.protocol.runspec import MIB
 
 deploy_app = typer.Typer(help="Write Docker deployments (one machine, several hosts, Swarm).")
@@ -21,28 +31,31 @@ app.add_typer(keys_app, name="keys")
 
 OutDir = Annotated[Path, typer.Option("--output", "-o", help="Directory to write.")]
 ImageOption = Annotated[str, typer.Option("--image", help="Docker image of dcop.")]
-AlgoOption = Annotated[DistributedAlgo, typer.Option("--algo", help="dpop | adpop")]
-ZOption = Annotated[int | None, typer.Option("--z", help="Mini-bucket size for adpop.")]
-MaxMessageOption = Annotated[
-    float,
-    typer.Option(
-        "--max-message-mib",
-        help=f"Largest message of the run in MiB (up to {MAX_MESSAGE_MIB}); every agent gets it.",
-    ),
-]
+AlgoOption = DistributedAlgoOption
 TimeoutOption = Annotated[
     float, typer.Option("--timeout", help="Seconds allowed for the whole run.")
 ]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Write into a non-empty output directory.")
 ]
-PeerTimeoutOption = Annotated[
-    float,
-    typer.Option("--peer-timeout", help="Seconds of silence before a peer counts as dead."),
-]
-LogOption = Annotated[
-    LogLevel, typer.Option("--log-level", help="Agents' log level.", case_sensitive=False)
-]
+
+
+def container_gpus(gpu: str | None, count: int) -> int:
+    """How many GPUs the agents go round robin over, from ``--gpu`` (read as everywhere by
+    :func:`dcop.cli.options.parse_gpu`). Containers number the devices they are given from 0,
+    so a list must be 0,1,...,k-1; ``all`` takes ``--gpus`` as the host's count."""
+    devices = parse_gpu(gpu)
+    if devices is None:
+        return 1
+    if devices == "all":
+        return count
+    listed = [int(d) for d in devices.split(",")]
+    if listed != list(range(len(listed))):
+        raise InputError(
+            f"--gpu {gpu}: deployments number each host's GPUs from 0; give 0,1,...,k-1 or all "
+            "with --gpus K"
+        )
+    return len(listed)
 
 
 def _placement_warnings(path: Path) -> None:
@@ -59,9 +72,9 @@ def _placement_warnings(path: Path) -> None:
 def compose_command(
     problem: InputFile,
     output: OutDir,
-    gpu: Annotated[bool, typer.Option("--gpu", help="One GPU per agent (NVIDIA runtime).")] = False,
+    gpu: GpuOption = None,
     gpus: Annotated[
-        int, typer.Option("--gpus", help="With --gpu: spread agents over this many GPUs.")
+        int, typer.Option("--gpus", help="With --gpu all: how many GPUs the host has.")
     ] = 1,
     image: ImageOption = "dcop:latest",
     secure: Annotated[
@@ -80,10 +93,12 @@ def compose_command(
 
     options = ComposeOptions(
         image=image,
-        gpu=gpu,
-        gpus=gpus,
+        gpu=gpu is not None,
+        gpus=container_gpus(gpu, gpus),
         secure=secure,
-        spec=RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout),
+        spec=RunSpec.from_options(
+            algo.value, check_z(algo.value, z, needs=("adpop",)), max_message_mib, peer_timeout
+        ),
         timeout_s=timeout,
         log_level=log_level.value,
     )
@@ -106,19 +121,14 @@ def hosts_command(
         str | None,
         typer.Option("--coordinator-host", help="Host of the coordinator (default: the first)."),
     ] = None,
-    coordinator_port: Annotated[
-        int, typer.Option("--coordinator-port", help="The coordinator's port.")
-    ] = 7000,
-    base_port: Annotated[
-        int, typer.Option("--base-port", help="Agent i listens on base-port + i.")
-    ] = 7001,
+    base_port: BasePortOption = 7000,
     insecure: Annotated[
         bool, typer.Option("--insecure", help="No CurveZMQ (plain TCP between hosts).")
     ] = False,
     image: ImageOption = "dcop:latest",
-    gpu: Annotated[bool, typer.Option("--gpu", help="One GPU per agent container.")] = False,
+    gpu: GpuOption = None,
     gpus: Annotated[
-        int, typer.Option("--gpus", help="With --gpu: GPUs per host, agents round robin.")
+        int, typer.Option("--gpus", help="With --gpu all: how many GPUs each host has.")
     ] = 1,
     algo: AlgoOption = DistributedAlgo.dpop,
     z: ZOption = None,
@@ -135,13 +145,14 @@ def hosts_command(
     options = HostsOptions(
         hosts=names,
         coordinator_host=coordinator_host,
-        coordinator_port=coordinator_port,
         base_port=base_port,
         secure=not insecure,
         image=image,
-        gpu=gpu,
-        gpus=gpus,
-        spec=RunSpec.from_options(algo.value, z, max_message_mib, peer_timeout),
+        gpu=gpu is not None,
+        gpus=container_gpus(gpu, gpus),
+        spec=RunSpec.from_options(
+            algo.value, check_z(algo.value, z, needs=("adpop",)), max_message_mib, peer_timeout
+        ),
         timeout_s=timeout,
         log_level=log_level.value,
     )

@@ -32,12 +32,26 @@ from dcop.cli.common import (
     write_answer_file,
 )
 from dcop.cli.live import live_status
+from dcop.cli.options import (
+    BasePortOption,
+    DistributedAlgoOption,
+    EvidenceOption,
+    GpuOption,
+    LogOption,
+    MaxMessageOption,
+    PeerTimeoutOption,
+    QuietOption,
+    TaskOption,
+    ZOption,
+    check_z,
+    parse_gpu,
+)
 from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
-from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT, MAX_MESSAGE_MIB
+from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
 from dcop.results import Status
 
@@ -50,36 +64,16 @@ if TYPE_CHECKING:
 MISMATCH_STOP_S = 5.0
 
 ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
-Algo = Annotated[
-    DistributedAlgo,
-    typer.Option(
-        "--algo",
-        help="dpop (exact), adpop (bounds, needs --z) or auto (DPOP where its UTILs fit, else "
-        "ADPOP with the largest z that fits)",
-    ),
-]
-ZOpt = Annotated[int | None, typer.Option("--z", help="ADPOP mini-bucket size (variables)")]
+Algo = DistributedAlgoOption
+ZOpt = ZOption
 Timeout = Annotated[
     float,
     typer.Option(
         "--timeout", help="seconds for the whole run, from the command's start (launch included)"
     ),
 ]
-MaxMessage = Annotated[
-    float,
-    typer.Option(
-        "--max-message-mib",
-        help="largest message of the run in MiB (UTIL tables above it are refused before any "
-        f"table is built); up to {MAX_MESSAGE_MIB}",
-    ),
-]
-PeerTimeout = Annotated[
-    float | None,
-    typer.Option(
-        "--peer-timeout",
-        help="seconds of silence before an agent counts as dead (default: from the message limit)",
-    ),
-]
+MaxMessage = MaxMessageOption
+PeerTimeout = PeerTimeoutOption
 Trees = Annotated[
     int,
     typer.Option(
@@ -102,32 +96,16 @@ MaxMemory = Annotated[
     str | None,
     typer.Option("--max-memory", help="largest UTIL table one agent may build, e.g. 2G"),
 ]
-LogOption = Annotated[
-    LogLevel,
-    typer.Option(
-        "--log-level", help="log level of the coordinator and the agents", case_sensitive=False
-    ),
-]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="no live status, no summary")]
-TaskOpt = Annotated[
-    TaskName | None,
-    typer.Option(
-        "--task",
-        help="UAI models only: mpe (default: DPOP minimises -ln P), pr (partition function) or "
-        "mar (marginals), both exact sum-product over the pseudo-tree",
-    ),
-]
-Evidence = Annotated[
-    Path | None,
-    typer.Option("--evidence", exists=True, dir_okay=False, help="UAI .evid file"),
-]
+Quiet = QuietOption
+TaskOpt = TaskOption
+Evidence = EvidenceOption
 
 
 def _tell(text: str) -> None:
     """One line for the user on stderr (rich markup; rich loads only here)."""
-    from rich.console import Console
+    from dcop.cli.common import console_for
 
-    Console(stderr=True).print(text)
+    console_for(sys.stderr).print(text)
 
 
 def _read(path: Path, evidence: Path | None = None) -> Problem:
@@ -172,7 +150,7 @@ def _spec(
     memory = parse_memory(max_memory)
     return RunSpec.from_options(
         algo.value,
-        z,
+        check_z(algo.value, z, needs=("adpop",)),
         max_message_mib,
         peer_timeout,
         trees,
@@ -225,19 +203,16 @@ def peers(
         ),
     ] = None,
     hosts: Annotated[
-        str, typer.Option("--hosts", help="comma-separated hosts, agents round robin")
+        str,
+        typer.Option(
+            "--hosts", help="comma-separated hosts; agents in contiguous blocks of ids, in order"
+        ),
     ] = "127.0.0.1",
     agents: Annotated[
         int | None,
         typer.Option("--agents", help="a problem-independent file with this many agents"),
     ] = None,
-    base_port: Annotated[
-        int,
-        typer.Option(
-            help="the coordinator's port; agents listen on the next ones, on each host (the "
-            "default lies below the kernel's ephemeral range)"
-        ),
-    ] = DEFAULT_COORDINATOR_PORT,
+    base_port: BasePortOption = DEFAULT_COORDINATOR_PORT,
     coordinator_host: Annotated[str | None, typer.Option(help="default: the first host")] = None,
     keys: Annotated[
         Path | None, typer.Option(help="key directory: add its public keys (dcop keys generate)")
@@ -250,7 +225,7 @@ def peers(
     """Write peers.json: who listens where. With FILE one agent per variable (problem-specific);
     with --agents N a file that serving agents (dcop-agent --serve) use for any problem."""
     from dcop.coordinator.launch import hosts_list
-    from dcop.coordinator.topology import endpoint_of, peers_for, round_robin
+    from dcop.coordinator.topology import block_placement, endpoint_of, peers_for
     from dcop.protocol import COORDINATOR_ID
     from dcop.protocol.curve import load_public_key
     from dcop.protocol.peers import AgentEntry, Peers
@@ -269,7 +244,7 @@ def peers(
     publics = None
     if keys is not None:
         publics = {i: load_public_key(keys, i) for i in [COORDINATOR_ID, *range(count)]}
-    _, endpoint = round_robin(names, base_port)
+    _, endpoint = block_placement(names, base_port, count)
     coordinator_at = endpoint_of(coordinator_host or names[0], base_port)
     if file is not None:
         result = peers_for(_read(file), coordinator_at, endpoint, publics, problem_ref=file.name)
@@ -391,12 +366,7 @@ def run(
     trees: Trees = DEFAULT_TREES,
     tree: TreeOpt = TreeName.auto,
     order_time: OrderTimeOption = None,
-    gpu: Annotated[
-        bool, typer.Option(help="agents run their large buckets with CuPy, each on its stream")
-    ] = False,
-    device: Annotated[
-        str, typer.Option(help="CUDA device for --gpu: a number, 'all' or a list like 0,2")
-    ] = "0",
+    gpu: GpuOption = None,
     gpu_placement: Annotated[
         str,
         typer.Option(
@@ -455,7 +425,7 @@ def run(
             result = run_local(
                 problem,
                 spec,
-                gpu=device if gpu else None,
+                gpu=parse_gpu(gpu),
                 gpu_placement=gpu_placement,
                 timeout=timeout,
                 secure=secure,

@@ -120,18 +120,22 @@ def _main(argv: Sequence[str]) -> None:
     if algo is not None:
         print(
             f"dcop: error: {algo} is a distributed algorithm: use `dcop run FILE --algo {algo}` "
-            "(dcop solve runs be or mbe)",
+            "(dcop solve runs be, mbe or auto)",
             file=sys.stderr,
         )
         sys.exit(2)
+    from dcop.usage import run_program
+
     try:
-        app(prog_name="dcop")  # standalone: typer reports usage errors itself (exit 2)
+        # not standalone: a usage error is reported in one line (typer draws a box)
+        code = run_program(lambda: app(prog_name="dcop", standalone_mode=False))
     except DcopError as exc:
         print(f"dcop: error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("dcop: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(code)
 
 
 __all__ = ["COMMANDS", "command_modules", "load_app", "main", "prepare"]

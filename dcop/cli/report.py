@@ -9,6 +9,7 @@ were 25 ms at the end of every `dcop run` on the 2-core VM.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 
 #: The markup the summary's lines use (rich's), removed in plain text.
 _MARKUP = re.compile(r"\[/?(?:bold|red| )+\]")
+
+
+def natural_key(item: tuple[str, Any]) -> list[Any]:
+    """Sort key of ``(name, value)`` by name as people count: x2 before x10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", item[0])]
 
 
 def _num(x: object) -> str:
@@ -96,8 +102,8 @@ def summarize(run: RunResult) -> Summary:
         tail.append("UTIL tables handed over: " + ", ".join(f"{p} {n}" for p, n in paths.items()))
     if run.partition is None:
         assignment = result["assignment"] or {}
-        shown = ", ".join(f"{k}={v}" for k, v in list(assignment.items())[:12])
-        tail.append(f"assignment: {shown}{' ...' if len(assignment) > 12 else ''}")
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(assignment.items(), key=natural_key))
+        tail.append(f"assignment: {shown}")  # whole: a log must not lose values
     return Summary(
         tuple(head),
         "messages on the wire",
@@ -109,33 +115,35 @@ def summarize(run: RunResult) -> Summary:
 
 def print_summary(run: RunResult, console: Console | None = None) -> None:
     """The summary with rich (a terminal, the demo)."""
-    from rich.console import Console  # imported to print only (~20 ms of a command's start)
     from rich.table import Table as RichTable
 
-    console = console or Console()
+    if console is None:
+        from dcop.cli.common import console_for
+
+        console = console_for(sys.stdout)
     summary = summarize(run)
-    console.print(summary.head[0])
+    console.print(summary.head[0], soft_wrap=True)  # soft: no line broken inside a number
     if run.partition is not None:
         from dcop.cli.partition import print_partition
 
         print_partition(run.partition, console)
     for line in summary.head[1:]:
-        console.print(line)
+        console.print(line, soft_wrap=True)
     table = RichTable(*summary.columns, title=summary.table_title)
     for row in summary.rows:
         table.add_row(*row)
     console.print(table)
     for line in summary.tail:
-        console.print(line)
+        console.print(line, soft_wrap=True)
 
 
 def write_summary(run: RunResult, stream: TextIO) -> None:
     """The summary as plain lines of text (off a terminal); a partition function's summary,
     which only rich draws, goes through :func:`print_summary` on ``stream``."""
     if run.partition is not None:
-        from rich.console import Console
+        from dcop.cli.common import console_for
 
-        print_summary(run, Console(file=stream))
+        print_summary(run, console_for(stream))
         return
     summary = summarize(run)
     lines = [_MARKUP.sub("", line) for line in summary.head]

@@ -10,19 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
-from dcop.choices import SUM_TASKS, TaskName, check_z
+from dcop.choices import SUM_TASKS
 from dcop.cli.app import app
 from dcop.cli.common import (
     BackendName,
-    BackendOption,
     CentralAlgo,
     DtypeName,
-    FormatOption,
-    InputFile,
-    JsonOption,
-    OrderingOption,
-    OrderTimeOption,
-    SolutionOption,
+    anytime_progress,
     bucket_progress,
     check_ordering,
     failure_document,
@@ -32,10 +26,27 @@ from dcop.cli.common import (
     write_answer_file,
     write_json,
 )
+from dcop.cli.options import (
+    BackendOption,
+    CentralAlgoOption,
+    EvidenceOption,
+    FormatOption,
+    InputFile,
+    JsonOption,
+    OrderingOption,
+    OrderTimeOption,
+    QuietOption,
+    SolutionOption,
+    TaskOption,
+    TimeoutOption,
+    ZOption,
+    check_z,
+)
 from dcop.cli.partition import print_partition, task_for
 from dcop.contraction.engine import describe_tree
 from dcop.errors import InputError, TableTooLarge
 from dcop.inference import SolveResult, default_max_bytes, solve
+from dcop.inference.anytime import solve_auto, solve_until
 from dcop.inference.memory import human_bytes, plan_memory, resident_bytes, work_model_of
 from dcop.inference.partition import infer
 from dcop.io import read_problem
@@ -43,27 +54,23 @@ from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.orders import best_order
 from dcop.orders.files import write_order as save_order
-from dcop.results import Status
+from dcop.results import Status, objective
 from dcop.tables import NumpyBackend, choose_dtype
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+#: Seconds of a --timeout kept for writing the answer after the last step stops.
+ANSWER_MARGIN_S = 0.3
+
 
 @app.command("solve")
 def solve_command(
     file: InputFile,
-    algo: Annotated[
-        CentralAlgo, typer.Option(help="be (exact) or mbe (bounds, needs --z).")
-    ] = CentralAlgo.be,
-    z: Annotated[int | None, typer.Option(help="Mini-bucket size for mbe.")] = None,
-    task: Annotated[
-        TaskName | None,
-        typer.Option(
-            help="UAI models only: mpe (default), pr (partition function; mbe: bounds on it) "
-            "or mar (marginals)."
-        ),
-    ] = None,
+    algo: CentralAlgoOption = CentralAlgo.be,
+    z: ZOption = None,
+    timeout: TimeoutOption = None,
+    task: TaskOption = None,
     ordering: OrderingOption = "auto",
     order_time: OrderTimeOption = None,
     backend: BackendOption = BackendName.numpy,
@@ -75,9 +82,7 @@ def solve_command(
         ),
     ] = "0",
     fmt: FormatOption = None,
-    evidence: Annotated[
-        Path | None, typer.Option(exists=True, dir_okay=False, help="UAI .evid file.")
-    ] = None,
+    evidence: EvidenceOption = None,
     dtype: Annotated[
         DtypeName, typer.Option(help="Table dtype (auto: float32 where integer totals stay exact).")
     ] = DtypeName.auto,
@@ -90,20 +95,29 @@ def solve_command(
     ] = None,
     json_out: JsonOption = None,
     solution: SolutionOption = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
-    """Solve an instance with Bucket Elimination (exact) or Mini-Bucket Elimination (bounds);
-    on a UAI model also its partition function (--task pr) or marginals (--task mar)."""
+    """Solve an instance with Bucket Elimination (exact), Mini-Bucket Elimination (bounds) or
+    auto (anytime with --timeout); on a UAI model also its partition function (--task pr) or
+    marginals (--task mar)."""
+    from dcop.clock import process_started
+
+    started = process_started()  # the command's start: interpreter and imports included
+
     read: dict[str, Problem] = {}
+    asked_z = z
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+        z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
         engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
-            if algo is CentralAlgo.mbe:
-                check_z(z, "--algo mbe")
+            if algo is CentralAlgo.auto:
+                raise InputError(f"--task {chosen} takes --algo be or mbe, not auto")
+            if timeout is not None:
+                raise InputError(f"--timeout is not supported with --task {chosen} yet")
             if chosen == "mar" and algo is CentralAlgo.mbe:
                 raise InputError("--task mar needs exact elimination (--algo be)")
             with bucket_progress(not quiet) as progress:
@@ -129,33 +143,42 @@ def solve_command(
                     answered=inferred.status == "ok",
                 )
             return inferred.to_json(), lambda console: print_partition(inferred, console)
-        with bucket_progress(not quiet) as progress:
-            result = solve(
-                problem,
-                algo=algo.value,
-                z=z,
-                ordering=ordering,
-                order_time=order_time,
-                backend=engine,
-                dtype=dtype.value,
-                max_bytes=parse_memory(max_memory),
-                progress=progress,
-            )
+        # the deadline counts from the command's start; a little is kept to write the answer
+        deadline = None if timeout is None else started + timeout - ANSWER_MARGIN_S
+        settings: dict[str, Any] = {
+            "ordering": ordering,
+            "order_time": order_time,
+            "backend": engine,
+            "dtype": dtype.value,
+            "max_bytes": parse_memory(max_memory),
+        }
+        with anytime_progress(not quiet, problem) as (progress, on_step):
+            if algo is CentralAlgo.auto:
+                result = solve_auto(
+                    problem, deadline=deadline, progress=progress, on_step=on_step, **settings
+                )
+            elif deadline is not None:
+                result = solve_until(
+                    problem, algo.value, z, deadline, progress=progress, **settings
+                )
+            else:
+                result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
         doc = result.to_json()
-        if solution is not None:
+        if solution is not None and doc["status"] in ("ok", "timeout"):
             write_answer_file(
                 solution,
                 problem,
                 "min",
                 assignment=result.assignment,
-                answered=doc["status"] == "ok",
+                answered=True,
+                cost=result.upper_bound,
             )
         return doc, lambda console: print_result(result, console)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
         doc = failure_document(
-            status, message, algo=algo.value, z=z, file=str(file), problem=read.get("problem")
+            status, message, algo=algo.value, z=asked_z, file=str(file), problem=read.get("problem")
         )
         return doc | ({"task": task.value} if task is not None else {})
 
@@ -173,6 +196,11 @@ def print_result(result: SolveResult, console: Console) -> None:
     status = data["status"]
     if status == "infeasible":
         table.add_row("status", "infeasible: no assignment has a finite cost (proved)")
+    elif status == "timeout" and data["lower_bound"] is not None:
+        table.add_row("status", f"timeout: {data['message']}")
+        table.add_row(
+            "bounds so far", f"{_fmt(data['lower_bound'])} .. {_fmt(data['upper_bound'])}"
+        )
     elif status != "ok":
         table.add_row("status", f"{status}: {data['message']}")
     elif result.exact:
@@ -187,6 +215,15 @@ def print_result(result: SolveResult, console: Console) -> None:
     table.add_row("largest table", f"{result.largest_table:.4g} entries")
     table.add_row("backend / dtype", f"{result.backend} / {result.dtype}")
     table.add_row("time", f"{result.times.get('total', 0.0):.4f} s")
+    for step in data.get("anytime") or []:
+        name = "BE" if step["algo"] == "be" else f"MBE z={step['z']}"
+        seconds = "" if step["seconds"] is None else f" in {step['seconds']:.3g} s"
+        shown = (
+            f"{_fmt(step['lower_bound'])} .. {_fmt(step['upper_bound'])}"
+            if step["status"] == "ok"
+            else f"{step['status']}: {step['message']}"
+        )
+        table.add_row(f"step {name}", f"{shown}{seconds}")
     if p.n <= 30 and data["assignment"] is not None:
         table.add_row("assignment", " ".join(f"{k}={v}" for k, v in data["assignment"].items()))
     console.print(table)
@@ -220,7 +257,7 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         "edges": edges,
         "density": edges / (n * (n - 1) / 2) if n > 1 else 0.0,
         "cost_kind": problem.cost_kind,
-        "objective": "max" if problem.sign < 0 else "min",
+        "objective": objective(problem),  # as the result document says it (.uai: max)
         "dtype": dtype.name,
         "memory_resident": resident,
     }

@@ -266,11 +266,11 @@ def infer(
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
-    # (an order chosen beforehand, a ChosenOrder, runs by bucket elimination along it; so does
-    # a backend over several devices, which splits large buckets among them: the contraction
-    # engine runs on one device)
-    one_device = len(getattr(engine, "device_ids", ())) < 2
-    if z is None and method == "contract" and isinstance(ordering, str) and one_device:
+    if len(getattr(engine, "device_ids", ())) > 1:
+        # the contraction engine runs on one device; several devices split the buckets instead
+        method = "buckets"
+    if z is None and method == "contract" and isinstance(ordering, str):
+        # (an order chosen beforehand, a ChosenOrder, runs by bucket elimination along it)
         return _by_contraction(problem, task, engine, chosen, max_bytes, ordering, space)
 
     t0 = time.perf_counter()

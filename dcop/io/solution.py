@@ -150,7 +150,10 @@ def read_solution(path: str | Path, problem: Problem) -> dict[str, int]:
     path = Path(path)
     file = str(path)
     lines = read_text(path, MAX_SOLUTION_BYTES).splitlines()
-    numbered = [(i + 1, ln.split()) for i, ln in enumerate(lines) if ln.strip()]
+    # '#' lines are comments (dcop marks an infeasible assignment with one)
+    numbered = [
+        (i + 1, ln.split()) for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("#")
+    ]
     if not numbered:
         raise InputError("empty solution file", file, 1)
     expect_count = False

@@ -7,11 +7,11 @@ engine, which takes its contraction order from it.
 
 The default budget follows the predicted solve time ``t`` of the best greedy order: none below
 :data:`INSTANT_S` (a problem that solves in a millisecond keeps its greedy order), up to
-:data:`FLOOR_S` as much as ``t`` itself but at least :data:`SMALL_S` (goatd needs ~10 ms to find a
-10x10 grid's width), beyond it a tenth of ``t`` but at least :data:`FLOOR_S`, and never more than
-:data:`CAP_S` or 10 ms per variable (a small graph gains nothing from a long search). Ordering
-thus stays under ~0.2 s for any problem that solves in under 2 s, and under a tenth of longer
-solves.
+:data:`FLOOR_S` twice ``t`` but between :data:`SMALL_S` and :data:`FLOOR_S` (goatd needs tens of
+milliseconds to find a 10x10 grid's width), beyond it a tenth of ``t`` but at least
+:data:`FLOOR_S`, and never more than :data:`CAP_S` or 10 ms per variable (a small graph gains
+nothing from a long search). Ordering thus stays under ~0.2 s for any problem that solves in
+under 2 s, and under a tenth of longer solves.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from dcop.orders.cost import OrderCost, order_cost
 
 #: Problems predicted to solve faster than this (s) keep the greedy orders: nothing to win.
 INSTANT_S = 0.001
-#: The shortest search of a problem predicted to solve in under FLOOR_S (s).
-SMALL_S = 0.01
+#: The shortest search of a problem predicted to solve in under FLOOR_S (s): goatd's portfolio
+#: needs some 10-50 ms on a shared core to find a 10x10 grid's or Segmentation_11's width.
+SMALL_S = 0.05
 #: The shortest search of a problem predicted to solve in FLOOR_S or more (s).
 FLOOR_S = 0.1
 #: The longest default search (s); ``--order-time`` may ask for more.
@@ -81,7 +82,7 @@ def default_budget(predicted_s: float, variables: int) -> float:
     if predicted_s < INSTANT_S:
         return 0.0
     if predicted_s < FLOOR_S:
-        return max(SMALL_S, predicted_s)
+        return min(FLOOR_S, max(SMALL_S, 2 * predicted_s))
     cap = min(CAP_S, max(FLOOR_S, CAP_PER_VARIABLE_S * variables))
     return min(cap, max(FLOOR_S, 0.1 * predicted_s))
 

@@ -140,7 +140,7 @@ def result_document(
         "metrics": dict(metrics) if metrics is not None else None,
     }
     if problem is not None and lower is not None and upper is not None:
-        if status in ("ok", "infeasible"):
+        if status in ("ok", "infeasible", "timeout"):  # timeout: an anytime run's bounds
             ends = sorted((file_value(problem, lower), file_value(problem, upper)))
             doc["lower_bound"] = json_number(ends[0])
             doc["upper_bound"] = json_number(ends[1])

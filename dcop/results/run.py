@@ -62,9 +62,9 @@ class RunResult:
 
     ``spec`` is what was asked, ``ran`` what ran (``auto`` becomes DPOP or ADPOP(z)), ``tree``
     the candidate tree kept. ``bound`` is the proved internal (minimised) bound: the optimum for
-    DPOP, a lower bound for ADPOP, the sum of the roots' reports; ``cost`` the internal cost of
-    ``assignment`` recomputed by the coordinator on its own Problem (never trusted from the
-    agents). For PR/MAR ``partition`` holds ``ln Z`` and the marginals, ``bound`` and ``cost``
+    DPOP, a lower bound for ADPOP, the sum of the roots' reports; ``internal_cost`` the internal cost
+    of ``assignment`` recomputed by the coordinator on its own Problem (never trusted from the
+    agents). For PR/MAR ``partition`` holds ``ln Z`` and the marginals, ``bound`` and ``internal_cost``
     are ``-ln Z`` and ``assignment`` is empty.
     """
 
@@ -73,7 +73,7 @@ class RunResult:
     ran: RunSpec
     tree: TreeChoice
     assignment: dict[str, int]
-    cost: float
+    internal_cost: float
     bound: float
     roots: tuple[str, ...]
     agents: dict[str, Any]
@@ -86,8 +86,21 @@ class RunResult:
 
     @property
     def exact(self) -> bool:
-        """DPOP proves the optimum; ADPOP gives bounds."""
-        return self.ran.exact
+        """DPOP proves the optimum; ADPOP gives bounds, which prove it too when they meet."""
+        return self.ran.exact or (
+            self.partition is None
+            and math.isfinite(self.internal_cost)
+            and self.bound >= self.internal_cost
+        )
+
+    @property
+    def cost(self) -> float:
+        """The value of ``assignment`` in the file's own sense (as the result document says it:
+        maximised utilities with their sign, log10 of the probability for MPE);
+        ``internal_cost`` is the minimised value."""
+        from dcop.results import file_value
+
+        return file_value(self.problem, self.internal_cost)
 
     @property
     def status(self) -> Status:
@@ -95,18 +108,18 @@ class RunResult:
         ``infeasible`` when ``Z = 0``, ``error`` on a NaN)."""
         if self.partition is not None:
             return self.partition.status
-        return status_of(self.bound, self.exact, self.cost)[0]
+        return status_of(self.bound, self.exact, self.internal_cost)[0]
 
     @property
     def feasible(self) -> bool:
         """Whether the returned assignment has a finite cost."""
-        return math.isfinite(self.cost)
+        return math.isfinite(self.internal_cost)
 
     @property
     def bound_matches_cost(self) -> bool:
         """Whether the proved bound equals the assignment's recomputed cost."""
-        return self.bound == self.cost or math.isclose(
-            self.bound, self.cost, rel_tol=1e-9, abs_tol=1e-6
+        return self.bound == self.internal_cost or math.isclose(
+            self.bound, self.internal_cost, rel_tol=1e-9, abs_tol=1e-6
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -125,7 +138,7 @@ class RunResult:
             doc = partition.to_json() | {"metrics": self.metrics} | details
             del doc["solver"]  # a centralized run's order and backend: the agents had neither
             return doc
-        status, message = status_of(self.bound, self.exact, self.cost)
+        status, message = status_of(self.bound, self.exact, self.internal_cost)
         return result_document(
             problem=self.problem,
             status=status,
@@ -135,7 +148,7 @@ class RunResult:
             z=self.ran.z,
             assignment=self.assignment,
             lower=self.bound,
-            upper=self.cost,
+            upper=self.internal_cost,
             file=self.file,
             times=self.times,
             metrics=self.metrics,

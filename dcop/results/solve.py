@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,26 +33,48 @@ class SolveResult:
     file: str | None = None
     #: the planned peak memory of the run in bytes (:mod:`dcop.inference.memory`)
     memory_peak: int | None = None
+    #: ``--algo auto`` with a deadline: every step (:class:`dcop.inference.anytime.Step`)
+    steps: list[Any] | None = None
+    #: why an anytime run stopped at its deadline (status ``timeout``, bounds kept); None if not
+    stopped: str | None = None
 
     @property
     def exact(self) -> bool:
-        """BE proves the optimum; MBE gives bounds."""
-        return self.algo == "be"
+        """BE proves the optimum; MBE gives bounds, which prove it too when they meet."""
+        return self.algo == "be" or (
+            self.stopped is None
+            and math.isfinite(self.upper_bound)
+            and self.lower_bound >= self.upper_bound
+        )
 
     @property
     def cost(self) -> float:
-        """Internal cost of the returned assignment."""
+        """The value of the returned assignment in the file's own sense, as the result document
+        says it (maximised utilities with their sign, log10 of the probability for MPE)."""
+        from dcop.results import file_value
+
+        return file_value(self.problem, self.upper_bound)
+
+    @property
+    def internal_cost(self) -> float:
+        """The minimised (internal) cost of the returned assignment: ``upper_bound``."""
         return self.upper_bound
 
     @property
     def status(self) -> Status:
-        """``ok``, ``infeasible`` (proved), or ``error`` if BE's optimum and its cost disagree."""
-        return status_of(self.lower_bound, self.exact, self.upper_bound)[0]
+        """``ok``, ``infeasible`` (proved), ``timeout`` (an anytime run stopped at its deadline,
+        bounds kept), or ``error`` if BE's optimum and its cost disagree."""
+        return self._status()[0]
+
+    def _status(self) -> tuple[Status, str | None]:
+        if self.stopped is not None:
+            return "timeout", self.stopped
+        return status_of(self.lower_bound, self.exact, self.upper_bound)
 
     def to_json(self) -> dict[str, Any]:
         """The result document (see :mod:`dcop.results.document`)."""
         p = self.problem
-        status, message = status_of(self.lower_bound, self.exact, self.upper_bound)
+        status, message = self._status()
         return result_document(
             problem=p,
             status=status,
@@ -75,5 +98,6 @@ class SolveResult:
                     "memory_peak_bytes": self.memory_peak,
                 },
                 "size": problem_size(p),
-            },
+            }
+            | ({"anytime": [s.to_json(p) for s in self.steps]} if self.steps is not None else {}),
         )

@@ -103,3 +103,25 @@ def test_a_coordinator_lost_right_after_its_setup_is_lost() -> None:
     coordinator.close()  # the coordinator is gone; its setup still waits in the agent's box
     assert agent._check_losses() is True  # lost, after taking the setup
     assert agent.coordinator_heard and agent.session is not None
+
+
+@pytest.mark.parametrize(
+    ("domains", "sent"),
+    [((2,), (2,)), ((2, 2), (2,)), ((3, 2), (3, 2, 2))],
+)
+def test_a_child_token_names_one_domain_size_when_all_are_equal(
+    domains: tuple[int, ...], sent: tuple[int, ...]
+) -> None:
+    """One size stands for every ancestor's where they are equal (a 1000-agent tree's tokens
+    carried a size per ancestor); a receiver reads it back as one per ancestor."""
+    session = _root_session()
+    session.begin()
+    session.on(0, Degree((1,), 0.0))
+    session.on(2, Degree((1, 3), 0.0))
+    session.on(COORDINATOR_ID, Start(RunSpec(trees=1), ()))
+    path = (5, 0)  # an ancestor above my parent x0
+    (out,) = session.on(0, Token(0, "child", (1, 1), 0.0, path=path, domains=domains))
+    peer, token = out
+    assert peer == 2 and isinstance(token, Token)
+    assert token.path == (5, 0, 1) and token.domains == sent
+    assert session.trees[0].ancestor_domains() == {5: (domains * 2)[0], 0: 2}

@@ -256,7 +256,7 @@ def test_garbage_and_oversized_frames_are_dropped(tmp_path: Path) -> None:
         before_start=attack,
         workdir=tmp_path,
     )
-    assert result.cost == solve_be(PROBLEM).upper_bound
+    assert result.internal_cost == solve_be(PROBLEM).upper_bound
     log = (tmp_path / "agent-0.log").read_text()
     assert all(reason in log for reason in REFUSALS)
     # garbage and the spoofed sender share a reason (no agent id): one line, then rate-limited

@@ -114,6 +114,6 @@ def test_dpop_across_three_namespaces(namespaces, tmp_path: Path) -> None:
     finally:
         procs.stop()
         transport.close()
-    assert result.cost == solve_be(problem).upper_bound
+    assert result.internal_cost == solve_be(problem).upper_bound
     assert result.metrics["checks"]["util_messages_match"]
     assert all(p.poll() == 0 for p in procs.procs.values())

@@ -71,7 +71,7 @@ def test_open_mode_nobody_else_speaks_for_the_coordinator(tmp_path: Path) -> Non
             ctx.destroy(linger=1000)
 
     result = run_local(PROBLEM, RunSpec(), timeout=30, before_start=forge, workdir=tmp_path)
-    assert result.cost == solve_be(PROBLEM).upper_bound
+    assert result.internal_cost == solve_be(PROBLEM).upper_bound
     assert result.processes is not None
     assert set(result.processes["exit_codes"].values()) == {0}
     for a in load_peers(tmp_path / "peers.json").agents:

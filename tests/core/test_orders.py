@@ -135,8 +135,9 @@ def test_order_cost_cut_short() -> None:
 
 def test_default_budget() -> None:
     assert default_budget(0.0005, 100) == 0.0  # instant problems keep the greedy order
-    assert default_budget(0.002, 100) == pytest.approx(0.01)  # a short search
-    assert default_budget(0.05, 100) == pytest.approx(0.05)  # up to the predicted solve time
+    assert default_budget(0.002, 100) == pytest.approx(0.05)  # a short search
+    assert default_budget(0.04, 100) == pytest.approx(0.08)  # twice the predicted solve time
+    assert default_budget(0.07, 100) == pytest.approx(0.1)  # up to the floor
     assert default_budget(0.5, 1000) == pytest.approx(0.1)  # the floor
     assert default_budget(20.0, 1000) == pytest.approx(2.0)  # a tenth
     assert default_budget(1e9, 10**6) == pytest.approx(10.0)  # the cap

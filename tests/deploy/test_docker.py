@@ -178,8 +178,7 @@ def _hosts_run(
     base = _free_base_port(8)
     options = HostsOptions(
         hosts=HOSTS,
-        coordinator_port=base,
-        base_port=base + 1,
+        base_port=base,
         secure=secure,
         image=IMAGE,
         timeout_s=240,
@@ -194,7 +193,7 @@ def _hosts_run(
     try:
         for directory, project in projects[:-1]:
             _up(docker, directory, project, "-d")
-        ports = {options.base_port + i for i in range(8)}
+        ports = {options.base_port + 1 + i for i in range(8)}
         deadline = time.monotonic() + 120
         while not ports <= listening_ports():
             assert time.monotonic() < deadline, "agents did not start listening"

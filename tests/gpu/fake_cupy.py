@@ -67,7 +67,7 @@ class FakeArray:
             host = _read(memptr.ptr, n, np.dtype(dtype)).reshape(shape)
             device = memptr.device_id
             STATS["zero_copy"] += 1
-        if isinstance(host, np.generic):  # a NumPy scalar (a 0-d result): CuPy keeps 0-d arrays
+        if isinstance(host, np.generic):  # a 0-d result (a scalar comparison) stays an array
             host = np.asarray(host)
         assert isinstance(host, np.ndarray)
         self.a = host

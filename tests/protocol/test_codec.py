@@ -61,8 +61,6 @@ MESSAGES = [
         links=((1, 2), (7, 0)),
         separator=(0,),
         width=1,
-        largest=4,
-        total=6,
         sizings=(Sizing(((0,),), 4, 2, 6), Sizing((), 0, None, 0)),
     ),
     TreeReport(3, 2, (Sizing((), 9, 4, 12),)),
@@ -140,35 +138,52 @@ def test_sizes_above_2_to_the_64_round_trip() -> None:
     """A UTIL prediction of 3^200 entries (or an int beyond float64) travels as a capped float
     in tokens and tree reports: no ``cannot encode int``, no range check that drops the token."""
     huge = 3**200
-    sizing = Sizing(((0, 1),), huge, 4, huge * 2)
-    token = Token(0, "back", (1, 2), 0.0, largest=huge, total=10**400, sizings=(sizing,))
+    sizing = Sizing(((0, 1),), huge, 4, 10**400)
+    token = Token(0, "back", (1, 2), 0.0, sizings=(sizing,))
     for message in (token, TreeReport(1, 50, (sizing,))):
         body = decode(encode(3, COORDINATOR_ID, message)).body
         got = body.sizings[0]  # type: ignore[union-attr]
         assert got.largest == pytest.approx(float(huge)) and got.largest > 2.0**64
-        assert got.total == pytest.approx(2.0 * huge)
-    back = decode(encode(3, 4, token)).body
-    assert back.largest == pytest.approx(float(huge))  # type: ignore[union-attr]
-    assert back.total == SIZE_CAP  # type: ignore[union-attr]
+        assert got.total == SIZE_CAP
     # exact below 2^53: the predictions the solve compares with what it sent
-    exact = decode(encode(3, 4, Token(0, "back", (1,), 0.0, largest=2**52 + 1, total=3)))
-    assert exact.body.largest == 2**52 + 1  # type: ignore[union-attr]
+    exact = decode(
+        encode(3, 4, Token(0, "back", (1,), 0.0, sizings=(Sizing((), 2**52 + 1, 1, 3),)))
+    )
+    got = exact.body.sizings[0]  # type: ignore[union-attr]
+    assert got.largest == 2**52 + 1 and type(got.largest) is float and type(got.total) is float
+
+
+def test_exact_sizes_travel_as_small_integers() -> None:
+    """A size made here that a float64 holds exactly goes out as a msgpack int (1-5 bytes, not
+    a float's 9): a 1000-agent tree's DFS tokens carried more bytes than its UTILs."""
+    frames = encode(3, 4, Token(0, "back", (1,), 0.0, sizings=(Sizing(((0,),), 10.0, 3, 40.0),)))
+    raw = msgpack.unpackb(frames[0], raw=False)["p"]["z"][0]
+    assert raw[1] == 10 and type(raw[1]) is int and raw[3] == 40 and type(raw[3]) is int
+    above = encode(3, 4, Token(0, "back", (1,), 0.0, sizings=(Sizing((), 2.0**60, 3, 0.5),)))
+    raw = msgpack.unpackb(above[0], raw=False)["p"]["z"][0]
+    assert type(raw[1]) is float and type(raw[3]) is float
 
 
 def test_tokens_carry_only_their_kinds_fields() -> None:
     child = encode(3, 4, Token(0, "child", (1, 0), 0.0, path=(0, 3), domains=(2, 4)))
     payload = msgpack.unpackb(child[0], raw=False)["p"]
-    assert set(payload) == {"t", "k", "d", "o", "c", "p", "D"}  # tree kind open clock path domains
-    back = encode(3, 4, Token(0, "back", (1,), 0.0, separator=(0,), width=1, largest=2, total=2))
-    assert "p" not in msgpack.unpackb(back[0], raw=False)["p"]
+    # tree kind open path domains; the clock is 0 until the UTILs (compute) begin
+    assert set(payload) == {"t", "k", "d", "o", "p", "D"}
+    sizing = Sizing(((0,),), 2, 1, 2)
+    back = encode(3, 4, Token(0, "back", (1,), 0.0, separator=(0,), width=1, sizings=(sizing,)))
+    # the subtree's largest and total UTIL travel once: in the DPOP sizing; "back" is the default
+    assert set(msgpack.unpackb(back[0], raw=False)["p"]) == {"t", "k", "o", "s", "w", "z"}
+    late = decode(encode(3, 4, Token(0, "back", (1,), 2.5, sizings=(sizing,)))).body
+    assert late.clock == 2.5 and late.kind == "back"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("bad", [-1.0, -1, math.inf, math.nan, 2.0**1001])
 def test_a_size_off_the_scale_is_refused(bad: float) -> None:
-    frames = encode(3, 4, Token(0, "back", (1,), 0.0, largest=2, total=3))
+    sizing = Sizing(((0,),), 2, 1, 3)
+    frames = encode(3, 4, Token(0, "back", (1,), 0.0, sizings=(sizing,)))
     raw = msgpack.unpackb(frames[0], raw=False)
-    raw["p"]["L"] = bad  # largest
-    with pytest.raises(ProtocolError, match=r"\$\.p\.L"):
+    raw["p"]["z"][0][1] = bad  # largest
+    with pytest.raises(ProtocolError, match=r"\$\.p\.z\[0\]\[1\]"):
         decode([msgpack.packb(raw, use_bin_type=True)])
 
 

@@ -1,0 +1,489 @@
+"""Batch runs as experiments: files × algorithms × z values × repeats, one row (and one result
+document) each. The command is :mod:`dcop.cli.batch`; this module runs the rows.
+
+A row's failure (unreadable file, malformed, out of time, too large) is that row, never the end
+of the batch. Centralized rows (be, mbe, auto) solve in a child process (forked from a server
+that imported dcop once), killed at the deadline, so that the timeout holds even inside one long
+bucket; ``auto`` is the anytime solve of ``dcop solve --algo auto --timeout`` (z raised step by
+step, the best bounds kept; :mod:`dcop.inference.anytime`). Distributed rows (dpop, adpop) run
+:func:`dcop.coordinator.run_local`, which enforces its own deadline, one at a time (each is
+already one process per variable). Up to ``jobs`` centralized rows run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import cache
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import IO, Any
+
+from dcop.choices import check_z
+from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
+from dcop.inference.anytime import Options, base_plan, choose_by_memory
+from dcop.model import Problem
+from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES, Status, result_document
+
+#: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
+COLUMNS: tuple[str, ...] = (
+    "file",
+    "algo",
+    "z",
+    "repeat",
+    "status",
+    "exit_code",
+    "exact",
+    "cost",
+    "lower_bound",
+    "upper_bound",
+    "gap",
+    "wall_s",
+    "total_s",
+    "eliminate_s",
+    "solve_s",
+    "simulated_s",
+    "messages",
+    "bytes",
+    "largest_message_bytes",
+    "induced_width",
+    "largest_table",
+    "message",
+)
+#: Schema name of the ``dcop batch --json`` document.
+BATCH_SCHEMA = "dcop-batch/1"
+CENTRAL = ("be", "mbe", "auto")
+DISTRIBUTED = ("dpop", "adpop")
+ALGOS = CENTRAL + DISTRIBUTED
+#: Seconds of a row's timeout an anytime (auto) row keeps to send its bounds before the kill.
+ANSWER_MARGIN_S = 0.5
+
+
+def choose_auto(
+    problem: Problem,
+    max_bytes: float | None = None,
+    ordering: str | ChosenOrder = "auto",
+    resident: int | None = None,
+) -> tuple[str, int | None]:
+    """``auto`` by memory alone (no deadline): BE when its planned peak fits the limit, else MBE
+    with the largest z whose plan fits (z=1 when none does: that row then reports
+    ``too_large``). The plan is the one :func:`dcop.inference.solve` checks.
+
+    Parameters
+    ----------
+    problem
+        The problem to solve.
+    max_bytes
+        The memory limit of the run (None: the solver's default).
+    ordering
+        The elimination order the solve will use.
+    resident
+        Bytes the process holds before solving (None: measured now, as the solver does).
+
+    Returns
+    -------
+    tuple
+        ``("be", None)`` or ``("mbe", z)``.
+    """
+    plan = base_plan(problem, Options(ordering=ordering, resident=resident))
+    return choose_by_memory(plan, max_bytes)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row to run: a file, an algorithm, its z (mbe, adpop) and which repeat it is."""
+
+    path: Path
+    algo: str
+    z: int | None
+    repeat: int = 0
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What the rows of a batch share.
+
+    Parameters
+    ----------
+    algos
+        Algorithms, each of :data:`ALGOS`.
+    zs
+        Mini-bucket sizes for mbe and adpop (each such algorithm runs once per z).
+    timeout
+        Seconds allowed per row.
+    max_memory
+        The memory limit of a centralized row in bytes, or None for the solver's default.
+    ordering
+        Elimination order of the centralized rows.
+    repeat
+        Runs of every (file, algorithm, z).
+    jobs
+        Centralized rows run at once.
+    order_time
+        Seconds the auto ordering may search per file (None: its default budget).
+    """
+
+    algos: tuple[str, ...]
+    zs: tuple[int, ...]
+    timeout: float
+    max_memory: float | None = None
+    ordering: str = "auto"
+    repeat: int = 1
+    jobs: int = 1
+    order_time: float | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.algos if a not in ALGOS]
+        if not self.algos or unknown:
+            raise InputError(f"--algo: want some of {', '.join(ALGOS)}, not {unknown or 'none'}")
+        needs_z = [a for a in self.algos if a in ("mbe", "adpop")]
+        for z in self.zs or ((None,) if needs_z else ()):
+            check_z(z, f"--algo {needs_z[0] if needs_z else 'mbe'}")  # the one rule of a z
+        if self.repeat < 1 or self.jobs < 1:
+            raise InputError("--repeat and -j must be at least 1")
+        if not self.timeout > 0:
+            raise InputError("--timeout must be a positive number of seconds")
+
+    def plan(self, files: Sequence[Path]) -> list[Job]:
+        """Every row, in order: by file, then algorithm, then z, then repeat."""
+        out: list[Job] = []
+        for path in files:
+            for algo in self.algos:
+                for z in self.zs if algo in ("mbe", "adpop") else (None,):
+                    out.extend(Job(path, algo, z, k) for k in range(self.repeat))
+        return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row's outcome: its result document, the exit code ``dcop solve``/``dcop run`` would
+    have returned for it, and the wall time the batch spent on it."""
+
+    job: Job
+    document: dict[str, Any]
+    exit_code: int
+    wall_s: float
+
+    def cells(self) -> dict[str, Any]:
+        """The row as the CSV's columns (values as in the result document)."""
+        doc = self.document
+        times: Mapping[str, Any] = doc.get("times") or {}
+        metrics: Mapping[str, Any] = doc.get("metrics") or {}
+        solver: Mapping[str, Any] = doc.get("solver") or {}
+        return {
+            "file": doc["file"],
+            "algo": doc["algo"],
+            "z": doc["z"],
+            "repeat": self.job.repeat,
+            "status": doc["status"],
+            "exit_code": self.exit_code,
+            "exact": doc["exact"],
+            "cost": doc["cost"],
+            "lower_bound": doc["lower_bound"],
+            "upper_bound": doc["upper_bound"],
+            "gap": doc["gap"],
+            "wall_s": round(self.wall_s, 6),
+            "total_s": times.get("total"),
+            "eliminate_s": times.get("eliminate"),
+            "solve_s": times.get("solve"),
+            "simulated_s": metrics.get("simulated_runtime_s"),
+            "messages": metrics.get("total_messages"),
+            "bytes": metrics.get("total_bytes"),
+            "largest_message_bytes": metrics.get("largest_util_bytes"),
+            "induced_width": solver.get("induced_width"),
+            "largest_table": solver.get("largest_table"),
+            "message": doc["message"],
+        }
+
+
+def failed(
+    status: Status, message: str, algo: str, z: int | None, path: Path, problem: Problem | None
+) -> dict[str, Any]:
+    """The result document of a row that ended without an answer."""
+    return result_document(
+        problem=problem, status=status, message=message, algo=algo, exact=False, z=z, file=str(path)
+    )
+
+
+def _status(exc: BaseException) -> Status:
+    if isinstance(exc, TableTooLarge | MemoryError):
+        return "too_large"
+    if isinstance(exc, RunTimeout):
+        return "timeout"
+    return "error"
+
+
+def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
+    """The child process of one be/mbe/auto row: read, solve, send ``("done", document,
+    exit_code)`` (those of ``dcop solve --json`` on the file). ``auto`` is anytime until the
+    row's timeout, less a margin to send its bounds. The child leads its own process group, so
+    that the kill at the deadline takes its step processes too. A bug (anything but a
+    DcopError) propagates: its traceback goes to stderr and the row says the solver crashed.
+
+    Parameters
+    ----------
+    conn
+        The parent's end of the pipe.
+    job
+        The row.
+    settings
+        The batch's settings.
+    """
+    deadline = time.monotonic() + settings.timeout  # the parent's clock starts as we do
+    os.setpgid(0, 0)
+    from dcop.inference import solve
+    from dcop.inference.anytime import solve_auto
+    from dcop.io import read_problem
+
+    problem: Problem | None = None
+    try:
+        problem = read_problem(job.path)
+        # the order is chosen once per row, for auto's steps and the solve alike
+        ordering = choose_order(problem, settings.ordering, settings.order_time)
+        limit = settings.max_memory
+        if job.algo == "auto":
+            end = deadline - ANSWER_MARGIN_S
+            result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)
+        else:
+            result = solve(problem, job.algo, job.z, ordering, max_bytes=limit)
+        result.file = str(job.path)
+        doc = result.to_json()
+        code = EXIT_CODES[doc["status"]]
+    except (DcopError, MemoryError) as exc:
+        status = _status(exc)
+        doc = failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem)
+        code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
+    except KeyboardInterrupt:
+        return
+    conn.send(("done", doc, code))
+    conn.close()
+
+
+@cache
+def _forkserver() -> Any:
+    """Processes forked from one server that imported dcop once (fast to start, and safe: the
+    server has no threads, unlike this process with its progress bar and row threads)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["dcop.batch", "dcop.inference", "dcop.io"])
+    return ctx
+
+
+def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+    """One be/mbe/auto row, solved in a child process that is killed at the deadline.
+
+    Returns
+    -------
+    tuple
+        The result document and the exit code ``dcop solve`` would have returned.
+    """
+    ctx = _forkserver()
+    ours, theirs = ctx.Pipe(duplex=False)
+    # not a daemon: an auto row forks its steps (the finally below kills them all in any case)
+    child = ctx.Process(target=solve_in_child, args=(theirs, job, settings))
+    try:
+        child.start()  # returns once forked: the server's own start does not count
+        deadline = time.monotonic() + settings.timeout
+        theirs.close()
+        left = deadline - time.monotonic()
+        if left <= 0 or not ours.poll(left):
+            message = f"no answer within {settings.timeout:g} s (--timeout)"
+            return failed("timeout", message, job.algo, job.z, job.path, None), EXIT_CODES[
+                "timeout"
+            ]
+        try:
+            reply = ours.recv()
+        except EOFError:  # the child died without a word (a bug, or killed from outside)
+            child.join(5)
+            code = child.exitcode
+            why = f"the solver process ended without a result (exit code {code})"
+            if code is not None and code < 0:
+                why = f"the solver process was killed by signal {-code} (out of memory?)"
+            return failed("error", why, job.algo, job.z, job.path, None), EXIT_CODES["error"]
+        return reply[1], reply[2]
+    finally:
+        ours.close()
+        if child.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)  # the row and any step it forked
+            if child.is_alive():  # killed before it led its group
+                child.kill()
+            child.join()
+
+
+def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+    """One dpop/adpop row: one agent process per variable on this machine.
+
+    Returns
+    -------
+    tuple
+        The result document and the exit code ``dcop run`` would have returned.
+    """
+    from dcop.coordinator import run_local
+    from dcop.io import read_problem
+    from dcop.protocol import RunSpec
+
+    problem: Problem | None = None
+    try:
+        spec = RunSpec.from_options(job.algo, job.z)
+        problem = read_problem(job.path)
+        doc = run_local(problem, spec, timeout=settings.timeout).to_json()
+    except (DcopError, MemoryError) as exc:
+        status = _status(exc)
+        code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
+        return failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem), code
+    doc["file"] = str(job.path)
+    return doc, EXIT_CODES[doc["status"]]
+
+
+def run_row(job: Job, settings: BatchSettings) -> Row:
+    """Run one row; every outcome but an interrupt is a row."""
+    start = time.perf_counter()
+    if not job.path.is_file():
+        doc = failed("error", f"{job.path}: no such file", job.algo, job.z, job.path, None)
+        return Row(job, doc, EXIT_BAD_INPUT, time.perf_counter() - start)
+    run = run_central if job.algo in CENTRAL else run_distributed
+    doc, code = run(job, settings)
+    return Row(job, doc, code, time.perf_counter() - start)
+
+
+def run_batch(
+    jobs: Sequence[Job], settings: BatchSettings, on_row: Callable[[Row], None]
+) -> list[Row]:
+    """Run every job: distributed rows in this thread, one at a time; up to ``settings.jobs``
+    centralized rows at once in worker threads (each waits on its own child process). Rows are
+    handed to ``on_row`` in job order, as soon as every row before them is done.
+    A KeyboardInterrupt ends the batch: the rows done so far are returned with an
+    ``interrupted`` row for the first job not done."""
+    rows: dict[int, Row] = {}
+    handed = 0
+    lock = threading.Lock()
+
+    def hand_over() -> None:
+        nonlocal handed
+        with lock:
+            while handed in rows:
+                on_row(rows[handed])
+                handed += 1
+
+    def finish(k: int, row: Row) -> None:
+        with lock:
+            rows[k] = row
+        hand_over()
+
+    pending: list[Future[Row]] = []
+    try:
+        with ExitStack() as stack:
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=settings.jobs))
+            for k, job in enumerate(jobs):
+                if job.algo in CENTRAL and settings.jobs > 1:
+                    future = pool.submit(run_row, job, settings)
+                    future.add_done_callback(functools.partial(_done, finish, k))
+                    pending.append(future)
+                else:
+                    finish(k, run_row(job, settings))
+            for future in pending:
+                future.result()
+    except KeyboardInterrupt:
+        for future in pending:
+            future.cancel()
+        first = next(k for k in range(len(jobs)) if k not in rows)
+        job = jobs[first]
+        doc = failed("interrupted", "interrupted", job.algo, job.z, job.path, None)
+        rows[first] = Row(job, doc, EXIT_CODES["interrupted"], 0.0)
+        hand_over()
+        return [rows[k] for k in range(handed)]
+    return [rows[k] for k in range(len(jobs))]
+
+
+def _done(finish: Callable[[int, Row], None], k: int, future: Future[Row]) -> None:
+    finish(k, future.result())
+
+
+# ---- output ------------------------------------------------------------------------------------
+def csv_cell(value: object) -> str:
+    """A CSV cell: empty for None, ``true``/``false`` for booleans, numbers as Python writes them."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class RowSink:
+    """Writes rows as they come: the CSV and the JSON Lines file (one result document a line),
+    flushed after each so that an interrupted batch keeps what it finished."""
+
+    def __init__(self, stack: ExitStack, csv_path: Path | None, jsonl_path: Path | None) -> None:
+        self._csv: Any = None
+        self._jsonl: IO[str] | None = None
+        if csv_path is not None:
+            handle = stack.enter_context(csv_path.open("w", newline="", encoding="utf-8"))
+            self._csv = (handle, csv.writer(handle))
+            self._csv[1].writerow(COLUMNS)
+        if jsonl_path is not None:
+            self._jsonl = stack.enter_context(jsonl_path.open("w", encoding="utf-8"))
+
+    def add(self, row: Row) -> None:
+        """Write one row."""
+        if self._csv is not None:
+            handle, writer = self._csv
+            cells = row.cells()
+            writer.writerow([csv_cell(cells[c]) for c in COLUMNS])
+            handle.flush()
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(row.document, allow_nan=False) + "\n")
+            self._jsonl.flush()
+
+
+def batch_document(settings: BatchSettings, rows: Sequence[Row]) -> dict[str, Any]:
+    """The ``--json`` document: the settings, counts per status, the rows and their result
+    documents (schema ``$defs/batch`` of ``dcop/schema/result.schema.json``)."""
+    counts = Counter(row.document["status"] for row in rows)
+    single = len(settings.algos) == 1
+    uses_z = any(a in ("mbe", "adpop") for a in settings.algos)
+    return {
+        "schema": BATCH_SCHEMA,
+        "algo": settings.algos[0] if single else ",".join(settings.algos),
+        "z": (settings.zs[0] if len(settings.zs) == 1 else list(settings.zs)) if uses_z else None,
+        "repeat": settings.repeat,
+        "jobs": settings.jobs,
+        "timeout_s": settings.timeout,
+        "max_memory_bytes": settings.max_memory,
+        "files": len({row.job.path for row in rows}),
+        "counts": {s: counts[s] for s in STATUSES if counts[s]},
+        "rows": [row.cells() for row in rows],
+        "results": [row.document for row in rows],
+    }
+
+
+def summary_lines(rows: Sequence[Row]) -> Iterator[str]:
+    """The human summary as plain lines, nothing cut: one per row and the count per status."""
+    for row in rows:
+        doc = row.document
+        algo = doc["algo"] + (f"({doc['z']})" if doc["z"] is not None else "")
+        if doc["status"] not in ("ok", "timeout") or doc["lower_bound"] is None:
+            shown = doc["message"] or ""
+        elif doc["exact"]:
+            shown = f"optimum {_short(doc['cost'])}"
+        else:
+            shown = f"bounds {_short(doc['lower_bound'])} .. {_short(doc['upper_bound'])}"
+        yield f"{doc['file']}  {algo}  {doc['status']}  {shown}  {row.wall_s:.3g} s"
+    counts = Counter(row.document["status"] for row in rows)
+    yield ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+
+
+def _short(value: object) -> str:
+    return f"{value:.10g}" if isinstance(value, float) else str(value)

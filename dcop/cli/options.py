@@ -1,0 +1,170 @@
+"""The options every command shares, defined once: the same name, values and help everywhere.
+
+Commands take defaults of their own (``--timeout`` is 120 s for ``dcop run`` and none for
+``dcop solve``), never a spelling of their own. The checks that several commands make on these
+values live here too: :func:`check_z` (a mini-bucket size where one is needed, a warning where it
+is ignored) and :func:`parse_gpu` (the one reading of ``--gpu``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dcop import choices
+from dcop.choices import (
+    BackendName,
+    CentralAlgo,
+    DistributedAlgo,
+    FormatName,
+    LogLevel,
+    TaskName,
+)
+from dcop.protocol.constants import MAX_MESSAGE_MIB
+
+InputFile = Annotated[
+    Path,
+    typer.Argument(exists=True, dir_okay=False, readable=True, help="Instance file."),
+]
+FormatOption = Annotated[
+    FormatName | None,
+    typer.Option("--format", "-f", help="File format (default: by extension)."),
+]
+BackendOption = Annotated[
+    BackendName,
+    typer.Option("--backend", help="Table backend (auto: cupy when a GPU is usable)."),
+]
+JsonOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        help="Write the result document as JSON to this file ('-': stdout, and the summary "
+        "goes to stderr). Written on every exit path.",
+    ),
+]
+SolutionOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--solution",
+        help="Write the answer as a solution file: the UAI competition's MPE, PR or MAR format "
+        "for .uai models, toulbar2's value line otherwise.",
+    ),
+]
+OrderingOption = Annotated[
+    str,
+    typer.Option(
+        help="Elimination order: auto (the best of min-fill, min-degree, the file's order and a "
+        "tree-decomposition search within --order-time), minfill, mindegree, pseudotree, or a "
+        "file written by dcop info --write-order (an order file or a PACE .td).",
+    ),
+]
+OrderTimeOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
+        "time, none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
+    ),
+]
+CentralAlgoOption = Annotated[
+    CentralAlgo,
+    typer.Option(
+        "--algo",
+        help="be (exact), mbe (bounds, needs --z) or auto (be when its plan fits the memory and "
+        "the time, else mbe with z raised step by step until --timeout, keeping the best bounds).",
+    ),
+]
+DistributedAlgoOption = Annotated[
+    DistributedAlgo,
+    typer.Option(
+        "--algo",
+        help="dpop (exact), adpop (bounds, needs --z) or auto (dpop where its UTILs fit, else "
+        "adpop with the largest z that fits).",
+    ),
+]
+ZOption = Annotated[
+    int | None,
+    typer.Option(
+        "--z", min=1, help="Mini-bucket size of mbe and adpop (variables per mini-bucket)."
+    ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0.001, help="Seconds allowed for the whole run."),
+]
+MaxMessageOption = Annotated[
+    float,
+    typer.Option(
+        "--max-message-mib",
+        help=f"Largest message of the run in MiB (UTIL tables above it are refused before any "
+        f"table is built); up to {MAX_MESSAGE_MIB}.",
+    ),
+]
+PeerTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--peer-timeout",
+        help="Seconds of silence before an agent counts as dead (default: from the message limit).",
+    ),
+]
+LogOption = Annotated[
+    LogLevel,
+    typer.Option("--log-level", help="Log level of the agents.", case_sensitive=False),
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no progress, no summary).")
+]
+TaskOption = Annotated[
+    TaskName | None,
+    typer.Option(
+        "--task",
+        help="UAI models only: mpe (default), pr (partition function) or mar (marginals).",
+    ),
+]
+EvidenceOption = Annotated[
+    Path | None,
+    typer.Option("--evidence", exists=True, dir_okay=False, help="UAI .evid file."),
+]
+GpuOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu",
+        metavar="DEVICES",
+        help="Run large tables with CuPy on these CUDA devices: a number (0), a list (0,1) or "
+        "all; agents go round robin over them.",
+    ),
+]
+BasePortOption = Annotated[
+    int,
+    typer.Option(
+        "--base-port",
+        help="The coordinator's port; agents listen on the ports after it, one per agent on "
+        "each host (default lies below the kernel's ephemeral range).",
+    ),
+]
+
+
+def parse_gpu(value: str | None) -> str | None:
+    """The one reading of ``--gpu``: None (no GPU), ``all``, or device numbers such as ``0`` and
+    ``0,1`` (normalised: no spaces). Which devices exist is checked where the agents run
+    (:func:`dcop.placement.gpu_devices`); a malformed value is a usage error here."""
+    if value is None:
+        return None
+    from dcop.placement import gpu_devices
+
+    text = value.strip().lower()
+    if text == "all":
+        return text
+    return ",".join(str(d) for d in gpu_devices(text, None))
+
+
+def check_z(algo: str, z: int | None, needs: tuple[str, ...] = ("mbe", "adpop")) -> int | None:
+    """The mini-bucket size the run uses: required by mbe/adpop (a usage error without it),
+    ignored with a warning on stderr by the others (be, dpop; auto picks its own)."""
+    if algo in needs:
+        return choices.check_z(z, f"--algo {algo}")  # the one rule of a mini-bucket size
+    if z is not None:
+        print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)
+    return None

@@ -1,0 +1,82 @@
+"""When an agent heartbeats: only on a link to the coordinator quiet for a third of the peer
+timeout, counted from its start (not from its ready, which may be a long launch ago)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from dcop.agents.agent import Agent, AgentConfig
+from dcop.backend import get_backend
+from dcop.protocol import COORDINATOR_ID, RunSpec, Start
+from dcop.protocol.codec import decode
+
+
+class _Transport:
+    """Records what the agent sends."""
+
+    endpoint = "inproc://fake"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, Any]] = []
+
+    def send(self, peer: int, frames: list[Any]) -> None:
+        self.sent.append((peer, decode(frames).body))
+
+
+def _agent(clock: list[float]) -> tuple[Agent, _Transport]:
+    transport = _Transport()
+    agent = Agent(
+        AgentConfig(me=1, heartbeat_s=1.0),
+        transport,  # type: ignore[arg-type]
+        get_backend("numpy"),
+        now=lambda: clock[0],
+    )
+    return agent, transport
+
+
+def _beats(transport: _Transport) -> int:
+    return sum(
+        1 for peer, body in transport.sent if peer == COORDINATOR_ID and body.TYPE == "heartbeat"
+    )
+
+
+def test_no_heartbeat_on_start_after_a_long_launch() -> None:
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 3 s
+    agent.last_to_coordinator = 0.0  # its ready
+    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs")  # type: ignore[assignment]
+    clock[0] = 60.0  # the launch of the others took a minute
+    agent._on_start(Start(spec, ()))
+    agent._beat()
+    assert _beats(transport) == 0
+    clock[0] = 61.0
+    agent._beat()  # 1 s quiet, the next check at 2 s: still within 3 s
+    assert _beats(transport) == 0
+    clock[0] = 62.5
+    agent._beat()  # the next check (3.5 s) would be too late: it beats now
+    assert _beats(transport) == 1
+
+
+def test_a_waiting_agent_sends_no_heartbeat() -> None:
+    clock = [100.0]
+    agent, transport = _agent(clock)
+    agent._beat()
+    assert _beats(transport) == 0
+
+
+def test_no_heartbeat_once_the_result_is_out() -> None:
+    """The coordinator stops watching an agent's silence once its result is in."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)
+    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="value")  # type: ignore[assignment]
+    agent._on_start(Start(spec, ()))
+    agent.result_sent = True
+    clock[0] = 30.0
+    agent._beat()
+    assert _beats(transport) == 0
+    agent.result_sent = False  # the same quiet link without a result: a beat
+    agent._beat()
+    assert _beats(transport) == 1
