@@ -1,4 +1,7 @@
-"""``MultiGpuBackend``: a centralized solve (BE, MBE, PR) over several GPUs of one host.
+"""``MultiGpuBackend``: a centralized solve (BE, MBE, PR bounds) over several GPUs of one host.
+
+Exact PR and MAR run the contraction engine (:mod:`dcop.contraction`), which contracts on the
+first device only: splitting its contractions is not done.
 
 A bucket's output is laid out row after row (C order over its scope), and the fused kernel
 computes any range of its units (groups or rows: :mod:`dcop.gpu.plan`) from the inputs alone.
@@ -109,6 +112,8 @@ class MultiGpuBackend:
         self._making = threading.Lock()
         self.device_ids = ids
         self.device_id = ids[0]
+        #: the first device (work that is not split runs there)
+        self.device = self.primary.device
         self.xp = self.primary.xp
         self.device_name = self.primary.device_name
         self.split_min_entries = int(split_min_entries)
