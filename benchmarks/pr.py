@@ -638,7 +638,8 @@ def markdown(data: dict[str, Any], device: str) -> str:
         f"Date: {meta['date']}  ",
         f"Machine: {describe(meta['machine'])}  ",
         *([f"GPU: {meta['gpu']}  "] if meta.get("gpu") else []),
-        f"Limits per run: {meta['limits']}",
+        f"Limits per run: {meta['limits']}"
+        + (f"; BLAS threads: {meta['blas_threads']}" if meta.get("blas_threads") else ""),
         *([f"Note: {meta['note']}"] if meta.get("note") else []),
         "",
         f"Anchor: {anchor}, each table scaled by its peak. Times in seconds, best of up to 3 calls",
@@ -705,12 +706,24 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="dcop on CuPy vs the anchor (device)")
     parser.add_argument("--instances", type=Path, help="folder of .uai files (default: shared)")
     parser.add_argument("--no-pgmpy", action="store_true", help="skip pgmpy even where it imports")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        help="BLAS threads of every run, dcop and anchor alike (default: the library's own); "
+        "on a loaded machine 2 OpenBLAS threads made small matrix products up to 50x slower",
+    )
+    parser.add_argument(
+        "--note", help="a line for the Markdown header (e.g. that the machine was shared)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         sys.exit(worker(args.worker, args.result))
+    if args.blas_threads is not None:  # the workers inherit it
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(args.blas_threads)
     if args.instances is not None:
         global INSTANCES
         INSTANCES = args.instances
@@ -729,7 +742,10 @@ def main() -> None:
         "tolerance": f"|ln Z difference| <= {ANCHOR_TOLERANCE:g} max(1, |ln Z|) (anchor), "
         f"{TOLERANCE:g} (pgmpy)",
         "threads": os.cpu_count(),
+        "blas_threads": args.blas_threads,
     }
+    if args.note:
+        meta["note"] = args.note
     name = "pr_gpu" if args.gpu else "pr"
     if args.gpu:
         meta["gpu"] = gpu_name()

@@ -37,9 +37,13 @@ SEARCH_SHARE = 0.25
 #: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
 #: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
 FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
-#: A tree with an intermediate of WIDE entries gets INSURANCE_S seconds of search anyway.
-WIDE = 1 << 16
-INSURANCE_S = 0.1
+#: Seconds per entry and axis of a tree's intermediates (TreeStats.strided) that a run of it
+#: may take beyond its predicted flops (Promedus_15's greedy tree, 2^20 entries over 20 axes, ran
+#: 0.18 s against a predicted 0.04 s; 279_ASP's, 1.3M entries over few axes, 0.02 s as
+#: predicted): the search gets SEARCH_SHARE of that much time too, so such a tree is searched
+#: further and a small model is not (a fixed 0.1 s of search had cost ising16x16, largest 2^16
+#: entries, twice its contraction).
+AXIS_ENTRY_S = 1e-8
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -125,6 +129,9 @@ def plan_contraction(
     search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
     predicted time (its flops at ``rate``)."""
     t0 = time.perf_counter()
+    # the budget counts this process's CPU time: on a loaded machine wall time would cut the
+    # search short of the trees it is meant to find
+    c0 = time.process_time()
     paths: dict[str, Path] = {}
     stats: dict[str, TreeStats] = {}
 
@@ -141,16 +148,16 @@ def plan_contraction(
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
         for name, make in orders(adjacency, names).items():
-            if not _worth(stats, t0, budget_s, rate):
+            if not _worth(stats, c0, budget_s, rate):
                 break
             add(f"order:{name}", order_path(scopes, sizes, make()))
-        if _worth(stats, t0, budget_s, rate):
-            left = min(budget_s, SEARCH_SHARE * _best_time(stats, rate)) - (
-                time.perf_counter() - t0
+        if _worth(stats, c0, budget_s, rate):
+            left = min(budget_s, SEARCH_SHARE * _worst_time(stats, rate)) - (
+                time.process_time() - c0
             )
             add(
                 "opt_einsum:random-greedy",
-                optimizer_path(scopes, sizes, "random-greedy", max(0.05, left)),
+                optimizer_path(scopes, sizes, "random-greedy", max(1e-3, left)),
             )
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
@@ -193,21 +200,17 @@ def plan_contraction(
     )
 
 
-def _best_time(stats: Mapping[str, TreeStats], rate: float) -> float:
-    return min(s.cost for s in stats.values()) / rate
-
-
-def _worth(stats: Mapping[str, TreeStats], t0: float, budget_s: float, rate: float) -> bool:
+def _worth(stats: Mapping[str, TreeStats], c0: float, budget_s: float, rate: float) -> bool:
     """Whether another candidate tree is worth its search time: while the search has cost less
-    than SEARCH_SHARE of the best tree's predicted time, and in any case for a short while
-    (INSURANCE_S) when the best tree so far has an intermediate of WIDE entries or more (the
-    predicted time misses what a large intermediate costs beyond its flops: Promedus_15's greedy
-    tree, 1M entries, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
-    spent = time.perf_counter() - t0
-    if spent >= budget_s:
-        return False
-    wide = min(s.largest for s in stats.values()) >= WIDE
-    return spent < SEARCH_SHARE * _best_time(stats, rate) or (wide and spent < INSURANCE_S)
+    than SEARCH_SHARE of the best tree's predicted time, that time being at least what laying
+    out its intermediates may cost (AXIS_ENTRY_S: the flops miss it; Promedus_15's greedy tree,
+    2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
+    return time.process_time() - c0 < min(budget_s, SEARCH_SHARE * _worst_time(stats, rate))
+
+
+def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
+    """The best tree's predicted time, or what laying out its intermediates may cost if more."""
+    return min(max(s.cost / rate, s.strided * AXIS_ENTRY_S) for s in stats.values())
 
 
 def _fit(
@@ -273,7 +276,8 @@ def _narrow(
 
 def _plain(backend: Any, leaves: Sequence[Node], path: Path, sizes: Mapping[str, int]) -> TreeRun:
     """PR of a network whose range fits float unscaled: one ``opt_einsum.contract`` along the
-    plan's path on the backend's array library (no per-step scaling or checks)."""
+    plan's path on the backend's array library (no per-step scaling or checks; device
+    backends)."""
     import opt_einsum as oe
     from opt_einsum.paths import ssa_to_linear
 
@@ -495,10 +499,18 @@ def _run(
     if space in ("auto", "scaled"):
         scaled = Scaled(backend, dtype, sizes)
         leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
-        if not mar and not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny):
+        narrow = not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny)
+        if narrow and not mar and getattr(backend, "name", "") != "numpy":
+            # on a device, one opt_einsum call launches fewer kernels than our steps; on the
+            # host our steps ran 1.1-2x faster than it (ising16x16: 12 vs 25 ms, test_Z 0.15 vs
+            # 0.2 ms: its path parsing and checks cost more than our per-step overhead)
             return _plain(backend, leaves, plan.path, sizes), "scaled"
         peaks = [float(leaf.ln) for leaf in leaves]
-        checks = _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+        checks: list[float | None] = (
+            [None] * len(full)  # no entry can leave float's range: nothing to check
+            if narrow
+            else _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+        )
         for leaf, h in zip(leaves, checks, strict=False):
             scaled.account_leaf(leaf, h)
         run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)

@@ -239,18 +239,30 @@ class Scaled:
 
     def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
         xp = self.xp
-        data, scope = pair_product(
-            xp, parent.data, parent.scope, sibling.data, sibling.scope, frozenset(child.scope)
-        )
-        data, ln = self._scale(data)
+        keep = frozenset(child.scope)
+        if not parent.scope and set(sibling.scope) <= keep:
+            # below a 0-d parent (the root), a sibling with nothing to sum is the adjoint itself
+            # up to the parent's one number: shared, not copied (no step writes into it)
+            data, scope, ln = sibling.data, sibling.scope, self._ln_scalar(parent.data)
+        else:
+            data, scope = pair_product(
+                xp, parent.data, parent.scope, sibling.data, sibling.scope, keep
+            )
+            data, ln = self._scale(data)
         ln = parent.ln + sibling.ln + ln
         self._count(data, ln + child.ln + self.ln_tiny)
         # constant along the child's variables neither operand holds: those stay left out; the
-        # rest in the child's own layout, so that the steps below read both alike
+        # rest in the child's own layout, so that the steps below read both alike (a strided
+        # belief product or pair copy below cost more than this one copy: Grids_11's backward
+        # pass ran slower without it)
         order = tuple(v for v in child.scope if v in scope)
         if order != scope:
             data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
         return Node(order, data, ln)
+
+    def _ln_scalar(self, value: Any) -> Any:
+        with np.errstate(divide="ignore"):
+            return self.xp.log(value)  # a 0-d array: the root's adjoint
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
@@ -439,6 +451,9 @@ def run_tree(
         if here in sources:
             run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
         del adjoints[here]
+        # the step above (where this node was a sibling) has run: freed now, its memory serves
+        # the adjoints below instead of fresh pages (DBN_11's MAR, 2^20-entry nodes: 1.5x faster)
+        del live[here]
     for leaf in range(m):
         if leaf in sources:
             run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 Path = list[tuple[int, int]]
+#: Most trials of opt_einsum's random-greedy per search (its own default is 32).
+RANDOM_REPEATS = 64
 #: Passes over each intermediate beyond its product, in flops (see TreeStats.cost).
 WRITE_PASSES = 3.0
 
@@ -47,6 +49,9 @@ class TreeStats:
     writes: float
     peak_pr: int
     peak_mar: int
+    #: the largest of entries times axes over the intermediates: a table of many small axes is
+    #: slow to lay out for a product (a transposed copy is strided on every axis)
+    strided: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -105,7 +110,8 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     # MAR keeps every intermediate; the backward pass holds a parent's adjoint, the sibling's
     # copy and the child's adjoint being built, plus one belief product
     peak_mar = kept + 4 * largest
-    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr))
+    strided = max((float(size[k]) * len(nodes[k]) for k in range(m, len(nodes))), default=0.0)
+    return TreeStats(tuple(nodes), flops, largest, writes, peak_pr, max(peak_mar, peak_pr), strided)
 
 
 def order_path(
@@ -159,7 +165,7 @@ def optimizer_path(
     max_time: float | None = None,
 ) -> Path:
     """An SSA path from opt_einsum's ``greedy`` or ``random-greedy`` (the latter stops after
-    ``max_time`` seconds)."""
+    ``max_time`` seconds or RANDOM_REPEATS trials)."""
     import opt_einsum as oe
     from opt_einsum.paths import linear_to_ssa
 
@@ -169,7 +175,9 @@ def optimizer_path(
     if method == "greedy":
         linear = oe.paths.greedy(inputs, frozenset(), dict(sizes))
     elif method == "random-greedy":
-        optimizer = oe.RandomGreedy(max_repeats=10**6, max_time=max_time or 1.0)
+        # at most RANDOM_REPEATS trials: a small model's trials take microseconds each and would
+        # otherwise fill the whole max_time
+        optimizer = oe.RandomGreedy(max_repeats=RANDOM_REPEATS, max_time=max_time or 1.0)
         linear = optimizer(inputs, frozenset(), dict(sizes))
     else:
         raise ValueError(f"unknown path optimizer {method!r}")

@@ -280,3 +280,87 @@ def test_one_bucket_by_the_engine_equals_log_space(seed: int) -> None:
     assert (
         sum_bucket(NUMPY, [*wide, Table(("v0",), np.array([-1000.0, 0.0]))], "v0", ("v1",)) is None
     )
+
+
+def test_a_model_predicted_to_take_microseconds_takes_the_first_greedy_tree() -> None:
+    """The search's budget is a share of the best tree's predicted time: on a 4x4 grid (a few
+    thousand flops, an intermediate of 16 entries) no second candidate is worth searching."""
+    problem = ising_grid(4, seed=0)
+    scopes = [t.scope for t in problem.tables]
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        problem.neighbours(),
+        list(problem.variables),
+        "pr",
+        Limit(1e12, "plenty"),
+    )
+    assert list(plan.candidates) == ["opt_einsum:greedy"]
+    assert plan.source == "opt_einsum:greedy"
+
+
+def test_a_slow_predicted_tree_gets_every_candidate_searched() -> None:
+    """At a yardstick of one flop a second every tree is predicted to take long: the search
+    goes on through the candidate orders and random-greedy (within ``budget_s``) and keeps the
+    cheapest; its numbers stay brute force's."""
+    problem = ising_grid(3, seed=1)
+    scopes = [t.scope for t in problem.tables]
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        problem.neighbours(),
+        list(problem.variables),
+        "pr",
+        Limit(1e12, "plenty"),
+        budget_s=5.0,
+        rate=1.0,
+    )
+    assert {"opt_einsum:greedy", "order:minfill", "opt_einsum:random-greedy"} <= set(
+        plan.candidates
+    )
+    assert plan.candidates[plan.source]["cost"] == min(c["cost"] for c in plan.candidates.values())
+    check(problem, "mar", budget_s=0.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mar_below_the_root_shares_the_sibling_and_equals_brute_force(seed: int) -> None:
+    """The root of ``Z`` is 0-d: each of its children's adjoints is the other child itself
+    (shared, not copied or rescaled); the upward intermediates stay untouched by the backward
+    pass, so MAR equals brute force, with ln Z far from 0 both ways."""
+    problem = random_markov(seed, n=7, zeros=0.1, shift=(-1) ** seed * 200.0)
+    check(problem, "mar", space="scaled")
+    check(problem, "mar", space="auto")
+
+
+def test_an_adjoint_below_the_root_is_the_sibling_in_the_child_layout() -> None:
+    from dcop.contraction.execute import Node, Scaled
+
+    space = Scaled(NUMPY, np.float64, {"a": 2, "b": 3, "c": 2})
+    rng = np.random.default_rng(0)
+    sibling = Node(("a", "b", "c"), rng.random((2, 3, 2)), 1.5)
+    root = Node((), np.asarray(0.25), 2.0)
+    same = space.adjoint(root, sibling, Node(("a", "b", "c"), rng.random((2, 3, 2))))
+    assert same.data is sibling.data  # shared: nothing to multiply, sum or lay out
+    assert same.ln == pytest.approx(2.0 + 1.5 + math.log(0.25))
+    other = space.adjoint(root, sibling, Node(("c", "a", "b"), rng.random((2, 2, 3))))
+    assert other.scope == ("c", "a", "b")
+    np.testing.assert_array_equal(other.data, np.transpose(sibling.data, (2, 0, 1)))
+    assert other.ln == pytest.approx(same.ln)
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_a_narrow_model_on_the_host_runs_the_steps_unchecked(
+    task: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network whose range fits float unscaled: on NumPy the tree's own steps run with no
+    precision checks (faster there than one opt_einsum call), and equal brute force."""
+    import dcop.contraction.engine as engine
+
+    def no_plain(*args: object) -> None:
+        raise AssertionError("opt_einsum's single call is for device backends")
+
+    monkeypatch.setattr(engine, "_plain", no_plain)
+    monkeypatch.setattr(engine, "_frames", no_plain)
+    problem = ising_grid(3, 0.3, 0.1, seed=2)
+    check(problem, task)
+    assert contract(problem, task, NUMPY).space == "scaled"
