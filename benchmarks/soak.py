@@ -837,7 +837,7 @@ def check_leaks(hooks: RunHooks | None, baseline: dict[str, Any], rec: dict[str,
 def peers_ready(tmp: Path) -> bool:
     """Whether the run in ``tmp`` has rewritten its peers.json with every agent's bound port
     (run_local does that once every agent is ready, before the DFS starts)."""
-    for path in tmp.glob("dcop-run-*/peers.json"):
+    for path in tmp.glob("dcop-runs/run-*/peers.json"):  # coordinator.launch.runs_folder()
         try:
             agents = json.loads(path.read_text())["agents"]
         except (OSError, ValueError, KeyError):

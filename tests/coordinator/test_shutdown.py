@@ -168,9 +168,11 @@ def test_an_early_signal_still_writes_the_interrupted_document(
     template starts): the document, exit 130, no traceback (SIGINT gave a KeyboardInterrupt
     traceback and exit -2, no document; issue 33 item 11). ``delay_s`` counts from the moment
     the command has started its agents' template (its first lines, before the heavy imports):
-    before the interpreter reaches dcop's code a signal ends it as it ends any program."""
+    before the interpreter reaches dcop's code a signal ends it as it ends any program. The
+    problem has 40 agents, so that the run is still starting at the latest signal (12 agents
+    could finish within 0.4 s on a quiet machine)."""
     problem_file = tmp_path / "p.wcsp"
-    write_problem(random_network(12, 8, 0.6, 0.1, seed=2), problem_file)
+    write_problem(random_network(40, 8, 0.3, 0.1, seed=2), problem_file)
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
     out = tmp_path / "result.json"
