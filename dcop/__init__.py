@@ -14,6 +14,10 @@ packages and the rules name the same rooms:
 * ``dcop.io`` (``dcop/io/``): readers and writers per file format, solution files.
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
   distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
+* ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders at once, tree
+  decompositions (goatd) within a time budget, kept by real cost; order and PACE ``.td`` files.
+* ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
+  scaled linear space, slicing, the backward pass for marginals.
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.

@@ -5,7 +5,8 @@
 #
 # debootstrap installs a minimal Debian bookworm with python3 and the Debian builds of numpy,
 # pyzmq, PyYAML, rich, click and defusedxml; the few Python packages that bookworm has too old or
-# lacks (typer>=0.12, networkx>=3, msgspec, setuptools>=77 for building the project) are downloaded as
+# lacks (typer>=0.12, networkx>=3, msgspec, opt_einsum, cotengra, goatd, setuptools>=77 for building the
+# project) are downloaded as
 # wheels with this machine's pip into a virtual environment at /opt/dcop (which also sees the
 # Debian packages). The tree is then `docker import`ed.
 #
@@ -27,11 +28,12 @@ while [ $# -gt 0 ]; do
 done
 
 # Bump when the recipe below changes, so that cached images are rebuilt.
-RECIPE=2
+RECIPE=3
 SUITE=bookworm
 DEBS=(python3 python3-venv python3-pip python3-numpy python3-zmq python3-yaml
       python3-rich python3-click python3-defusedxml python3-typing-extensions)
-WHEELS=("typer>=0.12" "networkx>=3.0" "msgspec==0.22.0" "setuptools>=77" "wheel")
+WHEELS=("typer>=0.12" "networkx>=3.0" "msgspec==0.22.0" "opt_einsum==3.4.0" "cotengra==0.8.3" "autoray"
+        "goatd==0.3.0; platform_machine == 'x86_64'" "setuptools>=77" "wheel")
 
 log() { echo "build-base: $*" >&2; }
 
@@ -85,7 +87,7 @@ log "downloading wheels: ${WHEELS[*]}"
 mkdir -p "$ROOT/tmp/wheels"
 PY=python3
 command -v "$PY" >/dev/null || PY=python
-"$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 --implementation py \
+"$PY" -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 --implementation cp \
   --dest "$ROOT/tmp/wheels" "${WHEELS[@]}"
 
 log "virtual environment /opt/dcop"
