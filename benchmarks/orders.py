@@ -182,7 +182,7 @@ def report_md(doc: dict[str, Any]) -> str:
     lines = [
         "# Orders and pseudo-trees: width, largest table, time",
         "",
-        f"`{doc['command']}` on {doc['machine']}, {doc['date']} (a shared machine: times are "
+        f"`{doc['command']}` on {doc['machine']}, {doc['date']} (times on a 2-core VM are "
         "indicative). goatd best: its portfolio at "
         f"{doc['best_time_s']} s. Largest: BE's largest joined table for orders, the largest "
         "UTIL for `dcop run`'s trees.",
