@@ -39,7 +39,7 @@ import numpy as np
 from dcop.buckets import OutputCheck, plan_bucket
 from dcop.errors import ModelError
 from dcop.model import CostTable, Problem
-from dcop.tables import Op, Table, TableBackend, domain_sizes, union_scope
+from dcop.tables import Op, Table, TableBackend, domain_sizes, on_device, union_scope
 
 #: How a mini-bucket bound eliminates the mini-buckets after the first.
 BoundKind = Literal["upper", "lower", "weighted"]
@@ -274,13 +274,16 @@ def bound_util(
             check(var, plan.out_scope, plan.out_entries)
         members = [tables[i] for i in plan.members]
         op: Op = "logsumexp"
-        if kind == "weighted" and len(plans) > 1:
-            members = [Table(t.scope, t.data / weight) for t in members]
+        weighted = kind == "weighted" and len(plans) > 1
+        if weighted:
+            with on_device(backend):  # on the backend's stream, before its kernel reads them
+                members = [Table(t.scope, t.data / weight) for t in members]
         elif k > 0:
             op = "max" if kind == "upper" else "min"
         message = backend.join_eliminate(members, var, op, scope=plan.out_scope)
-        if kind == "weighted" and len(plans) > 1:
-            message = Table(message.scope, message.data * weight)
+        if weighted:
+            with on_device(backend):
+                message = Table(message.scope, message.data * weight)
         if message.scope:
             out.append(message)
         else:

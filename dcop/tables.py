@@ -15,6 +15,7 @@ Elimination ops (over the eliminated variable's axis):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,19 @@ from dcop.model import Problem
 
 Op = Literal["min", "max", "sum", "logsumexp"]
 OPS: tuple[str, ...] = ("min", "max", "sum", "logsumexp")
+
+
+def on_device(backend: Any) -> Any:
+    """A context that makes the backend's device and stream current (CuPy: its ``_on``), so that
+    array arithmetic an algorithm does on the backend's tables (a mini-bucket's weight, the
+    contraction engine's products) queues on the backend's stream, behind its uploads and
+    kernels; a no-op elsewhere. Outside it, CuPy runs on the legacy default stream, which does
+    not wait for a non-blocking stream: a busy GPU then let a kernel read a table before the
+    division that made it had run (weighted MBE bounds differed when several processes shared
+    the GPU)."""
+    enter = getattr(backend, "_on", None)
+    return enter() if callable(enter) else contextlib.nullcontext()
+
 
 #: Output entries one fused CPU join+eliminate block covers (cache-sized; measured best here).
 DEFAULT_BLOCK_ENTRIES = 1 << 18

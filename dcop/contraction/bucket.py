@@ -21,8 +21,7 @@ import numpy as np
 
 from dcop.buckets import BucketOutput, eliminate_bucket, plan_bucket
 from dcop.contraction.execute import pair_product
-from dcop.contraction.memory import on_device
-from dcop.tables import Table, TableBackend
+from dcop.tables import Table, TableBackend, on_device
 
 #: Output entries from which a bucket goes through the engine (below, the fused kernel's single
 #: pass costs less than the engine's few array calls per pair).

@@ -20,13 +20,14 @@ import numpy as np
 
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import LogSpace, Node, Scaled, TreeRun, run_sliced
-from dcop.contraction.memory import contraction_room, on_device
+from dcop.contraction.memory import contraction_room
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
 from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order
 from dcop.orders.files import read_order
+from dcop.tables import on_device
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")

@@ -8,7 +8,6 @@ already holds. ``--max-memory`` caps either.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from dcop.inference.memory import Limit, effective_limit, human_bytes, resident_bytes
@@ -16,13 +15,6 @@ from dcop.inference.memory import Limit, effective_limit, human_bytes, resident_
 #: Share of the device's free memory a contraction plans to use (the rest: CUDA's own workspace,
 #: cuBLAS's, fragmentation of the pool).
 DEVICE_SHARE = 0.8
-
-
-def on_device(backend: Any) -> Any:
-    """A context that makes the backend's device and stream current (CuPy: its ``_on``), so that
-    the engine's array calls queue behind the backend's own uploads; a no-op elsewhere."""
-    enter = getattr(backend, "_on", None)
-    return enter() if callable(enter) else contextlib.nullcontext()
 
 
 def device_free_bytes(backend: Any) -> float | None:

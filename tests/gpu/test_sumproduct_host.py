@@ -6,6 +6,7 @@ backend's numbers. The CUDA sources are checked on a device by
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -36,3 +37,71 @@ def test_pr_and_mar_on_the_fake_gpu_equal_numpy(fake_cupy_module: ModuleType, se
     assert bounds_gpu.ln_lower == pytest.approx(bounds_cpu.ln_lower, rel=1e-12) or (
         bounds_gpu.ln_lower == bounds_cpu.ln_lower
     )
+
+
+class _StreamCheckedArray(np.ndarray):
+    """A NumPy array that fails arithmetic done off its backend's stream."""
+
+    on_stream: ClassVar[list[bool]] = [False]
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):  # type: ignore[no-untyped-def]
+        assert self.on_stream[0], f"{ufunc.__name__} ran off the backend's stream"
+        plain = [np.asarray(x) if isinstance(x, _StreamCheckedArray) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs).view(_StreamCheckedArray)
+
+
+class _StreamBackend:
+    """NumPy's backend with a stream context (as CupyBackend._on) that the arrays check."""
+
+    def __init__(self) -> None:
+        from dcop.tables import NumpyBackend
+
+        self.inner = NumpyBackend()
+
+    def _on(self) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def bound() -> Any:
+            _StreamCheckedArray.on_stream[0] = True
+            try:
+                yield
+            finally:
+                _StreamCheckedArray.on_stream[0] = False
+
+        return bound()
+
+    def join_eliminate(self, tables: Any, var: str, op: Any, scope: Any = None) -> Any:
+        from dcop.tables import Table
+
+        with self._on():
+            plain = [Table(t.scope, np.asarray(t.data)) for t in tables]
+            out = self.inner.join_eliminate(plain, var, op, scope=scope)
+            return Table(out.scope, np.asarray(out.data).view(_StreamCheckedArray))
+
+    def to_numpy(self, data: Any) -> np.ndarray:
+        return np.asarray(data)
+
+
+def test_weighted_mini_buckets_scale_their_tables_on_the_backends_stream() -> None:
+    """Weighted MBE divides each mini-bucket's tables by its weight and multiplies the message
+    back: on a GPU that arithmetic must queue on the backend's (non-blocking) stream, else the
+    backend's kernel may read a table before the division that made it has run (the GPU's
+    weighted bounds differed from NumPy's when several processes shared the device)."""
+    from dcop.sumproduct import bound_util
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(0)
+    scopes = [("a", "b"), ("a", "c"), ("a", "d")]
+    tables = [Table(s, rng.normal(size=(2, 3)).view(_StreamCheckedArray)) for s in scopes]
+    got, _ = bound_util(_StreamBackend(), tables, "a", 2, "weighted")  # type: ignore[arg-type]
+    want, _ = bound_util(
+        __import__("dcop.tables", fromlist=["NumpyBackend"]).NumpyBackend(),
+        [Table(t.scope, np.asarray(t.data)) for t in tables],
+        "a",
+        2,
+        "weighted",
+    )
+    assert len(got) == len(want) > 1
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g.data), w.data)
