@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,26 +24,6 @@ from dcop.tables import NumpyBackend
 
 ZLOG = "dcop.protocol.zmq"
 ANY = "tcp://127.0.0.1:*"
-
-
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context[Any]]:
-    c: zmq.Context[Any] = zmq.Context()
-    yield c
-    c.destroy(linger=0)
-
-
-@pytest.fixture
-def closing() -> Iterator[Callable[[Any], Any]]:
-    opened: list[Any] = []
-
-    def keep(t: Any) -> Any:
-        opened.append(t)
-        return t
-
-    yield keep
-    for t in opened:
-        t.close(0)
 
 
 def free_port() -> int:
@@ -123,7 +103,7 @@ def _bind_when_free(make: Callable[[], Any]) -> Any:
 @pytest.mark.parametrize("attack", [_keyless_router, _garbage_listener], ids=["keyless", "garbage"])
 def test_a_squatter_on_the_coordinators_port_does_not_cut_the_agent_off(
     ctx: zmq.Context[Any],
-    closing: Callable[[Any], Any],
+    closing_now: Callable[[Any], Any],
     secure: bool,
     attack: Callable[..., None],
 ) -> None:
@@ -131,10 +111,12 @@ def test_a_squatter_on_the_coordinators_port_does_not_cut_the_agent_off(
     k = keys(-1, 0)
     acurve = CurveConfig(*k[0], {-1: k[-1][0]}, {}) if secure else None
     ccurve = CurveConfig(*k[-1], {}, {0: k[0][0]}) if secure else None
-    a = closing(ZmqAgentTransport(0, ANY, {}, endpoint, curve=acurve))
+    a = closing_now(ZmqAgentTransport(0, ANY, {}, endpoint, curve=acurve))
     a.open()
     attack(ctx, endpoint, a)
-    coord = closing(_bind_when_free(lambda: ZmqCoordinatorTransport(endpoint, ccurve, agents=[0])))
+    coord = closing_now(
+        _bind_when_free(lambda: ZmqCoordinatorTransport(endpoint, ccurve, agents=[0]))
+    )
     got = None
     end = time.monotonic() + 10
     while got is None and time.monotonic() < end:
@@ -146,14 +128,14 @@ def test_a_squatter_on_the_coordinators_port_does_not_cut_the_agent_off(
 @pytest.mark.parametrize("secure", [False, True], ids=["open", "secure"])
 def test_a_flood_of_early_frames_from_one_candidate_does_not_crowd_out_a_neighbour(
     ctx: zmq.Context[Any],
-    closing: Callable[[Any], Any],
+    closing_now: Callable[[Any], Any],
     caplog: pytest.LogCaptureFixture,
     secure: bool,
 ) -> None:
     k = keys(-1, 0, 1, 2)
     pub = {i: v[0] for i, v in k.items()}
     curve = CurveConfig(*k[0], {-1: pub[-1], 1: pub[1], 2: pub[2]}, {1: pub[1], 2: pub[2]})
-    a = closing(
+    a = closing_now(
         ZmqAgentTransport(
             0, ANY, {}, "tcp://127.0.0.1:1", curve if secure else None, candidates=[1, 2]
         )
@@ -193,9 +175,9 @@ def test_a_flood_of_early_frames_from_one_candidate_does_not_crowd_out_a_neighbo
 
 
 def test_a_neighbours_refused_early_frame_is_logged_apart_from_a_strangers_flood(
-    ctx: zmq.Context[Any], closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    a = closing(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=[1]))
+    a = closing_now(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=[1]))
     a.open()
     stranger = ctx.socket(zmq.DEALER)
     stranger.setsockopt(zmq.IDENTITY, b"5/x")

@@ -8,7 +8,7 @@ import re
 import socket
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,27 +21,6 @@ from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
 
 ZLOG = "dcop.protocol.zmq"
 ANY = "tcp://127.0.0.1:*"
-
-
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context[Any]]:
-    c: zmq.Context[Any] = zmq.Context()
-    yield c
-    c.destroy(linger=0)
-
-
-@pytest.fixture
-def closing() -> Iterator[Callable[[Any], Any]]:
-    """Register transports to close after the test."""
-    opened: list[Any] = []
-
-    def keep(t: Any) -> Any:
-        opened.append(t)
-        return t
-
-    yield keep
-    for t in opened:
-        t.close()
 
 
 def frames(t: Any, seconds: float) -> list[tuple[int | None, bytes]]:
