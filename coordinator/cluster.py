@@ -52,7 +52,11 @@ def stop_agents(
         except ProtocolError as exc:  # a bad frame is logged, the others still get their stop
             log.warning("coordinator: dropped a frame from %s: %s", sender, exc)
             continue
-        if sender is None or env.sender != sender or sender in stopped or sender in spared:
+        if sender is None or env.sender != sender or sender in spared:
+            continue
+        if sender in stopped:  # still there: the stop was lost on a connection libzmq replaced
+            if isinstance(env.body, Hello):
+                transport.send(sender, encode(COORDINATOR_ID, sender, Stop(reason[:200])))
             continue
         if spare_serving and isinstance(env.body, Hello) and env.body.serving:
             spared.add(sender)

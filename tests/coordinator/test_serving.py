@@ -135,7 +135,15 @@ def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
     transport.open()
     agent = Agent(AgentConfig(0, serving=True, heartbeat_s=600.0), transport, get_backend("numpy"))
     codes: list[int] = []
-    thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
+    failures: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            codes.append(agent.run())
+        except BaseException as exc:  # shown by the assertion below, not lost in a thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
 
     def next_hello(coordinator: ZmqCoordinatorTransport) -> Hello | None:
@@ -156,13 +164,20 @@ def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
         try:
             hello = next_hello(second)
             assert hello is not None and hello.serving
-            second.send(0, encode(COORDINATOR_ID, 0, Stop("shutdown")))
-            thread.join(30.0)
+            # A stop can be lost on a connection libzmq replaces just then; the agent then says
+            # hello again on the new one, and gets the stop again (as `--shutdown` does).
+            end = time.monotonic() + 30.0
+            while thread.is_alive() and time.monotonic() < end:
+                second.send(0, encode(COORDINATOR_ID, 0, Stop("shutdown")))
+                resend_at = time.monotonic() + 2.0
+                while thread.is_alive() and time.monotonic() < resend_at:
+                    thread.join(0.05)
         finally:
             second.close()
-        assert codes == [0]
+        assert not failures and codes == [0], failures
     finally:
-        transport.close(0)
+        if not thread.is_alive():  # else closing its sockets under it would crash it
+            transport.close(0)
 
 
 def test_serving_in_open_mode_off_loopback_is_refused_unless_insecure(tmp_path: Path) -> None:
