@@ -1,5 +1,5 @@
-"""CurveZMQ keys: generation, loading, the per-process settings a secure transport needs, and the
-ZAP handler that tells a transport whose key each connection authenticated.
+"""CurveZMQ keys: generation, loading, and the per-process settings a secure transport needs (the
+ZAP handler that checks each client's key is :mod:`dcop.protocol.zap`).
 
 Key files are pyzmq's certificate format (``zmq.auth.create_certificates``): ``NAME.key`` holds
 the public key, ``NAME.key_secret`` both keys, Z85-encoded. Names are ``coordinator`` and
@@ -12,14 +12,11 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import zmq
-from zmq.utils import z85
 
 from dcop.errors import InputError
 from dcop.protocol.constants import COORDINATOR_ID
-from dcop.protocol.ratelog import RateLimitedLog
 
 COORDINATOR_KEY_NAME = "coordinator"
 
@@ -79,9 +76,10 @@ def load_keypair(directory: str | Path, agent_id: int) -> tuple[bytes, bytes]:
 @dataclass(frozen=True)
 class CurveConfig:
     """One process's CURVE settings: its own key pair, the server keys of the peers it connects
-    to, and the client keys it accepts, both by id (Z85 bytes). The ZAP handler refuses every
-    other client key, and names each accepted client by its id: every frame from that client
-    carries the id as its ZAP User-Id, which is how the transport knows who sent it."""
+    to, and the client keys it accepts, both by id (Z85 bytes). The ZAP handler
+    (:mod:`dcop.protocol.zap`) refuses every other client key, and names each accepted client by
+    its id: every frame from that client carries the id as its ZAP User-Id, which is how the
+    transport knows who sent it."""
 
     public: bytes
     secret: bytes
@@ -102,57 +100,3 @@ class CurveConfig:
     def client_ids(self) -> dict[bytes, int]:
         """Accepted client key (Z85) -> the id it authenticates."""
         return {key: ident for ident, key in self.client_keys.items()}
-
-
-class KeyAuthenticator:
-    """ZAP handler: accepts exactly the listed CURVE client keys (Z85 -> id) and names each
-    connection by the id of its key: pyzmq's ``curve_user_id`` hook sets the ZAP User-Id, which
-    libzmq attaches to every frame of that connection (``frame.get("User-Id")``). Refusals are
-    logged with the client's address, rate-limited by ``out``.
-
-    It drives pyzmq's ``ThreadAuthenticator`` by composition, through the authenticator object
-    its thread calls (``thread.authenticator``): that object is the ThreadAuthenticator itself
-    from pyzmq 25 on and a separate one before (Debian's pyzmq 24 in the container image)."""
-
-    def __init__(
-        self, ctx: zmq.Context[Any], clients: Mapping[bytes, int], owner: str, out: RateLimitedLog
-    ) -> None:
-        self.clients = dict(clients)
-        self.owner = owner
-        self.out = out
-        self._address = "?"
-        import zmq.auth.thread
-
-        self._auth = zmq.auth.thread.ThreadAuthenticator(ctx, log=out.logger)
-
-    def start(self) -> None:
-        self._auth.start()
-        inner: Any = self._auth.thread.authenticator  # (Any: its methods are replaced below)
-        handle = inner.handle_zap_message
-
-        def remember(msg: list[bytes]) -> Any:
-            # the credentials callback is not told who is asking: keep it for the log line
-            self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
-            return handle(msg)  # a coroutine from pyzmq 25 on, which the thread awaits
-
-        inner.handle_zap_message = remember
-        inner.curve_user_id = self._user_id
-        self._auth.configure_curve_callback("*", self)
-
-    def stop(self) -> None:
-        self._auth.stop()
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        """pyzmq's credentials hook: is this client key (Z85) listed?"""
-        if key in self.clients:
-            return True
-        self.out.warning(
-            (self._address, "curve-key"),
-            "%s: refused a CURVE client whose key is not in peers.json (from %s)",
-            self.owner,
-            self._address,
-        )
-        return False
-
-    def _user_id(self, client_public_key: bytes) -> str:
-        return str(self.clients.get(z85.encode(client_public_key), ""))

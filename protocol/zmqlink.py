@@ -75,7 +75,7 @@ from dcop.protocol.constants import (
     MAX_AGENT_ID,
     ZMTP_HEARTBEAT_IVL_S,
 )
-from dcop.protocol.curve import CurveConfig, KeyAuthenticator
+from dcop.protocol.curve import CurveConfig
 from dcop.protocol.endpoints import (
     bind_endpoint,
     endpoint_port,
@@ -88,11 +88,13 @@ from dcop.protocol.messages import Buffer
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import peer_timeout_for
 from dcop.protocol.transport import PeerLoss, Received
+from dcop.protocol.zap import ZapHandler
 
 __all__ = [
     "ZmqAgentTransport",
     "ZmqCoordinatorTransport",
     "bind_endpoint",
+    "claim",
     "identity",
     "parse_identity",
 ]
@@ -158,6 +160,16 @@ _HANDSHAKE_FAILED = (
 def identity(agent_id: int, nonce: str = "") -> bytes:
     """A DEALER's routing identity: ``<id>/<nonce>`` (``<id>`` alone without a nonce)."""
     return f"{agent_id}/{nonce}".encode("ascii") if nonce else str(agent_id).encode("ascii")
+
+
+def claim(sock: zmq.Socket[Any], routing: bytes, *, plain: bool = True) -> None:
+    """Make the client ``sock`` speak as ``routing`` (``<id>/<nonce>``): its routing identity,
+    and in open mode (``plain``) its PLAIN user name too, which the ZAP handler of the socket it
+    connects to checks at the handshake. Call before ``connect``; a CURVE client sets its keys
+    after this (the last mechanism set wins)."""
+    sock.setsockopt(zmq.IDENTITY, routing)
+    if plain:
+        sock.plain_username = routing
 
 
 def parse_identity(raw: bytes) -> int | None:
@@ -293,7 +305,6 @@ class _ZmqBase:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self.poller.register(self._wake_read, zmq.POLLIN)
-        self.auth: KeyAuthenticator | None = None
         self._monitors: dict[zmq.Socket[Any], _Link] = {}
         self._losses: list[PeerLoss] = []
         self._joined: list[int] = []
@@ -304,9 +315,14 @@ class _ZmqBase:
         self._retries: set[_Link] = set()
         self._router_losses = False
         self._closed = False
-        if curve is not None:
-            self.auth = KeyAuthenticator(self.ctx, curve.client_ids(), owner, self.refusals)
+        # Both modes: the handler decides at the handshake, before libzmq reads a message
+        keys = curve.client_ids() if curve is not None else None
+        self.auth = ZapHandler(self.ctx, owner, self.refusals, self._admits, parse_identity, keys)
+        try:
             self.auth.start()
+        except zmq.ZMQError as exc:
+            self.close(0)
+            raise RunError(f"{owner}: cannot start the ZAP handler: {exc}") from None
 
     # ---- sockets ------------------------------------------------------------------------------
     def _options(self, sock: zmq.Socket[Any], max_bytes: int) -> None:
@@ -326,10 +342,16 @@ class _ZmqBase:
         # per connection: a peer that sends faster than this process reads is held back by
         # TCP, not queued here (each queued message may be as large as the limit)
         sock.setsockopt(zmq.RCVHWM, ROUTER_RCVHWM)
+        # A second connection with a routing identity in use takes it over (the first is
+        # dropped, with what it had queued): without this libzmq parks the second connection
+        # unread, holding up to RCVHWM messages of the size limit that nobody ever refuses.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         if self.curve is not None:
             sock.curve_secretkey = self.curve.secret
             sock.curve_publickey = self.curve.public
             sock.curve_server = True
+        else:
+            sock.plain_server = True  # the client's claimed identity reaches the ZAP handler
         try:
             sock.bind(bind_endpoint(endpoint))
         except zmq.ZMQError as exc:
@@ -359,7 +381,7 @@ class _ZmqBase:
         if self.curve is not None and peer not in self.curve.server_keys:
             raise RunError(f"{self.owner}: no CURVE public key for {_who(peer)} in peers.json")
         sock: zmq.Socket[Any] = self.ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, identity(me, nonce))
+        claim(sock, identity(me, nonce), plain=self.curve is None)
         self._options(sock, max_bytes)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         if peer == COORDINATOR_ID:
@@ -523,6 +545,24 @@ class _ZmqBase:
         return joined
 
     # ---- receiving ----------------------------------------------------------------------------
+    def _admits(self, sender: int, claimed: bytes | None) -> str | None:
+        """Whether a client that is (CURVE) or claims to be (PLAIN: ``claimed`` its routing
+        identity) ``sender`` may connect: None, or why not. Asked by the ZAP handler's thread at
+        each handshake; it only reads the transport's sets (each read is atomic)."""
+        if sender == COORDINATOR_ID:
+            return (
+                "it claims to be the coordinator, whose frames never arrive on a listening socket"
+            )
+        known = self._routes.get(sender) if claimed is not None else None
+        if known is not None and known != claimed:  # open mode: the first claim keeps the id
+            return f"it claims to be agent {sender}, which already speaks on another connection"
+        return None
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections refused at the handshake (see :mod:`dcop.protocol.zap`)."""
+        return self.auth.refused
+
     def _refuse(self, address: str, reason: Hashable, msg: str, *args: object) -> None:
         self.dropped += 1
         self.refusals.warning(
@@ -571,8 +611,15 @@ class _ZmqBase:
                     routing[:40],
                 )
                 return None
-        elif claimed is None:
-            self._refuse(address, "identity", "routing identity %r names no agent", routing[:40])
+        elif claimed is None or _meta(first, "User-Id") != routing.decode("ascii", "replace"):
+            # the handshake admitted the PLAIN user name, not what the routing identity claims
+            self._refuse(
+                address,
+                "identity",
+                "routing identity %r is not the name its connection was admitted under",
+                routing[:40],
+            )
+            _cut(first)
             return None
         else:
             sender = claimed
@@ -664,8 +711,7 @@ class _ZmqBase:
         if self._closed:
             return
         self._closed = True
-        if self.auth is not None:
-            self.auth.stop()
+        self.auth.stop()
         self.ctx.destroy(linger=linger_ms)
         for fd in (self._wake_read, self._wake_write):
             with contextlib.suppress(OSError):
@@ -850,6 +896,13 @@ class ZmqAgentTransport(_ZmqBase):
         )
         return None
 
+    def _admits(self, sender: int, claimed: bytes | None) -> str | None:
+        """The coordinator's id never connects here; neighbours and candidates may."""
+        why = super()._admits(sender, claimed)
+        if why is None and sender not in self.neighbour_endpoints and sender not in self.candidates:
+            why = f"{_who(sender)} is not a neighbour of this agent"
+        return why
+
     def settle(self, neighbours: Collection[int]) -> None:
         """The neighbours are known for good (a one-shot agent's setup): no other agent becomes
         one, so frames from the others are refused at once and those held are dropped."""
@@ -914,6 +967,12 @@ class ZmqCoordinatorTransport(_ZmqBase):
         except RunError:
             self.close()
             raise
+
+    def _admits(self, sender: int, claimed: bytes | None) -> str | None:
+        why = super()._admits(sender, claimed)
+        if why is None and self.agents is not None and sender not in self.agents:
+            why = f"{_who(sender)} is not in peers.json"
+        return why
 
     def send(self, peer: int, frames: Sequence[Buffer]) -> None:
         """Queue one message (its frames) for agent ``peer`` on the connection it spoke on."""

@@ -1,0 +1,166 @@
+"""The ZAP handler (ZeroMQ RFC 27): who may connect to a listening socket, decided at the
+handshake, before libzmq reads any message of the connection.
+
+Each transport runs one on its own context, in a thread (libzmq asks it from its I/O thread
+while the transport's own thread may be busy solving). Two mechanisms, one per mode:
+
+* CURVE (secure mode): the client proved a key; the key must be listed in peers.json, and it
+  names the connection by that key's id.
+* PLAIN (open mode): the client claims its routing identity (``<id>/<nonce>``) as its user name,
+  with no password; nothing is proved, but a stranger - an id the transport does not accept - is
+  refused before it can make the process read, and hold, a message of the size limit.
+
+Either way the transport's ``admits(id, claim)`` has the last word (``claim``: the routing
+identity claimed under PLAIN, None under CURVE): it returns None to accept, or the reason for
+refusing. An accepted connection is named by its ZAP User-Id, which libzmq attaches to every one
+of its frames: the id's digits (CURVE) or the claimed routing identity (PLAIN).
+
+A hand-written loop rather than pyzmq's ``zmq.auth.thread.ThreadAuthenticator``: that one loads
+asyncio (50 ms of every agent's start on the 2-core VM, now that open mode authenticates too)
+and hides the client's address from its credential hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import zmq
+from zmq.utils import z85
+
+from dcop.protocol.ratelog import RateLimitedLog
+
+__all__ = ["ZAP_ENDPOINT", "Admits", "ParseClaim", "ZapHandler"]
+
+#: Where libzmq sends its ZAP requests (fixed by RFC 27), one per context.
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+#: (id, the routing identity claimed under PLAIN or None) -> None to accept, else why not.
+Admits = Callable[[int, bytes | None], str | None]
+#: A claimed routing identity names an id this way (see zmqlink.parse_identity): injected, to
+#: keep this module free of the transport's identity rules.
+ParseClaim = Callable[[bytes], int | None]
+
+
+class ZapHandler:
+    """Answers ZAP requests on ``ctx`` in a thread (see the module docstring).
+
+    ``keys`` (Z85 public key -> id) selects CURVE; None selects PLAIN, whose user names
+    ``parse`` turns into ids. Refusals are logged with the client's address, rate-limited by
+    ``out``, and counted in :attr:`refused`.
+    """
+
+    def __init__(
+        self,
+        ctx: zmq.Context[Any],
+        owner: str,
+        out: RateLimitedLog,
+        admits: Admits,
+        parse: ParseClaim,
+        keys: Mapping[bytes, int] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.owner = owner
+        self.out = out
+        self.admits = admits
+        self.parse = parse
+        self.keys = None if keys is None else dict(keys)
+        #: Connections refused at the handshake (written by the handler's thread only).
+        self.refused = 0
+        self._stop_read, self._stop_write = os.pipe()
+        self._bound = threading.Event()
+        self._failed: BaseException | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._serve, name=f"zap {owner}", daemon=True)
+
+    def start(self) -> None:
+        """Bind the handler (before any socket of the context listens) and serve requests."""
+        self._thread.start()
+        self._bound.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def stop(self) -> None:
+        """End the thread (it closes its socket): before the context is destroyed."""
+        if self._stopped:  # the pipe is closed: its descriptor numbers may name other files
+            return
+        self._stopped = True
+        if self._thread.is_alive():
+            os.write(self._stop_write, b"s")
+            self._thread.join()
+        for fd in (self._stop_read, self._stop_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _serve(self) -> None:
+        sock: zmq.Socket[Any] = self.ctx.socket(zmq.REP)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.bind(ZAP_ENDPOINT)
+        except zmq.ZMQError as exc:
+            self._failed = exc
+            sock.close()
+            self._bound.set()
+            return
+        self._bound.set()
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._stop_read, zmq.POLLIN)
+        try:
+            while True:
+                ready = dict(poller.poll())
+                if self._stop_read in ready:
+                    return
+                if sock in ready:
+                    sock.send_multipart(self.answer(sock.recv_multipart()))
+        finally:
+            sock.close()
+
+    def answer(self, request: list[bytes]) -> list[bytes]:
+        """The reply to one ZAP request: version, request id, status code and text, User-Id,
+        metadata (RFC 27)."""
+        if len(request) < 6 or request[0] != b"1.0":
+            return [
+                b"1.0",
+                request[1] if len(request) > 1 else b"",
+                b"400",
+                b"bad request",
+                b"",
+                b"",
+            ]
+        request_id, address = request[1], request[3].decode("utf-8", "replace")
+        mechanism, credentials = request[5], request[6:]
+        user, why = self._decide(mechanism, credentials)
+        if why is None:
+            return [b"1.0", request_id, b"200", b"OK", user, b""]
+        self.refused += 1
+        self.out.warning(
+            (address, "handshake", why),
+            "%s: at the handshake, %s (from %s)",
+            self.owner,
+            why,
+            address,
+        )
+        return [b"1.0", request_id, b"400", why.encode("utf-8", "replace")[:255], b"", b""]
+
+    def _decide(self, mechanism: bytes, credentials: list[bytes]) -> tuple[bytes, str | None]:
+        """(the User-Id to give, None) to accept, or (b"", the refusal to log)."""
+        if self.keys is not None:
+            if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
+                return b"", f"refused a {mechanism.decode('ascii', 'replace')} client, not CURVE"
+            ident = self.keys.get(z85.encode(credentials[0]))
+            if ident is None:
+                return b"", "refused a CURVE client whose key is not in peers.json"
+            user, claim = str(ident).encode("ascii"), None
+        else:
+            if mechanism != b"PLAIN" or len(credentials) != 2:
+                return b"", f"refused a {mechanism.decode('ascii', 'replace')} client, not PLAIN"
+            user = claim = credentials[0]
+            parsed = self.parse(claim)
+            if parsed is None:
+                return b"", f"refused a connection: user name {claim[:40]!r} names no agent"
+            ident = parsed
+        reason = self.admits(ident, claim)
+        return (user, None) if reason is None else (b"", f"refused a connection: {reason}")
