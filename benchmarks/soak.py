@@ -111,6 +111,7 @@ from dcop.protocol import (  # noqa: E402
 from dcop.protocol.curve import load_keypair  # noqa: E402
 from dcop.protocol.digest import part_digest  # noqa: E402
 from dcop.protocol.peers import AgentEntry, Peers, load_peers  # noqa: E402
+from dcop.protocol.zmqlink import claim  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -394,16 +395,24 @@ def dealer(
     keys: tuple[bytes, bytes] | None = None,
     server_key: str | None = None,
 ) -> zmq.Socket[Any]:
-    """A stranger's DEALER to ``endpoint`` (a CURVE client with ``keys`` and ``server_key``)."""
+    """A stranger's DEALER to ``endpoint`` (a CURVE client with ``keys`` and ``server_key``; in
+    open mode ``ident`` is also its PLAIN user name, as an agent's)."""
     sock = ctx.socket(zmq.DEALER)
     if ident is not None:
-        sock.setsockopt(zmq.IDENTITY, ident)
+        claim(sock, ident, plain=keys is None)
     sock.setsockopt(zmq.LINGER, 1000)
     if keys is not None and server_key is not None:
         sock.curve_publickey, sock.curve_secretkey = keys
         sock.curve_serverkey = server_key.encode()
     sock.connect(endpoint)
     return sock
+
+
+def send(sock: zmq.Socket[Any], frames: list[bytes]) -> None:
+    """Send without blocking: a client refused at the handshake has no link, and a blocking
+    send would wait for one for ever."""
+    with contextlib.suppress(zmq.Again):
+        sock.send_multipart(frames, zmq.NOBLOCK)
 
 
 class Forger(RunHooks):
@@ -463,8 +472,8 @@ class Forger(RunHooks):
                 self.expected[agent.id].append(CLAIM_REFUSED)
         for sock in claimers:
             for message in frames:
-                sock.send_multipart(message)
-        dealer(ctx, agent.endpoint, None).send(b"\x00garbage\xff")
+                send(sock, message)
+        send(dealer(ctx, agent.endpoint, None), [b"\x00garbage\xff"])
 
     @property
     def folder_keys(self) -> Path:
@@ -572,7 +581,7 @@ class SelfConnect(RunHooks):
             hello = Hello(
                 late_variable, os.getpid(), socket.gethostname(), f"tcp://127.0.0.1:{port}"
             )
-            sock.send_multipart(encode(self.late, COORDINATOR_ID, hello))
+            send(sock, encode(self.late, COORDINATOR_ID, hello))
             self.hello_at = time.monotonic()
             self.done.wait()  # hold the connection: for the coordinator it is the late agent's
         except Exception as exc:

@@ -132,12 +132,12 @@ class ZapHandler:
             ]
         request_id, address = request[1], request[3].decode("utf-8", "replace")
         mechanism, credentials = request[5], request[6:]
-        user, why = self._decide(mechanism, credentials)
+        user, why, kind = self._decide(mechanism, credentials)
         if why is None:
             return [b"1.0", request_id, b"200", b"OK", user, b""]
         self.refused += 1
         self.out.warning(
-            (address, "handshake", why),
+            (address, "handshake", kind),  # a stable key: claims that vary still share a line
             "%s: at the handshake, %s (from %s)",
             self.owner,
             why,
@@ -145,22 +145,26 @@ class ZapHandler:
         )
         return [b"1.0", request_id, b"400", why.encode("utf-8", "replace")[:255], b"", b""]
 
-    def _decide(self, mechanism: bytes, credentials: list[bytes]) -> tuple[bytes, str | None]:
-        """(the User-Id to give, None) to accept, or (b"", the refusal to log)."""
+    def _decide(self, mechanism: bytes, credentials: list[bytes]) -> tuple[bytes, str | None, str]:
+        """(the User-Id to give, None, "") to accept, else (b"", the refusal to log, its kind)."""
+        name = mechanism.decode("ascii", "replace")[:20]
         if self.keys is not None:
             if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
-                return b"", f"refused a {mechanism.decode('ascii', 'replace')} client, not CURVE"
+                return b"", f"refused a {name} client, not CURVE", "mechanism"
             ident = self.keys.get(z85.encode(credentials[0]))
             if ident is None:
-                return b"", "refused a CURVE client whose key is not in peers.json"
+                return b"", "refused a CURVE client whose key is not in peers.json", "key"
             user, claim = str(ident).encode("ascii"), None
         else:
             if mechanism != b"PLAIN" or len(credentials) != 2:
-                return b"", f"refused a {mechanism.decode('ascii', 'replace')} client, not PLAIN"
+                return b"", f"refused a {name} client, not PLAIN", "mechanism"
             user = claim = credentials[0]
             parsed = self.parse(claim)
             if parsed is None:
-                return b"", f"refused a connection: user name {claim[:40]!r} names no agent"
+                why = f"refused a connection: user name {claim[:40]!r} names no agent"
+                return b"", why, "name"
             ident = parsed
         reason = self.admits(ident, claim)
-        return (user, None) if reason is None else (b"", f"refused a connection: {reason}")
+        if reason is None:
+            return user, None, ""
+        return b"", f"refused a connection: {reason}", "admits"

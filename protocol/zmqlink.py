@@ -647,6 +647,7 @@ class _ZmqBase:
                 "it claims to be agent %d, which already speaks on another connection",
                 sender,
             )
+            _cut(body)  # and its next frames: it stays refused (the ZAP handler sees the claim)
             return False
         self._routes[sender] = routing
         return True

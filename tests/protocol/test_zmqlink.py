@@ -212,9 +212,11 @@ def test_an_oversized_frame_is_refused_and_logged(
     neighbour = dealer(ctx, b"1", a.endpoint)
     with caplog.at_level(logging.WARNING, logger=ZLOG):
         neighbour.send(b"x" * 100_000)
+        neighbour.send_multipart([b"x"] * 9000)  # more parts than any message has
         neighbour.send(b"fits")
         assert frames(a, 1.0) == [(1, b"fits")]
     assert "oversized message of 100000 bytes" in caplog.text
+    assert "a message of 9000 frames" in caplog.text
     assert "from 127.0.0.1" in caplog.text
 
 

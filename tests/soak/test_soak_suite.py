@@ -13,6 +13,7 @@ Sizes: ``SOAK_RUNS`` (default 40 runs of benchmarks/soak.py) and ``SOAK_ARITY`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -34,6 +35,7 @@ from dcop.io import write_problem
 from dcop.protocol.constants import COORDINATOR_ID
 from dcop.protocol.curve import generate_keys, load_keypair
 from dcop.protocol.peers import AgentEntry, Peers
+from dcop.protocol.zmqlink import claim
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(3600)]
 
@@ -146,6 +148,7 @@ def early_burst(cluster: Cluster) -> None:
     """300 tiny frames to every agent from agent k's identity (with its key in secure mode),
     k not a neighbour of the receiver in PROBLEM."""
     ctx: zmq.Context[Any] = zmq.Context()
+    socks = []
     neighbours = PROBLEM.neighbours()
     names = list(PROBLEM.variables)
     for target in range(AGENTS):
@@ -154,7 +157,8 @@ def early_burst(cluster: Cluster) -> None:
         ]
         k = strangers[0] if strangers else (target + 1) % AGENTS
         sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, f"{k}/x".encode())
+        socks.append(sock)  # kept: a collected socket closes its connection
+        claim(sock, f"{k}/x".encode(), plain=cluster.keys is None)
         sock.setsockopt(zmq.LINGER, 1000)
         if cluster.keys is not None:
             public, secret = load_keypair(cluster.keys, k)
@@ -162,23 +166,32 @@ def early_burst(cluster: Cluster) -> None:
             sock.curve_serverkey = load_keypair(cluster.keys, target)[0]
         sock.connect(cluster.endpoints[target])
         for _ in range(300):
-            sock.send(b"x")
+            _send(sock, b"x")
     time.sleep(1.0)
     ctx.destroy(linger=1000)
 
 
 def big_frames(cluster: Cluster) -> None:
-    """Ten 50 MB frames from ten strangers to agent 0 (refused by CURVE in secure mode)."""
+    """Ten 50 MB frames from ten strangers to agent 0, each claiming an id outside peers.json
+    (refused at the handshake: by the ZAP handler in open mode, by CURVE in secure mode)."""
     ctx: zmq.Context[Any] = zmq.Context()
     big = b"\x81" * (50 << 20)
+    socks = []  # kept: a collected socket closes its connection
     for s in range(10):
         sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, f"{1000 + s}/x".encode())
+        socks.append(sock)
+        claim(sock, f"{1000 + s}/x".encode(), plain=cluster.keys is None)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(cluster.endpoints[0])
-        sock.send(big, copy=False)
+        _send(sock, big)
     time.sleep(2.0)
     ctx.destroy(linger=0)
+
+
+def _send(sock: zmq.Socket[Any], frame: bytes) -> None:
+    """Without blocking: a client refused at the handshake has no link to send on."""
+    with contextlib.suppress(zmq.Again):
+        sock.send(frame, zmq.NOBLOCK, copy=False)
 
 
 ATTACKS: dict[str, Callable[[Cluster], None]] = {
