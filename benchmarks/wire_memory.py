@@ -42,18 +42,21 @@ from dcop.protocol.zmqlink import claim  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 SCENARIOS = ("strangers", "null-clients", "forged-neighbour", "one-identity")
 
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it starts at the parent's RSS
 _CHILD = r"""
-import resource, sys, time
+import sys, time
 from dcop.protocol.zmqlink import ZmqAgentTransport
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 a = ZmqAgentTransport(0, "tcp://127.0.0.1:*", {}, "tcp://127.0.0.1:1", candidates=[1])
 a.open()
 print(a.endpoint, flush=True)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm()
 end = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < end:
     a.recv(0.1)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(base, peak, a.dropped, a.refused_connections, flush=True)
+print(base, hwm(), a.dropped, a.refused_connections, flush=True)
 a.close(0)
 """
 

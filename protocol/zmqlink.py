@@ -17,16 +17,24 @@ Who sent a frame (the id ``recv`` returns)
       key's id; every frame carries that id as its ``User-Id``. A ROUTER takes the sender's id
       from there, and refuses a frame whose routing identity claims another id: a neighbour's
       valid key cannot speak for the coordinator or for another neighbour.
-    * Open mode: a ROUTER takes the id that the routing identity claims. The first connection
-      to claim an id keeps it for the transport's life; later connections claiming it are
-      refused (so a stranger cannot hijack a running peer, only pre-empt one).
+    * Open mode: every client claims its routing identity as its PLAIN user name (no password:
+      nothing is proved), so the ZAP handler sees the claim at the handshake; a ROUTER takes the
+      id that the routing identity claims, and refuses a frame whose routing identity is not the
+      name its connection was admitted under. The first connection to speak as an id keeps it
+      (until ``disconnect_peer``, or for the coordinator's run); later claims of it are refused,
+      at the handshake or at their first frame (cut), so a stranger cannot hijack a running peer,
+      only pre-empt one.
 
-    Frames from ids a transport does not accept (the coordinator and the neighbours for an agent;
-    the agents for the coordinator), frames over the limit and malformed multi-part messages are
-    refused before any byte is copied or decoded, with a WARNING naming the peer's address,
-    rate-limited per address and reason (:class:`~dcop.protocol.ratelog.RateLimitedLog`).
-    libzmq itself cuts a connection whose frame exceeds the limit by more than 64 KiB
-    (``MAXMSGSIZE``, the hard cap); that shows as a lost connection.
+    At the handshake (:mod:`dcop.protocol.zap`, both modes), before libzmq reads a message, a
+    listening socket refuses clients whose id it does not accept: for an agent, anyone but its
+    neighbours and candidates (and anyone claiming to be the coordinator); for the coordinator,
+    anyone but the agents of peers.json; in open mode also clients that do not speak PLAIN or
+    claim no agent. Later, frames from ids a transport does not accept (a neighbour no longer),
+    frames over the limit and malformed multi-part messages are refused before any byte is
+    copied or decoded. Each refusal is a WARNING naming the peer's address, rate-limited per
+    address and reason (:class:`~dcop.protocol.ratelog.RateLimitedLog`). libzmq itself cuts a
+    connection whose frame exceeds the limit by more than 64 KiB (``MAXMSGSIZE``, the hard cap);
+    that shows as a lost connection.
 
 What open mode protects, and what it does not
     Open mode authenticates nobody; it keeps the roles apart. An agent takes coordinator
@@ -37,10 +45,12 @@ What open mode protects, and what it does not
     coordinator's port can pose as an agent that has not spoken yet; a process that binds the
     coordinator's port before the coordinator does (or after it exits) gets the agents'
     connections and is the coordinator for them (its agents connect again to whoever listens
-    next: a failed handshake is retried after ``HANDSHAKE_RETRY_S``); a stranger can make a
-    process hold one message of the size limit per connection it opens at once (its
-    connection is cut at its first refused frame); and nothing is encrypted. Open mode is for one
-    trusted host or a private network; elsewhere use secure mode.
+    next: a failed handshake is retried after ``HANDSHAKE_RETRY_S``); a process that claims an
+    id the listener accepts (a neighbour's or candidate's: peers.json names them) can make it
+    hold about one message of the size limit per connection it opens at once (a stranger's
+    connection, an id not accepted, is refused at the handshake: none of its messages is read);
+    and nothing is encrypted. Open mode is for one trusted host or a private network; elsewhere
+    use secure mode.
 
 Liveness
     Every socket sends ZMTP heartbeats (``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
@@ -199,7 +209,7 @@ def _peer_address(frame: zmq.Frame) -> str:
 
 
 def _user_id(frame: zmq.Frame) -> int | None:
-    """The id the ZAP handler gave the connection this frame came on (secure mode)."""
+    """The key's id the ZAP handler gave the connection this frame came on (secure mode)."""
     user = _meta(frame, "User-Id")
     if user is None or not user.lstrip("-").isdigit() or len(user) > 11:
         return None
