@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -167,4 +168,5 @@ class ZapHandler:
         reason = self.admits(ident, claim)
         if reason is None:
             return user, None, ""
-        return b"", f"refused a connection: {reason}", "admits"
+        # keyed by the reason without its ids: a few kinds, whatever the claims
+        return b"", f"refused a connection: {reason}", re.sub(r"\d+", "#", reason)
