@@ -68,7 +68,7 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
-from dcop.protocol.digest import part_digest
+from dcop.protocol.digest import combine_digests, table_digest
 from dcop.protocol.messages import Neighbour, sizing_at
 from dcop.protocol.peers import Peers
 from dcop.protocol.ratelog import RateLimitedLog
@@ -611,9 +611,12 @@ class Coordinator:
         variable = self.layout.variable[agent]
         own = self.problem.tables_of(variable)
         domain = self.problem.variables[variable].size
-        # float64 for the digest and the run's dtype for the wire, each made and dropped here:
-        # a sparse table's dense form is never cached in the coordinator
-        digest = part_digest(variable, domain, [(t.scope, t.dense(np.float64)) for t in own])
+        # float64 for the digest, hashed chunk by chunk (a default-only table of 2^25 entries
+        # held whole in float64 took the coordinator to 2x --max-memory: issue 33), and the
+        # run's dtype for the wire, made and dropped here: never cached in the coordinator
+        digest = combine_digests(
+            variable, domain, [table_digest(t.scope, t.shape, t.dense_chunks()) for t in own]
+        )
         tables = tuple(WireTable.from_array(t.scope, t.dense(self.dtype)) for t in own)
         neighbours = tuple(
             Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -224,6 +224,25 @@ class CostTable:
             same = self._dense.dtype == np.dtype(dtype)
             return self._dense.copy() if same and own else self._dense.astype(dtype, copy=not same)
         return self._materialise(dtype)
+
+    def dense_chunks(
+        self, dtype: Any = np.float64, chunk_entries: int = 1 << 20
+    ) -> Iterator[np.ndarray]:
+        """The dense array in C order as consecutive flat chunks of at most ``chunk_entries``
+        (a digest of a default-only table need not hold it whole: issue 33)."""
+        if self._dense is not None or self.arity == 0:
+            flat = self.dense(dtype).reshape(-1)
+            for start in range(0, flat.size, chunk_entries):
+                yield flat[start : start + chunk_entries]
+            return
+        assert self._index is not None and self._values is not None
+        where = np.ravel_multi_index(tuple(self._index.T), self._shape)
+        for start in range(0, self.entries, chunk_entries):
+            stop = min(start + chunk_entries, self.entries)
+            chunk = np.full(stop - start, self._default, dtype=dtype)
+            inside = (where >= start) & (where < stop)
+            chunk[where[inside] - start] = self._values[inside]  # as _materialise: last wins
+            yield chunk
 
     def _materialise(self, dtype: Any = np.float64) -> np.ndarray:
         assert self._index is not None and self._values is not None

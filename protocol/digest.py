@@ -9,11 +9,31 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 DIGEST_CHARS = 64  # sha256, hex
+
+
+def table_digest(scope: Sequence[str], shape: tuple[int, ...], chunks: Iterable[Any]) -> str:
+    """sha256 of one table: its scope, shape and float64 costs in C order, given as consecutive
+    chunks (a large table need never exist whole in float64 to be hashed)."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(scope).encode())
+    h.update(repr(tuple(shape)).encode())
+    for chunk in chunks:
+        h.update(memoryview(np.ascontiguousarray(chunk, dtype="<f8")).cast("B"))  # no copy
+    return h.hexdigest()
+
+
+def combine_digests(variable: str, domain: int, per_table: Iterable[str]) -> str:
+    """The part's digest from its tables' digests, independent of their order."""
+    whole = hashlib.sha256(f"{variable}\x1e{domain}\x1e".encode())
+    for item in sorted(per_table):
+        whole.update(item.encode())
+    return whole.hexdigest()
 
 
 def part_digest(
@@ -24,12 +44,5 @@ def part_digest(
     per_table = []
     for scope, costs in tables:
         array = np.ascontiguousarray(costs, dtype="<f8")
-        h = hashlib.sha256()
-        h.update("\x1f".join(scope).encode())
-        h.update(repr(array.shape).encode())
-        h.update(array.tobytes())
-        per_table.append(h.hexdigest())
-    whole = hashlib.sha256(f"{variable}\x1e{domain}\x1e".encode())
-    for item in sorted(per_table):
-        whole.update(item.encode())
-    return whole.hexdigest()
+        per_table.append(table_digest(scope, array.shape, [array]))
+    return combine_digests(variable, domain, per_table)
