@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dcop.contraction.barren import barren_tables
-from dcop.contraction.execute import LogSpace, Node, Scaled, TreeRun, run_sliced
+from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeRun, run_sliced
 from dcop.contraction.memory import contraction_room
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
@@ -45,6 +45,9 @@ FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
 #: further and a small model is not (a fixed 0.1 s of search had cost ising16x16, largest 2^16
 #: entries, twice its contraction).
 AXIS_ENTRY_S = 1e-8
+#: Scaled space with its reads deferred to the run's end (:class:`DeviceScaled`): None picks it
+#: for device backends (an array module other than NumPy); tests force it on NumPy.
+DEFERRED: bool | None = None
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -498,8 +501,9 @@ def _run(
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"
     if space in ("auto", "scaled"):
-        scaled = Scaled(backend, dtype, sizes)
-        leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
+        device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
+        scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
+        leaves = scaled.leaves(scopes, logs)
         narrow = not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny)
         if narrow and not mar and getattr(backend, "name", "") != "numpy":
             # on a device, one opt_einsum call launches fewer kernels than our steps; on the
@@ -514,6 +518,10 @@ def _run(
         )
         for leaf, h in zip(leaves, checks, strict=False):
             scaled.account_leaf(leaf, h)
+        if isinstance(scaled, DeviceScaled):
+            # an adjoint's entries span at most the whole network's range: where no node can
+            # leave float's range, neither can they
+            scaled.check_adjoints = any(h is not None for h in checks)
         run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)
         if not run.underflow or space == "scaled":
             return run, "scaled"

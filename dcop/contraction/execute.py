@@ -23,6 +23,7 @@ at the slice's values; ``ln Z`` and the beliefs add up over slices in log space.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,12 @@ class Node:
     data: Any
     ln: Any = 0.0
     lost: int = 0  # scaled space, leaves: entries exp took below tiny (see Scaled)
+    #: device scaled space (:class:`DeviceScaled`): the reference of the logs still on the
+    #: device that add to ``ln`` (-1: none), and host bounds on the logs of the node's largest
+    #: entry and of its least positive one
+    ref: int = -1
+    hi: float = 0.0
+    lo: float = 0.0
 
 
 def _sum_alone(
@@ -190,7 +197,8 @@ class Scaled:
         self.errors: list[Any] = []
         self.leaf_errors: list[float] = []
 
-    def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, upload: bool = True) -> Node:
+        """A factor ``exp(logs - peak)``, on the backend (``upload``) or still on the host."""
         peak = float(np.max(logs)) if logs.size else -math.inf
         if math.isnan(peak) or peak == math.inf:
             raise ValueError("a factor holds NaN or an infinite potential")
@@ -198,9 +206,12 @@ class Scaled:
             data = np.zeros(logs.shape, self.dtype)
         else:
             data = np.exp(logs - peak).astype(self.dtype, copy=False)
-        node = Node(scope, self.backend.asarray(data, self.dtype), peak)
+        node = Node(scope, self.backend.asarray(data, self.dtype) if upload else data, peak)
         node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
         return node
+
+    def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
+        return [self.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
 
     def account_leaf(self, leaf: Node, h: float | None) -> None:
         """Add a leaf's bound (its entries that exp took below ``tiny``), ``h`` its frame."""
@@ -296,7 +307,17 @@ class Scaled:
             return leaf
         key = tuple(index.get(v, slice(None)) for v in leaf.scope)
         scope = tuple(v for v in leaf.scope if v not in index)
-        return Node(scope, leaf.data[key], leaf.ln, leaf.lost)
+        return dataclasses.replace(leaf, scope=scope, data=leaf.data[key])
+
+    def zero(self, total: Any) -> bool:
+        """Whether ``Z`` is 0 (read on the host)."""
+        return self.host(total) == -math.inf
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        """The run's outcome from its root's ``ln_total`` and the beliefs gathered."""
+        run = TreeRun(ln_z=self.host(total), log_marginals=marginals)
+        run.underflow = self.underflowed(run.ln_z)
+        return run
 
     def underflowed(self, ln_z: float) -> bool:
         """Whether the tiny entries of this pass may have moved ``Z`` by more than MAX_ERROR."""
@@ -308,6 +329,194 @@ class Scaled:
         if ln_z == -math.inf:  # Z = 0, unless tiny entries all flushed to zero
             return worst > -math.inf
         return worst - ln_z > math.log(MAX_ERROR)
+
+
+class DeviceScaled(Scaled):
+    """Scaled linear space on a device backend, read on the host once, when the run ends.
+
+    Each read of a device value on the host (CuPy: ``float(x)``, ``x.get()``) waits for the queue
+    to drain; :class:`Scaled` reads its peaks and counts at every step, free on NumPy. Here a
+    rescaled node is divided by ``c = max + tiny`` (a 0-d device array, never 0: exact zeros stay
+    zeros with no ``where``) and ``c`` stays on the device: a node's ``ln`` is a host float (its
+    leaves' peaks) plus ``Node.ref``, a reference to the sum of the ``ln c`` below it, added up
+    on the host by :meth:`finish`. The precision counts and MAR's belief vectors wait on the
+    device too: :meth:`finish` brings everything to the host in one transfer.
+
+    A node is rescaled only where its entries may leave a safe range: host bounds on the logs of
+    its largest entry (the logs of the domain sizes summed since the last rescale, ``Node.hi``)
+    and of its least positive one (the leaves' spans, ``Node.lo``) need no read. Elsewhere the
+    product stands as it is: a reduction, an addition and a division fewer per step.
+    """
+
+    #: Logs (float64) beyond which a node is rescaled: far inside float64's range (about +-708)
+    #: and above its precision floor (``ln(tiny / eps)``, about -672).
+    HI, LO = 200.0, -300.0
+
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
+        super().__init__(backend, dtype, sizes)
+        self.ln_sizes = {v: math.log(d) for v, d in sizes.items()}
+        self.floor = float(np.finfo(self.dtype).tiny)
+        # float32: the same shares of its far narrower range
+        ratio = -self.ln_tiny / 672.0
+        self.hi_limit, self.lo_limit = self.HI * ratio, self.LO * ratio
+        #: whether the adjoints' tiny entries are counted (see :func:`run_tree`'s ``checks``)
+        self.check_adjoints = True
+        self._reset()
+
+    def _reset(self) -> None:
+        #: device 0-d arrays: what the rescaled nodes were divided by
+        self.scales: list[Any] = []
+        #: per reference: the two references it adds and its own scale's slot (-1: none)
+        self.terms: list[tuple[int, int, int]] = []
+        #: device 0-d counts of tiny entries, with the references and host offset of their frame
+        self.counts: list[tuple[Any, tuple[int, ...], float]] = []
+        #: MAR's device vectors: variable, vector, host log, the references adding to it
+        self.pending: list[tuple[str, Any, float, tuple[int, ...]]] = []
+
+    def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
+        """Every leaf in one host->device transfer: one buffer, each leaf a view of it (no step
+        writes into its operands)."""
+        hosts: list[np.ndarray] = []
+        made: list[Node] = []
+        for scope, x in zip(scopes, logs, strict=True):
+            node = super().leaf(scope, x, upload=False)
+            finite = x[np.isfinite(x)]
+            node.lo = -float(finite.max() - finite.min()) if finite.size else 0.0
+            hosts.append(node.data)
+            made.append(node)
+        if not made:
+            return made
+        flat = self.backend.asarray(np.concatenate([h.ravel() for h in hosts]), self.dtype)
+        start = 0
+        for node, h in zip(made, hosts, strict=True):
+            node.data = flat[start : start + h.size].reshape(h.shape)
+            start += h.size
+        return made
+
+    def leaf(self, scope: tuple[str, ...], logs: np.ndarray, upload: bool = True) -> Node:
+        return super().leaf(scope, logs, upload) if not upload else self.leaves([scope], [logs])[0]
+
+    def _term(self, a: int, b: int, slot: int) -> int:
+        if a < 0 and b < 0 and slot < 0:
+            return -1
+        self.terms.append((a, b, slot))
+        return len(self.terms) - 1
+
+    def _divide(self, data: Any) -> int:
+        """Divide ``data`` in place by its peak plus ``tiny``; the divisor's slot."""
+        xp = self.xp
+        c = xp.max(data) + self.floor if data.size else xp.ones((), self.dtype)
+        data /= c
+        self.scales.append(c)
+        return len(self.scales) - 1
+
+    def _tally(self, data: Any, refs: tuple[int, ...], offset: float) -> None:
+        self.counts.append((self.xp.sum(data < self.tiny), refs, offset))
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
+        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
+        hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in {*a.scope, *b.scope} - keep)
+        lo = a.lo + b.lo
+        slot = -1
+        if h is not None or hi > self.hi_limit or lo < self.lo_limit:
+            slot = self._divide(data)
+            # its peak is at most 1 now; its least positive entry was at least e^lo, divided by
+            # at most e^hi
+            hi, lo = 0.0, lo - hi
+        node = Node(scope, data, a.ln + b.ln, ref=self._term(a.ref, b.ref, slot), hi=hi, lo=lo)
+        if h is not None:
+            self._tally(data, (node.ref,), node.ln + self.ln_tiny + h)
+        return node
+
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
+        xp = self.xp
+        keep = frozenset(child.scope)
+        if not parent.scope and set(sibling.scope) <= keep:
+            # below a 0-d parent (the root): the sibling itself, shared, times the parent's
+            # one number (kept as that node's scale)
+            data, scope = sibling.data, sibling.scope
+            self.scales.append(parent.data)
+            slot = len(self.scales) - 1
+        else:
+            data, scope = pair_product(
+                xp, parent.data, parent.scope, sibling.data, sibling.scope, keep
+            )
+            slot = self._divide(data)
+        ln = parent.ln + sibling.ln
+        ref = self._term(parent.ref, sibling.ref, slot)
+        if self.check_adjoints:
+            self._tally(data, (ref, child.ref), ln + child.ln + self.ln_tiny)
+        order = tuple(v for v in child.scope if v in scope)
+        if order != scope:
+            data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
+        return Node(order, data, ln, ref=ref)
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.xp.ones(shape, self.dtype), 0.0)
+
+    def ln_total(self, root: Node) -> Any:
+        return (self.xp.sum(root.data), root)
+
+    def zero(self, total: Any) -> bool:
+        return False  # not read here: a run with Z = 0 goes on, on zeros, and says so at the end
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        xp = self.xp
+        product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
+        wanted = [u for u in node.scope if u in names]
+        drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
+        belief = xp.sum(product, axis=drop) if drop else product
+        for v in names:
+            axes = tuple(k for k, u in enumerate(wanted) if u != v)
+            vec = xp.sum(belief, axis=axes) if axes else belief
+            self.pending.append((v, vec, node.ln + adj.ln, (node.ref, adj.ref)))
+        return {}  # in finish
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        """One device->host transfer: the root's sum, every scale, count and belief vector; then
+        the logs added up along the references."""
+        xp = self.xp
+        root_sum, root = total
+        parts = [xp.stack([root_sum, *self.scales])]
+        if self.counts:
+            parts.append(xp.stack([c for c, _, _ in self.counts]))
+        parts.extend(vec.reshape(-1) for _, vec, _, _ in self.pending)
+        host = np.asarray(
+            self.backend.to_numpy(
+                xp.concatenate(
+                    [p.astype(np.float64) if p.dtype != np.float64 else p for p in parts]
+                )
+            ),
+            np.float64,
+        )
+        n_scales = len(self.scales)
+        with np.errstate(divide="ignore"):
+            ln_scales = np.log(host[1 : 1 + n_scales])
+        dev = [0.0] * (len(self.terms) + 1)  # dev[-1]: the empty reference
+        for t, (a, b, slot) in enumerate(self.terms):
+            dev[t] = dev[a] + dev[b] + (float(ln_scales[slot]) if slot >= 0 else 0.0)
+        with np.errstate(divide="ignore"):
+            ln_z = float(np.log(host[0])) + float(root.ln) + dev[root.ref]
+        worst = max(self.leaf_errors, default=-math.inf)
+        at = 1 + n_scales
+        for k, (_, refs, offset) in enumerate(self.counts):
+            n = host[at + k]
+            if n > 0:
+                worst = max(worst, math.log(n) + offset + sum(dev[r] for r in refs))
+        at += len(self.counts)
+        for v, vec, ln, refs in self.pending:
+            size = int(vec.size)
+            with np.errstate(divide="ignore"):
+                marginals[v] = np.log(host[at : at + size]) + (ln + sum(dev[r] for r in refs))
+            at += size
+        self._reset()
+        run = TreeRun(ln_z=ln_z, log_marginals=marginals)
+        if ln_z == -math.inf:
+            run.underflow = worst > -math.inf
+        else:
+            run.underflow = worst - ln_z > math.log(MAX_ERROR)
+        return run
 
 
 class LogSpace:
@@ -362,8 +571,17 @@ class LogSpace:
     def underflowed(self, ln_z: float) -> bool:
         return False
 
+    def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
+        return [self.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
 
-Space = Scaled | LogSpace
+    def zero(self, total: Any) -> bool:
+        return self.host(total) == -math.inf
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        return TreeRun(ln_z=self.host(total), log_marginals=marginals)
+
+
+Space = Scaled | DeviceScaled | LogSpace
 
 
 @dataclass
@@ -420,11 +638,9 @@ def run_tree(
             if j >= m:
                 del live[j]
     root = m + len(path) - 1
-    ln_z = space.ln_total(live[root])
-    run = TreeRun(ln_z=space.host(ln_z))
-    if not mar or run.ln_z == -math.inf:
-        run.underflow = space.underflowed(run.ln_z)
-        return run
+    total = space.ln_total(live[root])
+    if not mar or space.zero(total):
+        return space.finish(total, {})
     sizes = space.sizes
     sources = _sources(m, path, nodes, sizes)
     parent: dict[int, tuple[int, int]] = {}
@@ -438,6 +654,7 @@ def run_tree(
             if node not in parent:
                 break
             node = parent[node][0]
+    marginals: dict[str, np.ndarray] = {}
     adjoints: dict[int, Node] = {root: space.ones(live[root].scope)}
     for k in range(len(path) - 1, -1, -1):
         here = m + k
@@ -449,16 +666,15 @@ def run_tree(
             if child in needed:
                 adjoints[child] = space.adjoint(adj, live[sibling], live[child])
         if here in sources:
-            run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
+            marginals.update(space.beliefs(live[here], adj, sources[here]))
         del adjoints[here]
         # the step above (where this node was a sibling) has run: freed now, its memory serves
         # the adjoints below instead of fresh pages (DBN_11's MAR, 2^20-entry nodes: 1.5x faster)
         del live[here]
     for leaf in range(m):
         if leaf in sources:
-            run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
-    run.underflow = space.underflowed(run.ln_z)
-    return run
+            marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
+    return space.finish(total, marginals)
 
 
 def run_sliced(

@@ -193,6 +193,7 @@ ARRAY_FUNCTIONS = (
     "any",
     "all",
     "stack",
+    "concatenate",
     "tensordot",
     "einsum",
     "ones",

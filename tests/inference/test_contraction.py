@@ -364,3 +364,102 @@ def test_a_narrow_model_on_the_host_runs_the_steps_unchecked(
     problem = ising_grid(3, 0.3, 0.1, seed=2)
     check(problem, task)
     assert contract(problem, task, NUMPY).space == "scaled"
+
+
+@pytest.fixture
+def deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device backends' scaled space (reads deferred to the run's end) on NumPy."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "DEFERRED", True)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("evidence", [False, True])
+def test_deferred_scaled_space_equals_brute_force(
+    seed: int, evidence: bool, deferred: None
+) -> None:
+    """The device space (peaks, counts and beliefs read once, at the end; nodes rescaled only
+    where their host bounds leave the safe range) on NumPy: ln Z far from 0 both ways, zeros,
+    evidence, equal to brute force."""
+    problem = random_markov(seed, n=7, zeros=0.15, shift=(-1) ** seed * 300.0)
+    if evidence:
+        problem = observe(problem, seed)
+    check(problem, "mar", space="scaled")
+    check(problem, "pr", space="scaled")
+    check(problem, "mar")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_deferred_space_with_zeros_and_a_range_wider_than_float(seed: int, deferred: None) -> None:
+    rng = np.random.default_rng(seed)
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
+    tables = []
+    for k in range(8):
+        scope = tuple(f"x{i}" for i in rng.choice(6, size=int(rng.integers(2, 4)), replace=False))
+        costs = rng.choice(
+            [0.0, 400.0, np.inf, 1.0], size=(2,) * len(scope), p=[0.4, 0.3, 0.2, 0.1]
+        )
+        costs.flat[0] = 0.0
+        tables.append(CostTable(scope, costs, name=f"f{k}"))
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    check(problem, "mar")
+    check(problem, "pr")
+
+
+def test_deferred_space_skips_rescales_its_bounds_allow_and_equals_the_host_space(
+    deferred: None,
+) -> None:
+    """On a grid whose range is wider than float64's but fits it for a while up the tree, the
+    device space divides only some nodes, and the numbers equal log space's."""
+    import dcop.contraction.execute as execute
+
+    divided = []
+    real = execute.DeviceScaled._divide
+
+    def counting(self: execute.DeviceScaled, data: object) -> int:
+        divided.append(1)
+        return real(self, data)
+
+    problem = ising_grid(8, 6.0, 1.0, seed=3)  # a range of about e^1000: wider than float64's
+    log = contract(problem, "mar", NUMPY, space="log")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execute.DeviceScaled, "_divide", counting)
+        pr = contract(problem, "pr", NUMPY, space="scaled")
+        upward = len(divided)
+        out = contract(problem, "mar", NUMPY, space="scaled")
+    assert 0 < upward < len(pr.plan.path) / 2
+    assert pr.ln_z == pytest.approx(log.ln_z, rel=1e-12)
+    assert out.ln_z == pytest.approx(log.ln_z, rel=1e-12)
+    assert out.marginals is not None and log.marginals is not None
+    for v, probs in log.marginals.items():
+        np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
+
+
+def test_deferred_underflow_falls_back_to_log_space(deferred: None) -> None:
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(3)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 801.0]]),
+        CostTable(("x1", "x2"), [[np.inf, np.inf], [0.0, 0.5]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    ln_z, _ = brute_force(problem)
+    for task in ("pr", "mar"):
+        out = contract(problem, task, NUMPY)
+        assert out.space == "log (scaled linear space underflowed)"
+        assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_deferred_sliced_equals_unsliced(task: str, deferred: None) -> None:
+    problem = observe(ising_grid(6, 0.8, 0.2, seed=4), 3)
+    whole = contract(problem, task, NUMPY)
+    inputs = sum(t.entries for t in problem.tables)
+    peak = whole.plan.stats.peak(task)
+    sliced = contract(problem, task, NUMPY, room=Limit((inputs + (peak - inputs) // 2) * 8.0, "t"))
+    assert sliced.plan.slices > 1
+    assert sliced.ln_z == pytest.approx(whole.ln_z, rel=1e-12)
+    if task == "mar":
+        assert sliced.marginals is not None and whole.marginals is not None
+        for v, probs in whole.marginals.items():
+            np.testing.assert_allclose(sliced.marginals[v], probs, atol=1e-12)
