@@ -48,6 +48,14 @@ AXIS_ENTRY_S = 1e-8
 #: Scaled space with its reads deferred to the run's end (:class:`DeviceScaled`): None picks it
 #: for device backends (an array module other than NumPy); tests force it on NumPy.
 DEFERRED: bool | None = None
+#: A tree whose planned peak is at most this many bytes is taken without reading the memory
+#: room (on the host: five /proc and cgroup files, 0.1-0.3 ms, a third of a small model's run).
+SMALL_PLAN_BYTES = 64 << 20
+#: The search goes on to a candidate that costs about one pass over the graph (an elimination
+#: order) only with at least the greedy tree's own search time left, to the ordering engine's
+#: search or opt_einsum's random-greedy (whose first trial runs whatever its max_time) only with
+#: this many times it left.
+SEARCH_MULTIPLE = 4.0
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -120,7 +128,7 @@ def plan_contraction(
     adjacency: Mapping[str, set[str]],
     names: Sequence[str],
     task: str,
-    limit: Limit,
+    limit: Limit | Callable[[], Limit],
     itemsize: int = 8,
     ordering: str = "auto",
     budget_s: float = DEFAULT_BUDGET_S,
@@ -128,10 +136,11 @@ def plan_contraction(
     rate: float = FLOP_RATE["numpy"],
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
-    no slicing of it fits ``limit``. With ``ordering="auto"`` the candidates are tried in turn
-    (opt_einsum's greedy, each order of ``orders``, then opt_einsum's random-greedy) while the
-    search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
-    predicted time (its flops at ``rate``)."""
+    no slicing of it fits ``limit`` (a callable: read only when the cheapest tree's peak is above
+    SMALL_PLAN_BYTES). With ``ordering="auto"`` the candidates are tried in turn (opt_einsum's
+    greedy, each order of ``orders``, then opt_einsum's random-greedy) while the search has spent
+    less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its
+    flops at ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE)."""
     t0 = time.perf_counter()
     # the budget counts this process's CPU time: on a loaded machine wall time would cut the
     # search short of the trees it is meant to find
@@ -151,18 +160,29 @@ def plan_contraction(
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
+        # one pass of the search's own kind: what the next candidate will cost at least
+        unit = time.process_time() - c0
         for name, make in orders(adjacency, names).items():
-            if not _worth(stats, c0, budget_s, rate):
+            # the ordering engine's order is a search of its own
+            need = unit * (SEARCH_MULTIPLE if name == "engine" else 1.0)
+            if _left(stats, c0, budget_s, rate) < need:
                 break
             add(f"order:{name}", order_path(scopes, sizes, make()))
-        if _worth(stats, c0, budget_s, rate):
-            left = min(budget_s, SEARCH_SHARE * _worst_time(stats, rate)) - (
-                time.process_time() - c0
-            )
+        # random-greedy lowers flops only: its time is a share of the flops' predicted time
+        left = _left(stats, c0, budget_s, rate, flops_only=True)
+        if left >= SEARCH_MULTIPLE * unit:
             add(
                 "opt_einsum:random-greedy",
                 optimizer_path(scopes, sizes, "random-greedy", max(1e-3, left)),
             )
+    if callable(limit):
+        cheapest = min(stats.values(), key=lambda st: st.cost)
+        if cheapest.peak(task) * itemsize <= SMALL_PLAN_BYTES:
+            limit = Limit(
+                SMALL_PLAN_BYTES, f"{human_bytes(SMALL_PLAN_BYTES)} (not read: a small plan)"
+            )
+        else:
+            limit = limit()
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
     ranked = sorted(stats, key=lambda k: stats[k].cost)
@@ -204,12 +224,21 @@ def plan_contraction(
     )
 
 
-def _worth(stats: Mapping[str, TreeStats], c0: float, budget_s: float, rate: float) -> bool:
-    """Whether another candidate tree is worth its search time: while the search has cost less
-    than SEARCH_SHARE of the best tree's predicted time, that time being at least what laying
-    out its intermediates may cost (AXIS_ENTRY_S: the flops miss it; Promedus_15's greedy tree,
-    2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
-    return time.process_time() - c0 < min(budget_s, SEARCH_SHARE * _worst_time(stats, rate))
+def _left(
+    stats: Mapping[str, TreeStats],
+    c0: float,
+    budget_s: float,
+    rate: float,
+    flops_only: bool = False,
+) -> float:
+    """The search time left for more candidate trees: SEARCH_SHARE of the best tree's predicted
+    time (at least what laying out its intermediates may cost, AXIS_ENTRY_S: the flops miss it;
+    Promedus_15's greedy tree, 2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries,
+    0.016 s), at most ``budget_s``, less what the search has spent."""
+    predicted = (
+        min(s.cost for s in stats.values()) / rate if flops_only else _worst_time(stats, rate)
+    )
+    return min(budget_s, SEARCH_SHARE * predicted) - (time.process_time() - c0)
 
 
 def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
@@ -375,7 +404,14 @@ def contract(
     )
     times["prepare"] = time.perf_counter() - t0
     itemsize = np.dtype(dtype).itemsize
-    limit = room if room is not None else contraction_room(backend, max_bytes)
+    limit: Limit | Callable[[], Limit]
+    if room is not None:
+        limit = room
+    elif max_bytes is None and getattr(backend, "name", "numpy") == "numpy":
+        # read only for a large plan: on the host the reads cost a small model a third of its run
+        limit = lambda: contraction_room(backend, None)  # noqa: E731
+    else:  # a device's free memory is one call; --max-memory is always a cap
+        limit = contraction_room(backend, max_bytes)
     adjacency = _adjacency(scopes, [v for v in problem.variables if v in held])
     plan = plan_contraction(
         scopes,

@@ -463,3 +463,24 @@ def test_deferred_sliced_equals_unsliced(task: str, deferred: None) -> None:
         assert sliced.marginals is not None and whole.marginals is not None
         for v, probs in whole.marginals.items():
             np.testing.assert_allclose(sliced.marginals[v], probs, atol=1e-12)
+
+
+def test_a_small_plan_reads_no_memory_room_and_max_memory_stays_a_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the host a plan under SMALL_PLAN_BYTES runs without reading the machine's memory (five
+    files: a third of a small model's run); ``--max-memory`` is still checked on every plan."""
+    import dcop.contraction.engine as engine
+
+    def unread(*args: object) -> None:
+        raise AssertionError("the memory room was read for a small plan")
+
+    problem = ising_grid(4, seed=0)
+    expected = contract(problem, "pr", NUMPY).ln_z
+    monkeypatch.setattr(engine, "contraction_room", unread)
+    assert contract(problem, "pr", NUMPY).ln_z == expected
+    monkeypatch.setattr(
+        engine, "contraction_room", lambda backend, cap: Limit(float(cap), "a cap of 64 bytes")
+    )
+    with pytest.raises(TableTooLarge, match="a cap of 64 bytes"):
+        contract(problem, "pr", NUMPY, max_bytes=64.0)
