@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,9 @@ BATCH_LOOP = 64
 _DRIFT_LOW, _DRIFT_HIGH = 2.0**-100, 2.0**100
 #: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
 MAX_ERROR = 1e-13
+#: Phase times of the runs (upward, backward, finish; the backend synchronized at each), kept
+#: only while a caller sets a dict here (benchmarks/contraction_ops.py): a run adds its own.
+PHASES: dict[str, float] | None = None
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
 
@@ -445,7 +449,10 @@ class DeviceScaled(Scaled):
         ln = parent.ln + sibling.ln
         ref = self._term(parent.ref, sibling.ref, slot)
         if self.check_adjoints:
-            self._tally(data, (ref, child.ref), ln + child.ln + self.ln_tiny)
+            # a tiny entry meets the child's entries (at most e^hi each, unscaled) over the
+            # child's variables it lacks
+            lacks = sum(self.ln_sizes[v] for v in child.scope if v not in scope)
+            self._tally(data, (ref, child.ref), ln + child.ln + child.hi + lacks + self.ln_tiny)
         order = tuple(v for v in child.scope if v in scope)
         if order != scope:
             data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
@@ -629,6 +636,7 @@ def run_tree(
     """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``);
     ``checks[k]`` is node ``k``'s frame for the precision bound (None: its range fits)."""
     m = len(leaves)
+    _phase(space, "")
     live: dict[int, Node] = dict(enumerate(leaves))
     for k, (i, j) in enumerate(path):
         live[m + k] = space.pair(live[i], live[j], nodes[m + k], checks[m + k])
@@ -639,8 +647,9 @@ def run_tree(
                 del live[j]
     root = m + len(path) - 1
     total = space.ln_total(live[root])
+    _phase(space, "upward")
     if not mar or space.zero(total):
-        return space.finish(total, {})
+        return _finish(space, total, {})
     sizes = space.sizes
     sources = _sources(m, path, nodes, sizes)
     parent: dict[int, tuple[int, int]] = {}
@@ -674,7 +683,28 @@ def run_tree(
     for leaf in range(m):
         if leaf in sources:
             marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
-    return space.finish(total, marginals)
+    _phase(space, "backward")
+    return _finish(space, total, marginals)
+
+
+_LAST = [0.0]
+
+
+def _phase(space: Space, name: str) -> None:
+    """Add the time since the last mark to ``PHASES[name]`` (none kept while PHASES is None)."""
+    if PHASES is None:
+        return
+    space.backend.synchronize()
+    now = time.perf_counter()
+    if name:
+        PHASES[name] = PHASES.get(name, 0.0) + now - _LAST[0]
+    _LAST[0] = now
+
+
+def _finish(space: Space, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+    run = space.finish(total, marginals)
+    _phase(space, "finish")
+    return run
 
 
 def run_sliced(
