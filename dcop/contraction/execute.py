@@ -417,18 +417,31 @@ class DeviceScaled(Scaled):
     def _tally(self, data: Any, refs: tuple[int, ...], offset: float) -> None:
         self.counts.append((self.xp.sum(data < self.tiny), refs, offset))
 
+    def _bounded(self, data: Any, a: Node, b: Node, summed: set[str]) -> tuple[int, float, float]:
+        """Rescale ``data`` (the product of ``a`` and ``b`` summed over ``summed``) where its host
+        bounds leave the safe range: its scale's slot (-1: none) and its bounds after."""
+        hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
+        lo = a.lo + b.lo
+        if hi <= self.hi_limit and lo >= self.lo_limit:
+            return -1, hi, lo
+        # the peak is at most 1 now; the least positive entry was at least e^lo, divided by at
+        # most e^hi
+        return self._divide(data), 0.0, lo - hi
+
+    def _may_be_tiny(self, lo: float) -> bool:
+        """Whether a positive entry may lie below ``tiny`` (none can where ``e^lo`` is above)."""
+        return lo < self.ln_tiny + 1.0
+
     def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
         data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
-        hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in {*a.scope, *b.scope} - keep)
-        lo = a.lo + b.lo
-        slot = -1
-        if h is not None or hi > self.hi_limit or lo < self.lo_limit:
-            slot = self._divide(data)
-            # its peak is at most 1 now; its least positive entry was at least e^lo, divided by
-            # at most e^hi
-            hi, lo = 0.0, lo - hi
+        summed = {*a.scope, *b.scope} - keep
+        if h is not None:  # its range may be wider than float's: keep its peak at 1
+            hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
+            slot, hi, lo = self._divide(data), 0.0, a.lo + b.lo - hi
+        else:
+            slot, hi, lo = self._bounded(data, a, b, summed)
         node = Node(scope, data, a.ln + b.ln, ref=self._term(a.ref, b.ref, slot), hi=hi, lo=lo)
-        if h is not None:
+        if h is not None and self._may_be_tiny(lo):
             self._tally(data, (node.ref,), node.ln + self.ln_tiny + h)
         return node
 
@@ -437,18 +450,19 @@ class DeviceScaled(Scaled):
         keep = frozenset(child.scope)
         if not parent.scope and set(sibling.scope) <= keep:
             # below a 0-d parent (the root): the sibling itself, shared, times the parent's
-            # one number (kept as that node's scale)
+            # one number (kept as this node's scale)
             data, scope = sibling.data, sibling.scope
             self.scales.append(parent.data)
-            slot = len(self.scales) - 1
+            slot, hi, lo = len(self.scales) - 1, sibling.hi, sibling.lo
         else:
             data, scope = pair_product(
                 xp, parent.data, parent.scope, sibling.data, sibling.scope, keep
             )
-            slot = self._divide(data)
+            summed = {*parent.scope, *sibling.scope} - keep
+            slot, hi, lo = self._bounded(data, parent, sibling, summed)
         ln = parent.ln + sibling.ln
         ref = self._term(parent.ref, sibling.ref, slot)
-        if self.check_adjoints:
+        if self.check_adjoints and self._may_be_tiny(lo):
             # a tiny entry meets the child's entries (at most e^hi each, unscaled) over the
             # child's variables it lacks
             lacks = sum(self.ln_sizes[v] for v in child.scope if v not in scope)
@@ -456,7 +470,7 @@ class DeviceScaled(Scaled):
         order = tuple(v for v in child.scope if v in scope)
         if order != scope:
             data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
-        return Node(order, data, ln, ref=ref)
+        return Node(order, data, ln, ref=ref, hi=hi, lo=lo)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)

@@ -25,6 +25,15 @@ from tests.inference.test_sumproduct import brute_force, observe, random_markov
 NUMPY = get_backend("numpy")
 
 
+@pytest.fixture(autouse=True)
+def trees_for_small_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The models here are small: they get a contraction tree, not the one-einsum joint of
+    tiny networks (TINY_JOINT; tested on its own below)."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "TINY_JOINT", 0)
+
+
 def check(problem: Problem, task: str = "mar", **kwargs: object) -> None:
     ln_z, marginals = brute_force(problem)
     out = contract(problem, task, NUMPY, **kwargs)  # type: ignore[arg-type]
@@ -484,3 +493,38 @@ def test_a_small_plan_reads_no_memory_room_and_max_memory_stays_a_cap(
     )
     with pytest.raises(TableTooLarge, match="a cap of 64 bytes"):
         contract(problem, "pr", NUMPY, max_bytes=64.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("evidence", [False, True])
+def test_a_tiny_network_is_one_einsum_over_its_joint(
+    seed: int, evidence: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network whose joint has at most TINY_JOINT entries gets no path search: PR and MAR are
+    one einsum over the joint where the range fits float, the table-order tree otherwise (the
+    shifts of ±300 leave the ranges alone; the e^-800 entries of the second model do not)."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "TINY_JOINT", 4096)
+    calls = []
+    real = engine._joint
+    monkeypatch.setattr(engine, "_joint", lambda *a: calls.append(1) or real(*a))
+    problem = random_markov(seed, n=7, zeros=0.15, shift=(-1) ** seed * 300.0)
+    if evidence:
+        problem = observe(problem, seed)
+    for task in ("pr", "mar"):
+        check(problem, task)
+        out = contract(problem, task, NUMPY)
+        assert out.plan.source == "joint"
+    assert calls
+    calls.clear()
+    wide = Problem.build(
+        [Variable.with_size(f"x{i}", 2) for i in range(3)],
+        [
+            CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 1.0]]),
+            CostTable(("x1", "x2"), [[0.0, 900.0], [0.0, 0.5]]),
+        ],
+        cost_kind="neg_ln",
+    )
+    check(wide, "mar")
+    assert not calls
