@@ -298,7 +298,7 @@ class ContractionOutcome:
 
 
 def _narrow(
-    logs: Sequence[np.ndarray],
+    spans: Sequence[float],
     nodes: Sequence[frozenset[str]],
     sizes: Mapping[str, int],
     limit: float,
@@ -307,10 +307,9 @@ def _narrow(
     logs of all domain sizes add up below ``limit`` (every leaf is at most 1 after its peak is
     divided out, so an entry is at most the product of the sizes summed, and a positive one at
     least the product of the leaves' smallest positive entries)."""
-    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(logs)]))
-    for t in logs:
-        finite = t[np.isfinite(t)]
-        total += float(finite.max() - finite.min()) if finite.size else 0.0
+    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(spans)]))
+    for span in spans:
+        total += span
         if total >= limit:
             return False
     return True
@@ -367,7 +366,7 @@ MAX_EINSUM_OPERANDS = 32
 
 
 def _frames(
-    logs: Sequence[np.ndarray],
+    leaf_spans: Sequence[float],
     peaks: Sequence[float],
     scopes: Sequence[tuple[str, ...]],
     path: Path,
@@ -381,11 +380,8 @@ def _frames(
 
     The frame is what multiplies a tiny entry on its way to ``Z``, in logs: the peaks of the
     leaves outside the node's subtree, and the domain sizes of the variables outside it."""
-    m = len(logs)
-    spans: list[float] = []
-    for t in logs:
-        finite = t[np.isfinite(t)]
-        spans.append(float(finite.max() - finite.min()) if finite.size else 0.0)
+    m = len(leaf_spans)
+    spans = list(leaf_spans)
     inside = [float(p) if math.isfinite(p) else 0.0 for p in peaks]
     held: list[frozenset[str]] = [frozenset(s) for s in scopes]
     for k, (i, j) in enumerate(path):
@@ -577,7 +573,8 @@ def _run(
         device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
         scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
         leaves = scaled.leaves(scopes, logs)
-        narrow = not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny)
+        spans = [-leaf.lo for leaf in leaves]  # each leaf's ln(peak / least positive entry)
+        narrow = not plan.sliced and _narrow(spans, full, sizes, -scaled.ln_tiny)
         if (
             narrow
             and plan.source == "joint"
@@ -597,7 +594,7 @@ def _run(
         checks: list[float | None] = (
             [None] * len(full)  # no entry can leave float's range: nothing to check
             if narrow
-            else _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+            else _frames(spans, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
         )
         for leaf, h in zip(leaves, checks, strict=False):
             scaled.account_leaf(leaf, h)

@@ -211,6 +211,8 @@ class Scaled:
         else:
             data = np.exp(logs - peak).astype(self.dtype, copy=False)
         node = Node(scope, self.backend.asarray(data, self.dtype) if upload else data, peak)
+        if peak > -math.inf:  # ln(peak / least positive entry): the host bounds' span
+            node.lo = float(np.min(logs, where=logs > -np.inf, initial=math.inf)) - peak
         node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
         return node
 
@@ -384,8 +386,6 @@ class DeviceScaled(Scaled):
         made: list[Node] = []
         for scope, x in zip(scopes, logs, strict=True):
             node = super().leaf(scope, x, upload=False)
-            finite = x[np.isfinite(x)]
-            node.lo = -float(finite.max() - finite.min()) if finite.size else 0.0
             hosts.append(node.data)
             made.append(node)
         if not made:
