@@ -528,3 +528,18 @@ def test_a_tiny_network_is_one_einsum_over_its_joint(
     )
     check(wide, "mar")
     assert not calls
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_deferred_space_with_z_zero_says_so_at_the_end(task: str, deferred: None) -> None:
+    """Z = 0 (two tables forbid each other's support): the device space does not read Z
+    between its passes; the backward pass runs on zeros and the run ends with ln Z = -inf."""
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(4)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 1.0], [np.inf, np.inf]]),
+        CostTable(("x0", "x2"), [[np.inf, np.inf], [0.5, 0.0]]),
+        CostTable(("x2", "x3"), [[0.0, 2.0], [1.0, 0.0]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    out = contract(problem, task, NUMPY, space="scaled")
+    assert out.ln_z == -math.inf and out.marginals is None
