@@ -467,10 +467,9 @@ class DeviceScaled(Scaled):
             # child's variables it lacks
             lacks = sum(self.ln_sizes[v] for v in child.scope if v not in scope)
             self._tally(data, (ref, child.ref), ln + child.ln + child.hi + lacks + self.ln_tiny)
-        order = tuple(v for v in child.scope if v in scope)
-        if order != scope:
-            data = xp.ascontiguousarray(xp.transpose(data, [scope.index(v) for v in order]))
-        return Node(order, data, ln, ref=ref, hi=hi, lo=lo)
+        # left in the product's layout: a copy into the child's (which paid on the host, see
+        # Scaled.adjoint) is one more kernel here, and the steps below read any layout
+        return Node(scope, data, ln, ref=ref, hi=hi, lo=lo)
 
     def ones(self, scope: tuple[str, ...]) -> Node:
         shape = tuple(self.sizes[v] for v in scope)
