@@ -381,20 +381,22 @@ def _frames(
     The frame is what multiplies a tiny entry on its way to ``Z``, in logs: the peaks of the
     leaves outside the node's subtree, and the domain sizes of the variables outside it."""
     m = len(leaf_spans)
+    ln = {v: math.log(d) for v, d in sizes.items()}
     spans = list(leaf_spans)
     inside = [float(p) if math.isfinite(p) else 0.0 for p in peaks]
-    held: list[frozenset[str]] = [frozenset(s) for s in scopes]
+    # the logs of the sizes summed inside each subtree (a variable is summed at one step only:
+    # siblings' sums are disjoint); its variables are those plus the node's own
+    inner = [0.0] * m
     for k, (i, j) in enumerate(path):
-        summed = (nodes[i] | nodes[j]) - nodes[m + k]
-        spans.append(spans[i] + spans[j] + sum(math.log(sizes[v]) for v in summed))
+        summed = sum(ln[v] for v in (nodes[i] | nodes[j]) - nodes[m + k])
+        spans.append(spans[i] + spans[j] + summed)
         inside.append(inside[i] + inside[j])
-        held.append(held[i] | held[j])
+        inner.append(inner[i] + inner[j] + summed)
+    held = [inner[k] + sum(ln[v] for v in nodes[k]) for k in range(len(inner))]
     all_peaks = sum(inside[:m])
-    all_sizes = sum(math.log(sizes[v]) for v in held[-1]) if held else 0.0
+    all_sizes = held[-1] if held else 0.0
     return [
-        None
-        if span <= limit
-        else (all_peaks - peak) + (all_sizes - sum(math.log(sizes[v]) for v in vars_))
+        None if span <= limit else (all_peaks - peak) + (all_sizes - vars_)
         for span, peak, vars_ in zip(spans, inside, held, strict=True)
     ]
 

@@ -211,9 +211,10 @@ class Scaled:
         else:
             data = np.exp(logs - peak).astype(self.dtype, copy=False)
         node = Node(scope, self.backend.asarray(data, self.dtype) if upload else data, peak)
-        if peak > -math.inf:  # ln(peak / least positive entry): the host bounds' span
-            node.lo = float(np.min(logs, where=logs > -np.inf, initial=math.inf)) - peak
-        node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
+        positive = logs > -np.inf
+        if peak > -math.inf:  # ln(least positive entry / peak): the host bounds' span
+            node.lo = float(np.min(logs, where=positive, initial=math.inf)) - peak
+        node.lost = int(np.count_nonzero((data < self.tiny) & positive))
         return node
 
     def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
