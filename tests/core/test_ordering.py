@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import networkx as nx
@@ -22,6 +23,7 @@ from dcop.ordering import (
     min_fill_order,
     order_pseudo_tree,
 )
+from dcop.orders import order_cost
 
 
 def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:
@@ -188,3 +190,37 @@ def test_greedy_orders_equal_the_reference_on_generated_problems(problem: Proble
     adj = {v: set(ns) for v, ns in problem.neighbours().items()}
     assert min_fill_order(adj) == reference_greedy(adj, True)
     assert min_degree_order(adj) == reference_greedy(adj, False)
+
+
+def reference_scopes(adjacency: dict[str, set[str]], order: list[str]) -> dict[str, set[str]]:
+    """Induced scopes by filling in the induced graph: each eliminated variable's neighbours
+    become a clique."""
+    graph = {v: set(ns) for v, ns in adjacency.items()}
+    scopes = {}
+    for v in order:
+        ns = graph.pop(v)
+        for a in ns:
+            graph[a].discard(v)
+            graph[a].update(ns - {a})
+        scopes[v] = ns
+    return scopes
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 30), st.floats(0.02, 0.9), st.integers(0, 10_000))
+def test_induced_scopes_equal_the_filled_in_graph(n: int, p: float, seed: int) -> None:
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    adj = adjacency_of(graph)
+    order = list(adj)
+    random.Random(seed).shuffle(order)
+    sizes = {v: 2 + int(v) % 3 for v in adj}
+    expected = reference_scopes(adj, order)
+    scopes = induced_scopes(adj, order)
+    assert {v: set(s) for v, s in scopes.items()} == expected
+    position = {v: i for i, v in enumerate(order)}
+    assert all(list(s) == sorted(s, key=position.__getitem__) for s in scopes.values())
+    cost = order_cost(adj, order, sizes)
+    entries = [sizes[v] * math.prod(sizes[u] for u in s) for v, s in expected.items()]
+    assert cost.width == max(len(s) for s in expected.values())
+    assert cost.largest == max(entries)
+    assert cost.total == sum(entries)

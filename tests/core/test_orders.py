@@ -22,7 +22,7 @@ from dcop.orders.files import read_order, write_order
 from tests.conftest import INSTANCES as SHARED_INSTANCES
 from tests.conftest import instance_index
 
-INSTANCES = Path(__file__).resolve().parents[2].parent / "shared" / "instances"
+INSTANCES = SHARED_INSTANCES  # ../shared/instances, or DCOP_INSTANCES
 
 
 def problems() -> list[tuple[str, Problem]]:
