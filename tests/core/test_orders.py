@@ -133,6 +133,41 @@ def test_order_cost_cut_short() -> None:
     assert order_cost(adjacency, order, sizes, cap=full.total / 2).total == math.inf
 
 
+@pytest.mark.parametrize(
+    ("budget", "default", "expected"),
+    [
+        (None, 1.0, 0.7),  # a tenth of the solve: the greedy orders' 0.3 s come off it
+        (None, 0.1, 0.1),  # the floor stays whole
+        (None, 0.35, 0.1),  # ... and is the least the search gets
+        (0.5, 9.0, 0.5),  # --order-time: the search's own budget
+    ],
+)
+def test_default_budget_bounds_the_whole_engine(
+    monkeypatch: pytest.MonkeyPatch, budget: float | None, default: float, expected: float
+) -> None:
+    # a clock that only the greedy min-fill moves (0.3 s), and a search that records its budget
+    clock = [0.0]
+    asked: list[float] = []
+    real_min_fill = engine.min_fill_order
+
+    def slow_min_fill(adjacency: dict[str, set[str]]) -> list[str]:
+        clock[0] += 0.3
+        return real_min_fill(adjacency)
+
+    def search(adjacency: object, sizes: object, budget_s: float, *rest: object) -> list[str]:
+        asked.append(budget_s)
+        return list(reversed(real_min_fill(adjacency)))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(engine, "min_fill_order", slow_min_fill)
+    monkeypatch.setattr(engine, "default_budget", lambda predicted, n: default)
+    monkeypatch.setattr(engine, "search", search)
+    monkeypatch.setattr(treedec, "available", lambda: True)
+    result = best_order(grid_network(25, 2, 0.3, 0), budget)
+    assert asked == [pytest.approx(expected)]
+    assert result.budget_s == (default if budget is None else budget)
+
+
 def test_default_budget() -> None:
     assert default_budget(0.0005, 100) == 0.0  # instant problems keep the greedy order
     assert default_budget(0.002, 100) == pytest.approx(0.05)  # a short search
