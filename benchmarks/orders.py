@@ -175,7 +175,10 @@ def targets(row: dict[str, Any]) -> dict[str, Any]:
     if best is not None:
         ratio = row["default"]["largest"] / max(min(best["largest"], row["default"]["largest"]), 1)
         out["default_vs_best"] = ratio
-        out["within"] = ratio <= (2 if row["family"] == "grid" else 4)
+        # 2x on grids and on solves over 10 s: predicted over 10 / 3.2 s, the most the
+        # 1e-8 s per entry of the prediction was measured to underestimate by
+        slow = row["default"]["predicted_solve_s"] * 3.2 > 10
+        out["within"] = ratio <= (2 if row["family"] == "grid" or slow else 4)
     if row["family"] == "grid":
         side = math.isqrt(row["n"])
         out["grid_width_ok"] = row["default"]["width"] <= side + 1
@@ -205,8 +208,10 @@ def report_md(doc: dict[str, Any]) -> str:
         + "). goatd best: its portfolio at "
         f"{doc['best_time_s']} s. Largest: BE's largest joined table for orders, the largest "
         "UTIL for `dcop run`'s trees. Solve s: BE's predicted time along the default order "
-        "(1e-8 s per joined entry, an underestimate); the ordering time target is 0.2 s below "
-        "2 s of solve, else a tenth of it.",
+        "(1e-8 s per joined entry, an underestimate). Targets: the default's largest table within "
+        "4x of goatd's best (2x on grids and where the solve may pass 10 s: predicted over 3 s), "
+        "a grid's width at most its side + 1, `dcop run`'s width at most the default's + 1, and "
+        "ordering under 0.2 s below 2 s of solve, else under a tenth of it.",
         "",
         "| instance | n | min-fill w / largest | default w / largest (method, s) | solve s | "
         "goatd best w / largest | default / best | DFS best-of-8 w | elimination tree w | "
@@ -311,9 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     given = list(argv if argv is not None else sys.argv[1:])
-    if "--note" in given:  # the note has a field of its own
-        del given[given.index("--note") : given.index("--note") + 2]
-    given = [a for a in given if not a.startswith("--note=")]
+    for flag in ("--note", "--out"):  # a field of its own; where the files went
+        if flag in given:
+            del given[given.index(flag) : given.index(flag) + 2]
+        given = [a for a in given if not a.startswith(flag + "=")]
     doc = {
         # the command, without this machine's paths
         "command": " ".join(

@@ -38,7 +38,7 @@ def test_quick_run_writes_json_markdown_and_plot(tmp_path: Path) -> None:
         assert row["targets"]["order_time_ok"] == (
             default["seconds"] <= orders.order_time_limit(default["predicted_solve_s"])
         )
-    assert doc["note"] == "a shared machine" and "--note" not in doc["command"]
+    assert doc["note"] == "a shared machine" and doc["command"] == "benchmarks/orders.py --quick"
     text = (tmp_path / "orders_quick.md").read_text()
     assert "a shared machine" in text
     assert "| grid5 | 25 |" in text
