@@ -138,12 +138,13 @@ def best_order(
 
     n = len(adjacency)
     adaptive = budget_s is None
-    search_s = budget_s
     if budget_s is None:
         budget_s = default_budget(best().cost.predicted_seconds(n), n)
         # the default budget bounds the whole engine: beyond the search's floor, the greedy
         # orders' seconds come off it (a tenth of the solve is a tenth, all ordering included)
         search_s = max(min(budget_s, FLOOR_S), budget_s - (time.perf_counter() - t0))
+    else:
+        search_s = budget_s
     if search_s >= MIN_SEARCH_S and n > 2:
         if treedec.available():
             # should goatd refuse this graph, the greedy orders stand
