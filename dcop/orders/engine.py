@@ -225,27 +225,8 @@ def restarts(adjacency: Adjacency, sizes: Mapping[str, int], budget_s: float) ->
 
 
 def randomized_min_fill(adjacency: Adjacency, rng: random.Random) -> list[str]:
-    """Greedy min-fill whose ties (fill, then degree) are broken at random."""
-    graph = {v: set(ns) for v, ns in adjacency.items()}
-    tie = {v: rng.random() for v in graph}
-
-    def fill(v: str) -> int:
-        ns = list(graph[v])
-        return sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
-
-    fills = {v: fill(v) for v in graph}
-    order: list[str] = []
-    while graph:
-        v = min(graph, key=lambda u: (fills[u], len(graph[u]), tie[u]))
-        ns = graph.pop(v)
-        fills.pop(v)
-        for a in ns:
-            graph[a].discard(v)
-            graph[a].update(ns - {a})
-        touched = set(ns)
-        for a in ns:
-            touched |= graph[a]
-        for a in touched:
-            fills[a] = fill(a)
-        order.append(v)
-    return order
+    """Greedy min-fill whose ties (fill, then degree) are broken at random: the incremental
+    min-fill breaks its ties by the variables' rank, so it runs over them in a shuffled order."""
+    names = list(adjacency)
+    rng.shuffle(names)
+    return min_fill_order({v: adjacency[v] for v in names})

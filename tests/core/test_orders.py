@@ -109,6 +109,27 @@ def test_restarts_without_goatd(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sorted(order) == sorted(adjacency)
 
 
+def test_randomized_min_fill_breaks_only_ties_at_random() -> None:
+    adjacency = {str(v): {str(u) for u in g} for v, g in nx.grid_2d_graph(6, 6).adjacency()}
+    orders = {tuple(engine.randomized_min_fill(adjacency, random.Random(s))) for s in range(5)}
+    assert len(orders) > 1  # a grid is all ties
+
+    def key(graph: dict[str, set[str]], v: str) -> tuple[int, int]:
+        ns = sorted(graph[v])
+        fill = sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
+        return fill, len(ns)
+
+    for order in orders:
+        # each step eliminates a variable of least (fill, degree) in the graph left
+        graph = {v: set(ns) for v, ns in adjacency.items()}
+        for v in order:
+            assert key(graph, v) == min(key(graph, u) for u in graph)
+            ns = graph.pop(v)
+            for a in ns:
+                graph[a].discard(v)
+                graph[a].update(ns - {a})
+
+
 def test_bags_to_order_keeps_the_decomposition_width() -> None:
     if not treedec.available():
         pytest.skip("goatd is not installed on this platform")
