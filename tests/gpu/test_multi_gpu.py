@@ -505,7 +505,7 @@ def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: Mod
     assert [p.device_id for p in gpu.parts] == [1]  # the other device is not made yet
     gpu.prepare_bucket([("a", "x")], [(4, 4)], "x")  # small: on its own device only
     assert len(gpu.parts) == 1
-    gpu.prepare_bucket([("a", "b", "x")], [(1000, 1000, 1000)], "x")  # splittable
+    gpu.prepare_bucket([("a", "b", "x")], [(2000, 2000, 1000)], "x")  # splittable
     assert [p.device_id for p in gpu.parts] == [1, 0]
 
 
