@@ -255,7 +255,9 @@ class MultiGpuBackend:
                 tuple(hi - lo if v == lead else n for v, n in zip(names, dims, strict=True))
                 for names, dims in zip(shape.scopes, shape.shapes, strict=True)
             ]
-            part.prepare_bucket(shape.scopes, sub, shape.var, shape.op, shape.dtype, shape.out_scope)
+            part.prepare_bucket(
+                shape.scopes, sub, shape.var, shape.op, shape.dtype, shape.out_scope
+            )
         return time.perf_counter() - started
 
     # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------
@@ -335,9 +337,13 @@ class MultiGpuBackend:
         jobs: list[_Job] = []
         for part, (lo, hi) in zip(parts, ranges, strict=True):
             if part is self.primary and whole:
-                bound = self.primary.prepare(tables, var, op, scope)
+                read = part.transfers.zero_copy_bytes
+                bound = part.prepare(tables, var, op, scope)
                 per_value = bound.plan.n_units // d0
-                jobs.append(_Job(part, bound, lo, hi, lo * per_value, hi * per_value, 0, True))
+                # small host tables are uploaded whole; large page-locked ones are read in place
+                on_host = sum(t.data.nbytes for t in tables if isinstance(t.data, np.ndarray))
+                moved = on_host - (part.transfers.zero_copy_bytes - read)
+                jobs.append(_Job(part, bound, lo, hi, lo * per_value, hi * per_value, moved, True))
                 continue
             moved = 0
             sliced = []
@@ -484,6 +490,11 @@ class MultiGpuBackend:
         }
 
     # ---- the memory plan ---------------------------------------------------------------------
+    def output_on_host(self, nbytes: int) -> bool:
+        """Whether an output of ``nbytes`` goes to pinned host memory (over the first device's
+        budget now) rather than to the first device."""
+        return nbytes > self.primary._device_budget()
+
     def device_model(self) -> DeviceModel:
         """What :func:`dcop.inference.memory.plan_memory` needs to place tables as this backend
         does: the devices, their memory now, the split threshold and chunk size."""
@@ -537,9 +548,7 @@ def _pinned(backend: CupyBackend, data: np.ndarray) -> bool:
     return int(getattr(attributes, "type", 0)) == 1
 
 
-def copy_rows(
-    xp: Any, dst: int, src: int, width: int, pitch: int, rows: int, stream: Any
-) -> None:
+def copy_rows(xp: Any, dst: int, src: int, width: int, pitch: int, rows: int, stream: Any) -> None:
     """Copy ``rows`` runs of ``width`` bytes, ``pitch`` bytes apart at ``src``, one after the
     other to ``dst``: one 2-D copy (any direction, CUDA tells host and device pointers apart),
     or one copy per run where the pitch is over what a 2-D copy takes."""
@@ -560,9 +569,7 @@ def _queue_to(part: CupyBackend, bound: JoinEliminatePlan, target: Any) -> list[
     units = chunk_units(plan, part.chunk_bytes, part._device_budget())
     rows, item = plan.rows_per_unit, plan.dtype.itemsize
     with part._on():
-        bufs = [
-            part.xp.empty(min(units, plan.n_units) * rows, plan.dtype) for _ in range(2)
-        ]
+        bufs = [part.xp.empty(min(units, plan.n_units) * rows, plan.dtype) for _ in range(2)]
         done: list[Any] = [None, None]
         for i, (lo, hi) in enumerate(launch_ranges(0, plan.n_units, units)):
             buf = bufs[i % 2]
