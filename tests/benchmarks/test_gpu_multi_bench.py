@@ -83,8 +83,8 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
     meta = {"gpu": "2 x fake", "devices": [1, 2], "date": "today", "command": "c", "cpus": 2,
             "cpu": "cpu", "seconds": 1.0}  # fmt: skip
     text = gpu_multi.markdown(rows, meta)
-    assert "| 8 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | yes |" in text
-    assert "| 8 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | NO |" in text
+    assert "| 8 | 10 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | yes |" in text
+    assert "| 8 | 10 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | NO |" in text
     with pytest.raises(SystemExit):
         gpu_multi.parse_args(["--devices", "2,4"])  # no one-device baseline
 
@@ -95,7 +95,7 @@ def test_device_counts_beyond_the_host_are_reported_not_run(
     with fake_cupy.installed(monkeypatch, devices=2):
         gpu_multi.main(
             ["--out", str(tmp_path), "--devices", "1,2,4", "--parts", "be",
-             "--be-n-min", "8", "--be-n-max", "8"]
+             "--be-n-min", "8", "--be-n-max", "8", "--be-rows", ""]
         )  # fmt: skip
     doc = json.loads((tmp_path / "gpu_multi.json").read_text())
     assert {r["devices"] for r in doc["rows"] if r["part"] == "be"} == {1, 2}
