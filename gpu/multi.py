@@ -3,22 +3,34 @@
 Exact PR and MAR run the contraction engine (:mod:`dcop.contraction`), which contracts on the
 first device only: splitting its contractions is not done.
 
-A bucket's output is laid out row after row (C order over its scope), and the fused kernel
-computes any range of its units (groups or rows: :mod:`dcop.gpu.plan`) from the inputs alone.
-So a bucket large enough (``split_min_entries`` joined entries) is split along its leading output
-variables: device ``i`` of ``k`` computes units ``[n*i/k, n*(i+1)/k)`` with its own copy of the
-inputs (uploaded to it, or copied from the first device peer to peer), all devices at once. The
-output then lands where one device would have put it:
+A bucket's output is laid out row after row (C order over its scope), and the fused kernel never
+builds the joined table. A bucket large enough (``split_min_entries`` joined entries) is split
+along its leading output variable ``v``: device ``i`` of ``k`` computes the rows where ``v``
+takes its ``i``-th range of values (:func:`split_ranges`), a contiguous block of the output.
 
-- on the first device when it fits there (each other device's slice comes over by a
-  device-to-device copy: NVLink or PCIe peer-to-peer where the devices can reach each other, else
-  CUDA stages it through the host);
-- else in pinned host memory, each device streaming its slice there in chunks (the single-GPU
-  chunked path, one per device), so an output larger than one device's memory is computed on all
-  of them. What a later bucket reads must still fit one device.
+- The first device computes its block from the whole inputs where they lie on it (or in
+  page-locked host memory, read in place): nothing is copied for it.
+- Every other device gets only the slices it needs: of each input table holding ``v``, the part
+  with ``v`` in its range (cut out where the table lies, on its device, and copied over once;
+  or from host memory by one 2-D copy of the strided rows), every other input whole. Its block
+  is then a bucket of its own (the same scopes, ``v``'s domain cut to the range), planned and
+  compiled for its shapes (:meth:`prepare_bucket` does it ahead); the joined table is never
+  built, whole or sliced.
+
+The output then lands where one device would have put it:
+
+- on the first device when it fits its budget: each other device computes its block in chunks
+  into two buffers and each chunk is copied to the first device (device to device: NVLink or
+  PCIe peer-to-peer where the devices reach each other, else CUDA stages it through the host)
+  while the next is computed;
+- else in pinned host memory, each device streaming its block there in chunks (the single-GPU
+  chunked path, one per device), so an output larger than one device's memory is computed on
+  all of them; a later bucket reads it in place (first device) or takes its slices of it.
 
 Everything else (small buckets, single-table operations, uploads) runs on the first device.
-Each split bucket is recorded (:attr:`MultiGpuBackend.splits`) with where its output went.
+Each split bucket is recorded (:attr:`MultiGpuBackend.splits`): where its output went, and the
+input bytes moved to each device. :meth:`MultiGpuBackend.device_model` tells the memory plan
+(:mod:`dcop.inference.memory`) how this backend places tables.
 
 A GPU agent may use one too (``dcop run --gpu-placement split``): its own device first, the
 others only for its buckets of ``split_min_entries`` and more. With ``lazy`` the other devices'
@@ -35,7 +47,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -255,9 +267,8 @@ class MultiGpuBackend:
                 tuple(hi - lo if v == lead else n for v, n in zip(names, dims, strict=True))
                 for names, dims in zip(shape.scopes, shape.shapes, strict=True)
             ]
-            part.prepare_bucket(
-                shape.scopes, sub, shape.var, shape.op, shape.dtype, shape.out_scope
-            )
+            op = cast(Op, shape.op)
+            part.prepare_bucket(shape.scopes, sub, shape.var, op, shape.dtype, shape.out_scope)
         return time.perf_counter() - started
 
     # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------
@@ -406,7 +417,8 @@ class MultiGpuBackend:
                 if nbytes:
                     got.data.copy_from_device_async(piece.data, nbytes, source.stream)
                 copied = source.stream.record()
-            part.stream.wait_event(copied)
+            with part._on():  # its kernel runs once the slice is there
+                part.stream.wait_event(copied)
             return got, nbytes
         host = np.asarray(data)
         if host.dtype != dtype or not host.flags.c_contiguous:

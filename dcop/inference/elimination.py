@@ -86,7 +86,7 @@ def eliminate(
     def host_bytes(table: Table) -> int:
         if on_devices and not isinstance(table.data, np.ndarray):
             return 0
-        return table.size * itemsize
+        return int(table.size * itemsize)
 
     for cost_table in problem.tables:
         if not cost_table.scope:
