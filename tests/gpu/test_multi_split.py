@@ -244,3 +244,25 @@ def test_the_plan_counts_only_host_outputs_against_the_host_limit(
     largest = max(m.out_entries for b in capped.buckets for m in b.minibuckets) * 4
     assert largest > 4096 and capped.peak_bytes >= largest
     assert capped.fits_devices() and capped.device_peak_bytes > 0
+
+
+@pytest.mark.parametrize("max_pitch", [1 << 30, 8])  # one 2-D copy; a copy per row
+def test_host_slices_by_rows_equal_numpy(monkeypatch: pytest.MonkeyPatch, max_pitch: int) -> None:
+    """Strided host slices copied by one 2-D copy or row by row (a pitch over the 2-D limit),
+    and a strided host table cut on the host: the answer is NumPy's."""
+    from dcop.gpu import multi as multi_module
+    from dcop.gpu.multi import MultiGpuBackend
+
+    monkeypatch.setattr(multi_module, "SMALL_TABLE_BYTES", 0)
+    monkeypatch.setattr(multi_module, "MAX_PITCH", max_pitch)
+    tables, var = _bucket(5)
+    # not C-contiguous: cut (and made contiguous) on the host, then uploaded
+    tables.append(Table(("b", "c"), np.arange(49, dtype=np.float32).reshape(7, 7).T))
+    with fake_cupy.installed(monkeypatch, devices=2):
+        multi = MultiGpuBackend((0, 1), split_min_entries=0)
+        got = multi.join_eliminate(tables, var, scope=("b", "c"))
+        rows = 7 if max_pitch == 8 else 1  # the (x, b, c) table: x's 7 runs of b's range
+        assert fake_cupy.STATS["memcpy"] >= 2 * rows
+        data = multi.to_numpy(got.data)
+    want = NumpyBackend().join_eliminate(tables, var, scope=("b", "c")).data
+    np.testing.assert_allclose(data, want, rtol=1e-6)
