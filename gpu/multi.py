@@ -74,6 +74,9 @@ if TYPE_CHECKING:
 DEFAULT_SPLIT_MIN_ENTRIES = 2_000_000_000
 #: Host tables up to this size are uploaded whole to the first device without a second thought.
 SMALL_TABLE_BYTES = 1 << 20
+#: A slice of a device table in at most this many contiguous runs is copied run by run to the
+#: other device; one in more runs is first cut out (a temporary on the table's device).
+MAX_RUN_COPIES = 64
 #: The largest pitch (bytes between rows) of a 2-D copy (``cudaDevAttrMaxPitch`` on current
 #: GPUs); rows farther apart are copied one by one.
 MAX_PITCH = (1 << 31) - 1
@@ -407,15 +410,25 @@ class MultiGpuBackend:
                     view = xp.ascontiguousarray(data).reshape(outer, size, inner)[:, lo:hi, :]
                     return xp.ascontiguousarray(view, dtype=dtype).reshape(sub_shape), 0
             source = self._part_of(data.device.id)
-            with source._on():  # cut out on the device that holds it, then one copy over
-                view = xp.ascontiguousarray(data).reshape(outer, size, inner)[:, lo:hi, :]
-                piece = xp.ascontiguousarray(view, dtype=dtype)
             with part._on():
                 got = xp.empty(sub_shape, dtype=dtype)
             nbytes = int(got.nbytes)
             with source._on():
-                if nbytes:
-                    got.data.copy_from_device_async(piece.data, nbytes, source.stream)
+                whole = xp.ascontiguousarray(data)
+                if outer <= MAX_RUN_COPIES and whole.dtype == dtype:
+                    # few long runs (a message's first axis is the variable its bucket
+                    # eliminates): one device-to-device copy each, nothing cut out
+                    item = np.dtype(dtype).itemsize
+                    run, pitch = (hi - lo) * inner * item, size * inner * item
+                    for k in range(outer if run else 0):
+                        (got.data + k * run).copy_from_device_async(
+                            whole.data + (k * pitch + lo * inner * item), run, source.stream
+                        )
+                else:  # cut out on the device that holds it (a temporary), then one copy over
+                    view = whole.reshape(outer, size, inner)[:, lo:hi, :]
+                    piece = xp.ascontiguousarray(view, dtype=dtype)
+                    if nbytes:
+                        got.data.copy_from_device_async(piece.data, nbytes, source.stream)
                 copied = source.stream.record()
             with part._on():  # its kernel runs once the slice is there
                 part.stream.wait_event(copied)
@@ -522,6 +535,7 @@ class MultiGpuBackend:
             split_min_entries=self.split_min_entries,
             max_output_bytes=first.max_device_bytes,
             chunk_bytes=first.chunk_bytes,
+            run_copies=MAX_RUN_COPIES,
         )
 
 

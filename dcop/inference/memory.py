@@ -88,6 +88,9 @@ class DeviceModel:
         One chunk buffer of a split device's output.
     share
         Share of the free memory an output may take on the first device.
+    run_copies
+        A device table's slice in more contiguous runs than this is cut out on the first
+        device (a temporary of the slice's size) before it is sent.
     """
 
     count: int
@@ -96,6 +99,7 @@ class DeviceModel:
     max_output_bytes: int | None = None
     chunk_bytes: int = 256 << 20
     share: float = 0.8
+    run_copies: int = 64
 
     def output_budget(self, held: int) -> float:
         """The largest output kept on the first device while it holds ``held`` bytes."""
@@ -338,13 +342,17 @@ def _device_needs(
     parts = min(devices.count, sizes[lead])
     share = -(-sizes[lead] // parts)  # the largest range of values a device takes
     other = 2 * min(chunk, mini.out_entries // sizes[lead] * share * itemsize)
+    cut = 0  # the largest slice cut out on the first device before it is sent
     for scope, host in zip(members, on_host, strict=True):
         nbytes = math.prod(sizes[v] for v in scope) * itemsize
         if lead not in scope:
             other += 0 if host else nbytes  # a host table is read in place
         elif not (host and scope[0] == lead):  # a contiguous host slice is read in place
             other += nbytes // sizes[lead] * share
-    return [first, *[other] * (parts - 1)]
+            runs = math.prod(sizes[v] for v in scope[: scope.index(lead)])
+            if not host and runs > devices.run_copies:
+                cut = max(cut, nbytes // sizes[lead] * share)
+    return [first + cut, *[other] * (parts - 1)]
 
 
 def largest_fitting_z(plan: MemoryPlan, limit: float, below: int) -> MemoryPlan | None:

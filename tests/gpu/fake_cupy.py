@@ -213,6 +213,9 @@ class FakeMemoryPointer:
         self.ptr = ptr
         self.device_id = current() if device_id is None else device_id
 
+    def __add__(self, offset: int) -> FakeMemoryPointer:
+        return FakeMemoryPointer(self.ptr + int(offset), self.device_id)
+
     def copy_from_device_async(self, src: FakeMemoryPointer, size: int, stream: Any = None) -> None:
         if src.device_id != self.device_id:
             STATS["peer_copies"] += 1

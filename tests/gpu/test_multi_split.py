@@ -38,15 +38,21 @@ def _bucket(seed: int, d: int = 7) -> tuple[list[Table], str]:
 
 
 @pytest.mark.parametrize("devices", [2, 3])
-@pytest.mark.parametrize("source", ["device", "host"])
+@pytest.mark.parametrize(
+    ("source", "runs"),
+    [("device", 64), ("device", 0), ("host", 64)],
+    ids=["device-runs", "device-cut", "host"],
+)
 def test_each_device_is_sent_only_its_slices(
-    monkeypatch: pytest.MonkeyPatch, devices: int, source: str
+    monkeypatch: pytest.MonkeyPatch, devices: int, source: str, runs: int
 ) -> None:
     from dcop.gpu import multi as multi_module
     from dcop.gpu.multi import MultiGpuBackend, split_ranges
 
     # host tables of any size are cut too (by default the first device uploads a small one)
     monkeypatch.setattr(multi_module, "SMALL_TABLE_BYTES", 0)
+    # a device table's slice copied run by run, or cut out first (runs = 0)
+    monkeypatch.setattr(multi_module, "MAX_RUN_COPIES", runs)
     with fake_cupy.installed(monkeypatch, devices=devices):
         tables, var = _bucket(devices)
         # generated kernels: no metadata to upload, so every byte moved is a slice or output
