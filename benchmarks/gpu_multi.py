@@ -5,26 +5,34 @@ Run on the device machine (``nvidia-h100-x2``), from outside the repository::
     source benchmarks/device_env.sh .whl && cd /tmp && \\
         python3 $DCOP_REPO/benchmarks/gpu_multi.py --out $OUT --devices 1,2 --budget 300
 
-Three parts, each row solved with every device count of ``--devices`` on one host in one run:
+Four parts (``--parts``, run in the order given), each row solved with every device count of
+``--devices`` on one host in one run; CuPy's pools are emptied between rows:
 
+- ``threshold``: one bucket of growing size (d = 10, 10**(k+1) joined entries for k in
+  ``--threshold-k``) on one device and split over the most devices, median of 5 warm runs: where
+  the split starts to pay (``split_min_entries``).
 - ``dpop``: GPU agents (``dcop run --gpu``, every bucket of at least the default threshold on a
   device) on the paper's random networks n = ``--n-min``..``--n-max`` (d = 10, p1 = 0.3,
-  p2 = 0.5), one device, then several with the agents ``round-robin``, ``balanced`` (whole
-  subtrees per device) and ``split`` (round robin, each agent's large buckets split over every
-  device). Reported: cost and bound (they must equal the one-device run's), the
-  simulated runtime and solve wall time, and how the UTILs went to their parents (tables by
-  path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host memory). The
-  one-device run goes first and again last (kernels compiled by the first); the second is the
-  baseline.
-- ``be``: BE (min-fill, float32) on the same networks from ``--be-n-min`` up, while the largest
-  bucket output fits ``--be-max-gib``: one device, then every large bucket split over the
-  devices (``dcop solve --backend cupy --device 0,1``). A first, untimed solve compiles.
-- ``big``: one bucket output larger than one device's memory (``--big-gib``, default 1.15 x a
-  device's): a clique of binary variables (and one ternary) whose first elimination makes it.
-  Its producer is split over the devices and streams to pinned host memory, the next bucket
-  reads it there in place. One solve, on the most devices (``--big-all``: on every count),
-  compiles included (pinning the host buffer alone takes a while). The optimum is known in closed form (only the tables of the first
-  variable cost anything) and checked. Skipped where it would take over 0.6 x the host's RAM.
+  p2 = 0.5) and ``--dpop-rows`` (n:d:seed), one device, then several with the agents
+  ``round-robin``, ``balanced`` (whole subtrees per device) and ``split`` (round robin, each
+  agent's large buckets split over every device). Reported: cost and bound (they must equal the
+  one-device run's), the simulated runtime and solve wall time, and how the UTILs went to their
+  parents (tables by path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host
+  memory). The one-device run goes first and again last (kernels compiled by the first); the
+  second is the baseline.
+- ``be``: BE (float32) on the same networks from ``--be-n-min`` up, while the largest bucket
+  output fits ``--be-max-gib``, then the ``--be-rows`` (larger domains, 5e11-1e12 joined
+  entries: seconds on one GPU): one device, then every large bucket split over the devices
+  (``dcop solve --backend cupy --device 0,1``). A first, untimed solve compiles. Reported with
+  the input bytes moved to the devices for the splits.
+- ``big``: a table larger than one device's memory (``--big-gib``, default 1.15 x a device's): a
+  clique of binary variables (and one ternary) whose first elimination makes it. Its producer is
+  split over the devices and streams to pinned host memory; the next bucket, whose joined table
+  is that size and whose output (a third of it) fits a device, reads it there: the first device
+  in place, the others their slices. One solve, on the most devices (``--big-all``: on every
+  count), compiles included (pinning the host buffer alone takes a while). The optimum is known
+  in closed form (only the tables of the first variable cost anything) and checked. Skipped
+  where it would take over 0.6 x the host's RAM.
 
 Writes ``NAME.json`` and ``NAME.md`` (``meta.gpu``, ``meta.date``, ``meta.devices``).
 """
@@ -544,7 +552,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="device counts, e.g. 1,2 or 1,2,4 (the first devices of the host)",
     )
     ap.add_argument(
-        "--parts", default="threshold,dpop,be,big", help="threshold, dpop, be and/or big"
+        "--parts",
+        default="threshold,dpop,be,big",
+        help="threshold, dpop, be and/or big, run in this order",
     )
     ap.add_argument("--n-min", type=int, default=18)
     ap.add_argument("--n-max", type=int, default=22)
@@ -591,7 +601,11 @@ def main(argv: list[str] | None = None) -> None:
         return time.monotonic() - started > args.budget
 
     rows: list[dict[str, Any]] = []
-    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    parts = list(dict.fromkeys(p.strip() for p in args.parts.split(",") if p.strip()))
+    steps = {"threshold": threshold_part, "be": be_part, "big": big_part, "dpop": dpop_part}
+    unknown = [p for p in parts if p not in steps]
+    if unknown:
+        raise SystemExit(f"gpu_multi: unknown part(s) {unknown}; use {', '.join(steps)}")
     from dcop.backend import gpu_count
 
     visible = gpu_count()
@@ -621,10 +635,8 @@ def main(argv: list[str] | None = None) -> None:
     def save() -> None:  # after every row: a run cut short keeps what it measured
         write(args, rows, meta())
 
-    steps = (("threshold", threshold_part), ("be", be_part), ("big", big_part), ("dpop", dpop_part))
-    for name, part in steps:
-        if name in parts:
-            part(args, over, rows, save)
+    for name in parts:  # in the order given: what matters most first, within --budget
+        steps[name](args, over, rows, save)
     save()
 
 
