@@ -272,3 +272,33 @@ def test_host_slices_by_rows_equal_numpy(monkeypatch: pytest.MonkeyPatch, max_pi
         data = multi.to_numpy(got.data)
     want = NumpyBackend().join_eliminate(tables, var, scope=("b", "c")).data
     np.testing.assert_allclose(data, want, rtol=1e-6)
+
+
+def test_the_bench_clique_larger_than_a_device_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/gpu_multi.py's big case in small: the first bucket's output (over a device's
+    budget) goes to pinned host memory, split; the next bucket (its joined table that size, its
+    output a third of it) reads it there, the first device in place and the other its slice of
+    it; the plan accepts it and the optimum is the closed form."""
+    import sys
+    from pathlib import Path
+
+    from dcop.gpu.multi import MultiGpuBackend
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import gpu_multi
+
+    problem, optimum = gpu_multi.big_problem(3000, seed=2)
+    out_bytes = gpu_multi.largest_output_bytes(problem)
+    with fake_cupy.installed(monkeypatch, devices=2, memory=8 << 10):
+        multi = MultiGpuBackend((0, 1), split_min_entries=0, max_device_bytes=2048, chunk_bytes=256)
+        plan = plan_for(problem, min_fill_order(problem.neighbours()), None, "float32", multi)
+        assert plan.fits_devices() and plan.largest_output * 4 == out_bytes > 2048
+        got = solve(problem, backend=multi, dtype="float32", ordering="minfill")
+        producer, consumer = multi.splits[0], multi.splits[1]
+        assert producer.landing == "host" and producer.out_bytes == out_bytes
+        assert consumer.joined * 4 == out_bytes  # the joined table: the host table's size
+        assert consumer.moved[0] == 0  # the first device reads the host table where it lies
+        lo, hi = consumer.ranges[1]
+        assert consumer.moved[1] >= out_bytes // 2 * (hi - lo)  # the other: its slice of it
+        assert consumer.moved[1] < out_bytes
+    assert got.lower_bound == optimum == got.upper_bound
