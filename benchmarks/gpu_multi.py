@@ -152,8 +152,10 @@ def be_backend(devices: int, split_min_entries: int | None) -> Any:
 def be_solve(
     problem: Any, backend: Any, max_bytes: float | None, warm: bool = True
 ) -> dict[str, Any]:
-    """One BE solve on ``backend``: bound, times, splits. ``warm``: after a first, untimed one
-    (kernels compiled or loaded); else the one solve, compiles included (``cold_s`` None)."""
+    """One BE solve on ``backend`` along the min-fill order (the order the sizes reported were
+    planned with; the same buckets on every device count): bound, times, splits. ``warm``: after
+    a first, untimed one (kernels compiled or loaded); else the one solve, compiles included
+    (``cold_s`` None)."""
     from dcop.errors import TableTooLarge
     from dcop.inference import solve
 
@@ -161,13 +163,13 @@ def be_solve(
     cold = None
     try:
         if warm:
-            solve(problem, backend=backend, max_bytes=max_bytes)
+            solve(problem, ordering="minfill", backend=backend, max_bytes=max_bytes)
             cold = time.perf_counter() - t0
             splits = getattr(backend, "splits", None)
             if splits is not None:
                 splits.clear()
             t0 = time.perf_counter()
-        result = solve(problem, backend=backend, max_bytes=max_bytes)
+        result = solve(problem, ordering="minfill", backend=backend, max_bytes=max_bytes)
     except TableTooLarge as exc:
         return {"error": f"oom: {str(exc)[:240]}", "wall_s": time.perf_counter() - t0}
     wall = time.perf_counter() - t0
