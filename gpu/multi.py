@@ -32,11 +32,11 @@ Each split bucket is recorded (:attr:`MultiGpuBackend.splits`): where its output
 input bytes moved to each device. :meth:`MultiGpuBackend.device_model` tells the memory plan
 (:mod:`dcop.inference.memory`) how this backend places tables.
 
-A GPU agent may use one too (``dcop run --gpu-placement split``): its own device first, the
-others only for its buckets of ``split_min_entries`` and more. With ``lazy`` the other devices'
-contexts are made when such a bucket is first prepared (when the tree is known, before its data)
-or run, so agents with small buckets never make them; the agent's CUDA IPC hand-over stays on
-its own device.
+A GPU agent may use one too (``dcop run --gpu-placement split``, given to the agents whose
+planned bucket will be split): its own device first, the others only for its buckets of
+``split_min_entries`` and more. Its warm-up makes every device's context (before the solve);
+with ``lazy`` and no warm-up they are made when such a bucket is first prepared or run. The
+agent's CUDA IPC hand-over stays on its own device.
 """
 
 from __future__ import annotations
@@ -225,11 +225,12 @@ class MultiGpuBackend:
 
     # ---- getting ready -----------------------------------------------------------------------
     def warm_up(self, **kwargs: Any) -> dict[str, float]:
-        """Every made device's ``warm_up`` (devices made later are warmed up then); seconds per
-        step added over the devices."""
+        """Make every device (a lazy backend too: an agent is given several devices only when
+        its bucket will be split, and contexts made here are made before the solve) and warm
+        each one up; seconds per step added over the devices."""
         self._warm = dict(kwargs)
         out: dict[str, float] = {}
-        for part in self.parts:
+        for part in self._all_parts():
             for key, value in part.warm_up(**kwargs).items():
                 out[key] = out.get(key, 0.0) + value
         return out

@@ -302,3 +302,16 @@ def test_the_bench_clique_larger_than_a_device_is_exact(monkeypatch: pytest.Monk
         assert consumer.moved[1] >= out_bytes // 2 * (hi - lo)  # the other: its slice of it
         assert consumer.moved[1] < out_bytes
     assert got.lower_bound == optimum == got.upper_bound
+
+
+def test_an_agents_warm_up_makes_every_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent is given several devices only when its bucket will be split: its warm-up (before
+    the solve) makes and warms every device, rather than its first split."""
+    from dcop.backend import get_backend
+
+    with fake_cupy.installed(monkeypatch, devices=3):
+        backend: Any = get_backend("placed", 2, devices=(0, 1, 2), min_entries=0)
+        assert [p.device_id for p in backend.gpu.parts] == [2]
+        backend.warm_up(dtypes=("float32",), ops=("min",))
+        assert [p.device_id for p in backend.gpu.parts] == [2, 0, 1]
+        assert all(p.setup.warm_up_s > 0 for p in backend.gpu.parts)
