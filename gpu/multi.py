@@ -420,10 +420,10 @@ class MultiGpuBackend:
                     # few long runs (a message's first axis is the variable its bucket
                     # eliminates): one device-to-device copy each, nothing cut out
                     item = np.dtype(dtype).itemsize
-                    run, pitch = (hi - lo) * inner * item, size * inner * item
-                    for k in range(outer if run else 0):
-                        (got.data + k * run).copy_from_device_async(
-                            whole.data + (k * pitch + lo * inner * item), run, source.stream
+                    width, pitch = (hi - lo) * inner * item, size * inner * item
+                    for k in range(outer if width else 0):
+                        (got.data + k * width).copy_from_device_async(
+                            whole.data + (k * pitch + lo * inner * item), width, source.stream
                         )
                 else:  # cut out on the device that holds it (a temporary), then one copy over
                     view = whole.reshape(outer, size, inner)[:, lo:hi, :]
