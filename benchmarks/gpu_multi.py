@@ -190,10 +190,11 @@ def be_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], sav
     """The d = 10 sweep from ``--be-n-min`` while the largest output fits ``--be-max-gib``, then
     the ``--be-rows`` (larger domains: one device takes seconds)."""
     limit = args.be_max_gib * 2**30
-    cases = [(n, 10, 1) for n in range(args.be_n_min, args.be_n_max + 1)]
-    for n, d, seed in cases + args.be_rows:
-        if not be_row(args, n, d, seed, limit, over, rows, save) and d == 10:
-            cases.clear()  # the d = 10 sweep stops at the first output over the limit
+    for n in range(args.be_n_min, args.be_n_max + 1):
+        if not be_row(args, n, 10, 1, limit, over, rows, save):
+            break  # the d = 10 sweep stops at the first output over the limit
+    for n, d, seed in args.be_rows:
+        be_row(args, n, d, seed, limit, over, rows, save)
 
 
 def be_row(
