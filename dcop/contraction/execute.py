@@ -111,40 +111,41 @@ def pair_product(
     both, not kept); the result's scope is ``batch + a-only + b-only``, so no output transpose.
     Shared axes follow the larger operand's order, so that the smaller one is the one copied.
     """
-    a, sa = _sum_alone(xp, a, sa, set(sb) | keep)
-    b, sb = _sum_alone(xp, b, sb, set(sa) | keep)
+    in_a, in_b = set(sa), set(sb)
+    if not in_a <= in_b | keep:
+        a, sa = _sum_alone(xp, a, sa, in_b | keep)
+        in_a = set(sa)
+    if not in_b <= in_a | keep:
+        b, sb = _sum_alone(xp, b, sb, in_a | keep)
+        in_b = set(sb)
     size = dict(zip(sa, a.shape, strict=True))
     size.update(zip(sb, b.shape, strict=True))
-    in_a, in_b = set(sa), set(sb)
-    big = sa if a.size >= b.size else sb
-    batch = [v for v in big if v in in_a and v in in_b and v in keep]
-    summed = [v for v in big if v in in_a and v in in_b and v not in keep]
+    big_a = a.size >= b.size
+    big = sa if big_a else sb
+    shared = in_a & in_b
+    batch = [v for v in big if v in shared and v in keep]
+    summed = [v for v in big if v in shared and v not in keep]
     a_only = [v for v in sa if v not in in_b]
     b_only = [v for v in sb if v not in in_a]
-    nb = math.prod(size[v] for v in batch)
-    m = math.prod(size[v] for v in a_only)
-    k = math.prod(size[v] for v in summed)
-    n = math.prod(size[v] for v in b_only)
+    nb = math.prod([size[v] for v in batch])
+    m = math.prod([size[v] for v in a_only])
+    k = math.prod([size[v] for v in summed])
+    n = math.prod([size[v] for v in b_only])
     scope = (*batch, *a_only, *b_only)
-    big_a = a.size >= b.size
-    joint = (
-        (*sa, *(v for v in sb if v not in in_a))
-        if big_a
-        else (*sb, *(v for v in sa if v not in in_b))
-    )
-    joint_size = math.prod(size[v] for v in joint)
-    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size) and joint_size <= 2 * max(a.size, b.size):
-        # a small output of two large operands (a backward step down to a small child): one
-        # elementwise pass in the larger operand's layout, then a sum, instead of copying both
-        # into a matmul layout
-        product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
-        axes = tuple(i for i, v in enumerate(joint) if v not in keep)
-        reduced = xp.sum(product, axis=axes) if axes else product
-        return xp.asarray(reduced), tuple(v for v in joint if v in keep)
+    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size):
+        joint = (*sa, *b_only) if big_a else (*sb, *a_only)
+        if math.prod([size[v] for v in joint]) <= 2 * max(a.size, b.size):
+            # a small output of two large operands (a backward step down to a small child):
+            # one elementwise pass in the larger operand's layout, then a sum, instead of
+            # copying both into a matmul layout
+            product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
+            axes = tuple(i for i, v in enumerate(joint) if v not in keep)
+            reduced = xp.sum(product, axis=axes) if axes else product
+            return xp.asarray(reduced), tuple(v for v in joint if v in keep)
     order_a, swap_a = _layout(sa, batch, a_only, summed)
     order_b, swap_b = _layout(sb, batch, summed, b_only)
-    at = xp.transpose(a, [sa.index(v) for v in order_a])
-    bt = xp.transpose(b, [sb.index(v) for v in order_b])
+    at = a if list(sa) == order_a else xp.transpose(a, [sa.index(v) for v in order_a])
+    bt = b if list(sb) == order_b else xp.transpose(b, [sb.index(v) for v in order_b])
     am = at.reshape(nb, k, m).swapaxes(1, 2) if swap_a else at.reshape(nb, m, k)
     bm = bt.reshape(nb, n, k).swapaxes(1, 2) if swap_b else bt.reshape(nb, k, n)
     if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
