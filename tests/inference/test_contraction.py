@@ -543,3 +543,35 @@ def test_deferred_space_with_z_zero_says_so_at_the_end(task: str, deferred: None
     problem = Problem.build(variables, tables, cost_kind="neg_ln")
     out = contract(problem, task, NUMPY, space="scaled")
     assert out.ln_z == -math.inf and out.marginals is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Promedus_24.uai",
+        "grid10x10.f10.uai",
+        "pdb2fdn.uai",
+        "water.uai",
+        "GEOM40_3.uai",
+        "Pedigree_12.uai",
+        "Grids_11.uai",
+    ],
+)
+def test_deferred_space_equals_the_host_space_on_shared_files(name: str) -> None:
+    """The device space (on NumPy) and the host space on real files: ln Z and every marginal."""
+    import dcop.contraction.engine as engine
+    from dcop.io import read_problem
+    from tests.conftest import INSTANCES
+
+    if not (INSTANCES / name).exists():
+        pytest.skip(f"{name} not found at {INSTANCES}")
+    problem = read_problem(INSTANCES / name)
+    host = contract(problem, "mar", NUMPY)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "DEFERRED", True)
+        device = contract(problem, "mar", NUMPY)
+    assert device.space == host.space
+    assert device.ln_z == pytest.approx(host.ln_z, rel=1e-11, abs=1e-11)
+    assert device.marginals is not None and host.marginals is not None
+    for v, probs in host.marginals.items():
+        np.testing.assert_allclose(device.marginals[v], probs, atol=1e-11)
