@@ -152,8 +152,10 @@ def markdown(doc: dict) -> str:
         "(`strangers`) or claims nothing (`null-clients`) is refused at the handshake, before "
         "libzmq reads a frame. Connections that claim an accepted id (a neighbour's or "
         "candidate's, which peers.json names) and connect before that id has spoken can each "
-        "make the agent hold about one message of the size limit (`forged-neighbour`). Secure "
-        "mode admits only the listed keys of neighbours and candidates.",
+        "make the agent hold about one message of the size limit (`forged-neighbour`); so can "
+        "connections that share one identity (`one-identity`; before ROUTER_HANDOVER libzmq "
+        "parked each later one unread with up to 64 such messages). Secure mode admits only the "
+        "listed keys of neighbours and candidates.",
         "",
     ]
     return "\n".join(lines)

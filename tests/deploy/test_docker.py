@@ -8,6 +8,7 @@ first run pays for debootstrap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -26,6 +27,7 @@ from dcop.inference import solve_be
 from dcop.io import write_problem
 from dcop.protocol import Heartbeat, encode
 from dcop.protocol.peers import Peers
+from dcop.protocol.zmqlink import claim
 from tests.conftest import brute_force
 from tests.deploy import docker_driver as dk
 from tests.deploy.conftest import small_problem
@@ -153,7 +155,7 @@ def _rogue(peers: Peers, target: int, curve: bool) -> None:
     try:
         for use_curve in (False, True) if curve else (False,):
             sock = ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.IDENTITY, str(ROGUE_ID).encode())
+            claim(sock, str(ROGUE_ID).encode())  # open mode: its PLAIN user name too
             sock.setsockopt(zmq.LINGER, 0)
             sockets.append(sock)
             if use_curve:
@@ -162,8 +164,9 @@ def _rogue(peers: Peers, target: int, curve: bool) -> None:
                 sock.curve_secretkey = secret
                 sock.curve_serverkey = str(entry.public_key).encode()
             sock.connect(entry.endpoint)
-            sock.send(b"\x93not a dcop frame")
-            sock.send_multipart(encode(ROGUE_ID, target, Heartbeat()))
+            with contextlib.suppress(zmq.Again):  # refused at the handshake: no link
+                sock.send(b"\x93not a dcop frame", zmq.NOBLOCK)
+                sock.send_multipart(encode(ROGUE_ID, target, Heartbeat()), zmq.NOBLOCK)
         time.sleep(2.0)  # handshakes (and ZAP refusals) happen in the background
     finally:
         # linger 0 everywhere: a refused handshake must never keep the context from closing
@@ -231,9 +234,9 @@ def test_hosts_secure_refuses_rogue_and_equals_open_run(
     assert "dropped a frame" not in target_log and "refused a frame" not in target_log
     assert secure["agents"][name]["dropped_frames"] == 0
 
-    # The same run without CURVE: the same answer, and the same stranger's frames now reach the
-    # agent's transport (which refuses them: not a neighbour) - the probe above would have seen
-    # a delivery.
+    # The same run without CURVE: the same answer, and the same stranger, claiming its id at the
+    # handshake, is refused there too (not a neighbour) - the probe above would have seen a
+    # delivery.
     open_run, codes, logs = _hosts_run(docker, path, tmp_path / "open", False, target)
     assert len(codes) == 9 and all(c == 0 for c in codes.values()), codes
     assert open_run["cost"] == secure["cost"] == optimum
