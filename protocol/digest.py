@@ -22,9 +22,9 @@ def table_digest(scope: Sequence[str], shape: tuple[int, ...], chunks: Iterable[
     chunks (a large table need never exist whole in float64 to be hashed)."""
     h = hashlib.sha256()
     h.update("\x1f".join(scope).encode())
-    h.update(repr(tuple(shape)).encode())
+    h.update(repr(tuple(shape) or (1,)).encode())  # a scalar as np.ascontiguousarray has it
     for chunk in chunks:
-        h.update(memoryview(np.ascontiguousarray(chunk, dtype="<f8")).cast("B"))  # no copy
+        h.update(np.ascontiguousarray(chunk, dtype="<f8").data)  # its buffer: no copy
     return h.hexdigest()
 
 
