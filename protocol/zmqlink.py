@@ -62,6 +62,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -679,7 +680,9 @@ class ZmqAgentTransport(_ZmqBase):
     holds the endpoint actually bound, to report to the coordinator. Neighbours come from the
     constructor (connected by :meth:`open`) or later from :meth:`connect_peer`. ``candidates``
     are agents that may become neighbours later: their frames that arrive before
-    ``connect_peer`` are held (a few small ones) instead of refused.
+    ``connect_peer`` are held (a few small ones) instead of refused. A set (a dict's keys) is
+    kept as given, not copied: a forked agent shares its template's, and copying every id cost
+    each agent of a 1000-agent run pages of its own.
     """
 
     def __init__(
@@ -702,7 +705,9 @@ class ZmqAgentTransport(_ZmqBase):
         self.neighbour_endpoints: dict[int, str] = {}
         self.dealers: dict[int, zmq.Socket[Any]] = {}
         self.router: zmq.Socket[Any] | None = None
-        self.candidates = set(candidates)
+        self.candidates: AbstractSet[int] = (
+            candidates if isinstance(candidates, AbstractSet) else frozenset(candidates)
+        )
         self._held: dict[int, list[list[bytes]]] = {}
         self._held_count = 0
         self._held_bytes = 0
@@ -820,7 +825,7 @@ class ZmqAgentTransport(_ZmqBase):
             self._note_source(sender, body[0])
             return sender, [f.buffer for f in body]
         address = _peer_address(body[0])
-        if sender not in self.candidates:
+        if sender not in self.candidates or sender == self.me:
             self._refuse(address, "stranger", "%s is not a neighbour of this agent", _who(sender))
             _cut(body[0])
             return None
@@ -854,7 +859,7 @@ class ZmqAgentTransport(_ZmqBase):
         """The neighbours are known for good (a one-shot agent's setup): no other agent becomes
         one, so frames from the others are refused at once and those held are dropped."""
         keep = set(neighbours)
-        self.candidates &= keep
+        self.candidates = {p for p in keep if p in self.candidates}
         for peer in list(self._held):
             if peer not in keep:
                 self._drop_held(peer)
