@@ -43,7 +43,8 @@ What open mode protects, and what it does not
     trusted host or a private network; elsewhere use secure mode.
 
 Liveness
-    Every socket sends ZMTP heartbeats (``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
+    Every socket sends ZMTP heartbeats (``ZMTP_PINGS_PER_TIMEOUT`` per heartbeat timeout, at
+    most one per ``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
     nothing for the heartbeat timeout is closed. A socket monitor turns closed connections into
     :class:`~dcop.protocol.transport.PeerLoss` events (:meth:`lost_peers`): an agent hears of its
     neighbours' and the coordinator's links (its DEALERs), the coordinator of each agent's link
@@ -75,6 +76,7 @@ from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_AGENT_ID,
     ZMTP_HEARTBEAT_IVL_S,
+    ZMTP_PINGS_PER_TIMEOUT,
 )
 from dcop.protocol.curve import CurveConfig, KeyAuthenticator
 from dcop.protocol.endpoints import (
@@ -313,7 +315,8 @@ class _ZmqBase:
     def _options(self, sock: zmq.Socket[Any], max_bytes: int) -> None:
         sock.setsockopt(zmq.LINGER, LINGER_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, max_bytes + HARD_CAP_MARGIN)
-        ivl_ms = int(ZMTP_HEARTBEAT_IVL_S * 1000)
+        ivl_s = max(ZMTP_HEARTBEAT_IVL_S, self.heartbeat_timeout_s / ZMTP_PINGS_PER_TIMEOUT)
+        ivl_ms = int(ivl_s * 1000)
         timeout_ms = max(ivl_ms, int(self.heartbeat_timeout_s * 1000))
         sock.setsockopt(zmq.HEARTBEAT_IVL, ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
