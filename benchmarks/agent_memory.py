@@ -30,8 +30,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from scale import DCOP, descendants, is_agent  # noqa: E402
 
-ROLLUP_FIELDS = ("Pss", "Private_Dirty", "Private_Clean", "Shared_Clean", "Shared_Dirty",
-                 "Anonymous", "Rss")
+ROLLUP_FIELDS = (
+    "Pss",
+    "Private_Dirty",
+    "Private_Clean",
+    "Shared_Clean",
+    "Shared_Dirty",
+    "Anonymous",
+    "Rss",
+)
 
 
 def rollup(pid: int) -> dict[str, int] | None:

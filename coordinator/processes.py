@@ -102,9 +102,11 @@ class Template:
         while True:
             with self.changed:
                 self.changed.wait_for(
-                    lambda: self.closing
-                    or self.popen.poll() is not None
-                    or (self.ready and self.asked - len(self.pids) < TEMPLATE_WINDOW)
+                    lambda: (
+                        self.closing
+                        or self.popen.poll() is not None
+                        or (self.ready and self.asked - len(self.pids) < TEMPLATE_WINDOW)
+                    )
                 )
                 if self.closing or self.popen.poll() is not None:
                     return

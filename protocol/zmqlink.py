@@ -148,6 +148,9 @@ _ROUTER_EVENTS = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 )
+#: Candidate ids kept as given, not copied: read-only kinds (concrete types: an ABC's isinstance
+#: costs a forked agent more)
+_SETS = (frozenset, type({}.keys()))
 # plain ints: the per-turn checks below would otherwise go through IntFlag's Python operators
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
@@ -709,7 +712,7 @@ class ZmqAgentTransport(_ZmqBase):
         self.dealers: dict[int, zmq.Socket[Any]] = {}
         self.router: zmq.Socket[Any] | None = None
         self.candidates: AbstractSet[int] = (
-            candidates if isinstance(candidates, AbstractSet) else frozenset(candidates)
+            candidates if isinstance(candidates, _SETS) else frozenset(candidates)
         )
         self._held: dict[int, list[list[bytes]]] = {}
         self._held_count = 0
