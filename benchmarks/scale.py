@@ -261,11 +261,13 @@ def markdown(report: dict[str, Any]) -> str:
         "hello; per agent: the last hello's time over n); PSS = peak summed proportional set "
         "size of the agents (and of every process of the run), sampled every "
         f"{report['sample_s']:g} s or twice a sample's own cost, whichever is longer (per agent: "
-        "that peak over the agents alive then); solve s = `dcop solve FILE`. "
+        "that peak over the agents alive then, which a sample of a 1000-agent run, reading every "
+        "agent's page tables for a second or more, can catch while the first have exited or the "
+        "last are still starting); solve s = `dcop solve FILE`. "
         "heartbeats = share of all messages; token/UTIL = DFS token bytes over UTIL bytes.",
         "",
         "| family | n | status | run s | launch s | launch ms/agent | solve s | run / solve | "
-        "agents' PSS MB | PSS MB / agent | all PSS MB | heartbeats | token/UTIL | "
+        "agents' PSS MB (agents alive) | PSS MB / agent | all PSS MB | heartbeats | token/UTIL | "
         "FRODO s (counting off / on) | FRODO RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -282,8 +284,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['family']} | {r['n']} | {status} | {_f(run.get('wall_s'))} | "
             f"{_f(run.get('times_launch'))} | {_f(run.get('launch_ms_per_agent'), '.1f')} | "
             f"{_f(solve.get('wall_s'))} | "
-            f"{_f(r.get('run_over_solve'), '.1f')} | {_f(run.get('pss_agents_mb'), '.0f')} | "
-            f"{_f(per_agent)} | "
+            f"{_f(r.get('run_over_solve'), '.1f')} | {_f(run.get('pss_agents_mb'), '.0f')} "
+            f"({sampled or '-'}) | {_f(per_agent)} | "
             f"{_f(run.get('pss_all_mb'), '.0f')} | {_f(run.get('heartbeat_share'), '.1%')} | "
             f"{_f(ratio)} | {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "
             f"{_f(fr.get('max_rss_mb'), '.0f')} |"
