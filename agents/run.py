@@ -62,7 +62,7 @@ def agent_backend(
     """NumPy, or for a GPU agent the placed backend (buckets large enough run on device ``gpu``,
     on the agent's own stream), warmed up: its CUDA context, memory pools and generic kernels
     are ready before the agent says hello; ``split``: devices its large buckets are split over
-    (the others' contexts are made when such a bucket is first prepared). Returns the backend,
+    (their contexts are made by the warm-up too). Returns the backend,
     the seconds set-up took, the device's name and the agent's CUDA IPC domain
     (:func:`dcop.gpu.ipc.ipc_domain`)."""
     from dcop.backend import get_backend

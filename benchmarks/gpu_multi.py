@@ -5,26 +5,34 @@ Run on the device machine (``nvidia-h100-x2``), from outside the repository::
     source benchmarks/device_env.sh .whl && cd /tmp && \\
         python3 $DCOP_REPO/benchmarks/gpu_multi.py --out $OUT --devices 1,2 --budget 300
 
-Three parts, each row solved with every device count of ``--devices`` on one host in one run:
+Four parts (``--parts``, run in the order given), each row solved with every device count of
+``--devices`` on one host in one run; CuPy's pools are emptied between rows:
 
+- ``threshold``: one bucket of growing size (d = 10, 10**(k+1) joined entries for k in
+  ``--threshold-k``) on one device and split over the most devices, median of 5 warm runs: where
+  the split starts to pay (``split_min_entries``).
 - ``dpop``: GPU agents (``dcop run --gpu``, every bucket of at least the default threshold on a
   device) on the paper's random networks n = ``--n-min``..``--n-max`` (d = 10, p1 = 0.3,
-  p2 = 0.5), one device, then several with the agents ``round-robin``, ``balanced`` (whole
-  subtrees per device) and ``split`` (round robin, each agent's large buckets split over every
-  device). Reported: cost and bound (they must equal the one-device run's), the
-  simulated runtime and solve wall time, and how the UTILs went to their parents (tables by
-  path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host memory). The
-  one-device run goes first and again last (kernels compiled by the first); the second is the
-  baseline.
-- ``be``: BE (min-fill, float32) on the same networks from ``--be-n-min`` up, while the largest
-  bucket output fits ``--be-max-gib``: one device, then every large bucket split over the
-  devices (``dcop solve --backend cupy --device 0,1``). A first, untimed solve compiles.
-- ``big``: one bucket output larger than one device's memory (``--big-gib``, default 1.15 x a
-  device's): a clique of binary variables (and one ternary) whose first elimination makes it.
-  Its producer is split over the devices and streams to pinned host memory, the next bucket
-  reads it there in place. One solve, on the most devices (``--big-all``: on every count),
-  compiles included (pinning the host buffer alone takes a while). The optimum is known in closed form (only the tables of the first
-  variable cost anything) and checked. Skipped where it would take over 0.6 x the host's RAM.
+  p2 = 0.5) and ``--dpop-rows`` (n:d:seed), one device, then several with the agents
+  ``round-robin``, ``balanced`` (whole subtrees per device) and ``split`` (round robin, each
+  agent's large buckets split over every device). Reported: cost and bound (they must equal the
+  one-device run's), the simulated runtime and solve wall time, and how the UTILs went to their
+  parents (tables by path: ``ipc`` on one device, ``p2p`` between devices, ``host`` through host
+  memory). The one-device run goes first and again last (kernels compiled by the first); the
+  second is the baseline.
+- ``be``: BE (float32) on the same networks from ``--be-n-min`` up, while the largest bucket
+  output fits ``--be-max-gib``, then the ``--be-rows`` (larger domains, 5e11-1e12 joined
+  entries: seconds on one GPU): one device, then every large bucket split over the devices
+  (``dcop solve --backend cupy --device 0,1``). A first, untimed solve compiles. Reported with
+  the input bytes moved to the devices for the splits.
+- ``big``: a table larger than one device's memory (``--big-gib``, default 1.15 x a device's): a
+  clique of binary variables (and one ternary) whose first elimination makes it. Its producer is
+  split over the devices and streams to pinned host memory; the next bucket, whose joined table
+  is that size and whose output (a third of it) fits a device, reads it there: the first device
+  in place, the others their slices. One solve, on the most devices (``--big-all``: on every
+  count), compiles included (pinning the host buffer alone takes a while). The optimum is known
+  in closed form (only the tables of the first variable cost anything) and checked. Skipped
+  where it would take over 0.6 x the host's RAM.
 
 Writes ``NAME.json`` and ``NAME.md`` (``meta.gpu``, ``meta.date``, ``meta.devices``).
 """
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import platform
@@ -92,23 +101,29 @@ def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], s
 
     spec = RunSpec(max_message_bytes=4095 * 2**20)
     multi = [k for k in args.devices if k > 1]
-    for n in range(args.n_min, args.n_max + 1):
-        for seed in range(1, args.seeds + 1):
+    cases = [(n, 10, seed) for n in range(args.n_min, args.n_max + 1)
+             for seed in range(1, args.seeds + 1)]  # fmt: skip
+    cases += args.dpop_rows
+    for n, d, seed in cases:
+        if True:
             if over():
-                rows.append({"part": "dpop", "n": n, "seed": seed, "skipped": "time budget"})
+                rows.append({"part": "dpop", "n": n, "d": d, "seed": seed,
+                             "skipped": "time budget"})  # fmt: skip
                 continue
-            problem = random_network(n, 10, 0.3, 0.5, seed)
+            problem = random_network(n, d, 0.3, 0.5, seed)
             runs: list[tuple[int, str, str]] = [(1, "round-robin", "cold")]
             runs += [(k, p, "") for k in multi for p in ("round-robin", "balanced", "split")]
             runs += [(1, "round-robin", "")]
             for k, placement, note in runs:
                 got = dpop_run(problem, spec, k, placement, args.timeout)
-                row = {"part": "dpop", "n": n, "seed": seed, "devices": k,
+                row = {"part": "dpop", "n": n, "d": d, "seed": seed, "devices": k,
                        "placement": placement, "note": note, **got}  # fmt: skip
                 rows.append(row)
                 save()
-                print(f"dpop n={n} seed={seed} devices={k} {placement} {note}: {got}", flush=True)
-            mine = [r for r in rows if r.get("part") == "dpop" and (r["n"], r["seed"]) == (n, seed)]
+                print(f"dpop n={n} d={d} seed={seed} devices={k} {placement} {note}: {got}",
+                      flush=True)  # fmt: skip
+            mine = [r for r in rows if r.get("part") == "dpop"
+                    and (r["n"], r.get("d", 10), r["seed"]) == (n, d, seed)]  # fmt: skip
             base = mine[-1]  # the one-device run after the others: kernels compiled
             for r in mine:
                 r["same"] = _same(r, base)
@@ -137,8 +152,10 @@ def be_backend(devices: int, split_min_entries: int | None) -> Any:
 def be_solve(
     problem: Any, backend: Any, max_bytes: float | None, warm: bool = True
 ) -> dict[str, Any]:
-    """One BE solve on ``backend``: bound, times, splits. ``warm``: after a first, untimed one
-    (kernels compiled or loaded); else the one solve, compiles included (``cold_s`` None)."""
+    """One BE solve on ``backend`` along the min-fill order (the order the sizes reported were
+    planned with; the same buckets on every device count): bound, times, splits. ``warm``: after
+    a first, untimed one (kernels compiled or loaded); else the one solve, compiles included
+    (``cold_s`` None)."""
     from dcop.errors import TableTooLarge
     from dcop.inference import solve
 
@@ -146,13 +163,13 @@ def be_solve(
     cold = None
     try:
         if warm:
-            solve(problem, backend=backend, max_bytes=max_bytes)
+            solve(problem, ordering="minfill", backend=backend, max_bytes=max_bytes)
             cold = time.perf_counter() - t0
             splits = getattr(backend, "splits", None)
             if splits is not None:
                 splits.clear()
             t0 = time.perf_counter()
-        result = solve(problem, backend=backend, max_bytes=max_bytes)
+        result = solve(problem, ordering="minfill", backend=backend, max_bytes=max_bytes)
     except TableTooLarge as exc:
         return {"error": f"oom: {str(exc)[:240]}", "wall_s": time.perf_counter() - t0}
     wall = time.perf_counter() - t0
@@ -170,27 +187,120 @@ def be_solve(
 
 
 def be_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], save: Any) -> None:
-    from dcop.generators import random_network
-
+    """The d = 10 sweep from ``--be-n-min`` while the largest output fits ``--be-max-gib``, then
+    the ``--be-rows`` (larger domains: one device takes seconds)."""
     limit = args.be_max_gib * 2**30
     for n in range(args.be_n_min, args.be_n_max + 1):
-        problem = random_network(n, 10, 0.3, 0.5, 1)
-        out_bytes = largest_output_bytes(problem)
-        if out_bytes > limit:
-            rows.append({"part": "be", "n": n, "skipped": f"largest output {out_bytes} B"})
-            break
+        if not be_row(args, n, 10, 1, limit, over, rows, save):
+            break  # the d = 10 sweep stops at the first output over the limit
+    for n, d, seed in args.be_rows:
+        be_row(args, n, d, seed, limit, over, rows, save)
+
+
+def be_row(
+    args: argparse.Namespace,
+    n: int,
+    d: int,
+    seed: int,
+    limit: float,
+    over: Any,
+    rows: list[dict[str, Any]],
+    save: Any,
+) -> bool:
+    """One BE instance on every device count; False when its largest output is over ``limit``."""
+    from dcop.generators import random_network
+
+    problem = random_network(n, d, 0.3, 0.5, seed)
+    out_bytes = largest_output_bytes(problem)
+    head = {"part": "be", "n": n, "d": d, "seed": seed}
+    if out_bytes > limit:
+        rows.append({**head, "skipped": f"largest output {out_bytes} B"})
+        return False
+    if over():
+        rows.append({**head, "skipped": "time budget"})
+        return True
+    base: dict[str, Any] | None = None
+    for k in args.devices:
+        free_pools()
+        got = be_solve(problem, be_backend(k, args.split_min_entries), None)
+        row = {**head, "devices": k, "largest_output_bytes": out_bytes, **got}
+        base = base or row
+        row["same"] = _same(row, base)
+        rows.append(row)
+        save()
+        print(f"be n={n} d={d} seed={seed} devices={k}: {got}", flush=True)
+    return True
+
+
+def free_pools() -> None:
+    """Give the memory CuPy's pools keep (device and pinned host) back between rows: a freed
+    100 GB pinned output kept in the pool counts as this process's memory in the next plan."""
+    with contextlib.suppress(Exception):
+        import cupy
+
+        for device in range(cupy.cuda.runtime.getDeviceCount()):
+            with cupy.cuda.Device(device):
+                cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    import gc
+
+    gc.collect()
+
+
+# ---- where a split starts to pay ---------------------------------------------------------------
+def star_bucket(d: int, k: int, seed: int = 1) -> tuple[list[Any], str]:
+    """One bucket: ``x`` (domain ``d``) tied to ``k`` others by binary tables, and a chain of
+    binary tables among them: ``d ** (k + 1)`` joined entries, an output of ``d ** k``."""
+    from dcop.tables import Table
+
+    rng = np.random.default_rng(seed)
+    outs = [f"v{i}" for i in range(k)]
+    tables = [Table(("x", u), rng.integers(0, 100, (d, d)).astype(np.float32)) for u in outs]
+    tables += [
+        Table((u, w), rng.integers(0, 100, (d, d)).astype(np.float32))
+        for u, w in itertools.pairwise(outs)
+    ]
+    return tables, "x"
+
+
+def threshold_part(
+    args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], save: Any
+) -> None:
+    """One bucket of growing size (``--threshold-k``: d = 10, 10**(k+1) joined entries) on one
+    device and split over the most devices (every bucket split): the median of 5 warm runs,
+    output on the first device. Where the split's ratio drops under 1 is the threshold."""
+    from dcop.backend import get_backend
+
+    most = max(args.devices)
+    if most < 2:
+        return
+    for k in args.threshold_k:
         if over():
-            rows.append({"part": "be", "n": n, "skipped": "time budget"})
+            rows.append({"part": "threshold", "k": k, "skipped": "time budget"})
             continue
-        base: dict[str, Any] | None = None
-        for k in args.devices:
-            got = be_solve(problem, be_backend(k, args.split_min_entries), None)
-            row = {"part": "be", "n": n, "devices": k, "largest_output_bytes": out_bytes, **got}
-            base = base or row
-            row["same"] = _same(row, base)
-            rows.append(row)
-            save()
-            print(f"be n={n} devices={k}: {got}", flush=True)
+        tables, var = star_bucket(10, k)
+        row: dict[str, Any] = {"part": "threshold", "k": k, "joined": 10 ** (k + 1),
+                               "out_bytes": 4 * 10**k, "devices": most}  # fmt: skip
+        free_pools()
+        one = get_backend("cupy", 0)
+        multi = get_backend("cupy", devices=range(most), split_min_entries=0)
+        results = []
+        for name, backend in (("one_s", one), ("split_s", multi)):
+            placed = [backend.table(t.scope, t.data, np.float32) for t in tables]
+            times = []
+            for _ in range(6):  # the first compiles
+                t0 = time.perf_counter()
+                out = backend.join_eliminate(placed, var)
+                backend.synchronize()
+                times.append(time.perf_counter() - t0)
+            row[name] = float(np.median(times[1:]))
+            results.append(backend.to_numpy(out.data))
+            del out, placed
+        row["same"] = bool(np.array_equal(results[0], results[1]))
+        row["ratio"] = row["split_s"] / row["one_s"]
+        rows.append(row)
+        save()
+        print(f"threshold k={k}: {row}", flush=True)
 
 
 # ---- one table larger than a device -----------------------------------------------------------
@@ -234,6 +344,7 @@ def big_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], sa
         if over():
             rows.append({"part": "big", "devices": k, "skipped": "time budget"})
             continue
+        free_pools()
         got = be_solve(problem, be_backend(k, args.split_min_entries), 0.9 * ram, warm=False)
         exact = got.get("bound") == optimum and got.get("cost") == optimum
         row = {"part": "big", "devices": k, "variables": problem.n, "optimum": optimum,
@@ -301,25 +412,52 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         *([f"Machine: {describe(meta['machine'])}.", ""] if meta.get("machine") else []),
         *(f"Not run: {r['skipped']}." for r in rows if r.get("part") == "meta"),
         "",
-        "## Distributed DPOP (random d = 10, p1 = 0.3, p2 = 0.5)",
+    ]
+    threshold = [r for r in rows if r.get("part") == "threshold"]
+    if threshold:
+        lines += [
+            "## Where a split pays (one bucket, d = 10, output on the first device)",
+            "",
+            "Median of 5 warm runs; `split/one` under 1: the split is faster. The default "
+            "`split_min_entries` should sit where the ratio drops under 1.",
+            "",
+            "| joined entries | output GB | devices | one device s | split s | split/one | same |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in threshold:
+            if "skipped" in r:
+                lines.append(f"| 1e{r['k'] + 1} | - | - | skipped: {r['skipped']} ||||")
+                continue
+            lines.append(
+                f"| {r['joined']:.0e} | {r['out_bytes'] / 1e9:.3g} | {r['devices']} | "
+                f"{_f(r['one_s'])} | {_f(r['split_s'])} | {_f(r['ratio'])} | "
+                f"{'yes' if r['same'] else 'NO'} |"
+            )
+        lines.append("")
+    lines += [
+        "## Distributed DPOP (random p1 = 0.3, p2 = 0.5)",
         "",
         "`UTIL paths`: tables handed to parents on one device (ipc), between devices (p2p), "
         "through host memory (host).",
         "",
-        "| n | seed | devices | placement | note | sim s | solve wall s | x1 | UTIL paths "
+        "| n | d | seed | devices | placement | note | sim s | solve wall s | x1 | UTIL paths "
         "ipc/p2p/host | devices used | same |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     dpop = [r for r in rows if r.get("part") == "dpop"]
     for r in dpop:
+        d = r.get("d", 10)
         if "skipped" in r:
-            lines.append(f"| {r['n']} | {r['seed']} | - | - | skipped: {r['skipped']} |||||||")
+            lines.append(f"| {r['n']} | {d} | {r['seed']} | - | - | skipped: {r['skipped']} "
+                         "|||||||")  # fmt: skip
             continue
         base = next(
             (
                 b
                 for b in reversed(dpop)
-                if (b.get("n"), b.get("seed"), b.get("devices")) == (r["n"], r["seed"], 1)
+                if (b.get("n"), b.get("d", 10), b.get("seed"), b.get("devices"))
+                == (r["n"], d, r["seed"], 1)
+                and "skipped" not in b
             ),
             None,
         )
@@ -330,7 +468,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             else None
         )
         lines.append(
-            f"| {r['n']} | {r['seed']} | {r['devices']} | {r['placement']} | "
+            f"| {r['n']} | {d} | {r['seed']} | {r['devices']} | {r['placement']} | "
             f"{r.get('note') or r.get('error', '')[:60]} | {_f(r.get('sim_s'))} | "
             f"{_f(r.get('solve_wall_s'))} | {_f(ratio)} | "
             f"{paths.get('ipc', '-')}/{paths.get('p2p', '-')}/{paths.get('host', '-')} | "
@@ -338,25 +476,39 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "## Centralized BE (random d = 10, p1 = 0.3, p2 = 0.5, seed 1; min-fill, float32)",
+        "## Centralized BE (random p1 = 0.3, p2 = 0.5; min-fill, float32)",
         "",
-        "| n | w* | largest output GB | devices | warm wall s | x1 | buckets split | of them "
-        "to host | same | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "`moved GB`: input slices sent to the devices for the split buckets.",
+        "",
+        "| n | d | seed | w* | largest output GB | devices | warm wall s | x1 | buckets split | "
+        "of them to host | moved GB | same | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     be = [r for r in rows if r.get("part") == "be"]
     for r in be:
+        d = r.get("d", 10)
+        key = (r["n"], d, r.get("seed", 1))
         if "skipped" in r:
-            lines.append(f"| {r['n']} | - | - | - | skipped: {r['skipped']} ||||||")
+            lines.append(f"| {key[0]} | {d} | {key[2]} | - | - | - | skipped: {r['skipped']} "
+                         "||||||")  # fmt: skip
             continue
-        base = next((b for b in be if b.get("n") == r["n"] and b.get("devices") == 1), None)
+        base = next(
+            (
+                b
+                for b in be
+                if (b["n"], b.get("d", 10), b.get("seed", 1)) == key and b.get("devices") == 1
+            ),
+            None,
+        )
         ratio = r["wall_s"] / base["wall_s"] if base and "cost" in r and "cost" in base else None
         splits = r.get("splits", {})
+        moved = splits.get("split_moved_bytes")
         lines.append(
-            f"| {r['n']} | {_f(r.get('induced_width'))} | "
+            f"| {key[0]} | {d} | {key[2]} | {_f(r.get('induced_width'))} | "
             f"{r['largest_output_bytes'] / 1e9:.3g} | {r['devices']} | {_f(r.get('wall_s'))} | "
             f"{_f(ratio)} | {splits.get('split_buckets', '-')} | "
-            f"{splits.get('split_to_host', '-')} | {'yes' if r.get('same') else 'NO'} | "
+            f"{splits.get('split_to_host', '-')} | "
+            f"{'-' if moved is None else f'{moved / 1e9:.3g}'} | {'yes' if r.get('same') else 'NO'} | "
             f"{r.get('error', '')[:80]} |"
         )
     lines += [
@@ -382,6 +534,16 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cases(text: str) -> list[tuple[int, int, int]]:
+    """``n:d:seed,...`` -> instances (empty text: none)."""
+    out = []
+    for item in text.split(","):
+        if item.strip():
+            n, d, seed = (int(x) for x in item.split(":"))
+            out.append((n, d, seed))
+    return out
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
@@ -392,10 +554,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[1, 2],
         help="device counts, e.g. 1,2 or 1,2,4 (the first devices of the host)",
     )
-    ap.add_argument("--parts", default="dpop,be,big", help="dpop, be and/or big")
+    ap.add_argument(
+        "--parts",
+        default="threshold,dpop,be,big",
+        help="threshold, dpop, be and/or big, run in this order",
+    )
     ap.add_argument("--n-min", type=int, default=18)
     ap.add_argument("--n-max", type=int, default=22)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument(
+        "--dpop-rows",
+        type=_cases,
+        default=_cases("17:25:1"),
+        help="more DPOP instances n:d:seed (the most work whose UTILs stay under 4 GB)",
+    )
+    ap.add_argument(
+        "--be-rows",
+        type=_cases,
+        default=_cases("17:40:1,15:80:1,14:100:3"),
+        help="more BE instances n:d:seed (5e11-1e12 joined entries, 13-40 GB outputs)",
+    )
+    ap.add_argument(
+        "--threshold-k",
+        type=lambda text: [int(k) for k in text.split(",") if k],
+        default=[7, 8, 9],
+        help="bucket sizes (10**(k+1) joined entries) of the split threshold part",
+    )
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds per DPOP run")
     ap.add_argument("--be-n-min", type=int, default=18)
     ap.add_argument("--be-n-max", type=int, default=26)
@@ -420,7 +604,11 @@ def main(argv: list[str] | None = None) -> None:
         return time.monotonic() - started > args.budget
 
     rows: list[dict[str, Any]] = []
-    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    parts = list(dict.fromkeys(p.strip() for p in args.parts.split(",") if p.strip()))
+    steps = {"threshold": threshold_part, "be": be_part, "big": big_part, "dpop": dpop_part}
+    unknown = [p for p in parts if p not in steps]
+    if unknown:
+        raise SystemExit(f"gpu_multi: unknown part(s) {unknown}; use {', '.join(steps)}")
     from dcop.backend import gpu_count
 
     visible = gpu_count()
@@ -450,9 +638,8 @@ def main(argv: list[str] | None = None) -> None:
     def save() -> None:  # after every row: a run cut short keeps what it measured
         write(args, rows, meta())
 
-    for name, part in (("be", be_part), ("big", big_part), ("dpop", dpop_part)):
-        if name in parts:
-            part(args, over, rows, save)
+    for name in parts:  # in the order given: what matters most first, within --budget
+        steps[name](args, over, rows, save)
     save()
 
 

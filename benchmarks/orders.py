@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -37,7 +38,7 @@ from dcop.generators import grid_network, random_bayes, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import min_degree_order, min_fill_order
-from dcop.orders import best_order, order_cost, treedec
+from dcop.orders import OrderCost, best_order, order_cost, treedec
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import build_candidates
 
@@ -85,6 +86,7 @@ def central(
             "seconds": seconds,
         }
     default = best_order(problem)
+    predicted = OrderCost(default.width, default.largest_table_entries, default.total_entries)
     out["default"] = {
         "width": default.width,
         "largest": default.largest_table_entries,
@@ -92,6 +94,9 @@ def central(
         "seconds": default.seconds,
         "method": default.method,  # type: ignore[dict-item]
         "budget_s": default.budget_s,
+        "predicted_solve_s": predicted.predicted_seconds(problem.n),
+        # each candidate's seconds (the order and its cost), where the time goes
+        "tried": {r.method: r.seconds for r in default.tried},  # type: ignore[dict-item]
     }
     if known_best is not None:
         out["goatd_best"] = known_best
@@ -170,12 +175,26 @@ def targets(row: dict[str, Any]) -> dict[str, Any]:
     if best is not None:
         ratio = row["default"]["largest"] / max(min(best["largest"], row["default"]["largest"]), 1)
         out["default_vs_best"] = ratio
-        out["within"] = ratio <= (2 if row["family"] == "grid" else 4)
+        # 2x on grids and on solves over 10 s: predicted over 10 / 3.2 s, the most the
+        # 1e-8 s per entry of the prediction was measured to underestimate by
+        slow = row["default"]["predicted_solve_s"] * 3.2 > 10
+        out["within"] = ratio <= (2 if row["family"] == "grid" or slow else 4)
     if row["family"] == "grid":
         side = math.isqrt(row["n"])
         out["grid_width_ok"] = row["default"]["width"] <= side + 1
     out["run_width_ok"] = row["run"]["width"] <= row["default"]["width"] + 1
+    out["order_time_ok"] = row["default"]["seconds"] <= order_time_limit(
+        row["default"]["predicted_solve_s"]
+    )
     return out
+
+
+def order_time_limit(solve_s: float) -> float:
+    """The issue's ordering-time target for a solve of ``solve_s`` seconds: under 0.2 s if it
+    solves in under 2 s, else under a tenth of it. The benchmark passes BE's predicted time
+    (:meth:`OrderCost.predicted_seconds`, 1e-8 s per entry), which underestimates the measured
+    1.3e-8 to 3.2e-8, so the limit it gets is never looser than the real solve's."""
+    return 0.2 if solve_s < 2 else 0.1 * solve_s
 
 
 def report_md(doc: dict[str, Any]) -> str:
@@ -183,24 +202,36 @@ def report_md(doc: dict[str, Any]) -> str:
         "# Orders and pseudo-trees: width, largest table, time",
         "",
         f"`{doc['command']}` on {doc['machine']}, {doc['date']} (times on a 2-core VM are "
-        "indicative). goatd best: its portfolio at "
+        f"indicative; load average {doc['load'][0]:.1f} at the start, {doc['load'][1]:.1f} at "
+        "the end"
+        + (f"; {doc['note']}" if doc.get("note") else "")
+        + "). goatd best: its portfolio at "
         f"{doc['best_time_s']} s. Largest: BE's largest joined table for orders, the largest "
-        "UTIL for `dcop run`'s trees.",
+        "UTIL for `dcop run`'s trees. Solve s: BE's predicted time along the default order "
+        "(1e-8 s per joined entry, an underestimate). Targets: the default's largest table within "
+        "4x of goatd's best (2x on grids and where the solve may pass 10 s: predicted over 3 s), "
+        "a grid's width at most its side + 1, `dcop run`'s width at most the default's + 1, and "
+        "ordering under 0.2 s below 2 s of solve, else under a tenth of it.",
         "",
-        "| instance | n | min-fill w / largest | default w / largest (method, s) | goatd best w / "
-        "largest | default / best | DFS best-of-8 w | elimination tree w | `dcop run` w (tree) | "
-        "targets |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| instance | n | min-fill w / largest | default w / largest (method, s) | solve s | "
+        "goatd best w / largest | default / best | DFS best-of-8 w | elimination tree w | "
+        "`dcop run` w (tree) | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in doc["rows"]:
         mf, de = row["minfill"], row["default"]
         best = row.get("goatd_best")
         t = row["targets"]
         elim = row["elimination"]
-        ok = [k for k in ("within", "grid_width_ok", "run_width_ok") if t.get(k) is False]
+        ok = [
+            k
+            for k in ("within", "grid_width_ok", "run_width_ok", "order_time_ok")
+            if t.get(k) is False
+        ]
         lines.append(
             f"| {row['instance']} | {row['n']} | {mf['width']} / {mf['largest']:.3g} | "
             f"{de['width']} / {de['largest']:.3g} ({de['method']}, {de['seconds']:.2f}) | "
+            f"{de['predicted_solve_s']:.2g} | "
             + (
                 f"{best['width']} / {best['largest']:.3g} | {t['default_vs_best']:.2g}x | "
                 if best
@@ -256,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="reuse goatd's best of an earlier orders.json with the same --best-time",
     )
+    parser.add_argument(
+        "--note", default="", help="conditions of the run for the report (e.g. a shared machine)"
+    )
     args = parser.parse_args(argv)
+    load_start = os.getloadavg()[0]
     known: dict[str, dict[str, float]] = {}
     if args.best_from is not None:
         earlier = json.loads(args.best_from.read_text())
@@ -280,20 +315,21 @@ def main(argv: list[str] | None = None) -> int:
             f"w={row['run']['width']} ({row['run']['kind']})",
             file=sys.stderr,
         )
+    given = list(argv if argv is not None else sys.argv[1:])
+    for flag in ("--note", "--out"):  # a field of its own; where the files went
+        if flag in given:
+            del given[given.index(flag) : given.index(flag) + 2]
+        given = [a for a in given if not a.startswith(flag + "=")]
     doc = {
         # the command, without this machine's paths
         "command": " ".join(
-            [
-                "benchmarks/orders.py",
-                *(
-                    a if not a.startswith("/") else Path(a).name
-                    for a in (argv if argv is not None else sys.argv[1:])
-                ),
-            ]
+            ["benchmarks/orders.py", *(a if not a.startswith("/") else Path(a).name for a in given)]
         ),
         "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "best_time_s": best_time,
+        "load": [load_start, os.getloadavg()[0]],
+        "note": args.note,
         "rows": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,9 @@
 """Which GPU each agent of a local run uses, when ``--gpu`` names several.
 
-``round-robin`` gives agent ``k`` device ``k mod count``; ``split`` too, and every agent splits
-its large buckets over all the devices (:func:`agent_gpu_values`: ``D/LIST``). ``balanced``
+``round-robin`` gives agent ``k`` device ``k mod count``; ``split`` too, and every agent whose
+planned bucket is large enough to be split splits it over all the devices
+(:func:`agent_gpu_values`: ``D/LIST``; such an agent makes every device's context at its
+warm-up, before the solve). ``balanced``
 needs the pseudo-tree before any agent starts (an agent's CUDA context is made at its start):
 the coordinator builds the candidate trees in process with the agents' own DFS code
 (:func:`dcop.trees.dfs.simulate`; up to 8 candidates: 0.05 s at n = 20, 0.4 s at n = 100,
@@ -57,14 +59,30 @@ def agent_gpu_values(
     gpu: int | str,
     placement: str = "round-robin",
     count: int | None = None,
+    split_min_entries: int | None = None,
 ) -> dict[int, str]:
     """Each agent's ``--gpu`` value: its device (:func:`agent_devices`), and with ``split``
-    ``D/LIST``, the devices its large buckets are split over."""
+    ``D/LIST`` for an agent whose bucket (in the planned pseudo-tree) runs on a GPU and has at
+    least ``split_min_entries`` joined entries (default: the split backend's threshold): the
+    devices that bucket is split over."""
     devices = agent_devices(problem, spec, gpu, placement, count)
     if placement != "split" or len(set(devices.values())) < 2:
         return {k: str(d) for k, d in devices.items()}
     every = ",".join(str(d) for d in sorted(set(devices.values())))
-    return {k: f"{d}/{every}" for k, d in devices.items()}
+    _, work = _planned_tree(problem, spec)
+    threshold = split_min_entries if split_min_entries is not None else _split_threshold()
+    # only an agent whose bucket will be split gets the list: it makes the other devices'
+    # contexts at its warm-up, before the solve, and the others never make them
+    return {
+        k: f"{d}/{every}" if work.get(k, 0.0) >= max(threshold, 1) else str(d)
+        for k, d in devices.items()
+    }
+
+
+def _split_threshold() -> int:
+    from dcop.gpu.multi import DEFAULT_SPLIT_MIN_ENTRIES
+
+    return DEFAULT_SPLIT_MIN_ENTRIES
 
 
 def _planned_tree(

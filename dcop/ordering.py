@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dcop.errors import ModelError
@@ -29,45 +29,67 @@ ORDERINGS = ("minfill", "mindegree", "pseudotree")
 
 # ---- greedy elimination orders ------------------------------------------------------------------
 def _greedy_order(adjacency: Adjacency, score_fill: bool) -> list[str]:
-    # a heap of (fill, degree, rank) keys with stale entries skipped: only the eliminated
-    # variable's neighbours (degree) and their neighbours (fill) change key at each step
-    graph = {v: set(ns) for v, ns in adjacency.items()}
-    rank = {v: i for i, v in enumerate(adjacency)}
-
-    def fill(v: str) -> int:
-        # the pairs of v's neighbours minus the edges among them, each edge counted from both
-        # ends; map() keeps the per-neighbour work in C (the pairwise Python loop was 3x slower)
-        ns = graph[v]
-        d = len(ns)
-        inside = sum(map(len, map(ns.intersection, map(graph.__getitem__, ns))))
-        return (d * (d - 1) - inside) // 2
-
-    def key(v: str) -> tuple[int, int, int]:
-        return (fill(v) if score_fill else 0, len(graph[v]), rank[v])
-
-    current = {v: key(v) for v in graph}
-    heap = [(*k, v) for v, k in current.items()]
+    # Variables as integers (their rank: ties go to the earlier variable) and a heap of keys
+    # (fill, degree, rank), packed in one int that compares alike, with stale entries skipped.
+    # The fill-in counts are kept up to date edge by edge instead of recounted: eliminating v
+    # lowers each neighbour a's fill by the pairs (v, b) it loses (b not joined to v), and each
+    # fill edge a-b lowers by one the fill of every common neighbour (its pair a-b is joined) and
+    # raises a's by a's neighbours that b lacks (b's alike). Only variables whose key changed are
+    # pushed again. The keys, hence the order, are those of recounting every touched variable
+    # (tests/core/test_ordering.py checks against that reference); 6-20x faster at n = 400-900.
+    names = list(adjacency)
+    n = len(names)
+    index = {v: i for i, v in enumerate(names)}
+    graph = [set(map(index.__getitem__, adjacency[v])) for v in names]
+    fill = [0] * n
+    if score_fill:
+        for i, ns in enumerate(graph):
+            # pairs of neighbours minus the edges among them (each counted from both ends)
+            inside = sum(map(len, map(ns.intersection, map(graph.__getitem__, ns))))
+            fill[i] = (len(ns) * (len(ns) - 1) - inside) // 2
+    current = [(fill[i] * n + len(ns)) * n + i for i, ns in enumerate(graph)]
+    heap = list(current)
     heapq.heapify(heap)
+    eliminated = [False] * n
     order: list[str] = []
-    while graph:
-        *k, v = heapq.heappop(heap)
-        if v not in graph or tuple(k) != current[v]:
+    while heap:
+        key = heapq.heappop(heap)
+        v = key % n
+        if eliminated[v] or key != current[v]:
             continue  # eliminated, or pushed again with a newer key
-        ns = graph.pop(v)
-        del current[v]
+        eliminated[v] = True
+        ns = graph[v]
+        changed = set(ns)
         for a in ns:
             graph[a].discard(v)
-            graph[a].update(ns - {a})
-        order.append(v)
-        touched = set(ns)
         if score_fill:
             for a in ns:
-                touched.update(graph[a])
-        for a in touched:
-            new = key(a)
+                ga = graph[a]
+                fill[a] -= len(ga) - len(ga & ns)
+            for a in ns:
+                ga = graph[a]
+                for b in ns - ga:
+                    if b > a:  # each missing pair once (a itself, in ns - ga, is skipped)
+                        gb = graph[b]
+                        common = ga & gb
+                        for c in common:
+                            fill[c] -= 1
+                        changed |= common
+                        fill[a] += len(ga) - len(common)
+                        fill[b] += len(gb) - len(common)
+                        ga.add(b)
+                        gb.add(a)
+        else:
+            for a in ns:
+                graph[a] |= ns
+                graph[a].discard(a)
+        graph[v] = set()
+        order.append(names[v])
+        for a in changed:
+            new = (fill[a] * n + len(graph[a])) * n + a
             if new != current[a]:
                 current[a] = new
-                heapq.heappush(heap, (*new, a))
+                heapq.heappush(heap, new)
     return order
 
 
@@ -129,21 +151,37 @@ def order_pseudo_tree(adjacency: Adjacency, order: Sequence[str]) -> PseudoTree:
 
 
 # ---- measures of an order -----------------------------------------------------------------------
+def induced_scope_walk(
+    adjacency: Adjacency, order: Sequence[str]
+) -> Iterator[tuple[str, set[str]]]:
+    """(variable, its induced scope) along ``order``, first eliminated first, for an order that
+    lists every variable once (unchecked); the scopes are the walk's own, to read. The scope is built the way BE's messages travel: a
+    variable's later neighbours and the scopes handed to it (less itself), handed on to the
+    scope's first-eliminated variable; no induced graph is kept, so a step costs the sizes of the
+    scopes it joins, not their squares (2-3x faster than filling in cliques at n = 400-900)."""
+    position = {v: i for i, v in enumerate(order)}
+    handed: list[list[set[str]]] = [[] for _ in order]
+    for i, v in enumerate(order):
+        scope = {u for u in adjacency[v] if position[u] > i}
+        for inner in handed[i]:
+            scope |= inner
+        handed[i] = []
+        scope.discard(v)
+        if scope:
+            handed[min(map(position.__getitem__, scope))].append(scope)
+        yield v, scope
+
+
 def induced_scopes(adjacency: Adjacency, order: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """For each variable, the variables after it that it is joined with when it is eliminated
     (its bucket's output scope along ``order``)."""
     if set(order) != set(adjacency) or len(order) != len(adjacency):
         raise ModelError("an elimination order must list every variable exactly once")
-    graph = {v: set(ns) for v, ns in adjacency.items()}
-    scopes: dict[str, tuple[str, ...]] = {}
     position = {v: i for i, v in enumerate(order)}
-    for v in order:
-        ns = graph.pop(v)
-        for a in ns:
-            graph[a].discard(v)
-            graph[a].update(ns - {a})
-        scopes[v] = tuple(sorted(ns, key=position.__getitem__))
-    return scopes
+    return {
+        v: tuple(sorted(scope, key=position.__getitem__))
+        for v, scope in induced_scope_walk(adjacency, order)
+    }
 
 
 def induced_width(adjacency: Adjacency, order: Sequence[str]) -> int:
@@ -176,16 +214,11 @@ def elimination_cost(
 ) -> float:
     """Entries of all joined bucket tables along ``order`` (the work of one elimination pass);
     ``math.inf`` as soon as the running total exceeds ``cap`` (a worse candidate stops early)."""
-    graph = {v: set(ns) for v, ns in adjacency.items()}
     total = 0.0
-    for v in order:
-        ns = graph.pop(v)
-        total += sizes[v] * math.prod(float(sizes[u]) for u in ns)
+    for v, scope in induced_scope_walk(adjacency, order):
+        total += sizes[v] * math.prod(float(sizes[u]) for u in scope)
         if total > cap:
             return math.inf
-        for a in ns:
-            graph[a].discard(v)
-            graph[a].update(ns - {a})
     return total
 
 

@@ -65,7 +65,8 @@ OrderTimeOption = Annotated[
     float | None,
     typer.Option(
         help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
-        "time, none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
+        "time for the whole ordering, greedy orders included, but at least 0.05-0.1 s of "
+        "search; none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
     ),
 ]
 CentralAlgoOption = Annotated[

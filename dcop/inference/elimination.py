@@ -79,6 +79,15 @@ def eliminate(
     stats = EliminationStats(bound=float(problem.constant))
     buckets: dict[str, list[Table]] = {v: [] for v in order}
     held = plan.resident_bytes
+    # with several GPUs (plan.devices) only the tables in host memory count against max_bytes
+    on_devices = plan.devices is not None
+    lands_on_host = getattr(backend, "output_on_host", None)
+
+    def host_bytes(table: Table) -> int:
+        if on_devices and not isinstance(table.data, np.ndarray):
+            return 0
+        return int(table.size * itemsize)
+
     for cost_table in problem.tables:
         if not cost_table.scope:
             stats.bound += float(cost_table.costs)
@@ -86,10 +95,12 @@ def eliminate(
         first = min(cost_table.scope, key=position.__getitem__)
         table = backend.table(cost_table.scope, cost_table.dense(dtype), dtype)
         buckets[first].append(table)
-        held += table.size * itemsize
+        held += host_bytes(table)
 
     def check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
         out_bytes = out_entries * itemsize if scope else 0  # a scalar is summed on the host
+        if on_devices and callable(lands_on_host) and not lands_on_host(out_bytes):
+            out_bytes = 0
         if max_bytes is not None and held + out_bytes > max_bytes:
             raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
 
@@ -112,7 +123,7 @@ def eliminate(
         stats.bound += output.scalar
         for message in output.tables:  # kept: the value-assignment phase reads them again
             buckets[min(message.scope, key=position.__getitem__)].append(message)
-            held += message.size * itemsize
+            held += host_bytes(message)
         done += work.get(var, 0)
         stats.bucket_seconds[var] = time.perf_counter() - t0
     backend.synchronize()

@@ -15,6 +15,14 @@ progress bar: :func:`plan_memory` walks the buckets along the elimination order 
 
 The plan's peak is the largest of these sums over all mini-buckets; :func:`largest_fitting_z`
 finds the MBE z whose plan fits a limit, and :func:`refusal` says why a run is refused.
+
+With several GPUs (a backend that gives a :class:`DeviceModel`) the plan places tables as the
+backend does: input tables on the first device, each output there while it fits the device's
+budget, else in pinned host memory (only those count in the host peak), and for every bucket
+split over the devices what each device allocates: its slices of the inputs (the share of the
+leading output variable's values it computes of every table that holds that variable, every other
+table whole; a host table is read in place where its slice is contiguous) and two chunk buffers.
+A run is refused when the host peak exceeds the limit or one device's need exceeds its memory.
 """
 
 from __future__ import annotations
@@ -63,6 +71,51 @@ def work_model_of(backend: Any) -> WorkModel:
 
 
 @dataclass(frozen=True)
+class DeviceModel:
+    """Several GPUs as :class:`dcop.gpu.multi.MultiGpuBackend` uses them, for the plan.
+
+    Attributes
+    ----------
+    count
+        Devices.
+    device_bytes
+        Memory a device can give tables (its free memory when planned).
+    split_min_entries
+        Joined entries from which a bucket is split over the devices.
+    max_output_bytes
+        The backend's fixed cap on an output kept on a device (None: ``share`` of what is free).
+    chunk_bytes
+        One chunk buffer of a split device's output.
+    share
+        Share of the free memory an output may take on the first device.
+    run_copies
+        A device table's slice in more contiguous runs than this is cut out on the first
+        device (a temporary of the slice's size) before it is sent.
+    """
+
+    count: int
+    device_bytes: int
+    split_min_entries: int
+    max_output_bytes: int | None = None
+    chunk_bytes: int = 256 << 20
+    share: float = 0.8
+    run_copies: int = 64
+
+    def output_budget(self, held: int) -> float:
+        """The largest output kept on the first device while it holds ``held`` bytes."""
+        if self.max_output_bytes is not None:
+            return float(self.max_output_bytes)
+        return self.share * max(0, self.device_bytes - held)
+
+
+def device_model_of(backend: Any) -> DeviceModel | None:
+    """The backend's :class:`DeviceModel` (several GPUs), or None: then every table is planned
+    in host memory."""
+    model = getattr(backend, "device_model", None)
+    return model() if callable(model) else None
+
+
+@dataclass(frozen=True)
 class BucketPlan:
     """One bucket of the plan: its mini-buckets, its work and the most bytes live while it runs."""
 
@@ -95,6 +148,12 @@ class MemoryPlan:
     scopes: tuple[tuple[str, ...], ...] = field(repr=False, default=())
     sizes: Mapping[str, int] = field(repr=False, default_factory=dict)
     work: WorkModel = field(repr=False, default_factory=WorkModel)
+    #: with a :class:`DeviceModel`: the most one device needs at once, the bucket and device
+    #: where that happens, and each device's memory
+    devices: DeviceModel | None = field(repr=False, default=None)
+    device_peak_bytes: int = 0
+    device_peak_var: str | None = None
+    device_peak_device: int = 0
 
     @property
     def total_work(self) -> int:
@@ -117,8 +176,13 @@ class MemoryPlan:
         return max((len(m.out_scope) for b in self.buckets for m in b.minibuckets), default=0)
 
     def fits(self, limit: float) -> bool:
-        """Whether the peak stays within ``limit`` bytes."""
-        return self.peak_bytes <= limit
+        """Whether the peak stays within ``limit`` bytes (and every device's need within its
+        memory)."""
+        return self.peak_bytes <= limit and self.fits_devices()
+
+    def fits_devices(self) -> bool:
+        """Whether every device's need stays within its memory (True without devices)."""
+        return self.devices is None or self.device_peak_bytes <= self.devices.device_bytes
 
     def with_z(self, z: int | None) -> MemoryPlan:
         """The same run planned with mini-bucket size ``z`` (None: BE)."""
@@ -130,6 +194,7 @@ class MemoryPlan:
             self.itemsize,
             resident=self.resident_bytes,
             work=self.work,
+            devices=self.devices,
         )
 
 
@@ -142,6 +207,7 @@ def plan_memory(
     *,
     resident: int = 0,
     work: WorkModel | None = None,
+    devices: DeviceModel | None = None,
 ) -> MemoryPlan:
     """Plan (mini-)bucket elimination of tables over ``scopes`` along ``order``.
 
@@ -161,6 +227,8 @@ def plan_memory(
         Bytes the process holds before the run (see :func:`resident_bytes`).
     work
         The backend's working memory per mini-bucket (:func:`work_model_of`); none by default.
+    devices
+        Several GPUs (:func:`device_model_of`): tables planned where that backend puts them.
 
     Returns
     -------
@@ -170,15 +238,21 @@ def plan_memory(
     work = work or WorkModel()
     position = {v: i for i, v in enumerate(order)}
     buckets: dict[str, list[tuple[str, ...]]] = {v: [] for v in order}
+    on_host: dict[str, list[bool]] = {v: [] for v in order}  # where each bucket table lies
     inputs = 0
     for scope in scopes:
         if scope:
-            buckets[min(scope, key=position.__getitem__)].append(tuple(scope))
+            first = min(scope, key=position.__getitem__)
+            buckets[first].append(tuple(scope))
+            on_host[first].append(devices is None)
             inputs += math.prod(sizes[v] for v in scope)
-    live = resident + inputs * itemsize
+    # with devices, the input tables are uploaded to the first one
+    live = resident + (inputs * itemsize if devices is None else 0)
+    device_live = 0 if devices is None else inputs * itemsize
     peak, peak_out = live, 0
     peak_var: str | None = None
     peak_scope: tuple[str, ...] = ()
+    device_peak, device_peak_var, device_peak_device = device_live, None, 0
     messages = 0
     planned: list[BucketPlan] = []
     for var in order:
@@ -190,14 +264,28 @@ def plan_memory(
         for mini in minis:
             out_bytes = mini.out_entries * itemsize if mini.out_scope else 0
             members = [math.prod(sizes[v] for v in bucket[k]) for k in mini.members]
-            during = live + out_bytes + work.bytes_for(mini, members, itemsize)
+            host_out = out_bytes
+            if devices is not None:
+                host_out = out_bytes if out_bytes > devices.output_budget(device_live) else 0
+                needs = _device_needs(
+                    devices, mini, [bucket[k] for k in mini.members],
+                    [on_host[var][k] for k in mini.members], sizes, itemsize,
+                    device_live, out_bytes - host_out,
+                )  # fmt: skip
+                for device, need in enumerate(needs):
+                    if need > device_peak:
+                        device_peak, device_peak_var, device_peak_device = need, var, device
+            during = live + host_out + work.bytes_for(mini, members, itemsize)
             bucket_peak = max(bucket_peak, during)
             if during > peak:
-                peak, peak_var, peak_scope, peak_out = during, var, mini.out_scope, out_bytes
+                peak, peak_var, peak_scope, peak_out = during, var, mini.out_scope, host_out
             if mini.out_scope:  # kept until the value-assignment phase has read it
-                live += out_bytes
+                live += host_out
+                device_live += out_bytes - host_out
                 messages += out_bytes
-                buckets[min(mini.out_scope, key=position.__getitem__)].append(mini.out_scope)
+                first = min(mini.out_scope, key=position.__getitem__)
+                buckets[first].append(mini.out_scope)
+                on_host[first].append(host_out > 0)
         planned.append(
             BucketPlan(var, tuple(minis), sum(m.joined_entries for m in minis), bucket_peak)
         )
@@ -216,7 +304,55 @@ def plan_memory(
         scopes=tuple(tuple(scope) for scope in scopes),
         sizes=dict(sizes),
         work=work,
+        devices=devices,
+        device_peak_bytes=device_peak,
+        device_peak_var=device_peak_var,
+        device_peak_device=device_peak_device,
     )
+
+
+def _device_needs(
+    devices: DeviceModel,
+    mini: MiniBucketPlan,
+    members: Sequence[tuple[str, ...]],
+    on_host: Sequence[bool],
+    sizes: Mapping[str, int],
+    itemsize: int,
+    held: int,
+    out_on_device: int,
+) -> list[int]:
+    """Bytes each device holds while ``mini`` runs: the first device what it holds plus the
+    output (or two chunk buffers when the output goes to the host); split over the devices
+    (as :meth:`dcop.gpu.multi.MultiGpuBackend.split_variable` decides), each other device its
+    slices of the inputs and two chunk buffers."""
+    out = mini.out_scope
+    # two chunk buffers of at most chunk_bytes, and half the output budget each
+    chunk = min(devices.chunk_bytes, max(itemsize, int(devices.output_budget(held)) // 2))
+    chunks = 2 * min(chunk, mini.out_entries * itemsize)
+    first = held + (out_on_device or (chunks if out else 0))
+    split = (
+        devices.count > 1
+        and mini.joined_entries >= devices.split_min_entries
+        and len(out) >= 2
+        and sizes[out[0]] >= 2
+    )
+    if not split:
+        return [first]
+    lead = out[0]
+    parts = min(devices.count, sizes[lead])
+    share = -(-sizes[lead] // parts)  # the largest range of values a device takes
+    other = 2 * min(chunk, mini.out_entries // sizes[lead] * share * itemsize)
+    cut = 0  # the largest slice cut out on the first device before it is sent
+    for scope, host in zip(members, on_host, strict=True):
+        nbytes = math.prod(sizes[v] for v in scope) * itemsize
+        if lead not in scope:
+            other += 0 if host else nbytes  # a host table is read in place
+        elif not (host and scope[0] == lead):  # a contiguous host slice is read in place
+            other += nbytes // sizes[lead] * share
+            runs = math.prod(sizes[v] for v in scope[: scope.index(lead)])
+            if not host and runs > devices.run_copies:
+                cut = max(cut, nbytes // sizes[lead] * share)
+    return [first + cut, *[other] * (parts - 1)]
 
 
 def largest_fitting_z(plan: MemoryPlan, limit: float, below: int) -> MemoryPlan | None:
@@ -294,7 +430,18 @@ def effective_limit(requested: float | None) -> Limit:
 
 def refusal(plan: MemoryPlan, limit: Limit, fitting: MemoryPlan | None) -> str:
     """Why ``plan`` is refused (the bucket that makes its peak, the peak and what it is made of,
-    the limit) and the way out: the largest MBE z that fits, or that nothing does."""
+    the limit; or the device that would run out) and the way out: the largest MBE z that fits,
+    or that nothing does."""
+    if plan.peak_bytes <= limit.bytes and not plan.fits_devices() and plan.devices is not None:
+        text = (
+            f"bucket of {plan.device_peak_var!r} needs {human_bytes(plan.device_peak_bytes)} "
+            f"on device {plan.device_peak_device} of {plan.devices.count} (its share of the "
+            f"tables it reads and the output it makes) > the "
+            f"{human_bytes(plan.devices.device_bytes)} a device has"
+        )
+        if fitting is not None:
+            return f"{text}; use --algo mbe --z {fitting.z} for bounds, or more devices"
+        return f"{text}; nothing fits, not even MBE with z=1: use more devices"
     parts = [f"{human_bytes(plan.resident_bytes)} held by the process"]
     parts.append(f"{human_bytes(plan.input_bytes)} of input tables")
     if plan.peak_var is None:

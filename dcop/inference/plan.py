@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from dcop.backend import get_backend
-from dcop.inference.memory import MemoryPlan, WorkModel, plan_memory, resident_bytes, work_model_of
+from dcop.inference.memory import (
+    MemoryPlan,
+    WorkModel,
+    device_model_of,
+    plan_memory,
+    resident_bytes,
+    work_model_of,
+)
 from dcop.model import Problem
 from dcop.tables import choose_dtype
 
@@ -43,7 +50,9 @@ def plan_for(
     """The planned peak of eliminating ``problem`` along ``order`` with mini-bucket size ``z``
     (None: BE) in ``dtype`` (a dtype, or a name :func:`dcop.tables.choose_dtype` resolves) on
     ``backend`` (a name or a backend object), for ``task`` (min/mpe, or pr/mar: sum-product's
-    work). ``resident``: bytes the process already holds (default: measured now)."""
+    work). ``resident``: bytes the process already holds (default: measured now). A backend
+    over several GPUs (:func:`~dcop.inference.memory.device_model_of`) is planned device by
+    device: only what lands in host memory counts against the host limit."""
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.dtype(choose_dtype(problem, dtype) if isinstance(dtype, str) else dtype)
     work = work_model_of(engine)
@@ -57,4 +66,5 @@ def plan_for(
         chosen.itemsize,
         resident=resident_bytes() if resident is None else resident,
         work=work,
+        devices=device_model_of(engine),
     )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.errors import ModelError
+from dcop.generators import grid_network, random_bayes, random_network, scale_free_network
+from dcop.model import Problem
 from dcop.ordering import (
     dfs_pseudo_tree,
     elimination_order,
@@ -18,6 +23,7 @@ from dcop.ordering import (
     min_fill_order,
     order_pseudo_tree,
 )
+from dcop.orders import order_cost
 
 
 def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:
@@ -133,3 +139,88 @@ def test_order_pseudo_tree_need_not_be_a_dfs_tree() -> None:
     assert dfs_pseudo_tree(adj).distributed
     with pytest.raises(ModelError):
         order_pseudo_tree(adj, ["0", "1"])
+
+
+# ---- the greedy orders against a plain reference --------------------------------------------------
+def reference_greedy(adjacency: dict[str, set[str]], score_fill: bool) -> list[str]:
+    """Greedy min-fill (min-degree) as defined: at each step every remaining variable's fill-in
+    and degree recounted from scratch, the least (fill, degree, rank in ``adjacency``) first."""
+    graph = {v: set(ns) for v, ns in adjacency.items()}
+    rank = {v: i for i, v in enumerate(adjacency)}
+
+    def fill(v: str) -> int:
+        ns = sorted(graph[v])
+        return sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
+
+    order = []
+    while graph:
+        v = min(graph, key=lambda u: (fill(u) if score_fill else 0, len(graph[u]), rank[u]))
+        ns = graph.pop(v)
+        for a in ns:
+            graph[a].discard(v)
+            graph[a].update(ns - {a})
+        order.append(v)
+    return order
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 30), st.floats(0.02, 0.9), st.integers(0, 10_000))
+def test_greedy_orders_equal_the_reference(n: int, p: float, seed: int) -> None:
+    # names in a shuffled order, so ranks are not the names' sort order
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    nodes = list(graph)
+    random.Random(seed).shuffle(nodes)
+    adj = {f"x{v}": {f"x{u}" for u in graph[v]} for v in nodes}
+    assert min_fill_order(adj) == reference_greedy(adj, True)
+    assert min_degree_order(adj) == reference_greedy(adj, False)
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        grid_network(64, 3, 0.3, 1),
+        scale_free_network(60, 2, 0.3, 1, m=2),
+        random_bayes(60, 2, 3, 20, 1),
+        random_network(40, 2, 0.2, 0.3, 2),
+    ],
+    ids=["grid8x8", "scalefree60", "bayes60", "random40"],
+)
+def test_greedy_orders_equal_the_reference_on_generated_problems(problem: Problem) -> None:
+    # many ties (grids) and long fill-in chains (Bayesian networks)
+    adj = {v: set(ns) for v, ns in problem.neighbours().items()}
+    assert min_fill_order(adj) == reference_greedy(adj, True)
+    assert min_degree_order(adj) == reference_greedy(adj, False)
+
+
+def reference_scopes(adjacency: dict[str, set[str]], order: list[str]) -> dict[str, set[str]]:
+    """Induced scopes by filling in the induced graph: each eliminated variable's neighbours
+    become a clique."""
+    graph = {v: set(ns) for v, ns in adjacency.items()}
+    scopes = {}
+    for v in order:
+        ns = graph.pop(v)
+        for a in ns:
+            graph[a].discard(v)
+            graph[a].update(ns - {a})
+        scopes[v] = ns
+    return scopes
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 30), st.floats(0.02, 0.9), st.integers(0, 10_000))
+def test_induced_scopes_equal_the_filled_in_graph(n: int, p: float, seed: int) -> None:
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    adj = adjacency_of(graph)
+    order = list(adj)
+    random.Random(seed).shuffle(order)
+    sizes = {v: 2 + int(v) % 3 for v in adj}
+    expected = reference_scopes(adj, order)
+    scopes = induced_scopes(adj, order)
+    assert {v: set(s) for v, s in scopes.items()} == expected
+    position = {v: i for i, v in enumerate(order)}
+    assert all(list(s) == sorted(s, key=position.__getitem__) for s in scopes.values())
+    cost = order_cost(adj, order, sizes)
+    entries = [sizes[v] * math.prod(sizes[u] for u in s) for v, s in expected.items()]
+    assert cost.width == max(len(s) for s in expected.values())
+    assert cost.largest == max(entries)
+    assert cost.total == sum(entries)

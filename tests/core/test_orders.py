@@ -22,7 +22,7 @@ from dcop.orders.files import read_order, write_order
 from tests.conftest import INSTANCES as SHARED_INSTANCES
 from tests.conftest import instance_index
 
-INSTANCES = Path(__file__).resolve().parents[2].parent / "shared" / "instances"
+INSTANCES = SHARED_INSTANCES  # ../shared/instances, or DCOP_INSTANCES
 
 
 def problems() -> list[tuple[str, Problem]]:
@@ -109,6 +109,27 @@ def test_restarts_without_goatd(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sorted(order) == sorted(adjacency)
 
 
+def test_randomized_min_fill_breaks_only_ties_at_random() -> None:
+    adjacency = {str(v): {str(u) for u in g} for v, g in nx.grid_2d_graph(6, 6).adjacency()}
+    orders = {tuple(engine.randomized_min_fill(adjacency, random.Random(s))) for s in range(5)}
+    assert len(orders) > 1  # a grid is all ties
+
+    def key(graph: dict[str, set[str]], v: str) -> tuple[int, int]:
+        ns = sorted(graph[v])
+        fill = sum(1 for i, a in enumerate(ns) for b in ns[i + 1 :] if b not in graph[a])
+        return fill, len(ns)
+
+    for order in orders:
+        # each step eliminates a variable of least (fill, degree) in the graph left
+        graph = {v: set(ns) for v, ns in adjacency.items()}
+        for v in order:
+            assert key(graph, v) == min(key(graph, u) for u in graph)
+            ns = graph.pop(v)
+            for a in ns:
+                graph[a].discard(v)
+                graph[a].update(ns - {a})
+
+
 def test_bags_to_order_keeps_the_decomposition_width() -> None:
     if not treedec.available():
         pytest.skip("goatd is not installed on this platform")
@@ -131,6 +152,41 @@ def test_order_cost_cut_short() -> None:
     full = order_cost(adjacency, order, sizes)
     assert math.isfinite(full.total)
     assert order_cost(adjacency, order, sizes, cap=full.total / 2).total == math.inf
+
+
+@pytest.mark.parametrize(
+    ("budget", "default", "expected"),
+    [
+        (None, 1.0, 0.7),  # a tenth of the solve: the greedy orders' 0.3 s come off it
+        (None, 0.1, 0.1),  # the floor stays whole
+        (None, 0.35, 0.1),  # ... and is the least the search gets
+        (0.5, 9.0, 0.5),  # --order-time: the search's own budget
+    ],
+)
+def test_default_budget_bounds_the_whole_engine(
+    monkeypatch: pytest.MonkeyPatch, budget: float | None, default: float, expected: float
+) -> None:
+    # a clock that only the greedy min-fill moves (0.3 s), and a search that records its budget
+    clock = [0.0]
+    asked: list[float] = []
+    real_min_fill = engine.min_fill_order
+
+    def slow_min_fill(adjacency: dict[str, set[str]]) -> list[str]:
+        clock[0] += 0.3
+        return real_min_fill(adjacency)
+
+    def search(adjacency: object, sizes: object, budget_s: float, *rest: object) -> list[str]:
+        asked.append(budget_s)
+        return list(reversed(real_min_fill(adjacency)))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(engine, "min_fill_order", slow_min_fill)
+    monkeypatch.setattr(engine, "default_budget", lambda predicted, n: default)
+    monkeypatch.setattr(engine, "search", search)
+    monkeypatch.setattr(treedec, "available", lambda: True)
+    result = best_order(grid_network(25, 2, 0.3, 0), budget)
+    assert asked == [pytest.approx(expected)]
+    assert result.budget_s == (default if budget is None else budget)
 
 
 def test_default_budget() -> None:

@@ -94,6 +94,10 @@ class FakeArray:
         return int(self.a.ndim)
 
     @property
+    def nbytes(self) -> int:
+        return int(self.a.nbytes)
+
+    @property
     def flags(self) -> Any:
         return self.a.flags
 
@@ -209,9 +213,13 @@ class FakeMemoryPointer:
         self.ptr = ptr
         self.device_id = current() if device_id is None else device_id
 
+    def __add__(self, offset: int) -> FakeMemoryPointer:
+        return FakeMemoryPointer(self.ptr + int(offset), self.device_id)
+
     def copy_from_device_async(self, src: FakeMemoryPointer, size: int, stream: Any = None) -> None:
         if src.device_id != self.device_id:
             STATS["peer_copies"] += 1
+            _moved(self.device_id, size)
         ctypes.memmove(self.ptr, src.ptr, size)
 
 
@@ -301,6 +309,7 @@ SIGS: dict[str, Any] = {}
 def reset() -> None:
     STATS.clear()
     STATS.update(h2d=0, d2h=0, ipc_open=0, ipc_close=0, peer_copies=0, peer_opens=0, zero_copy=0)
+    STATS.update(memcpy=0, moved={})
     OPENED.clear()
     PINNED.clear()
     _stack()[:] = [0]
@@ -448,6 +457,8 @@ class _Context:
 
 
 class FakeStream(_Context):
+    ptr = 0
+
     def __init__(self, non_blocking: bool = False) -> None:
         self.non_blocking = non_blocking
 
@@ -491,9 +502,35 @@ def _asarray(array: Any, dtype: Any = None) -> FakeArray:
     if isinstance(array, FakeArray):
         if array.device.id != current():
             STATS["peer_copies"] += 1
+            _moved(current(), array.a.nbytes)
         return FakeArray(np.array(array.a, dtype=dtype or array.dtype, order="C"))
     STATS["h2d"] += 1
-    return FakeArray(np.array(array, dtype=dtype, order="C"))
+    out = FakeArray(np.array(array, dtype=dtype, order="C"))
+    _moved(current(), out.a.nbytes)
+    return out
+
+
+def _moved(device: int, nbytes: int) -> None:
+    """Count ``nbytes`` copied onto ``device`` from elsewhere (host or another device)."""
+    STATS["moved"][device] = STATS["moved"].get(device, 0) + int(nbytes)
+
+
+def _memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+    """``cudaMemcpyAsync`` (done at once); counted as moved onto the current device."""
+    STATS["memcpy"] += 1
+    _moved(current(), size)
+    ctypes.memmove(dst, src, size)
+
+
+def _memcpy_2d_async(
+    dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int
+) -> None:
+    """``cudaMemcpy2DAsync``: ``height`` rows of ``width`` bytes, pitches apart."""
+    assert width <= dpitch and width <= spitch, "a 2-D copy's width exceeds its pitch"
+    STATS["memcpy"] += 1
+    _moved(current(), width * height)
+    for row in range(height):
+        ctypes.memmove(dst + row * dpitch, src + row * spitch, width)
 
 
 def _ascontiguousarray(array: FakeArray, dtype: Any = None) -> FakeArray:
@@ -512,10 +549,10 @@ def _properties(ordinal: int) -> dict[str, Any]:
     }
 
 
-def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
+def make_module(devices: int = 1, peer: Any = True, memory: int = 1 << 34) -> types.ModuleType:
     """A module object that stands in for ``cupy`` (install it in ``sys.modules``): ``devices``
-    devices, of which device ``a`` can read device ``b``'s memory where ``peer`` says so (a bool
-    for every pair, or ``peer(a, b)``)."""
+    devices of ``memory`` bytes each (all free), of which device ``a`` can read device ``b``'s
+    memory where ``peer`` says so (a bool for every pair, or ``peer(a, b)``)."""
     PEER["access"] = peer
 
     def by_pci(bus_id: str) -> int:
@@ -532,7 +569,10 @@ def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
         deviceCanAccessPeer=_can_access_peer,
         deviceGetByPCIBusId=by_pci,
         pointerGetAttributes=_pointer_attributes,
-        memGetInfo=lambda: (1 << 34, 1 << 34),
+        memGetInfo=lambda: (memory, memory),
+        memcpyAsync=_memcpy_async,
+        memcpy2DAsync=_memcpy_2d_async,
+        memcpyDefault=4,
         runtimeGetVersion=lambda: 0,
         ipcGetMemHandle=_ipc_get,
         ipcOpenMemHandle=_ipc_open,
@@ -570,7 +610,9 @@ def make_module(devices: int = 1, peer: Any = True) -> types.ModuleType:
 
 
 @contextmanager
-def installed(monkeypatch: Any, devices: int = 1, peer: Any = True) -> Iterator[types.ModuleType]:
+def installed(
+    monkeypatch: Any, devices: int = 1, peer: Any = True, memory: int = 1 << 34
+) -> Iterator[types.ModuleType]:
     """Install the fake as ``cupy`` with fresh kernel factories; restore both afterwards."""
     from dcop.gpu import kernels as K
 
@@ -590,7 +632,7 @@ def installed(monkeypatch: Any, devices: int = 1, peer: Any = True) -> Iterator[
     reset()
     for factory in factories:
         factory.cache_clear()
-    module = make_module(devices, peer)
+    module = make_module(devices, peer, memory)
     monkeypatch.setitem(__import__("sys").modules, "cupy", module)
     monkeypatch.setattr(K, "fused_source", recording_source)
     try:

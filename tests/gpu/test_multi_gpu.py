@@ -341,19 +341,27 @@ def test_balanced_agents_on_two_devices_find_the_cpu_agents_answer(
     assert used == {0, 1}
 
 
-def test_run_local_starts_each_agent_on_its_device(two_gpus: ModuleType) -> None:
+def test_run_local_starts_each_agent_on_its_device(
+    two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """dcop run's launcher gives each agent process its own --gpu device (none is started
-    here: the hook keeps them back, and the run ends at its hello timeout)."""
-    from dcop.coordinator import run_local
+    here: the hook keeps them back, and the run ends at its hello timeout); with ``split``, the
+    devices to split over to the agents whose bucket will be split."""
+    from dcop.coordinator import gpus, run_local
     from dcop.errors import DcopError
     from dcop.generators import random_network
 
     problem = random_network(6, 3, 0.5, 0.5, seed=1)
-    for gpu, placement, want in (
-        ("all", "round-robin", [str(k % 2) for k in range(6)]),
-        ("1", "round-robin", ["1"] * 6),
-        ("0,1", "split", [f"{k % 2}/0,1" for k in range(6)]),
+    threshold = {"entries": 1 << 40}
+    monkeypatch.setattr(gpus, "_split_threshold", lambda: threshold["entries"])
+    monkeypatch.setenv("DCOP_GPU_MIN_ENTRIES", "0")
+    for gpu, placement, want, split_at in (
+        ("all", "round-robin", [str(k % 2) for k in range(6)], 1 << 40),
+        ("1", "round-robin", ["1"] * 6, 1 << 40),
+        ("0,1", "split", [str(k % 2) for k in range(6)], 1 << 40),  # no bucket large enough
+        ("0,1", "split", [f"{k % 2}/0,1" for k in range(6)], 0),
     ):
+        threshold["entries"] = split_at
         argvs: dict[int, list[str]] = {}
 
         def keep(agent: int, argv: list[str], into: dict[int, list[str]] = argvs) -> None:
@@ -461,8 +469,13 @@ def test_split_placement_gives_each_agent_its_device_and_every_device(
     from dcop.protocol import RunSpec
 
     problem = random_network(6, 3, 0.5, 0.5, seed=1)
-    got = agent_gpu_values(problem, RunSpec(), "all", "split")
+    every_gpu = RunSpec(gpu_min_entries=0)  # every bucket on a device
+    got = agent_gpu_values(problem, every_gpu, "all", "split", split_min_entries=0)
     assert got == {k: f"{k % 2}/0,1" for k in range(6)}
+    # only agents whose bucket will be split get the list (none: these buckets are small)
+    assert agent_gpu_values(problem, every_gpu, "all", "split") == {k: str(k % 2) for k in range(6)}
+    heavy = agent_gpu_values(problem, every_gpu, "all", "split", split_min_entries=27)
+    assert {v for v in heavy.values() if "/" in v} and {v for v in heavy.values() if "/" not in v}
     assert agent_gpu_values(problem, RunSpec(), "1", "split") == dict.fromkeys(range(6), "1")
     assert agent_gpu_values(problem, RunSpec(), "0,1") == {k: str(k % 2) for k in range(6)}
 
@@ -505,7 +518,7 @@ def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: Mod
     assert [p.device_id for p in gpu.parts] == [1]  # the other device is not made yet
     gpu.prepare_bucket([("a", "x")], [(4, 4)], "x")  # small: on its own device only
     assert len(gpu.parts) == 1
-    gpu.prepare_bucket([("a", "b", "x")], [(1000, 1000, 1000)], "x")  # splittable
+    gpu.prepare_bucket([("a", "b", "x")], [(2000, 2000, 1000)], "x")  # splittable
     assert [p.device_id for p in gpu.parts] == [1, 0]
 
 

@@ -88,3 +88,44 @@ def test_multi_device_agents_find_the_one_gpu_answer(
         assert took == {want}, (result["id"], result["backend"])
         paths.add(want)
     assert {int(r["backend"]["device"]) for r in agents.values()} == {0, 1}
+
+
+@pytest.mark.parametrize("source", ["device", "pageable", "pinned"])
+def test_multi_device_slices_of_the_inputs_give_the_one_device_answer(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inputs cut along the leading output variable (strided: a 2-D copy from the first
+    device, or from host memory, pageable or page-locked) give NumPy's answer, and each other
+    device is sent only its share of the tables that hold that variable."""
+    import cupy
+
+    from dcop.gpu import multi as multi_module
+    from dcop.gpu.backend import pinned_empty
+    from dcop.gpu.multi import MultiGpuBackend
+
+    monkeypatch.setattr(multi_module, "SMALL_TABLE_BYTES", 0)
+    d = 24
+    rng = np.random.default_rng(3)
+    tables = [
+        Table(("x", "b", "c"), rng.integers(0, 100, (d, d, d)).astype(np.float32)),
+        Table(("b", "x", "e"), rng.integers(0, 100, (d, d, d)).astype(np.float32)),
+        Table(("e", "x"), rng.integers(0, 100, (d, d)).astype(np.float32)),
+    ]
+    want = NumpyBackend().join_eliminate(tables, "x", scope=("b", "c", "e")).data
+    multi = MultiGpuBackend(range(gpu_count()), split_min_entries=0)
+    if source == "device":
+        given = [multi.table(t.scope, t.data, np.float32) for t in tables]
+    elif source == "pinned":
+        given = []
+        for t in tables:
+            host = pinned_empty(cupy, t.data.shape, t.data.dtype)
+            host[...] = t.data
+            given.append(Table(t.scope, host))
+    else:
+        given = tables
+    got = multi.join_eliminate(given, "x", scope=("b", "c", "e"))
+    np.testing.assert_array_equal(multi.to_numpy(got.data), want)
+    split = multi.splits[-1]
+    lo, hi = split.ranges[1]
+    share = sum(t.data.nbytes // d * (hi - lo) if "b" in t.scope else t.data.nbytes for t in tables)
+    assert split.moved[1] == share
