@@ -65,7 +65,7 @@ from collections import deque
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -150,7 +150,7 @@ _ROUTER_EVENTS = (
 )
 #: Candidate ids kept as given, not copied: read-only kinds (concrete types: an ABC's isinstance
 #: costs a forked agent more)
-_SETS = (frozenset, type({}.keys()))
+_SETS: tuple[type, ...] = (frozenset, type({}.keys()))
 # plain ints: the per-turn checks below would otherwise go through IntFlag's Python operators
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
@@ -712,7 +712,9 @@ class ZmqAgentTransport(_ZmqBase):
         self.dealers: dict[int, zmq.Socket[Any]] = {}
         self.router: zmq.Socket[Any] | None = None
         self.candidates: AbstractSet[int] = (
-            candidates if isinstance(candidates, _SETS) else frozenset(candidates)
+            cast(AbstractSet[int], candidates)
+            if isinstance(candidates, _SETS)
+            else frozenset(candidates)
         )
         self._held: dict[int, list[list[bytes]]] = {}
         self._held_count = 0
