@@ -1,7 +1,7 @@
 """What a forked agent's memory holds: per-agent PSS and private pages during a `dcop run`.
 
-    .venv/bin/python benchmarks/agent_memory.py                   # a tree of 250 agents
-    .venv/bin/python benchmarks/agent_memory.py --n 1000 --no-breakdown
+    .venv/bin/python benchmarks/agent_memory.py                   # trees of 250 and 1000 agents
+    .venv/bin/python benchmarks/agent_memory.py --sizes 50 --out /tmp/x
 
 Runs ``dcop run FILE --algo dpop`` on ``dcop generate scalefree --links 1`` (d = 10, p2 = 0.5,
 seed 1: the scale series' tree) and samples every agent's ``/proc/PID/smaps_rollup`` while it
@@ -9,13 +9,16 @@ runs. At the sample where the agents' summed PSS peaked it keeps: the sum, and p
 median PSS, private dirty, private clean, shared and anonymous kB. With the breakdown (the
 default), it also reads one agent's ``/proc/PID/smaps`` at that moment and sums its private
 dirty kB by mapping: the heap, anonymous mappings (Python's object arenas, the ZeroMQ threads'
-malloc arenas and stacks), and each file. Prints the report as JSON (``--json OUT`` writes it).
+malloc arenas and stacks), and each file. Writes benchmarks/results/agent_memory.json and .md.
+The sampler reads every agent's page tables as fast as it can (it takes a core): memory figures
+are what to read here, not the wall times (benchmarks/scale.py times the runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -115,42 +118,95 @@ class Sampler:
             self._stop.wait(0.05)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--n", type=int, default=250)
-    ap.add_argument("--no-breakdown", action="store_true")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+def measure(n: int, detail: bool) -> dict[str, Any]:
+    """One ``dcop run`` of the n-agent tree, sampled (see the module docstring)."""
     from dcop.generators import scale_free_network
     from dcop.io import write_problem
 
     with tempfile.TemporaryDirectory(prefix="dcop-agent-memory-") as tmp:
-        file = Path(tmp) / f"tree_n{args.n}.wcsp"
-        write_problem(scale_free_network(args.n, 10, 0.5, 1, m=1), file)
+        file = Path(tmp) / f"tree_n{n}.wcsp"
+        write_problem(scale_free_network(n, 10, 0.5, 1, m=1), file)
         out = Path(tmp) / "result.json"
         t0 = time.perf_counter()
         argv = [DCOP, "run", str(file), "--algo", "dpop", "-q", "--json", str(out)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        with Sampler(proc.pid, not args.no_breakdown) as sampler:
+        with Sampler(proc.pid, detail) as sampler:
             proc.wait()
         wall = time.perf_counter() - t0
         doc = json.loads(out.read_text()) if out.exists() else {}
     peak = sampler.peak
     faults = list(((doc.get("processes") or {}).get("agent_page_faults") or {}).values())
-    report = {
-        "n": args.n,
+    return {
+        "n": n,
         "status": doc.get("status"),
         "wall_s": round(wall, 3),
-        "launch_s": (doc.get("times") or {}).get("launch"),
         "sum_pss_mb": round(peak["sum_pss_kb"] / 1024, 1),
         # the kernel's account of each exited agent: minor and major faults (a copied page is one)
         "median_page_faults": statistics.median(faults) if faults else None,
         **{k: v for k, v in peak.items() if k != "sum_pss_kb"},
     }
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# What a forked agent's memory holds",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {report['machine']}; {report['date']}; load average at the start "
+        f"{report['load']}.  ",
+        "Instance: `dcop generate scalefree --links 1 --d 10 --p2 0.5 --seed 1` (the scale "
+        "series' tree); `dcop run --algo dpop`. At the sample where the agents' summed PSS "
+        "peaked (with the most agents alive), per agent: medians over the agents.",
+        "",
+        "| n | status | agents alive | summed PSS MB | PSS MB / agent | private dirty MB / agent "
+        "| shared MB / agent | page faults / agent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["rows"]:
+        med = r.get("median_kb") or {}
+        shared = (med.get("Shared_Clean", 0) + med.get("Shared_Dirty", 0)) / 1024
+        lines.append(
+            f"| {r['n']} | {r['status']} | {r.get('agents')} | {r['sum_pss_mb']:.0f} | "
+            f"{med.get('Pss', 0) / 1024:.2f} | {med.get('Private_Dirty', 0) / 1024:.2f} | "
+            f"{shared:.1f} | {r['median_page_faults']} |"
+        )
+    for r in report["rows"]:
+        one = r.get("one_agent_private_dirty_kb")
+        if one:
+            lines += [
+                "",
+                f"One agent of the {r['n']}-agent run, private dirty kB by mapping (anonymous "
+                "mappings by size: Python's 1 MiB object arenas, merged when adjacent; thread "
+                "stacks of 8 MiB; [heap] is malloc's):",
+                "",
+                "| mapping | kB |",
+                "|---|---|",
+                *(f"| {name} | {kb} |" for name, kb in list(one.items())[:12]),
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", default="250,1000")
+    ap.add_argument("--no-breakdown", action="store_true")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    from scale import machine_summary
+
+    sizes = [int(x) for x in args.sizes.split(",")]
+    report: dict[str, Any] = {
+        "command": "benchmarks/agent_memory.py " + " ".join(sys.argv[1:]),
+        "machine": machine_summary(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        # the breakdown reads one agent's full smaps at every sample: the smallest run only
+        "rows": [measure(n, not args.no_breakdown and n == min(sizes)) for n in sizes],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "agent_memory.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "agent_memory.md").write_text(markdown(report))
+    print(markdown(report))
 
 
 if __name__ == "__main__":
