@@ -196,7 +196,7 @@ def main() -> None:
 
     sizes = [int(x) for x in args.sizes.split(",")]
     report: dict[str, Any] = {
-        "command": "benchmarks/agent_memory.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["benchmarks/agent_memory.py", *sys.argv[1:]]),
         "machine": machine_summary(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
