@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dcop.contraction.barren import barren_tables
-from dcop.contraction.execute import LogSpace, Node, Scaled, TreeRun, run_sliced
+from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeRun, run_sliced
 from dcop.contraction.memory import contraction_room
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
@@ -45,6 +45,21 @@ FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
 #: further and a small model is not (a fixed 0.1 s of search had cost ising16x16, largest 2^16
 #: entries, twice its contraction).
 AXIS_ENTRY_S = 1e-8
+#: Scaled space with its reads deferred to the run's end (:class:`DeviceScaled`): None picks it
+#: for device backends (an array module other than NumPy); tests force it on NumPy.
+DEFERRED: bool | None = None
+#: A tree whose planned peak is at most this many bytes is taken without reading the memory
+#: room (on the host: five /proc and cgroup files, 0.1-0.3 ms, a third of a small model's run).
+SMALL_PLAN_BYTES = 64 << 20
+#: The search goes on to the ordering engine's search or to opt_einsum's random-greedy (whose
+#: first trial runs whatever its max_time) only with this many times the greedy tree's own
+#: search time left (an elimination order, one pass over the graph, with any time left).
+SEARCH_MULTIPLE = 4.0
+#: A network whose variables' joint table has at most this many entries is contracted in
+#: table order with no search (every intermediate is at most that large; on test_Z, 32 entries,
+#: opt_einsum's greedy search and its analysis took 0.45 ms, the whole contraction 10 us as one
+#: ``einsum``): its PR on the host is that one ``einsum`` call.
+TINY_JOINT = 4096
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -55,16 +70,18 @@ OrderSource = Callable[[Mapping[str, set[str]], Sequence[str]], dict[str, Callab
 def default_orders(
     adjacency: Mapping[str, set[str]], names: Sequence[str]
 ) -> dict[str, Callable[[], list[str]]]:
-    """The candidate elimination orders, cheapest to make first: the file's order both ways,
-    min-fill, min-degree, then the ordering engine's (:func:`dcop.orders.best_order`: its tree
-    decomposition search within its default budget)."""
+    """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
+    is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
+    and cost a short search its time), the file's order both ways, min-degree, then the
+    ordering engine's (:func:`dcop.orders.best_order`: its tree decomposition search within its
+    default budget)."""
     from dcop.orders import best_order
 
     graph = {v: set(n) for v, n in adjacency.items()}
     return {
+        "minfill": lambda: elimination_order("minfill", graph),
         "natural": lambda: list(names),
         "reverse-natural": lambda: list(names)[::-1],
-        "minfill": lambda: elimination_order("minfill", graph),
         "mindegree": lambda: elimination_order("mindegree", graph),
         # its default budget: a tenth of the predicted solve (none for a fast one)
         "engine": lambda: best_order(graph).order,
@@ -117,7 +134,7 @@ def plan_contraction(
     adjacency: Mapping[str, set[str]],
     names: Sequence[str],
     task: str,
-    limit: Limit,
+    limit: Limit | Callable[[], Limit],
     itemsize: int = 8,
     ordering: str = "auto",
     budget_s: float = DEFAULT_BUDGET_S,
@@ -125,10 +142,11 @@ def plan_contraction(
     rate: float = FLOP_RATE["numpy"],
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
-    no slicing of it fits ``limit``. With ``ordering="auto"`` the candidates are tried in turn
-    (opt_einsum's greedy, each order of ``orders``, then opt_einsum's random-greedy) while the
-    search has spent less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's
-    predicted time (its flops at ``rate``)."""
+    no slicing of it fits ``limit`` (a callable: read only when the cheapest tree's peak is above
+    SMALL_PLAN_BYTES). With ``ordering="auto"`` the candidates are tried in turn (opt_einsum's
+    greedy, each order of ``orders``, then opt_einsum's random-greedy) while the search has spent
+    less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its
+    flops at ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE)."""
     t0 = time.perf_counter()
     # the budget counts this process's CPU time: on a loaded machine wall time would cut the
     # search short of the trees it is meant to find
@@ -140,7 +158,11 @@ def plan_contraction(
         paths[name] = path
         stats[name] = analyse(scopes, sizes, path)
 
-    if ordering != "auto":
+    held = {v for s in scopes for v in s}
+    if ordering == "auto" and math.prod(sizes[v] for v in held) <= TINY_JOINT:
+        m = len(scopes)  # table order: (0, 1), then each next table into the last result
+        add("joint", [(0, 1), *((m + k, k + 2) for k in range(m - 2))] if m > 1 else [])
+    elif ordering != "auto":
         if ordering in ORDERINGS:
             order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
         else:  # an order or .td file (dcop info --write-order)
@@ -148,18 +170,29 @@ def plan_contraction(
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
         add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
+        # one pass of the search's own kind: what the next candidate will cost at least
+        unit = time.process_time() - c0
         for name, make in orders(adjacency, names).items():
-            if not _worth(stats, c0, budget_s, rate):
+            # the ordering engine's order is a search of its own; the others one graph pass
+            need = SEARCH_MULTIPLE * unit if name == "engine" else 0.0
+            if _left(stats, c0, budget_s, rate) <= need:
                 break
             add(f"order:{name}", order_path(scopes, sizes, make()))
-        if _worth(stats, c0, budget_s, rate):
-            left = min(budget_s, SEARCH_SHARE * _worst_time(stats, rate)) - (
-                time.process_time() - c0
-            )
+        # random-greedy lowers flops only: its time is a share of the flops' predicted time
+        left = _left(stats, c0, budget_s, rate, flops_only=True)
+        if left >= SEARCH_MULTIPLE * unit:
             add(
                 "opt_einsum:random-greedy",
                 optimizer_path(scopes, sizes, "random-greedy", max(1e-3, left)),
             )
+    if callable(limit):
+        cheapest = min(stats.values(), key=lambda st: st.cost)
+        if cheapest.peak(task) * itemsize <= SMALL_PLAN_BYTES:
+            limit = Limit(
+                SMALL_PLAN_BYTES, f"{human_bytes(SMALL_PLAN_BYTES)} (not read: a small plan)"
+            )
+        else:
+            limit = limit()
     room = limit.bytes / itemsize
     # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
     ranked = sorted(stats, key=lambda k: stats[k].cost)
@@ -201,17 +234,30 @@ def plan_contraction(
     )
 
 
-def _worth(stats: Mapping[str, TreeStats], c0: float, budget_s: float, rate: float) -> bool:
-    """Whether another candidate tree is worth its search time: while the search has cost less
-    than SEARCH_SHARE of the best tree's predicted time, that time being at least what laying
-    out its intermediates may cost (AXIS_ENTRY_S: the flops miss it; Promedus_15's greedy tree,
-    2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries, 0.016 s)."""
-    return time.process_time() - c0 < min(budget_s, SEARCH_SHARE * _worst_time(stats, rate))
+def _left(
+    stats: Mapping[str, TreeStats],
+    c0: float,
+    budget_s: float,
+    rate: float,
+    flops_only: bool = False,
+) -> float:
+    """The search time left for more candidate trees: SEARCH_SHARE of the best tree's predicted
+    time (at least what laying out its intermediates may cost, AXIS_ENTRY_S: the flops miss it;
+    Promedus_15's greedy tree, 2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries,
+    0.016 s), at most ``budget_s``, less what the search has spent."""
+    predicted = (
+        min(s.cost for s in stats.values()) / rate if flops_only else _worst_time(stats, rate)
+    )
+    return min(budget_s, SEARCH_SHARE * predicted) - (time.process_time() - c0)
 
 
 def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
-    """The best tree's predicted time, or what laying out its intermediates may cost if more."""
-    return min(max(s.cost / rate, s.strided * AXIS_ENTRY_S) for s in stats.values())
+    """The best tree's predicted time, or what laying out its intermediates may cost if more
+    (AXIS_ENTRY_S was measured on the host: a device lays them out faster by as much as it
+    multiplies faster, FLOP_RATE; at the host's figure the GPU's ising24x24 searched 1.7 s for
+    a 0.5 s contraction)."""
+    axis_entry_s = AXIS_ENTRY_S * FLOP_RATE["numpy"] / rate
+    return min(max(s.cost / rate, s.strided * axis_entry_s) for s in stats.values())
 
 
 def _fit(
@@ -257,7 +303,7 @@ class ContractionOutcome:
 
 
 def _narrow(
-    logs: Sequence[np.ndarray],
+    spans: Sequence[float],
     nodes: Sequence[frozenset[str]],
     sizes: Mapping[str, int],
     limit: float,
@@ -266,10 +312,9 @@ def _narrow(
     logs of all domain sizes add up below ``limit`` (every leaf is at most 1 after its peak is
     divided out, so an entry is at most the product of the sizes summed, and a positive one at
     least the product of the leaves' smallest positive entries)."""
-    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(logs)]))
-    for t in logs:
-        finite = t[np.isfinite(t)]
-        total += float(finite.max() - finite.min()) if finite.size else 0.0
+    total = sum(math.log(sizes[v]) for v in frozenset().union(*nodes[: len(spans)]))
+    for span in spans:
+        total += span
         if total >= limit:
             return False
     return True
@@ -297,8 +342,36 @@ def _plain(backend: Any, leaves: Sequence[Node], path: Path, sizes: Mapping[str,
         )
 
 
+def _joint(leaves: Sequence[Node], mar: bool) -> TreeRun:
+    """PR (and MAR) of a tiny network whose range fits float unscaled: one ``numpy.einsum`` over
+    the whole joint (no path: NumPy loops over the joint's entries in C); MAR sums the joint
+    table down to each variable."""
+    letters: dict[str, str] = {}
+    for leaf in leaves:
+        for v in leaf.scope:
+            letters.setdefault(v, _LETTERS[len(letters)])
+    out = "".join(letters.values()) if mar else ""
+    eq = ",".join("".join(letters[v] for v in leaf.scope) for leaf in leaves) + "->" + out
+    joint = np.einsum(eq, *[leaf.data for leaf in leaves])
+    ln = sum(float(leaf.ln) for leaf in leaves)
+    value = float(np.sum(joint))
+    run = TreeRun(ln_z=math.log(value) + ln if value > 0 else -math.inf)
+    if mar and value > 0:
+        names = list(letters)
+        with np.errstate(divide="ignore"):
+            for k, v in enumerate(names):
+                axes = tuple(i for i in range(len(names)) if i != k)
+                run.log_marginals[v] = np.log(np.sum(joint, axis=axes)) + ln
+    return run
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#: NumPy's einsum takes at most 32 operands on NumPy 1 (64 on 2).
+MAX_EINSUM_OPERANDS = 32
+
+
 def _frames(
-    logs: Sequence[np.ndarray],
+    leaf_spans: Sequence[float],
     peaks: Sequence[float],
     scopes: Sequence[tuple[str, ...]],
     path: Path,
@@ -312,24 +385,23 @@ def _frames(
 
     The frame is what multiplies a tiny entry on its way to ``Z``, in logs: the peaks of the
     leaves outside the node's subtree, and the domain sizes of the variables outside it."""
-    m = len(logs)
-    spans: list[float] = []
-    for t in logs:
-        finite = t[np.isfinite(t)]
-        spans.append(float(finite.max() - finite.min()) if finite.size else 0.0)
+    m = len(leaf_spans)
+    ln = {v: math.log(d) for v, d in sizes.items()}
+    spans = list(leaf_spans)
     inside = [float(p) if math.isfinite(p) else 0.0 for p in peaks]
-    held: list[frozenset[str]] = [frozenset(s) for s in scopes]
+    # the logs of the sizes summed inside each subtree (a variable is summed at one step only:
+    # siblings' sums are disjoint); its variables are those plus the node's own
+    inner = [0.0] * m
     for k, (i, j) in enumerate(path):
-        summed = (nodes[i] | nodes[j]) - nodes[m + k]
-        spans.append(spans[i] + spans[j] + sum(math.log(sizes[v]) for v in summed))
+        summed = sum(ln[v] for v in (nodes[i] | nodes[j]) - nodes[m + k])
+        spans.append(spans[i] + spans[j] + summed)
         inside.append(inside[i] + inside[j])
-        held.append(held[i] | held[j])
+        inner.append(inner[i] + inner[j] + summed)
+    held = [inner[k] + sum(ln[v] for v in nodes[k]) for k in range(len(inner))]
     all_peaks = sum(inside[:m])
-    all_sizes = sum(math.log(sizes[v]) for v in held[-1]) if held else 0.0
+    all_sizes = held[-1] if held else 0.0
     return [
-        None
-        if span <= limit
-        else (all_peaks - peak) + (all_sizes - sum(math.log(sizes[v]) for v in vars_))
+        None if span <= limit else (all_peaks - peak) + (all_sizes - vars_)
         for span, peak, vars_ in zip(spans, inside, held, strict=True)
     ]
 
@@ -372,7 +444,14 @@ def contract(
     )
     times["prepare"] = time.perf_counter() - t0
     itemsize = np.dtype(dtype).itemsize
-    limit = room if room is not None else contraction_room(backend, max_bytes)
+    limit: Limit | Callable[[], Limit]
+    if room is not None:
+        limit = room
+    elif max_bytes is None and getattr(backend, "name", "numpy") == "numpy":
+        # read only for a large plan: on the host the reads cost a small model a third of its run
+        limit = lambda: contraction_room(backend, None)  # noqa: E731
+    else:  # a device's free memory is one call; --max-memory is always a cap
+        limit = contraction_room(backend, max_bytes)
     adjacency = _adjacency(scopes, [v for v in problem.variables if v in held])
     plan = plan_contraction(
         scopes,
@@ -498,9 +577,21 @@ def _run(
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"
     if space in ("auto", "scaled"):
-        scaled = Scaled(backend, dtype, sizes)
-        leaves = [scaled.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
-        narrow = not plan.sliced and _narrow(logs, full, sizes, -scaled.ln_tiny)
+        device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
+        scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
+        leaves = scaled.leaves(scopes, logs)
+        spans = [-leaf.lo for leaf in leaves]  # each leaf's ln(peak / least positive entry)
+        narrow = not plan.sliced and _narrow(spans, full, sizes, -scaled.ln_tiny)
+        if (
+            narrow
+            and plan.source == "joint"
+            and getattr(backend, "xp", None) is np
+            and len(leaves) <= MAX_EINSUM_OPERANDS
+            and len(sizes) <= len(_LETTERS)
+        ):
+            return _joint(
+                leaves, mar
+            ), "scaled"  # one einsum over a joint of a few thousand entries
         if narrow and not mar and getattr(backend, "name", "") != "numpy":
             # on a device, one opt_einsum call launches fewer kernels than our steps; on the
             # host our steps ran 1.1-2x faster than it (ising16x16: 12 vs 25 ms, test_Z 0.15 vs
@@ -510,10 +601,14 @@ def _run(
         checks: list[float | None] = (
             [None] * len(full)  # no entry can leave float's range: nothing to check
             if narrow
-            else _frames(logs, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
+            else _frames(spans, peaks, scopes, plan.path, full, sizes, -scaled.ln_tiny)
         )
         for leaf, h in zip(leaves, checks, strict=False):
             scaled.account_leaf(leaf, h)
+        if isinstance(scaled, DeviceScaled):
+            # an adjoint's entries span at most the whole network's range: where no node can
+            # leave float's range, neither can they
+            scaled.check_adjoints = any(h is not None for h in checks)
         run = run_sliced(scaled, leaves, plan.path, nodes, checks, mar, plan.sliced)
         if not run.underflow or space == "scaled":
             return run, "scaled"

@@ -23,8 +23,10 @@ at the slice's values; ``ln Z`` and the beliefs add up over slices in log space.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +47,12 @@ class Node:
     data: Any
     ln: Any = 0.0
     lost: int = 0  # scaled space, leaves: entries exp took below tiny (see Scaled)
+    #: device scaled space (:class:`DeviceScaled`): the reference of the logs still on the
+    #: device that add to ``ln`` (-1: none), and host bounds on the logs of the node's largest
+    #: entry and of its least positive one
+    ref: int = -1
+    hi: float = 0.0
+    lo: float = 0.0
 
 
 def _sum_alone(
@@ -64,6 +72,11 @@ BATCH_LOOP = 64
 _DRIFT_LOW, _DRIFT_HIGH = 2.0**-100, 2.0**100
 #: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
 MAX_ERROR = 1e-13
+#: Phase times of the runs (upward, backward, finish; the backend synchronized at each), kept
+#: only while a caller sets a dict here (benchmarks/contraction_ops.py): a run adds its own.
+PHASES: dict[str, float] | None = None
+#: Host pairs whose operands' sizes multiply to at most this are one ``numpy.einsum``.
+SMALL_PAIR = 4096
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
 
@@ -100,40 +113,43 @@ def pair_product(
     both, not kept); the result's scope is ``batch + a-only + b-only``, so no output transpose.
     Shared axes follow the larger operand's order, so that the smaller one is the one copied.
     """
-    a, sa = _sum_alone(xp, a, sa, set(sb) | keep)
-    b, sb = _sum_alone(xp, b, sb, set(sa) | keep)
+    if xp is np and a.size * b.size <= SMALL_PAIR and len(sa) + len(sb) <= len(_LETTERS):
+        return _small_pair(a, sa, b, sb, keep)
+    in_a, in_b = set(sa), set(sb)
+    if not in_a <= in_b | keep:
+        a, sa = _sum_alone(xp, a, sa, in_b | keep)
+        in_a = set(sa)
+    if not in_b <= in_a | keep:
+        b, sb = _sum_alone(xp, b, sb, in_a | keep)
+        in_b = set(sb)
     size = dict(zip(sa, a.shape, strict=True))
     size.update(zip(sb, b.shape, strict=True))
-    in_a, in_b = set(sa), set(sb)
-    big = sa if a.size >= b.size else sb
-    batch = [v for v in big if v in in_a and v in in_b and v in keep]
-    summed = [v for v in big if v in in_a and v in in_b and v not in keep]
+    big_a = a.size >= b.size
+    big = sa if big_a else sb
+    shared = in_a & in_b
+    batch = [v for v in big if v in shared and v in keep]
+    summed = [v for v in big if v in shared and v not in keep]
     a_only = [v for v in sa if v not in in_b]
     b_only = [v for v in sb if v not in in_a]
-    nb = math.prod(size[v] for v in batch)
-    m = math.prod(size[v] for v in a_only)
-    k = math.prod(size[v] for v in summed)
-    n = math.prod(size[v] for v in b_only)
+    nb = math.prod([size[v] for v in batch])
+    m = math.prod([size[v] for v in a_only])
+    k = math.prod([size[v] for v in summed])
+    n = math.prod([size[v] for v in b_only])
     scope = (*batch, *a_only, *b_only)
-    big_a = a.size >= b.size
-    joint = (
-        (*sa, *(v for v in sb if v not in in_a))
-        if big_a
-        else (*sb, *(v for v in sa if v not in in_b))
-    )
-    joint_size = math.prod(size[v] for v in joint)
-    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size) and joint_size <= 2 * max(a.size, b.size):
-        # a small output of two large operands (a backward step down to a small child): one
-        # elementwise pass in the larger operand's layout, then a sum, instead of copying both
-        # into a matmul layout
-        product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
-        axes = tuple(i for i, v in enumerate(joint) if v not in keep)
-        reduced = xp.sum(product, axis=axes) if axes else product
-        return xp.asarray(reduced), tuple(v for v in joint if v in keep)
+    if nb * m * n * REDUCE_RATIO <= min(a.size, b.size):
+        joint = (*sa, *b_only) if big_a else (*sb, *a_only)
+        if math.prod([size[v] for v in joint]) <= 2 * max(a.size, b.size):
+            # a small output of two large operands (a backward step down to a small child):
+            # one elementwise pass in the larger operand's layout, then a sum, instead of
+            # copying both into a matmul layout
+            product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
+            axes = tuple(i for i, v in enumerate(joint) if v not in keep)
+            reduced = xp.sum(product, axis=axes) if axes else product
+            return xp.asarray(reduced), tuple(v for v in joint if v in keep)
     order_a, swap_a = _layout(sa, batch, a_only, summed)
     order_b, swap_b = _layout(sb, batch, summed, b_only)
-    at = xp.transpose(a, [sa.index(v) for v in order_a])
-    bt = xp.transpose(b, [sb.index(v) for v in order_b])
+    at = a if list(sa) == order_a else xp.transpose(a, [sa.index(v) for v in order_a])
+    bt = b if list(sb) == order_b else xp.transpose(b, [sb.index(v) for v in order_b])
     am = at.reshape(nb, k, m).swapaxes(1, 2) if swap_a else at.reshape(nb, m, k)
     bm = bt.reshape(nb, n, k).swapaxes(1, 2) if swap_b else bt.reshape(nb, k, n)
     if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
@@ -153,6 +169,24 @@ def pair_product(
     return out.reshape(tuple(size[v] for v in scope)), scope
 
 
+def _small_pair(
+    a: np.ndarray, sa: tuple[str, ...], b: np.ndarray, sb: tuple[str, ...], keep: frozenset[str]
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """:func:`pair_product` of two small host tables as one ``numpy.einsum`` (its C loop over
+    the joint beats the layout and BLAS calls there: 12 against 25 us on GEOM40_3's pairs)."""
+    letters: dict[str, str] = {}
+    for v in (*sa, *sb):
+        if v not in letters:
+            letters[v] = _LETTERS[len(letters)]
+    scope = tuple(v for v in letters if v in keep)
+    eq = "".join(letters[v] for v in sa) + "," + "".join(letters[v] for v in sb) + "->"
+    # an array even when 0-d (einsum gives a scalar there): the caller may divide it in place
+    return np.asarray(np.einsum(eq + "".join(letters[v] for v in scope), a, b)), scope
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 def _aligned(xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...]) -> Any:
     """``data`` (over ``scope``, a subset of ``target``) as a view over ``target``'s axes: its
     own axes reordered, size-1 axes for the variables it lacks (broadcast, never copied)."""
@@ -161,6 +195,19 @@ def _aligned(xp: Any, data: Any, scope: tuple[str, ...], target: tuple[str, ...]
     if len(present) == len(target):
         return data
     return data.reshape(tuple(data.shape[present.index(v)] if v in scope else 1 for v in target))
+
+
+def _views(
+    nodes: Sequence[Node], flat: Any, shapes: Sequence[tuple[int, ...]] | None = None
+) -> None:
+    """Point each node's data at its part of ``flat`` (in order; ``shapes`` default: each
+    node's current data shape)."""
+    start = 0
+    for k, node in enumerate(nodes):
+        shape = shapes[k] if shapes is not None else node.data.shape
+        size = math.prod(shape)
+        node.data = flat[start : start + size].reshape(shape)
+        start += size
 
 
 class Scaled:
@@ -191,16 +238,44 @@ class Scaled:
         self.leaf_errors: list[float] = []
 
     def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
-        peak = float(np.max(logs)) if logs.size else -math.inf
-        if math.isnan(peak) or peak == math.inf:
+        """A factor ``exp(logs - peak)`` on the backend, its peak carried."""
+        return self.leaves([scope], [logs])[0]
+
+    def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
+        nodes, flat = self._host_leaves(scopes, logs)
+        data = self.backend.asarray(flat, self.dtype) if flat.size else flat
+        if data is not flat:  # another backend's copy: views of it instead
+            _views(nodes, data)
+        return nodes
+
+    def _host_leaves(
+        self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]
+    ) -> tuple[list[Node], np.ndarray]:
+        """Every leaf ``exp(logs - peak)`` at once, each a view of one host buffer: a dozen array
+        calls for all the tables instead of as many per table (GEOM40_3's 78 leaves took a
+        third of its contraction one by one)."""
+        if not logs:
+            return [], np.zeros(0, self.dtype)
+        sizes = [x.size for x in logs]
+        starts = np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(np.intp)
+        flat = np.concatenate([np.asarray(x, np.float64).ravel() for x in logs])
+        peaks = np.maximum.reduceat(flat, starts)
+        if np.isnan(peaks).any() or (peaks == math.inf).any():
             raise ValueError("a factor holds NaN or an infinite potential")
-        if peak == -math.inf:
-            data = np.zeros(logs.shape, self.dtype)
-        else:
-            data = np.exp(logs - peak).astype(self.dtype, copy=False)
-        node = Node(scope, self.backend.asarray(data, self.dtype), peak)
-        node.lost = int(np.count_nonzero((data < self.tiny) & (logs > -np.inf)))
-        return node
+        positive = flat > -np.inf
+        shift = np.repeat(np.where(peaks > -np.inf, peaks, 0.0), sizes)
+        data = np.exp(flat - shift).astype(self.dtype, copy=False)
+        least = np.minimum.reduceat(np.where(positive, flat, math.inf), starts)
+        lost = np.add.reduceat((data < self.tiny) & positive, starts)
+        nodes = []
+        for k, scope in enumerate(scopes):
+            peak = float(peaks[k])
+            node = Node(scope, None, peak, int(lost[k]))
+            if peak > -math.inf:  # ln(least positive entry / peak): the host bounds' span
+                node.lo = float(least[k]) - peak
+            nodes.append(node)
+        _views(nodes, data, [x.shape for x in logs])
+        return nodes, data
 
     def account_leaf(self, leaf: Node, h: float | None) -> None:
         """Add a leaf's bound (its entries that exp took below ``tiny``), ``h`` its frame."""
@@ -296,7 +371,17 @@ class Scaled:
             return leaf
         key = tuple(index.get(v, slice(None)) for v in leaf.scope)
         scope = tuple(v for v in leaf.scope if v not in index)
-        return Node(scope, leaf.data[key], leaf.ln, leaf.lost)
+        return dataclasses.replace(leaf, scope=scope, data=leaf.data[key])
+
+    def zero(self, total: Any) -> bool:
+        """Whether ``Z`` is 0 (read on the host)."""
+        return self.host(total) == -math.inf
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        """The run's outcome from its root's ``ln_total`` and the beliefs gathered."""
+        run = TreeRun(ln_z=self.host(total), log_marginals=marginals)
+        run.underflow = self.underflowed(run.ln_z)
+        return run
 
     def underflowed(self, ln_z: float) -> bool:
         """Whether the tiny entries of this pass may have moved ``Z`` by more than MAX_ERROR."""
@@ -308,6 +393,187 @@ class Scaled:
         if ln_z == -math.inf:  # Z = 0, unless tiny entries all flushed to zero
             return worst > -math.inf
         return worst - ln_z > math.log(MAX_ERROR)
+
+
+class DeviceScaled(Scaled):
+    """Scaled linear space on a device backend, read on the host once, when the run ends.
+
+    Each read of a device value on the host (CuPy: ``float(x)``, ``x.get()``) waits for the queue
+    to drain; :class:`Scaled` reads its peaks and counts at every step, free on NumPy. Here a
+    rescaled node is divided by ``c = max + tiny`` (a 0-d device array, never 0: exact zeros stay
+    zeros with no ``where``) and ``c`` stays on the device: a node's ``ln`` is a host float (its
+    leaves' peaks) plus ``Node.ref``, a reference to the sum of the ``ln c`` below it, added up
+    on the host by :meth:`finish`. The precision counts and MAR's belief vectors wait on the
+    device too: :meth:`finish` brings everything to the host in one transfer.
+
+    A node is rescaled only where its entries may leave a safe range: host bounds on the logs of
+    its largest entry (the logs of the domain sizes summed since the last rescale, ``Node.hi``)
+    and of its least positive one (the leaves' spans, ``Node.lo``) need no read. Elsewhere the
+    product stands as it is: a reduction, an addition and a division fewer per step.
+    """
+
+    #: Logs (float64) beyond which a node is rescaled: far inside float64's range (about +-708)
+    #: and above its precision floor (``ln(tiny / eps)``, about -672).
+    HI, LO = 200.0, -300.0
+
+    def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
+        super().__init__(backend, dtype, sizes)
+        self.ln_sizes = {v: math.log(d) for v, d in sizes.items()}
+        self.floor = float(np.finfo(self.dtype).tiny)
+        # float32: the same shares of its far narrower range
+        ratio = -self.ln_tiny / 672.0
+        self.hi_limit, self.lo_limit = self.HI * ratio, self.LO * ratio
+        #: whether the adjoints' tiny entries are counted (see :func:`run_tree`'s ``checks``)
+        self.check_adjoints = True
+        self._reset()
+
+    def _reset(self) -> None:
+        #: device 0-d arrays: what the rescaled nodes were divided by
+        self.scales: list[Any] = []
+        #: per reference: the two references it adds and its own scale's slot (-1: none)
+        self.terms: list[tuple[int, int, int]] = []
+        #: device 0-d counts of tiny entries, with the references and host offset of their frame
+        self.counts: list[tuple[Any, tuple[int, ...], float]] = []
+        #: MAR's device vectors: variable, vector, host log, the references adding to it
+        self.pending: list[tuple[str, Any, float, tuple[int, ...]]] = []
+
+    def _term(self, a: int, b: int, slot: int) -> int:
+        if a < 0 and b < 0 and slot < 0:
+            return -1
+        self.terms.append((a, b, slot))
+        return len(self.terms) - 1
+
+    def _divide(self, data: Any) -> int:
+        """Divide ``data`` in place by its peak plus ``tiny``; the divisor's slot."""
+        xp = self.xp
+        c = xp.max(data) + self.floor if data.size else xp.ones((), self.dtype)
+        data /= c
+        self.scales.append(c)
+        return len(self.scales) - 1
+
+    def _tally(self, data: Any, refs: tuple[int, ...], offset: float) -> None:
+        self.counts.append((self.xp.sum(data < self.tiny), refs, offset))
+
+    def _bounded(self, data: Any, a: Node, b: Node, summed: set[str]) -> tuple[int, float, float]:
+        """Rescale ``data`` (the product of ``a`` and ``b`` summed over ``summed``) where its host
+        bounds leave the safe range: its scale's slot (-1: none) and its bounds after."""
+        hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
+        lo = a.lo + b.lo
+        if hi <= self.hi_limit and lo >= self.lo_limit:
+            return -1, hi, lo
+        # the peak is at most 1 now; the least positive entry was at least e^lo, divided by at
+        # most e^hi
+        return self._divide(data), 0.0, lo - hi
+
+    def _may_be_tiny(self, lo: float) -> bool:
+        """Whether a positive entry may lie below ``tiny`` (none can where ``e^lo`` is above)."""
+        return lo < self.ln_tiny + 1.0
+
+    def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
+        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
+        summed = {*a.scope, *b.scope} - keep
+        if h is not None:  # its range may be wider than float's: keep its peak at 1
+            hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
+            slot, hi, lo = self._divide(data), 0.0, a.lo + b.lo - hi
+        else:
+            slot, hi, lo = self._bounded(data, a, b, summed)
+        node = Node(scope, data, a.ln + b.ln, ref=self._term(a.ref, b.ref, slot), hi=hi, lo=lo)
+        if h is not None and self._may_be_tiny(lo):
+            self._tally(data, (node.ref,), node.ln + self.ln_tiny + h)
+        return node
+
+    def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:
+        xp = self.xp
+        keep = frozenset(child.scope)
+        if not parent.scope and set(sibling.scope) <= keep:
+            # below a 0-d parent (the root): the sibling itself, shared, times the parent's
+            # one number (kept as this node's scale)
+            data, scope = sibling.data, sibling.scope
+            self.scales.append(parent.data)
+            slot, hi, lo = len(self.scales) - 1, sibling.hi, sibling.lo
+        else:
+            data, scope = pair_product(
+                xp, parent.data, parent.scope, sibling.data, sibling.scope, keep
+            )
+            summed = {*parent.scope, *sibling.scope} - keep
+            slot, hi, lo = self._bounded(data, parent, sibling, summed)
+        ln = parent.ln + sibling.ln
+        ref = self._term(parent.ref, sibling.ref, slot)
+        if self.check_adjoints and self._may_be_tiny(lo):
+            # a tiny entry meets the child's entries (at most e^hi each, unscaled) over the
+            # child's variables it lacks
+            lacks = sum(self.ln_sizes[v] for v in child.scope if v not in scope)
+            self._tally(data, (ref, child.ref), ln + child.ln + child.hi + lacks + self.ln_tiny)
+        # left in the product's layout: a copy into the child's (which paid on the host, see
+        # Scaled.adjoint) is one more kernel here, and the steps below read any layout
+        return Node(scope, data, ln, ref=ref, hi=hi, lo=lo)
+
+    def ones(self, scope: tuple[str, ...]) -> Node:
+        shape = tuple(self.sizes[v] for v in scope)
+        return Node(scope, self.xp.ones(shape, self.dtype), 0.0)
+
+    def ln_total(self, root: Node) -> Any:
+        return (self.xp.sum(root.data), root)
+
+    def zero(self, total: Any) -> bool:
+        return False  # not read here: a run with Z = 0 goes on, on zeros, and says so at the end
+
+    def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
+        xp = self.xp
+        product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
+        wanted = [u for u in node.scope if u in names]
+        drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
+        belief = xp.sum(product, axis=drop) if drop else product
+        for v in names:
+            axes = tuple(k for k, u in enumerate(wanted) if u != v)
+            vec = xp.sum(belief, axis=axes) if axes else belief
+            self.pending.append((v, vec, node.ln + adj.ln, (node.ref, adj.ref)))
+        return {}  # in finish
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        """One device->host transfer: the root's sum, every scale, count and belief vector; then
+        the logs added up along the references."""
+        xp = self.xp
+        root_sum, root = total
+        parts = [xp.stack([root_sum, *self.scales])]
+        if self.counts:
+            parts.append(xp.stack([c for c, _, _ in self.counts]))
+        parts.extend(vec.reshape(-1) for _, vec, _, _ in self.pending)
+        host = np.asarray(
+            self.backend.to_numpy(
+                xp.concatenate(
+                    [p.astype(np.float64) if p.dtype != np.float64 else p for p in parts]
+                )
+            ),
+            np.float64,
+        )
+        n_scales = len(self.scales)
+        with np.errstate(divide="ignore"):
+            ln_scales = np.log(host[1 : 1 + n_scales])
+        dev = [0.0] * (len(self.terms) + 1)  # dev[-1]: the empty reference
+        for t, (a, b, slot) in enumerate(self.terms):
+            dev[t] = dev[a] + dev[b] + (float(ln_scales[slot]) if slot >= 0 else 0.0)
+        with np.errstate(divide="ignore"):
+            ln_z = float(np.log(host[0])) + float(root.ln) + dev[root.ref]
+        worst = max(self.leaf_errors, default=-math.inf)
+        at = 1 + n_scales
+        for k, (_, refs, offset) in enumerate(self.counts):
+            n = host[at + k]
+            if n > 0:
+                worst = max(worst, math.log(n) + offset + sum(dev[r] for r in refs))
+        at += len(self.counts)
+        for v, vec, ln, refs in self.pending:
+            size = int(vec.size)
+            with np.errstate(divide="ignore"):
+                marginals[v] = np.log(host[at : at + size]) + (ln + sum(dev[r] for r in refs))
+            at += size
+        self._reset()
+        run = TreeRun(ln_z=ln_z, log_marginals=marginals)
+        if ln_z == -math.inf:
+            run.underflow = worst > -math.inf
+        else:
+            run.underflow = worst - ln_z > math.log(MAX_ERROR)
+        return run
 
 
 class LogSpace:
@@ -362,8 +628,17 @@ class LogSpace:
     def underflowed(self, ln_z: float) -> bool:
         return False
 
+    def leaves(self, scopes: Sequence[tuple[str, ...]], logs: Sequence[np.ndarray]) -> list[Node]:
+        return [self.leaf(s, x) for s, x in zip(scopes, logs, strict=True)]
 
-Space = Scaled | LogSpace
+    def zero(self, total: Any) -> bool:
+        return self.host(total) == -math.inf
+
+    def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+        return TreeRun(ln_z=self.host(total), log_marginals=marginals)
+
+
+Space = Scaled | DeviceScaled | LogSpace
 
 
 @dataclass
@@ -411,6 +686,7 @@ def run_tree(
     """One pass of ``path`` over ``leaves`` in ``space`` (the backward pass too with ``mar``);
     ``checks[k]`` is node ``k``'s frame for the precision bound (None: its range fits)."""
     m = len(leaves)
+    _phase(space, "")
     live: dict[int, Node] = dict(enumerate(leaves))
     for k, (i, j) in enumerate(path):
         live[m + k] = space.pair(live[i], live[j], nodes[m + k], checks[m + k])
@@ -420,11 +696,10 @@ def run_tree(
             if j >= m:
                 del live[j]
     root = m + len(path) - 1
-    ln_z = space.ln_total(live[root])
-    run = TreeRun(ln_z=space.host(ln_z))
-    if not mar or run.ln_z == -math.inf:
-        run.underflow = space.underflowed(run.ln_z)
-        return run
+    total = space.ln_total(live[root])
+    _phase(space, "upward")
+    if not mar or space.zero(total):
+        return _finish(space, total, {})
     sizes = space.sizes
     sources = _sources(m, path, nodes, sizes)
     parent: dict[int, tuple[int, int]] = {}
@@ -438,6 +713,7 @@ def run_tree(
             if node not in parent:
                 break
             node = parent[node][0]
+    marginals: dict[str, np.ndarray] = {}
     adjoints: dict[int, Node] = {root: space.ones(live[root].scope)}
     for k in range(len(path) - 1, -1, -1):
         here = m + k
@@ -449,15 +725,35 @@ def run_tree(
             if child in needed:
                 adjoints[child] = space.adjoint(adj, live[sibling], live[child])
         if here in sources:
-            run.log_marginals.update(space.beliefs(live[here], adj, sources[here]))
+            marginals.update(space.beliefs(live[here], adj, sources[here]))
         del adjoints[here]
         # the step above (where this node was a sibling) has run: freed now, its memory serves
         # the adjoints below instead of fresh pages (DBN_11's MAR, 2^20-entry nodes: 1.5x faster)
         del live[here]
     for leaf in range(m):
         if leaf in sources:
-            run.log_marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
-    run.underflow = space.underflowed(run.ln_z)
+            marginals.update(space.beliefs(live[leaf], adjoints[leaf], sources[leaf]))
+    _phase(space, "backward")
+    return _finish(space, total, marginals)
+
+
+_LAST = [0.0]
+
+
+def _phase(space: Space, name: str) -> None:
+    """Add the time since the last mark to ``PHASES[name]`` (none kept while PHASES is None)."""
+    if PHASES is None:
+        return
+    space.backend.synchronize()
+    now = time.perf_counter()
+    if name:
+        PHASES[name] = PHASES.get(name, 0.0) + now - _LAST[0]
+    _LAST[0] = now
+
+
+def _finish(space: Space, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
+    run = space.finish(total, marginals)
+    _phase(space, "finish")
     return run
 
 

@@ -197,6 +197,7 @@ ARRAY_FUNCTIONS = (
     "any",
     "all",
     "stack",
+    "concatenate",
     "tensordot",
     "einsum",
     "ones",

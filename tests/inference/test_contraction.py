@@ -25,6 +25,15 @@ from tests.inference.test_sumproduct import brute_force, observe, random_markov
 NUMPY = get_backend("numpy")
 
 
+@pytest.fixture(autouse=True)
+def trees_for_small_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The models here are small: they get a contraction tree, not the one-einsum joint of
+    tiny networks (TINY_JOINT; tested on its own below)."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "TINY_JOINT", 0)
+
+
 def check(problem: Problem, task: str = "mar", **kwargs: object) -> None:
     ln_z, marginals = brute_force(problem)
     out = contract(problem, task, NUMPY, **kwargs)  # type: ignore[arg-type]
@@ -364,3 +373,205 @@ def test_a_narrow_model_on_the_host_runs_the_steps_unchecked(
     problem = ising_grid(3, 0.3, 0.1, seed=2)
     check(problem, task)
     assert contract(problem, task, NUMPY).space == "scaled"
+
+
+@pytest.fixture
+def deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device backends' scaled space (reads deferred to the run's end) on NumPy."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "DEFERRED", True)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("evidence", [False, True])
+def test_deferred_scaled_space_equals_brute_force(
+    seed: int, evidence: bool, deferred: None
+) -> None:
+    """The device space (peaks, counts and beliefs read once, at the end; nodes rescaled only
+    where their host bounds leave the safe range) on NumPy: ln Z far from 0 both ways, zeros,
+    evidence, equal to brute force."""
+    problem = random_markov(seed, n=7, zeros=0.15, shift=(-1) ** seed * 300.0)
+    if evidence:
+        problem = observe(problem, seed)
+    check(problem, "mar", space="scaled")
+    check(problem, "pr", space="scaled")
+    check(problem, "mar")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_deferred_space_with_zeros_and_a_range_wider_than_float(seed: int, deferred: None) -> None:
+    rng = np.random.default_rng(seed)
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
+    tables = []
+    for k in range(8):
+        scope = tuple(f"x{i}" for i in rng.choice(6, size=int(rng.integers(2, 4)), replace=False))
+        costs = rng.choice(
+            [0.0, 400.0, np.inf, 1.0], size=(2,) * len(scope), p=[0.4, 0.3, 0.2, 0.1]
+        )
+        costs.flat[0] = 0.0
+        tables.append(CostTable(scope, costs, name=f"f{k}"))
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    check(problem, "mar")
+    check(problem, "pr")
+
+
+def test_deferred_space_skips_rescales_its_bounds_allow_and_equals_the_host_space(
+    deferred: None,
+) -> None:
+    """On a grid whose range is wider than float64's but fits it for a while up the tree, the
+    device space divides only some nodes, and the numbers equal log space's."""
+    import dcop.contraction.execute as execute
+
+    divided = []
+    real = execute.DeviceScaled._divide
+
+    def counting(self: execute.DeviceScaled, data: object) -> int:
+        divided.append(1)
+        return real(self, data)
+
+    problem = ising_grid(8, 6.0, 1.0, seed=3)  # a range of about e^1000: wider than float64's
+    log = contract(problem, "mar", NUMPY, space="log")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execute.DeviceScaled, "_divide", counting)
+        pr = contract(problem, "pr", NUMPY, space="scaled")
+        upward = len(divided)
+        out = contract(problem, "mar", NUMPY, space="scaled")
+    assert 0 < upward < len(pr.plan.path) / 2
+    assert pr.ln_z == pytest.approx(log.ln_z, rel=1e-12)
+    assert out.ln_z == pytest.approx(log.ln_z, rel=1e-12)
+    assert out.marginals is not None and log.marginals is not None
+    for v, probs in log.marginals.items():
+        np.testing.assert_allclose(out.marginals[v], probs, atol=1e-12)
+
+
+def test_deferred_underflow_falls_back_to_log_space(deferred: None) -> None:
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(3)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 801.0]]),
+        CostTable(("x1", "x2"), [[np.inf, np.inf], [0.0, 0.5]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    ln_z, _ = brute_force(problem)
+    for task in ("pr", "mar"):
+        out = contract(problem, task, NUMPY)
+        assert out.space == "log (scaled linear space underflowed)"
+        assert out.ln_z == pytest.approx(ln_z, rel=1e-12)
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_deferred_sliced_equals_unsliced(task: str, deferred: None) -> None:
+    problem = observe(ising_grid(6, 0.8, 0.2, seed=4), 3)
+    whole = contract(problem, task, NUMPY)
+    inputs = sum(t.entries for t in problem.tables)
+    peak = whole.plan.stats.peak(task)
+    sliced = contract(problem, task, NUMPY, room=Limit((inputs + (peak - inputs) // 2) * 8.0, "t"))
+    assert sliced.plan.slices > 1
+    assert sliced.ln_z == pytest.approx(whole.ln_z, rel=1e-12)
+    if task == "mar":
+        assert sliced.marginals is not None and whole.marginals is not None
+        for v, probs in whole.marginals.items():
+            np.testing.assert_allclose(sliced.marginals[v], probs, atol=1e-12)
+
+
+def test_a_small_plan_reads_no_memory_room_and_max_memory_stays_a_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the host a plan under SMALL_PLAN_BYTES runs without reading the machine's memory (five
+    files: a third of a small model's run); ``--max-memory`` is still checked on every plan."""
+    import dcop.contraction.engine as engine
+
+    def unread(*args: object) -> None:
+        raise AssertionError("the memory room was read for a small plan")
+
+    problem = ising_grid(4, seed=0)
+    expected = contract(problem, "pr", NUMPY).ln_z
+    monkeypatch.setattr(engine, "contraction_room", unread)
+    assert contract(problem, "pr", NUMPY).ln_z == expected
+    monkeypatch.setattr(
+        engine, "contraction_room", lambda backend, cap: Limit(float(cap), "a cap of 64 bytes")
+    )
+    with pytest.raises(TableTooLarge, match="a cap of 64 bytes"):
+        contract(problem, "pr", NUMPY, max_bytes=64.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("evidence", [False, True])
+def test_a_tiny_network_is_one_einsum_over_its_joint(
+    seed: int, evidence: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network whose joint has at most TINY_JOINT entries gets no path search: PR and MAR are
+    one einsum over the joint where the range fits float, the table-order tree otherwise (the
+    shifts of ±300 leave the ranges alone; the e^-800 entries of the second model do not)."""
+    import dcop.contraction.engine as engine
+
+    monkeypatch.setattr(engine, "TINY_JOINT", 4096)
+    calls = []
+    real = engine._joint
+    monkeypatch.setattr(engine, "_joint", lambda *a: calls.append(1) or real(*a))
+    problem = random_markov(seed, n=7, zeros=0.15, shift=(-1) ** seed * 300.0)
+    if evidence:
+        problem = observe(problem, seed)
+    for task in ("pr", "mar"):
+        check(problem, task)
+        out = contract(problem, task, NUMPY)
+        assert out.plan.source == "joint"
+    assert calls
+    calls.clear()
+    wide = Problem.build(
+        [Variable.with_size(f"x{i}", 2) for i in range(3)],
+        [
+            CostTable(("x0", "x1"), [[0.0, 800.0], [800.0, 1.0]]),
+            CostTable(("x1", "x2"), [[0.0, 900.0], [0.0, 0.5]]),
+        ],
+        cost_kind="neg_ln",
+    )
+    check(wide, "mar")
+    assert not calls
+
+
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_deferred_space_with_z_zero_says_so_at_the_end(task: str, deferred: None) -> None:
+    """Z = 0 (two tables forbid each other's support): the device space does not read Z
+    between its passes; the backward pass runs on zeros and the run ends with ln Z = -inf."""
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(4)]
+    tables = [
+        CostTable(("x0", "x1"), [[0.0, 1.0], [np.inf, np.inf]]),
+        CostTable(("x0", "x2"), [[np.inf, np.inf], [0.5, 0.0]]),
+        CostTable(("x2", "x3"), [[0.0, 2.0], [1.0, 0.0]]),
+    ]
+    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    out = contract(problem, task, NUMPY, space="scaled")
+    assert out.ln_z == -math.inf and out.marginals is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Promedus_24.uai",
+        "grid10x10.f10.uai",
+        "pdb2fdn.uai",
+        "water.uai",
+        "GEOM40_3.uai",
+        "Pedigree_12.uai",
+        "Grids_11.uai",
+    ],
+)
+def test_deferred_space_equals_the_host_space_on_shared_files(name: str) -> None:
+    """The device space (on NumPy) and the host space on real files: ln Z and every marginal."""
+    import dcop.contraction.engine as engine
+    from dcop.io import read_problem
+    from tests.conftest import INSTANCES
+
+    if not (INSTANCES / name).exists():
+        pytest.skip(f"{name} not found at {INSTANCES}")
+    problem = read_problem(INSTANCES / name)
+    host = contract(problem, "mar", NUMPY)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "DEFERRED", True)
+        device = contract(problem, "mar", NUMPY)
+    assert device.space == host.space
+    assert device.ln_z == pytest.approx(host.ln_z, rel=1e-11, abs=1e-11)
+    assert device.marginals is not None and host.marginals is not None
+    for v, probs in host.marginals.items():
+        np.testing.assert_allclose(device.marginals[v], probs, atol=1e-11)

@@ -427,6 +427,25 @@ def test_gpu_equals_cpu_on_random_models(gpu: Any, seed: int) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("task", ["pr", "mar"])
+def test_gpu_device_space_on_a_range_wider_than_float(gpu: Any, task: str) -> None:
+    """A grid whose range (about e^1000) is wider than float64's: the device space rescales
+    where its host bounds require, checks its tiny entries, and reads the device once; it
+    equals log space on the host."""
+    from dcop.generators import ising_grid
+
+    problem = ising_grid(8, 6.0, 1.0, seed=3)
+    cpu = infer(problem, task, space="log")
+    dev = infer(problem, task, backend=gpu)
+    assert dev.space == "scaled"
+    assert dev.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
+    if task == "mar":
+        assert dev.marginals is not None and cpu.marginals is not None
+        for v, probs in cpu.marginals.items():
+            np.testing.assert_allclose(dev.marginals[v], probs, atol=1e-12)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "name", ["water.uai", "Promedus_24.uai", "grid10x10.f10.uai", "CSP_12.uai"]
 )
