@@ -190,6 +190,7 @@ class PeersFiles:
             peers = load_peers(path)
         except DcopError:
             return None
+        peers.index  # noqa: B018  # built here once, not in every child (see Peers.index)
         self.read[path] = (stamp, peers)
         return peers
 

@@ -147,7 +147,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
         sys.exit(2)
     from dcop.protocol.zmqlink import LINGER_MS, ZmqAgentTransport
 
-    table = peers.by_id()
+    table = peers.index  # shared with the template: looked up, never walked (see Peers.index)
     try:
         transport = ZmqAgentTransport(
             entry.id,
@@ -156,7 +156,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             peers.coordinator,
             curve,
             max_bytes,
-            candidates=[a for a in table if a != entry.id],
+            candidates=table.keys(),  # (the transport never takes its own id for a candidate)
         )
     except DcopError as exc:  # peers.json names this agent's own endpoint as the coordinator's
         print(f"dcop-agent: error: {exc}", file=sys.stderr)

@@ -27,7 +27,7 @@ from typing import Any
 
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
-from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses
+from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses, templates_for
 from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
@@ -192,7 +192,7 @@ def run_local(
         peers = dataclasses.replace(peers, coordinator=transport.endpoint)
         peers_file = folder / "peers.json"
         peers.write(peers_file)
-        procs = AgentProcesses(fork=fork)
+        procs = AgentProcesses(fork=fork, templates=templates_for(problem.n))
         stack.callback(procs.stop)
         started = time.monotonic()  # the agents' lifetime: the first start to the last exit
         for a in peers.agents:

@@ -3,13 +3,19 @@
 :class:`AgentProcesses` starts each agent either forked from a template process that has already
 imported dcop, NumPy and ZeroMQ (:mod:`dcop.agents.forked`: a few milliseconds per agent) or, for
 a command line that is not plain ``python -m dcop.agents ...`` (``ip netns exec``, another
-interpreter), as a fresh process. ``stop()`` makes sure every one has exited: it waits for them to
-leave after their stop message, then sends SIGTERM, then SIGKILL, to each agent's process group,
-and ends the template. No orphans.
+interpreter), as a fresh process. A run of many agents forks them from several templates at once
+(``templates``): the requests wait in one queue, and each template takes the next one whenever it
+has few left to fork, so a template still importing, or one the scheduler starves, takes less.
+Asking never blocks: the coordinator answers the first agents' hellos while the last ones are
+still being forked (a 1000-agent run used to write every request into the template's pipe, and
+wait on it, before it read any hello). ``stop()`` makes sure every one has exited: it waits for
+them to leave after their stop message, then sends SIGTERM, then SIGKILL, to each agent's process
+group, and ends the templates. No orphans.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -30,6 +36,20 @@ if TYPE_CHECKING:  # this module loads before anything heavy (dcop run's first i
 AGENT_MODULE = ("-m", "dcop.agents")
 #: Seconds the template may take to import dcop, NumPy and ZeroMQ before it forks agents.
 TEMPLATE_START_S = 60.0
+#: Requests a template holds that it has not yet forked: few, so that the others take the rest.
+TEMPLATE_WINDOW = 4
+#: Agents per template in a large run (one template for fewer; at most one per core).
+AGENTS_PER_TEMPLATE = 100
+#: The templates' environment: one malloc arena per process. An agent's ZeroMQ and worker
+#: threads otherwise each open a glibc arena of their own (about 0.1 MB of private pages per
+#: agent measured at n = 250; the threads allocate little, so the shared arena costs no time).
+TEMPLATE_ENV = {"MALLOC_ARENA_MAX": "1"}
+
+
+def templates_for(agents: int) -> int:
+    """How many templates fork ``agents`` agents: one per ``AGENTS_PER_TEMPLATE``, at most one
+    per core (each template is a process of its own, ~20 MB, that imports for ~0.3 s)."""
+    return max(1, min(os.cpu_count() or 1, -(-agents // AGENTS_PER_TEMPLATE)))
 
 
 class _Handle(Protocol):
@@ -53,6 +73,7 @@ class Template:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
+            env={**os.environ, **TEMPLATE_ENV},
         )
         self.pids: dict[int, int] = {}
         self.codes: dict[int, int] = {}
@@ -62,8 +83,41 @@ class Template:
         self.cpu_s: float | None = None
         self.changed = threading.Condition()
         self.ready = False
+        #: requests written to the template (its share of the pool's queue)
+        self.asked = 0
+        self.closing = False
         self._reader = threading.Thread(target=self._read, daemon=True, name="dcop-template")
         self._reader.start()
+        self._writer: threading.Thread | None = None
+
+    def serve(self, pool: _Requests) -> None:
+        """Take requests from ``pool`` while this template has fewer than ``TEMPLATE_WINDOW``
+        unforked ones (a thread of its own; ends when the pool closes or the template exits)."""
+        self._writer = threading.Thread(
+            target=self._serve, args=(pool,), daemon=True, name="dcop-template-writer"
+        )
+        self._writer.start()
+
+    def _serve(self, pool: _Requests) -> None:
+        while True:
+            with self.changed:
+                self.changed.wait_for(
+                    lambda: (
+                        self.closing
+                        or self.popen.poll() is not None
+                        or (self.ready and self.asked - len(self.pids) < TEMPLATE_WINDOW)
+                    )
+                )
+                if self.closing or self.popen.poll() is not None:
+                    return
+            request = pool.take(self)
+            if request is None:
+                return
+            self.asked += 1
+            try:
+                self.fork(*request)
+            except (OSError, ValueError):  # the template is gone: its handles report it
+                return
 
     def _read(self) -> None:
         out: IO[bytes] | None = self.popen.stdout
@@ -115,6 +169,11 @@ class Template:
 
     def close(self) -> None:
         """No more agents: the template exits once its children have."""
+        with self.changed:
+            self.closing = True
+            self.changed.notify_all()
+        if self._writer is not None:
+            self._writer.join(5.0)  # it stops at once, or after the request it is writing
         with contextlib.suppress(OSError, ValueError):
             if self.popen.stdin is not None:
                 self.popen.stdin.close()
@@ -147,26 +206,84 @@ def _take_template() -> Template:
     return _PRESTARTED.pop() if _PRESTARTED else Template()
 
 
-class _Forked:
-    """A forked agent, with Popen's poll/wait/send_signal."""
+Request = tuple[int, list[str], Path, "AgentOptions | None"]
 
-    def __init__(self, template: Template, agent_id: int) -> None:
-        self.template = template
+
+class _Requests:
+    """The agents still to fork, in order, taken by whichever template is ready for more."""
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[Request] = collections.deque()
+        #: agent id -> the template that took it
+        self.taken: dict[int, Template] = {}
+        self.closed = False
+        self.lock = threading.Condition()
+
+    def put(self, request: Request) -> None:
+        with self.lock:
+            self.queue.append(request)
+            self.lock.notify_all()
+
+    def take(self, template: Template) -> Request | None:
+        """The next request for ``template`` (None once closed: no more agents)."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.closed or bool(self.queue))
+            if not self.queue:
+                return None
+            request = self.queue.popleft()
+            self.taken[request[0]] = template
+            self.lock.notify_all()
+            return request
+
+    def close(self) -> None:
+        """No more agents: requests no template took are dropped (those agents never start)."""
+        with self.lock:
+            self.closed = True
+            self.queue.clear()
+            self.lock.notify_all()
+
+
+class _Forked:
+    """A forked agent, with Popen's poll/wait/send_signal (its template is whichever took it)."""
+
+    def __init__(self, requests: _Requests, agent_id: int) -> None:
+        self.requests = requests
         self.agent_id = agent_id
+
+    def _template(self, timeout: float) -> Template:
+        requests = self.requests
+        with requests.lock:
+            requests.lock.wait_for(
+                lambda: self.agent_id in requests.taken or requests.closed, timeout
+            )
+            template = requests.taken.get(self.agent_id)
+        if template is None:
+            raise RunError(f"no agent template started agent {self.agent_id}")
+        return template
 
     @property
     def pid(self) -> int:
-        return self.template.pid(self.agent_id)
+        return self._template(TEMPLATE_START_S).pid(self.agent_id)
 
     def poll(self) -> int | None:
-        code = self.template.codes.get(self.agent_id)
-        if code is None and self.template.popen.poll() is not None:
+        template = self.requests.taken.get(self.agent_id)
+        if template is None:  # not taken yet, or dropped by a stop before any template took it
+            return -int(signal.SIGKILL) if self.requests.closed else None
+        code = template.codes.get(self.agent_id)
+        if code is None and template.popen.poll() is not None:
             return -int(signal.SIGKILL)  # the template died: its children went with it
         return code
 
     def wait(self, timeout: float) -> None:
-        with self.template.changed:
-            self.template.changed.wait_for(lambda: self.poll() is not None, max(0.0, timeout))
+        deadline = time.monotonic() + max(0.0, timeout)
+        try:
+            template = self._template(timeout)
+        except RunError:
+            return
+        with template.changed:
+            template.changed.wait_for(
+                lambda: self.poll() is not None, max(0.0, deadline - time.monotonic())
+            )
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -196,13 +313,21 @@ class _Spawned:
 
 
 class AgentProcesses:
-    """The agent processes of one run (``fork=False`` spawns every one fresh)."""
+    """The agent processes of one run (``fork=False`` spawns every one fresh; ``templates``:
+    how many template processes fork them, :func:`templates_for` the run's size)."""
 
-    def __init__(self, fork: bool = True) -> None:
+    def __init__(self, fork: bool = True, templates: int = 1) -> None:
         self.fork = fork
-        self.template: Template | None = None
+        self.templates_wanted = max(1, templates)
+        self.templates: list[Template] = []
+        self.requests = _Requests()
         self.procs: dict[int, _Handle] = {}
         self.logs: dict[int, Path] = {}
+
+    @property
+    def template(self) -> Template | None:
+        """The first template (None before any agent was forked)."""
+        return self.templates[0] if self.templates else None
 
     def start(
         self,
@@ -216,11 +341,14 @@ class AgentProcesses:
         is still exactly what they say (a test hook may have changed it)."""
         self.logs[agent_id] = log_file
         if self.fork and argv[:3] == [sys.executable, *AGENT_MODULE]:
-            if self.template is None:
-                self.template = _take_template()
+            if not self.templates:
+                self.templates.append(_take_template())
+                self.templates += [Template() for _ in range(self.templates_wanted - 1)]
+                for template in self.templates:
+                    template.serve(self.requests)
             same = options is not None and argv[3:] == options.argv()
-            self.template.fork(agent_id, argv[3:], log_file, options if same else None)
-            self.procs[agent_id] = _Forked(self.template, agent_id)
+            self.requests.put((agent_id, argv[3:], log_file, options if same else None))
+            self.procs[agent_id] = _Forked(self.requests, agent_id)
             return
         with open(log_file, "wb") as err:
             self.procs[agent_id] = _Spawned(
@@ -244,13 +372,15 @@ class AgentProcesses:
         """What the processes used, for a run's record: each forked agent's CPU seconds and page
         faults (from the kernel's account of it once it exited) and the template's CPU seconds
         (its imports and forks); empty where none was forked."""
-        if self.template is None:
+        if not self.templates:
             return {}
-        used = self.template.usage
+        used = {i: u for t in self.templates for i, u in t.usage.items()}
+        spent = [t.cpu_s for t in self.templates]
         return {
             "agent_cpu_s": {str(i): round(used[i][0], 6) for i in sorted(used)},
             "agent_page_faults": {str(i): used[i][1] for i in sorted(used)},
-            "template_cpu_s": self.template.cpu_s,
+            "template_cpu_s": None if None in spent else sum(s for s in spent if s is not None),
+            "templates": len(self.templates),
         }
 
     def log_tail(self, agent_id: int, lines: int = 3) -> str:
@@ -264,8 +394,9 @@ class AgentProcesses:
     def stop(self, grace_s: float = 3.0, term_s: float = 2.0) -> None:
         """Wait up to ``grace_s`` for every agent to leave, then SIGTERM (and SIGCONT, for a
         stopped one) and ``term_s`` more, then SIGKILL; end the template."""
-        if self.template is not None:
-            self.template.close()  # no more agents; it leaves once its children have
+        self.requests.close()  # no more agents: the templates leave once their children have
+        for template in self.templates:
+            template.close()
         deadline = time.monotonic() + grace_s
         for p in self.procs.values():
             p.wait(max(0.0, deadline - time.monotonic()))
@@ -285,5 +416,5 @@ class AgentProcesses:
             end = time.monotonic() + wait_s
             for p in alive:
                 p.wait(max(0.0, end - time.monotonic()))
-        if self.template is not None:
-            self.template.wait(5.0)
+        for template in self.templates:
+            template.wait(5.0)

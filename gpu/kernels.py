@@ -179,17 +179,19 @@ extern "C" __global__ void dcop_join_elim_generic_@OP@_@SUF@(const long long* __
     for (unsigned int r = r_begin + blockIdx.x * blockDim.x + threadIdx.x; r < r_end;
          r += gridDim.x * blockDim.x) {
         const T* tab[DCOP_MAX_TABLES];
-        unsigned int base[DCOP_MAX_TABLES];
-        unsigned int sx[DCOP_MAX_TABLES];
+        // offsets into an input are 64-bit: an input table may hold 2^32 entries or more
+        // (a 16 GiB float32 table), though the output rows of one launch stay 32-bit
+        unsigned long long base[DCOP_MAX_TABLES];
+        unsigned long long sx[DCOP_MAX_TABLES];
         int pos = 3;
         for (int j = 0; j < n_tables; ++j) {
             tab[j] = reinterpret_cast<const T*>(smeta[pos]);
-            sx[j] = (unsigned int)smeta[pos + 1];
+            sx[j] = (unsigned long long)smeta[pos + 1];
             const int s = (int)smeta[pos + 2];
-            unsigned int b = 0;
+            unsigned long long b = 0;
             for (int k = 0; k < s; ++k) {
                 const long long* e = smeta + pos + 3 + 3 * k;
-                b += (unsigned int)e[2] * ((r / (unsigned int)e[0]) % (unsigned int)e[1]);
+                b += (unsigned long long)e[2] * ((r / (unsigned int)e[0]) % (unsigned int)e[1]);
             }
             base[j] = b;
             pos += 3 + 3 * s;
@@ -315,6 +317,10 @@ def fused_source(sig: FusedSig) -> str:
     ndom, dy = sig.ndom, sig.dy
     offsets, stage_off, _ = sig.shared_layout()
     tabs = sig.tables
+    # offsets into the inputs: 32-bit (faster) unless an input holds 2^32 entries or more, where
+    # they would wrap and read the wrong entries
+    wide = any(tab.size >= 1 << 32 for tab in tabs)
+    index, u = ("unsigned long long", "ull") if wide else ("unsigned int", "u")
     lines: list[str] = [
         _PRELUDE,
         f"#define NDOM {ndom}",
@@ -374,8 +380,8 @@ def fused_source(sig: FusedSig) -> str:
             lines.append(f"        q /= {size}u;")
     lines.append("        (void)q;")
     for j, tab in enumerate(tabs):
-        terms = [f"d{i} * {s}u" for i, s in enumerate(tab.group_strides) if s]
-        lines.append(f"        const unsigned int b{j} = {' + '.join(terms) if terms else '0u'};")
+        terms = [f"d{i} * {s}{u}" for i, s in enumerate(tab.group_strides) if s]
+        lines.append(f"        const {index} b{j} = {' + '.join(terms) if terms else '0' + u};")
     # hoisted constant of the group
     if b0 or by:
         cg = " + ".join(load(j, f"b{j}") for j in b0) or "0"
@@ -383,14 +389,14 @@ def fused_source(sig: FusedSig) -> str:
     if a0:
         lines.append(f"        {t} sa[NDOM];")
         lines.append("        #pragma unroll")
-        sums = " + ".join(load(j, f"b{j} + x * {tabs[j].sx}u") for j in a0)
+        sums = " + ".join(load(j, f"b{j} + x * {tabs[j].sx}{u}") for j in a0)
         lines.append(f"        for (int x = 0; x < NDOM; ++x) sa[x] = {sums};")
     init, fold, reduced = _op_code(sig.op, sig.dtype)
 
     def x_loop(indent: str, per_row: bool) -> list[str]:
         def idx(j: int) -> str:
-            yterm = f" + y * {tabs[j].sy}u" if per_row and tabs[j].sy else ""
-            return f"b{j}{yterm} + x * {tabs[j].sx}u"
+            yterm = f" + y * {tabs[j].sy}{u}" if per_row and tabs[j].sy else ""
+            return f"b{j}{yterm} + x * {tabs[j].sx}{u}"
 
         terms = (["sa[x]"] if a0 else []) + [load(j, idx(j)) for j in ay]
         body = ndom * (dy if per_row else 1)
@@ -415,7 +421,7 @@ def fused_source(sig: FusedSig) -> str:
     lines.append(f"        {y_unroll}")
     lines.append("        for (int y = 0; y < DY; ++y) {")
     if hoisted:
-        yterms = "".join(f" + {load(j, f'b{j} + y * {tabs[j].sy}u')}" for j in by)
+        yterms = "".join(f" + {load(j, f'b{j} + y * {tabs[j].sy}{u}')}" for j in by)
         lines.append(f"            const {t} c = cg{yterms};")
     if per_row:
         lines.extend(x_loop("            ", True))

@@ -7,17 +7,21 @@ PROTOCOL_VERSION = 5
 
 #: Seconds between an agent's checks for a heartbeat to the coordinator (proof that its loop
 #: works, with its phase for the live status); one goes out only once the agent has its start,
-#: and when it has sent the coordinator nothing for a third of the peer timeout (at least this).
+#: and when it has sent the coordinator nothing for half the peer timeout (at least this).
 #: Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP) tell a transport when a link
 #: is lost.
 HEARTBEAT_INTERVAL_S = 1.0
 
-#: Seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection heartbeat).
-#: A peer that answers nothing for the transport's heartbeat timeout (``peer_timeout_for`` of the
-#: frame limit, as a PONG may queue behind one largest frame) loses its connection, and the
-#: transport reports it (``Transport.lost_peers``). A killed process is noticed at once (its
-#: kernel closes the connection); heartbeats find a frozen host or a cut link.
+#: Least seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection
+#: heartbeat); a transport pings ``ZMTP_PINGS_PER_TIMEOUT`` times per heartbeat timeout, and not
+#: more often than this. A peer that answers nothing for the transport's heartbeat timeout
+#: (``peer_timeout_for`` of the frame limit, as a PONG may queue behind one largest frame) loses
+#: its connection, and the transport reports it (``Transport.lost_peers``). A killed process is
+#: noticed at once (its kernel closes the connection); heartbeats find a frozen host or a cut
+#: link. (A PING a second on every link woke each of a 1000-agent run's idle agents several
+#: times a second, and the coordinator a thousand.)
 ZMTP_HEARTBEAT_IVL_S = 1.0
+ZMTP_PINGS_PER_TIMEOUT = 4
 
 #: Default ports: the coordinator's, and the first agent's (the k-th agent of a host listens on
 #: ``DEFAULT_AGENT_BASE_PORT + k``). Both lie below every common ephemeral range (Linux

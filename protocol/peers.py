@@ -15,6 +15,7 @@ end in ``:*``: the agent binds a port the system picks and reports it in its hel
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -72,6 +73,14 @@ class Peers:
     version: int = PEERS_VERSION
 
     def by_id(self) -> dict[int, AgentEntry]:
+        return dict(self.index)
+
+    @functools.cached_property
+    def index(self) -> dict[int, AgentEntry]:
+        """The agents by id, built once (read-only: shared by every agent forked from the
+        template that read this file, each of which looks up only its own entry and its
+        neighbours'; walking all of them touched every entry's page in every agent, an O(n)
+        share of each agent's private memory)."""
         return {a.id: a for a in self.agents}
 
     @property
@@ -80,10 +89,10 @@ class Peers:
         return all(a.variable is not None for a in self.agents)
 
     def agent(self, agent_id: int) -> AgentEntry:
-        for a in self.agents:
-            if a.id == agent_id:
-                return a
-        raise InputError(f"no agent with id {agent_id} in peers.json")
+        entry = self.index.get(agent_id)
+        if entry is None:
+            raise InputError(f"no agent with id {agent_id} in peers.json")
+        return entry
 
     @property
     def secure(self) -> bool:

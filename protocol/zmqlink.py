@@ -53,7 +53,8 @@ What open mode protects, and what it does not
     use secure mode.
 
 Liveness
-    Every socket sends ZMTP heartbeats (``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
+    Every socket sends ZMTP heartbeats (``ZMTP_PINGS_PER_TIMEOUT`` per heartbeat timeout, at
+    most one per ``ZMTP_HEARTBEAT_IVL_S``); a connection that hears
     nothing for the heartbeat timeout is closed. A socket monitor turns closed connections into
     :class:`~dcop.protocol.transport.PeerLoss` events (:meth:`lost_peers`): an agent hears of its
     neighbours' and the coordinator's links (its DEALERs), the coordinator of each agent's link
@@ -72,8 +73,9 @@ import struct
 import time
 from collections import deque
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -84,6 +86,7 @@ from dcop.protocol.constants import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_AGENT_ID,
     ZMTP_HEARTBEAT_IVL_S,
+    ZMTP_PINGS_PER_TIMEOUT,
 )
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.endpoints import (
@@ -157,6 +160,9 @@ _ROUTER_EVENTS = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 )
+#: Candidate ids kept as given, not copied: read-only kinds (concrete types: an ABC's isinstance
+#: costs a forked agent more)
+_SETS: tuple[type, ...] = (frozenset, type({}.keys()))
 # plain ints: the per-turn checks below would otherwise go through IntFlag's Python operators
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
@@ -338,7 +344,8 @@ class _ZmqBase:
     def _options(self, sock: zmq.Socket[Any], max_bytes: int) -> None:
         sock.setsockopt(zmq.LINGER, LINGER_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, max_bytes + HARD_CAP_MARGIN)
-        ivl_ms = int(ZMTP_HEARTBEAT_IVL_S * 1000)
+        ivl_s = max(ZMTP_HEARTBEAT_IVL_S, self.heartbeat_timeout_s / ZMTP_PINGS_PER_TIMEOUT)
+        ivl_ms = int(ivl_s * 1000)
         timeout_ms = max(ivl_ms, int(self.heartbeat_timeout_s * 1000))
         sock.setsockopt(zmq.HEARTBEAT_IVL, ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
@@ -736,7 +743,9 @@ class ZmqAgentTransport(_ZmqBase):
     holds the endpoint actually bound, to report to the coordinator. Neighbours come from the
     constructor (connected by :meth:`open`) or later from :meth:`connect_peer`. ``candidates``
     are agents that may become neighbours later: their frames that arrive before
-    ``connect_peer`` are held (a few small ones) instead of refused.
+    ``connect_peer`` are held (a few small ones) instead of refused. A set (a dict's keys) is
+    kept as given, not copied: a forked agent shares its template's, and copying every id cost
+    each agent of a 1000-agent run pages of its own.
     """
 
     def __init__(
@@ -759,7 +768,11 @@ class ZmqAgentTransport(_ZmqBase):
         self.neighbour_endpoints: dict[int, str] = {}
         self.dealers: dict[int, zmq.Socket[Any]] = {}
         self.router: zmq.Socket[Any] | None = None
-        self.candidates = set(candidates)
+        self.candidates: AbstractSet[int] = (
+            cast(AbstractSet[int], candidates)
+            if isinstance(candidates, _SETS)
+            else frozenset(candidates)
+        )
         self._held: dict[int, list[list[bytes]]] = {}
         self._held_count = 0
         self._held_bytes = 0
@@ -877,7 +890,7 @@ class ZmqAgentTransport(_ZmqBase):
             self._note_source(sender, body[0])
             return sender, [f.buffer for f in body]
         address = _peer_address(body[0])
-        if sender not in self.candidates:
+        if sender not in self.candidates or sender == self.me:
             self._refuse(address, "stranger", "%s is not a neighbour of this agent", _who(sender))
             _cut(body[0])
             return None
@@ -918,7 +931,7 @@ class ZmqAgentTransport(_ZmqBase):
         """The neighbours are known for good (a one-shot agent's setup): no other agent becomes
         one, so frames from the others are refused at once and those held are dropped."""
         keep = set(neighbours)
-        self.candidates &= keep
+        self.candidates = {p for p in keep if p in self.candidates}
         for peer in list(self._held):
             if peer not in keep:
                 self._drop_held(peer)

@@ -1,8 +1,9 @@
-"""When an agent heartbeats: only on a link to the coordinator quiet for a third of the peer
+"""When an agent heartbeats: only on a link to the coordinator quiet for half the peer
 timeout, counted from its start (not from its ready, which may be a long launch ago)."""
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -44,7 +45,7 @@ def _beats(transport: _Transport) -> int:
 def test_no_heartbeat_on_start_after_a_long_launch() -> None:
     clock = [0.0]
     agent, transport = _agent(clock)
-    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 3 s
+    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
     agent.last_to_coordinator = 0.0  # its ready
     agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs")  # type: ignore[assignment]
     clock[0] = 60.0  # the launch of the others took a minute
@@ -54,8 +55,11 @@ def test_no_heartbeat_on_start_after_a_long_launch() -> None:
     clock[0] = 61.0
     agent._beat()  # 1 s quiet, the next check at 2 s: still within 3 s
     assert _beats(transport) == 0
-    clock[0] = 62.5
-    agent._beat()  # the next check (3.5 s) would be too late: it beats now
+    clock[0] = 63.0
+    agent._beat()  # 3 s quiet, the next check at 4 s: still within 4.5 s
+    assert _beats(transport) == 0
+    clock[0] = 64.0
+    agent._beat()  # the next check (5 s) would be too late: it beats now
     assert _beats(transport) == 1
 
 
@@ -80,3 +84,35 @@ def test_no_heartbeat_once_the_result_is_out() -> None:
     agent.result_sent = False  # the same quiet link without a result: a beat
     agent._beat()
     assert _beats(transport) == 1
+
+
+def _hellos(transport: _Transport) -> list[int]:
+    return [k for k, (peer, body) in enumerate(transport.sent) if body.TYPE == "hello"]
+
+
+def test_an_unanswered_agent_repeats_its_hello_less_and_less_often() -> None:
+    """A one-shot agent its coordinator has not answered says hello again at the checks 1, 2, 4
+    ... s apart, up to half the peer timeout; a serving agent waiting for a problem every
+    check."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    agent.cfg.peer_timeout_s = 10.0  # the longest gap: 5 s
+    said = []
+    for second in range(40):
+        clock[0] = float(second)
+        before = len(_hellos(transport))
+        agent._beat()
+        if len(_hellos(transport)) > before:
+            said.append(second)
+    assert said[:5] == [0, 1, 3, 7, 12]
+    assert all(b - a == 5 for a, b in itertools.pairwise(said[3:]))
+    agent.coordinator_heard = True  # answered: no more hellos
+    clock[0] = 100.0
+    agent._beat()
+    assert len(_hellos(transport)) == len(said)
+    serving, sent = _agent(clock)
+    serving.cfg.serving = True
+    for second in range(5):
+        clock[0] = 200.0 + second
+        serving._beat()
+    assert len(_hellos(sent)) == 5

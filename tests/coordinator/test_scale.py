@@ -11,6 +11,7 @@ import math
 import pytest
 
 from dcop.coordinator import run_local
+from dcop.coordinator.processes import templates_for
 from dcop.generators import scale_free_network
 from dcop.inference import solve_be
 from dcop.protocol import RunSpec
@@ -24,6 +25,7 @@ def _run_tree(n: int) -> None:
     assert all(result.metrics["checks"].values()), result.metrics["checks"]
     assert result.processes is not None
     assert set(result.processes["exit_codes"].values()) == {0}
+    assert result.processes["templates"] == templates_for(n)  # forked in parallel
     assert len({a["pid"] for a in result.agents.values()}) == n  # one process per variable
     messages = result.metrics["messages"]
     assert messages["util"] == n - 1 == messages["value"] and messages["token"] == 2 * (n - 1)

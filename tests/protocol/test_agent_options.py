@@ -57,6 +57,14 @@ class _Recorder:
     ) -> None:
         self.forked.append((agent_id, argv, options))
 
+    def serve(self, pool: Any) -> None:
+        self.pool = pool
+
+    def take_all(self) -> None:
+        """Fork every request waiting in the pool (a real template takes them as it forks)."""
+        while self.pool.queue:
+            self.fork(*self.pool.take(self))
+
 
 def test_a_forked_agent_gets_the_options_only_where_its_command_line_says_them(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -69,5 +77,6 @@ def test_a_forked_agent_gets_the_options_only_where_its_command_line_says_them(
     procs.start(0, argv, tmp_path / "0.log", options)
     procs.start(1, [*argv, "--fault", "crash-at-util"], tmp_path / "1.log", options)  # a hook's
     procs.start(2, argv, tmp_path / "2.log")
+    recorder.take_all()
     assert [(i, o) for i, _, o in recorder.forked] == [(0, options), (1, None), (2, None)]
     assert recorder.forked[1][1][-2:] == ["--fault", "crash-at-util"]
