@@ -923,7 +923,10 @@ class ZmqAgentTransport(_ZmqBase):
     def _admits(self, sender: int, claimed: bytes | None) -> str | None:
         """The coordinator's id never connects here; neighbours and candidates may."""
         why = super()._admits(sender, claimed)
-        if why is None and sender not in self.neighbour_endpoints and sender not in self.candidates:
+        if why is None and (
+            sender == self.me  # the candidates may be every agent of peers.json
+            or (sender not in self.neighbour_endpoints and sender not in self.candidates)
+        ):
             why = f"{_who(sender)} is not a neighbour of this agent"
         return why
 
