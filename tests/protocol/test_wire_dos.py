@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,23 +206,19 @@ def test_a_neighbours_refused_early_frame_is_logged_apart_from_a_strangers_flood
     assert "held frames from agent 1" in caplog.text
 
 
-# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it starts at the parent's RSS
-_CHILD = r"""
-import sys, time
-from dcop.protocol.zmqlink import ZmqAgentTransport
-def hwm():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-a = ZmqAgentTransport(0, "tcp://127.0.0.1:*", {}, "tcp://127.0.0.1:1", candidates=[1])
-a.open()
-print(a.endpoint, flush=True)
-base = hwm()
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    a.recv(0.1)
-print(base, hwm(), a.dropped, a.refused_connections, flush=True)
-a.close(0)
-"""
+def _child_script() -> str:
+    """The agent process of ``benchmarks/wire_memory.py`` (one script for the bench and here)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "wire_memory.py"
+    spec = importlib.util.spec_from_file_location("wire_memory_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module._CHILD)
+
+
+_CHILD = _child_script()
 
 
 def _attack(

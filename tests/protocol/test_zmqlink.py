@@ -302,7 +302,11 @@ def test_a_tcp_self_connection_is_dropped(caplog: pytest.LogCaptureFixture) -> N
         finally:
             t.close()
     assert got == []
-    assert "TCP self-connection" in caplog.text
+    # Named as a self-connection when its monitor event is read while the connection lives;
+    # a PLAIN client facing itself also fails the handshake within milliseconds, and on a
+    # loaded machine libzmq has closed the descriptor before the event is read: then that
+    # failure is the line (the link is dropped and retried either way).
+    assert "TCP self-connection" in caplog.text or "not a dcop process" in caplog.text
 
 
 # ---- wake ---------------------------------------------------------------------------------------
