@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SRC    := dcop agents coordinator protocol gpu deploy tests benchmarks fuzz
 
-.PHONY: demo test lint typecheck fmt install fuzz soak clean
+.PHONY: demo test test-scale lint typecheck fmt install fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ fmt: $(VENV)/.installed-test
 	$(BIN)/ruff format $(SRC)
 
 test: $(VENV)/.installed-test lint typecheck
-	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered --durations=15 $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing with atheris (not in CI): FUZZ_SECONDS per target; new inputs and
 # crash artifacts go to FUZZ_WORK (outside the repo); fuzz/corpus holds the committed seeds.
@@ -73,6 +73,11 @@ SOAK_RUNS ?= 200
 SOAK_ARITY ?= 25
 soak: $(VENV)/.installed-test
 	SOAK_RUNS=$(SOAK_RUNS) SOAK_ARITY=$(SOAK_ARITY) $(BIN)/python -m pytest -m soak tests/soak -q $(PYTEST_ARGS)
+
+# The thousand-agent runs (pytest marker `scale`, not in CI; the 200-agent run is): each agent
+# its own process, so on 2 cores they take minutes and most of the machine.
+test-scale: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m scale tests -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -13,7 +13,11 @@ import agent_memory  # noqa: E402
 
 
 def test_a_tiny_run_is_sampled_and_broken_down() -> None:
-    row = agent_memory.measure(6, detail=True)
+    # a loaded machine can run all six short-lived agents between two samples: try again then
+    for _ in range(3):
+        row = agent_memory.measure(6, detail=True)
+        if "agents" in row:
+            break
     assert row["status"] == "ok" and 0 < row["agents"] <= 6
     median = row["median_kb"]
     assert 0 < median["Private_Dirty"] <= median["Rss"] and median["Pss"] > 0

@@ -228,6 +228,7 @@ def test_garbage_and_impostors_are_refused_at_the_handshake(tmp_path: Path) -> N
         peers = load_peers(tmp_path / "peers.json")
         target = peers.agent(0)
         ctx = zmq.Context()
+        socks = []  # kept open until the refusals are logged: a collected socket closes
         try:
             for ident, frames in [
                 (b"r1", [b"\x00garbage\xff"]),
@@ -235,16 +236,16 @@ def test_garbage_and_impostors_are_refused_at_the_handshake(tmp_path: Path) -> N
                 (b"999", encode(999, 0, Ready(1))),  # not a neighbour
             ]:
                 s = ctx.socket(zmq.DEALER)
+                socks.append(s)
                 claim(s, ident)
-                s.setsockopt(zmq.LINGER, 10_000)
+                s.setsockopt(zmq.LINGER, 0)  # refused: a linger could hang the context's term
                 s.connect(target.endpoint)
                 with contextlib.suppress(zmq.Again):  # refused at the handshake: no link
                     s.send_multipart(frames, zmq.NOBLOCK)
-                s.close()
             for reason in REFUSALS:
                 _wait_for_log(tmp_path / "agent-0.log", reason, 1)
         finally:
-            ctx.destroy(linger=1000)
+            ctx.destroy(linger=0)
 
     result = run_local(PROBLEM, RunSpec(), timeout=30, before_start=attack, workdir=tmp_path)
     assert result.internal_cost == solve_be(PROBLEM).upper_bound

@@ -1,4 +1,5 @@
-"""Hundreds of agent processes: a 200-agent run finishes (CI), a 1000-agent one under ``slow``.
+"""Hundreds of agent processes: a 200-agent run finishes (CI), a 1000-agent one under the ``scale``
+marker (``make test-scale``: not in CI, where it took minutes of the 2 cores).
 
 Each agent is its own OS process with its own sockets; the answer equals bucket elimination's.
 No time is asserted (the shared test machines vary); the counts and the answer are.
@@ -39,6 +40,6 @@ def test_a_200_agent_tree() -> None:
     _run_tree(200)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_a_1000_agent_tree() -> None:
     _run_tree(1000)

@@ -60,10 +60,16 @@ def test_open_mode_nobody_else_speaks_for_the_coordinator(tmp_path: Path) -> Non
     def forge(procs: AgentProcesses) -> None:
         peers = load_peers(tmp_path / "peers.json")
         ctx = zmq.Context()
+        socks = []  # kept open until the refusals are logged: a collected socket closes
         try:
             for a in peers.agents:
                 s = ctx.socket(zmq.DEALER)
+                socks.append(s)
                 claim(s, b"-1")  # its PLAIN user name too: refused at the handshake
+                # linger 0, set here: each socket used to be collected when ``s`` was rebound,
+                # closing with libzmq's default infinite linger, and a refused client's frames
+                # never leave, so the context's term hung (CI: 300 s in ctx.term)
+                s.setsockopt(zmq.LINGER, 0)
                 s.connect(a.endpoint)
                 for message in _forged(a.id, str(a.variable)):
                     with contextlib.suppress(zmq.Again):  # refused: it may have no link
@@ -71,7 +77,7 @@ def test_open_mode_nobody_else_speaks_for_the_coordinator(tmp_path: Path) -> Non
             for a in peers.agents:
                 _wait_for(tmp_path / f"agent-{a.id}.log", "claims to be the coordinator")
         finally:
-            ctx.destroy(linger=1000)
+            ctx.destroy(linger=0)
 
     result = run_local(PROBLEM, RunSpec(), timeout=30, before_start=forge, workdir=tmp_path)
     assert result.internal_cost == solve_be(PROBLEM).upper_bound
