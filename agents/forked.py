@@ -81,7 +81,10 @@ def run_child(
             from dcop.agents.run import run_agent
             from dcop.protocol.agent_options import AgentOptions
 
-            run_agent(AgentOptions(**options), peers)
+            if PROFILE_ENV in os.environ:
+                _profiled(run_agent, AgentOptions(**options), peers)
+            else:
+                run_agent(AgentOptions(**options), peers)
         else:  # a command line a test hook changed: parsed here (typer is imported here too)
             from dcop.agents.cli import main
 
@@ -91,6 +94,31 @@ def run_child(
     except KeyboardInterrupt:  # a SIGTERM while it closed: stopped (never unwind into the loop)
         return 3
     return 0
+
+
+#: Set to a folder, each forked agent profiles its main thread's CPU time (cProfile) into
+#: ``<folder>/agent-<pid>.prof``: what benchmarks/agent_cpu.py adds up over a run's agents.
+PROFILE_ENV = "DCOP_AGENT_PROFILE"
+
+
+def _profiled(run: Any, *args: Any) -> None:
+    import cProfile
+    import time
+
+    from dcop.agents import run as agent_run
+
+    profile = cProfile.Profile(time.thread_time)  # CPU, not the wall of a loaded machine
+    path = os.path.join(os.environ[PROFILE_ENV], f"agent-{os.getpid()}.prof")
+
+    def dump() -> None:
+        profile.disable()
+        profile.dump_stats(path)
+
+    agent_run.BEFORE_LEAVING.append(dump)  # a clean stop ends the process at once
+    try:
+        profile.runcall(run, *args)
+    finally:
+        dump()
 
 
 def _say(message: dict[str, int | float]) -> None:

@@ -463,8 +463,12 @@ def compare_anchor(row: dict[str, Any], pr: dict[str, Any], anchor: dict[str, An
             row["speedup_contract"] = anchor["seconds"] / pr["contract_s"]
 
 
-def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
-    rows = []
+#: Writes the results so far (``done``: all rows are in) and returns the Markdown.
+Saver = Callable[[dict[str, Any], bool], str]
+
+
+def run_cpu(args: argparse.Namespace, save: Saver) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
     pgmpy = have_pgmpy() and not args.no_pgmpy
     for spec in instances(args.only, args.quick):
         row: dict[str, Any] = {"instance": spec["name"], "source": spec["source"]}
@@ -485,6 +489,7 @@ def run_cpu(args: argparse.Namespace) -> dict[str, Any]:
             add_pgmpy(row, spec, pr, ours, args)
         rows.append(row)
         print(summary_line(row), file=sys.stderr, flush=True)
+        save({"rows": rows, "summary": summarize(rows, pgmpy)}, False)
     return {"rows": rows, "summary": summarize(rows, pgmpy)}
 
 
@@ -582,8 +587,8 @@ def gpu_name() -> str | None:
         return None
 
 
-def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
-    rows = []
+def run_gpu(args: argparse.Namespace, save: Saver) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
     for spec in instances(args.only, args.quick):
         row: dict[str, Any] = {"instance": spec["name"], "source": spec["source"]}
         # no address-space limit on the device runs: a CUDA context reserves far more address
@@ -606,6 +611,7 @@ def run_gpu(args: argparse.Namespace) -> dict[str, Any]:
         compare_anchor(row, pr, anchor)
         rows.append(row)
         print(summary_line(row), file=sys.stderr, flush=True)
+        save({"rows": rows, "summary": summarize(rows)}, False)
     return {"rows": rows, "summary": summarize(rows)}
 
 
@@ -641,6 +647,11 @@ def markdown(data: dict[str, Any], device: str) -> str:
         f"Limits per run: {meta['limits']}"
         + (f"; BLAS threads: {meta['blas_threads']}" if meta.get("blas_threads") else ""),
         *([f"Note: {meta['note']}"] if meta.get("note") else []),
+        *(
+            ["Partial: the run ended before its last instance (rows so far)."]
+            if meta.get("complete") is False
+            else []
+        ),
         "",
         f"Anchor: {anchor}, each table scaled by its peak. Times in seconds, best of up to 3 calls",
         "in one process. dcop PR = its path search + contraction (`path` beside); anchor = its",
@@ -747,20 +758,27 @@ def main() -> None:
     if args.note:
         meta["note"] = args.note
     name = "pr_gpu" if args.gpu else "pr"
+    kind = "gpu" if args.gpu else "cpu"
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def save(results: dict[str, Any], done: bool) -> str:
+        # after every row: a run cut short (a device lease that ends) keeps the rows it has
+        data = {"meta": {**meta, "complete": done}, **results}
+        text = markdown(data, kind)
+        (args.out / f"{name}.json").write_text(json.dumps(plain(data), indent=1) + "\n")
+        (args.out / f"{name}.md").write_text(text)
+        return text
+
     if args.gpu:
         meta["gpu"] = gpu_name()
-        data = {"meta": meta, **run_gpu(args)}
+        results = run_gpu(args, save)
     else:
         if have_pgmpy() and not args.no_pgmpy:
             import pgmpy
 
             meta["pgmpy"] = pgmpy.__version__
-        data = {"meta": meta, **run_cpu(args)}
-    text = markdown(data, "gpu" if args.gpu else "cpu")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{name}.json").write_text(json.dumps(plain(data), indent=1) + "\n")
-    (args.out / f"{name}.md").write_text(text)
-    print(text)
+        results = run_cpu(args, save)
+    print(save(results, True))
 
 
 if __name__ == "__main__":

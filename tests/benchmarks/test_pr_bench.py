@@ -3,6 +3,7 @@ dcop's (ln Z equal to 1e-9), the summary and the Markdown report."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -65,3 +66,30 @@ def test_report_of_a_small_run() -> None:
     assert data["summary"]["agree_1e-9"] == 1
     text = pr.markdown(data, "gpu")
     assert "| ising4x4 |" in text and "GPU: Fake GPU" in text
+
+
+def test_a_run_cut_short_keeps_the_rows_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report is written after every row: a run stopped in its second instance (a device
+    lease that ends) leaves the first row on disk, marked partial."""
+    specs = [
+        {"name": "ising3x3", "source": "ising", "side": 3, "coupling": 0.5, "field": 0.0},
+        {"name": "ising4x4", "source": "ising", "side": 4, "coupling": 0.5, "field": 0.0},
+    ]
+    monkeypatch.setattr(pr, "instances", lambda only, quick: specs)
+    real = pr.run_task
+
+    def run_task(task: dict[str, object], timeout: float, mem_gb: float) -> dict[str, object]:
+        if task["spec"] is specs[1]:
+            raise KeyboardInterrupt  # the run is stopped here
+        return real(task, timeout, mem_gb)
+
+    monkeypatch.setattr(pr, "run_task", run_task)
+    monkeypatch.setattr(sys, "argv", ["pr.py", "--no-pgmpy", "--out", str(tmp_path)])
+    with pytest.raises(KeyboardInterrupt):
+        pr.main()
+    data = json.loads((tmp_path / "pr.json").read_text())
+    assert [r["instance"] for r in data["rows"]] == ["ising3x3"]
+    assert data["meta"]["complete"] is False and data["rows"][0]["dcop"]["status"] == "ok"
+    assert "Partial" in (tmp_path / "pr.md").read_text()
