@@ -441,7 +441,8 @@ class Session:
         self.zs = sizing_choices(spec)
         degrees = {n: len(h) for n, h in self.hoods.items()}
         hoods = {n: frozenset(h) for n, h in self.hoods.items()}
-        for k, candidate in enumerate(default_candidates(spec.trees)):
+        dfs = default_candidates(spec.trees) if spec.trees else []  # 0: the given tree alone
+        for k, candidate in enumerate(dfs):
             self.trees.append(
                 DfsState(
                     self.me,

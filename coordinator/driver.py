@@ -113,7 +113,7 @@ def agent_peak_bytes(part_bytes: float, largest_bytes: float, total_bytes: float
 #: the agents' DFS candidates where it is narrower than the first DFS tree, and keeps the
 #: candidate with the smallest predicted UTILs; ``dfs`` builds the agents' DFS trees only (for
 #: deployments whose agents hold their own problem and link to their neighbours only);
-#: ``elimination`` always offers the elimination tree and runs it.
+#: ``elimination`` runs the elimination tree alone (no DFS tree is built: no token walk).
 TREE_POLICIES = ("auto", "dfs", "elimination")
 
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
@@ -198,6 +198,10 @@ class Coordinator:
         self.elimination, self.elimination_note = offer(
             problem, self.layout, tree, first, order_time
         )
+        if tree == "elimination" and self.elimination is not None:
+            # it runs the elimination tree: DFS trees would only be built, and each walk is
+            # 2(n - 1) tokens in turn (seconds at a thousand agents); the Start says none
+            self.spec = self.spec.replace(trees=0)
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
         #: agents whose Setup went out
@@ -284,7 +288,8 @@ class Coordinator:
     def _start(self) -> None:
         names = self.layout.variable
         adjacency = self.layout.neighbours
-        self.roots = [c.roots(adjacency, names) for c in default_candidates(self.spec.trees)]
+        dfs = default_candidates(self.spec.trees) if self.spec.trees else []
+        self.roots = [c.roots(adjacency, names) for c in dfs]
         dfs_roots = list(self.roots)
         if self.elimination is not None:  # candidate number spec.trees
             self.roots.append(self.elimination.roots)
@@ -655,7 +660,7 @@ class Coordinator:
         ]
         dfs_count = self.spec.trees
         kinds = ["dfs"] * dfs_count + ["elimination"] * (len(self.roots) - dfs_count)
-        # --tree elimination runs the elimination tree (the DFS trees are only built)
+        # --tree elimination runs the elimination tree (no DFS tree was built)
         allowed = [
             k
             for k in range(len(per_tree))
@@ -665,11 +670,16 @@ class Coordinator:
             allowed or range(len(per_tree)),
             key=lambda k: (per_tree[k][main].largest, per_tree[k][main].total, k),
         )
-        best_dfs = min(per_tree[k][main].largest for k in range(dfs_count))
+        best_dfs = min((per_tree[k][main].largest for k in range(dfs_count)), default=None)
         if kinds[tree] == "elimination":
             why = (
                 f"the elimination tree ({self.elimination_note}); its largest UTIL "
-                f"{per_tree[tree][main].largest:.4g} entries, the best DFS tree's {best_dfs:.4g}"
+                f"{per_tree[tree][main].largest:.4g} entries, "
+                + (
+                    f"the best DFS tree's {best_dfs:.4g}"
+                    if best_dfs is not None
+                    else "no DFS tree built"
+                )
             )
             if self.tree_policy == "elimination":
                 why = "--tree elimination: " + why

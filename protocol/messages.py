@@ -371,7 +371,9 @@ class Start(_Message, frozen=True):
     def __post_init__(self) -> None:
         if not _arriving():
             return
-        if self.spec.trees < 1:  # "auto" is resolved by the coordinator before any Start
+        # "auto" is resolved by the coordinator before any Start; 0 then means no DFS tree: the
+        # given (elimination) tree alone
+        if self.spec.trees < 1 and self.given is None:
             raise ValueError("field 'spec.trees' must be at least 1 in a start message")
         if any(k >= self.spec.trees for k in self.roots) or len(set(self.roots)) != len(self.roots):
             raise ValueError(f"field 'roots' must name distinct trees below {self.spec.trees}")

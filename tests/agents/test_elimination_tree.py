@@ -58,7 +58,8 @@ def test_dpop_on_the_elimination_tree_equals_be(
 ) -> None:
     doc = run_inproc(problem, "dpop", coordinator_kw={"tree": "elimination"})
     run = doc["run"]
-    assert run.tree.kinds[run.tree.tree] == "elimination"
+    assert list(run.tree.kinds) == ["elimination"]  # no DFS tree is built beside it
+    assert "no DFS tree built" in run.tree.why
     assert run.bound == pytest.approx(optimum(problem), abs=1e-6)
     assert run.cost == pytest.approx(run.bound, abs=1e-6)
 
@@ -153,6 +154,8 @@ def test_dcop_run_links_non_neighbours(tmp_path: Path, extra: list[str]) -> None
     doc = json.loads(out.read_text())
     assert doc["pseudo_tree"]["kind"] == "elimination"
     assert doc["cost"] == pytest.approx(optimum(problem))
+    # no DFS walk: the tokens are the given tree's sizing pass, one per agent but the root
+    assert doc["metrics"]["messages"]["token"] == problem.n - 1
 
 
 def test_setup_links_and_start_given_travel_and_are_checked() -> None:
@@ -168,7 +171,12 @@ def test_setup_links_and_start_given_travel_and_are_checked() -> None:
     start = Start(RunSpec(trees=2), (0,), GivenTree((4, 9), (2, 3), (5,)))
     back = decode(encode(0, 1, start, 3)).body
     assert isinstance(back, Start) and back.given == start.given
+    alone = Start(RunSpec(trees=0), (), GivenTree((4, 9), (2, 3), (5,)))  # no DFS tree
+    back = decode(encode(0, 1, alone, 3)).body
+    assert isinstance(back, Start) and back.given == alone.given and back.spec.trees == 0
     for bad in (
+        Start(RunSpec(trees=0), ()),  # no tree at all
+        Start(RunSpec(trees=0), (0,), GivenTree((4, 9), (2, 3), (5,))),  # a DFS root of none
         Start(RunSpec(trees=2), (), GivenTree((4, 9), (2,), ())),  # a domain per ancestor
         Start(RunSpec(trees=2), (), GivenTree((4,), (2,), (4,))),  # an agent twice
         Setup("x1", 2, (), digest, links, links),  # a link that is a neighbour
