@@ -35,7 +35,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scale import DCOP  # noqa: E402
+from scale import DCOP, report_top  # noqa: E402
 
 ROOT = HERE.parent
 TOP = 25
@@ -112,14 +112,12 @@ def measure(n: int) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        "# Where a forked agent's CPU goes",
-        "",
-        f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['date']}; load average at the start "
-        f"{report['load']}.  ",
-        "Instance: `dcop generate scalefree --links 1 --d 10 --p2 0.5 --seed 1` (the scale "
-        "series' tree); `dcop run --algo dpop`. CPU from the plain run's document (the kernel's "
-        "account of each exited process, all threads, user and system); per agent = over n.",
+        *report_top(
+            "Where a forked agent's CPU goes",
+            report,
+            "CPU from the plain run's document (the kernel's account of each exited process, "
+            "all threads, user and system); per agent = over n.",
+        ),
         "",
         "| n | status | run s | agents' CPU s | CPU ms / agent (median) | templates' CPU s | "
         "coordinator CPU s | all CPU ms / agent | page faults / agent |",
@@ -163,19 +161,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,1000")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
-    from scale import machine_summary
+    from scale import report_head, write_report
 
     report: dict[str, Any] = {
-        "command": " ".join(["benchmarks/agent_cpu.py", *sys.argv[1:]]),
-        "machine": machine_summary(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        **report_head("agent_cpu.py"),
         "rows": [measure(int(x)) for x in args.sizes.split(",")],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "agent_cpu.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "agent_cpu.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "agent_cpu", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scale import DCOP, descendants, is_agent  # noqa: E402
+from scale import DCOP, descendants, is_agent, report_top  # noqa: E402
 
 ROLLUP_FIELDS = (
     "Pss",
@@ -149,14 +148,12 @@ def measure(n: int, detail: bool) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        "# What a forked agent's memory holds",
-        "",
-        f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['date']}; load average at the start "
-        f"{report['load']}.  ",
-        "Instance: `dcop generate scalefree --links 1 --d 10 --p2 0.5 --seed 1` (the scale "
-        "series' tree); `dcop run --algo dpop`. At the sample where the agents' summed PSS "
-        "peaked (with the most agents alive), per agent: medians over the agents.",
+        *report_top(
+            "What a forked agent's memory holds",
+            report,
+            "At the sample where the agents' summed PSS peaked (with the most agents alive), "
+            "per agent: medians over the agents.",
+        ),
         "",
         "| n | status | agents alive | summed PSS MB | PSS MB / agent | private dirty MB / agent "
         "| shared MB / agent | page faults / agent |",
@@ -192,21 +189,15 @@ def main() -> None:
     ap.add_argument("--no-breakdown", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
-    from scale import machine_summary
+    from scale import report_head, write_report
 
     sizes = [int(x) for x in args.sizes.split(",")]
     report: dict[str, Any] = {
-        "command": " ".join(["benchmarks/agent_memory.py", *sys.argv[1:]]),
-        "machine": machine_summary(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        **report_head("agent_memory.py"),
         # the breakdown reads one agent's full smaps at every sample: the smallest run only
         "rows": [measure(n, not args.no_breakdown and n == min(sizes)) for n in sizes],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "agent_memory.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "agent_memory.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "agent_memory", report, markdown(report))
 
 
 if __name__ == "__main__":

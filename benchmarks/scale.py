@@ -404,6 +404,39 @@ def machine_summary() -> str:
     return f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB"
 
 
+def report_head(script: str) -> dict[str, str]:
+    """The header fields of an agent bench's report (agent_memory.py, agent_cpu.py): its command
+    line, the machine, the date and the load at the start."""
+    return {
+        "command": " ".join([f"benchmarks/{script}", *sys.argv[1:]]),
+        "machine": machine_summary(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": _load(),
+    }
+
+
+def report_top(title: str, report: dict[str, Any], how: str) -> list[str]:
+    """The first Markdown lines of an agent bench's report: ``title``, the header fields of
+    :func:`report_head`, the instance, then ``how`` the figures were taken."""
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {report['machine']}; {report['date']}; load average at the start "
+        f"{report['load']}.  ",
+        "Instance: `dcop generate scalefree --links 1 --d 10 --p2 0.5 --seed 1` (the scale "
+        f"series' tree); `dcop run --algo dpop`. {how}",
+    ]
+
+
+def write_report(out: Path, name: str, report: dict[str, Any], text: str) -> None:
+    """Write ``out/name.json`` (the report) and ``out/name.md`` (``text``), and print the text."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{name}.md").write_text(text)
+    print(text)
+
+
 def _load() -> str:
     try:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
