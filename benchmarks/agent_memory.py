@@ -107,13 +107,18 @@ class Sampler:
             total = sum(r["Pss"] for r in rows)
             # the moment most agents were alive (all of them, once launched), then the most PSS
             if rows and (len(rows), total) > (self.peak.get("agents", 0), self.peak["sum_pss_kb"]):
+                kept = self.peak.get("one_agent_private_dirty_kb")
                 self.peak = {
                     "sum_pss_kb": total,
                     "agents": len(rows),
                     "median_kb": {f: statistics.median(r[f] for r in rows) for f in ROLLUP_FIELDS},
                 }
                 if self.detail:
-                    self.peak["one_agent_private_dirty_kb"] = breakdown(agents[len(agents) // 2])
+                    # from the middle on: an agent may have exited since its rollup was read
+                    middle = agents[len(agents) // 2 :] + agents[: len(agents) // 2]
+                    one = next((b for pid in middle if (b := breakdown(pid))), kept)
+                    if one:
+                        self.peak["one_agent_private_dirty_kb"] = one
             self._stop.wait(0.05)
 
 

@@ -13,10 +13,11 @@ import agent_memory  # noqa: E402
 
 
 def test_a_tiny_run_is_sampled_and_broken_down() -> None:
-    # a loaded machine can run all six short-lived agents between two samples: try again then
-    for _ in range(3):
+    # a loaded machine can run all six short-lived agents between two samples, or end them
+    # between an agent's two reads: try again then
+    for _ in range(5):
         row = agent_memory.measure(6, detail=True)
-        if "agents" in row:
+        if "agents" in row and row.get("one_agent_private_dirty_kb"):
             break
     assert row["status"] == "ok" and 0 < row["agents"] <= 6
     median = row["median_kb"]
