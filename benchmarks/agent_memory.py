@@ -23,14 +23,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scale import DCOP, descendants, is_agent, report_top  # noqa: E402
+from scale import DCOP, Sampling, descendants, is_agent, report_top  # noqa: E402
 
 ROLLUP_FIELDS = (
     "Pss",
@@ -83,22 +82,13 @@ def breakdown(pid: int) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-class Sampler:
+class Sampler(Sampling):
     """Samples the agents below ``root`` until stopped; keeps the peak sample."""
 
     def __init__(self, root: int, detail: bool) -> None:
+        super().__init__("agent-sampler")
         self.root, self.detail = root, detail
         self.peak: dict[str, Any] = {"sum_pss_kb": 0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -21,6 +21,7 @@ scale.md and scale.png (wall time and summed PSS against n, one line per family)
 
 from __future__ import annotations
 
+import abc
 import argparse
 import json
 import os
@@ -31,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from dcop.generators import grid_network, scale_free_network
 from dcop.io import write_problem
@@ -102,27 +103,38 @@ def is_agent(pid: int) -> bool:
         return False
 
 
-class PssSampler:
-    """Sums the PSS of a process tree every ``every_s`` seconds and keeps the peaks (agents alone,
-    and the whole run: command, template and agents)."""
+class Sampling(abc.ABC):
+    """A daemon thread that runs :meth:`_run` for the length of a ``with`` block; ``_run`` loops
+    until ``_stop`` is set (the benches' process samplers)."""
 
-    def __init__(self, root: int, every_s: float) -> None:
-        self.root, self.every_s = root, every_s
-        self.peak_agents_kb = 0
-        self.peak_all_kb = 0
-        self.peak_agents = 0
-        #: the sampler's own CPU seconds (the reads of /proc it made)
-        self.cpu_s = 0.0
+    def __init__(self, name: str) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="pss-sampler")
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
 
-    def __enter__(self) -> PssSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    @abc.abstractmethod
+    def _run(self) -> None: ...
+
+
+class PssSampler(Sampling):
+    """Sums the PSS of a process tree every ``every_s`` seconds and keeps the peaks (agents alone,
+    and the whole run: command, template and agents)."""
+
+    def __init__(self, root: int, every_s: float) -> None:
+        super().__init__("pss-sampler")
+        self.root, self.every_s = root, every_s
+        self.peak_agents_kb = 0
+        self.peak_all_kb = 0
+        self.peak_agents = 0
+        #: the sampler's own CPU seconds (the reads of /proc it made)
+        self.cpu_s = 0.0
 
     def _run(self) -> None:
         while not self._stop.is_set():
