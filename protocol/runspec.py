@@ -95,7 +95,9 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     trees
         Candidate pseudo-trees the agents build by distributed DFS; the coordinator keeps the one
         with the smallest largest UTIL. ``AUTO_TREES`` (0, the default) lets the coordinator
-        choose before the DFS starts; the agents always receive a count of at least one.
+        choose before the DFS starts; the agents receive a count of at least one, or 0 beside
+        the coordinator's elimination tree under ``--tree elimination``: no DFS tree is built
+        (a run's document then shows 0 too).
     max_memory_bytes
         Largest UTIL table one agent may build (None: only the message limit applies).
     gpu_min_entries
