@@ -119,7 +119,10 @@ def parse_xml(text: str, file: str) -> XNode:
     )
     builder.expat = parser.parser
     try:
-        parser.feed(text.encode("utf-8"))
+        # the text is already decoded: fed as str, expat reads it as such and ignores the
+        # declaration's encoding (as bytes, `encoding="TTF-8"` raised LookupError, and a
+        # declared latin-1 mis-read every non-ASCII name)
+        parser.feed(text)
         parser.close()
     except DefusedXmlException as exc:
         raise InputError(
