@@ -20,15 +20,17 @@ EXT = {"wcsp": ".wcsp", "uai": ".uai", "yaml": ".yaml", "xml": ".xml"}
 
 
 def normal_form(problem: Problem) -> tuple[list[tuple[tuple[int, ...], np.ndarray]], float]:
-    """Tables (scopes as variable positions, costs >= upper bound as +inf) and the constant,
-    with every table shifted to a smallest finite cost of 0 (the .wcsp writer shifts negative
-    costs), and arity-0 tables and tables that hold one finite cost everywhere folded into the
-    constant (writers may move a constant into such a table)."""
+    """Tables (scopes as variable positions) and the constant, with every table shifted to a
+    smallest finite cost of 0 (the .wcsp writer shifts negative costs), arity-0 tables and
+    tables that hold one finite cost everywhere folded into the constant (writers may move a
+    constant into such a table), and then +inf for every cost that alone takes any total to the
+    upper bound (the bound is on totals: with the other tables at 0, a total is at least that
+    cost plus the constant; a shifted table's costs move by as much as the constant does)."""
     position = {name: i for i, name in enumerate(problem.variables)}
     constant = problem.constant
     tables = []
     for table in problem.tables:
-        costs = _effective(problem, np.asarray(table.costs, dtype=np.float64))
+        costs = np.asarray(table.costs, dtype=np.float64)
         flat = costs.ravel()
         if flat.size and np.all(np.isfinite(flat)) and np.all(flat == flat[0]):
             constant += float(flat[0])
@@ -38,6 +40,8 @@ def normal_form(problem: Problem) -> tuple[list[tuple[tuple[int, ...], np.ndarra
             low = float(finite.min())
             costs, constant = costs - low, constant + low
         tables.append((tuple(position[v] for v in table.scope), costs))
+    if problem.upper_bound is not None:
+        tables = [(s, np.where(c + constant >= problem.upper_bound, np.inf, c)) for s, c in tables]
     return tables, constant
 
 
@@ -62,12 +66,6 @@ def assert_same_problem(a: Problem, b: Problem, exact: bool = True, by_name: boo
             np.testing.assert_allclose(cx[finite], cy[finite], rtol=1e-12, atol=1e-12)
     if np.isfinite(ca) or np.isfinite(cb):
         np.testing.assert_allclose(ca, cb, rtol=1e-12, atol=1e-12)
-
-
-def _effective(problem: Problem, costs: np.ndarray) -> np.ndarray:
-    if problem.upper_bound is None:
-        return costs
-    return np.where(costs >= problem.upper_bound, np.inf, costs)
 
 
 def write(tmp: Path, name: str, content: str | bytes) -> Path:

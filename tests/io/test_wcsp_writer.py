@@ -121,3 +121,19 @@ def test_costs_beyond_exact_integers_are_refused(tmp_path: Path) -> None:
     p = Problem.build(v, [CostTable(("a",), np.array([1.5, 2.0]))], upper_bound=1e308)
     write_problem(p, tmp_path / "x.wcsp")
     assert read_problem(tmp_path / "x.wcsp").evaluate({"x0": 1}) == 2.0
+
+
+def test_a_shift_that_reaches_the_bound_keeps_the_same_problem(tmp_path: Path) -> None:
+    """Found by the long fuzz run: a table whose costs -1 and 0 sit below an upper bound of 1 is
+    written shifted to 0 and 1, with the bound on totals moved by the same shift; read back, the
+    1 stays finite (the constant -1 makes the total 0), and both problems are the same."""
+    from tests.io.helpers import assert_same_problem
+
+    v = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
+    t = CostTable(("a", "b"), np.array([[-1.0, 0.0], [0.0, 0.0]]))
+    p = Problem.build(v, [t], upper_bound=1.0)
+    out = tmp_path / "ub.wcsp"
+    write_problem(p, out)
+    q = read_problem(out)
+    assert [q.evaluate(_same(q, a)) for a in _assignments(p)] == [-1.0, 0.0, 0.0, 0.0]
+    assert_same_problem(p, q, by_name=False)
