@@ -92,13 +92,19 @@ def test_costs_that_need_too_many_decimals_are_refused_or_rounded(tmp_path: Path
         write_problem(p, tmp_path / "r.yaml", precision=3)
 
 
-def test_the_upper_bound_keeps_its_meaning_after_a_shift(tmp_path: Path) -> None:
+def _bounded_round_trip(
+    tmp_path: Path, costs: list[list[float]], ub: float
+) -> tuple[Problem, Problem]:
+    """A 2 x 2 table of ``costs`` under the upper bound ``ub``, and the copy read back."""
     v = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
-    t = CostTable(("a", "b"), np.array([[-3.0, 4.0], [2.0, 9.0]]))
-    p = Problem.build(v, [t], upper_bound=5.0)
+    p = Problem.build(v, [CostTable(("a", "b"), np.array(costs))], upper_bound=ub)
     out = tmp_path / "ub.wcsp"
     write_problem(p, out)
-    q = read_problem(out)
+    return p, read_problem(out)
+
+
+def test_the_upper_bound_keeps_its_meaning_after_a_shift(tmp_path: Path) -> None:
+    p, q = _bounded_round_trip(tmp_path, [[-3.0, 4.0], [2.0, 9.0]], 5.0)
     assert q.upper_bound == 5.0
     for a in _assignments(p):
         assert q.evaluate(_same(q, a)) == p.evaluate(a)
@@ -129,11 +135,6 @@ def test_a_shift_that_reaches_the_bound_keeps_the_same_problem(tmp_path: Path) -
     1 stays finite (the constant -1 makes the total 0), and both problems are the same."""
     from tests.io.helpers import assert_same_problem
 
-    v = [Variable.with_size("a", 2), Variable.with_size("b", 2)]
-    t = CostTable(("a", "b"), np.array([[-1.0, 0.0], [0.0, 0.0]]))
-    p = Problem.build(v, [t], upper_bound=1.0)
-    out = tmp_path / "ub.wcsp"
-    write_problem(p, out)
-    q = read_problem(out)
+    p, q = _bounded_round_trip(tmp_path, [[-1.0, 0.0], [0.0, 0.0]], 1.0)
     assert [q.evaluate(_same(q, a)) for a in _assignments(p)] == [-1.0, 0.0, 0.0, 0.0]
     assert_same_problem(p, q, by_name=False)
