@@ -59,11 +59,9 @@ def test_pr_and_mar_equal_brute_force(seed: int, evidence: bool, space: str) -> 
     check(problem, "pr", space=space)
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_zeros_and_a_range_wider_than_float_carry_the_support(seed: int) -> None:
-    """Exact zeros beside entries e^-400 below their table's peak: products may fall below
-    float's range, so the run carries where each intermediate is exactly positive; whichever
-    space answers, it equals brute force."""
+def _wide_range(seed: int) -> Problem:
+    """Six binary variables, eight tables of exact zeros beside entries e^-400 below their
+    table's peak (no table of zeros only)."""
     rng = np.random.default_rng(seed)
     variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
     tables = []
@@ -74,7 +72,15 @@ def test_zeros_and_a_range_wider_than_float_carry_the_support(seed: int) -> None
         )
         costs.flat[0] = 0.0  # no table of zeros only
         tables.append(CostTable(scope, costs, name=f"f{k}"))
-    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    return Problem.build(variables, tables, cost_kind="neg_ln")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_zeros_and_a_range_wider_than_float_carry_the_support(seed: int) -> None:
+    """Exact zeros beside entries e^-400 below their table's peak: products may fall below
+    float's range, so the run carries where each intermediate is exactly positive; whichever
+    space answers, it equals brute force."""
+    problem = _wide_range(seed)
     check(problem, "mar")
     check(problem, "pr")
     result = infer(problem, "mar")
@@ -401,17 +407,7 @@ def test_deferred_scaled_space_equals_brute_force(
 
 @pytest.mark.parametrize("seed", range(4))
 def test_deferred_space_with_zeros_and_a_range_wider_than_float(seed: int, deferred: None) -> None:
-    rng = np.random.default_rng(seed)
-    variables = [Variable.with_size(f"x{i}", 2) for i in range(6)]
-    tables = []
-    for k in range(8):
-        scope = tuple(f"x{i}" for i in rng.choice(6, size=int(rng.integers(2, 4)), replace=False))
-        costs = rng.choice(
-            [0.0, 400.0, np.inf, 1.0], size=(2,) * len(scope), p=[0.4, 0.3, 0.2, 0.1]
-        )
-        costs.flat[0] = 0.0
-        tables.append(CostTable(scope, costs, name=f"f{k}"))
-    problem = Problem.build(variables, tables, cost_kind="neg_ln")
+    problem = _wide_range(seed)
     check(problem, "mar")
     check(problem, "pr")
 
