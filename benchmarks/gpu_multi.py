@@ -304,16 +304,17 @@ def threshold_part(
 
 
 # ---- one table larger than a device -----------------------------------------------------------
-def big_problem(target_bytes: float, seed: int = 1) -> tuple[Any, float]:
-    """A clique of binary variables (the second one ternary) whose first elimination makes a
-    float32 table of at least ``target_bytes``, and its optimum. Only the tables of the first
+def big_problem(target_bytes: float, seed: int = 1, t_size: int = 3) -> tuple[Any, float]:
+    """A clique of binary variables (the second one, ``t``, of ``t_size`` values) whose first
+    elimination makes a float32 table of at least ``target_bytes``, and its optimum. The next
+    bucket's output is ``1 / t_size`` of that table. Only the tables of the first
     variable ``a`` cost anything (integers 0..100): the optimum is
     ``min over a of the sum over y of min over y of f_y(a, y)``."""
     from dcop.model import CostTable, Problem, Variable
 
-    m = max(1, math.ceil(math.log2(target_bytes / (4 * 3))))  # 3 * 2**m float32 entries
+    m = max(1, math.ceil(math.log2(target_bytes / (4 * t_size))))  # t_size 2**m float32 entries
     names = ["a", "t", *(f"y{i}" for i in range(m))]
-    sizes = {"a": 2, "t": 3, **{f"y{i}": 2 for i in range(m)}}
+    sizes = {"a": 2, "t": t_size, **{f"y{i}": 2 for i in range(m)}}
     rng = np.random.default_rng(seed)
     tables = []
     optimum_terms = np.zeros(2)
@@ -337,7 +338,7 @@ def big_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], sa
     if target > 0.6 * ram:
         rows.append({"part": "big", "skipped": f"{target:.3g} B over 0.6 x the host's RAM"})
         return
-    problem, optimum = big_problem(target)
+    problem, optimum = big_problem(target, t_size=args.big_t)
     out_bytes = largest_output_bytes(problem)
     counts = sorted(args.devices, reverse=True) if args.big_all else [max(args.devices)]
     for k in counts:  # the several-device row first
@@ -585,6 +586,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--be-n-max", type=int, default=26)
     ap.add_argument("--be-max-gib", type=float, default=30.0, help="largest BE output to run")
     ap.add_argument("--big-gib", type=float, default=0.0, help="0: 1.15 x one device's memory")
+    ap.add_argument(
+        "--big-t",
+        type=int,
+        default=3,
+        help="values of the big table's second variable (its next output is 1/t of the table)",
+    )
     ap.add_argument(
         "--big-all", action="store_true", help="the big table with every device count too"
     )

@@ -284,6 +284,13 @@ class FusedSig:
         return n
 
     @property
+    def wide_groups(self) -> bool:
+        """Whether the group counter is 64-bit (``g_begin``/``g_end`` are ``uint64``): a bucket
+        of 2^32 output groups or more (a float32 output of 16 GiB or more with a small last
+        variable)."""
+        return self.n_groups >= 1 << 32
+
+    @property
     def dyp(self) -> int:
         """Row pitch of the staging buffer: odd, so that lanes hit different banks."""
         return self.dy if self.dy % 2 else self.dy + 1
@@ -328,9 +335,12 @@ def fused_source(sig: FusedSig) -> str:
         f"#define DYP {sig.dyp}",
     ]
     params = ", ".join(f"const {t}* __restrict__ t{j}" for j in range(len(tabs)))
+    # the group counter: 32-bit unless the bucket has 2^32 groups or more (one launch covers
+    # at most 2^30 of them, so the count within a launch stays 32-bit)
+    gtype, gu = ("unsigned long long", "ull") if sig.wide_groups else ("unsigned int", "u")
     lines.append(
         f'extern "C" __global__ void __launch_bounds__({BLOCK}) {sig.name}({params}, '
-        f"{t}* __restrict__ out, unsigned int g_begin, unsigned int g_end) {{"
+        f"{t}* __restrict__ out, {gtype} g_begin, {gtype} g_end) {{"
     )
     lines.append("    extern __shared__ __align__(16) unsigned char dcop_smem[];")
     lines.append(f"    {t}* sm = reinterpret_cast<{t}*>(dcop_smem);")
@@ -358,13 +368,13 @@ def fused_source(sig: FusedSig) -> str:
     lines.append("    const unsigned int lane = threadIdx.x & 31u;")
     lines.append(f"    const unsigned int warp = (blockIdx.x * {BLOCK}u + threadIdx.x) >> 5;")
     lines.append(f"    const unsigned int nwarps = (gridDim.x * {BLOCK}u) >> 5;")
-    lines.append("    const unsigned int n = g_end - g_begin;")
+    lines.append("    const unsigned int n = (unsigned int)(g_end - g_begin);")
     if sig.stage:
         lines.append(f"    {t}* stage = sm + {stage_off} + (threadIdx.x >> 5) * (32 * DYP);")
     lines.append("    for (unsigned int tile = warp; tile < (n + 31u) / 32u; tile += nwarps) {")
     lines.append("        const unsigned int local = tile * 32u + lane;")
     lines.append("        const bool valid = local < n;")
-    lines.append("        unsigned int q = g_begin + (valid ? local : n - 1u);")
+    lines.append(f"        {gtype} q = g_begin + (valid ? local : n - 1u);")
     # digits of the group index, last group variable fastest
     ng = len(sig.group_sizes)
     used = {i for tab in tabs for i, s in enumerate(tab.group_strides) if s}
@@ -373,11 +383,11 @@ def fused_source(sig: FusedSig) -> str:
             break  # no digit at or before this one is read
         size = sig.group_sizes[i]
         if i == 0:
-            lines.append(f"        const unsigned int d{i} = q;")
+            lines.append(f"        const unsigned int d{i} = (unsigned int)q;")
         else:
             if i in used:
-                lines.append(f"        const unsigned int d{i} = q % {size}u;")
-            lines.append(f"        q /= {size}u;")
+                lines.append(f"        const unsigned int d{i} = (unsigned int)(q % {size}{gu});")
+            lines.append(f"        q /= {size}{gu};")
     lines.append("        (void)q;")
     for j, tab in enumerate(tabs):
         terms = [f"d{i} * {s}{u}" for i, s in enumerate(tab.group_strides) if s]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.errors import ModelError, TableTooLarge
+from dcop.errors import ModelError
 from dcop.gpu import kernels as K
 from dcop.tables import check_join_eliminate_scopes
 
@@ -30,8 +30,6 @@ from dcop.tables import check_join_eliminate_scopes
 DEFAULT_SPECIALIZE_ENTRIES = 1 << 22
 #: Rows (or groups) per launch, well inside 32-bit indices.
 MAX_LAUNCH_ROWS = 1 << 30
-#: Output groups a generated kernel can index (its group counter is 32-bit).
-MAX_GROUPS = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -227,10 +225,6 @@ def plan_join_eliminate(
     pointers: tuple[tuple[int, int], ...] = ()
     if generated:
         sig = fused_signature(p_scopes, p_shapes, dt, var, op, out, out_shape, settings)
-        if sig.n_groups >= MAX_GROUPS:
-            raise TableTooLarge(
-                f"eliminating {var!r}: {sig.n_groups} output groups exceed 32-bit indexing"
-            )
         n_units, rows_per_unit = sig.n_groups, sig.dy
     else:
         meta, pointers = generic_meta(p_scopes, p_shapes, var, out, out_shape)

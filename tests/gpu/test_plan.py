@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from dcop.errors import ModelError, TableTooLarge
+from dcop.errors import ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.plan import (
     BucketPlan,
@@ -177,12 +177,14 @@ def test_plan_errors() -> None:
         plan_join_eliminate(SCOPES, SHAPES, np.float32, "x", "avg")
 
 
-def test_more_groups_than_32_bits_index_is_too_large() -> None:
+def test_more_groups_than_32_bits_plan_a_64_bit_counter() -> None:
     # only shapes: planning a 2**35-row output allocates nothing
     scopes = [("a", "b", "c", "x")]
     shapes = [(1 << 17, 1 << 17, 4, 2)]
-    with pytest.raises(TableTooLarge, match="32-bit"):
-        plan_join_eliminate(scopes, shapes, np.float32, "x", settings=ALWAYS)
+    plan = plan_join_eliminate(scopes, shapes, np.float32, "x", settings=ALWAYS)
+    assert plan.sig is not None and plan.sig.wide_groups and plan.n_units == 1 << 34
+    small = plan_join_eliminate([("a", "x")], [(1 << 10, 2)], np.float32, "x", settings=ALWAYS)
+    assert small.sig is not None and not small.sig.wide_groups
 
 
 def _plan_with(rows_per_unit: int, dtype: type) -> BucketPlan:

@@ -1,5 +1,6 @@
 """Inputs of 2^32 entries or more (a 16 GiB float32 table): the kernels' offsets into them must
-not wrap at 32 bits. A BE run whose bucket read a 10^10-entry message on one H100 gave a wrong
+not wrap at 32 bits; nor may the group counter of an output of 2^32 groups or more (a bucket
+of a table larger than one H200, made on two of them, had 1.9e10). A BE run whose bucket read a 10^10-entry message on one H100 gave a wrong
 bound and an infeasible assignment before the offsets were widened (the 2-GPU split, whose
 slices were smaller, gave the optimum)."""
 
@@ -15,11 +16,11 @@ from dcop.gpu import kernels as K
 from dcop.tables import Table
 
 
-def _sig(size: int) -> Any:
+def _sig(size: int, groups: tuple[int, ...] = (1 << 20,)) -> Any:
     return K.FusedSig(
         dtype="float32",
         op="min",
-        group_sizes=(1 << 20,),
+        group_sizes=groups,
         dy=1,
         ndom=5,
         tables=(K.TableSig(size=size, group_strides=(1,), sy=0, sx=1 << 20, shared=False),),
@@ -34,6 +35,14 @@ def test_generated_kernels_index_wide_inputs_in_64_bits() -> None:
     assert "const unsigned long long b0" in wide and f"x * {1 << 20}ull" in wide
     for op in ("min", "max"):
         assert "unsigned long long base[" in K.generic_source(op, "float32")
+
+
+def test_generated_kernels_count_groups_in_64_bits_past_2_to_the_32() -> None:
+    narrow = K.fused_source(_sig(5 << 20, (1 << 20, 1 << 11)))
+    assert "unsigned int g_begin, unsigned int g_end" in narrow and "unsigned int q" in narrow
+    wide = K.fused_source(_sig(5 << 20, (1 << 20, 1 << 12)))
+    assert "unsigned long long g_begin, unsigned long long g_end" in wide
+    assert "unsigned long long q" in wide and f"q /= {1 << 12}ull" in wide
 
 
 @pytest.fixture(scope="module")
@@ -68,4 +77,32 @@ def test_a_table_past_32_bit_offsets_is_read_right(cp: Any) -> None:
         assert backend.best_value([table], "x", {"y": 3}, "min") == (0, 1.0)
     finally:
         del data, table
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def test_an_output_of_2_to_the_32_groups_is_computed_right(cp: Any) -> None:
+    """x eliminated from A(x, y0..y15) + B(x, y16..y31) + C(y31, z), z of one value last: the
+    output holds 2^32 groups of one row (16 GiB); sampled entries against the host."""
+    from dcop.gpu import CupyBackend
+
+    rng = np.random.default_rng(3)
+    ys = [f"y{i}" for i in range(32)]
+    a = rng.integers(0, 50, (2,) + (2,) * 16).astype(np.float32)
+    b = rng.integers(0, 50, (2,) + (2,) * 16).astype(np.float32)
+    c = rng.integers(0, 50, (2, 1)).astype(np.float32)
+    tables = [Table(("x", *ys[:16]), a), Table(("x", *ys[16:]), b), Table(("y31", "z"), c)]
+    backend = CupyBackend()
+    try:
+        out = backend.join_eliminate(tables, "x", "min")
+        assert out.scope == (*ys, "z")
+        flat = out.data.reshape(-1)
+        picks = [*rng.integers(0, 1 << 32, 64).tolist(), 0, (1 << 31) + 5, (1 << 32) - 1]
+        got = backend.to_numpy(flat[cp.asarray(picks)])
+        for k, value in zip(picks, got, strict=True):
+            bits = [(k >> (31 - i)) & 1 for i in range(32)]
+            lo, hi = tuple(bits[:16]), tuple(bits[16:])
+            want = c[bits[31], 0] + min(a[(0, *lo)] + b[(0, *hi)], a[(1, *lo)] + b[(1, *hi)])
+            assert value == want, k
+    finally:
+        out = flat = None
         cp.get_default_memory_pool().free_all_blocks()
