@@ -9,7 +9,9 @@ run once warm (kernels compiled), then once with (1) the phases of
 the final transfer; the backend synchronized at each mark) and (2) every call of the backend's
 array module (``backend.xp``: ``matmul``, ``sum``, ``max``, ...) timed between two
 synchronizations and grouped by function and caller. Operators on arrays (``a * b``, ``a /= c``,
-``reshape``) do not go through the module: their time is in the phases, not in the calls.
+``reshape``) do not go through the module: their time is in the phases, not in the calls. The
+backend's own kernels (``gpu/strided.py``: ``product_sum``, ``peak_divide``, ...) are timed
+alike.
 Synchronizing at every call slows the run: the second table says where time goes, not how much
 the unprofiled run takes (the first line gives that, from a plain run). Prints Markdown.
 """
@@ -76,10 +78,15 @@ def profile(name: str, backend_name: str, task: str, top: int) -> str:
     table: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
     real = backend.xp
     backend.xp = TimedModule(real, backend.synchronize, table)
+    kernels = getattr(backend, "_strided", None)  # gpu/strided.py's kernels, timed alike
+    if kernels is not None:
+        backend._strided = TimedModule(kernels, backend.synchronize, table)
     try:
         infer(problem, task, backend=backend)
     finally:
         backend.xp = real
+        if kernels is not None:
+            backend._strided = kernels
         phases, execute.PHASES = execute.PHASES, None
     lines = [
         f"## {Path(name).stem} {task} on {backend_name}",
@@ -103,7 +110,25 @@ def main() -> None:
     parser.add_argument("--backend", default="numpy")
     parser.add_argument("--task", default="mar", choices=["pr", "mar"])
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument(
+        "--without-strided",
+        action="store_true",
+        help="the device steps on CuPy's own operations (before gpu/strided.py), to compare",
+    )
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="a narrow network's PR on a device by the engine's steps, not one opt_einsum call",
+    )
     args = parser.parse_args()
+    if args.steps:
+        from dcop.contraction import engine
+
+        engine.PLAIN_ON_DEVICE = False
+    if args.without_strided:
+        from dcop.gpu import CupyBackend
+
+        CupyBackend.strided = None  # type: ignore[assignment,misc]
     for name in args.models:
         sys.stdout.write(profile(name, args.backend, args.task, args.top) + "\n")
 

@@ -467,6 +467,11 @@ def compare_anchor(row: dict[str, Any], pr: dict[str, Any], anchor: dict[str, An
 Saver = Callable[[dict[str, Any], bool], str]
 
 
+#: What a row takes from dcop's PR run (its MAR run's where PR has none). ``pruned``: a BAYES
+#: model's PR dropped its barren tables, and its MAR/PR ratio is not counted.
+ROW_KEYS = ("n", "d", "tables", "width", "ordering", "largest_table", "slices", "pruned")
+
+
 def run_cpu(args: argparse.Namespace, save: Saver) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     pgmpy = have_pgmpy() and not args.no_pgmpy
@@ -476,7 +481,7 @@ def run_cpu(args: argparse.Namespace, save: Saver) -> dict[str, Any]:
         pr = run_task({"tool": "dcop", "task": "pr", "spec": spec}, limit, mem)
         mar = run_task({"tool": "dcop", "task": "mar", "spec": spec}, limit, mem)
         ours = mar.pop("marginals", None)
-        for key in ("n", "d", "tables", "width", "ordering", "largest_table", "slices", "pruned"):
+        for key in ROW_KEYS:
             row[key] = pr.get(key, mar.get(key))
         row["dcop"] = _keep(pr, "times", "path_s", "contract_s", "space")
         row["dcop_mar"] = _keep(mar, "path_s", "contract_s", "space")
@@ -600,7 +605,7 @@ def run_gpu(args: argparse.Namespace, save: Saver) -> dict[str, Any]:
             {"tool": "dcop", "task": "mar", "spec": spec, "backend": "cupy"}, args.time_limit, 0.0
         )
         mar.pop("marginals", None)
-        for key in ("n", "d", "tables", "width", "ordering", "largest_table", "slices"):
+        for key in ROW_KEYS:
             row[key] = pr.get(key, mar.get(key))
         row["dcop"] = _keep(pr, "times", "path_s", "contract_s", "space", "cold_s")
         row["dcop_mar"] = _keep(mar, "path_s", "contract_s", "space", "cold_s")

@@ -216,6 +216,7 @@ class CupyBackend:
             )
         self.xp = cupy
         self.device_id = ordinal
+        self._strided: Any = None  # dcop.gpu.strided.StridedKernels, made at first use
         self.device = cupy.cuda.Device(ordinal)
         with self.device:
             self.stream = stream if stream is not None else cupy.cuda.Stream(non_blocking=True)
@@ -282,6 +283,20 @@ class CupyBackend:
 
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
+
+    # ---- the contraction engine's steps ------------------------------------------------------
+    @property
+    def strided(self) -> Any:
+        """This device's :class:`dcop.gpu.strided.StridedKernels` (sums of strided products,
+        peaks, counts: one module compiled per dtype, where CuPy's own operations compile a
+        kernel per number of dimensions), made at first use; used within ``self._on()``."""
+        if self._strided is None:
+            from dcop.gpu.strided import StridedKernels
+
+            self._strided = StridedKernels(
+                self.xp, self.device_id, self._upload_meta, self._on, self.stream.synchronize
+            )
+        return self._strided
 
     # ---- CUDA IPC between agents of one GPU ----------------------------------------------------
     @property

@@ -60,6 +60,9 @@ SEARCH_MULTIPLE = 4.0
 #: opt_einsum's greedy search and its analysis took 0.45 ms, the whole contraction 10 us as one
 #: ``einsum``): its PR on the host is that one ``einsum`` call.
 TINY_JOINT = 4096
+#: A narrow network's PR on a device is one opt_einsum call (False: the engine's own steps;
+#: benchmarks/contraction_ops.py --steps compares them).
+PLAIN_ON_DEVICE = True
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -573,6 +576,12 @@ def _run(
 ) -> tuple[TreeRun, str]:
     from dcop.contraction.tree import node_scopes
 
+    if plan.source == "joint" and getattr(backend, "xp", np) is not np:
+        # a joint of at most TINY_JOINT entries: the host's one einsum (water: 1.4 ms for PR)
+        # beats a device's launches (24 ms for its MAR on an H100); the numbers are the same
+        from dcop.backend import get_backend
+
+        return _run(get_backend("numpy"), dtype, sizes, logs, scopes, plan, task, space, fallback)
     nodes = plan.stats.nodes  # of one slice
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"
@@ -592,7 +601,7 @@ def _run(
             return _joint(
                 leaves, mar
             ), "scaled"  # one einsum over a joint of a few thousand entries
-        if narrow and not mar and getattr(backend, "name", "") != "numpy":
+        if narrow and not mar and PLAIN_ON_DEVICE and getattr(backend, "name", "") != "numpy":
             # on a device, one opt_einsum call launches fewer kernels than our steps; on the
             # host our steps ran 1.1-2x faster than it (ising16x16: 12 vs 25 ms, test_Z 0.15 vs
             # 0.2 ms: its path parsing and checks cost more than our per-step overhead)

@@ -27,7 +27,7 @@ import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,14 +55,22 @@ class Node:
     lo: float = 0.0
 
 
+#: A device backend's ``product_sum(a, sa, b, sb, out)`` (:mod:`dcop.gpu.strided`): ``Σ a * b``
+#: over what ``out`` lacks, contiguous over ``out``; ``b`` None: ``a`` alone.
+ProductSum = Callable[[Any, tuple[str, ...], Any, tuple[str, ...], tuple[str, ...]], Any]
+
+
 def _sum_alone(
-    xp: Any, data: Any, scope: tuple[str, ...], wanted: set[str]
+    xp: Any, data: Any, scope: tuple[str, ...], wanted: set[str], psum: ProductSum | None = None
 ) -> tuple[Any, tuple[str, ...]]:
     """Sum out the axes of variables nobody else needs."""
     axes = tuple(k for k, v in enumerate(scope) if v not in wanted)
     if not axes:
         return data, scope
-    return xp.sum(data, axis=axes), tuple(v for v in scope if v in wanted)
+    kept = tuple(v for v in scope if v in wanted)
+    if psum is not None:
+        return psum(data, scope, None, (), kept), kept
+    return xp.sum(data, axis=axes), kept
 
 
 #: Stacks of at most this many matrix products run as one BLAS call each on the host.
@@ -77,6 +85,8 @@ MAX_ERROR = 1e-13
 PHASES: dict[str, float] | None = None
 #: Host pairs whose operands' sizes multiply to at most this are one ``numpy.einsum``.
 SMALL_PAIR = 4096
+#: Device pairs whose joint table has at most this many entries are one launch of the strided kernel (dcop.gpu.strided), not a matrix product.
+DIRECT_PAIR = 1 << 18
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
 
@@ -106,21 +116,31 @@ def pair_product(
     b: Any,
     sb: tuple[str, ...],
     keep: frozenset[str],
+    psum: ProductSum | None = None,
 ) -> tuple[Any, tuple[str, ...]]:
     """``Σ a * b`` over every variable not in ``keep``, as one (batched) matrix product.
 
     Axes are grouped as ``batch`` (in both, kept), ``a``-only, ``b``-only and ``summed`` (in
     both, not kept); the result's scope is ``batch + a-only + b-only``, so no output transpose.
     Shared axes follow the larger operand's order, so that the smaller one is the one copied.
+    ``psum`` (a device backend's ``product_sum``, see :mod:`dcop.gpu.strided`) does every step
+    but the matrix product itself: the sums of lone axes, the copies into the product's layout,
+    products with nothing to sum and the small outputs of large operands.
     """
     if xp is np and a.size * b.size <= SMALL_PAIR and len(sa) + len(sb) <= len(_LETTERS):
         return _small_pair(a, sa, b, sb, keep)
     in_a, in_b = set(sa), set(sb)
+    if psum is not None and (not (in_a & in_b) - keep or _joint_size(a, sa, b, sb) <= DIRECT_PAIR):
+        # nothing summed over both (a broadcast product with its lone sums), or a small pair:
+        # one launch of the strided kernel, where the matrix product's layout copies and call
+        # would be up to three (each costing more than the work on a small pair)
+        scope = tuple(v for v in dict.fromkeys((*sa, *sb)) if v in keep)
+        return psum(a, sa, b, sb, scope), scope
     if not in_a <= in_b | keep:
-        a, sa = _sum_alone(xp, a, sa, in_b | keep)
+        a, sa = _sum_alone(xp, a, sa, in_b | keep, psum)
         in_a = set(sa)
     if not in_b <= in_a | keep:
-        b, sb = _sum_alone(xp, b, sb, in_a | keep)
+        b, sb = _sum_alone(xp, b, sb, in_a | keep, psum)
         in_b = set(sb)
     size = dict(zip(sa, a.shape, strict=True))
     size.update(zip(sb, b.shape, strict=True))
@@ -142,14 +162,29 @@ def pair_product(
             # a small output of two large operands (a backward step down to a small child):
             # one elementwise pass in the larger operand's layout, then a sum, instead of
             # copying both into a matmul layout
+            if psum is not None:
+                out_scope = tuple(v for v in joint if v in keep)
+                return psum(a, sa, b, sb, out_scope), out_scope
             product = _aligned(xp, a, sa, joint) * _aligned(xp, b, sb, joint)
             axes = tuple(i for i, v in enumerate(joint) if v not in keep)
             reduced = xp.sum(product, axis=axes) if axes else product
             return xp.asarray(reduced), tuple(v for v in joint if v in keep)
     order_a, swap_a = _layout(sa, batch, a_only, summed)
     order_b, swap_b = _layout(sb, batch, summed, b_only)
-    at = a if list(sa) == order_a else xp.transpose(a, [sa.index(v) for v in order_a])
-    bt = b if list(sb) == order_b else xp.transpose(b, [sb.index(v) for v in order_b])
+    if psum is not None:  # each operand contiguous in its layout: copied by our kernel
+        at = (
+            a
+            if list(sa) == order_a and a.flags.c_contiguous
+            else psum(a, sa, None, (), tuple(order_a))
+        )
+        bt = (
+            b
+            if list(sb) == order_b and b.flags.c_contiguous
+            else psum(b, sb, None, (), tuple(order_b))
+        )
+    else:
+        at = a if list(sa) == order_a else xp.transpose(a, [sa.index(v) for v in order_a])
+        bt = b if list(sb) == order_b else xp.transpose(b, [sb.index(v) for v in order_b])
     am = at.reshape(nb, k, m).swapaxes(1, 2) if swap_a else at.reshape(nb, m, k)
     bm = bt.reshape(nb, n, k).swapaxes(1, 2) if swap_b else bt.reshape(nb, k, n)
     if k == 1:  # an outer (or elementwise) product: broadcasting, no BLAS call
@@ -167,6 +202,13 @@ def pair_product(
     else:
         out = xp.matmul(am, bm)
     return out.reshape(tuple(size[v] for v in scope)), scope
+
+
+def _joint_size(a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...]) -> int:
+    """Entries of the joint table of two operands."""
+    size = dict(zip(sa, a.shape, strict=True))
+    size.update(zip(sb, b.shape, strict=True))
+    return math.prod(size.values())
 
 
 def _small_pair(
@@ -425,6 +467,11 @@ class DeviceScaled(Scaled):
         self.hi_limit, self.lo_limit = self.HI * ratio, self.LO * ratio
         #: whether the adjoints' tiny entries are counted (see :func:`run_tree`'s ``checks``)
         self.check_adjoints = True
+        #: the backend's own kernels (:class:`dcop.gpu.strided.StridedKernels`; None on NumPy,
+        #: whose operations compile nothing): CuPy's operations would compile one kernel per
+        #: number of dimensions met (a cold Grids_11 MAR spent 22 s compiling on an H100)
+        self.kernels = getattr(backend, "strided", None)
+        self.psum: ProductSum | None = self.kernels.product_sum if self.kernels else None
         self._reset()
 
     def _reset(self) -> None:
@@ -446,13 +493,22 @@ class DeviceScaled(Scaled):
     def _divide(self, data: Any) -> int:
         """Divide ``data`` in place by its peak plus ``tiny``; the divisor's slot."""
         xp = self.xp
-        c = xp.max(data) + self.floor if data.size else xp.ones((), self.dtype)
-        data /= c
+        if not data.size:
+            c = xp.ones((), self.dtype)
+        elif self.kernels is not None:
+            c = self.kernels.peak_divide(data, self.floor)
+        else:
+            c = xp.max(data) + self.floor
+            data /= c
         self.scales.append(c)
         return len(self.scales) - 1
 
     def _tally(self, data: Any, refs: tuple[int, ...], offset: float) -> None:
-        self.counts.append((self.xp.sum(data < self.tiny), refs, offset))
+        if self.kernels is not None:
+            count = self.kernels.count_below(data, self.tiny)
+        else:
+            count = self.xp.sum(data < self.tiny)
+        self.counts.append((count, refs, offset))
 
     def _bounded(self, data: Any, a: Node, b: Node, summed: set[str]) -> tuple[int, float, float]:
         """Rescale ``data`` (the product of ``a`` and ``b`` summed over ``summed``) where its host
@@ -470,7 +526,7 @@ class DeviceScaled(Scaled):
         return lo < self.ln_tiny + 1.0
 
     def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
-        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep)
+        data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep, self.psum)
         summed = {*a.scope, *b.scope} - keep
         if h is not None:  # its range may be wider than float's: keep its peak at 1
             hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
@@ -493,7 +549,7 @@ class DeviceScaled(Scaled):
             slot, hi, lo = len(self.scales) - 1, sibling.hi, sibling.lo
         else:
             data, scope = pair_product(
-                xp, parent.data, parent.scope, sibling.data, sibling.scope, keep
+                xp, parent.data, parent.scope, sibling.data, sibling.scope, keep, self.psum
             )
             summed = {*parent.scope, *sibling.scope} - keep
             slot, hi, lo = self._bounded(data, parent, sibling, summed)
@@ -513,6 +569,8 @@ class DeviceScaled(Scaled):
         return Node(scope, self.xp.ones(shape, self.dtype), 0.0)
 
     def ln_total(self, root: Node) -> Any:
+        if self.kernels is not None:
+            return (self.kernels.reduce(root.data, 2, 0.0, 0.0), root)
         return (self.xp.sum(root.data), root)
 
     def zero(self, total: Any) -> bool:
@@ -520,13 +578,24 @@ class DeviceScaled(Scaled):
 
     def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
         xp = self.xp
-        product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
-        wanted = [u for u in node.scope if u in names]
-        drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
-        belief = xp.sum(product, axis=drop) if drop else product
-        for v in names:
-            axes = tuple(k for k, u in enumerate(wanted) if u != v)
-            vec = xp.sum(belief, axis=axes) if axes else belief
+        wanted = tuple(u for u in node.scope if u in names)
+        psum = self.psum
+        if psum is not None:
+            # node * adjoint summed down to the variables asked for in one pass, then each
+            # variable from that small table (one pass in all for a single variable)
+            belief = psum(node.data, node.scope, adj.data, adj.scope, wanted)
+            vecs = [
+                belief if len(wanted) == 1 else psum(belief, wanted, None, (), (v,)) for v in names
+            ]
+        else:
+            product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
+            drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
+            belief = xp.sum(product, axis=drop) if drop else product
+            vecs = []
+            for v in names:
+                axes = tuple(k for k, u in enumerate(wanted) if u != v)
+                vecs.append(xp.sum(belief, axis=axes) if axes else belief)
+        for v, vec in zip(names, vecs, strict=True):
             self.pending.append((v, vec, node.ln + adj.ln, (node.ref, adj.ref)))
         return {}  # in finish
 

@@ -102,6 +102,13 @@ class FakeArray:
         return self.a.flags
 
     @property
+    def strides(self) -> tuple[int, ...]:
+        return tuple(self.a.strides)
+
+    def fill(self, value: Any) -> None:
+        self.a.fill(value)
+
+    @property
     def data(self) -> FakeMemoryPointer:
         return FakeMemoryPointer(int(self.a.ctypes.data), self.device.id)
 
@@ -334,6 +341,19 @@ def _combine(values: np.ndarray, op: str) -> np.ndarray:
     return np.asarray(_reduce_last(values, op))
 
 
+class FakeRawModule:
+    """``cupy.RawModule``: its functions are fake kernels by name."""
+
+    def __init__(self, code: str = "", options: tuple[str, ...] = (), **kwargs: Any) -> None:
+        self.code = code
+        self.options = options
+
+    def get_function(self, name: str) -> FakeRawKernel:
+        if f" {name}(" not in self.code:
+            raise AssertionError(f"no kernel {name} in the module")
+        return FakeRawKernel(self.code, name, self.options)
+
+
 class FakeRawKernel:
     """Records compile and launch; computes the named dcop kernel with NumPy."""
 
@@ -363,6 +383,24 @@ class FakeRawKernel:
             self._eliminate(parts[2], *args)
         elif self.name.startswith("dcop_argbest_"):
             self._argbest(parts[2], *args)
+        elif self.name.startswith("dcop_psum_"):
+            self._psum(parts[2], *args)
+        elif self.name.startswith("dcop_reduce_final_"):
+            partial, n, op, add, slot = args
+            values = partial.a.reshape(-1)[: int(n)]
+            total = values.max() if int(op) == 0 else values.sum()
+            slot.a[...] = total + add
+        elif self.name.startswith("dcop_reduce_"):
+            x, n, op, below, partial = args
+            values = x.a.reshape(-1)[: int(n)]
+            if int(op) == 1:
+                values = (values < below).astype(values.dtype)
+            total = (values.max() if values.size else -np.inf) if int(op) == 0 else values.sum()
+            partial.a[...] = -np.inf if int(op) == 0 else 0  # one part holds it all
+            partial.a.reshape(-1)[0] = total
+        elif self.name.startswith("dcop_divide_"):
+            x, n, slot = args
+            x.a.reshape(-1)[: int(n)] /= slot.a.reshape(())
         elif self.name.startswith("dcop_has_nan_"):
             data, n, flag = args
             if np.isnan(data.a.reshape(-1)[: int(n)]).any():
@@ -392,6 +430,49 @@ class FakeRawKernel:
             total += table[index] if index.size else 0
             pos += 3 + 3 * s
         out.a.reshape(-1)[: rows.size] = _combine(total, op).astype(dtype)
+
+    @staticmethod
+    def _psum(kind: str, a: FakeArray, b: FakeArray, with_b: Any, out: FakeArray,
+              dmeta: FakeArray, nd_out: Any, nd_sum: Any, *rest: Any) -> None:  # fmt: skip
+        """gpu/strided.py's kernels: ``rows`` (rest: n_out, n_sum) and ``blocks`` (rest: chunk,
+        n_sum, parts; one partial sum per output and part)."""
+        meta = dmeta.a.reshape(-1).astype(np.int64)
+        n_o, n_s = int(nd_out), int(nd_sum)
+
+        def offsets(index: np.ndarray, first: int, count: int, col: int) -> np.ndarray:
+            total = np.zeros(index.size, np.int64)
+            for k in range(first, first + count):
+                div, mod = int(meta[4 * k]), int(meta[4 * k + 1])
+                total += (index // div) % mod * int(meta[4 * k + col])
+            return total
+
+        def operand(x: FakeArray, where: np.ndarray) -> np.ndarray:
+            if not where.size:
+                return np.zeros(0, x.dtype)
+            flat = _read(int(x.a.ctypes.data), int(where.max()) + 1, x.dtype)
+            return flat[where]
+
+        if kind == "rows":
+            n_out, n_sum = int(rest[0]), int(rest[1])
+            outs = np.repeat(np.arange(n_out, dtype=np.int64), n_sum)
+            sums = np.tile(np.arange(n_sum, dtype=np.int64), n_out)
+            groups, width = n_out, n_sum
+        else:
+            chunk, n_sum, parts = int(rest[0]), int(rest[1]), int(rest[2])
+            n_out = out.size // parts
+            outs = np.repeat(np.arange(n_out, dtype=np.int64), n_sum)
+            sums = np.tile(np.arange(n_sum, dtype=np.int64), n_out)
+            groups, width = n_out * parts, None
+        ia = offsets(outs, 0, n_o, 2) + offsets(sums, n_o, n_s, 2)
+        terms = operand(a, ia)
+        if int(with_b):
+            terms = terms * operand(b, offsets(outs, 0, n_o, 3) + offsets(sums, n_o, n_s, 3))
+        if width is not None:
+            out.a.reshape(-1)[:groups] = terms.reshape(groups, width).sum(axis=1)
+        else:  # each output's parts: consecutive chunks of its summed range
+            per = terms.reshape(n_out, n_sum)
+            for p in range(parts):
+                out.a.reshape(n_out, parts)[:, p] = per[:, p * chunk : (p + 1) * chunk].sum(axis=1)
 
     @staticmethod
     def _fused(sig: Any, args: tuple[Any, ...]) -> None:
@@ -597,6 +678,7 @@ def make_module(devices: int = 1, peer: Any = True, memory: int = 1 << 34) -> ty
     cupy.__version__ = "fake"  # type: ignore[attr-defined]
     cupy.ndarray = FakeArray  # type: ignore[attr-defined]
     cupy.RawKernel = FakeRawKernel  # type: ignore[attr-defined]
+    cupy.RawModule = FakeRawModule  # type: ignore[attr-defined]
     cupy.asarray = _asarray  # type: ignore[attr-defined]
     cupy.ascontiguousarray = _ascontiguousarray  # type: ignore[attr-defined]
     cupy.transpose = lambda a, axes: FakeArray(np.transpose(a.a, axes))  # type: ignore[attr-defined]
@@ -616,6 +698,7 @@ def installed(
 ) -> Iterator[types.ModuleType]:
     """Install the fake as ``cupy`` with fresh kernel factories; restore both afterwards."""
     from dcop.gpu import kernels as K
+    from dcop.gpu import strided
 
     factories = [
         K.aggregate_kernel,
@@ -623,6 +706,8 @@ def installed(
         K.argbest_kernel,
         K.generic_kernel,
         K.fused_kernel,
+        strided._module,
+        strided._kernel,
     ]
     real_source = K.fused_source
 
@@ -633,6 +718,7 @@ def installed(
     reset()
     for factory in factories:
         factory.cache_clear()
+    strided.forget()
     module = make_module(devices, peer, memory)
     monkeypatch.setitem(__import__("sys").modules, "cupy", module)
     monkeypatch.setattr(K, "fused_source", recording_source)
@@ -642,3 +728,4 @@ def installed(
         # memoized fake kernels must not outlive the fake (a real GPU test may follow)
         for factory in factories:
             factory.cache_clear()
+        strided.forget()
