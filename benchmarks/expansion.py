@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -125,16 +124,36 @@ def commands(paths: dict[str, Path], limit: int, folder: Path) -> list[tuple[str
     return rows
 
 
+#: Runs ``argv[2:]`` as its child and writes the child's ``ru_maxrss`` (KiB) to ``argv[1]``. A
+#: process's ``ru_maxrss`` starts at the peak of the process it was forked from (the kernel
+#: keeps the old memory's high-water mark across exec), so a command forked straight from a
+#: large caller (a pytest worker that peaked at 270 MiB) was charged that peak; forked from this
+#: small runner it is charged its own.
+RUNNER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def measure(args: list[str], json_out: Path) -> dict[str, Any]:
     """Run ``dcop ARGS --json json_out``; its exit code, status and the largest RSS any one
-    process of its tree reached: the kernel's ``ru_maxrss`` of the processes it waited for, and
-    every 10 ms a look at the whole tree (``batch`` solves in processes forked from a server,
-    which ``ru_maxrss`` does not see)."""
+    process of its tree reached: the kernel's ``ru_maxrss`` of the command's process (and of
+    the processes it waited for), forked from a small runner (see :data:`RUNNER`), and every
+    10 ms a look at the whole tree (``batch`` solves in processes forked from a server, which
+    ``ru_maxrss`` does not see)."""
     import psutil
 
-    argv = [sys.executable, "-m", "dcop", *args, "--json", str(json_out)]
+    rss_file = json_out.with_name(json_out.name + ".maxrss")
+    argv = [sys.executable, "-S", "-c", RUNNER, str(rss_file), sys.executable, "-m", "dcop", *args]
+    argv += ["--json", str(json_out)]
     t0 = time.monotonic()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampled = 0
     try:
@@ -144,15 +163,17 @@ def measure(args: list[str], json_out: Path) -> dict[str, Any]:
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:
                 break
-            for p in tree:
+            for p in tree[1:]:  # the runner itself is not the command
                 with contextlib.suppress(psutil.Error):
                     sampled = max(sampled, p.memory_info().rss)
             time.sleep(0.01)
     finally:
         _, err = proc.communicate(timeout=600)
-    waited = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of the children is a running maximum: only a new one belongs to this command
-    peak = max(sampled, waited * 1024 if waited > before else 0)
+    try:
+        waited = int(rss_file.read_text()) * 1024
+    except (OSError, ValueError):
+        waited = 0
+    peak = max(sampled, waited)
     row: dict[str, Any] = {"code": proc.returncode, "peak": peak, "err": err[-400:]}
     row["wall_s"] = round(time.monotonic() - t0, 2)
     try:

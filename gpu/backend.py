@@ -294,7 +294,12 @@ class CupyBackend:
             from dcop.gpu.strided import StridedKernels
 
             self._strided = StridedKernels(
-                self.xp, self.device_id, self._upload_meta, self._on, self.stream.synchronize
+                self.xp,
+                self.device_id,
+                self._upload_meta,
+                self._on,
+                self.stream.synchronize,
+                self.stream,
             )
         return self._strided
 

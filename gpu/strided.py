@@ -47,8 +47,45 @@ ROWS_MAX_SUMMED = 64
 BLOCK_MIN_SUMMED = 8 * BLOCK
 #: Blocks the ``blocks`` kernel aims for (a few per multiprocessor of a large GPU).
 TARGET_BLOCKS = 1024
+#: Entries up to which a whole-array reduction runs in one block (one launch).
+SMALL_REDUCE = 1 << 16
 #: Distinct metadata tables kept on a device.
 META_CACHE = 4096
+
+_HELPERS = r"""
+// the offsets in a and b of index `idx` over metadata dimensions [first, first + count)
+__device__ __forceinline__ void dcop_offsets(const long long* sm, int first, int count,
+                                             unsigned long long idx, long long& ia, long long& ib) {
+    for (int k = first; k < first + count; ++k) {
+        const long long* e = sm + 4 * k;
+        const long long c = (long long)((idx / (unsigned long long)e[0]) % (unsigned long long)e[1]);
+        ia += c * e[2];
+        ib += c * e[3];
+    }
+}
+
+// op 0: max, otherwise a sum
+__device__ __forceinline__ T dcop_fold(int op, T acc, T v) {
+    return op == 0 ? (v > acc ? v : acc) : acc + v;
+}
+
+// a block's values folded in a fixed order; every thread gets the result
+__device__ __forceinline__ T dcop_block_fold(int op, T acc, T* buf) {
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) buf[threadIdx.x] = dcop_fold(op, buf[threadIdx.x], buf[threadIdx.x + s]);
+        __syncthreads();
+    }
+    return buf[0];
+}
+
+// the metadata table into shared memory
+__device__ __forceinline__ void dcop_load_meta(long long* sm, const long long* meta, int words) {
+    for (int i = threadIdx.x; i < words; i += blockDim.x) sm[i] = meta[i];
+    __syncthreads();
+}
+"""
 
 _SOURCE = r"""
 extern "C" __global__ void dcop_psum_rows_@SUF@(
@@ -56,26 +93,15 @@ extern "C" __global__ void dcop_psum_rows_@SUF@(
         const long long* __restrict__ meta, int nd_out, int nd_sum,
         unsigned long long n_out, unsigned long long n_sum) {
     extern __shared__ long long sm[];
-    for (int i = threadIdx.x; i < 4 * (nd_out + nd_sum); i += blockDim.x) sm[i] = meta[i];
-    __syncthreads();
+    dcop_load_meta(sm, meta, 4 * (nd_out + nd_sum));
     for (unsigned long long o = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
          o < n_out; o += (unsigned long long)gridDim.x * blockDim.x) {
         long long ba = 0, bb = 0;
-        for (int k = 0; k < nd_out; ++k) {
-            const long long* e = sm + 4 * k;
-            const long long c = (long long)((o / (unsigned long long)e[0]) % (unsigned long long)e[1]);
-            ba += c * e[2];
-            bb += c * e[3];
-        }
+        dcop_offsets(sm, 0, nd_out, o, ba, bb);
         T acc = 0;
         for (unsigned long long r = 0; r < n_sum; ++r) {
             long long ia = ba, ib = bb;
-            for (int k = nd_out; k < nd_out + nd_sum; ++k) {
-                const long long* e = sm + 4 * k;
-                const long long c = (long long)((r / (unsigned long long)e[0]) % (unsigned long long)e[1]);
-                ia += c * e[2];
-                ib += c * e[3];
-            }
+            dcop_offsets(sm, nd_out, nd_sum, r, ia, ib);
             acc += with_b ? a[ia] * b[ib] : a[ia];
         }
         out[o] = acc;
@@ -88,37 +114,21 @@ extern "C" __global__ void dcop_psum_blocks_@SUF@(
         unsigned long long chunk, unsigned long long n_sum, unsigned int parts) {
     extern __shared__ long long sm[];
     __shared__ T partial[@BLOCK@];
-    for (int i = threadIdx.x; i < 4 * (nd_out + nd_sum); i += blockDim.x) sm[i] = meta[i];
-    __syncthreads();
+    dcop_load_meta(sm, meta, 4 * (nd_out + nd_sum));
     const unsigned long long o = blockIdx.x / parts;
     const unsigned long long p = blockIdx.x % parts;
     long long ba = 0, bb = 0;
-    for (int k = 0; k < nd_out; ++k) {
-        const long long* e = sm + 4 * k;
-        const long long c = (long long)((o / (unsigned long long)e[0]) % (unsigned long long)e[1]);
-        ba += c * e[2];
-        bb += c * e[3];
-    }
+    dcop_offsets(sm, 0, nd_out, o, ba, bb);
     const unsigned long long begin = p * chunk;
     const unsigned long long end = begin + chunk < n_sum ? begin + chunk : n_sum;
     T acc = 0;
     for (unsigned long long r = begin + threadIdx.x; r < end; r += blockDim.x) {
         long long ia = ba, ib = bb;
-        for (int k = nd_out; k < nd_out + nd_sum; ++k) {
-            const long long* e = sm + 4 * k;
-            const long long c = (long long)((r / (unsigned long long)e[0]) % (unsigned long long)e[1]);
-            ia += c * e[2];
-            ib += c * e[3];
-        }
+        dcop_offsets(sm, nd_out, nd_sum, r, ia, ib);
         acc += with_b ? a[ia] * b[ib] : a[ia];
     }
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+    const T total = dcop_block_fold(2, acc, partial);
+    if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 """
 
@@ -126,22 +136,9 @@ _REDUCE = r"""
 // Whole-array reductions of a contiguous x: op 0 max, 1 count of entries below `below`, 2 sum.
 // Pass 1: each block its partial over a grid-stride range; pass 2 (one block): the partials,
 // plus `add`, into slot[0]. A fixed order: the same bits every run.
-__device__ __forceinline__ T dcop_fold(int op, T acc, T v) {
-    return op == 0 ? (v > acc ? v : acc) : acc + v;
-}
-
-__device__ __forceinline__ T dcop_block_fold(int op, T acc, T* buf) {
-    buf[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) buf[threadIdx.x] = dcop_fold(op, buf[threadIdx.x], buf[threadIdx.x + s]);
-        __syncthreads();
-    }
-    return buf[0];
-}
-
+// one block (gridDim.x == 1): the whole result, plus `add`, goes to out[0] at once
 extern "C" __global__ void dcop_reduce_@SUF@(const T* __restrict__ x, unsigned long long n, int op,
-                                           T below, T* __restrict__ partial) {
+                                           T below, T add, T* __restrict__ out) {
     __shared__ T buf[@BLOCK@];
     T acc = op == 0 ? -DCOP_INF : (T)0;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
@@ -150,7 +147,30 @@ extern "C" __global__ void dcop_reduce_@SUF@(const T* __restrict__ x, unsigned l
         acc = dcop_fold(op, acc, op == 1 ? (T)(v < below ? 1 : 0) : v);
     }
     const T total = dcop_block_fold(op, acc, buf);
-    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+    if (threadIdx.x == 0) out[blockIdx.x] = gridDim.x == 1 ? total + add : total;
+}
+
+// One block over a small x: c = max + lift, x /= c, and with `count` the entries of the result
+// below `below`: out[0] = c, out[1] = that count. One launch where the large path takes four.
+extern "C" __global__ void dcop_peak_divide_small_@SUF@(T* __restrict__ x, unsigned long long n,
+                                                      T lift, int count, T below,
+                                                      T* __restrict__ out) {
+    __shared__ T buf[@BLOCK@];
+    T acc = -DCOP_INF;
+    for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) acc = dcop_fold(0, acc, x[i]);
+    const T c = dcop_block_fold(0, acc, buf) + lift;
+    __syncthreads();  // every thread has read buf[0] before the count reuses buf
+    T k = 0;
+    for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) {
+        const T v = x[i] / c;
+        x[i] = v;
+        k += (T)(v < below ? 1 : 0);
+    }
+    if (count) {
+        const T total = dcop_block_fold(2, k, buf);
+        if (threadIdx.x == 0) out[1] = total;
+    }
+    if (threadIdx.x == 0) out[0] = c;
 }
 
 extern "C" __global__ void dcop_reduce_final_@SUF@(const T* __restrict__ partial, int parts, int op,
@@ -181,13 +201,17 @@ _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 
 #: The kernels of one dtype's module (``dcop_<kind>_<f32|f64>``).
-KINDS = ("psum_rows", "psum_blocks", "reduce", "reduce_final", "divide")
+KINDS = ("psum_rows", "psum_blocks", "reduce", "reduce_final", "divide", "peak_divide_small")
 
 
 def source(dtype_name: str) -> str:
     """CUDA C of every kernel here for ``dtype_name`` (float32 or float64): one module, so one
     compile per dtype."""
-    code = (_SOURCE + _REDUCE).replace("@SUF@", _SUFFIX[dtype_name]).replace("@BLOCK@", str(BLOCK))
+    code = (
+        (_HELPERS + _SOURCE + _REDUCE)
+        .replace("@SUF@", _SUFFIX[dtype_name])
+        .replace("@BLOCK@", str(BLOCK))
+    )
     return f"typedef {_CTYPE[dtype_name]} T;\n#define DCOP_INF {_INF[dtype_name]}\n{code}"
 
 
@@ -278,6 +302,8 @@ def _on_stream(method: Any) -> Any:
 
     @functools.wraps(method)
     def wrapped(self: StridedKernels, *args: Any, **kwargs: Any) -> Any:
+        if self.current is not None and self.current() is self.stream:
+            return method(self, *args, **kwargs)  # inside on() already (the engine's run)
         with self.on():
             return method(self, *args, **kwargs)
 
@@ -297,6 +323,7 @@ class StridedKernels:
         upload: Any,
         on: Any = contextlib.nullcontext,
         settle: Any = None,
+        stream: Any = None,
     ) -> None:
         self.xp = xp
         self.device = device
@@ -308,6 +335,12 @@ class StridedKernels:
         #: here queues on that stream (on CuPy's legacy default stream a kernel would not wait
         #: for its metadata's upload on the backend's non-blocking one)
         self.on = on
+        #: the stream ``on()`` makes current, and CuPy's reader of the current one: a call made
+        #: where it is current already enters nothing (a few microseconds a call)
+        self.stream = stream
+        self.current = getattr(getattr(xp, "cuda", None), "get_current_stream", None)
+        if stream is None:
+            self.current = None
         # shared by every backend of the device in this process: `dcop solve` and `infer`
         # make a backend per call, and a warm call should plan and upload nothing
         self._meta, self._plans = _SHARED.setdefault(device, (OrderedDict(), {}))
@@ -415,18 +448,28 @@ class StridedKernels:
         return plan
 
     @_on_stream
-    def peak_divide(self, data: Any, floor: float) -> Any:
-        """Divide contiguous ``data`` in place by ``c = max + floor``, and return ``c`` (a 0-d
-        device array): three launches of kernels compiled with the rest."""
+    def peak_divide(self, data: Any, floor: float, below: float | None = None) -> tuple[Any, Any]:
+        """Divide contiguous ``data`` in place by ``c = max + floor``; ``c`` (a 0-d device
+        array) and, with ``below``, how many entries of the result are below it (else None).
+        A small array (at most SMALL_REDUCE entries) is one launch; a large one four."""
         if not data.flags.c_contiguous:
             raise ValueError("peak_divide divides a contiguous array in place")
-        slot = self.reduce(data, 0, 0.0, floor)
         n = int(data.size)
-        if n:
-            _kernel(self.device, "divide", np.dtype(data.dtype).name)(
-                (self._grid(n),), (BLOCK,), (data, np.uint64(n), slot)
-            )
-        return slot
+        dtype = np.dtype(data.dtype)
+        if n <= SMALL_REDUCE:
+            out = self.xp.empty((2,), dtype)
+            _kernel(self.device, "peak_divide_small", dtype.name)(
+                (1,),
+                (BLOCK,),
+                (data, np.uint64(n), dtype.type(floor), _ONE if below is not None else _ZERO,
+                 dtype.type(below or 0.0), out),
+            )  # fmt: skip
+            return out[0], (out[1] if below is not None else None)
+        slot = self.reduce(data, 0, 0.0, floor)
+        _kernel(self.device, "divide", dtype.name)(
+            (self._grid(n),), (BLOCK,), (data, np.uint64(n), slot)
+        )
+        return slot, (self.count_below(data, below) if below is not None else None)
 
     @_on_stream
     def count_below(self, data: Any, below: float) -> Any:
@@ -436,19 +479,27 @@ class StridedKernels:
 
     @_on_stream
     def reduce(self, data: Any, op: int, below: float, add: float) -> Any:
-        """``op`` 0: max, 1: count below ``below``, 2: sum of contiguous ``data``, plus ``add``,
-        as a 0-d device array (the max of nothing is -inf)."""
+        """``op`` 0: max, 1: count below ``below``, 2: sum of ``data``, plus ``add``, as a 0-d
+        device array (the max of nothing is -inf): one launch up to SMALL_REDUCE entries, two
+        above."""
         if not data.flags.c_contiguous:  # a sliced leaf: read through a contiguous copy
             axes = tuple(str(k) for k in range(data.ndim))
             data = self.product_sum(data, axes, None, (), axes)
         dtype = np.dtype(data.dtype)
         n = int(data.size)
-        parts = max(1, min(self._grid(n), TARGET_BLOCKS))
-        partial = self.xp.empty((parts,), dtype)
-        slot = self.xp.empty((), dtype)
         scalar = dtype.type
+        slot = self.xp.empty((), dtype)
+        if n <= SMALL_REDUCE:
+            _kernel(self.device, "reduce", dtype.name)(
+                (1,), (BLOCK,), (data, np.uint64(n), np.int32(op), scalar(below), scalar(add), slot)
+            )
+            return slot
+        parts = max(2, min(self._grid(n), TARGET_BLOCKS))
+        partial = self.xp.empty((parts,), dtype)
         _kernel(self.device, "reduce", dtype.name)(
-            (parts,), (BLOCK,), (data, np.uint64(n), np.int32(op), scalar(below), partial)
+            (parts,),
+            (BLOCK,),
+            (data, np.uint64(n), np.int32(op), scalar(below), scalar(0.0), partial),
         )
         _kernel(self.device, "reduce_final", dtype.name)(
             (1,), (BLOCK,), (partial, np.int32(parts), np.int32(op), scalar(add), slot)

@@ -490,21 +490,28 @@ class DeviceScaled(Scaled):
         self.terms.append((a, b, slot))
         return len(self.terms) - 1
 
-    def _divide(self, data: Any) -> int:
-        """Divide ``data`` in place by its peak plus ``tiny``; the divisor's slot."""
+    def _divide(self, data: Any, count: bool = False) -> tuple[int, Any]:
+        """Divide ``data`` in place by its peak plus ``tiny``: the divisor's slot, and with
+        ``count`` (on the backend's kernels, in the same pass) how many entries of the result
+        are below ``tiny`` (else None)."""
         xp = self.xp
+        counted = None
         if not data.size:
             c = xp.ones((), self.dtype)
         elif self.kernels is not None:
-            c = self.kernels.peak_divide(data, self.floor)
+            c, counted = self.kernels.peak_divide(data, self.floor, self.tiny if count else None)
         else:
             c = xp.max(data) + self.floor
             data /= c
         self.scales.append(c)
-        return len(self.scales) - 1
+        return len(self.scales) - 1, counted
 
-    def _tally(self, data: Any, refs: tuple[int, ...], offset: float) -> None:
-        if self.kernels is not None:
+    def _tally(self, data: Any, refs: tuple[int, ...], offset: float, counted: Any = None) -> None:
+        """Record how many entries of ``data`` are below ``tiny`` (``counted``: already counted
+        on the device), with the references and host offset of their frame."""
+        if counted is not None:
+            count = counted
+        elif self.kernels is not None:
             count = self.kernels.count_below(data, self.tiny)
         else:
             count = self.xp.sum(data < self.tiny)
@@ -519,7 +526,7 @@ class DeviceScaled(Scaled):
             return -1, hi, lo
         # the peak is at most 1 now; the least positive entry was at least e^lo, divided by at
         # most e^hi
-        return self._divide(data), 0.0, lo - hi
+        return self._divide(data)[0], 0.0, lo - hi
 
     def _may_be_tiny(self, lo: float) -> bool:
         """Whether a positive entry may lie below ``tiny`` (none can where ``e^lo`` is above)."""
@@ -528,14 +535,17 @@ class DeviceScaled(Scaled):
     def pair(self, a: Node, b: Node, keep: frozenset[str], h: float | None) -> Node:
         data, scope = pair_product(self.xp, a.data, a.scope, b.data, b.scope, keep, self.psum)
         summed = {*a.scope, *b.scope} - keep
+        counted = None
         if h is not None:  # its range may be wider than float's: keep its peak at 1
             hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
-            slot, hi, lo = self._divide(data), 0.0, a.lo + b.lo - hi
+            lo = a.lo + b.lo - hi
+            slot, counted = self._divide(data, count=self._may_be_tiny(lo))
+            hi = 0.0
         else:
             slot, hi, lo = self._bounded(data, a, b, summed)
         node = Node(scope, data, a.ln + b.ln, ref=self._term(a.ref, b.ref, slot), hi=hi, lo=lo)
         if h is not None and self._may_be_tiny(lo):
-            self._tally(data, (node.ref,), node.ln + self.ln_tiny + h)
+            self._tally(data, (node.ref,), node.ln + self.ln_tiny + h, counted)
         return node
 
     def adjoint(self, parent: Node, sibling: Node, child: Node) -> Node:

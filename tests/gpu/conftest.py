@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from dcop.backend import gpu_usable
 from tests.gpu import fake_cupy
 
 
@@ -18,3 +20,12 @@ def fake_cupy_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         monkeypatch.delenv(name)
     with fake_cupy.installed(monkeypatch) as module:
         yield module
+
+
+@pytest.fixture(scope="session")
+def cp() -> Any:
+    """The real CuPy on a usable GPU (the test skips without one)."""
+    cupy = pytest.importorskip("cupy")
+    if not gpu_usable():
+        pytest.skip("no usable CUDA device")
+    return cupy

@@ -391,13 +391,24 @@ class FakeRawKernel:
             total = values.max() if int(op) == 0 else values.sum()
             slot.a[...] = total + add
         elif self.name.startswith("dcop_reduce_"):
-            x, n, op, below, partial = args
+            x, n, op, below, add, out = args
             values = x.a.reshape(-1)[: int(n)]
             if int(op) == 1:
                 values = (values < below).astype(values.dtype)
             total = (values.max() if values.size else -np.inf) if int(op) == 0 else values.sum()
-            partial.a[...] = -np.inf if int(op) == 0 else 0  # one part holds it all
-            partial.a.reshape(-1)[0] = total
+            if int(grid[0]) == 1:
+                out.a.reshape(-1)[0] = total + add
+            else:  # one part holds it all, the others nothing
+                out.a[...] = -np.inf if int(op) == 0 else 0
+                out.a.reshape(-1)[0] = total
+        elif self.name.startswith("dcop_peak_divide_small_"):
+            x, n, floor, count, below, out = args
+            values = x.a.reshape(-1)[: int(n)]
+            c = values.max() + floor
+            values /= c
+            out.a[0] = c
+            if int(count):
+                out.a[1] = np.count_nonzero(values < below)
         elif self.name.startswith("dcop_divide_"):
             x, n, slot = args
             x.a.reshape(-1)[: int(n)] /= slot.a.reshape(())

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend, gpu_usable
+from dcop.backend import get_backend
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.tables import OPS, NumpyBackend, Table
 
@@ -60,14 +60,6 @@ def test_kernel_sources_generate_for_every_op_and_dtype() -> None:
 
 
 # ---- GPU -------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cp() -> Any:
-    cupy = pytest.importorskip("cupy")
-    if not gpu_usable():
-        pytest.skip("no usable CUDA device")
-    return cupy
-
-
 @pytest.fixture(scope="module")
 def gpu(cp: Any) -> Any:
     from dcop.gpu import CupyBackend

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import gpu_usable
 from dcop.gpu import strided
 from dcop.gpu.strided import index_dims, metadata, reference_product_sum
 
@@ -87,14 +86,6 @@ def test_the_blocks_kernel_adds_its_parts_in_order(
     np.testing.assert_allclose(got.a, data.sum(axis=1), rtol=1e-12)
 
 
-@pytest.fixture(scope="module")
-def cp() -> Any:
-    cupy = pytest.importorskip("cupy")
-    if not gpu_usable():
-        pytest.skip("no usable CUDA device")
-    return cupy
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_kernels_equal_einsum(cp: Any, dtype: Any) -> None:
     from dcop.gpu import CupyBackend
@@ -144,10 +135,14 @@ def _check_reductions(backend: Any, cp: Any, n: int) -> None:
     data = rng.random(n) * 3.0
     device = backend.asarray(data)
     kernels = backend.strided
-    c = kernels.peak_divide(device, 1e-300)
+    c, counted = kernels.peak_divide(device, 1e-300, 0.25)
     assert float(host(c)) == data.max() + 1e-300
     scaled = data / (data.max() + 1e-300)
     np.testing.assert_allclose(host(device), scaled, rtol=1e-15)
+    assert float(host(counted)) == np.count_nonzero(scaled < 0.25)
+    again = backend.asarray(data)
+    c, counted = kernels.peak_divide(again, 0.0)
+    assert counted is None and float(host(c)) == data.max()
     assert float(host(kernels.count_below(device, 0.25))) == np.count_nonzero(scaled < 0.25)
     np.testing.assert_allclose(
         float(host(kernels.reduce(device, 2, 0.0, 1.0))), scaled.sum() + 1.0, rtol=1e-12
@@ -166,7 +161,7 @@ def test_fake_gpu_peaks_counts_and_sums(fake_cupy_module: ModuleType) -> None:
     _check_reductions(CupyBackend(), fake_cupy_module, 1000)
 
 
-@pytest.mark.parametrize("n", [1, 1000, 1 << 22])
+@pytest.mark.parametrize("n", [1, 1000, (1 << 16) + 1, 1 << 22])
 def test_gpu_peaks_counts_and_sums(cp: Any, n: int) -> None:
     from dcop.gpu import CupyBackend
 

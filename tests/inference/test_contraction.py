@@ -422,9 +422,9 @@ def test_deferred_space_skips_rescales_its_bounds_allow_and_equals_the_host_spac
     divided = []
     real = execute.DeviceScaled._divide
 
-    def counting(self: execute.DeviceScaled, data: object) -> int:
+    def counting(self: execute.DeviceScaled, data: object, count: bool = False) -> object:
         divided.append(1)
-        return real(self, data)
+        return real(self, data, count)
 
     problem = ising_grid(8, 6.0, 1.0, seed=3)  # a range of about e^1000: wider than float64's
     log = contract(problem, "mar", NUMPY, space="log")

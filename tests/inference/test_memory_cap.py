@@ -57,3 +57,29 @@ def test_dcop_run_refuses_a_setup_over_the_limits_before_sending_tables(
     assert got["code"] == 5 and doc["status"] == "too_large"
     assert "refused before any table was sent" in doc["message"]
     assert got["peak"] < 100 << 20
+
+
+def test_a_peak_of_the_caller_is_not_charged_to_the_command(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """Linux keeps ru_maxrss across exec: a command forked straight from a caller that once held
+    400 MiB was charged 400 MiB (a pytest worker's 270 MiB failed a 191 MiB cap). measure()
+    forks it from a small runner; run here from a fresh process that peaks first."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from benchmarks.expansion import measure
+big = bytearray(400 << 20)
+for i in range(0, len(big), 4096):
+    big[i] = 1
+del big
+print(measure(["solve", {str(files["one.wcsp"])!r}, "-q"], __import__("pathlib").Path({str(tmp_path / "d.json")!r}))["peak"])
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) < 200 << 20
