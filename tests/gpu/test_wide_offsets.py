@@ -60,6 +60,7 @@ def test_a_table_past_32_bit_offsets_is_read_right(cp: Any) -> None:
     data = cp.ones((5, rows), dtype=cp.float32)
     marked = np.array([0, 7, rows // 2, rows - 1])
     data[4, cp.asarray(marked)] = 0.0  # only x = 4 makes these rows' minimum 0
+    cp.cuda.get_current_stream().synchronize()  # written before the backend's stream reads it
     table = Table(("x", "y"), data)
     try:
         out = backend.join_eliminate([table], "x", "min")
@@ -92,6 +93,9 @@ def test_an_output_of_2_to_the_32_groups_is_computed_right(cp: Any) -> None:
     try:
         out = backend.join_eliminate(tables, "x", "min")
         assert out.scope == (*ys, "z")
+        # the kernel ran on the backend's stream; the gather below runs on CuPy's current one
+        # (a run without this read the output before it was written)
+        backend.synchronize()
         flat = out.data.reshape(-1)
         picks = [*rng.integers(0, 1 << 32, 64).tolist(), 0, (1 << 31) + 5, (1 << 32) - 1]
         got = backend.to_numpy(flat[cp.asarray(picks)])
