@@ -17,3 +17,5 @@ for f in "$repo"/dcop/*; do ln -s "$f" "$tree/dcop/"; done
 for p in agents coordinator protocol gpu deploy; do ln -s "$repo/$p" "$tree/dcop/$p"; done
 export PYTHONPATH="$tree:$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
 export DCOP_REPO="$repo"
+# The copy's .git may be a stale snapshot: pass DCOP_COMMIT=<hash> in the command for the
+# results' commit field (benchmarks/compare/machine.py).

@@ -53,10 +53,10 @@ def _gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+            ["git", *args],
             capture_output=True,
             text=True,
             timeout=10,
@@ -65,7 +65,21 @@ def _git_commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_commit() -> str | None:
+    """The commit the code is at: ``DCOP_COMMIT`` where set (a copy of the tree on another
+    machine can carry a stale ``.git``: the device tool's reported its session's first commit),
+    else git's HEAD, with ``+changes`` where tracked files differ from it."""
+    given = os.environ.get("DCOP_COMMIT")
+    if given:
+        return given
+    head = _git("rev-parse", "--short", "HEAD")
+    if not head:
+        return None
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}+changes" if changed else head
 
 
 def machine_info() -> dict[str, Any]:
