@@ -18,6 +18,16 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
 
 
+@pytest.fixture(autouse=True)
+def contraction_on_the_device_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's device contraction runs on the device, however small its tree: the engine
+    sends trees of at most ``HOST_LARGEST`` entries to the host, which would leave the device
+    path of the small test models untested. Tests of that choice set it back."""
+    from dcop.contraction import engine
+
+    monkeypatch.setattr(engine, "HOST_LARGEST", 0)
+
+
 def instance_index() -> list[dict[str, str]]:
     """Rows of ../shared/instances/INDEX.tsv (empty when the folder is missing)."""
     index = INSTANCES / "INDEX.tsv"

@@ -63,6 +63,11 @@ TINY_JOINT = 4096
 #: A narrow network's PR on a device is one opt_einsum call (False: the engine's own steps;
 #: benchmarks/contraction_ops.py --steps compares them).
 PLAIN_ON_DEVICE = True
+#: A tree whose largest intermediate has at most this many entries runs on the host whatever
+#: the backend: a device's few launches per step cost more than such a step's work (on an H100,
+#: water's MAR took 24 ms on the device; Promedus_13, largest 256 entries: MAR 0.35 s on the
+#: device, 0.074 s on the 2-core CPU). The numbers are the same; the result's tree says so.
+HOST_LARGEST = 4096
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -303,6 +308,8 @@ class ContractionOutcome:
     space: str
     times: dict[str, float]
     pruned: int = 0
+    #: a device backend was asked for and the tree ran on the host (see HOST_LARGEST)
+    on_host: bool = False
 
 
 def _narrow(
@@ -471,6 +478,11 @@ def contract(
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None
+    on_host = getattr(backend, "xp", np) is not np and plan.stats.largest <= HOST_LARGEST
+    if on_host:
+        from dcop.backend import get_backend
+
+        backend = get_backend("numpy")
     t0 = time.perf_counter()
     if not scopes:
         run = TreeRun(ln_z=0.0)
@@ -491,7 +503,7 @@ def contract(
                 marginals[v] = weights / weights.sum()
             else:
                 marginals[v] = np.full(sizes[v], 1.0 / sizes[v])
-    return ContractionOutcome(ln_z, marginals, plan, used, times, pruned)
+    return ContractionOutcome(ln_z, marginals, plan, used, times, pruned, on_host)
 
 
 def hosts(scopes: Sequence[tuple[str, ...]]) -> dict[int, int]:
@@ -576,12 +588,6 @@ def _run(
 ) -> tuple[TreeRun, str]:
     from dcop.contraction.tree import node_scopes
 
-    if plan.source == "joint" and getattr(backend, "xp", np) is not np:
-        # a joint of at most TINY_JOINT entries: the host's one einsum (water: 1.4 ms for PR)
-        # beats a device's launches (24 ms for its MAR on an H100); the numbers are the same
-        from dcop.backend import get_backend
-
-        return _run(get_backend("numpy"), dtype, sizes, logs, scopes, plan, task, space, fallback)
     nodes = plan.stats.nodes  # of one slice
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"

@@ -377,6 +377,8 @@ def _by_contraction(
     times = dict(out.times)
     times["total"] = sum(times.values())
     tree = out.plan.summary() | {"pruned_tables": out.pruned}
+    if out.on_host:
+        tree["on_host"] = True  # a tree this small ran on the host (engine.HOST_LARGEST)
     return PartitionResult(
         problem=problem,
         task=task,

@@ -120,3 +120,31 @@ def test_a_contraction_reads_the_device_a_constant_number_of_times(
         assert got.marginals is not None and cpu.marginals is not None
         for v, probs in cpu.marginals.items():
             np.testing.assert_allclose(got.marginals[v], probs, atol=1e-12)
+
+
+def test_a_tiny_tree_runs_on_the_host_and_says_so(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree whose largest intermediate is at most HOST_LARGEST entries runs on the host
+    whatever the backend (a device's launches cost more than its steps): nothing goes to the
+    fake device, the numbers equal NumPy's, and the result's tree says where it ran."""
+    from dcop.contraction import engine
+    from dcop.gpu import CupyBackend
+    from tests.gpu import fake_cupy
+
+    monkeypatch.setattr(engine, "HOST_LARGEST", 4096)
+    problem = ising_grid(6, 0.5, 0.1, seed=4)
+    for task in ("pr", "mar"):
+        cpu = infer(problem, task)
+        fake_cupy.reset()
+        gpu = infer(problem, task, backend=CupyBackend())
+        assert gpu.tree is not None and gpu.tree["largest_intermediate"] <= 4096
+        assert gpu.tree.get("on_host") is True and cpu.tree is not None
+        assert "on_host" not in cpu.tree  # asked for the host: nothing to say
+        assert fake_cupy.STATS["h2d"] == 0 and not fake_cupy.LAUNCHED
+        assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
+    monkeypatch.setattr(engine, "HOST_LARGEST", 0)
+    fake_cupy.reset()
+    device = infer(problem, "pr", backend=CupyBackend())
+    assert device.tree is not None and "on_host" not in device.tree
+    assert fake_cupy.STATS["h2d"] >= 1
