@@ -186,11 +186,6 @@ class MultiGpuBackend:
                 setattr(total, key, getattr(total, key) + value)
         return total
 
-    @property
-    def strided(self) -> Any:
-        """The first device's strided kernels (the contraction engine runs there)."""
-        return self.primary.strided
-
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         return self.primary.asarray(array, dtype)
 

@@ -1,28 +1,32 @@
-"""Sums of products of two strided tables on a GPU, in two kernels compiled once per dtype.
+"""The contraction engine's device kernels: sums of products of two strided tables, and
+whole-array peaks, counts and sums. One CUDA module per dtype, compiled once.
 
 ``product_sum(a, sa, b, sb, out)`` is ``Σ a * b`` over every variable of ``sa`` or ``sb`` not in
 ``out``, written contiguous in ``out``'s axis order: with nothing summed it is a broadcast
 product, with ``b`` left out a sum over axes or (nothing summed either) a copy into a new axis
-order. The contraction engine's device steps are all of these.
+order. ``peak_divide``, ``count_below`` and ``reduce`` are the scaled space's peaks, precision
+counts and totals. Every device step of the engine but the matrix product is one of these.
 
 Why our own kernels: CuPy compiles an elementwise or reduction kernel for each number of
-dimensions (after merging) an operation meets, and a sum-product tree meets dozens: a fresh
-process spent 22 s compiling before its first MAR of Grids_11 (0.09 s warm) on an H100. These
-read every index from a small metadata table at run time, so a process compiles two kernels
-per dtype, whatever the shapes.
+dimensions (after merging) an operation meets, and CUB reductions for whole arrays, and a
+sum-product tree meets dozens: a fresh process spent 22 s compiling before its first MAR of
+Grids_11 (0.09 s warm) on an H100. These read every index from a small metadata table at run
+time, so a process compiles one module per dtype, whatever the shapes.
 
 Layout of the metadata (int64): ``[div, mod, stride in a, stride in b]`` per output dimension,
 then per summed dimension. An output index ``o`` is at ``Σ (o / div % mod) * stride`` in each
 operand; a summed index ``r`` adds its own. Dimensions adjacent in the output (or in the summed
 set) that are adjacent in both operands too are merged first, so most steps index in two or
-three dimensions. Each distinct metadata table is uploaded once per device and kept: a warm run
-of the same tree uploads nothing.
+three dimensions. Each distinct metadata table is uploaded once per device and kept, with the
+launch plan of each operand layout: a warm run of the same tree plans and uploads nothing.
 
-Two shapes of work: ``rows`` (one thread per output entry, looping over the summed ones) where
-the output is large or little is summed; ``blocks`` (one block per output entry and part of the
-summed range, reduced in shared memory, the parts added by a ``rows`` launch) where a few outputs
-sum many entries, as a belief or a step down to a small child does. Both add in a fixed order:
-a run gives the same bits every time.
+Two shapes of work for a sum of products: ``rows`` (one thread per output entry, looping over
+the summed ones) where the output is large or little is summed; ``blocks`` (one block per output
+entry and part of the summed range, reduced in shared memory, the parts added by a ``rows``
+launch) where a few outputs sum many entries, as a belief or a step down to a small child does.
+Whole-array reductions take one block up to SMALL_REDUCE entries (one launch), else a block per
+part and one more launch for the parts. Everything adds in a fixed order: a run gives the same
+bits every time.
 """
 
 from __future__ import annotations
@@ -200,10 +204,6 @@ _CTYPE = {"float32": "float", "float64": "double"}
 _SUFFIX = {"float32": "f32", "float64": "f64"}
 
 
-#: The kernels of one dtype's module (``dcop_<kind>_<f32|f64>``).
-KINDS = ("psum_rows", "psum_blocks", "reduce", "reduce_final", "divide", "peak_divide_small")
-
-
 def source(dtype_name: str) -> str:
     """CUDA C of every kernel here for ``dtype_name`` (float32 or float64): one module, so one
     compile per dtype."""
@@ -216,7 +216,8 @@ def source(dtype_name: str) -> str:
 
 
 def kernel_name(kind: str, dtype_name: str) -> str:
-    """``dcop_psum_rows_f64`` and the like."""
+    """``dcop_<kind>_<f32|f64>``: kind ``psum_rows``, ``psum_blocks``, ``reduce``,
+    ``reduce_final``, ``divide`` or ``peak_divide_small``."""
     return f"dcop_{kind}_{_SUFFIX[dtype_name]}"
 
 
@@ -311,7 +312,8 @@ def _on_stream(method: Any) -> Any:
 
 
 class StridedKernels:
-    """The two kernels on one device, with that device's uploaded metadata tables.
+    """The kernels on one device for one backend (its stream), with the device's launch plans
+    and uploaded metadata tables.
 
     ``xp`` is CuPy (or a stand-in with its interface); ``upload`` puts a host int64 array on
     the device, on the stream ``on()`` makes current."""

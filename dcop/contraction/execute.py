@@ -85,7 +85,8 @@ MAX_ERROR = 1e-13
 PHASES: dict[str, float] | None = None
 #: Host pairs whose operands' sizes multiply to at most this are one ``numpy.einsum``.
 SMALL_PAIR = 4096
-#: Device pairs whose joint table has at most this many entries are one launch of the strided kernel (dcop.gpu.strided), not a matrix product.
+#: Device pairs whose joint table has at most this many entries are one launch of the strided
+#: kernel (dcop.gpu.strided), not a matrix product.
 DIRECT_PAIR = 1 << 18
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
