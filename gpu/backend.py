@@ -81,16 +81,6 @@ WARM_DTYPES = ("float32", "float64")
 WARM_OPS = ("min",)
 
 
-def _bounds(lo: int, hi: int) -> tuple[Any, Any]:
-    """A generated kernel's group range ``[lo, hi)``: 32-bit."""
-    return np.uint32(lo), np.uint32(hi)
-
-
-def _wide_bounds(lo: int, hi: int) -> tuple[Any, Any]:
-    """A generated kernel's group range of a bucket with 2^32 groups or more: 64-bit."""
-    return np.uint64(lo), np.uint64(hi)
-
-
 def _import_cupy() -> Any:
     try:
         import cupy
@@ -298,7 +288,6 @@ class CupyBackend:
                 self.device_id,
                 self._upload_meta,
                 self._on,
-                self.stream.synchronize,
                 self.stream,
             )
         return self._strided
@@ -945,7 +934,8 @@ class CupyBackend:
         if plan.sig is not None:
             kernel = K.fused_kernel(self.device_id, plan.sig)
             _, _, shared = plan.sig.shared_layout()
-            bounds = _wide_bounds if plan.sig.wide_groups else _bounds
+            # the group range's type: 64-bit for a bucket of 2^32 groups or more
+            count = np.uint64 if plan.sig.wide_groups else np.uint32
             for lo, hi in launch_ranges(begin, end, MAX_LAUNCH_ROWS):
                 warps = -(-(hi - lo) // 32)
                 grid = (max(1, min(-(-warps // (K.BLOCK // 32)), self.sm_count * 8)),)
@@ -954,7 +944,7 @@ class CupyBackend:
                 kernel(
                     grid,
                     (K.BLOCK,),
-                    (*bound.datas, target, *bounds(lo, hi)),
+                    (*bound.datas, target, count(lo), count(hi)),
                     shared_mem=shared,
                 )
             return

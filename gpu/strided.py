@@ -324,21 +324,19 @@ class StridedKernels:
         device: int,
         upload: Any,
         on: Any = contextlib.nullcontext,
-        settle: Any = None,
         stream: Any = None,
     ) -> None:
         self.xp = xp
         self.device = device
         self.upload = upload
-        #: waits for this backend's stream: a metadata table is complete before any backend of
-        #: the device (another stream) reads it from the shared cache
-        self.settle = settle
         #: a context making the backend's device and stream current: every upload and launch
         #: here queues on that stream (on CuPy's legacy default stream a kernel would not wait
         #: for its metadata's upload on the backend's non-blocking one)
         self.on = on
-        #: the stream ``on()`` makes current, and CuPy's reader of the current one: a call made
-        #: where it is current already enters nothing (a few microseconds a call)
+        #: the stream ``on()`` makes current (after a metadata upload it is synchronized, so
+        #: that any backend of the device, on another stream, reads the table complete from the
+        #: shared cache), and CuPy's reader of the current one: a call made where it is current
+        #: already enters nothing (a few microseconds a call)
         self.stream = stream
         self.current = getattr(getattr(xp, "cuda", None), "get_current_stream", None)
         if stream is None:
@@ -353,8 +351,8 @@ class StridedKernels:
         got = self._meta.get(words)
         if got is None:
             got = self.upload(np.asarray(words or (0,), np.int64))
-            if self.settle is not None:
-                self.settle()
+            if self.stream is not None:
+                self.stream.synchronize()
             self.uploads += 1
             self._meta[words] = got
             if len(self._meta) > META_CACHE:
