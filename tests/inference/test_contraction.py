@@ -314,6 +314,26 @@ def test_a_model_predicted_to_take_microseconds_takes_the_first_greedy_tree() ->
     assert plan.source == "opt_einsum:greedy"
 
 
+@pytest.mark.parametrize("order_first", [False, True])
+def test_a_device_search_starts_at_min_fill(order_first: bool) -> None:
+    """``order_first`` (a device backend's search) takes min-fill's tree before greedy's: with no
+    time for a second candidate, the one searched is min-fill's; greedy's otherwise. Either way
+    the numbers are brute force's."""
+    problem = ising_grid(4, seed=0)
+    plan = plan_contraction(
+        [t.scope for t in problem.tables],
+        problem.domain_sizes(),
+        problem.neighbours(),
+        list(problem.variables),
+        "pr",
+        Limit(1e12, "plenty"),
+        budget_s=0.0,
+        order_first=order_first,
+    )
+    first = "order:minfill" if order_first else "opt_einsum:greedy"
+    assert list(plan.candidates) == [first] and plan.source == first
+
+
 def test_a_slow_predicted_tree_gets_every_candidate_searched() -> None:
     """At a yardstick of one flop a second every tree is predicted to take long: the search
     goes on through the candidate orders and random-greedy (within ``budget_s``) and keeps the
