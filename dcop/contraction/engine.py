@@ -443,9 +443,12 @@ def contract(
     orders: OrderSource = default_orders,
     room: Limit | None = None,
     fallback: bool = True,
+    prune: bool = True,
 ) -> ContractionOutcome:
     """PR (``task="pr"``) or MAR of ``problem`` by tree contraction on the table ``backend``;
-    ``room`` overrides the memory the arrays may take (default: :func:`contraction_room`).
+    ``room`` overrides the memory the arrays may take (default: :func:`contraction_room`); PR
+    drops a BAYES model's barren tables unless ``prune`` is False (benchmarks/pr.py times both:
+    without evidence every table is barren, and MAR's cost is compared with the whole network's).
     Where scaled linear space underflows (``space="auto"``), log space runs along the same tree,
     or with ``fallback=False`` the outcome's space is ``underflow`` (its numbers unusable) and
     the caller picks the log-space engine."""
@@ -456,7 +459,9 @@ def contract(
     times: dict[str, float] = {}
     constant = log_constant(problem)
     sizes = problem.domain_sizes()
-    tables = barren_tables(problem) if task == "pr" else [t for t in problem.tables if t.scope]
+    tables = (
+        barren_tables(problem) if task == "pr" and prune else [t for t in problem.tables if t.scope]
+    )
     pruned = sum(1 for t in problem.tables if t.scope) - len(tables)
     held = {v for t in tables for v in t.scope}
     # a variable in no (kept) table multiplies Z by its domain size (a barren one by one)

@@ -93,3 +93,22 @@ def test_a_run_cut_short_keeps_the_rows_it_has(
     assert [r["instance"] for r in data["rows"]] == ["ising3x3"]
     assert data["meta"]["complete"] is False and data["rows"][0]["dcop"]["status"] == "ok"
     assert "Partial" in (tmp_path / "pr.md").read_text()
+
+
+def test_a_pruned_pr_is_timed_whole_for_mar_over_pr() -> None:
+    """A BAYES network without evidence: PR drops every table (no work), so the bench also times
+    the whole network's PR, equal in ln Z, and MAR / PR is taken against it (marked *)."""
+    spec = {"name": "bayes", "source": "bayes", "n": 12, "d": 2, "parents": 2, "window": 4}
+    ours = pr.run_dcop(spec, "pr")
+    mar = pr.run_dcop(spec, "mar")
+    assert ours["pruned"] and ours["unpruned_seconds"] > 0 and ours["unpruned_agrees"] is True
+    row: dict[str, object] = {"instance": "bayes", "pruned": ours["pruned"]}
+    pr.mar_over_pr(row, ours, mar)
+    assert row["mar_over_pr"] == pytest.approx(mar["seconds"] / ours["unpruned_seconds"])
+    summary = pr.summarize(
+        [{**row, "dcop": ours, "anchor": {"status": "skipped"}, "dcop_mar": mar, "n": 12}]
+    )
+    assert summary["mar_over_pr_max"] == row["mar_over_pr"] and summary["pr_pruned"] == ["bayes"]
+    unpruned = pr.run_dcop({**spec, "name": "ising3x3", "source": "ising", "side": 3,
+                            "coupling": 0.5, "field": 0.0}, "pr")  # fmt: skip
+    assert not unpruned["pruned"] and "unpruned_seconds" not in unpruned

@@ -229,6 +229,10 @@ def test_barren_nodes_of_a_bayes_network_are_pruned_exactly() -> None:
     pruned = contract(with_e, "pr", NUMPY)
     assert pruned.pruned == len(tables) - len(kept)
     assert pruned.ln_z == pytest.approx(ln_z, rel=1e-12)
+    # prune=False contracts every table (what MAR's cost is compared with): the same Z
+    whole = contract(with_e, "pr", NUMPY, prune=False)
+    assert whole.pruned == 0 and whole.ln_z == pytest.approx(ln_z, rel=1e-12)
+    assert contract(net, "pr", NUMPY, prune=False).ln_z == pytest.approx(0.0, abs=1e-12)
     # MAR needs every variable: nothing is pruned
     check(with_e, "mar")
     # a table that does not sum to one is never dropped
