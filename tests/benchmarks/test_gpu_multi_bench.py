@@ -62,9 +62,10 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
         calls.append((devices, placement))
         wall = 1.0 if devices == 1 else 0.5
         cost = 7.0 if (devices, placement) != (2, "balanced") else 8.0  # one wrong answer
+        split = {"split_buckets": 2, "split_s": 0.25} if placement == "split" else {}
         return {"cost": cost, "bound": cost, "sim_s": wall, "solve_wall_s": wall,
                 "handover_tables": {"ipc": 3, "p2p": devices - 1, "host": 0, "net": 0},
-                "devices_used": list(range(devices))}  # fmt: skip
+                "devices_used": list(range(devices)), **split}  # fmt: skip
 
     monkeypatch.setattr(gpu_multi, "dpop_run", fake_run)
     args = gpu_multi.parse_args(
@@ -76,15 +77,18 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
         (1, "round-robin"),
         (2, "round-robin"),
         (2, "balanced"),
+        (2, "split"),  # a cold run first: its kernels are new
         (2, "split"),
         (1, "round-robin"),
     ]
-    assert [r["same"] for r in rows] == [True, True, False, True, True]
+    assert [r["same"] for r in rows] == [True, True, False, True, True, True]
+    assert [r["note"] for r in rows] == ["cold", "", "", "cold", "", ""]
     meta = {"gpu": "2 x fake", "devices": [1, 2], "date": "today", "command": "c", "cpus": 2,
             "cpu": "cpu", "seconds": 1.0}  # fmt: skip
     text = gpu_multi.markdown(rows, meta)
-    assert "| 8 | 10 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | yes |" in text
-    assert "| 8 | 10 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | NO |" in text
+    assert "| 8 | 10 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | - | yes |" in text
+    assert "| 8 | 10 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | - | NO |" in text
+    assert "| 2 | split |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | 2 (0.25) | yes |" in text
     with pytest.raises(SystemExit):
         gpu_multi.parse_args(["--devices", "2,4"])  # no one-device baseline
 
