@@ -63,13 +63,14 @@ TINY_JOINT = 4096
 #: A narrow network's PR on a device is one opt_einsum call (False: the engine's own steps;
 #: benchmarks/contraction_ops.py --steps compares them).
 PLAIN_ON_DEVICE = True
-#: A device backend's search starts at min-fill, then opt_einsum's greedy if time is left: there
-#: the search's share of a fast contraction leaves room for one or two candidates, and min-fill's
-#: pass cost 2-7x less than greedy's (Grids_11 5 vs 12 ms on the 2-core VM, DBN_11 7 vs 39 ms,
-#: network 2 vs 8 ms; slower on Promedus_13, ObjectDetection_56 and ising24x24), for a tree as
-#: cheap on 16 of 19 models (on Segmentation_11, ising16x16 and ising20x20 greedy's tree, up to
-#: half min-fill's flops, is then not searched: ising20x20's costs 0.015 s more predicted).
-DEVICE_ORDER_FIRST = True
+#: The search starts at min-fill, then opt_einsum's greedy if time is left (False: greedy first):
+#: a fast contraction's search share leaves room for one or two candidates, and min-fill's pass
+#: cost 2-7x less than greedy's (2-core VM: Grids_11 5 vs 12 ms, DBN_11 7 vs 39 ms, network 2 vs
+#: 8 ms, GEOM40_3 1.0 vs 2.1 ms; slower on Promedus_13 and ObjectDetection_56), for a tree as
+#: cheap on 16 of 19 models. Whole PR on the VM: 10-50 % faster on 9 of 14 small models, 20-35 %
+#: slower on Segmentation_11, ising16x16 and Promedus_13 (whose greedy tree, up to half
+#: min-fill's flops, is then searched second).
+ORDER_FIRST = True
 #: A tree whose largest intermediate has at most this many entries runs on the host whatever
 #: the backend: a device's few launches per step cost more than such a step's work (on an H100,
 #: water's MAR took 24 ms on the device; Promedus_13, largest 256 entries: MAR 0.35 s on the
@@ -155,7 +156,7 @@ def plan_contraction(
     budget_s: float = DEFAULT_BUDGET_S,
     orders: OrderSource = default_orders,
     rate: float = FLOP_RATE["numpy"],
-    order_first: bool = False,
+    order_first: bool | None = None,
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
     no slicing of it fits ``limit`` (a callable: read only when the cheapest tree's peak is above
@@ -163,7 +164,7 @@ def plan_contraction(
     greedy, each order of ``orders``, then opt_einsum's random-greedy) while the search has spent
     less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its
     flops at ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE).
-    ``order_first``: the first of ``orders`` (min-fill) before greedy (see DEVICE_ORDER_FIRST)."""
+    ``order_first``: the first of ``orders`` (min-fill) before greedy (None: ORDER_FIRST)."""
     t0 = time.perf_counter()
     # the budget counts this process's CPU time: on a loaded machine wall time would cut the
     # search short of the trees it is meant to find
@@ -187,7 +188,7 @@ def plan_contraction(
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
         sources = orders(adjacency, names)
-        if order_first and sources:
+        if (ORDER_FIRST if order_first is None else order_first) and sources:
             first = next(iter(sources))
             add(f"order:{first}", order_path(scopes, sizes, sources.pop(first)()))
         g0 = time.process_time()
@@ -495,7 +496,6 @@ def contract(
         budget_s,
         orders,
         FLOP_RATE.get(getattr(backend, "name", "numpy"), FLOP_RATE["numpy"]),
-        DEVICE_ORDER_FIRST and getattr(backend, "xp", np) is not np,
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None
@@ -584,7 +584,6 @@ def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
         "pr",
         contraction_room(engine, None),
         rate=FLOP_RATE.get(engine.name, FLOP_RATE["numpy"]),
-        order_first=DEVICE_ORDER_FIRST and getattr(engine, "xp", np) is not np,
     )
     return plan.summary()
 

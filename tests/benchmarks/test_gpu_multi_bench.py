@@ -86,7 +86,9 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
     meta = {"gpu": "2 x fake", "devices": [1, 2], "date": "today", "command": "c", "cpus": 2,
             "cpu": "cpu", "seconds": 1.0}  # fmt: skip
     text = gpu_multi.markdown(rows, meta)
-    assert "| 8 | 10 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | - | yes |" in text
+    assert (
+        "| 8 | 10 | 1 | 2 | round-robin |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | - | yes |" in text
+    )
     assert "| 8 | 10 | 1 | 2 | balanced |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | - | NO |" in text
     assert "| 2 | split |  | 0.5 | 0.5 | 0.5 | 3/1/0 | [0, 1] | 2 (0.25) | yes |" in text
     with pytest.raises(SystemExit):

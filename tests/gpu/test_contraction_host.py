@@ -3,7 +3,6 @@ the host's, and is sliced to fit it; numbers equal NumPy's."""
 
 from __future__ import annotations
 
-import inspect
 from types import ModuleType
 
 import pytest
@@ -149,27 +148,3 @@ def test_a_tiny_tree_runs_on_the_host_and_says_so(
     device = infer(problem, "pr", backend=CupyBackend())
     assert device.tree is not None and "on_host" not in device.tree
     assert fake_cupy.STATS["h2d"] >= 1
-
-
-def test_a_device_backend_searches_min_fill_first(
-    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The engine asks for min-fill before greedy on a device backend (DEVICE_ORDER_FIRST), not
-    on NumPy; the numbers are the same."""
-    from dcop.contraction import engine
-    from dcop.gpu import CupyBackend
-
-    seen: list[bool] = []
-    real = engine.plan_contraction
-
-    def spy(*args: object, **kwargs: object) -> engine.ContractionPlan:
-        asked = inspect.signature(real).bind(*args, **kwargs).arguments
-        seen.append(bool(asked.get("order_first", False)))
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(engine, "plan_contraction", spy)
-    problem = ising_grid(5, 0.5, 0.1, seed=2)
-    gpu = infer(problem, "pr", backend=CupyBackend())
-    cpu = infer(problem, "pr")
-    assert seen == [True, False]
-    assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
