@@ -478,7 +478,8 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         )
         lines.append(
             f"| {r['n']} | {d} | {r['seed']} | {r['devices']} | {r['placement']} | "
-            f"{r.get('note') or r.get('error', '')[:60]} | {_f(r.get('sim_s'))} | "
+            f"{' '.join(filter(None, (r.get('note'), r.get('error', '')[:60])))} | "
+            f"{_f(r.get('sim_s'))} | "
             f"{_f(r.get('solve_wall_s'))} | {_f(ratio)} | "
             f"{paths.get('ipc', '-')}/{paths.get('p2p', '-')}/{paths.get('host', '-')} | "
             f"{r.get('devices_used', '-')} | "

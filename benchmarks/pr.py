@@ -36,7 +36,8 @@ entry (the logs of those maxima are added back to ``ln Z``: without this, ``Z`` 
 on half the instances); tables over the same set of variables are multiplied into one factor
 first (pgmpy's classic VE keeps its factors in sets, so two equal factors would count once). Both
 times exclude reading the file and building pgmpy's model (``build_s`` is reported beside); each is
-the best of up to 3 calls in its process (fewer past 2 s), the same rule for both tools.
+the best of up to 3 calls in its process (fewer past 2 s; up to 50 while they took under 0.1 s
+in all), the same rule for both tools, the anchor's path search included.
 Agreement: ``|ln Z_dcop - ln Z_pgmpy| <= 1e-6 max(1, |ln Z|)`` (relative, with an absolute floor
 for Bayesian networks, whose ``ln Z`` is 0). Marginals are compared with pgmpy (one default query
 per variable) where that takes under ``--mar-budget`` seconds.
@@ -79,6 +80,10 @@ BOUND_WIDTH = 19  # mini-bucket bounds are measured on models at least this wide
 BOUND_Z = [8, 12, 16]
 REPEATS = 3  # timings: the best of up to 3 calls in one process, for both tools
 REPEAT_BUDGET_S = 2.0
+#: ... and of more calls while they took less than this in all (at most MAX_REPEATS): the best
+#: of three 1 ms calls on a shared VM was 0.6-1.2 ms for the same code
+SHORT_TOTAL_S = 0.1
+MAX_REPEATS = 50
 
 GENERATED: list[dict[str, Any]] = [
     *(
@@ -119,16 +124,17 @@ def build_problem(spec: dict[str, Any]) -> Any:
 
 def best_time(run: Callable[[], Any]) -> tuple[Any, float]:
     """``run()``'s result and its best wall time over up to REPEATS calls (fewer once their total
-    passes REPEAT_BUDGET_S): the machine is shared, the minimum is the least disturbed."""
+    passes REPEAT_BUDGET_S; more, up to MAX_REPEATS, while it is under SHORT_TOTAL_S): the
+    machine is shared, the minimum is the least disturbed."""
     best = math.inf
     spent = 0.0
     result = None
-    for _ in range(REPEATS):
+    for calls in range(1, MAX_REPEATS + 1):
         t0 = time.perf_counter()
         result = run()
         took = time.perf_counter() - t0
         best, spent = min(best, took), spent + took
-        if spent > REPEAT_BUDGET_S:
+        if spent > REPEAT_BUDGET_S or (calls >= REPEATS and spent >= SHORT_TOTAL_S):
             break
     return result, best
 
@@ -225,9 +231,10 @@ def run_anchor(spec: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
 
             library = "cupy"
             arrays = [cupy.asarray(a) for a in arrays]
-    t0 = time.perf_counter()
-    path, info = oe.contract_path(eq, *[a.shape for a in arrays], shapes=True, optimize="greedy")
-    path_s = time.perf_counter() - t0
+    # the path search timed as dcop's is (best_time): its first call in a process was slower
+    (path, info), path_s = best_time(
+        lambda: oe.contract_path(eq, *[a.shape for a in arrays], shapes=True, optimize="greedy")
+    )
 
     def once() -> float:
         z = oe.contract(eq, *arrays, optimize=path, backend=library)
@@ -676,9 +683,10 @@ def markdown(data: dict[str, Any], device: str) -> str:
             else []
         ),
         "",
-        f"Anchor: {anchor}, each table scaled by its peak. Times in seconds, best of up to 3 calls",
-        "in one process. dcop PR = its path search + contraction (`path` beside); anchor = its",
-        "contraction (`path` beside, timed apart). `x total` = (anchor path + contraction) / dcop PR;",
+        f"Anchor: {anchor}, each table scaled by its peak. Times in seconds, best of 3-50 calls",
+        "in one process (more for short ones, under 0.1 s in all; both tools, path searches too).",
+        "dcop PR = its path search + contraction (`path` beside); anchor = its contraction (`path`",
+        "beside, timed apart). `x total` = (anchor path + contraction) / dcop PR;",
         "`x contr.` = anchor contraction / dcop contraction. `agree`: |ln Z difference| <= 1e-9",
         "max(1, |ln Z|). `largest`: entries of the largest intermediate (dcop's tree; the anchor's).",
         "",
