@@ -138,8 +138,11 @@ EARLY_MAX_TOTAL_BYTES = 8 << 20
 #: every send ("send queue is full"). Unless libzmq shows it is still at work on the link (a
 #: connect retried or made), the link connects again this long after the failure.
 HANDSHAKE_RETRY_S = 0.25
-#: ZMQ_HEARTBEAT_TTL travels in deciseconds in 16 bits.
-_MAX_TTL_MS = 6_553_500
+#: Longest ZMQ_HEARTBEAT_TTL that works. It travels in deciseconds in 16 bits, but the receiver
+#: multiplies it by 100 into a 16-bit millisecond count (libzmq issue #4226): 85.9 s, the TTL of
+#: a 4095 MiB message limit, wrapped to 20.3 s, shorter than the 21.5 s between PINGs, and every
+#: link quiet for 42 s closed (a GPU DPOP run whose buckets computed that long lost every agent).
+MAX_TTL_MS = 65_500
 
 #: How often an agent retries its link to a coordinator that is not (or no longer) there, in ms.
 #: A serving agent's hello reaches a new coordinator up to that much after it binds: with
@@ -350,7 +353,7 @@ class _ZmqBase:
         timeout_ms = max(ivl_ms, int(self.heartbeat_timeout_s * 1000))
         sock.setsockopt(zmq.HEARTBEAT_IVL, ivl_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
-        sock.setsockopt(zmq.HEARTBEAT_TTL, min(timeout_ms, _MAX_TTL_MS))
+        sock.setsockopt(zmq.HEARTBEAT_TTL, min(timeout_ms, MAX_TTL_MS))
 
     def _router(self, endpoint: str) -> tuple[zmq.Socket[Any], str]:
         """Bind a ROUTER; return it and the endpoint actually bound (a ``*`` port filled in)."""

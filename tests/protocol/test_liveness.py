@@ -209,3 +209,32 @@ def test_an_agent_retries_its_coordinator_link_sooner_than_its_neighbours() -> N
         assert a.dealers[1].getsockopt(zmq.RECONNECT_IVL) == 100
     finally:
         a.close(0)
+
+
+@pytest.mark.parametrize("mib", [1, 1024, 4095])
+def test_the_heartbeat_ttl_never_reaches_libzmq_s_16_bit_wrap(mib: int) -> None:
+    """A peer multiplies the TTL's deciseconds by 100 in 16 bits (libzmq issue #4226): at a
+    4095 MiB limit the 85.9 s TTL arrived as 20.3 s, under the 21.5 s between PINGs, and every
+    quiet link closed after 42 s. Every socket's TTL stays at most MAX_TTL_MS, and above its
+    PING interval (a quiet link lives on its PINGs)."""
+    import zmq
+
+    from dcop.protocol import peer_timeout_for
+    from dcop.protocol.zmqlink import MAX_TTL_MS
+
+    limit = mib * 2**20
+    a = ZmqAgentTransport(
+        0, ANY, {1: "tcp://127.0.0.1:1"}, "tcp://127.0.0.1:2", max_message_bytes=limit
+    )
+    c = ZmqCoordinatorTransport(ANY, max_message_bytes=limit)
+    try:
+        a.open()
+        sockets = [a.coord, a.dealers[1], c.router]
+        for sock in sockets:
+            ttl = sock.getsockopt(zmq.HEARTBEAT_TTL)
+            assert ttl <= MAX_TTL_MS and (ttl // 100) * 100 < 1 << 16
+            assert ttl > sock.getsockopt(zmq.HEARTBEAT_IVL)
+            assert ttl == min(MAX_TTL_MS, int(peer_timeout_for(limit) * 1000) // 100 * 100)
+    finally:
+        a.close(0)
+        c.close(0)
