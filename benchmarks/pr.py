@@ -492,7 +492,7 @@ ROW_KEYS = ("n", "d", "tables", "width", "ordering", "largest_table", "slices", 
 
 
 def mar_over_pr(row: dict[str, Any], pr: dict[str, Any], mar: dict[str, Any]) -> None:
-    """MAR's time over PR's, where PR dropped barren tables over the PR of all of them
+    """MAR's time over PR's; where PR dropped barren tables, over the PR of every table
     (``pr_unpruned_s``: without evidence a BAYES model's PR is no work at all)."""
     base = pr.get("unpruned_seconds") or pr.get("seconds")
     if pr.get("unpruned_seconds"):

@@ -160,11 +160,11 @@ def plan_contraction(
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
     no slicing of it fits ``limit`` (a callable: read only when the cheapest tree's peak is above
-    SMALL_PLAN_BYTES). With ``ordering="auto"`` the candidates are tried in turn (opt_einsum's
-    greedy, each order of ``orders``, then opt_einsum's random-greedy) while the search has spent
-    less than ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its
-    flops at ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE).
-    ``order_first``: the first of ``orders`` (min-fill) before greedy (None: ORDER_FIRST)."""
+    SMALL_PLAN_BYTES). With ``ordering="auto"`` the candidates are tried in turn (the first of
+    ``orders``, min-fill, where ``order_first`` says so (None: ORDER_FIRST), opt_einsum's greedy,
+    the other orders, then opt_einsum's random-greedy) while the search has spent less than
+    ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its flops at
+    ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE)."""
     t0 = time.perf_counter()
     # the budget counts this process's CPU time: on a loaded machine wall time would cut the
     # search short of the trees it is meant to find
