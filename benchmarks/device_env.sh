@@ -19,3 +19,7 @@ export PYTHONPATH="$tree:$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
 export DCOP_REPO="$repo"
 # The copy's .git may be a stale snapshot: pass DCOP_COMMIT=<hash> in the command for the
 # results' commit field (benchmarks/compare/machine.py).
+# GPU tests, from outside the checkout too (pytest's default import mode would put the checkout's
+# dcop/, which lacks the agents/... links, ahead of the tree):
+#   cd /tmp && python3 -m pytest -n 16 -p no:cacheprovider --import-mode=append \
+#     --rootdir "$DCOP_REPO" -c "$DCOP_REPO/pyproject.toml" "$DCOP_REPO/tests/gpu" ...
