@@ -76,15 +76,15 @@ def dpop_run(
         return {"error": str(exc)[:300], "wall_s": time.perf_counter() - t0}
     paths = dict.fromkeys(PATHS, 0)
     used: set[int] = set()
-    split = {"split_buckets": 0, "split_s": 0.0}
+    split_buckets, split_s = 0, 0.0  # an agent's large buckets split over the devices
     for result in run.agents.values():
         figures = result.get("backend", {})
         for path in PATHS:
             paths[path] += int(figures.get(f"handover_{path}_tables", 0))
         if "device" in figures:
             used.add(int(figures["device"]))
-        for key in split:  # an agent whose large buckets were split over the devices
-            split[key] += figures.get(key, 0)
+        split_buckets += int(figures.get("split_buckets", 0))
+        split_s += float(figures.get("split_s", 0.0))
     m = run.metrics
     return {
         "cost": run.cost if math.isfinite(run.cost) else None,
@@ -95,7 +95,7 @@ def dpop_run(
         "largest_util_bytes": m["largest_util_bytes"],
         "handover_tables": paths,
         "devices_used": sorted(used),
-        **(split if split["split_buckets"] else {}),
+        **({"split_buckets": split_buckets, "split_s": split_s} if split_buckets else {}),
     }
 
 
