@@ -117,10 +117,11 @@ def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], s
             problem = random_network(n, d, 0.3, 0.5, seed)
             runs: list[tuple[int, str, str]] = [(1, "round-robin", "cold")]
             for k in multi:
-                runs += [(k, "round-robin", ""), (k, "balanced", "")]
-                # a split bucket's kernels are made for its slices' shapes, new to this run's
-                # first solve (the others reuse the one-device run's): a cold run first
-                runs += [(k, "split", "cold"), (k, "split", "")]
+                runs += [(k, p, "") for p in args.placements if p != "split"]
+                if "split" in args.placements:
+                    # a split bucket's kernels are made for its slices' shapes, new to this
+                    # run's first solve (the others reuse the one-device run's): a cold run first
+                    runs += [(k, "split", "cold"), (k, "split", "")]
             runs += [(1, "round-robin", "")]
             for k, placement, note in runs:
                 got = dpop_run(problem, spec, k, placement, args.timeout)
@@ -592,6 +593,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[7, 8, 9],
         help="bucket sizes (10**(k+1) joined entries) of the split threshold part",
     )
+    ap.add_argument(
+        "--placements",
+        type=lambda text: [p for p in text.split(",") if p],
+        default=["round-robin", "balanced", "split"],
+        help="the DPOP placements run on more than one device",
+    )
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds per DPOP run")
     ap.add_argument("--be-n-min", type=int, default=18)
     ap.add_argument("--be-n-max", type=int, default=26)
@@ -611,6 +618,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if not args.devices or args.devices[0] < 1 or 1 not in args.devices:
         ap.error("--devices must list counts >= 1, 1 among them (the baseline)")
+    from dcop.placement import PLACEMENTS
+
+    if not args.placements or set(args.placements) - set(PLACEMENTS):
+        ap.error(f"--placements: a comma list of {', '.join(PLACEMENTS)}")
     return args
 
 

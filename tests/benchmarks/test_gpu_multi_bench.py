@@ -94,6 +94,15 @@ def test_dpop_part_compares_every_run_with_the_last_one_device_run(
     with pytest.raises(SystemExit):
         gpu_multi.parse_args(["--devices", "2,4"])  # no one-device baseline
 
+    calls.clear()  # only the placements asked for, around the two one-device runs
+    args = gpu_multi.parse_args(
+        ["--n-min", "8", "--n-max", "8", "--dpop-rows", "", "--placements", "split"]
+    )
+    gpu_multi.dpop_part(args, lambda: False, [], lambda: None)
+    assert calls == [(1, "round-robin"), (2, "split"), (2, "split"), (1, "round-robin")]
+    with pytest.raises(SystemExit):
+        gpu_multi.parse_args(["--placements", "split,nearest"])
+
 
 def test_device_counts_beyond_the_host_are_reported_not_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
