@@ -112,3 +112,28 @@ def test_a_pruned_pr_is_timed_whole_for_mar_over_pr() -> None:
     unpruned = pr.run_dcop({**spec, "name": "ising3x3", "source": "ising", "side": 3,
                             "coupling": 0.5, "field": 0.0}, "pr")  # fmt: skip
     assert not unpruned["pruned"] and "unpruned_seconds" not in unpruned
+
+
+def test_a_cold_first_call_is_timed_apart_from_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fake clock: the first call takes 3 s (a CuPy compile, past REPEAT_BUDGET_S), then 0.2 s
+    clock = [0.0]
+    calls: list[int] = []
+    compiled = [False]
+
+    def run() -> int:
+        calls.append(len(calls))
+        clock[0] += 0.2 if compiled[0] else 3.0
+        compiled[0] = True
+        return len(calls)
+
+    monkeypatch.setattr(pr.time, "perf_counter", lambda: clock[0])
+    result, seconds, cold_s = pr.warm_best_time(run, cold=True)
+    assert cold_s == pytest.approx(3.0) and seconds == pytest.approx(0.2)
+    assert len(calls) == 1 + pr.REPEATS and result == len(calls)
+    calls.clear()
+    compiled[0] = False
+    _, seconds, cold_s = pr.warm_best_time(run, cold=False)  # the compile is the time taken
+    assert cold_s is None and seconds == pytest.approx(3.0) and len(calls) == 1
+    calls.clear()  # compiled: 0.2 s a call, so calls repeat until they total SHORT_TOTAL_S
+    pr.best_time(run)
+    assert len(calls) == max(pr.REPEATS, math.ceil(pr.SHORT_TOTAL_S / 0.2 - 1e-9))
