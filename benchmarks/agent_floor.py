@@ -18,8 +18,11 @@ kernel account) and the agents' lifetime, from the first one's start to the last
 
     .venv/bin/python benchmarks/agent_floor.py                    # n = 10, 20, 30; 5 repeats
     .venv/bin/python benchmarks/agent_floor.py --sizes 30 --repeat 9
+    .venv/bin/python benchmarks/agent_floor.py --floor-only --sizes 250,1000 --repeat 3
 
-Writes benchmarks/results/agent_floor.json and agent_floor.md. Medians over the repeats; the
+Every floor run also reads each agent's PSS and private pages while all are alive (after the
+whole run). Writes benchmarks/results/agent_floor.json and agent_floor.md (``--floor-only``:
+agent_floor_scale.*, the floor at any n, no dcop command). Medians over the repeats; the
 floor runs in a fresh interpreter each time (``--one N``), alternating with the dcop commands.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import resource
 import shutil
@@ -145,9 +149,12 @@ def measure_floor(n: int) -> dict[str, float]:
     tables = [np.zeros(100, np.float32).tobytes()] * 3
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
+    pids = []
     for agent in range(n):
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             _floor_agent(agent, n, coordinator, folder)
+        pids.append(pid)
     endpoints: dict[int, str] = {}
     identities: dict[int, bytes] = {}
     while len(endpoints) < n:
@@ -172,6 +179,7 @@ def measure_floor(n: int) -> dict[str, float]:
     wait_for("tree", 1)
     tell_all({"t": "go", "tree": 0})
     wait_for("result", n)
+    memory = _memory(pids)  # every agent alive, its whole run done
     tell_all({"t": "stop"})
     for _ in range(n):
         os.wait()
@@ -180,7 +188,22 @@ def measure_floor(n: int) -> dict[str, float]:
     cpu = used.ru_utime - before.ru_utime + used.ru_stime - before.ru_stime
     faults = used.ru_minflt - before.ru_minflt + used.ru_majflt - before.ru_majflt
     shutil.rmtree(folder)
-    return {"wall_s": wall, "agent_cpu_ms": cpu * 1000 / n, "agent_faults": faults / n}
+    return {"wall_s": wall, "agent_cpu_ms": cpu * 1000 / n, "agent_faults": faults / n, **memory}
+
+
+def _memory(pids: list[int]) -> dict[str, float]:
+    """The agents' summed PSS and their mean PSS and private dirty pages (MB), from
+    ``/proc/PID/smaps_rollup`` (``agent_memory.rollup``, as dcop's agents are measured)."""
+    from agent_memory import rollup
+
+    rolls = [r for r in map(rollup, pids) if r is not None]
+    pss = sum(r["Pss"] for r in rolls) / 1024
+    private = sum(r["Private_Dirty"] for r in rolls) / 1024
+    return {
+        "summed_pss_mb": pss,
+        "agent_pss_mb": pss / len(rolls),
+        "agent_private_mb": private / len(rolls),
+    }
 
 
 def _timed(argv: list[str]) -> float:
@@ -218,7 +241,15 @@ def _median(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
 
 
-def measure(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
+def floor_once(n: int) -> dict[str, float]:
+    """One floor run of ``n`` agents in a fresh interpreter (``--one``)."""
+    one = [sys.executable, __file__, "--one", str(n)]
+    return json.loads(subprocess.run(one, check=True, capture_output=True, text=True).stdout)
+
+
+def measure(sizes: list[int], repeat: int, floor_only: bool = False) -> list[dict[str, Any]]:
+    """Per n, the floor's medians, and (unless ``floor_only``) dcop's on the random instance of
+    that size, alternating with the floor's runs."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="dcop-floor-bench-") as tmp:
         out = Path(tmp) / "run.json"
@@ -226,17 +257,14 @@ def measure(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
             file = INSTANCES / f"random_n{n}_d3_s0.yaml"
             floors, dcops = [], []
             for _ in range(repeat):
-                one = [sys.executable, __file__, "--one", str(n)]
-                floors.append(
-                    json.loads(
-                        subprocess.run(one, check=True, capture_output=True, text=True).stdout
-                    )
-                )
-                dcops.append(measure_dcop(file, out))
-            rows.append(
-                {"n": n, "instance": file.name, "floor": _median(floors), "dcop": _median(dcops)}
-            )
-            print(json.dumps(rows[-1]), flush=True)
+                floors.append(floor_once(n))
+                if not floor_only:
+                    dcops.append(measure_dcop(file, out))
+            row: dict[str, Any] = {"n": n, "floor": _median(floors)}
+            if dcops:
+                row.update(instance=file.name, dcop=_median(dcops))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     return rows
 
 
@@ -264,12 +292,16 @@ def markdown(report: dict[str, Any]) -> str:
         "exit). *At the floor* is an estimate: `dcop run`'s "
         "wall with its agent phase replaced by the floor's, over `dcop solve`'s.",
         "",
-        "| n | dcop solve (s) | dcop run (s) | run / solve | CPU per agent, dcop / floor (ms) "
-        "| page faults per agent, dcop / floor | agent phase, dcop / floor (s) "
-        "| run / solve at the floor (estimate) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for row in report["rows"]:
+    compared = [row for row in report["rows"] if "dcop" in row]
+    if compared:
+        lines += [
+            "| n | dcop solve (s) | dcop run (s) | run / solve | CPU per agent, dcop / floor (ms) "
+            "| page faults per agent, dcop / floor | agent phase, dcop / floor (s) "
+            "| run / solve at the floor (estimate) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for row in compared:
         d, f = row["dcop"], row["floor"]
         lines.append(
             f"| {row['n']} | {d['solve_wall_s']:.3f} | {d['run_wall_s']:.3f} "
@@ -279,6 +311,22 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {d['agent_phase_s']:.3f} / {f['wall_s']:.3f} "
             f"| {ratio_at_floor(d, f):.2f}x |"
         )
+    lines += [
+        "",
+        "The floor's own memory, sampled (`/proc/PID/smaps_rollup`, as `agent_memory.py` reads "
+        "dcop's agents) with every agent alive after its whole run:",
+        "",
+        "| n | floor wall (s) | CPU per agent (ms) | page faults per agent | PSS per agent (MB) "
+        "| private dirty per agent (MB) | summed PSS (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in report["rows"]:
+        f = row["floor"]
+        lines.append(
+            f"| {row['n']} | {f['wall_s']:.2f} | {f['agent_cpu_ms']:.1f} "
+            f"| {f['agent_faults']:.0f} | {f.get('agent_pss_mb', math.nan):.2f} "
+            f"| {f.get('agent_private_mb', math.nan):.2f} | {f.get('summed_pss_mb', math.nan):.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -286,6 +334,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,20,30")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--floor-only",
+        action="store_true",
+        help="the floor alone (any n; no dcop run), into agent_floor_scale.{json,md}",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one floor run, as JSON
     args = parser.parse_args()
     if args.one is not None:
@@ -295,7 +348,7 @@ def main() -> None:
     from compare.machine import machine_info
 
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = measure(sizes, args.repeat)
+    rows = measure(sizes, args.repeat, args.floor_only)
     report = {
         "meta": {
             "machine": machine_info(),
@@ -306,8 +359,9 @@ def main() -> None:
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "agent_floor.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "agent_floor.md").write_text(markdown(report))
+    name = "agent_floor_scale" if args.floor_only else "agent_floor"
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown(report))
     print(markdown(report))
 
 

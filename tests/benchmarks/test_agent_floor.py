@@ -23,6 +23,9 @@ def test_a_floor_run_ends_with_every_agent_accounted_for() -> None:
     assert floor["wall_s"] > 0
     assert floor["agent_cpu_ms"] > 0
     assert floor["agent_faults"] > 0
+    # every agent's memory read while all six were alive: each holds private pages of its own
+    assert 0 < floor["agent_private_mb"] <= floor["agent_pss_mb"]
+    assert abs(floor["summed_pss_mb"] - 6 * floor["agent_pss_mb"]) < 1e-6
 
 
 def test_each_floor_agent_has_four_neighbours_in_a_ring() -> None:
@@ -47,7 +50,8 @@ def test_the_report_has_one_row_per_n() -> None:
         "agent_faults": 1540.0,
         "template_cpu_ms": 160.0,
     }
-    floor = {"wall_s": 0.12, "agent_cpu_ms": 5.5, "agent_faults": 700.0}
+    floor = {"wall_s": 0.12, "agent_cpu_ms": 5.5, "agent_faults": 700.0, "agent_pss_mb": 2.5,
+             "agent_private_mb": 2.25, "summed_pss_mb": 25.0}  # fmt: skip
     rows = [
         {"n": n, "instance": f"random_n{n}_d3_s0.yaml", "dcop": dcop, "floor": floor}
         for n in (10, 30)
@@ -70,6 +74,10 @@ def test_the_report_has_one_row_per_n() -> None:
     table = [
         line for line in text.splitlines() if line.startswith("| 10 ") or line.startswith("| 30 ")
     ]
-    assert len(table) == 2
+    assert len(table) == 4  # the comparison, then the floor's memory
     assert "| 3.00x |" in table[0] and "| 1.87x |" in table[0]
     assert "13.5 / 5.5" in table[1] and "1540 / 700" in table[1]
+    assert table[2] == "| 10 | 0.12 | 5.5 | 700 | 2.50 | 2.25 | 25 |"
+    # the floor alone (no dcop run at that n): its memory table only
+    alone = agent_floor.markdown({"meta": meta, "rows": [{"n": 1000, "floor": floor}]})
+    assert "dcop solve (s)" not in alone and "| 1000 | 0.12 | 5.5 | 700 | 2.50 |" in alone
