@@ -277,8 +277,11 @@ def markdown(report: dict[str, Any]) -> str:
     from compare.machine import describe
 
     meta = report["meta"]
+    compared = [row for row in report["rows"] if "dcop" in row]
     lines = [
-        "# dcop's forked agents beside the floor of their process model",
+        "# dcop's forked agents beside the floor of their process model"
+        if compared
+        else "# The floor of dcop's process model: forked agents that do nothing else",
         "",
         f"- Machine: {describe(meta['machine'])}",
         f"- Command: `{meta['command']}`; medians of {meta['repeat']} repeats",
@@ -293,7 +296,6 @@ def markdown(report: dict[str, Any]) -> str:
         "wall with its agent phase replaced by the floor's, over `dcop solve`'s.",
         "",
     ]
-    compared = [row for row in report["rows"] if "dcop" in row]
     if compared:
         lines += [
             "| n | dcop solve (s) | dcop run (s) | run / solve | CPU per agent, dcop / floor (ms) "
