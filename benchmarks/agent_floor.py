@@ -128,7 +128,7 @@ def _floor_agent(agent: int, n: int, coordinator: str, folder: str) -> NoReturn:
     os._exit(0)
 
 
-def measure_floor(n: int) -> dict[str, float]:
+def measure_floor(n: int) -> dict[str, Any]:
     """One floor run of ``n`` agents from this interpreter (which becomes their template)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as dcop's template (dcop.blas)
     import msgpack
@@ -191,11 +191,13 @@ def measure_floor(n: int) -> dict[str, float]:
     return {"wall_s": wall, "agent_cpu_ms": cpu * 1000 / n, "agent_faults": faults / n, **memory}
 
 
-def _memory(pids: list[int]) -> dict[str, float]:
+def _memory(pids: list[int]) -> dict[str, Any]:
     """The agents' summed PSS and their mean PSS and private dirty pages (MB), from
     ``/proc/PID/smaps_rollup`` (``agent_memory.rollup``, as dcop's agents are measured)."""
-    from agent_memory import rollup
+    from agent_memory import breakdown, rollup
 
+    # one agent's private pages by mapping (the middle one: no end of the chain)
+    by_mapping = breakdown(pids[len(pids) // 2])
     rolls = [r for r in map(rollup, pids) if r is not None]
     pss = sum(r["Pss"] for r in rolls) / 1024
     private = sum(r["Private_Dirty"] for r in rolls) / 1024
@@ -203,6 +205,7 @@ def _memory(pids: list[int]) -> dict[str, float]:
         "summed_pss_mb": pss,
         "agent_pss_mb": pss / len(rolls),
         "agent_private_mb": private / len(rolls),
+        "one_agent_private_kb": dict(list(by_mapping.items())[:8]),
     }
 
 
@@ -237,14 +240,23 @@ def measure_dcop(file: Path, out: Path) -> dict[str, float]:
     }
 
 
-def _median(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median; a breakdown (a dict) from the run of the median summed PSS."""
+    middle = sorted(rows, key=lambda row: row.get("summed_pss_mb", 0.0))[len(rows) // 2]
+    return {
+        key: middle[key]
+        if isinstance(middle[key], dict)
+        else statistics.median(r[key] for r in rows)
+        for key in rows[0]
+    }
 
 
-def floor_once(n: int) -> dict[str, float]:
+def floor_once(n: int) -> dict[str, Any]:
     """One floor run of ``n`` agents in a fresh interpreter (``--one``)."""
     one = [sys.executable, __file__, "--one", str(n)]
-    return json.loads(subprocess.run(one, check=True, capture_output=True, text=True).stdout)
+    done = subprocess.run(one, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def measure(sizes: list[int], repeat: int, floor_only: bool = False) -> list[dict[str, Any]]:
@@ -329,6 +341,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {f['agent_faults']:.0f} | {f.get('agent_pss_mb', math.nan):.2f} "
             f"| {f.get('agent_private_mb', math.nan):.2f} | {f.get('summed_pss_mb', math.nan):.0f} |"
         )
+    for row in report["rows"]:
+        mappings = row["floor"].get("one_agent_private_kb")
+        if mappings:
+            lines += ["", f"One agent of the n = {row['n']} run, private dirty kB by mapping "
+                      "(anonymous ones by size: Python's 1 MiB object arenas, thread stacks of "
+                      "8 MiB; [heap] is malloc's):", "", "| mapping | kB |", "|---|---|"]  # fmt: skip
+            lines += [f"| {name} | {kb} |" for name, kb in mappings.items()]
     return "\n".join(lines) + "\n"
 
 

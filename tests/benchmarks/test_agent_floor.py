@@ -26,6 +26,9 @@ def test_a_floor_run_ends_with_every_agent_accounted_for() -> None:
     # every agent's memory read while all six were alive: each holds private pages of its own
     assert 0 < floor["agent_private_mb"] <= floor["agent_pss_mb"]
     assert abs(floor["summed_pss_mb"] - 6 * floor["agent_pss_mb"]) < 1e-6
+    assert floor["one_agent_private_kb"] and all(
+        kb > 0 for kb in floor["one_agent_private_kb"].values()
+    )
 
 
 def test_each_floor_agent_has_four_neighbours_in_a_ring() -> None:
@@ -79,5 +82,16 @@ def test_the_report_has_one_row_per_n() -> None:
     assert "13.5 / 5.5" in table[1] and "1540 / 700" in table[1]
     assert table[2] == "| 10 | 0.12 | 5.5 | 700 | 2.50 | 2.25 | 25 |"
     # the floor alone (no dcop run at that n): its memory table only
-    alone = agent_floor.markdown({"meta": meta, "rows": [{"n": 1000, "floor": floor}]})
+    mapped = {**floor, "one_agent_private_kb": {"[heap]": 672, "anon 1024 kB": 664}}
+    alone = agent_floor.markdown({"meta": meta, "rows": [{"n": 1000, "floor": mapped}]})
+    assert "| [heap] | 672 |" in alone and "One agent of the n = 1000 run" in alone
     assert "dcop solve (s)" not in alone and "| 1000 | 0.12 | 5.5 | 700 | 2.50 |" in alone
+
+
+def test_medians_keep_the_breakdown_of_the_median_run() -> None:
+    runs = [
+        {"wall_s": w, "summed_pss_mb": pss, "one_agent_private_kb": {"[heap]": heap}}
+        for w, pss, heap in ((3.0, 30.0, 3), (1.0, 10.0, 1), (2.0, 20.0, 2))
+    ]
+    got = agent_floor._median(runs)
+    assert got == {"wall_s": 2.0, "summed_pss_mb": 20.0, "one_agent_private_kb": {"[heap]": 2}}
