@@ -438,6 +438,11 @@ class Scaled:
         return worst - ln_z > math.log(MAX_ERROR)
 
 
+#: Entries up to which a MAR belief table over several variables is split on the host (one
+#: transfer with the rest) rather than by a launch per variable on the device
+HOST_SPLIT = 4096
+
+
 class DeviceScaled(Scaled):
     """Scaled linear space on a device backend, read on the host once, when the run ends.
 
@@ -482,8 +487,10 @@ class DeviceScaled(Scaled):
         self.terms: list[tuple[int, int, int]] = []
         #: device 0-d counts of tiny entries, with the references and host offset of their frame
         self.counts: list[tuple[Any, tuple[int, ...], float]] = []
-        #: MAR's device vectors: variable, vector, host log, the references adding to it
-        self.pending: list[tuple[str, Any, float, tuple[int, ...]]] = []
+        #: MAR's device beliefs: the variables, the device table over them (a small table of
+        #: several, split on the host; else one variable's vector), its host log, the references
+        #: adding to it
+        self.pending: list[tuple[tuple[str, ...], Any, float, tuple[int, ...]]] = []
 
     def _term(self, a: int, b: int, slot: int) -> int:
         if a < 0 and b < 0 and slot < 0:
@@ -518,16 +525,22 @@ class DeviceScaled(Scaled):
             count = self.xp.sum(data < self.tiny)
         self.counts.append((count, refs, offset))
 
-    def _bounded(self, data: Any, a: Node, b: Node, summed: set[str]) -> tuple[int, float, float]:
+    def _bounded(
+        self, data: Any, a: Node, b: Node, summed: set[str], count: bool = False
+    ) -> tuple[int, float, float, Any]:
         """Rescale ``data`` (the product of ``a`` and ``b`` summed over ``summed``) where its host
-        bounds leave the safe range: its scale's slot (-1: none) and its bounds after."""
+        bounds leave the safe range: its scale's slot (-1: none), its bounds after, and with
+        ``count``, where it was rescaled and may hold entries below ``tiny``, their count from
+        the same pass (else None: not counted)."""
         hi = a.hi + b.hi + sum(self.ln_sizes[v] for v in summed)
         lo = a.lo + b.lo
         if hi <= self.hi_limit and lo >= self.lo_limit:
-            return -1, hi, lo
+            return -1, hi, lo, None
         # the peak is at most 1 now; the least positive entry was at least e^lo, divided by at
         # most e^hi
-        return self._divide(data)[0], 0.0, lo - hi
+        lo -= hi
+        slot, counted = self._divide(data, count=count and self._may_be_tiny(lo))
+        return slot, 0.0, lo, counted
 
     def _may_be_tiny(self, lo: float) -> bool:
         """Whether a positive entry may lie below ``tiny`` (none can where ``e^lo`` is above)."""
@@ -543,7 +556,7 @@ class DeviceScaled(Scaled):
             slot, counted = self._divide(data, count=self._may_be_tiny(lo))
             hi = 0.0
         else:
-            slot, hi, lo = self._bounded(data, a, b, summed)
+            slot, hi, lo, _ = self._bounded(data, a, b, summed)
         node = Node(scope, data, a.ln + b.ln, ref=self._term(a.ref, b.ref, slot), hi=hi, lo=lo)
         if h is not None and self._may_be_tiny(lo):
             self._tally(data, (node.ref,), node.ln + self.ln_tiny + h, counted)
@@ -557,20 +570,24 @@ class DeviceScaled(Scaled):
             # one number (kept as this node's scale)
             data, scope = sibling.data, sibling.scope
             self.scales.append(parent.data)
-            slot, hi, lo = len(self.scales) - 1, sibling.hi, sibling.lo
+            slot, hi, lo, counted = len(self.scales) - 1, sibling.hi, sibling.lo, None
         else:
             data, scope = pair_product(
                 xp, parent.data, parent.scope, sibling.data, sibling.scope, keep, self.psum
             )
             summed = {*parent.scope, *sibling.scope} - keep
-            slot, hi, lo = self._bounded(data, parent, sibling, summed)
+            # a rescale counts the tiny entries in its own pass: one launch, not two
+            slot, hi, lo, counted = self._bounded(
+                data, parent, sibling, summed, count=self.check_adjoints
+            )
         ln = parent.ln + sibling.ln
         ref = self._term(parent.ref, sibling.ref, slot)
         if self.check_adjoints and self._may_be_tiny(lo):
             # a tiny entry meets the child's entries (at most e^hi each, unscaled) over the
             # child's variables it lacks
             lacks = sum(self.ln_sizes[v] for v in child.scope if v not in scope)
-            self._tally(data, (ref, child.ref), ln + child.ln + child.hi + lacks + self.ln_tiny)
+            frame = ln + child.ln + child.hi + lacks + self.ln_tiny
+            self._tally(data, (ref, child.ref), frame, counted)
         # left in the product's layout: a copy into the child's (which paid on the host, see
         # Scaled.adjoint) is one more kernel here, and the steps below read any layout
         return Node(scope, data, ln, ref=ref, hi=hi, lo=lo)
@@ -591,23 +608,23 @@ class DeviceScaled(Scaled):
         xp = self.xp
         wanted = tuple(u for u in node.scope if u in names)
         psum = self.psum
+        # node * adjoint summed down to the variables asked for, in one pass
         if psum is not None:
-            # node * adjoint summed down to the variables asked for in one pass, then each
-            # variable from that small table (one pass in all for a single variable)
             belief = psum(node.data, node.scope, adj.data, adj.scope, wanted)
-            vecs = [
-                belief if len(wanted) == 1 else psum(belief, wanted, None, (), (v,)) for v in names
-            ]
         else:
             product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
             drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
             belief = xp.sum(product, axis=drop) if drop else product
-            vecs = []
-            for v in names:
-                axes = tuple(k for k, u in enumerate(wanted) if u != v)
-                vecs.append(xp.sum(belief, axis=axes) if axes else belief)
-        for v, vec in zip(names, vecs, strict=True):
-            self.pending.append((v, vec, node.ln + adj.ln, (node.ref, adj.ref)))
+        frame = (node.ln + adj.ln, (node.ref, adj.ref))
+        if len(wanted) == 1 or belief.size <= HOST_SPLIT:
+            # a small table goes to the host whole and is split there: a launch per variable
+            # costs more than its bytes in the one transfer of finish
+            self.pending.append((wanted, belief, *frame))
+            return {}
+        for k, v in enumerate(wanted):
+            axes = tuple(a for a in range(len(wanted)) if a != k)
+            vec = psum(belief, wanted, None, (), (v,)) if psum else xp.sum(belief, axis=axes)
+            self.pending.append(((v,), vec, *frame))
         return {}  # in finish
 
     def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
@@ -618,7 +635,7 @@ class DeviceScaled(Scaled):
         parts = [xp.stack([root_sum, *self.scales])]
         if self.counts:
             parts.append(xp.stack([c for c, _, _ in self.counts]))
-        parts.extend(vec.reshape(-1) for _, vec, _, _ in self.pending)
+        parts.extend(table.reshape(-1) for _, table, _, _ in self.pending)
         host = np.asarray(
             self.backend.to_numpy(
                 xp.concatenate(
@@ -642,11 +659,15 @@ class DeviceScaled(Scaled):
             if n > 0:
                 worst = max(worst, math.log(n) + offset + sum(dev[r] for r in refs))
         at += len(self.counts)
-        for v, vec, ln, refs in self.pending:
-            size = int(vec.size)
-            with np.errstate(divide="ignore"):
-                marginals[v] = np.log(host[at : at + size]) + (ln + sum(dev[r] for r in refs))
+        for names, table, ln, refs in self.pending:
+            size = int(table.size)
+            belief = host[at : at + size].reshape(tuple(self.sizes[v] for v in names))
             at += size
+            shift = ln + sum(dev[r] for r in refs)
+            for k, v in enumerate(names):
+                axes = tuple(a for a in range(len(names)) if a != k)
+                with np.errstate(divide="ignore"):
+                    marginals[v] = np.log(belief.sum(axis=axes) if axes else belief) + shift
         self._reset()
         run = TreeRun(ln_z=ln_z, log_marginals=marginals)
         if ln_z == -math.inf:

@@ -105,3 +105,68 @@ def test_weighted_mini_buckets_scale_their_tables_on_the_backends_stream() -> No
     assert len(got) == len(want) > 1
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g.data), w.data)
+
+
+@pytest.mark.parametrize("host_split", [0, 1 << 20])
+def test_mar_beliefs_of_several_variables_split_on_the_host_or_the_device(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, host_split: int
+) -> None:
+    """A belief table over several variables is split per variable on the host after the one
+    transfer (HOST_SPLIT and below) or by a launch per variable (above): the same marginals as
+    NumPy's either way, on trees that run on the device, with and without evidence, ln Z far
+    from 0 (every adjoint rescaled and its tiny entries counted in the same pass)."""
+    from dcop.contraction import engine, execute
+    from dcop.gpu import CupyBackend
+
+    monkeypatch.setattr(engine, "HOST_LARGEST", 0)
+    monkeypatch.setattr(execute, "HOST_SPLIT", host_split)
+    widths: list[int] = []
+    beliefs = execute.DeviceScaled.beliefs
+
+    def counted(self: Any, node: Any, adj: Any, names: Any) -> Any:
+        widths.append(len(names))
+        return beliefs(self, node, adj, names)
+
+    monkeypatch.setattr(execute.DeviceScaled, "beliefs", counted)
+    for seed in range(8):
+        problem = random_markov(seed, n=9, zeros=0.05, shift=(-1) ** seed * 300.0)
+        if seed % 3 == 1:
+            problem = observe(problem, seed)
+        cpu = infer(problem, "mar")
+        gpu = infer(problem, "mar", backend=CupyBackend())
+        assert gpu.status == cpu.status
+        if cpu.status != "ok":
+            continue
+        assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
+        assert gpu.marginals is not None and cpu.marginals is not None
+        assert set(gpu.marginals) == set(cpu.marginals)
+        for v, probs in cpu.marginals.items():
+            np.testing.assert_allclose(gpu.marginals[v], probs, atol=1e-12)
+    assert max(widths) >= 2  # some source held several variables
+
+
+def test_a_rescaled_adjoint_counts_its_tiny_entries_in_the_rescale_s_own_launch(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """An adjoint whose bounds leave the safe range is divided by its peak, and the entries
+    below ``tiny`` are counted by that same launch (the count MAR's precision check reads)."""
+    from dcop.contraction.execute import DeviceScaled, Node
+    from dcop.gpu import CupyBackend
+    from tests.gpu import fake_cupy
+
+    space = DeviceScaled(CupyBackend(), np.float64, {"a": 3, "b": 2})
+    xp = space.xp
+    parent = Node(("a",), xp.asarray([1.0, 1e-200, 0.5]), hi=0.0, lo=-500.0)
+    sibling = Node(
+        ("a", "b"), xp.asarray([[1.0, 1e-150], [1e-120, 1.0], [0.25, 1.0]]), hi=0.0, lo=-400.0
+    )
+    child = Node(("a", "b"), xp.ones((3, 2)), hi=0.0, lo=0.0)
+    fake_cupy.LAUNCHED.clear()
+    node = space.adjoint(parent, sibling, child)
+    assert fake_cupy.LAUNCHED == ["dcop_psum_rows_f64", "dcop_peak_divide_small_f64"]
+    assert len(space.scales) == 1 and node.hi == 0.0 and node.lo == -900.0
+    # parent * sibling, divided by its peak 1: 1e-320 is the one entry below tiny
+    assert len(space.counts) == 1 and int(space.counts[0][0].get()) == 1
+    np.testing.assert_allclose(
+        node.data.get(), [[1.0, 1e-150], [1e-320, 1e-200], [0.125, 0.5]], rtol=1e-3, atol=0
+    )
