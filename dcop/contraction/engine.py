@@ -615,6 +615,7 @@ def _run(
     if space in ("auto", "scaled"):
         device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
         scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
+        scaled.host_leaves = mar  # small leaves' host copies: MAR's beliefs only
         leaves = scaled.leaves(scopes, logs)
         spans = [-leaf.lo for leaf in leaves]  # each leaf's ln(peak / least positive entry)
         narrow = not plan.sliced and _narrow(spans, full, sizes, -scaled.ln_tiny)

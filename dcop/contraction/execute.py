@@ -53,6 +53,9 @@ class Node:
     ref: int = -1
     hi: float = 0.0
     lo: float = 0.0
+    #: device scaled space, small leaves: a host copy of ``data`` (its MAR belief is taken on
+    #: the host, from the adjoint brought back with the rest)
+    host: np.ndarray | None = None
 
 
 #: A device backend's ``product_sum(a, sa, b, sb, out)`` (:mod:`dcop.gpu.strided`): ``Σ a * b``
@@ -90,6 +93,10 @@ SMALL_PAIR = 4096
 DIRECT_PAIR = 1 << 18
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
+#: Device MAR: tables of at most this many entries are finished on the host, after the run's
+#: one transfer: a belief over several variables is split there, and a small leaf's belief is
+#: its host copy times its adjoint (a launch costs more than these bytes in that transfer)
+HOST_SPLIT = 4096
 
 
 def _layout(
@@ -279,6 +286,8 @@ class Scaled:
         #: ``ln`` of each node's bound on what its tiny entries may move ``Z`` by (see above)
         self.errors: list[Any] = []
         self.leaf_errors: list[float] = []
+        #: whether :meth:`leaves` on a device keeps small leaves' host copies (``Node.host``)
+        self.host_leaves = False
 
     def leaf(self, scope: tuple[str, ...], logs: np.ndarray) -> Node:
         """A factor ``exp(logs - peak)`` on the backend, its peak carried."""
@@ -288,6 +297,9 @@ class Scaled:
         nodes, flat = self._host_leaves(scopes, logs)
         data = self.backend.asarray(flat, self.dtype) if flat.size else flat
         if data is not flat:  # another backend's copy: views of it instead
+            for node in nodes if self.host_leaves else ():
+                if node.data.size <= HOST_SPLIT:  # its own copy: a view holds the whole buffer
+                    node.host = node.data.copy()
             _views(nodes, data)
         return nodes
 
@@ -414,7 +426,8 @@ class Scaled:
             return leaf
         key = tuple(index.get(v, slice(None)) for v in leaf.scope)
         scope = tuple(v for v in leaf.scope if v not in index)
-        return dataclasses.replace(leaf, scope=scope, data=leaf.data[key])
+        host = None if leaf.host is None else leaf.host[key]
+        return dataclasses.replace(leaf, scope=scope, data=leaf.data[key], host=host)
 
     def zero(self, total: Any) -> bool:
         """Whether ``Z`` is 0 (read on the host)."""
@@ -438,9 +451,20 @@ class Scaled:
         return worst - ln_z > math.log(MAX_ERROR)
 
 
-#: Entries up to which a MAR belief table over several variables is split on the host (one
-#: transfer with the rest) rather than by a launch per variable on the device
-HOST_SPLIT = 4096
+@dataclass
+class _Belief:
+    """A device MAR belief waiting for the run's one transfer: the variables it gives (in
+    ``scope``'s order, or ``leaf_scope``'s), the device ``table`` over ``scope``, its host log
+    and the references adding to it; for a small leaf, ``table`` is its adjoint and ``leaf`` its
+    host copy over ``leaf_scope``, multiplied on the host."""
+
+    names: tuple[str, ...]
+    table: Any
+    scope: tuple[str, ...]
+    ln: float
+    refs: tuple[int, ...]
+    leaf: np.ndarray | None = None
+    leaf_scope: tuple[str, ...] = ()
 
 
 class DeviceScaled(Scaled):
@@ -487,10 +511,8 @@ class DeviceScaled(Scaled):
         self.terms: list[tuple[int, int, int]] = []
         #: device 0-d counts of tiny entries, with the references and host offset of their frame
         self.counts: list[tuple[Any, tuple[int, ...], float]] = []
-        #: MAR's device beliefs: the variables, the device table over them (a small table of
-        #: several, split on the host; else one variable's vector), its host log, the references
-        #: adding to it
-        self.pending: list[tuple[tuple[str, ...], Any, float, tuple[int, ...]]] = []
+        #: MAR's device beliefs, finished by :meth:`finish`
+        self.pending: list[_Belief] = []
 
     def _term(self, a: int, b: int, slot: int) -> int:
         if a < 0 and b < 0 and slot < 0:
@@ -607,6 +629,11 @@ class DeviceScaled(Scaled):
     def beliefs(self, node: Node, adj: Node, names: Sequence[str]) -> dict[str, np.ndarray]:
         xp = self.xp
         wanted = tuple(u for u in node.scope if u in names)
+        frame = (node.ln + adj.ln, (node.ref, adj.ref))
+        if node.host is not None and adj.data.size <= HOST_SPLIT:
+            # a small leaf: the adjoint comes back with the rest, times the leaf's host copy
+            self.pending.append(_Belief(wanted, adj.data, adj.scope, *frame, node.host, node.scope))
+            return {}
         psum = self.psum
         # node * adjoint summed down to the variables asked for, in one pass
         if psum is not None:
@@ -615,16 +642,14 @@ class DeviceScaled(Scaled):
             product = node.data * _aligned(xp, adj.data, adj.scope, node.scope)
             drop = tuple(k for k, u in enumerate(node.scope) if u not in names)
             belief = xp.sum(product, axis=drop) if drop else product
-        frame = (node.ln + adj.ln, (node.ref, adj.ref))
         if len(wanted) == 1 or belief.size <= HOST_SPLIT:
-            # a small table goes to the host whole and is split there: a launch per variable
-            # costs more than its bytes in the one transfer of finish
-            self.pending.append((wanted, belief, *frame))
+            # a small table goes to the host whole and is split there
+            self.pending.append(_Belief(wanted, belief, wanted, *frame))
             return {}
         for k, v in enumerate(wanted):
             axes = tuple(a for a in range(len(wanted)) if a != k)
             vec = psum(belief, wanted, None, (), (v,)) if psum else xp.sum(belief, axis=axes)
-            self.pending.append(((v,), vec, *frame))
+            self.pending.append(_Belief((v,), vec, (v,), *frame))
         return {}  # in finish
 
     def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
@@ -635,7 +660,7 @@ class DeviceScaled(Scaled):
         parts = [xp.stack([root_sum, *self.scales])]
         if self.counts:
             parts.append(xp.stack([c for c, _, _ in self.counts]))
-        parts.extend(table.reshape(-1) for _, table, _, _ in self.pending)
+        parts.extend(belief.table.reshape(-1) for belief in self.pending)
         host = np.asarray(
             self.backend.to_numpy(
                 xp.concatenate(
@@ -659,15 +684,21 @@ class DeviceScaled(Scaled):
             if n > 0:
                 worst = max(worst, math.log(n) + offset + sum(dev[r] for r in refs))
         at += len(self.counts)
-        for names, table, ln, refs in self.pending:
-            size = int(table.size)
-            belief = host[at : at + size].reshape(tuple(self.sizes[v] for v in names))
+        for pending in self.pending:
+            size = int(pending.table.size)
+            table = host[at : at + size].reshape(tuple(self.sizes[v] for v in pending.scope))
             at += size
-            shift = ln + sum(dev[r] for r in refs)
+            names, scope = pending.names, pending.scope
+            if pending.leaf is not None:  # a small leaf's copy times its adjoint
+                scope = pending.leaf_scope
+                product = pending.leaf * _aligned(np, table, pending.scope, scope)
+                drop = tuple(k for k, u in enumerate(scope) if u not in names)
+                table = product.sum(axis=drop) if drop else product
+            shift = pending.ln + sum(dev[r] for r in pending.refs)
             for k, v in enumerate(names):
                 axes = tuple(a for a in range(len(names)) if a != k)
                 with np.errstate(divide="ignore"):
-                    marginals[v] = np.log(belief.sum(axis=axes) if axes else belief) + shift
+                    marginals[v] = np.log(table.sum(axis=axes) if axes else table) + shift
         self._reset()
         run = TreeRun(ln_z=ln_z, log_marginals=marginals)
         if ln_z == -math.inf:
