@@ -116,15 +116,15 @@ def main() -> None:
         help="the device steps on CuPy's own operations (before gpu/strided.py), to compare",
     )
     parser.add_argument(
-        "--steps",
+        "--plain",
         action="store_true",
-        help="a narrow network's PR on a device by the engine's steps, not one opt_einsum call",
+        help="a narrow network's PR on a device as one opt_einsum call, not the engine's steps",
     )
     args = parser.parse_args()
-    if args.steps:
+    if args.plain:
         from dcop.contraction import engine
 
-        engine.PLAIN_ON_DEVICE = False
+        engine.PLAIN_ON_DEVICE = True
     if args.without_strided:
         from dcop.gpu import CupyBackend
 

@@ -60,9 +60,12 @@ SEARCH_MULTIPLE = 4.0
 #: opt_einsum's greedy search and its analysis took 0.45 ms, the whole contraction 10 us as one
 #: ``einsum``): its PR on the host is that one ``einsum`` call.
 TINY_JOINT = 4096
-#: A narrow network's PR on a device is one opt_einsum call (False: the engine's own steps;
-#: benchmarks/contraction_ops.py --steps compares them).
-PLAIN_ON_DEVICE = True
+#: A narrow network's PR on a device is one opt_einsum call (True) or the engine's own steps
+#: (False; benchmarks/contraction_ops.py --plain compares them). Steps: in four GPU runs of
+#: pr.py, ising16x16's PR through opt_einsum on CuPy (0.078-0.154 s) took longer than its MAR
+#: through the steps (0.071-0.129 s), which holds the same upward pass and a backward one: CuPy's
+#: einsum and tensordot cost more on the host per pair than the strided kernels.
+PLAIN_ON_DEVICE = False
 #: The search starts at min-fill, then opt_einsum's greedy if time is left (False: greedy first):
 #: a fast contraction's search share leaves room for one or two candidates, and min-fill's pass
 #: cost 2-7x less than greedy's (2-core VM: Grids_11 5 vs 12 ms, DBN_11 7 vs 39 ms, network 2 vs

@@ -76,17 +76,25 @@ def test_an_agents_bucket_on_the_fake_gpu_equals_numpy(fake_cupy_module: ModuleT
     np.testing.assert_allclose(gpu.to_numpy(got.data), expected.data, rtol=1e-12)
 
 
-def test_a_narrow_model_is_one_opt_einsum_call_on_the_fake_gpu(
-    fake_cupy_module: ModuleType,
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_narrow_model_on_the_fake_gpu_by_one_opt_einsum_call_or_by_steps(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, plain: bool
 ) -> None:
-    """A network whose range fits float unscaled: PR is one opt_einsum contraction on the
-    backend's library (CuPy here), equal to NumPy's scaled run."""
+    """A network whose range fits float unscaled: its PR is one opt_einsum contraction on the
+    backend's library (CuPy here) where PLAIN_ON_DEVICE says so, else the engine's steps (the
+    default); either equals NumPy's run."""
+    from dcop.contraction import engine
     from dcop.gpu import CupyBackend
 
+    monkeypatch.setattr(engine, "HOST_LARGEST", 0)
+    monkeypatch.setattr(engine, "PLAIN_ON_DEVICE", plain)
+    calls: list[int] = []
+    real = engine._plain
+    monkeypatch.setattr(engine, "_plain", lambda *a: calls.append(1) or real(*a))
     problem = ising_grid(4, 0.3, 0.1, seed=2)
     cpu = infer(problem, "pr", space="log")
     gpu = infer(problem, "pr", backend=CupyBackend())
-    assert gpu.space == "scaled"
+    assert gpu.space == "scaled" and len(calls) == int(plain)
     assert gpu.ln_partition == pytest.approx(cpu.ln_partition, rel=1e-12)
 
 
