@@ -653,8 +653,9 @@ class DeviceScaled(Scaled):
         return {}  # in finish
 
     def finish(self, total: Any, marginals: dict[str, np.ndarray]) -> TreeRun:
-        """One device->host transfer: the root's sum, every scale, count and belief vector; then
-        the logs added up along the references."""
+        """One device->host transfer: the root's sum, every scale, count and belief table (or a
+        small leaf's adjoint); then the logs added up along the references, and each table
+        split per variable (a leaf's times its host copy first)."""
         xp = self.xp
         root_sum, root = total
         parts = [xp.stack([root_sum, *self.scales])]
