@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,10 @@ def test_a_pruned_pr_is_timed_whole_for_mar_over_pr() -> None:
     assert ours["pruned"] and ours["unpruned_seconds"] > 0 and ours["unpruned_agrees"] is True
     row: dict[str, object] = {"instance": "bayes", "pruned": ours["pruned"]}
     pr.mar_over_pr(row, ours, mar)
+    # from MAR's own process, its calls alternating with the whole network's PR
+    assert row["mar_over_pr"] == pytest.approx(mar["mar_alongside_s"] / mar["pr_alongside_s"])
+    del mar["pr_alongside_s"]  # a result without them: the two processes' bests
+    pr.mar_over_pr(row, ours, mar)
     assert row["mar_over_pr"] == pytest.approx(mar["seconds"] / ours["unpruned_seconds"])
     summary = pr.summarize(
         [{**row, "dcop": ours, "anchor": {"status": "skipped"}, "dcop_mar": mar, "n": 12}]
@@ -137,3 +142,38 @@ def test_a_cold_first_call_is_timed_apart_from_the_best(monkeypatch: pytest.Monk
     calls.clear()  # compiled: 0.2 s a call, so calls repeat until they total SHORT_TOTAL_S
     pr.best_time(run)
     assert len(calls) == max(pr.REPEATS, math.ceil(pr.SHORT_TOTAL_S / 0.2 - 1e-9))
+
+
+def test_mar_and_pr_alongside_alternate_and_pr_keeps_every_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # rounds call the runs in turn; each run's best is its own
+    clock = [0.0]
+    order: list[str] = []
+
+    def timed(name: str, seconds: list[float]) -> Any:
+        def run() -> None:
+            order.append(name)
+            clock[0] += seconds[sum(1 for o in order if o == name) - 1]
+
+        return run
+
+    monkeypatch.setattr(pr.time, "perf_counter", lambda: clock[0])
+    best = pr.alternating_best([timed("pr", [0.3, 0.1, 0.2]), timed("mar", [0.5, 0.6, 0.2])], 3)
+    assert order == ["pr", "mar"] * 3 and best == pytest.approx([0.1, 0.2])
+    monkeypatch.undo()
+    # the PR beside MAR is the whole network's where PR drops barren tables, else infer's
+    from dcop.generators import ising_grid, random_bayes
+
+    seen: list[Any] = []
+
+    def first_only(runs: Any, repeats: int) -> list[float]:
+        seen.append(runs[0]())
+        return [1.0, 2.0]
+
+    monkeypatch.setattr(pr, "alternating_best", first_only)
+    bayes = random_bayes(12, 2, 2, 4, seed=0)
+    assert pr.mar_and_pr_alongside(bayes, "numpy", 3) == (1.0, 2.0)
+    assert seen[-1].pruned == 0 and seen[-1].ln_z == pytest.approx(0.0, abs=1e-9)
+    pr.mar_and_pr_alongside(ising_grid(3, 0.5, 0.0, seed=0), "numpy", 3)
+    assert seen[-1].tree is not None and not seen[-1].tree.get("pruned_tables")
