@@ -173,7 +173,7 @@ def test_mar_and_pr_alongside_alternate_and_pr_keeps_every_table(
 
     monkeypatch.setattr(pr, "alternating_best", first_only)
     bayes = random_bayes(12, 2, 2, 4, seed=0)
-    assert pr.mar_and_pr_alongside(bayes, "numpy", 3) == (1.0, 2.0)
+    assert pr.mar_and_pr_alongside(bayes, "numpy") == (1.0, 2.0)
     assert seen[-1].pruned == 0 and seen[-1].ln_z == pytest.approx(0.0, abs=1e-9)
-    pr.mar_and_pr_alongside(ising_grid(3, 0.5, 0.0, seed=0), "numpy", 3)
+    pr.mar_and_pr_alongside(ising_grid(3, 0.5, 0.0, seed=0), "numpy")
     assert seen[-1].tree is not None and not seen[-1].tree.get("pruned_tables")
