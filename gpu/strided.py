@@ -13,11 +13,17 @@ sum-product tree meets dozens: a fresh process spent 22 s compiling before its f
 Grids_11 (0.09 s warm) on an H100. These read every index from a small metadata table at run
 time, so a process compiles one module per dtype, whatever the shapes.
 
-Layout of the metadata (int64): ``[div, mod, stride in a, stride in b]`` per output dimension,
-then per summed dimension. An output index ``o`` is at ``Σ (o / div % mod) * stride`` in each
-operand; a summed index ``r`` adds its own. Dimensions adjacent in the output (or in the summed
-set) that are adjacent in both operands too are merged first, so most steps index in two or
-three dimensions. Each distinct metadata table is uploaded once per device and kept, with the
+Layout of the metadata (int64): ``[size, magic, magic32, shifts, stride in a, stride in b]`` per
+output dimension, then per summed dimension. An output index ``o`` is split into its coordinates
+from the last (fastest) dimension up, each ``o % size`` with ``o /= size``, and is at ``Σ
+coordinate * stride`` in each operand; a summed index ``r`` adds its own. The divisions are by
+magic numbers (:func:`divider`): a multiply-high, an add and two shifts instead of a division,
+which a GPU runs as a long software routine. Where every index and offset of a launch fits 31
+bits (``_Plan.narrow``, nearly always) the kernels index in 32 bits, whose multiply-high is one
+instruction (64-bit products take several). On ising28x28's MAR, steps down to a 16-entry child
+from two 2^27-entry operands indexed over 22 summed dimensions ran 18 ms with divisions, 12 ms
+with 64-bit magic numbers; the bandwidth allows about 1 ms. Dimensions adjacent in the output (or in the summed set) that are adjacent
+in both operands too are merged first, so most steps index in two or three dimensions. Each distinct metadata table is uploaded once per device and kept, with the
 launch plan of each operand layout: a warm run of the same tree plans and uploads nothing.
 
 Two shapes of work for a sum of products: ``rows`` (one thread per output entry, looping over
@@ -57,15 +63,33 @@ SMALL_REDUCE = 1 << 16
 META_CACHE = 4096
 
 _HELPERS = r"""
-// the offsets in a and b of index `idx` over metadata dimensions [first, first + count)
-__device__ __forceinline__ void dcop_offsets(const long long* sm, int first, int count,
-                                             unsigned long long idx, long long& ia, long long& ib) {
-    for (int k = first; k < first + count; ++k) {
-        const long long* e = sm + 4 * k;
-        const long long c = (long long)((idx / (unsigned long long)e[0]) % (unsigned long long)e[1]);
-        ia += c * e[2];
-        ib += c * e[3];
+// the offsets in a and b of index `idx` over metadata dimensions [first, first + count), the last
+// fastest; idx is below their sizes' product, so the first dimension's coordinate is what is left.
+// Two widths: I (the index) and O (an offset) 32-bit where every index and offset fits, with a
+// one-instruction multiply-high; else 64-bit.
+__device__ __forceinline__ unsigned int dcop_mulhi(unsigned int m, unsigned int x) {
+    return __umulhi(m, x);
+}
+__device__ __forceinline__ unsigned long long dcop_mulhi(unsigned long long m, unsigned long long x) {
+    return __umul64hi(m, x);
+}
+template <typename I, typename O>
+__device__ __forceinline__ void dcop_offsets(const long long* sm, int first, int count, I idx,
+                                             O& ia, O& ib) {
+    if (count <= 0) return;
+    for (int k = first + count - 1; k > first; --k) {
+        const long long* e = sm + @WORDS@ * k;
+        const I t = dcop_mulhi((I)e[sizeof(I) == 4 ? 2 : 1], idx);
+        const int sh = (int)e[3];
+        const I q = (t + ((idx - t) >> (sh & 255))) >> (sh >> 8);
+        const O c = (O)(idx - q * (I)e[0]);
+        ia += c * (O)e[4];
+        ib += c * (O)e[5];
+        idx = q;
     }
+    const long long* e = sm + @WORDS@ * first;
+    ia += (O)idx * (O)e[4];
+    ib += (O)idx * (O)e[5];
 }
 
 // op 0: max, otherwise a sum
@@ -92,49 +116,52 @@ __device__ __forceinline__ void dcop_load_meta(long long* sm, const long long* m
 """
 
 _SOURCE = r"""
-extern "C" __global__ void dcop_psum_rows_@SUF@(
+extern "C" __global__ void dcop_psum_rows_@W@_@SUF@(
         const T* __restrict__ a, const T* __restrict__ b, int with_b, T* __restrict__ out,
         const long long* __restrict__ meta, int nd_out, int nd_sum,
         unsigned long long n_out, unsigned long long n_sum) {
     extern __shared__ long long sm[];
-    dcop_load_meta(sm, meta, 4 * (nd_out + nd_sum));
-    for (unsigned long long o = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-         o < n_out; o += (unsigned long long)gridDim.x * blockDim.x) {
-        long long ba = 0, bb = 0;
-        dcop_offsets(sm, 0, nd_out, o, ba, bb);
+    dcop_load_meta(sm, meta, @WORDS@ * (nd_out + nd_sum));
+    for (@I@ o = blockIdx.x * (@I@)blockDim.x + threadIdx.x; o < n_out;
+         o += (@I@)gridDim.x * blockDim.x) {
+        @O@ ba = 0, bb = 0;
+        dcop_offsets<@I@, @O@>(sm, 0, nd_out, o, ba, bb);
         T acc = 0;
-        for (unsigned long long r = 0; r < n_sum; ++r) {
-            long long ia = ba, ib = bb;
-            dcop_offsets(sm, nd_out, nd_sum, r, ia, ib);
+        for (@I@ r = 0; r < n_sum; ++r) {
+            @O@ ia = ba, ib = bb;
+            dcop_offsets<@I@, @O@>(sm, nd_out, nd_sum, r, ia, ib);
             acc += with_b ? a[ia] * b[ib] : a[ia];
         }
         out[o] = acc;
     }
 }
 
-extern "C" __global__ void dcop_psum_blocks_@SUF@(
+extern "C" __global__ void dcop_psum_blocks_@W@_@SUF@(
         const T* __restrict__ a, const T* __restrict__ b, int with_b, T* __restrict__ out,
         const long long* __restrict__ meta, int nd_out, int nd_sum,
         unsigned long long chunk, unsigned long long n_sum, unsigned int parts) {
     extern __shared__ long long sm[];
     __shared__ T partial[@BLOCK@];
-    dcop_load_meta(sm, meta, 4 * (nd_out + nd_sum));
-    const unsigned long long o = blockIdx.x / parts;
-    const unsigned long long p = blockIdx.x % parts;
-    long long ba = 0, bb = 0;
-    dcop_offsets(sm, 0, nd_out, o, ba, bb);
-    const unsigned long long begin = p * chunk;
-    const unsigned long long end = begin + chunk < n_sum ? begin + chunk : n_sum;
+    dcop_load_meta(sm, meta, @WORDS@ * (nd_out + nd_sum));
+    const @I@ o = blockIdx.x / parts;
+    const @I@ p = blockIdx.x % parts;
+    @O@ ba = 0, bb = 0;
+    dcop_offsets<@I@, @O@>(sm, 0, nd_out, o, ba, bb);
+    const @I@ begin = p * (@I@)chunk;
+    const @I@ end = begin + chunk < n_sum ? begin + (@I@)chunk : (@I@)n_sum;
     T acc = 0;
-    for (unsigned long long r = begin + threadIdx.x; r < end; r += blockDim.x) {
-        long long ia = ba, ib = bb;
-        dcop_offsets(sm, nd_out, nd_sum, r, ia, ib);
+    for (@I@ r = begin + threadIdx.x; r < end; r += blockDim.x) {
+        @O@ ia = ba, ib = bb;
+        dcop_offsets<@I@, @O@>(sm, nd_out, nd_sum, r, ia, ib);
         acc += with_b ? a[ia] * b[ib] : a[ia];
     }
     const T total = dcop_block_fold(2, acc, partial);
     if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 """
+
+#: The index widths of the psum kernels: name, index type, offset type.
+_WIDTHS = (("i32", "unsigned int", "int"), ("i64", "unsigned long long", "long long"))
 
 _REDUCE = r"""
 // Whole-array reductions of a contiguous x: op 0 max, 1 count of entries below `below`, 2 sum.
@@ -207,17 +234,21 @@ _SUFFIX = {"float32": "f32", "float64": "f64"}
 def source(dtype_name: str) -> str:
     """CUDA C of every kernel here for ``dtype_name`` (float32 or float64): one module, so one
     compile per dtype."""
+    psums = "".join(
+        _SOURCE.replace("@W@", w).replace("@I@", i).replace("@O@", o) for w, i, o in _WIDTHS
+    )
     code = (
-        (_HELPERS + _SOURCE + _REDUCE)
+        (_HELPERS + psums + _REDUCE)
         .replace("@SUF@", _SUFFIX[dtype_name])
         .replace("@BLOCK@", str(BLOCK))
+        .replace("@WORDS@", str(_WORDS))
     )
     return f"typedef {_CTYPE[dtype_name]} T;\n#define DCOP_INF {_INF[dtype_name]}\n{code}"
 
 
 def kernel_name(kind: str, dtype_name: str) -> str:
-    """``dcop_<kind>_<f32|f64>``: kind ``psum_rows``, ``psum_blocks``, ``reduce``,
-    ``reduce_final``, ``divide`` or ``peak_divide_small``."""
+    """``dcop_<kind>_<f32|f64>``: kind ``psum_rows_<i32|i64>``, ``psum_blocks_<i32|i64>``,
+    ``reduce``, ``reduce_final``, ``divide`` or ``peak_divide_small``."""
     return f"dcop_{kind}_{_SUFFIX[dtype_name]}"
 
 
@@ -252,23 +283,42 @@ def index_dims(
     return [(n, sa, sb) for n, sa, sb in merged]
 
 
+def divider(d: int, bits: int = 64) -> tuple[int, int]:
+    """``(magic, shifts)`` with which the kernels divide any ``bits``-bit ``x`` (64 or 32) by
+    ``d`` (1 <= d < 2^bits): ``t = mulhi(magic, x)``, ``x / d = (t + ((x - t) >> (shifts &
+    255))) >> (shifts >> 8)`` (Granlund and Montgomery, "Division by invariant integers using
+    multiplication", 1994, fig. 4.1). A 64-bit ``magic`` is given as the int64 of the same bits
+    (the metadata's type); ``shifts`` depend on ``d`` only."""
+    if not 1 <= d < 1 << bits:
+        raise ValueError(f"divider: {d} is not a {bits}-bit divisor")
+    ell = (d - 1).bit_length()  # ceil(log2 d)
+    magic = ((1 << bits) * ((1 << ell) - d)) // d + 1
+    shifts = min(ell, 1) | (max(ell - 1, 0) << 8)
+    return (magic - (1 << 64) if magic >= 1 << 63 else magic), shifts
+
+
+def divide(x: int, magic: int, shifts: int, bits: int = 64) -> int:
+    """``x / d`` as the kernels compute it from :func:`divider`'s ``(magic, shifts)`` (tests)."""
+    t = ((magic % (1 << bits)) * x) >> bits
+    return (t + ((x - t) >> (shifts & 255))) >> (shifts >> 8)
+
+
 def metadata(
     dims_out: list[tuple[int, int, int]], dims_sum: list[tuple[int, int, int]]
 ) -> tuple[int, ...]:
     """The kernels' metadata table (see the module's docstring)."""
     words: list[int] = []
     for dims in (dims_out, dims_sum):
-        div = 1
-        rows = []
-        for n, sa, sb in reversed(dims):
-            rows.append((div, n, sa, sb))
-            div *= n
-        for row in reversed(rows):
-            words.extend(row)
+        for n, sa, sb in dims:
+            magic, shifts = divider(n)
+            narrow = divider(n, 32)[0] if n < 1 << 32 else 0
+            words.extend((n, magic, narrow, shifts, sa, sb))
     return tuple(words)
 
 
 _ZERO, _ONE = np.int32(0), np.int32(1)
+#: Metadata words per dimension (see the module's docstring).
+_WORDS = 6
 #: Per device: its metadata tables (by content) and launch plans (by operand layout).
 _SHARED: dict[int, tuple[OrderedDict[tuple[int, ...], Any], dict[tuple[Any, ...], Any]]] = {}
 
@@ -296,6 +346,19 @@ class _Plan:
     parts_arg: Any = None
     chunk: Any = None
     sum_meta: Any = None
+    #: the kernels' index width: "i32" where every index and offset fits 31 bits, else "i64"
+    width: str = "i64"
+
+
+def _narrow(n_out: int, n_sum: int, dims: Sequence[tuple[int, int, int]]) -> bool:
+    """Whether a launch's indices (``n_out``, ``n_sum``) and every offset it reads in either
+    operand (strides from ``dims``) fit 31 bits: its kernels may index in 32."""
+    limit = (1 << 31) - 1
+    if n_out > limit or n_sum > limit or any(sa < 0 or sb < 0 for _, sa, sb in dims):
+        return False
+    reach_a = sum((n - 1) * sa for n, sa, _ in dims)
+    reach_b = sum((n - 1) * sb for n, _, sb in dims)
+    return max(reach_a, reach_b) <= limit
 
 
 def _on_stream(method: Any) -> Any:
@@ -391,10 +454,10 @@ class StridedKernels:
         other = b if b is not None else a
         with_b = _ONE if b is not None else _ZERO
         if plan.parts == 0:
-            self._rows(a, other, with_b, result, plan.meta, plan.nd, plan.n_out, plan.n_sum, plan.shared, plan.dtype)  # fmt: skip
+            self._rows(a, other, with_b, result, plan.meta, plan.nd, plan.n_out, plan.n_sum, plan.shared, plan.dtype, plan.width)  # fmt: skip
             return result
         target = result if plan.parts == 1 else self.xp.empty((plan.n_out, plan.parts), plan.dtype)
-        _kernel(self.device, "psum_blocks", plan.dtype.name)(
+        _kernel(self.device, f"psum_blocks_{plan.width}", plan.dtype.name)(
             (plan.n_out * plan.parts,),
             (BLOCK,),
             (a, other, with_b, target, plan.meta, *plan.nd, plan.chunk, plan.n_sum_arg, plan.parts_arg),
@@ -403,7 +466,7 @@ class StridedKernels:
         if plan.parts > 1:  # the parts of each output, added in order
             self._rows(
                 target, target, _ZERO, result, plan.sum_meta, (_ONE, _ONE), plan.n_out,
-                plan.parts, 64, plan.dtype,
+                plan.parts, 8 * _WORDS * 2, plan.dtype, plan.width,
             )  # fmt: skip
         return result
 
@@ -435,9 +498,10 @@ class StridedKernels:
         if n_out == 0 or n_sum == 0:
             return plan
         plan.meta = self._device_meta(metadata(dims_out, dims_sum))
-        plan.shared = 8 * 4 * (len(dims_out) + len(dims_sum))
+        plan.shared = 8 * _WORDS * (len(dims_out) + len(dims_sum))
         plan.nd = (np.int32(len(dims_out)), np.int32(len(dims_sum)))
         plan.n_sum_arg = np.uint64(n_sum)
+        plan.width = "i32" if _narrow(n_out, n_sum, dims_out + dims_sum) else "i64"
         if n_out >= ROWS_MIN_OUTPUTS or n_sum <= ROWS_MAX_SUMMED:
             return plan  # parts 0: the rows kernel
         parts = max(1, min(-(-TARGET_BLOCKS // n_out), n_sum // BLOCK_MIN_SUMMED))
@@ -522,9 +586,10 @@ class StridedKernels:
         n_sum: int,
         shared: int,
         dtype: np.dtype,
+        width: str,
     ) -> None:
         grid = self._grid(n_out)
-        _kernel(self.device, "psum_rows", dtype.name)(
+        _kernel(self.device, f"psum_rows_{width}", dtype.name)(
             (grid,),
             (BLOCK,),
             (a, b, with_b, out, meta, *nd, np.uint64(n_out), np.uint64(n_sum)),

@@ -91,6 +91,12 @@ SMALL_PAIR = 4096
 #: Device pairs whose joint table has at most this many entries are one launch of the strided
 #: kernel (dcop.gpu.strided), not a matrix product.
 DIRECT_PAIR = 1 << 18
+#: Device pairs that sum at most this many entries per output are one launch of the strided
+#: kernel too, whatever their size: a matrix product with an inner dimension this small is all
+#: memory traffic, and the layout copies before it cost as much again (ising28x28: a 2 x 2
+#: factor into a 2^28-entry table took a 3 ms copy and a 10 ms batched product of 2 x 2 by
+#: 2 x 2^25 matrices).
+DIRECT_SUMMED = 4
 #: A pair whose output is this many times smaller than both operands is one elementwise pass.
 REDUCE_RATIO = 64
 #: Device MAR: tables of at most this many entries are finished on the host, after the run's
@@ -138,11 +144,17 @@ def pair_product(
     if xp is np and a.size * b.size <= SMALL_PAIR and len(sa) + len(sb) <= len(_LETTERS):
         return _small_pair(a, sa, b, sb, keep)
     in_a, in_b = set(sa), set(sb)
-    if psum is not None and (not (in_a & in_b) - keep or _joint_size(a, sa, b, sb) <= DIRECT_PAIR):
-        # nothing summed over both (a broadcast product with its lone sums), or a small pair:
-        # one launch of the strided kernel, where the matrix product's layout copies and call
-        # would be up to three (each costing more than the work on a small pair)
-        scope = tuple(v for v in dict.fromkeys((*sa, *sb)) if v in keep)
+    if psum is not None and (
+        not (in_a & in_b) - keep
+        or _joint_size(a, sa, b, sb) <= DIRECT_PAIR
+        or _summed_size(a, sa, b, sb, keep) <= DIRECT_SUMMED
+    ):
+        # nothing summed over both (a broadcast product with its lone sums), a small pair or
+        # little summed: one launch of the strided kernel, where the matrix product's layout
+        # copies and call would be up to three. The output follows the larger operand's
+        # layout, so that its reads run along its rows.
+        big, small = (sa, sb) if a.size >= b.size else (sb, sa)
+        scope = tuple(v for v in dict.fromkeys((*big, *small)) if v in keep)
         return psum(a, sa, b, sb, scope), scope
     if not in_a <= in_b | keep:
         a, sa = _sum_alone(xp, a, sa, in_b | keep, psum)
@@ -210,6 +222,16 @@ def pair_product(
     else:
         out = xp.matmul(am, bm)
     return out.reshape(tuple(size[v] for v in scope)), scope
+
+
+def _summed_size(
+    a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...], keep: frozenset[str]
+) -> int:
+    """Entries summed into each output entry of a pair: the product of the sizes of every
+    variable of either operand not kept."""
+    size = dict(zip(sa, a.shape, strict=True))
+    size.update(zip(sb, b.shape, strict=True))
+    return math.prod(n for v, n in size.items() if v not in keep)
 
 
 def _joint_size(a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...]) -> int:

@@ -326,6 +326,17 @@ def reset() -> None:
     SIGS.clear()
 
 
+def _mulhi64(m: np.uint64, x: np.ndarray) -> np.ndarray:
+    """The high 64 bits of ``m * x`` (CUDA's ``__umul64hi``), from 32-bit halves."""
+    low = np.uint64(0xFFFFFFFF)
+    thirty_two = np.uint64(32)
+    m_lo, m_hi = m & low, m >> thirty_two
+    x_lo, x_hi = x & low, x >> thirty_two
+    lo_lo, hi_lo, lo_hi = m_lo * x_lo, m_hi * x_lo, m_lo * x_hi
+    cross = (lo_lo >> thirty_two) + (hi_lo & low) + lo_hi
+    return m_hi * x_hi + (hi_lo >> thirty_two) + (cross >> thirty_two)
+
+
 def _read(ptr: int, n: int, dtype: np.dtype) -> np.ndarray:
     """``n`` elements of ``dtype`` at host address ``ptr`` (a fake device pointer)."""
     if n <= 0:
@@ -384,7 +395,7 @@ class FakeRawKernel:
         elif self.name.startswith("dcop_argbest_"):
             self._argbest(parts[2], *args)
         elif self.name.startswith("dcop_psum_"):
-            self._psum(parts[2], *args)
+            self._psum(parts[2], parts[3], *args)
         elif self.name.startswith("dcop_reduce_final_"):
             partial, n, op, add, slot = args
             values = partial.a.reshape(-1)[: int(n)]
@@ -443,18 +454,36 @@ class FakeRawKernel:
         out.a.reshape(-1)[: rows.size] = _combine(total, op).astype(dtype)
 
     @staticmethod
-    def _psum(kind: str, a: FakeArray, b: FakeArray, with_b: Any, out: FakeArray,
+    def _psum(kind: str, width: str, a: FakeArray, b: FakeArray, with_b: Any, out: FakeArray,
               dmeta: FakeArray, nd_out: Any, nd_sum: Any, *rest: Any) -> None:  # fmt: skip
         """gpu/strided.py's kernels: ``rows`` (rest: n_out, n_sum) and ``blocks`` (rest: chunk,
-        n_sum, parts; one partial sum per output and part)."""
+        n_sum, parts; one partial sum per output and part), indexing in ``width`` (i32: the
+        32-bit magic numbers, every index and offset checked to fit)."""
         meta = dmeta.a.reshape(-1).astype(np.int64)
         n_o, n_s = int(nd_out), int(nd_sum)
 
         def offsets(index: np.ndarray, first: int, count: int, col: int) -> np.ndarray:
+            # as dcop_offsets does it: coordinates from the last dimension up, each division by
+            # the dimension's magic number and shifts, the first dimension taking what is left
             total = np.zeros(index.size, np.int64)
-            for k in range(first, first + count):
-                div, mod = int(meta[4 * k]), int(meta[4 * k + 1])
-                total += (index // div) % mod * int(meta[4 * k + col])
+            idx = index.astype(np.uint64)
+            narrow = width == "i32"
+            if narrow:
+                assert not idx.size or int(idx.max()) < 1 << 32, "a 32-bit index overflows"
+            for k in range(first + count - 1, first - 1, -1):
+                size, magic64, magic32, shifts = (int(e) for e in meta[6 * k : 6 * k + 4])
+                if k == first:
+                    coordinate = idx
+                else:
+                    if narrow:
+                        t = (np.uint64(magic32) * idx) >> np.uint64(32)
+                    else:
+                        t = _mulhi64(np.uint64(magic64 % (1 << 64)), idx)
+                    q = (t + ((idx - t) >> np.uint64(shifts & 255))) >> np.uint64(shifts >> 8)
+                    coordinate, idx = idx - q * np.uint64(size), q
+                total += coordinate.astype(np.int64) * int(meta[6 * k + col])
+            if narrow:
+                assert not total.size or int(total.max()) < 1 << 31, "a 32-bit offset overflows"
             return total
 
         def operand(x: FakeArray, where: np.ndarray) -> np.ndarray:
@@ -474,10 +503,10 @@ class FakeRawKernel:
             outs = np.repeat(np.arange(n_out, dtype=np.int64), n_sum)
             sums = np.tile(np.arange(n_sum, dtype=np.int64), n_out)
             groups, width = n_out * parts, None
-        ia = offsets(outs, 0, n_o, 2) + offsets(sums, n_o, n_s, 2)
+        ia = offsets(outs, 0, n_o, 4) + offsets(sums, n_o, n_s, 4)
         terms = operand(a, ia)
         if int(with_b):
-            terms = terms * operand(b, offsets(outs, 0, n_o, 3) + offsets(sums, n_o, n_s, 3))
+            terms = terms * operand(b, offsets(outs, 0, n_o, 5) + offsets(sums, n_o, n_s, 5))
         if width is not None:
             out.a.reshape(-1)[:groups] = terms.reshape(groups, width).sum(axis=1)
         else:  # each output's parts: consecutive chunks of its summed range

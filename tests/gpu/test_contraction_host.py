@@ -156,3 +156,35 @@ def test_a_tiny_tree_runs_on_the_host_and_says_so(
     device = infer(problem, "pr", backend=CupyBackend())
     assert device.tree is not None and "on_host" not in device.tree
     assert fake_cupy.STATS["h2d"] >= 1
+
+
+def test_a_large_pair_summing_little_is_one_launch_in_the_larger_operands_layout(
+    fake_cupy_module: ModuleType,
+) -> None:
+    """A 2 x 2 factor into a 2^19-entry table, one variable summed (DIRECT_SUMMED): one strided
+    launch instead of layout copies and a matrix product; the output keeps the large table's
+    axis order; the numbers equal einsum's."""
+    import numpy as np
+
+    from dcop.contraction.execute import DIRECT_PAIR, DIRECT_SUMMED, pair_product
+    from dcop.gpu import CupyBackend
+    from tests.gpu import fake_cupy
+
+    backend = CupyBackend()
+    cp = fake_cupy_module
+    rng = np.random.default_rng(3)
+    scope_big = tuple(f"v{i}" for i in range(19))
+    big, factor = rng.random((2,) * 19), rng.random((2, 2))
+    assert big.size * 2 > DIRECT_PAIR and 2 <= DIRECT_SUMMED
+    keep = frozenset(scope_big[1:]) | {"w"}
+    fake_cupy.reset()
+    got, scope = pair_product(
+        cp, cp.asarray(factor), ("w", "v0"), cp.asarray(big), scope_big, keep,
+        backend.strided.product_sum,
+    )  # fmt: skip
+    assert [k for k in fake_cupy.LAUNCHED if k.startswith("dcop_psum")] == [
+        "dcop_psum_rows_i32_f64"
+    ]
+    assert scope == (*scope_big[1:], "w")
+    want = np.einsum("wa,a...->...w", factor, big)
+    np.testing.assert_allclose(got.a, want, rtol=1e-12)

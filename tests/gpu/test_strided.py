@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dcop.gpu import strided
-from dcop.gpu.strided import index_dims, metadata, reference_product_sum
+from dcop.gpu.strided import divide, divider, index_dims, metadata, reference_product_sum
 
 
 def test_dimensions_adjacent_in_both_operands_merge() -> None:
@@ -24,9 +24,41 @@ def test_dimensions_adjacent_in_both_operands_merge() -> None:
     assert index_dims([3, 1, 2], [1, 7, 3], [0, 0, 0]) == [(3, 1, 0), (2, 3, 0)]
 
 
-def test_metadata_gives_each_dimension_its_divisor() -> None:
+def _row(n: int, sa: int, sb: int) -> tuple[int, ...]:
+    magic, shifts = divider(n)
+    return (n, magic, divider(n, 32)[0], shifts, sa, sb)
+
+
+def test_metadata_gives_each_dimension_its_size_dividers_and_strides() -> None:
     words = metadata([(6, 4, 0), (4, 1, 1)], [(5, 2, 9)])
-    assert words == (4, 6, 4, 0, 1, 4, 1, 1, 1, 5, 2, 9)
+    assert words == _row(6, 4, 0) + _row(4, 1, 1) + _row(5, 2, 9)
+    assert divider(6)[1] == divider(6, 32)[1]  # the shifts do not depend on the width
+    assert all(-(1 << 63) <= w < 1 << 63 for w in words)  # int64 words
+    # a dimension too large for 32-bit indexing has no 32-bit magic number
+    assert metadata([(1 << 40, 1, 1)], [])[2] == 0
+
+
+def test_the_kernels_division_by_magic_numbers_is_exact() -> None:
+    rng = np.random.default_rng(7)
+    top = (1 << 64) - 1
+    divisors = [1, 2, 3, 5, 6, 7, 641, 1 << 20, (1 << 32) - 1, 1 << 32, (1 << 32) + 1]
+    divisors += [(1 << 63) - 1, 1 << 63, (1 << 63) + 1, top]
+    divisors += [int(d) for d in rng.integers(2, 1 << 62, 40, dtype=np.int64)]
+    xs = [0, 1, 2, (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, top - 1, top]
+    xs += [int(x) for x in rng.integers(0, 1 << 63, 200, dtype=np.int64)]
+    for d in divisors:
+        magic, shifts = divider(d)
+        for x in [*xs, d - 1, d, d + 1, 3 * d - 1, 3 * d] if d < top // 4 else xs:
+            assert divide(x, magic, shifts) == x // d, (x, d)
+    top32 = (1 << 32) - 1
+    for d in [1, 2, 3, 7, 10, 641, 1 << 16, 65537, (1 << 31) - 1, 1 << 31, top32 - 1, top32]:
+        magic, shifts = divider(d, 32)
+        for x in [0, 1, d - 1, d, top32 - 1, top32, *(int(x) for x in rng.integers(0, top32, 300))]:
+            assert divide(x, magic, shifts, 32) == x // d, (x, d)
+    with pytest.raises(ValueError):
+        divider(0)
+    with pytest.raises(ValueError):
+        divider(1 << 32, 32)
 
 
 Case = tuple[str, Any, Any, tuple[str, ...], Any, tuple[str, ...], tuple[str, ...]]
@@ -54,8 +86,32 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     ]  # fmt: skip
 
 
-def test_fake_gpu_kernels_equal_einsum(fake_cupy_module: ModuleType) -> None:
+def test_launches_index_in_32_bits_only_where_every_index_and_offset_fits() -> None:
+    limit = (1 << 31) - 1
+    assert strided._narrow(1 << 20, 64, [(1 << 20, 1, 0), (64, 1 << 20, 1)])
+    # an offset (reach) of 2^31 - 1 fits, one more does not
+    assert strided._narrow(2, 2, [(2, limit, 0)])
+    assert not strided._narrow(2, 2, [(2, limit + 1, 0)])
+    assert not strided._narrow(2, 2, [(3, 0, (1 << 30) + 1)])
+    assert not strided._narrow(1 << 31, 1, [])  # the index itself
+    assert not strided._narrow(4, 4, [(4, -1, 0)])  # a negative stride
+
+
+def _force_wide(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
+    """Have the kernels index in 64 bits (``wide``) or as they choose, with plans of their own
+    (none kept from before, none left for after)."""
+    monkeypatch.setattr(strided, "_SHARED", {})
+    if wide:
+        monkeypatch.setattr(strided, "_narrow", lambda *args: False)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["as-chosen", "64-bit"])
+def test_fake_gpu_kernels_equal_einsum(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, wide: bool
+) -> None:
     from dcop.gpu import CupyBackend
+
+    _force_wide(monkeypatch, wide)
 
     backend = CupyBackend()
     rng = np.random.default_rng(5)
@@ -82,13 +138,18 @@ def test_the_blocks_kernel_adds_its_parts_in_order(
     data = np.random.default_rng(2).random((3, 500))
     fake_cupy.reset()
     got = backend.strided.product_sum(fake_cupy_module.asarray(data), ("x", "y"), None, (), ("x",))
-    assert fake_cupy.LAUNCHED == ["dcop_psum_blocks_f64", "dcop_psum_rows_f64"]
+    assert fake_cupy.LAUNCHED == ["dcop_psum_blocks_i32_f64", "dcop_psum_rows_i32_f64"]
     np.testing.assert_allclose(got.a, data.sum(axis=1), rtol=1e-12)
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["as-chosen", "64-bit"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_gpu_kernels_equal_einsum(cp: Any, dtype: Any) -> None:
+def test_gpu_kernels_equal_einsum(
+    cp: Any, dtype: Any, monkeypatch: pytest.MonkeyPatch, wide: bool
+) -> None:
     from dcop.gpu import CupyBackend
+
+    _force_wide(monkeypatch, wide)
 
     backend = CupyBackend()
     rng = np.random.default_rng(7)

@@ -163,7 +163,7 @@ def test_a_rescaled_adjoint_counts_its_tiny_entries_in_the_rescale_s_own_launch(
     child = Node(("a", "b"), xp.ones((3, 2)), hi=0.0, lo=0.0)
     fake_cupy.LAUNCHED.clear()
     node = space.adjoint(parent, sibling, child)
-    assert fake_cupy.LAUNCHED == ["dcop_psum_rows_f64", "dcop_peak_divide_small_f64"]
+    assert fake_cupy.LAUNCHED == ["dcop_psum_rows_i32_f64", "dcop_peak_divide_small_f64"]
     assert len(space.scales) == 1 and node.hi == 0.0 and node.lo == -900.0
     # parent * sibling, divided by its peak 1: 1e-320 is the one entry below tiny
     assert len(space.counts) == 1 and int(space.counts[0][0].get()) == 1
