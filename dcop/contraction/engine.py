@@ -26,6 +26,7 @@ from dcop.errors import TableTooLarge
 from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order
+from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
 from dcop.tables import on_device
 
@@ -83,17 +84,19 @@ HOST_LARGEST = 4096
 MAX_SLICES = 1 << 16
 
 #: Candidate elimination orders by name, each made only when the search gets to it.
-OrderSource = Callable[[Mapping[str, set[str]], Sequence[str]], dict[str, Callable[[], list[str]]]]
+OrderSource = Callable[
+    [Mapping[str, set[str]], Sequence[str], CostModel], dict[str, Callable[[], list[str]]]
+]
 
 
 def default_orders(
-    adjacency: Mapping[str, set[str]], names: Sequence[str]
+    adjacency: Mapping[str, set[str]], names: Sequence[str], model: CostModel
 ) -> dict[str, Callable[[], list[str]]]:
     """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
     is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
     and cost a short search its time), the file's order both ways, min-degree, then the
     ordering engine's (:func:`dcop.orders.best_order`: its tree decomposition search within its
-    default budget)."""
+    default budget, ``model`` giving the domain sizes and the contraction's speed)."""
     from dcop.orders import best_order
 
     graph = {v: set(n) for v, n in adjacency.items()}
@@ -102,8 +105,8 @@ def default_orders(
         "natural": lambda: list(names),
         "reverse-natural": lambda: list(names)[::-1],
         "mindegree": lambda: elimination_order("mindegree", graph),
-        # its default budget: a tenth of the predicted solve (none for a fast one)
-        "engine": lambda: best_order(graph).order,
+        # its default budget: a tenth of the predicted contraction (none for a fast one)
+        "engine": lambda: best_order(graph, cost_model=model).order,
     }
 
 
@@ -190,7 +193,7 @@ def plan_contraction(
             order = read_order(PathLike(ordering), names)
         add(f"order:{ordering}", order_path(scopes, sizes, order))
     else:
-        sources = orders(adjacency, names)
+        sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
         if (ORDER_FIRST if order_first is None else order_first) and sources:
             first = next(iter(sources))
             add(f"order:{first}", order_path(scopes, sizes, sources.pop(first)()))

@@ -34,9 +34,12 @@ class OrderCost:
         by the run's work plus its largest table (entries), then largest table, then width."""
         return (self.largest > max_entries, self.total + self.largest, self.largest, self.width)
 
-    def predicted_seconds(self, variables: int) -> float:
-        """A rough single-core solve time of BE along this order."""
-        return self.total * SECONDS_PER_ENTRY + variables * SECONDS_PER_BUCKET
+    def predicted_seconds(
+        self, variables: int, seconds_per_entry: float = SECONDS_PER_ENTRY
+    ) -> float:
+        """A rough solve time along this order: by default single-core BE's (a solver of
+        another speed gives its own ``seconds_per_entry``)."""
+        return self.total * seconds_per_entry + variables * SECONDS_PER_BUCKET
 
 
 def order_cost(

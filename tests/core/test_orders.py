@@ -18,6 +18,8 @@ from dcop.io import read_problem
 from dcop.model import CostTable, Problem, Variable
 from dcop.ordering import best_order, induced_width, min_fill_order
 from dcop.orders import CostModel, default_budget, engine, order_cost, treedec
+from dcop.orders.cost import SECONDS_PER_BUCKET, SECONDS_PER_ENTRY, OrderCost
+from dcop.orders.engine import search
 from dcop.orders.files import read_order, write_order
 from tests.conftest import INSTANCES as SHARED_INSTANCES
 from tests.conftest import instance_index
@@ -187,6 +189,47 @@ def test_default_budget_bounds_the_whole_engine(
     result = best_order(grid_network(25, 2, 0.3, 0), budget)
     assert asked == [pytest.approx(expected)]
     assert result.budget_s == (default if budget is None else budget)
+
+
+def test_the_default_budget_follows_the_solvers_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A solver 1000x faster per entry (a GPU's contraction) predicts a thousandth of the solve:
+    the default budget is sized from that, and the adaptive search's stop too."""
+    seen: list[float] = []
+
+    def record(predicted: float, n: int) -> float:
+        seen.append(predicted)
+        return 0.0  # no search: only the prediction is looked at here
+
+    monkeypatch.setattr(engine, "default_budget", record)
+    graph = grid_network(144, 2, 0.3, 0)
+    best_order(graph)
+    best_order(graph, cost_model=CostModel(seconds_per_entry=SECONDS_PER_ENTRY / 1000))
+    base = len(graph.variables) * SECONDS_PER_BUCKET
+    assert seen[1] - base == pytest.approx((seen[0] - base) / 1000)
+
+    # the search's stop: a tenth of the best order's predicted solve at the given speed. Each
+    # round (instant, on a clock it moves by its length) halves the best order's work.
+    clock = [0.0]
+    rounds: list[float] = []
+    order = min_fill_order(graph.neighbours())
+
+    def one_round(adjacency: object, budget_s: float, seed: int = 0) -> list[str]:
+        clock[0] += budget_s
+        rounds.append(budget_s)
+        return order
+
+    monkeypatch.setattr(engine.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(treedec, "decompose_order", one_round)
+    monkeypatch.setattr(
+        engine, "order_cost", lambda *args: OrderCost(3, 1e6, 1e12 / 2 ** len(rounds))
+    )
+    incumbent = OrderCost(3, 1e6, 2e12)
+    adjacency, sizes = graph.neighbours(), graph.domain_sizes()
+    search(adjacency, sizes, 10.0, True, incumbent, None, SECONDS_PER_ENTRY)
+    slow = len(rounds)  # a BE solve of ~1e4 s: rounds until the 10 s are spent
+    rounds.clear()
+    search(adjacency, sizes, 10.0, True, incumbent, None, 1e-13)
+    assert slow >= 5 and len(rounds) == 1  # a 0.1 s solve: its tenth is gone after one round
 
 
 def test_default_budget() -> None:

@@ -338,6 +338,31 @@ def test_a_device_search_starts_at_min_fill(order_first: bool) -> None:
     check(problem, "pr")  # the engine's own choice: brute force's numbers
 
 
+def test_the_ordering_engine_gets_the_domain_sizes_and_the_backends_speed() -> None:
+    """The order candidates are told the real domain sizes (a bare graph's default is 2) and the
+    contraction's speed, which sizes the ordering engine's search (a device's is far faster
+    than a BE solve's)."""
+    from dcop.contraction.engine import FLOP_RATE, default_orders
+
+    problem = random_markov(4, n=8)
+    sizes = problem.domain_sizes()
+    told = []
+
+    def recording(adjacency, names, model):  # type: ignore[no-untyped-def]
+        told.append(model)
+        return default_orders(adjacency, names, model)
+
+    for rate in (FLOP_RATE["numpy"], FLOP_RATE["cupy"]):
+        plan_contraction(
+            [t.scope for t in problem.tables], sizes, problem.neighbours(),
+            list(problem.variables), "pr", Limit(1e12, "plenty"), orders=recording, rate=rate,
+        )  # fmt: skip
+    assert [m.seconds_per_entry for m in told] == [
+        pytest.approx(1 / FLOP_RATE["numpy"]), pytest.approx(1 / FLOP_RATE["cupy"])
+    ]  # fmt: skip
+    assert all(dict(m.sizes) == sizes for m in told) and max(sizes.values()) > 2
+
+
 def test_a_slow_predicted_tree_gets_every_candidate_searched() -> None:
     """At a yardstick of one flop a second every tree is predicted to take long: the search
     goes on through the candidate orders and random-greedy (within ``budget_s``) and keeps the
