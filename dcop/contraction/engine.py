@@ -84,14 +84,17 @@ HOST_LARGEST = 4096
 MAX_SLICES = 1 << 16
 
 #: Candidate elimination orders by name, each made only when the search gets to it.
+#: Each is called with the seconds the search has left for it (the ordering engine's budget is
+#: capped there: its default, sized from the predicted contraction, may exceed what a planner
+#: that predicts by trees leaves).
 OrderSource = Callable[
-    [Mapping[str, set[str]], Sequence[str], CostModel], dict[str, Callable[[], list[str]]]
+    [Mapping[str, set[str]], Sequence[str], CostModel], dict[str, Callable[[float], list[str]]]
 ]
 
 
 def default_orders(
     adjacency: Mapping[str, set[str]], names: Sequence[str], model: CostModel
-) -> dict[str, Callable[[], list[str]]]:
+) -> dict[str, Callable[[float], list[str]]]:
     """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
     is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
     and cost a short search its time), the file's order both ways, min-degree, then the
@@ -101,12 +104,13 @@ def default_orders(
 
     graph = {v: set(n) for v, n in adjacency.items()}
     return {
-        "minfill": lambda: elimination_order("minfill", graph),
-        "natural": lambda: list(names),
-        "reverse-natural": lambda: list(names)[::-1],
-        "mindegree": lambda: elimination_order("mindegree", graph),
-        # its default budget: a tenth of the predicted contraction (none for a fast one)
-        "engine": lambda: best_order(graph, cost_model=model).order,
+        "minfill": lambda left: elimination_order("minfill", graph),
+        "natural": lambda left: list(names),
+        "reverse-natural": lambda left: list(names)[::-1],
+        "mindegree": lambda left: elimination_order("mindegree", graph),
+        # its default budget (a tenth of the predicted contraction, none for a fast one), at
+        # most what the search has left
+        "engine": lambda left: best_order(graph, cost_model=model, max_budget_s=left).order,
     }
 
 
@@ -196,7 +200,7 @@ def plan_contraction(
         sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
         if (ORDER_FIRST if order_first is None else order_first) and sources:
             first = next(iter(sources))
-            add(f"order:{first}", order_path(scopes, sizes, sources.pop(first)()))
+            add(f"order:{first}", order_path(scopes, sizes, sources.pop(first)(budget_s)))
         g0 = time.process_time()
         if not stats or _left(stats, c0, budget_s, rate) > 0:
             add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
@@ -205,9 +209,10 @@ def plan_contraction(
         for name, make in sources.items():
             # the ordering engine's order is a search of its own; the others one graph pass
             need = SEARCH_MULTIPLE * unit if name == "engine" else 0.0
-            if _left(stats, c0, budget_s, rate) <= need:
+            left = _left(stats, c0, budget_s, rate)
+            if left <= need:
                 break
-            add(f"order:{name}", order_path(scopes, sizes, make()))
+            add(f"order:{name}", order_path(scopes, sizes, make(left)))
         # random-greedy lowers flops only: its time is a share of the flops' predicted time
         left = _left(stats, c0, budget_s, rate, flops_only=True)
         if left >= SEARCH_MULTIPLE * unit:

@@ -102,10 +102,11 @@ def best_order(
     problem_or_graph: Problem | Adjacency,
     budget_s: float | None = None,
     cost_model: CostModel | None = None,
+    max_budget_s: float = math.inf,
 ) -> OrderResult:
     """The best elimination order found for ``problem_or_graph`` within ``budget_s`` seconds of
-    search (None: :func:`default_budget` of the greedy order's predicted solve time; 0: the greedy
-    orders only).
+    search (None: :func:`default_budget` of the greedy order's predicted solve time, at most
+    ``max_budget_s``; 0: the greedy orders only).
 
     Candidates: greedy min-fill and min-degree, for a Problem its variables' own order both ways
     (row by row on a grid file), then goatd's portfolio (randomized min-fill restarts where goatd
@@ -144,7 +145,8 @@ def best_order(
     n = len(adjacency)
     adaptive = budget_s is None
     if budget_s is None:
-        budget_s = default_budget(best().cost.predicted_seconds(n, model.seconds_per_entry), n)
+        predicted = best().cost.predicted_seconds(n, model.seconds_per_entry)
+        budget_s = min(default_budget(predicted, n), max(0.0, max_budget_s))
         # the default budget bounds the whole engine: beyond the search's floor, the greedy
         # orders' seconds come off it (a tenth of the solve is a tenth, all ordering included)
         search_s = max(min(budget_s, FLOOR_S), budget_s - (time.perf_counter() - t0))

@@ -206,6 +206,10 @@ def test_the_default_budget_follows_the_solvers_speed(monkeypatch: pytest.Monkey
     best_order(graph, cost_model=CostModel(seconds_per_entry=SECONDS_PER_ENTRY / 1000))
     base = len(graph.variables) * SECONDS_PER_BUCKET
     assert seen[1] - base == pytest.approx((seen[0] - base) / 1000)
+    monkeypatch.setattr(engine, "default_budget", lambda predicted, n: 5.0)
+    assert engine.best_order(graph, budget_s=0.0, max_budget_s=0.02).budget_s == 0.0  # its own
+    capped = engine.best_order(graph, max_budget_s=0.02)  # the default, at most what is left
+    assert capped.budget_s == pytest.approx(0.02) and capped.seconds < 1.0
 
     # the search's stop: a tenth of the best order's predicted solve at the given speed. Each
     # round (instant, on a clock it moves by its length) halves the best order's work.
