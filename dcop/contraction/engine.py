@@ -56,6 +56,10 @@ SMALL_PLAN_BYTES = 64 << 20
 #: first trial runs whatever its max_time) only with this many times the greedy tree's own
 #: search time left (an elimination order, one pass over the graph, with any time left).
 SEARCH_MULTIPLE = 4.0
+#: The ordering engine's candidate is searched only with this many seconds left at least: its
+#: tree-decomposition search needs some 10-50 ms to find a width (dcop.orders.engine.SMALL_S),
+#: and with less it spent 12 ms of 279_ASP's 7 ms contraction on orders min-fill had found.
+ENGINE_MIN_S = 0.05
 #: A network whose variables' joint table has at most this many entries is contracted in
 #: table order with no search (every intermediate is at most that large; on test_Z, 32 entries,
 #: opt_einsum's greedy search and its analysis took 0.45 ms, the whole contraction 10 us as one
@@ -208,7 +212,7 @@ def plan_contraction(
         unit = time.process_time() - (g0 if "opt_einsum:greedy" in stats else c0)
         for name, make in sources.items():
             # the ordering engine's order is a search of its own; the others one graph pass
-            need = SEARCH_MULTIPLE * unit if name == "engine" else 0.0
+            need = max(SEARCH_MULTIPLE * unit, ENGINE_MIN_S) if name == "engine" else 0.0
             left = _left(stats, c0, budget_s, rate)
             if left <= need:
                 break

@@ -363,6 +363,33 @@ def test_the_ordering_engine_gets_the_domain_sizes_and_the_backends_speed() -> N
     assert all(dict(m.sizes) == sizes for m in told) and max(sizes.values()) > 2
 
 
+def test_the_ordering_engine_is_searched_only_with_time_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With less than ENGINE_MIN_S left the ordering engine's candidate is not made; with more
+    it is, told at most the time left (its budget's cap)."""
+    from dcop.contraction import engine as contraction_engine
+    from dcop.contraction.engine import default_orders
+
+    problem = ising_grid(5, seed=0)
+    asked: list[float] = []
+
+    def recording(adjacency, names, model):  # type: ignore[no-untyped-def]
+        sources = default_orders(adjacency, names, model)
+        engine = sources["engine"]
+        sources["engine"] = lambda left: asked.append(left) or engine(left)
+        return sources
+
+    for least in (0.6, 0.0):
+        monkeypatch.setattr(contraction_engine, "ENGINE_MIN_S", least)
+        plan_contraction(
+            [t.scope for t in problem.tables], problem.domain_sizes(), problem.neighbours(),
+            list(problem.variables), "pr", Limit(1e12, "plenty"), budget_s=0.5,
+            orders=recording, rate=1.0,  # every tree predicted slow: the budget bounds the search
+        )  # fmt: skip
+    assert len(asked) == 1 and 0.0 < asked[0] <= 0.5
+
+
 def test_a_slow_predicted_tree_gets_every_candidate_searched() -> None:
     """At a yardstick of one flop a second every tree is predicted to take long: the search
     goes on through the candidate orders and random-greedy (within ``budget_s``) and keeps the
