@@ -19,12 +19,14 @@ from the last (fastest) dimension up, each ``o % size`` with ``o /= size``, and 
 coordinate * stride`` in each operand; a summed index ``r`` adds its own. The divisions are by
 magic numbers (:func:`divider`): a multiply-high, an add and two shifts instead of a division,
 which a GPU runs as a long software routine. Where every index and offset of a launch fits 31
-bits (``_Plan.narrow``, nearly always) the kernels index in 32 bits, whose multiply-high is one
-instruction (64-bit products take several). On ising28x28's MAR, steps down to a 16-entry child
-from two 2^27-entry operands indexed over 22 summed dimensions ran 18 ms with divisions, 12 ms
-with 64-bit magic numbers; the bandwidth allows about 1 ms. Dimensions adjacent in the output (or in the summed set) that are adjacent
-in both operands too are merged first, so most steps index in two or three dimensions. Each distinct metadata table is uploaded once per device and kept, with the
-launch plan of each operand layout: a warm run of the same tree plans and uploads nothing.
+bits (``_Plan.width`` "i32", nearly always) the kernels index in 32 bits, whose multiply-high is
+one instruction (64-bit products take several). On ising28x28's MAR, steps down to a 16-entry
+child from two 2^27-entry operands, indexed over 22 summed dimensions, ran 18 ms with
+divisions and 12 ms with 64-bit magic numbers; the bandwidth allows about 1 ms. Dimensions
+adjacent in the output (or in the summed set) that are adjacent in both operands too are merged
+first, so most steps index in two or three dimensions. Each distinct metadata table is uploaded
+once per device and kept, with the launch plan of each operand layout: a warm run of the same
+tree plans and uploads nothing.
 
 Two shapes of work for a sum of products: ``rows`` (one thread per output entry, looping over
 the summed ones) where the output is large or little is summed; ``blocks`` (one block per output

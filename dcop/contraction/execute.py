@@ -162,8 +162,7 @@ def pair_product(
     if not in_b <= in_a | keep:
         b, sb = _sum_alone(xp, b, sb, in_a | keep, psum)
         in_b = set(sb)
-    size = dict(zip(sa, a.shape, strict=True))
-    size.update(zip(sb, b.shape, strict=True))
+    size = _pair_sizes(a, sa, b, sb)
     big_a = a.size >= b.size
     big = sa if big_a else sb
     shared = in_a & in_b
@@ -224,21 +223,24 @@ def pair_product(
     return out.reshape(tuple(size[v] for v in scope)), scope
 
 
+def _pair_sizes(a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...]) -> dict[str, int]:
+    """The domain size of every variable of two operands."""
+    size = dict(zip(sa, a.shape, strict=True))
+    size.update(zip(sb, b.shape, strict=True))
+    return size
+
+
 def _summed_size(
     a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...], keep: frozenset[str]
 ) -> int:
     """Entries summed into each output entry of a pair: the product of the sizes of every
     variable of either operand not kept."""
-    size = dict(zip(sa, a.shape, strict=True))
-    size.update(zip(sb, b.shape, strict=True))
-    return math.prod(n for v, n in size.items() if v not in keep)
+    return math.prod(n for v, n in _pair_sizes(a, sa, b, sb).items() if v not in keep)
 
 
 def _joint_size(a: Any, sa: tuple[str, ...], b: Any, sb: tuple[str, ...]) -> int:
     """Entries of the joint table of two operands."""
-    size = dict(zip(sa, a.shape, strict=True))
-    size.update(zip(sb, b.shape, strict=True))
-    return math.prod(size.values())
+    return math.prod(_pair_sizes(a, sa, b, sb).values())
 
 
 def _small_pair(
