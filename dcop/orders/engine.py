@@ -55,7 +55,7 @@ class CostModel:
     for a bare graph); orders whose largest joined table exceeds ``max_entries`` rank last.
     ``seconds_per_entry`` is the solver's speed, which sizes the default search budget and its
     stop (a tenth of the predicted solve): single-core BE's by default; the sum-product engine
-    gives its backend's (a GPU's contraction runs some 400x faster per entry, and its search
+    gives its backend's (a GPU's contraction is taken as 500x faster per entry; its search
     had spent 0.74 s ordering ising28x28 for a 0.33 s contraction)."""
 
     sizes: Mapping[str, int] | None = None
@@ -193,8 +193,8 @@ def search(
     table) of the best order so far, ``incumbent`` (the best greedy order) at first, by less
     than a tenth, or once the time spent since ``started`` (the engine's start, a
     :func:`time.perf_counter` reading; default: the search's) reaches a tenth of the best order's
-    predicted solve time (at ``seconds_per_entry``): a grid whose min-fill order predicts minutes is ordered in a fraction
-    of a second once goatd finds its width."""
+    predicted solve time (at ``seconds_per_entry``): a grid whose min-fill order predicts minutes
+    is ordered in a fraction of a second once goatd finds its width."""
     if not adaptive or budget_s <= 2 * FLOOR_S:  # short searches: one call finds more
         return treedec.decompose_order(adjacency, budget_s)
     t0 = time.perf_counter()
