@@ -19,6 +19,8 @@ packages and the rules name the same rooms:
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
+* ``dcop.search`` (``dcop/search/``): exact AND/OR branch and bound guided by the mini-bucket
+  pass's tables (``dcop.bucketpass``), compiled with numba where it is installed.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
 * ``dcop.cli`` (``dcop/cli/``): the command line (entry point ``dcop.cli.entry``) and the run

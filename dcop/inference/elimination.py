@@ -1,11 +1,7 @@
-"""(Mini-)Bucket Elimination along an order, over any table backend.
-
-BE is MBE with an unbounded mini-bucket size. The variable-elimination phase processes variables
-in the given order; each bucket goes through the shared bucket step (:mod:`dcop.buckets`): split
-into mini-buckets of at most ``z`` variables (one for BE), each joined and eliminated in one fused
-pass, its output placed in the bucket of its earliest variable. The value-assignment phase walks
-the order backwards and picks, for each variable, the best value of the sum of its bucket's tables
-given the values already chosen.
+"""(Mini-)Bucket Elimination along an order, over any table backend: the bucket pass
+(:func:`dcop.bucketpass.bucket_pass`), then the value-assignment phase, which walks the order
+backwards and picks, for each variable, the best value of the sum of its bucket's tables given the
+values already chosen.
 
 The sum of the scalar outputs is the optimum (BE) or a lower bound (MBE); the decoded assignment's
 true cost, recomputed on the Problem, is an upper bound.
@@ -14,41 +10,23 @@ true cost, recomputed on the Problem, is an upper bound.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from dcop.buckets import choose_value, eliminate_bucket
-from dcop.errors import TableTooLarge
-from dcop.inference.memory import (
-    MemoryPlan,
-    human_bytes,
-    largest_fitting_z,
-    plan_memory,
-    suggestion_bound,
-    work_model_of,
+from dcop.bucketpass import (
+    EliminationStats,
+    ProgressFn,
+    bucket_pass,
+    decode,
+    too_large_message,
 )
+from dcop.inference.memory import MemoryPlan
 from dcop.model import Problem
-from dcop.tables import Op, Table, TableBackend
+from dcop.tables import Op, TableBackend
 
-#: progress(done, total, variable): work done so far of the run's total, in joined entries (the
-#: plan's :attr:`~dcop.inference.memory.MemoryPlan.total_work`), and the bucket now eliminated.
-ProgressFn = Callable[[int, int, str], None]
-
-
-@dataclass
-class EliminationStats:
-    """What the elimination phase did: sizes, times and the bound it proves."""
-
-    bound: float = 0.0
-    largest_output: int = 0
-    largest_joined: int = 0
-    messages: int = 0
-    seconds_eliminate: float = 0.0
-    seconds_assign: float = 0.0
-    bucket_seconds: dict[str, float] = field(default_factory=dict)
+__all__ = ["EliminationStats", "ProgressFn", "decode", "eliminate", "too_large_message"]
 
 
 def eliminate(
@@ -62,101 +40,10 @@ def eliminate(
     progress: ProgressFn | None = None,
     plan: MemoryPlan | None = None,
 ) -> tuple[dict[str, int], EliminationStats]:
-    """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics.
-
-    ``plan`` is this run's :func:`~dcop.inference.memory.plan_memory` (made here when not given):
-    progress is reported in its work units. ``max_bytes`` is checked again before each output is
-    built, against the bytes actually held (the plan's resident part, the input tables and every
-    message so far): a second line of defence behind the caller's check of the plan.
-    """
-    position = {v: i for i, v in enumerate(order)}
-    itemsize = np.dtype(dtype).itemsize
-    scopes = [t.scope for t in problem.tables]
-    if plan is None:
-        plan = plan_memory(
-            scopes, problem.domain_sizes(), order, z, itemsize, work=work_model_of(backend)
-        )
-    stats = EliminationStats(bound=float(problem.constant))
-    buckets: dict[str, list[Table]] = {v: [] for v in order}
-    held = plan.resident_bytes
-    # with several GPUs (plan.devices) only the tables in host memory count against max_bytes
-    on_devices = plan.devices is not None
-    lands_on_host = getattr(backend, "output_on_host", None)
-
-    def host_bytes(table: Table) -> int:
-        if on_devices and not isinstance(table.data, np.ndarray):
-            return 0
-        return int(table.size * itemsize)
-
-    for cost_table in problem.tables:
-        if not cost_table.scope:
-            stats.bound += float(cost_table.costs)
-            continue
-        first = min(cost_table.scope, key=position.__getitem__)
-        table = backend.table(cost_table.scope, cost_table.dense(dtype), dtype)
-        buckets[first].append(table)
-        held += host_bytes(table)
-
-    def check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
-        out_bytes = out_entries * itemsize if scope else 0  # a scalar is summed on the host
-        if on_devices and callable(lands_on_host) and not lands_on_host(out_bytes):
-            out_bytes = 0
-        if max_bytes is not None and held + out_bytes > max_bytes:
-            raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
-
-    work = {b.var: b.work for b in plan.buckets}
-    done = 0
+    """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics
+    (the arguments are :func:`~dcop.bucketpass.bucket_pass`'s)."""
+    buckets = bucket_pass(problem, order, backend, z, op, dtype, max_bytes, progress, plan)
     start = time.perf_counter()
-    for var in order:
-        if not buckets[var]:  # a variable no table mentions: any value will do
-            continue
-        if progress is not None:
-            progress(done, plan.total_work, var)
-        t0 = time.perf_counter()
-        output = eliminate_bucket(
-            backend, buckets[var], var, z=z, op=op, order=position, check=check
-        )
-        for mini in output.plans:
-            stats.largest_output = max(stats.largest_output, mini.out_entries)
-            stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
-        stats.messages += len(output.plans)
-        stats.bound += output.scalar
-        for message in output.tables:  # kept: the value-assignment phase reads them again
-            buckets[min(message.scope, key=position.__getitem__)].append(message)
-            held += host_bytes(message)
-        done += work.get(var, 0)
-        stats.bucket_seconds[var] = time.perf_counter() - t0
-    backend.synchronize()
-    stats.seconds_eliminate = time.perf_counter() - start
-    if progress is not None:
-        progress(plan.total_work, plan.total_work, "")
-
-    start = time.perf_counter()
-    assignment: dict[str, int] = {}
-    for var in reversed(order):
-        assignment[var] = choose_value(backend, buckets[var], var, assignment, op)
-    stats.seconds_assign = time.perf_counter() - start
-    return {v: assignment[v] for v in problem.variables}, stats
-
-
-def too_large_message(
-    var: str,
-    scope: Sequence[str],
-    out_bytes: int,
-    held: int,
-    max_bytes: float,
-    plan: MemoryPlan,
-) -> str:
-    """Why a bucket's output is refused while the run holds ``held`` bytes, and the largest MBE z
-    whose plan fits (the plan's z excluded)."""
-    fitting = largest_fitting_z(plan, max_bytes, suggestion_bound(plan))
-    way = (
-        f"--algo mbe --z {fitting.z} for bounds"
-        if fitting is not None
-        else "nothing fits, not even MBE with z=1"
-    )
-    return (
-        f"bucket of {var!r}: its output over {len(scope)} variables ({human_bytes(out_bytes)}) "
-        f"would bring the tables held to {human_bytes(held + out_bytes)} > the memory limit of "
-        f"{human_bytes(max_bytes)}; use --max-memory to raise it or {way}"
-    )
+    assignment = decode(problem, buckets, backend, op)
+    buckets.stats.seconds_assign = time.perf_counter() - start
+    return assignment, buckets.stats

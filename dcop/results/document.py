@@ -117,8 +117,14 @@ def result_document(
 ) -> dict[str, Any]:
     """Assemble a result document. ``lower``/``upper`` are internal (minimised) bounds: the proved
     bound (the optimum when ``exact``) and the recomputed cost of ``assignment``. An infeasible or
-    failed run claims no assignment and no cost."""
-    answered = status == "ok"
+    failed run claims no assignment and no cost; a run stopped early (timeout, interrupted) keeps
+    the assignment it found and its cost, never exact."""
+    answered = status == "ok" or (
+        status in ("timeout", "interrupted")
+        and assignment is not None
+        and upper is not None
+        and math.isfinite(upper)
+    )
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "status": status,
@@ -128,7 +134,7 @@ def result_document(
         "task": task,
         "algo": algo,
         "z": z,
-        "exact": bool(exact and answered),
+        "exact": bool(exact and status == "ok"),
         "objective": objective(problem) if problem is not None else None,
         "cost": None,
         "lower_bound": None,
@@ -140,7 +146,7 @@ def result_document(
         "metrics": dict(metrics) if metrics is not None else None,
     }
     if problem is not None and lower is not None and upper is not None:
-        if status in ("ok", "infeasible", "timeout"):  # timeout: an anytime run's bounds
+        if status in ("ok", "infeasible", "timeout", "interrupted"):  # stopped: bounds kept
             ends = sorted((file_value(problem, lower), file_value(problem, upper)))
             doc["lower_bound"] = json_number(ends[0])
             doc["upper_bound"] = json_number(ends[1])

@@ -37,11 +37,13 @@ class SolveResult:
     steps: list[Any] | None = None
     #: why an anytime run stopped at its deadline (status ``timeout``, bounds kept); None if not
     stopped: str | None = None
+    #: ``--algo aobb``: the search's statistics (:class:`dcop.search.solver.SearchStats`)
+    search: Any = None
 
     @property
     def exact(self) -> bool:
         """BE proves the optimum; MBE gives bounds, which prove it too when they meet."""
-        return self.algo == "be" or (
+        return self.algo == "be" or (  # aobb: lower = upper on a proof
             self.stopped is None
             and math.isfinite(self.upper_bound)
             and self.lower_bound >= self.upper_bound
@@ -99,5 +101,6 @@ class SolveResult:
                 },
                 "size": problem_size(p),
             }
-            | ({"anytime": [s.to_json(p) for s in self.steps]} if self.steps is not None else {}),
+            | ({"anytime": [s.to_json(p) for s in self.steps]} if self.steps is not None else {})
+            | ({"search": self.search.to_json(p)} if self.search is not None else {}),
         )

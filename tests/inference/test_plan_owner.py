@@ -23,8 +23,8 @@ def test_only_plan_for_calls_plan_memory() -> None:
         text = path.read_text()
         if re.search(r"\bplan_memory\(", text) and path.name not in ("memory.py", "plan.py"):
             callers.append(str(path.relative_to(ROOT)))
-    # elimination re-plans only when called without the caller's plan (tests, the library)
-    assert callers == ["dcop/inference/elimination.py"], callers
+    # the bucket pass re-plans only when called without the caller's plan (tests, the library)
+    assert callers == ["dcop/bucketpass.py"], callers
 
 
 def test_info_and_auto_promise_what_the_solve_checks() -> None:

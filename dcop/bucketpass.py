@@ -1,0 +1,190 @@
+"""The (mini-)bucket pass: eliminate every bucket along an order and keep what each produced.
+
+BE is MBE with an unbounded mini-bucket size. Variables are processed in the given order; each
+bucket goes through the shared bucket step (:mod:`dcop.buckets`): split into mini-buckets of at
+most ``z`` variables (one for BE), each joined and eliminated in one fused pass, its output placed
+in the bucket of its earliest variable. The pass keeps every bucket's tables, and for each message
+the bucket it came from: BE's value-assignment phase (:mod:`dcop.inference.elimination`) reads the
+buckets again, and the AND/OR search (:mod:`dcop.search`) compiles the messages into its heuristic.
+
+The sum of the scalar outputs (and of the problem's constant) is the optimum (BE) or a lower
+bound (MBE). This module sits below ``dcop.inference``: the search uses it without importing the
+inference room.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dcop.buckets import choose_value, eliminate_bucket
+from dcop.errors import TableTooLarge
+from dcop.model import Problem
+from dcop.tables import Op, Table, TableBackend
+
+if TYPE_CHECKING:
+    from dcop.inference.memory import MemoryPlan
+
+#: progress(done, total, variable): work done so far of the run's total, in joined entries (the
+#: plan's :attr:`~dcop.inference.memory.MemoryPlan.total_work`), and the bucket now eliminated.
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class EliminationStats:
+    """What the elimination phase did: sizes, times and the bound it proves."""
+
+    bound: float = 0.0
+    largest_output: int = 0
+    largest_joined: int = 0
+    messages: int = 0
+    seconds_eliminate: float = 0.0
+    seconds_assign: float = 0.0
+    bucket_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Buckets:
+    """Every bucket after the pass: its tables (problem tables, then messages in arrival order),
+    for each of them the bucket that made it (None: a problem table), and the scalar each bucket
+    produced (the part of the bound that no later bucket holds)."""
+
+    order: list[str]
+    tables: dict[str, list[Table]]
+    origins: dict[str, list[str | None]]
+    scalars: dict[str, float]
+    stats: EliminationStats
+
+
+def bucket_pass(
+    problem: Problem,
+    order: Sequence[str],
+    backend: TableBackend,
+    z: int | None = None,
+    op: Op = "min",
+    dtype: Any = np.float64,
+    max_bytes: float | None = None,
+    progress: ProgressFn | None = None,
+    plan: MemoryPlan | None = None,
+) -> Buckets:
+    """Run (mini-)bucket elimination along ``order`` on ``backend`` and keep every bucket.
+
+    ``plan`` is this run's :func:`~dcop.inference.memory.plan_memory` (made here when not given):
+    progress is reported in its work units. ``max_bytes`` is checked again before each output is
+    built, against the bytes actually held (the plan's resident part, the input tables and every
+    message so far): a second line of defence behind the caller's check of the plan.
+    """
+    from dcop.inference.memory import plan_memory, work_model_of
+
+    position = {v: i for i, v in enumerate(order)}
+    itemsize = np.dtype(dtype).itemsize
+    if plan is None:
+        plan = plan_memory(
+            [t.scope for t in problem.tables],
+            problem.domain_sizes(),
+            order,
+            z,
+            itemsize,
+            work=work_model_of(backend),
+        )
+    stats = EliminationStats(bound=float(problem.constant))
+    tables: dict[str, list[Table]] = {v: [] for v in order}
+    origins: dict[str, list[str | None]] = {v: [] for v in order}
+    scalars: dict[str, float] = {}
+    held = plan.resident_bytes
+    # with several GPUs (plan.devices) only the tables in host memory count against max_bytes
+    on_devices = plan.devices is not None
+    lands_on_host = getattr(backend, "output_on_host", None)
+
+    def host_bytes(table: Table) -> int:
+        if on_devices and not isinstance(table.data, np.ndarray):
+            return 0
+        return int(table.size * itemsize)
+
+    for cost_table in problem.tables:
+        if not cost_table.scope:
+            stats.bound += float(cost_table.costs)
+            continue
+        first = min(cost_table.scope, key=position.__getitem__)
+        table = backend.table(cost_table.scope, cost_table.dense(dtype), dtype)
+        tables[first].append(table)
+        origins[first].append(None)
+        held += host_bytes(table)
+
+    def check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
+        out_bytes = out_entries * itemsize if scope else 0  # a scalar is summed on the host
+        if on_devices and callable(lands_on_host) and not lands_on_host(out_bytes):
+            out_bytes = 0
+        if max_bytes is not None and held + out_bytes > max_bytes:
+            raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
+
+    work = {b.var: b.work for b in plan.buckets}
+    done = 0
+    start = time.perf_counter()
+    for var in order:
+        if not tables[var]:  # a variable no table mentions: any value will do
+            continue
+        if progress is not None:
+            progress(done, plan.total_work, var)
+        t0 = time.perf_counter()
+        output = eliminate_bucket(
+            backend, tables[var], var, z=z, op=op, order=position, check=check
+        )
+        for mini in output.plans:
+            stats.largest_output = max(stats.largest_output, mini.out_entries)
+            stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
+        stats.messages += len(output.plans)
+        stats.bound += output.scalar
+        scalars[var] = output.scalar
+        for message in output.tables:
+            first = min(message.scope, key=position.__getitem__)
+            tables[first].append(message)
+            origins[first].append(var)
+            held += host_bytes(message)
+        done += work.get(var, 0)
+        stats.bucket_seconds[var] = time.perf_counter() - t0
+    backend.synchronize()
+    stats.seconds_eliminate = time.perf_counter() - start
+    if progress is not None:
+        progress(plan.total_work, plan.total_work, "")
+    return Buckets(list(order), tables, origins, scalars, stats)
+
+
+def decode(
+    problem: Problem, buckets: Buckets, backend: TableBackend, op: Op = "min"
+) -> dict[str, int]:
+    """The value-assignment phase: along the order backwards, each variable's best value given
+    the later ones (BE: an optimal assignment; MBE: the upper bound's assignment)."""
+    assignment: dict[str, int] = {}
+    for var in reversed(buckets.order):
+        assignment[var] = choose_value(backend, buckets.tables[var], var, assignment, op)
+    return {v: assignment[v] for v in problem.variables}
+
+
+def too_large_message(
+    var: str,
+    scope: Sequence[str],
+    out_bytes: int,
+    held: int,
+    max_bytes: float,
+    plan: MemoryPlan,
+) -> str:
+    """Why a bucket's output is refused while the run holds ``held`` bytes, and the largest MBE z
+    whose plan fits (the plan's z excluded)."""
+    from dcop.inference.memory import human_bytes, largest_fitting_z, suggestion_bound
+
+    fitting = largest_fitting_z(plan, max_bytes, suggestion_bound(plan))
+    way = (
+        f"--algo mbe --z {fitting.z} for bounds"
+        if fitting is not None
+        else "nothing fits, not even MBE with z=1"
+    )
+    return (
+        f"bucket of {var!r}: its output over {len(scope)} variables ({human_bytes(out_bytes)}) "
+        f"would bring the tables held to {human_bytes(held + out_bytes)} > the memory limit of "
+        f"{human_bytes(max_bytes)}; use --max-memory to raise it or {way}"
+    )

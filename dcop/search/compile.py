@@ -1,0 +1,234 @@
+"""From a problem, an order and its mini-bucket pass to the search's flat arrays.
+
+The pseudo-tree is the order's bucket tree: a variable's parent is the first-eliminated variable
+of its induced scope (where BE sends its message), and that scope is its *context*: the ancestors
+its subproblem depends on, which key its cache. The search visits the tree from the roots (the
+last-eliminated variables) down, so every table's scope is assigned by the time its bucket's
+variable is, and every mini-bucket message that leaves a subtree can be read by the subtree's
+parent.
+
+Each node's AND label is the sum of the problem tables in its bucket; the heuristic of a node
+(the cost its subtree will add at least) is the sum of the messages made inside its subtree and
+placed in a bucket above it, and of the scalars made inside it: the static mini-bucket
+heuristic, a lower bound of the subtree's optimum, and exact where the pass is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from dcop.bucketpass import Buckets
+from dcop.model import Problem
+from dcop.ordering import induced_scopes
+from dcop.search.kernel import Model, State
+from dcop.tables import TableBackend
+
+#: Bytes of one cache entry: value and code (two float64).
+CACHE_ENTRY_BYTES = 16
+#: The largest context table one node may cache (entries): a larger one costs page faults and
+#: TLB misses on most lookups, where the subproblem is rarely met twice in the same context.
+NODE_CACHE_MAX = 1 << 22
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The search's arrays and what the solver needs beside them."""
+
+    model: Model
+    names: list[str]  # node -> variable name (node i is the i-th variable eliminated)
+    roots: list[int]  # the pseudo-tree's roots (one per connected part)
+    preorder: dict[int, np.ndarray]  # each root's subtree, parents first
+    root_h: dict[int, float]  # each root's heuristic (a constant)
+    width: int  # the largest domain
+    cached_nodes: int
+    cache_entries: int
+    uncached_inner: int
+    heuristic_entries: int
+    depth: int
+
+
+def compile_search(
+    problem: Problem,
+    order: Sequence[str],
+    buckets: Buckets,
+    backend: TableBackend,
+    cache_bytes: float,
+) -> Compiled:
+    """The search's :class:`Model` for ``problem`` along ``order`` with the heuristic of
+    ``buckets`` (a :func:`~dcop.bucketpass.bucket_pass` over ``order``), caching contexts within
+    ``cache_bytes`` (smallest contexts first)."""
+    names = list(order)
+    node = {v: i for i, v in enumerate(names)}
+    n = len(names)
+    dom = np.array([problem.variables[v].size for v in names], dtype=np.int32)
+    scopes = induced_scopes(problem.neighbours(), names)
+    context = [[node[u] for u in scopes[v]] for v in names]
+    parent = np.array([min(c) if c else -1 for c in context], dtype=np.int32)
+    children: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        if parent[v] >= 0:
+            children[int(parent[v])].append(v)
+    roots = [v for v in range(n) if parent[v] < 0]
+
+    labels: list[list[int]] = [[] for _ in range(n)]
+    crossing: list[list[int]] = [[] for _ in range(n)]
+    chunks: list[np.ndarray] = []
+    f_off: list[int] = []
+    f_sc: list[int] = [0]
+    sc_var: list[int] = []
+    sc_stride: list[int] = []
+    offset = 0
+
+    def add_function(scope: Sequence[str], data: np.ndarray) -> int:
+        nonlocal offset
+        flat = np.ascontiguousarray(data, dtype=np.float64).reshape(-1)
+        chunks.append(flat)
+        f_off.append(offset)
+        offset += flat.size
+        shape = [problem.variables[u].size for u in scope]
+        stride = 1
+        strides = []
+        for size in reversed(shape):
+            strides.append(stride)
+            stride *= size
+        sc_var.extend(node[u] for u in scope)
+        sc_stride.extend(reversed(strides))
+        f_sc.append(len(sc_var))
+        return len(f_off) - 1
+
+    def cross(origin: int, until: int, f: int) -> None:
+        v = origin
+        while v != until:  # every node on the way up to (not into) the bucket it lands in
+            crossing[v].append(f)
+            v = int(parent[v])
+
+    heuristic_entries = 0
+    for var in names:
+        w = node[var]
+        for table, origin in zip(buckets.tables[var], buckets.origins[var], strict=True):
+            data = backend.to_numpy(table.data)
+            f = add_function(table.scope, data)
+            if origin is None:
+                labels[w].append(f)
+            else:
+                heuristic_entries += data.size
+                cross(node[origin], w, f)
+    for var, scalar in buckets.scalars.items():
+        if scalar != 0.0:
+            cross(node[var], -1, add_function((), np.array(scalar)))
+
+    # caches: inner nodes, smallest contexts first, within the byte budget
+    entries = [math.prod(int(dom[u]) for u in context[v]) if children[v] else 0 for v in range(n)]
+    ca_off = np.full(n, -1, dtype=np.int64)
+    room = int(cache_bytes // CACHE_ENTRY_BYTES)
+    total = 0
+    for v in sorted((v for v in range(n) if children[v]), key=entries.__getitem__):
+        if total + entries[v] > room or entries[v] > NODE_CACHE_MAX:
+            break
+        ca_off[v] = total
+        total += entries[v]
+    ctx_off = [0]
+    ctx_var: list[int] = []
+    ctx_mul: list[int] = []
+    for v in range(n):
+        mul = 1
+        muls = []
+        for u in reversed(context[v]):
+            muls.append(mul)
+            mul *= int(dom[u])
+        ctx_var.extend(context[v])
+        ctx_mul.extend(reversed(muls))
+        ctx_off.append(len(ctx_var))
+
+    model = Model(
+        dom=dom,
+        parent=parent,
+        ch_off=_offsets(children),
+        ch_list=_flat(children),
+        lab_off=_offsets(labels),
+        lab_fun=_flat(labels),
+        cr_off=_offsets(crossing),
+        cr_fun=_flat(crossing),
+        f_off=np.array(f_off, dtype=np.int64),
+        f_sc=np.array(f_sc, dtype=np.int32),
+        sc_var=np.array(sc_var, dtype=np.int32),
+        sc_stride=np.array(sc_stride, dtype=np.int64),
+        tables=np.concatenate(chunks) if chunks else np.zeros(1),
+        ctx_off=np.array(ctx_off, dtype=np.int32),
+        ctx_var=np.array(ctx_var, dtype=np.int32),
+        ctx_mul=np.array(ctx_mul, dtype=np.int64),
+        ca_off=ca_off,
+    )
+    preorder = {r: _preorder(r, children) for r in roots}
+    root_h = {r: float(sum(model.tables[model.f_off[f]] for f in crossing[r])) for r in roots}
+    depth = _depth(roots, children)
+    return Compiled(
+        model=model,
+        names=names,
+        roots=roots,
+        preorder=preorder,
+        root_h=root_h,
+        width=max(int(dom.max(initial=1)), 1),
+        cached_nodes=int((ca_off >= 0).sum()),
+        cache_entries=total,
+        uncached_inner=sum(1 for v in range(n) if children[v] and ca_off[v] < 0),
+        heuristic_entries=heuristic_entries,
+        depth=depth,
+    )
+
+
+def new_state(model: Model, width: int, cache_entries: int) -> State:
+    """A fresh walk's state: empty frames, an empty cache of ``cache_entries`` slots."""
+    n = model.dom.shape[0]
+    slots = max(cache_entries, 1)
+    return State(
+        asg=np.zeros(n, dtype=np.int32),
+        budget=np.zeros(n),
+        best=np.zeros(n),
+        bestx=np.zeros(n, dtype=np.int32),
+        lbmin=np.zeros(n),
+        vi=np.zeros(n, dtype=np.int32),
+        acc=np.zeros(n),
+        remh=np.zeros(n),
+        ck=np.zeros(n, dtype=np.int32),
+        key=np.full(n, -1, dtype=np.int64),
+        lab=np.zeros(n * width),
+        fval=np.zeros(n * width),
+        vals=np.zeros(n * width, dtype=np.int32),
+        hcx=np.zeros(n * width),
+        cache=np.zeros(2 * slots),  # zeroed pages: memory is touched only where used
+        reg=np.zeros(8, dtype=np.int64),
+        fre=np.zeros(2),
+    )
+
+
+def _offsets(lists: list[list[int]]) -> np.ndarray:
+    return np.array([0, *np.cumsum([len(x) for x in lists])], dtype=np.int32)
+
+
+def _flat(lists: list[list[int]]) -> np.ndarray:
+    return np.array([x for xs in lists for x in xs], dtype=np.int32)
+
+
+def _preorder(root: int, children: list[list[int]]) -> np.ndarray:
+    out = []
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        stack.extend(reversed(children[v]))
+    return np.array(out, dtype=np.int32)
+
+
+def _depth(roots: list[int], children: list[list[int]]) -> int:
+    deepest = 0
+    stack = [(r, 1) for r in roots]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children[v])
+    return deepest

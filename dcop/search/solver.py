@@ -1,0 +1,481 @@
+"""AND/OR branch and bound with a mini-bucket heuristic and context caching (AOBB-C).
+
+The run: an order (the ordering engine's), the largest mini-bucket size ``z`` whose pass fits the
+memory and a share of the time (:func:`choose_ibound`), the pass itself on the run's backend (a
+GPU when there is one: its tables are read on the host once), the search's arrays
+(:mod:`dcop.search.compile`), a first upper bound (the pass's own assignment, improved by local
+search), then the compiled walk (:mod:`dcop.search.kernel`), one connected part at a time, in
+slices of a few tens of milliseconds between which the deadline is checked and the bounds are
+reported. Every exit keeps the best assignment found and a proved lower bound; ``exact`` only on
+a proof.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dcop.backend import get_backend
+from dcop.bucketpass import bucket_pass, decode
+from dcop.errors import ModelError, TableTooLarge
+from dcop.inference.memory import MemoryPlan, effective_limit, human_bytes
+from dcop.inference.plan import plan_for
+from dcop.model import Problem
+from dcop.ordering import induced_width, largest_table
+from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.cost import SECONDS_PER_ENTRY
+from dcop.results.document import file_value, json_number
+from dcop.results.solve import SolveResult
+from dcop.search import kernel
+from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
+from dcop.search.jit import COMPILED
+from dcop.search.local import incidence, local_search, nodes_cost, total_cost
+
+#: bounds(seconds since the start, lower, upper), internal costs: called as they change.
+BoundsFn = Callable[[float, float, float], None]
+
+#: Share of the memory limit the heuristic's tables may take; the cache gets what is left of
+#: CACHE_SHARE.
+HEURISTIC_SHARE = 0.4
+CACHE_SHARE = 0.8
+#: Share of the time left that the mini-bucket pass may take, and its work cap without a deadline
+#: (seconds of work at the backend's speed).
+PASS_SHARE = 0.2
+PASS_SECONDS_NO_DEADLINE = 10.0
+#: A GPU's fused join+eliminate, per entry, against single-core NumPy's (the contraction's ratio).
+GPU_SPEEDUP = 500.0
+#: Pruning margin: a branch is cut when its bound reaches best + EPS_ABS + EPS_REL * |best|.
+EPS_ABS = 1e-9
+EPS_REL = 1e-10
+#: Seconds a slice of the walk should take between two looks at the clock.
+SLICE_S = 0.05
+#: Local search sweeps over all variables for the first upper bound, at most.
+LOCAL_SWEEPS = 200
+#: Share of the time left that the ordering engine may take.
+ORDER_SHARE = 0.05
+#: The i-bound ladder: work ratio between rungs, the smallest pass worth a rung (entries), rungs.
+LADDER_RATIO = 8.0
+LADDER_FLOOR = 1e5
+LADDER_RUNGS = 4
+#: A rung below the last searches for the next pass's predicted seconds at this many seconds
+#: per expansion (the walk's speed on a CPU core, give or take), at least FLOOR_EXPANSIONS.
+SECONDS_PER_EXPANSION = 2e-6
+FLOOR_EXPANSIONS = 100_000
+#: Why a walk stopped: the deadline, or its rung's node budget.
+TIMEOUT = "the deadline came before the search proved the optimum"
+OUT_OF_NODES = "the rung's node budget ran out"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung of the i-bound ladder: its z, the pass's and the search's seconds, the nodes it
+    expanded, and whether it proved the optimum."""
+
+    z: int
+    pass_s: float
+    search_s: float
+    expanded: int
+    heuristic_bound: float
+    proved: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "z": self.z,
+            "pass_s": self.pass_s,
+            "search_s": self.search_s,
+            "expanded": self.expanded,
+            "proved": self.proved,
+        }
+
+
+@dataclass
+class SearchStats:
+    """What the search did, for the result document: the last rung's z and why, its heuristic,
+    every rung, the nodes expanded in all, the cache, and the trace of (seconds, lower, upper)
+    in internal costs."""
+
+    ibound: int = 0
+    ibound_reason: str = ""
+    heuristic_entries: int = 0
+    expanded: int = 0
+    cache_hits: int = 0
+    cached_nodes: int = 0
+    uncached_inner: int = 0
+    cache_bytes: int = 0
+    depth: int = 0
+    compiled: bool = COMPILED
+    seconds: float = 0.0
+    steps: list[Step] = field(default_factory=list)
+    trace: list[tuple[float, float, float]] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        """Node expansions per second of search."""
+        return self.expanded / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self, problem: Problem) -> dict[str, object]:
+        """The document's ``search``: bounds in the file's sense (lower and upper swap for a
+        maximised file)."""
+
+        def bounds(seconds: float, lower: float, upper: float) -> dict[str, object]:
+            ends = sorted((file_value(problem, lower), file_value(problem, upper)))
+            return {
+                "seconds": seconds,
+                "lower_bound": json_number(ends[0]),
+                "upper_bound": json_number(ends[1]),
+            }
+
+        return {
+            "ibound": self.ibound,
+            "ibound_reason": self.ibound_reason,
+            "heuristic_entries": self.heuristic_entries,
+            "expanded": self.expanded,
+            "expansions_per_second": self.rate,
+            "cache_hits": self.cache_hits,
+            "cached_nodes": self.cached_nodes,
+            "uncached_inner": self.uncached_inner,
+            "cache_bytes": self.cache_bytes,
+            "depth": self.depth,
+            "compiled": self.compiled,
+            "steps": [step.to_json() for step in self.steps],
+            "trace": [bounds(*point) for point in self.trace],
+        }
+
+
+def seconds_per_entry(backend: Any) -> float:
+    """The pass's predicted seconds per joined entry on ``backend``."""
+    name = str(getattr(backend, "name", "numpy"))
+    return SECONDS_PER_ENTRY / GPU_SPEEDUP if name.startswith("cupy") else SECONDS_PER_ENTRY
+
+
+def choose_ibound(
+    problem: Problem,
+    order: list[str],
+    backend: Any,
+    limit_bytes: float,
+    seconds: float,
+    resident: int | None = None,
+) -> tuple[int, MemoryPlan, str]:
+    """The largest mini-bucket size ``z`` whose pass fits ``limit_bytes`` * HEURISTIC_SHARE and
+    whose work is predicted within ``seconds`` on ``backend``; z = induced width + 1 is exact.
+    Returns z, its plan and why."""
+    width = induced_width(problem.neighbours(), order)
+    spe = seconds_per_entry(backend)
+    cap = HEURISTIC_SHARE * limit_bytes
+
+    def plan(z: int) -> MemoryPlan:
+        return plan_for(problem, order, z, np.float64, backend, resident=resident)
+
+    def fits(p: MemoryPlan) -> bool:
+        return p.fits(cap + p.resident_bytes) and p.total_work * spe <= seconds
+
+    top = max(1, width + 1)
+    best = plan(top)
+    if fits(best):
+        return top, best, f"z = {top} is exact (induced width {width})"
+    lo, hi = 1, top  # z = 1 is taken to fit (its tables are no larger than the problem's)
+    lo_plan = plan(1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = plan(mid)
+        if fits(p):
+            lo, lo_plan = mid, p
+        else:
+            hi = mid
+    return (
+        lo,
+        lo_plan,
+        (
+            f"z = {lo}: the largest whose tables fit {human_bytes(cap)} and whose pass fits "
+            f"{seconds:.3g} s (induced width {width})"
+        ),
+    )
+
+
+def ladder(
+    problem: Problem, order: list[str], backend: Any, top: MemoryPlan, resident: int | None
+) -> list[MemoryPlan]:
+    """The rungs below ``top`` (a plan of the largest z), smallest first: each z about
+    LADDER_RATIO times less work than the next, down to a pass of LADDER_FLOOR entries, at most
+    LADDER_RUNGS in all. A small z proves easy problems before a large pass could end; a hard
+    one pays at most a constant share more for the rungs below its last."""
+    assert top.z is not None
+    sizes = sorted(problem.domain_sizes().values())
+    typical = max(2, sizes[len(sizes) // 2]) if sizes else 2
+    step = max(1, math.ceil(math.log(LADDER_RATIO) / math.log(typical)))
+    rungs = [top]
+    z = top.z - step
+    while z >= 1 and len(rungs) < LADDER_RUNGS and rungs[-1].total_work > LADDER_FLOOR:
+        rungs.append(plan_for(problem, order, z, np.float64, backend, resident=resident))
+        z -= step
+    return rungs[::-1]
+
+
+def solve_aobb(
+    problem: Problem,
+    z: int | None = None,
+    ordering: str | ChosenOrder = "auto",
+    backend: str | Any = "numpy",
+    max_bytes: float | None = None,
+    deadline: float | None = None,
+    order_time: float | None = None,
+    seed: int = 0,
+    on_bounds: BoundsFn | None = None,
+    resident: int | None = None,
+) -> SolveResult:
+    """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
+
+    ``z`` None climbs a ladder of mini-bucket sizes (:func:`ladder`) up to the largest that fits
+    (:func:`choose_ibound`): each rung but the last searches for a number of nodes in
+    proportion to the next rung's pass, and hands its best assignment and bound on. ``deadline``
+    (a ``time.perf_counter`` instant) stops the search with the best assignment and both bounds
+    (status ``timeout``); ``on_bounds`` hears of every improvement.
+    """
+    t_start = time.perf_counter()
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    times: dict[str, float] = {}
+
+    def left() -> float:
+        return math.inf if deadline is None else deadline - time.perf_counter()
+
+    if order_time is None and deadline is not None:
+        order_time = max(0.0, ORDER_SHARE * left())
+    chosen_order = choose_order(problem, ordering, order_time)
+    order = chosen_order.order
+    adjacency = problem.neighbours()
+    width = induced_width(adjacency, order)
+    biggest = largest_table(adjacency, order, problem.domain_sizes())
+    times["ordering"] = time.perf_counter() - t_start
+
+    limit = effective_limit(max_bytes)
+    t0 = time.perf_counter()
+    stats = SearchStats()
+    if z is None:
+        share = PASS_SECONDS_NO_DEADLINE if deadline is None else PASS_SHARE * max(0.0, left())
+        z, top, stats.ibound_reason = choose_ibound(
+            problem, order, engine, limit.bytes, share, resident
+        )
+        rungs = ladder(problem, order, engine, top, resident)
+    else:
+        if z < 1:
+            raise ModelError(f"the mini-bucket size must be at least 1, not {z}")
+        rungs = [plan_for(problem, order, z, np.float64, engine, resident=resident)]
+        stats.ibound_reason = f"z = {z} as asked"
+    if not rungs[-1].fits(limit.bytes):
+        raise TableTooLarge(
+            f"the search's heuristic with z = {z} needs {human_bytes(rungs[-1].peak_bytes)} > "
+            f"the memory limit of {human_bytes(limit.bytes)}; use a smaller --z or --max-memory"
+        )
+    times["plan"] = time.perf_counter() - t0
+
+    names = list(order)
+    incumbent: np.ndarray | None = None
+    lower = -math.inf
+    stopped: str | None = "no rung ran"
+    for k, plan in enumerate(rungs):
+        last = k == len(rungs) - 1
+        budget = (
+            None
+            if last
+            else max(
+                FLOOR_EXPANSIONS,
+                int(rungs[k + 1].total_work * seconds_per_entry(engine) / SECONDS_PER_EXPANSION),
+            )
+        )
+        t0 = time.perf_counter()
+        buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
+                              max_bytes=limit.bytes)  # fmt: skip
+        if incumbent is None:
+            mbe = decode(problem, buckets, engine)
+            incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
+        pass_s = time.perf_counter() - t0
+        cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
+        compiled = compile_search(problem, order, buckets, engine, cache_room)
+        del buckets
+        model = compiled.model
+        state = new_state(model, compiled.width, compiled.cache_entries)
+        times["heuristic"] = times.get("heuristic", 0.0) + time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        inc_off, inc_fun = incidence(model)
+        sweeps = LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
+        improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
+        if total_cost(model, improved) < total_cost(model, incumbent):
+            incumbent = improved
+        times["local"] = times.get("local", 0.0) + time.perf_counter() - t0
+
+        walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
+        walk.lower = max(walk.lower, lower)
+        t0 = time.perf_counter()
+        stopped = walk.run(deadline, budget)
+        spent = time.perf_counter() - t0
+        times["search"] = times.get("search", 0.0) + spent
+        expanded = int(state.reg[kernel.R_EXPANDED])
+        stats.steps.append(
+            Step(int(plan.z or 0), pass_s, spent, expanded, walk.heuristic, stopped is None)
+        )
+        stats.expanded += expanded
+        stats.cache_hits += int(state.reg[kernel.R_HITS])
+        stats.seconds += spent
+        stats.ibound = int(plan.z or 0)
+        stats.heuristic_entries = compiled.heuristic_entries
+        stats.cached_nodes = compiled.cached_nodes
+        stats.uncached_inner = compiled.uncached_inner
+        stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
+        stats.depth = compiled.depth
+        incumbent = walk.incumbent
+        lower = max(lower, walk.lower)
+        if stopped is None or stopped == TIMEOUT:
+            break
+
+    assert incumbent is not None
+    node = {v: i for i, v in enumerate(names)}
+    assignment = {v: int(incumbent[node[v]]) for v in problem.variables}
+    upper = problem.evaluate(assignment)
+    lower = min(lower, upper)
+    if stopped is None:
+        lower = upper  # proved (an infeasible proof: both inf)
+    stats.trace.append((time.perf_counter() - t_start, lower, upper))
+    times["total"] = time.perf_counter() - t_start
+    result = SolveResult(
+        problem=problem,
+        algo="aobb",
+        assignment=assignment,
+        lower_bound=lower,
+        upper_bound=upper,
+        z=stats.ibound,
+        ordering=chosen_order.name,
+        induced_width=width,
+        largest_table=biggest,
+        backend=engine.name,
+        dtype="float64",
+        times=times,
+        memory_peak=rungs[-1].peak_bytes + stats.cache_bytes,
+        stopped=stopped,
+    )
+    result.search = stats
+    return result
+
+
+def plan_bound(problem: Problem, compiled: Compiled) -> float:
+    """The mini-bucket lower bound: the constant and every root's heuristic."""
+    return _constant(problem) + sum(compiled.root_h.values())
+
+
+def _constant(problem: Problem) -> float:
+    return float(problem.constant) + sum(float(t.costs) for t in problem.tables if not t.scope)
+
+
+class _Walk:
+    """The search over the connected parts, one root at a time, with the incumbent patched as
+    each part is proved."""
+
+    def __init__(
+        self,
+        compiled: Compiled,
+        state: kernel.State,
+        incumbent: np.ndarray,
+        base: float,
+        stats: SearchStats,
+        t_start: float,
+        on_bounds: BoundsFn | None,
+    ) -> None:
+        self.c = compiled
+        self.s = state
+        self.incumbent = incumbent.copy()
+        self.base = base
+        self.stats = stats
+        self.t_start = t_start
+        self.on_bounds = on_bounds
+        # each part's proved value, or None while open
+        self.proved: dict[int, float] = {}
+        self.budget = math.inf  # the incumbent's cost on the part being searched
+        self.heuristic = base + sum(compiled.root_h.values())
+        self.lower = self.heuristic
+        self.upper = base + float(total_cost(compiled.model, self.incumbent))
+
+    def part_cost(self, root: int) -> float:
+        """The incumbent's cost on the part of ``root``."""
+        return float(nodes_cost(self.c.model, self.incumbent, self.c.preorder[root]))
+
+    def bounds(self, current: int | None) -> float:
+        """The proved lower bound now (``current``: the root being searched)."""
+        m, s, c = self.c.model, self.s, self.c
+        total = self.base
+        for r in c.roots:
+            if r in self.proved:
+                total += self.proved[r]
+            elif r == current:
+                total += min(self.budget, kernel.stack_bound(m, s, r, c.width, c.root_h[r]))
+            else:
+                total += c.root_h[r]
+        return total
+
+    def report(self, current: int | None) -> None:
+        lower = min(self.bounds(current), self.upper)
+        if lower > self.lower or not self.stats.trace or self.upper < self.stats.trace[-1][2]:
+            self.lower = max(self.lower, lower)
+            now = time.perf_counter() - self.t_start
+            self.stats.trace.append((now, self.lower, self.upper))
+            if self.on_bounds is not None:
+                self.on_bounds(now, self.lower, self.upper)
+
+    def run(self, deadline: float | None, max_expanded: int | None) -> str | None:
+        """Search every part; the reason it stopped early (TIMEOUT, OUT_OF_NODES), or None when
+        all are proved."""
+        m, s, c = self.c.model, self.s, self.c
+        steps = 2000
+        self.report(None)
+        for r in c.roots:
+            if r in self.proved:
+                continue
+            self.budget = budget = self.part_cost(r)
+            kernel.start(s, r, budget)
+            while True:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    self.report(r)
+                    return TIMEOUT
+                if max_expanded is not None and s.reg[kernel.R_EXPANDED] >= max_expanded:
+                    self.report(r)
+                    return OUT_OF_NODES
+                t0 = time.perf_counter()
+                if max_expanded is not None:
+                    steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
+                done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
+                spent = time.perf_counter() - t0
+                if done:
+                    break
+                # aim each slice at SLICE_S
+                steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 100), 10_000_000))
+                self.report(r)
+            value = float(s.fre[0])
+            if s.reg[kernel.R_EXACT] == 1 and value < budget:
+                self.patch(r)
+                self.proved[r] = value
+            else:  # nothing below the incumbent's own cost: that part of it is optimal
+                self.proved[r] = budget
+            self.upper = self.base + float(total_cost(m, self.incumbent))
+            self.report(None)
+        return None
+
+    def patch(self, root: int) -> None:
+        """Copy the proved optimum of ``root``'s part into the incumbent."""
+        m, s, c = self.c.model, self.s, self.c
+        order = c.preorder[root]
+        at = 1  # order[0] is the root, whose value the walk left in s.asg
+        while at >= 0 and at < order.shape[0]:
+            missing = kernel.solution_of(m, s, order, at, c.width)
+            if missing < 0:
+                break
+            v = int(order[missing])  # an uncached inner node: solve it again in this context
+            kernel.start(s, v, math.inf)
+            while not kernel.search(m, s, v, 1 << 30, c.width, EPS_ABS, EPS_REL):
+                pass
+            at = missing + 1
+        for v in order:
+            self.incumbent[v] = s.asg[v]
