@@ -12,7 +12,9 @@ $(BIN)/python:
 
 # Bytecode is compiled at install, as pip does for a regular install: an editable install does not,
 # and where PYTHONDONTWRITEBYTECODE is set every command would compile dcop again (~0.1 s a start).
-COMPILE := $(BIN)/python -m compileall -q dcop agents coordinator protocol gpu deploy > /dev/null
+# The search's numba loops are compiled once here too (their cache sits beside the modules).
+COMPILE := $(BIN)/python -m compileall -q dcop agents coordinator protocol gpu deploy > /dev/null \
+	&& $(BIN)/python -m dcop.search.warm
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .

@@ -65,7 +65,7 @@ COLUMNS: tuple[str, ...] = (
 )
 #: Schema name of the ``dcop batch --json`` document.
 BATCH_SCHEMA = "dcop-batch/1"
-CENTRAL = ("be", "mbe", "auto")
+CENTRAL = ("be", "mbe", "aobb", "auto")
 DISTRIBUTED = ("dpop", "adpop")
 ALGOS = CENTRAL + DISTRIBUTED
 #: Seconds of a row's timeout an anytime (auto) row keeps to send its bounds before the kill.
@@ -247,6 +247,7 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     from dcop.inference import solve
     from dcop.inference.anytime import solve_auto
     from dcop.io import read_problem
+    from dcop.search import solve_aobb
 
     problem: Problem | None = None
     try:
@@ -254,9 +255,11 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
         # the order is chosen once per row, for auto's steps and the solve alike
         ordering = choose_order(problem, settings.ordering, settings.order_time)
         limit = settings.max_memory
+        end = deadline - ANSWER_MARGIN_S
         if job.algo == "auto":
-            end = deadline - ANSWER_MARGIN_S
             result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)
+        elif job.algo == "aobb":  # anytime: stops with its bounds before the row's kill
+            result = solve_aobb(problem, deadline=end, ordering=ordering, max_bytes=limit)
         else:
             result = solve(problem, job.algo, job.z, ordering, max_bytes=limit)
         result.file = str(job.path)

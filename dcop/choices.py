@@ -18,6 +18,7 @@ class CentralAlgo(str, Enum):
 
     be = "be"
     mbe = "mbe"
+    aobb = "aobb"
     auto = "auto"
 
 

@@ -310,6 +310,10 @@ def failure_document(
     )
 
 
+#: Seconds between two lines of a search's bounds off a terminal.
+BOUNDS_EVERY_S = 1.0
+
+
 @contextmanager
 def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
     """A rich progress bar over the run's work (joined entries, from the memory plan: one
@@ -337,66 +341,39 @@ def bucket_progress(enabled: bool) -> Iterator[ProgressFn | None]:
 @contextmanager
 def anytime_progress(
     enabled: bool, problem: Any
-) -> Iterator[tuple[ProgressFn | None, Callable[[str, Any], None] | None]]:
-    """Progress of a solve by steps (``--algo auto``, ``--timeout``): on a terminal a rich bar
-    over the step's work, titled with its z and the best bounds so far; off a terminal one plain
-    line per step on stderr. Yields ``(progress, on_step)`` for the solver."""
+) -> Iterator[tuple[ProgressFn | None, Callable[[float, float, float], None] | None]]:
+    """Progress of a solve that may search (``--algo auto``, ``aobb``, ``--timeout``): a bar over
+    the bucket work on a terminal, and the search's bounds as they improve, in the file's sense
+    (on a terminal one line rewritten in place, off it a plain line at most every
+    ``BOUNDS_EVERY_S`` seconds, and the last one). Yields ``(progress, on_bounds)``."""
     if not enabled:
         yield None, None
         return
     from dcop.results import file_value
 
-    best: dict[str, float] = {}
+    tty = sys.stderr.isatty()
+    shown: dict[str, Any] = {"at": -math.inf, "text": "", "printed": ""}
 
-    def bounds_text() -> str:
-        if not best:
-            return "no bounds yet"
-        ends = sorted(file_value(problem, best[k]) for k in ("lower", "upper"))
-        return f"bounds {ends[0]:.10g} .. {ends[1]:.10g}"
+    def on_bounds(seconds: float, lower: float, upper: float) -> None:
+        ends = sorted((file_value(problem, lower), file_value(problem, upper)))
+        gap = ends[1] - ends[0]
+        text = f"dcop: search: bounds {ends[0]:.10g} .. {ends[1]:.10g}"
+        text += (
+            f" (gap {gap:.6g}, {seconds:.3g} s)" if math.isfinite(gap) else f" ({seconds:.3g} s)"
+        )
+        shown["text"] = text
+        if tty:
+            print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
+        elif seconds - shown["at"] >= BOUNDS_EVERY_S:
+            shown["at"] = seconds
+            shown["printed"] = text
+            print(text, file=sys.stderr, flush=True)
 
-    def keep(step: Any) -> None:
-        if step.status == "ok":
-            best["lower"] = max(best.get("lower", -math.inf), step.lower)
-            best["upper"] = min(best.get("upper", math.inf), step.upper)
-
-    label = {"be": "BE"}
-    if not sys.stderr.isatty():
-
-        def line(event: str, step: Any) -> None:
-            name = label.get(step.algo, f"MBE z={step.z}")
-            if event == "done":
-                keep(step)
-                outcome = step.status if step.status != "ok" else bounds_text()
-                print(
-                    f"dcop: {name}: {outcome} ({step.seconds:.3g} s)", file=sys.stderr, flush=True
-                )
-            elif event == "skip":
-                print(f"dcop: {name}: not started ({step.message})", file=sys.stderr, flush=True)
-
-        yield None, line
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]{task.fields[step]}[/] {task.fields[bounds]}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=None,
-        transient=True,
-        auto_refresh=False,  # no refresh thread: steps run in forked children
-    ) as bar:
-        task = bar.add_task("solve", total=None, step="", bounds="")
-
-        def report(done: int, total: int, var: str) -> None:
-            bar.update(task, completed=done, total=total)
-            bar.refresh()
-
-        def on_step(event: str, step: Any) -> None:
-            name = label.get(step.algo, f"MBE z={step.z}")
-            if event == "done":
-                keep(step)
-            bar.update(task, completed=0, step=name, bounds=bounds_text())
-            bar.refresh()
-
-        yield report, on_step
+    with bucket_progress(enabled) as progress:
+        try:
+            yield progress, on_bounds
+        finally:
+            if tty and shown["text"]:
+                print(file=sys.stderr, flush=True)
+            elif shown["text"] != shown["printed"]:  # off a terminal: the last bounds too
+                print(shown["text"], file=sys.stderr, flush=True)

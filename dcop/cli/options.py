@@ -73,8 +73,9 @@ CentralAlgoOption = Annotated[
     CentralAlgo,
     typer.Option(
         "--algo",
-        help="be (exact), mbe (bounds, needs --z) or auto (be when its plan fits the memory and "
-        "the time, else mbe with z raised step by step until --timeout, keeping the best bounds).",
+        help="be (exact), mbe (bounds, needs --z), aobb (exact AND/OR search guided by MBE(z): "
+        "--z or the largest that fits; anytime with --timeout) or auto (be when its plan fits "
+        "and is quick, else aobb).",
     ),
 ]
 DistributedAlgoOption = Annotated[
@@ -88,7 +89,9 @@ DistributedAlgoOption = Annotated[
 ZOption = Annotated[
     int | None,
     typer.Option(
-        "--z", min=1, help="Mini-bucket size of mbe and adpop (variables per mini-bucket)."
+        "--z",
+        min=1,
+        help="Mini-bucket size of mbe, adpop and aobb's heuristic (variables per mini-bucket).",
     ),
 ]
 TimeoutOption = Annotated[

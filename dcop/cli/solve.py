@@ -57,6 +57,7 @@ from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_t
 from dcop.orders import best_order
 from dcop.orders.files import write_order as save_order
 from dcop.results import Status, objective
+from dcop.search import solve_aobb
 from dcop.tables import NumpyBackend, choose_dtype
 
 if TYPE_CHECKING:
@@ -111,13 +112,15 @@ def solve_command(
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
         z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
+        if algo is CentralAlgo.aobb:
+            z = asked_z  # optional: the search picks the largest that fits
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
         engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
-            if algo is CentralAlgo.auto:
-                raise InputError(f"--task {chosen} takes --algo be or mbe, not auto")
+            if algo in (CentralAlgo.auto, CentralAlgo.aobb):
+                raise InputError(f"--task {chosen} takes --algo be or mbe, not {algo.value}")
             if timeout is not None:
                 raise InputError(f"--timeout is not supported with --task {chosen} yet")
             if chosen == "mar" and algo is CentralAlgo.mbe:
@@ -154,10 +157,15 @@ def solve_command(
             "dtype": dtype.value,
             "max_bytes": parse_memory(max_memory),
         }
-        with anytime_progress(not quiet, problem) as (progress, on_step):
+        with anytime_progress(not quiet, problem) as (progress, on_bounds):
             if algo is CentralAlgo.auto:
                 result = solve_auto(
-                    problem, deadline=deadline, progress=progress, on_step=on_step, **settings
+                    problem, deadline=deadline, progress=progress, on_bounds=on_bounds, **settings
+                )
+            elif algo is CentralAlgo.aobb:
+                del settings["dtype"]  # the search runs in float64: its bound must stay exact
+                result = solve_aobb(
+                    problem, z=z, deadline=deadline, on_bounds=on_bounds, **settings
                 )
             elif deadline is not None:
                 result = solve_until(

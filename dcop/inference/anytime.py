@@ -1,16 +1,18 @@
-"""Time-aware solving: ``--algo auto`` and ``--timeout`` for BE / MBE(z).
+"""Time-aware solving: ``--algo auto`` (a portfolio) and ``--timeout`` for BE / MBE(z).
 
-Without a deadline ``auto`` is one step: BE when its planned peak memory fits the limit, else MBE
-with the largest z whose plan fits (:func:`choose_by_memory`). With a deadline it is *anytime*:
-it raises z step by step (from the largest table arity up to BE), plans every step by memory
-*and* predicted time, and keeps the best lower bound and the best assignment (upper bound) found
-so far. Each step runs in a forked child process that is killed at the deadline, so a long
-bucket cannot hold the answer back; the parent only plans, waits and keeps the bounds.
+``auto`` runs BE when its plan fits the memory limit and is predicted quick (at most
+``BE_FIRST_S``); otherwise the AND/OR search (:func:`dcop.search.solve_aobb`), whose ladder of
+mini-bucket sizes ends with BE's own exact pass when that fits the memory and the time, and else
+with the largest z that fits. Both run in this process: no fork, so a GPU backend works, and the
+search checks the deadline between slices of a few tens of milliseconds, keeping the best
+assignment and bound it has. The result says which ran and why (``choice``).
+
+``--timeout`` with ``--algo be`` or ``mbe`` runs the solve in a forked child killed at the
+deadline (:func:`solve_until`); a device backend cannot be used after a fork, so there the solve
+runs in this process and the deadline is checked when it ends.
 
 Time is predicted from the plan's work, the joined entries of every mini-bucket
-(:attr:`~dcop.inference.memory.MemoryPlan.total_work`), at a rate in joined entries per second:
-:data:`DEFAULT_ENTRIES_PER_S` until a step of this run has been timed, then the rate that step
-reached on this problem and machine.
+(:attr:`~dcop.inference.memory.MemoryPlan.total_work`), at a rate in joined entries per second.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from typing import Any
 
+from dcop.backend import get_backend
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.inference.memory import (
     MemoryPlan,
     effective_limit,
+    human_bytes,
     largest_fitting_z,
-    refusal,
     resident_bytes,
     suggestion_bound,
 )
@@ -48,16 +51,23 @@ from dcop.results.solve import SolveResult
 DEFAULT_ENTRIES_PER_S = 7.0e7
 #: Seconds a bucket costs besides its joined entries (Python and NumPy calls).
 BUCKET_OVERHEAD_S = 3e-4
-#: A step is started when its prediction, times this, fits in the time left: predictions on a
-#: busy machine err by up to ~2x either way, and a step that runs over is only killed at the
-#: deadline (its bounds lost, the earlier ones kept), so a step likely to fit is tried.
+#: A solve is planned to fit the time left when its prediction, times this, does: predictions
+#: on a busy machine err by up to ~2x either way.
 SAFETY = 0.5
+#: ``auto`` runs BE directly when it is predicted within this many seconds (no search, no
+#: compiled loops to load): most small and medium problems.
+BE_FIRST_S = 1.0
+#: Where BE fits, the search's pass budget is BE's prediction times this, so that its exact pass
+#: is the ladder's last rung.
+EXACT_RUNG_MARGIN = 1.5
 #: Seconds between two progress reports a step's child sends.
 PROGRESS_EVERY_S = 0.1
 
 #: on_step(event, step): ``start`` before a step runs, ``done`` after (``step`` holds its
 #: outcome), ``skip`` for a step not run (its message says why).
 StepFn = Callable[[str, "Step"], None]
+#: bounds(seconds, lower, upper) of a search, internal costs (:mod:`dcop.search.solver`).
+BoundsFn = Callable[[float, float, float], None]
 
 
 @dataclass
@@ -145,22 +155,6 @@ def choose_by_memory(plan: MemoryPlan, max_bytes: float | None) -> tuple[str, in
     return "mbe", fitting.z if fitting is not None and fitting.z is not None else 1
 
 
-def z_ladder(plan: MemoryPlan, start: int) -> list[MemoryPlan]:
-    """MBE plans from z=``start`` up, one per distinct amount of work, ending with BE's plan
-    (the first z whose mini-buckets are whole buckets is BE itself)."""
-    ladder: list[MemoryPlan] = []
-    z = max(1, start)
-    while True:
-        step = plan.with_z(z)
-        if step.total_work >= plan.total_work:
-            break
-        if not ladder or step.total_work != ladder[-1].total_work:
-            ladder.append(step)
-        z += 1
-    ladder.append(plan)
-    return ladder
-
-
 def solve_auto(
     problem: Problem,
     timeout: float | None = None,
@@ -171,42 +165,67 @@ def solve_auto(
     dtype: str = "auto",
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
-    on_step: StepFn | None = None,
+    on_bounds: BoundsFn | None = None,
     resident: int | None = None,
     order_time: float | None = None,
 ) -> SolveResult:
-    """``--algo auto``: without a time limit, BE if its plan fits the memory limit, else MBE with
-    the largest fitting z; with one (``timeout`` seconds from now, or ``deadline`` on
-    :func:`time.monotonic`), anytime: z raised step by step, each step planned by memory and
-    time, the best bounds kept.
+    """``--algo auto``: BE when its plan fits the memory limit and is predicted within
+    ``BE_FIRST_S``, else the search (see the module docstring), until ``timeout`` seconds from
+    now or ``deadline`` (:func:`time.monotonic`). The result's ``choice`` says which ran and
+    why; a run stopped by the deadline has ``stopped`` set (status ``timeout``) and keeps its
+    best assignment and both bounds."""
+    from dcop.search import solve_aobb
+    from dcop.search.solver import seconds_per_entry
 
-    Returns the best result: its ``lower_bound`` the best bound proved, its ``upper_bound`` and
-    ``assignment`` the best assignment found, ``steps`` every step. A run that hit the deadline
-    after a step finished has ``stopped`` set (status ``timeout``, bounds kept); one that hit it
-    before any finished raises :class:`~dcop.errors.RunTimeout`, and one where nothing fits the
-    memory limit :class:`~dcop.errors.TableTooLarge`.
-    """
-    options = Options(ordering, backend, dtype, max_bytes, resident, progress, on_step)
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.order_time = order_time
     if options.resident is None:
         options.resident = resident_bytes()
-    plan = base_plan(problem, options)
     if timeout is not None:
         deadline = time.monotonic() + timeout
-    if deadline is None:
-        algo, z = choose_by_memory(plan, max_bytes)
-        return solve(
+    plan = base_plan(problem, options)
+    limit = effective_limit(max_bytes)
+    predicted = len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
+    left = math.inf if deadline is None else deadline - time.monotonic()
+    fits = plan.fits(limit.bytes)
+    in_time = predicted * SAFETY <= left
+    if fits and in_time and predicted <= BE_FIRST_S:
+        result = solve(
             problem,
-            algo,
-            z,
+            "be",
+            None,
             options.ordering,
-            backend,
+            engine,
             dtype,
             max_bytes=max_bytes,
             progress=progress,
             resident=options.resident,
         )
-    return _anytime(problem, plan, deadline, options)
+        result.choice = (
+            f"BE: its plan fits the memory limit ({human_bytes(plan.peak_bytes)} of "
+            f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
+        )
+        return result
+    if not fits:
+        why = f"BE's plan needs {human_bytes(plan.peak_bytes)} > {human_bytes(limit.bytes)}"
+    elif not in_time:
+        why = f"BE is predicted at {predicted:.3g} s, past the time left"
+    else:
+        why = f"BE is predicted at {predicted:.3g} s"
+    # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would
+    result = solve_aobb(
+        problem,
+        ordering=options.ordering,
+        backend=engine,
+        max_bytes=max_bytes,
+        deadline=deadline,
+        on_bounds=on_bounds,
+        resident=options.resident,
+        pass_seconds=predicted * EXACT_RUNG_MARGIN if fits and in_time else None,
+    )
+    result.choice = f"search: {why}; {result.search.ibound_reason}"
+    return result
 
 
 def solve_until(
@@ -225,72 +244,20 @@ def solve_until(
 ) -> SolveResult:
     """BE or MBE(z) in a child process killed at ``deadline`` (:func:`time.monotonic`); raises
     :class:`~dcop.errors.RunTimeout` when it is."""
-    options = Options(ordering, backend, dtype, max_bytes, resident, progress)
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.ordering = choose_order(problem, ordering, order_time)  # chosen here, not per step
+    if engine.name != "numpy":  # CUDA cannot be used after a fork: solve in this process
+        # (it is not stopped at the deadline; its answer, late or not, is kept)
+        return solve(
+            problem, algo, z, options.ordering, engine, dtype, max_bytes=max_bytes,
+            progress=progress, resident=resident,
+        )  # fmt: skip
     step = Step(algo, z, 0, 0.0)
     result = _run_step(problem, step, deadline, options)
     if result is None:
         raise RunTimeout(step.message or "out of time")
     return result
-
-
-def _anytime(problem: Problem, plan: MemoryPlan, deadline: float, options: Options) -> SolveResult:
-    limit = effective_limit(options.max_bytes)
-    start_z = max((len(t.scope) for t in problem.tables), default=1)
-    ladder = [p for p in z_ladder(plan, max(2, start_z)) if p.fits(limit.bytes)]
-    if not ladder:
-        fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
-        raise TableTooLarge(refusal(plan, limit, fitting))
-    rate = Rate()
-    best: SolveResult | None = None
-    lower = -math.inf
-    stopped: str | None = None
-    k = 0
-    while k < len(ladder):
-        step_plan = ladder[k]
-        if best is not None and ladder[-1].z is None and ladder[-1] is not step_plan:
-            be_s = rate.predict(ladder[-1])
-            if be_s * SAFETY <= deadline - time.monotonic():
-                step_plan, k = ladder[-1], len(ladder) - 1  # BE fits the time left: go there
-        step = Step(
-            "be" if step_plan.z is None else "mbe",
-            step_plan.z,
-            step_plan.total_work,
-            rate.predict(step_plan),
-        )
-        options.steps.append(step)
-        left = deadline - time.monotonic()
-        if best is not None and step.predicted_s * SAFETY > left:
-            step.status = "skipped"
-            step.message = (
-                f"predicted {step.predicted_s:.3g} s, too long for the {max(left, 0):.3g} s left"
-            )
-            _tell(options, "skip", step)
-            break
-        _tell(options, "start", step)
-        result = _run_step(problem, step, deadline, options)
-        _tell(options, "done", step)
-        if result is None:
-            if step.status == "timeout":
-                stopped = step.message
-                break
-            k += 1
-            continue
-        rate.learn(step_plan, result.times.get("eliminate", step.seconds or 0.0))
-        lower = max(lower, result.lower_bound)
-        if best is None or result.upper_bound <= best.upper_bound:  # later steps win ties
-            best = result
-        if lower >= best.upper_bound or math.isinf(lower):
-            break  # proved: the bounds meet (or nothing is feasible)
-        k += 1
-    if best is None:
-        raise RunTimeout(stopped or "no step of --algo auto finished in time")
-    best.lower_bound = min(lower, best.upper_bound) if not math.isinf(lower) else lower
-    if math.isinf(lower) and lower > 0:
-        best.upper_bound = lower
-    best.steps = options.steps
-    best.stopped = stopped
-    return best
 
 
 def _tell(options: Options, event: str, step: Step) -> None:

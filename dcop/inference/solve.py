@@ -26,7 +26,7 @@ from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
-ALGOS = ("be", "mbe")
+ALGOS = ("be", "mbe", "aobb")
 
 
 def default_max_bytes() -> float:
@@ -47,7 +47,8 @@ def solve(
     resident: int | None = None,
     order_time: float | None = None,
 ) -> SolveResult:
-    """Solve ``problem`` with BE (``algo="be"``) or MBE(z) (``algo="mbe"``).
+    """Solve ``problem`` with BE (``algo="be"``), MBE(z) (``algo="mbe"``) or the exact AND/OR
+    search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional).
 
     ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
@@ -66,6 +67,20 @@ def solve(
     """
     if algo not in ALGOS:
         raise ModelError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGOS)}")
+    if algo == "aobb":  # exact search: its own heuristic size (z None: the largest that fits)
+        from dcop.search import solve_aobb
+
+        if z is not None:
+            check_z(z, "AOBB", error=ModelError)
+        return solve_aobb(
+            problem,
+            z=z,
+            ordering=ordering,
+            backend=backend,
+            max_bytes=max_bytes,
+            resident=resident,
+            order_time=order_time,
+        )
     if algo == "mbe":
         z = check_z(z, "MBE", error=ModelError)
     else:

@@ -39,6 +39,8 @@ class SolveResult:
     stopped: str | None = None
     #: ``--algo aobb``: the search's statistics (:class:`dcop.search.solver.SearchStats`)
     search: Any = None
+    #: ``--algo auto``: which solver ran and why
+    choice: str | None = None
 
     @property
     def exact(self) -> bool:
@@ -69,8 +71,10 @@ class SolveResult:
         return self._status()[0]
 
     def _status(self) -> tuple[Status, str | None]:
-        if self.stopped is not None:
-            return "timeout", self.stopped
+        if self.stopped is not None:  # a signal, or the deadline; the bounds are kept
+            return ("interrupted" if self.stopped.startswith("interrupted") else "timeout"), (
+                self.stopped
+            )
         return status_of(self.lower_bound, self.exact, self.upper_bound)
 
     def to_json(self) -> dict[str, Any]:
@@ -102,5 +106,6 @@ class SolveResult:
                 "size": problem_size(p),
             }
             | ({"anytime": [s.to_json(p) for s in self.steps]} if self.steps is not None else {})
-            | ({"search": self.search.to_json(p)} if self.search is not None else {}),
+            | ({"search": self.search.to_json(p)} if self.search is not None else {})
+            | ({"choice": self.choice} if self.choice is not None else {}),
         )

@@ -35,6 +35,7 @@ from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
+from dcop.tables import TableBackend
 
 #: bounds(seconds since the start, lower, upper), internal costs: called as they change.
 BoundsFn = Callable[[float, float, float], None]
@@ -66,9 +67,10 @@ LADDER_RUNGS = 4
 #: per expansion (the walk's speed on a CPU core, give or take), at least FLOOR_EXPANSIONS.
 SECONDS_PER_EXPANSION = 2e-6
 FLOOR_EXPANSIONS = 100_000
-#: Why a walk stopped: the deadline, or its rung's node budget.
+#: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
 OUT_OF_NODES = "the rung's node budget ran out"
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,9 @@ class SearchStats:
         }
 
 
-def seconds_per_entry(backend: Any) -> float:
+def seconds_per_entry(backend: TableBackend) -> float:
     """The pass's predicted seconds per joined entry on ``backend``."""
-    name = str(getattr(backend, "name", "numpy"))
-    return SECONDS_PER_ENTRY / GPU_SPEEDUP if name.startswith("cupy") else SECONDS_PER_ENTRY
+    return SECONDS_PER_ENTRY if backend.name == "numpy" else SECONDS_PER_ENTRY / GPU_SPEEDUP
 
 
 def choose_ibound(
@@ -166,13 +167,13 @@ def choose_ibound(
     Returns z, its plan and why."""
     width = induced_width(problem.neighbours(), order)
     spe = seconds_per_entry(backend)
-    cap = HEURISTIC_SHARE * limit_bytes
 
     def plan(z: int) -> MemoryPlan:
         return plan_for(problem, order, z, np.float64, backend, resident=resident)
 
     def fits(p: MemoryPlan) -> bool:
-        return p.fits(cap + p.resident_bytes) and p.total_work * spe <= seconds
+        room = HEURISTIC_SHARE * max(0.0, limit_bytes - p.resident_bytes)
+        return p.fits(p.resident_bytes + room) and p.total_work * spe <= seconds
 
     top = max(1, width + 1)
     best = plan(top)
@@ -187,14 +188,11 @@ def choose_ibound(
             lo, lo_plan = mid, p
         else:
             hi = mid
-    return (
-        lo,
-        lo_plan,
-        (
-            f"z = {lo}: the largest whose tables fit {human_bytes(cap)} and whose pass fits "
-            f"{seconds:.3g} s (induced width {width})"
-        ),
+    reason = (
+        f"z = {lo}: the largest whose tables fit {HEURISTIC_SHARE:.0%} of the memory left and "
+        f"whose pass is predicted within {seconds:.3g} s (induced width {width})"
     )
+    return lo, lo_plan, reason
 
 
 def ladder(
@@ -227,21 +225,23 @@ def solve_aobb(
     seed: int = 0,
     on_bounds: BoundsFn | None = None,
     resident: int | None = None,
+    pass_seconds: float | None = None,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
     ``z`` None climbs a ladder of mini-bucket sizes (:func:`ladder`) up to the largest that fits
     (:func:`choose_ibound`): each rung but the last searches for a number of nodes in
     proportion to the next rung's pass, and hands its best assignment and bound on. ``deadline``
-    (a ``time.perf_counter`` instant) stops the search with the best assignment and both bounds
-    (status ``timeout``); ``on_bounds`` hears of every improvement.
+    (a ``time.monotonic`` instant) stops the search with the best assignment and both bounds
+    (status ``timeout``); ``on_bounds`` hears of every improvement. ``pass_seconds`` is the
+    largest pass's predicted seconds (default: a share of the time left).
     """
-    t_start = time.perf_counter()
+    t_start = time.monotonic()
     engine = get_backend(backend) if isinstance(backend, str) else backend
     times: dict[str, float] = {}
 
     def left() -> float:
-        return math.inf if deadline is None else deadline - time.perf_counter()
+        return math.inf if deadline is None else deadline - time.monotonic()
 
     if order_time is None and deadline is not None:
         order_time = max(0.0, ORDER_SHARE * left())
@@ -250,13 +250,15 @@ def solve_aobb(
     adjacency = problem.neighbours()
     width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, problem.domain_sizes())
-    times["ordering"] = time.perf_counter() - t_start
+    times["ordering"] = time.monotonic() - t_start
 
     limit = effective_limit(max_bytes)
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     stats = SearchStats()
     if z is None:
         share = PASS_SECONDS_NO_DEADLINE if deadline is None else PASS_SHARE * max(0.0, left())
+        if pass_seconds is not None:
+            share = pass_seconds
         z, top, stats.ibound_reason = choose_ibound(
             problem, order, engine, limit.bytes, share, resident
         )
@@ -271,67 +273,78 @@ def solve_aobb(
             f"the search's heuristic with z = {z} needs {human_bytes(rungs[-1].peak_bytes)} > "
             f"the memory limit of {human_bytes(limit.bytes)}; use a smaller --z or --max-memory"
         )
-    times["plan"] = time.perf_counter() - t0
+    times["plan"] = time.monotonic() - t0
 
     names = list(order)
     incumbent: np.ndarray | None = None
     lower = -math.inf
     stopped: str | None = "no rung ran"
-    for k, plan in enumerate(rungs):
-        last = k == len(rungs) - 1
-        budget = (
-            None
-            if last
-            else max(
-                FLOOR_EXPANSIONS,
-                int(rungs[k + 1].total_work * seconds_per_entry(engine) / SECONDS_PER_EXPANSION),
+    try:
+        for k, plan in enumerate(rungs):
+            last = k == len(rungs) - 1
+            budget = (
+                None
+                if last
+                else max(
+                    FLOOR_EXPANSIONS,
+                    int(
+                        rungs[k + 1].total_work * seconds_per_entry(engine) / SECONDS_PER_EXPANSION
+                    ),
+                )
             )
-        )
-        t0 = time.perf_counter()
-        buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                              max_bytes=limit.bytes)  # fmt: skip
-        if incumbent is None:
-            mbe = decode(problem, buckets, engine)
-            incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
-        pass_s = time.perf_counter() - t0
-        cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
-        compiled = compile_search(problem, order, buckets, engine, cache_room)
-        del buckets
-        model = compiled.model
-        state = new_state(model, compiled.width, compiled.cache_entries)
-        times["heuristic"] = times.get("heuristic", 0.0) + time.perf_counter() - t0
+            t0 = time.monotonic()
+            buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
+                                  max_bytes=limit.bytes)  # fmt: skip
+            stats.ibound = int(plan.z or 0)
+            lower = max(lower, buckets.stats.bound)  # the pass's own bound, proved already
+            if incumbent is None:
+                mbe = decode(problem, buckets, engine)
+                incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
+            pass_s = time.monotonic() - t0
+            cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
+            compiled = compile_search(problem, order, buckets, engine, cache_room)
+            del buckets
+            model = compiled.model
+            state = new_state(model, compiled.width, compiled.cache_entries)
+            times["heuristic"] = times.get("heuristic", 0.0) + time.monotonic() - t0
 
-        t0 = time.perf_counter()
-        inc_off, inc_fun = incidence(model)
-        sweeps = LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
-        improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
-        if total_cost(model, improved) < total_cost(model, incumbent):
-            incumbent = improved
-        times["local"] = times.get("local", 0.0) + time.perf_counter() - t0
+            t0 = time.monotonic()
+            inc_off, inc_fun = incidence(model)
+            sweeps = (
+                LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
+            )
+            improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
+            if total_cost(model, improved) < total_cost(model, incumbent):
+                incumbent = improved
+            times["local"] = times.get("local", 0.0) + time.monotonic() - t0
 
-        walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
-        walk.lower = max(walk.lower, lower)
-        t0 = time.perf_counter()
-        stopped = walk.run(deadline, budget)
-        spent = time.perf_counter() - t0
-        times["search"] = times.get("search", 0.0) + spent
-        expanded = int(state.reg[kernel.R_EXPANDED])
-        stats.steps.append(
-            Step(int(plan.z or 0), pass_s, spent, expanded, walk.heuristic, stopped is None)
-        )
-        stats.expanded += expanded
-        stats.cache_hits += int(state.reg[kernel.R_HITS])
-        stats.seconds += spent
-        stats.ibound = int(plan.z or 0)
-        stats.heuristic_entries = compiled.heuristic_entries
-        stats.cached_nodes = compiled.cached_nodes
-        stats.uncached_inner = compiled.uncached_inner
-        stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
-        stats.depth = compiled.depth
-        incumbent = walk.incumbent
-        lower = max(lower, walk.lower)
-        if stopped is None or stopped == TIMEOUT:
-            break
+            walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
+            walk.lower = max(walk.lower, lower)
+            t0 = time.monotonic()
+            stopped = walk.run(deadline, budget)
+            spent = time.monotonic() - t0
+            times["search"] = times.get("search", 0.0) + spent
+            expanded = int(state.reg[kernel.R_EXPANDED])
+            stats.steps.append(
+                Step(int(plan.z or 0), pass_s, spent, expanded, walk.heuristic, stopped is None)
+            )
+            stats.expanded += expanded
+            stats.cache_hits += int(state.reg[kernel.R_HITS])
+            stats.seconds += spent
+            stats.ibound = int(plan.z or 0)
+            stats.heuristic_entries = compiled.heuristic_entries
+            stats.cached_nodes = compiled.cached_nodes
+            stats.uncached_inner = compiled.uncached_inner
+            stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
+            stats.depth = compiled.depth
+            incumbent = walk.incumbent
+            lower = max(lower, walk.lower)
+            if stopped != OUT_OF_NODES:
+                break
+    except KeyboardInterrupt as exc:
+        if incumbent is None:  # nothing found yet: the command's failure document says so
+            raise
+        stopped = f"{INTERRUPTED} ({exc})" if str(exc) else INTERRUPTED
 
     assert incumbent is not None
     node = {v: i for i, v in enumerate(names)}
@@ -340,8 +353,8 @@ def solve_aobb(
     lower = min(lower, upper)
     if stopped is None:
         lower = upper  # proved (an infeasible proof: both inf)
-    stats.trace.append((time.perf_counter() - t_start, lower, upper))
-    times["total"] = time.perf_counter() - t_start
+    stats.trace.append((time.monotonic() - t_start, lower, upper))
+    times["total"] = time.monotonic() - t_start
     result = SolveResult(
         problem=problem,
         algo="aobb",
@@ -420,7 +433,7 @@ class _Walk:
         lower = min(self.bounds(current), self.upper)
         if lower > self.lower or not self.stats.trace or self.upper < self.stats.trace[-1][2]:
             self.lower = max(self.lower, lower)
-            now = time.perf_counter() - self.t_start
+            now = time.monotonic() - self.t_start
             self.stats.trace.append((now, self.lower, self.upper))
             if self.on_bounds is not None:
                 self.on_bounds(now, self.lower, self.upper)
@@ -437,17 +450,21 @@ class _Walk:
             self.budget = budget = self.part_cost(r)
             kernel.start(s, r, budget)
             while True:
-                if deadline is not None and time.perf_counter() >= deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     self.report(r)
                     return TIMEOUT
                 if max_expanded is not None and s.reg[kernel.R_EXPANDED] >= max_expanded:
                     self.report(r)
                     return OUT_OF_NODES
-                t0 = time.perf_counter()
+                t0 = time.monotonic()
                 if max_expanded is not None:
                     steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
-                done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
-                spent = time.perf_counter() - t0
+                try:
+                    done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
+                except KeyboardInterrupt as exc:  # between two slices: the walk is intact
+                    self.report(r)
+                    return f"{INTERRUPTED} ({exc})" if str(exc) else INTERRUPTED
+                spent = time.monotonic() - t0
                 if done:
                     break
                 # aim each slice at SLICE_S
