@@ -247,7 +247,6 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     from dcop.inference import solve
     from dcop.inference.anytime import solve_auto
     from dcop.io import read_problem
-    from dcop.search import solve_aobb
 
     problem: Problem | None = None
     try:
@@ -259,6 +258,8 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
         if job.algo == "auto":
             result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)
         elif job.algo == "aobb":  # anytime: stops with its bounds before the row's kill
+            from dcop.search import solve_aobb
+
             result = solve_aobb(problem, deadline=end, ordering=ordering, max_bytes=limit)
         else:
             result = solve(problem, job.algo, job.z, ordering, max_bytes=limit)

@@ -202,6 +202,30 @@ def ising_grid(
     )
 
 
+def spin_glass(side: int, seed: int = 0, name: str | None = None) -> Problem:
+    """A ±J spin glass on a ``side`` x ``side`` 4-neighbour grid, as a MARKOV network: each edge's
+    coupling is +1 or -1 with equal odds, no field (a Grids-like MPE with many ties, where
+    pruning is weak). Costs are ``-ln`` of the potentials ``exp(J s_i s_j)``."""
+    if side < 1:
+        raise ModelError(f"a spin glass needs side >= 1, not {side}")
+    rng = np.random.default_rng(seed)
+    n = side * side
+    spins = np.array([-1.0, 1.0])
+    variables = [Variable(f"x{i}", (0, 1), agent=f"a{i}") for i in range(n)]
+    tables = [
+        CostTable(
+            (f"x{i}", f"x{j}"),
+            -float(rng.choice((-1.0, 1.0))) * np.outer(spins, spins),
+            name=f"J_{i}_{j}",
+        )
+        for i, j in grid_edges(n)
+    ]
+    label = name or f"spinglass_{side}x{side}_s{seed}"
+    return Problem.build(
+        variables, tables, name=label, cost_kind="neg_ln", meta={"uai_network": "MARKOV"}
+    )
+
+
 def random_bayes(
     n: int, d: int = 2, parents: int = 3, window: int | None = None, seed: int = 0
 ) -> Problem:

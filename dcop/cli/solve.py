@@ -57,7 +57,6 @@ from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_t
 from dcop.orders import best_order
 from dcop.orders.files import write_order as save_order
 from dcop.results import Status, objective
-from dcop.search import solve_aobb
 from dcop.tables import NumpyBackend, choose_dtype
 
 if TYPE_CHECKING:
@@ -163,6 +162,8 @@ def solve_command(
                     problem, deadline=deadline, progress=progress, on_bounds=on_bounds, **settings
                 )
             elif algo is CentralAlgo.aobb:
+                from dcop.search import solve_aobb  # numba loads only for a search
+
                 del settings["dtype"]  # the search runs in float64: its bound must stay exact
                 result = solve_aobb(
                     problem, z=z, deadline=deadline, on_bounds=on_bounds, **settings

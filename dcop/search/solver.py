@@ -63,10 +63,12 @@ ORDER_SHARE = 0.05
 LADDER_RATIO = 8.0
 LADDER_FLOOR = 1e5
 LADDER_RUNGS = 4
-#: A rung below the last searches for the next pass's predicted seconds at this many seconds
-#: per expansion (the walk's speed on a CPU core, give or take), at least FLOOR_EXPANSIONS.
-SECONDS_PER_EXPANSION = 2e-6
-FLOOR_EXPANSIONS = 100_000
+#: A rung below the last searches for the next pass's predicted seconds, counted in values
+#: priced (an expansion prices every value of its variable) at this many seconds each (the
+#: walk's speed on a CPU core, give or take), and at least FLOOR_VALUES: a count, not a clock,
+#: so that the same input takes the same path on every machine and under any load.
+SECONDS_PER_VALUE = 2e-7
+FLOOR_VALUES = 500_000
 #: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
 OUT_OF_NODES = "the rung's node budget ran out"
@@ -203,15 +205,26 @@ def ladder(
     LADDER_RUNGS in all. A small z proves easy problems before a large pass could end; a hard
     one pays at most a constant share more for the rungs below its last."""
     assert top.z is not None
-    sizes = sorted(problem.domain_sizes().values())
-    typical = max(2, sizes[len(sizes) // 2]) if sizes else 2
-    step = max(1, math.ceil(math.log(LADDER_RATIO) / math.log(typical)))
+    step = max(1, math.ceil(math.log(LADDER_RATIO) / math.log(typical_domain(problem))))
     rungs = [top]
     z = top.z - step
     while z >= 1 and len(rungs) < LADDER_RUNGS and rungs[-1].total_work > LADDER_FLOOR:
         rungs.append(plan_for(problem, order, z, np.float64, backend, resident=resident))
         z -= step
     return rungs[::-1]
+
+
+def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
+    """The node budget of a rung whose next rung's pass is ``following``."""
+    seconds = following.total_work * seconds_per_entry(backend)
+    values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
+    return max(1, values // max(1, typical_domain))
+
+
+def typical_domain(problem: Problem) -> int:
+    """The median domain size (at least 2)."""
+    sizes = sorted(problem.domain_sizes().values())
+    return max(2, sizes[len(sizes) // 2]) if sizes else 2
 
 
 def solve_aobb(
@@ -276,22 +289,14 @@ def solve_aobb(
     times["plan"] = time.monotonic() - t0
 
     names = list(order)
+    typical = typical_domain(problem)
     incumbent: np.ndarray | None = None
     lower = -math.inf
     stopped: str | None = "no rung ran"
     try:
         for k, plan in enumerate(rungs):
             last = k == len(rungs) - 1
-            budget = (
-                None
-                if last
-                else max(
-                    FLOOR_EXPANSIONS,
-                    int(
-                        rungs[k + 1].total_work * seconds_per_entry(engine) / SECONDS_PER_EXPANSION
-                    ),
-                )
-            )
+            budget = None if last else rung_budget(rungs[k + 1], engine, typical)
             t0 = time.monotonic()
             buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
                                   max_bytes=limit.bytes)  # fmt: skip

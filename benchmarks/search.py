@@ -1,0 +1,355 @@
+#!/usr/bin/env python
+"""Exact search beside toulbar2: who proves the optimum, and how fast.
+
+    python benchmarks/search.py [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
+
+Every run is a fresh process (``--worker``) with the same limit, timed inside the process from
+reading the file to the answer (toulbar2 through pytoulbar2 alike). Settings: toulbar2 at its
+defaults (``tb2``) and with tree decomposition (``tb2 -B=1``), dcop's search (``dcop aobb``) and
+its portfolio (``dcop auto``); ``--gpu`` runs dcop's settings with ``--backend cupy``.
+Instances: the shared files, then generated families written to a scratch folder (not kept):
+the paper's random networks (d = 10, p1 = 0.3, p2 = 0 and 0.2, n = 18-30), ±J spin glasses
+12x12-36x36, grids (d = 3-5) and scale-free networks. Every answer is checked: a proved value
+against the known optimum (shared files) and against every other setting's proof.
+
+Writes ``search[_gpu].json`` and ``.md`` to ``--out`` (default benchmarks/results) with the
+machine block, and ``search[_gpu].png``, a cactus plot (instances proved against seconds), where
+matplotlib is installed. The Markdown states the issue's measures: the share of the instances
+where toulbar2's best setting needs at least 0.5 s or fails that dcop proves first, and the
+random family's speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from toulbar2_settings import check, index, instances_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+TB2 = ("tb2", "tb2 -B=1")
+DCOP = ("dcop aobb", "dcop auto")
+SETTINGS = TB2 + DCOP
+#: Shared files worth a row: the others are proved in milliseconds by everyone.
+SHARED = (
+    "CELAR6-SUB0.wcsp",
+    "spot5-404.wcsp",
+    "pedigree1.wcsp",
+    "example.wcsp",
+    "Grids_11.uai",
+    "DBN_11.uai",
+    "Segmentation_11.uai",
+    "Pedigree_12.uai",
+    "Promedus_13.uai",
+    "Promedus_15.uai",
+    "CSP_12.uai",
+    "ObjectDetection_56.uai",
+    "grid10x10.f10.uai",
+    "279_ASP.uai",
+    "water.uai",
+)
+#: name -> (generator, arguments); written once per run to a scratch folder.
+GENERATED: dict[str, tuple[str, tuple[Any, ...]]] = {
+    **{
+        f"random n={n} p2=0 s{s}": ("random_network", (n, 10, 0.3, 0.0, s))
+        for n in (18, 20, 22, 24, 26, 28, 30)
+        for s in (1, 2)
+    },
+    **{f"random n={n} p2=0.2 s1": ("random_network", (n, 10, 0.3, 0.2, 1)) for n in (22, 24, 26)},
+    **{f"spinglass {k}x{k}": ("spin_glass", (k, 1)) for k in (12, 16, 20, 24, 28, 32, 36)},
+    **{f"grid n=100 d={d}": ("grid_network", (100, d, 0.0, 1)) for d in (3, 4, 5)},
+    "grid n=144 d=3": ("grid_network", (144, 3, 0.0, 1)),
+    "scale-free n=100 d=4": ("scale_free_network", (100, 4, 0.0, 1)),
+    "scale-free n=200 d=3": ("scale_free_network", (200, 3, 0.0, 1)),
+}
+
+
+def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
+    """One run in this process: read + solve, timed; the value re-evaluated by dcop."""
+    t0 = time.perf_counter()
+    from dcop.io import read_problem
+
+    problem = read_problem(file)
+    if setting.startswith("dcop"):
+        from dcop.errors import TableTooLarge
+        from dcop.inference.anytime import solve_auto
+        from dcop.search import solve_aobb
+
+        deadline = time.monotonic() + limit - (time.perf_counter() - t0)
+        backend = "cupy" if gpu else "numpy"
+        try:
+            if setting == "dcop aobb":
+                result = solve_aobb(problem, deadline=deadline, backend=backend)
+            else:
+                result = solve_auto(problem, deadline=deadline, backend=backend)
+        except TableTooLarge:
+            return {"seconds": None, "internal": None, "exact": False, "status": "too large"}
+        seconds = time.perf_counter() - t0
+        out: dict[str, Any] = {
+            "seconds": seconds,
+            "internal": result.upper_bound,
+            "lower": result.lower_bound,
+            "exact": result.exact,
+            "status": result.status,
+            "algo": result.algo,
+            "z": result.z,
+        }
+        if result.search is not None:
+            out["expanded"] = result.search.expanded
+            out["rate"] = result.search.rate
+            out["steps"] = [s.to_json() for s in result.search.steps]
+        return out
+    import pytoulbar2
+
+    cfn = pytoulbar2.CFN(verbose=-1)
+    if "-B=1" in setting:
+        pytoulbar2.tb2.option.btdMode = 1
+    cfn.Read(file)
+    solved = cfn.Solve(timeLimit=max(1, int(limit - (time.perf_counter() - t0))))
+    seconds = time.perf_counter() - t0
+    if solved is None:
+        proved = seconds < limit
+        status = "infeasible" if proved else "no solution"
+        return {"seconds": seconds, "internal": None, "exact": proved, "status": status}
+    values = [int(v) for v in solved[0]]
+    assignment = dict(zip(problem.variables, values, strict=True))
+    dual = float(cfn.GetDDualBound())
+    value = float(solved[1])
+    proved = seconds < limit and dual >= value - 1e-6 * max(1.0, abs(value))
+    return {
+        "seconds": seconds,
+        "internal": problem.evaluate(assignment),
+        "lower": dual if proved else None,
+        "exact": bool(proved),
+        "status": "ok",
+    }
+
+
+def run_one(setting: str, file: Path, limit: float, gpu: bool) -> dict[str, Any]:
+    """One run in a fresh process, killed a little after the limit."""
+    cmd = [sys.executable, __file__, "--worker", setting, str(file), str(limit)]
+    cmd += ["--gpu"] if gpu else []
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 30, check=False)
+    except subprocess.TimeoutExpired:
+        return {"seconds": None, "status": "killed", "exact": False, "internal": None}
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:160]
+        return {"seconds": None, "status": f"crashed: {tail}", "exact": False, "internal": None}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def instances(only: list[str], scratch: Path) -> list[tuple[str, Path]]:
+    """The shared files of SHARED that exist, then the generated instances."""
+    from dcop import generators
+    from dcop.io import write_problem
+
+    chosen = [(n, instances_dir() / n) for n in SHARED if (instances_dir() / n).exists()]
+    for name, (fn, args) in GENERATED.items():
+        kind = ".uai" if fn == "spin_glass" else ".wcsp"
+        path = scratch / (name.replace(" ", "_").replace("=", "") + kind)
+        write_problem(getattr(generators, fn)(*args), path)
+        chosen.append((name, path))
+    if only:
+        chosen = [(n, p) for n, p in chosen if any(o in n for o in only)]
+    return chosen
+
+
+def agree(results: dict[str, dict[str, Any]]) -> bool:
+    """Every proof of a row gives the same value."""
+    values = [r["internal"] for r in results.values() if r["exact"] and r["internal"] is not None]
+    return all(abs(v - values[0]) <= 1e-6 * max(1.0, abs(values[0])) for v in values)
+
+
+def measures(rows: list[dict[str, Any]], limit: float) -> dict[str, Any]:
+    """The issue's measures over the rows."""
+
+    def proved_s(entry: dict[str, Any]) -> float | None:
+        s = entry.get("seconds")
+        return s if entry["exact"] and s is not None and s <= limit else None
+
+    hard, first = 0, 0
+    random_ratios = []
+    for row in rows:
+        tb2 = [t for t in (proved_s(row[s]) for s in TB2) if t is not None]
+        mine = [t for t in (proved_s(row[s]) for s in DCOP) if t is not None]
+        best_tb2 = min(tb2, default=None)
+        best_mine = min(mine, default=None)
+        if best_tb2 is None or best_tb2 >= 0.5:
+            hard += 1
+            if best_mine is not None and (best_tb2 is None or best_mine < best_tb2):
+                first += 1
+        if row["instance"].startswith("random n=") and best_mine is not None:
+            n = int(row["instance"].split("n=")[1].split()[0])
+            if 22 <= n <= 26:
+                random_ratios.append((best_tb2 if best_tb2 is not None else limit) / best_mine)
+    return {
+        "hard_rows": hard,
+        "dcop_first_on_hard": first,
+        "share_first_on_hard": first / hard if hard else None,
+        "random_22_26_speedup_min": min(random_ratios, default=None),
+        "proved": {s: sum(1 for r in rows if proved_s(r[s]) is not None) for s in SETTINGS},
+    }
+
+
+def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) -> None:
+    """JSON, Markdown and the cactus plot."""
+    from compare.machine import describe, machine_info
+
+    name = "search_gpu" if args.gpu else "search"
+    args.out.mkdir(parents=True, exist_ok=True)
+    stats = measures(rows, args.limit)
+    doc = {
+        "command": "python benchmarks/search.py " + " ".join(sys.argv[1:]),
+        "started": started,
+        "limit_s": args.limit,
+        "gpu": args.gpu,
+        "settings": SETTINGS,
+        "machine": machine_info(),
+        "measures": stats,
+        "rows": rows,
+    }
+    (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+    def cell(entry: dict[str, Any]) -> str:
+        s = entry.get("seconds")
+        if entry["exact"] and s is not None and s <= args.limit:
+            return f"{s:.3g}"
+        if entry.get("internal") is not None and entry.get("internal") != float("inf"):
+            low = entry.get("lower")
+            return f"> {args.limit:g} ({low:.6g} .. {entry['internal']:.6g})" if low else "> limit"
+        return entry["status"] if entry["status"] not in ("ok", "timeout") else "> limit"
+
+    backend = "CuPy on the GPU" if args.gpu else "NumPy on the CPU"
+    lines = [
+        f"## Exact search beside toulbar2 ({started}, dcop on {backend})",
+        "",
+        describe(doc["machine"]),
+        "",
+        f"Seconds to a proof, read + solve in a fresh process, limit {args.limit:g} s; "
+        "unproved: `> limit (lower .. upper)` in internal costs. Command: "
+        f"`{doc['command']}`.",
+        "",
+        "| instance | " + " | ".join(SETTINGS) + " | checks |",
+        "|---|" + "---|" * (len(SETTINGS) + 1),
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['instance']} | "
+            + " | ".join(cell(row[s]) for s in SETTINGS)
+            + f" | {row['checks']} |"
+        )
+    share = stats["share_first_on_hard"]
+    lines += [
+        "",
+        f"Proved within the limit: {', '.join(f'{k} {v}' for k, v in stats['proved'].items())}.",
+        f"Rows where toulbar2's best setting needs at least 0.5 s or fails: {stats['hard_rows']}; "
+        f"dcop proves first on {stats['dcop_first_on_hard']}"
+        + (f" ({share:.0%})." if share is not None else "."),
+        "Random networks n = 22-26: dcop's best against toulbar2's best, smallest ratio: "
+        + (
+            f"{stats['random_22_26_speedup_min']:.3g}x."
+            if stats["random_22_26_speedup_min"]
+            else "-."
+        ),
+        "",
+    ]
+    (args.out / f"{name}.md").write_text("\n".join(lines))
+    cactus(rows, args.limit, args.out / f"{name}.png")
+
+
+def cactus(rows: list[dict[str, Any]], limit: float, path: Path) -> None:
+    """Instances proved against seconds, one line per setting (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s in SETTINGS:
+        times = sorted(
+            r[s]["seconds"]
+            for r in rows
+            if r[s]["exact"] and r[s].get("seconds") is not None and r[s]["seconds"] <= limit
+        )
+        ax.step(times, range(1, len(times) + 1), where="post", label=s)
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("instances proved")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", nargs=3, metavar=("SETTING", "FILE", "LIMIT"))
+    parser.add_argument("--limit", type=float, default=60.0)
+    parser.add_argument("--gpu", action="store_true", help="dcop with --backend cupy")
+    parser.add_argument("--jobs", type=int, default=1, help="toulbar2 runs at once")
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.worker:
+        setting, file, limit = args.worker
+        print(json.dumps(worker(setting, file, float(limit), args.gpu)))
+        return
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    known = index()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        chosen = instances(args.only, Path(scratch))
+        # toulbar2 runs side by side (one core each); dcop's one after another (one GPU)
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            tb2 = {
+                (name, s): pool.submit(run_one, s, path, args.limit, False)
+                for name, path in chosen
+                for s in TB2
+                if s in args.settings
+            }
+            if args.jobs <= 1:  # one core: nothing side by side
+                concurrent.futures.wait(list(tb2.values()))
+            mine = {
+                (name, s): run_one(s, path, args.limit, args.gpu)
+                for name, path in chosen
+                for s in DCOP
+                if s in args.settings
+            }
+            results = {k: f.result() for k, f in tb2.items()} | mine
+        from dcop.io import read_problem
+
+        for name, path in chosen:
+            problem = read_problem(path)
+            row: dict[str, Any] = {"instance": name, "n": problem.n, "d": problem.max_domain()}
+            for s in SETTINGS:
+                row[s] = results.get((name, s)) or {"status": "not run", "exact": False}
+            ref = known.get(name, {})
+            checks = {check(ref, row[s], problem) for s in SETTINGS if row[s].get("internal")}
+            checks -= {"-", "ok", "bound ok", "no reference"}
+            if not agree({s: row[s] for s in SETTINGS if "internal" in row[s]}):
+                checks.add("PROOFS DISAGREE")
+            row["checks"] = ", ".join(sorted(checks)) or "all ok"
+            rows.append(row)
+            print(name, {s: row[s].get("seconds") for s in SETTINGS}, row["checks"], flush=True)
+    write(args, rows, started)
+
+
+if __name__ == "__main__":
+    main()
