@@ -64,7 +64,7 @@ COLUMNS: tuple[str, ...] = (
     "message",
 )
 #: Schema name of the ``dcop batch --json`` document.
-BATCH_SCHEMA = "dcop-batch/1"
+BATCH_SCHEMA = "dcop-batch/2"  # 2: the rows' documents are dcop-result/2
 CENTRAL = ("be", "mbe", "auto")
 DISTRIBUTED = ("dpop", "adpop")
 ALGOS = CENTRAL + DISTRIBUTED
@@ -281,13 +281,15 @@ def _forkserver() -> Any:
     return ctx
 
 
-def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int, float]:
     """One be/mbe/auto row, solved in a child process that is killed at the deadline.
 
     Returns
     -------
     tuple
-        The result document and the exit code ``dcop solve`` would have returned.
+        The result document, the exit code ``dcop solve`` would have returned, and the row's
+        wall seconds from the fork: the first row's start of the fork server (an interpreter
+        that imports dcop) is not the row's (it made BE read as 7x slower than MBE).
     """
     ctx = _forkserver()
     ours, theirs = ctx.Pipe(duplex=False)
@@ -295,14 +297,14 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
     child = ctx.Process(target=solve_in_child, args=(theirs, job, settings))
     try:
         child.start()  # returns once forked: the server's own start does not count
+        forked = time.perf_counter()
         deadline = time.monotonic() + settings.timeout
         theirs.close()
         left = deadline - time.monotonic()
         if left <= 0 or not ours.poll(left):
             message = f"no answer within {settings.timeout:g} s (--timeout)"
-            return failed("timeout", message, job.algo, job.z, job.path, None), EXIT_CODES[
-                "timeout"
-            ]
+            doc = failed("timeout", message, job.algo, job.z, job.path, None)
+            return doc, EXIT_CODES["timeout"], time.perf_counter() - forked
         try:
             reply = ours.recv()
         except EOFError:  # the child died without a word (a bug, or killed from outside)
@@ -311,8 +313,9 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
             why = f"the solver process ended without a result (exit code {code})"
             if code is not None and code < 0:
                 why = f"the solver process was killed by signal {-code} (out of memory?)"
-            return failed("error", why, job.algo, job.z, job.path, None), EXIT_CODES["error"]
-        return reply[1], reply[2]
+            doc = failed("error", why, job.algo, job.z, job.path, None)
+            return doc, EXIT_CODES["error"], time.perf_counter() - forked
+        return reply[1], reply[2], time.perf_counter() - forked
     finally:
         ours.close()
         if child.pid is not None:
@@ -323,18 +326,20 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
             child.join()
 
 
-def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int, float]:
     """One dpop/adpop row: one agent process per variable on this machine.
 
     Returns
     -------
     tuple
-        The result document and the exit code ``dcop run`` would have returned.
+        The result document, the exit code ``dcop run`` would have returned, and the row's wall
+        seconds.
     """
     from dcop.coordinator import run_local
     from dcop.io import read_problem
     from dcop.protocol import RunSpec
 
+    start = time.perf_counter()
     problem: Problem | None = None
     try:
         spec = RunSpec.from_options(job.algo, job.z)
@@ -343,20 +348,19 @@ def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], 
     except (DcopError, MemoryError) as exc:
         status = _status(exc)
         code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
-        return failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem), code
+        doc = failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem)
+        return doc, code, time.perf_counter() - start
     doc["file"] = str(job.path)
-    return doc, EXIT_CODES[doc["status"]]
+    return doc, EXIT_CODES[doc["status"]], time.perf_counter() - start
 
 
 def run_row(job: Job, settings: BatchSettings) -> Row:
     """Run one row; every outcome but an interrupt is a row."""
-    start = time.perf_counter()
     if not job.path.is_file():
         doc = failed("error", f"{job.path}: no such file", job.algo, job.z, job.path, None)
-        return Row(job, doc, EXIT_BAD_INPUT, time.perf_counter() - start)
+        return Row(job, doc, EXIT_BAD_INPUT, 0.0)
     run = run_central if job.algo in CENTRAL else run_distributed
-    doc, code = run(job, settings)
-    return Row(job, doc, code, time.perf_counter() - start)
+    return Row(job, *run(job, settings))
 
 
 def run_batch(
@@ -474,12 +478,13 @@ def summary_lines(rows: Sequence[Row]) -> Iterator[str]:
     for row in rows:
         doc = row.document
         algo = doc["algo"] + (f"({doc['z']})" if doc["z"] is not None else "")
-        if doc["status"] not in ("ok", "timeout") or doc["lower_bound"] is None:
-            shown = doc["message"] or ""
-        elif doc["exact"]:
+        if doc["exact"]:
             shown = f"optimum {_short(doc['cost'])}"
-        else:
+        elif doc["lower_bound"] is not None and doc["status"] != "infeasible":
+            # every status but infeasible keeps the bounds the row had (no_solution: .. inf)
             shown = f"bounds {_short(doc['lower_bound'])} .. {_short(doc['upper_bound'])}"
+        else:
+            shown = doc["message"] or ""
         yield f"{doc['file']}  {algo}  {doc['status']}  {shown}  {row.wall_s:.3g} s"
     counts = Counter(row.document["status"] for row in rows)
     yield ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
