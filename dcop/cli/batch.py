@@ -126,7 +126,8 @@ def batch_command(
             "--algo",
             autocompletion=lambda: list(ALGOS),
             help=f"Algorithms, comma-separated or repeated: {', '.join(ALGOS)} (default auto: "
-            "be when it fits memory and time, else mbe with z raised until --timeout).",
+            "anytime, as dcop solve --algo auto --timeout: be once it fits memory and time, else mbe "
+            "with z raised until --timeout).",
         ),
     ] = None,
     z: Annotated[

@@ -185,6 +185,13 @@ def parse_memory(text: str | None) -> float | None:
     return value
 
 
+def shown_name(file: str | None, problem: Any) -> str:
+    """The name a summary's title gives a run: the file's name as given on the command line (a
+    file's own header may name something else, e.g. SPOT5's ``../spot5/404.spot``), else the
+    problem's name (a problem built in Python)."""
+    return Path(file).name if file else str(problem.name)
+
+
 def to_stdout(target: Path | None) -> bool:
     """Whether ``--json`` asks for the document on stdout."""
     return target is not None and str(target) == "-"

@@ -26,7 +26,7 @@ PLAIN_EVERY_S = 5.0
 def _line(s: Progress) -> str:
     return (
         f"[{s.elapsed_s:6.1f} s] {s.phase:<6} agents {s.hellos}/{s.agents} up, {s.ready} ready; "
-        f"trees {s.trees}/{s.trees_expected}; UTIL {s.utils}/{s.utils_expected}; "
+        f"candidate trees {s.trees}/{s.trees_expected}; UTIL {s.utils}/{s.utils_expected}; "
         f"results {s.results}/{s.agents}; {s.sent_bytes / 2**20:.1f} MiB sent"
     )
 
