@@ -36,7 +36,14 @@ from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES, Status, result_document
+from dcop.results import (
+    EXIT_BAD_INPUT,
+    EXIT_CODES,
+    STATUSES,
+    Status,
+    after_answer,
+    result_document,
+)
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
 COLUMNS: tuple[str, ...] = (
@@ -341,14 +348,20 @@ def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], 
 
     start = time.perf_counter()
     problem: Problem | None = None
+    answers: list[Any] = []  # the coordinator's answer, had before the agents exit
     try:
         spec = RunSpec.from_options(job.algo, job.z)
         problem = read_problem(job.path)
-        doc = run_local(problem, spec, timeout=settings.timeout).to_json()
+        doc = run_local(problem, spec, timeout=settings.timeout, on_answer=answers.append).to_json()
     except (DcopError, MemoryError) as exc:
         status = _status(exc)
         code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
-        doc = failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem)
+        message = str(exc) or "out of memory"
+        if answers:  # it failed once the answer was in (while the agents exit): keep it
+            doc = after_answer(answers[0].to_json(), status, message)
+        else:
+            doc = failed(status, message, job.algo, job.z, job.path, problem)
+        doc["file"] = str(job.path)
         return doc, code, time.perf_counter() - start
     doc["file"] = str(job.path)
     return doc, EXIT_CODES[doc["status"]], time.perf_counter() - start

@@ -282,8 +282,9 @@ def finish_run(
         if isinstance(exc, MemoryError):
             message = f"out of memory: {exc}" if str(exc) else "out of memory"
         write_json(failure(status, message), json_target)
-        # one word once: "dcop: interrupted", not "dcop: interrupted: interrupted"
-        said = status if message in (status, "") else f"{status}: {message}"
+        # one word once: "dcop: interrupted (signal SIGINT)", not "dcop: interrupted:
+        # interrupted (signal SIGINT)"
+        said = message if message.startswith(status) else f"{status}: {message}"
         print(f"dcop: {said}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)

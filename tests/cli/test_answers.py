@@ -139,6 +139,7 @@ def test_a_signal_after_the_answer_of_solve_keeps_it(tmp_path: Path, instances_d
     doc = json.loads(out.read_text())
     assert_valid(doc)
     assert doc["status"] == "interrupted" and "SIGINT" in doc["message"] and not doc["exact"]
+    assert run.stderr == "dcop: interrupted (signal SIGINT)\n"  # not "interrupted: interrupted"
     assert doc["assignment"] and doc["cost"] == doc["lower_bound"] == doc["upper_bound"]
 
 
@@ -276,3 +277,31 @@ def test_batch_rows_exclude_the_fork_servers_start(
     monkeypatch.setattr(batch, "_forkserver", lambda: Context())
     row = batch.run_row(job, batch.BatchSettings(("be",), (), 60.0))
     assert row.document == answer[0] and row.wall_s == 0.25
+
+
+def test_a_batch_row_that_fails_after_its_answer_keeps_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A dpop row whose agents fail to exit after the coordinator had the answer: the row is the
+    failure, with the answer's assignment and bounds kept (it was a bare error row)."""
+    import dcop.coordinator
+    from dcop import batch
+    from dcop.errors import PeerTimeout
+    from tests.agents.conftest import run_in_process
+
+    path = tmp_path / "p.wcsp"
+    problem = random_network(5, 3, 0.5, 0.0, seed=3)
+    write_problem(problem, path)
+    answer = run_in_process(problem)["run"]
+
+    def run_local(*args: object, on_answer: object = None, **kwargs: object) -> None:
+        on_answer(answer)  # type: ignore[operator]
+        raise PeerTimeout("agent x2 did not exit")
+
+    monkeypatch.setattr(dcop.coordinator, "run_local", run_local)
+    row = batch.run_row(batch.Job(path, "dpop", None), batch.BatchSettings(("dpop",), (), 60.0))
+    doc = row.document
+    assert_valid(doc)
+    assert doc["status"] == "error" and "did not exit" in doc["message"] and row.exit_code == 3
+    assert doc["assignment"] == answer.to_json()["assignment"] and doc["file"] == str(path)
+    assert doc["cost"] == doc["lower_bound"] == doc["upper_bound"]
