@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -89,6 +90,14 @@ def write_answer_file(
             )
             sys.stdout.write(text)
             sys.stdout.flush()
+
+
+def progress_line(text: str) -> None:
+    """One line of progress (or a note) on stderr. A closed stderr (``2>&1 | head -1``) must not
+    end the run: the line is dropped, and the run goes on to write its document (a
+    BrokenPipeError here used to end ``dcop run`` with exit 1 and no document)."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def check_output(path: Path | None, option: str) -> None:
@@ -285,11 +294,14 @@ def finish_run(
         # one word once: "dcop: interrupted (signal SIGINT)", not "dcop: interrupted:
         # interrupted (signal SIGINT)"
         said = message if message.startswith(status) else f"{status}: {message}"
-        print(f"dcop: {said}", file=sys.stderr)
+        progress_line(f"dcop: {said}")
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet and show is not None:
-        show(summary_console(json_target))
+        # a closed stdout (rich turns a broken pipe into SystemExit(1)): the document is
+        # written already, and the exit code stays the status's
+        with contextlib.suppress(OSError, SystemExit):
+            show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 
 
@@ -375,11 +387,9 @@ def anytime_progress(
             if event == "done":
                 keep(step)
                 outcome = step.status if step.status != "ok" else bounds_text()
-                print(
-                    f"dcop: {name}: {outcome} ({step.seconds:.3g} s)", file=sys.stderr, flush=True
-                )
+                progress_line(f"dcop: {name}: {outcome} ({step.seconds:.3g} s)")
             elif event == "skip":
-                print(f"dcop: {name}: not started ({step.message})", file=sys.stderr, flush=True)
+                progress_line(f"dcop: {name}: not started ({step.message})")
 
         yield None, line
         return

@@ -382,7 +382,8 @@ def coordinator(
         stream = summary_stream(json_out)
         if not stream.isatty():  # as `dcop run`: plain lines off a terminal, rich on one
             if not quiet:
-                write_summary(run, stream)
+                with contextlib.suppress(OSError):  # a closed stdout must not lose the run
+                    write_summary(run, stream)
             return run.to_json(), None
         return run.to_json(), lambda console: print_summary(run, console)
 
@@ -481,7 +482,8 @@ def run(
             # a terminal rich draws it once the live display is gone
             stream = summary_stream(json_out)
             if not quiet and not stream.isatty():
-                write_summary(replace(answer, file=str(file)), stream)
+                with contextlib.suppress(OSError):  # a closed stdout must not lose the run
+                    write_summary(replace(answer, file=str(file)), stream)
                 shown.append(True)
 
         with live_status(not quiet) as on_status:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from dcop.cli.common import progress_line
 from dcop.coordinator.driver import Progress
 
 if TYPE_CHECKING:
@@ -65,6 +66,6 @@ def live_status(enabled: bool = True) -> Iterator[Callable[[Progress], None] | N
         now = time.monotonic()
         if status.phase != last_phase[0] or now - last_at[0] >= PLAIN_EVERY_S:
             last_phase[0], last_at[0] = status.phase, now
-            print(f"dcop: {_line(status)}", file=sys.stderr, flush=True)
+            progress_line(f"dcop: {_line(status)}")
 
     yield plain

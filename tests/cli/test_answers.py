@@ -305,3 +305,44 @@ def test_a_batch_row_that_fails_after_its_answer_keeps_it(
     assert doc["status"] == "error" and "did not exit" in doc["message"] and row.exit_code == 3
     assert doc["assignment"] == answer.to_json()["assignment"] and doc["file"] == str(path)
     assert doc["cost"] == doc["lower_bound"] == doc["upper_bound"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{file}"],
+        ["solve", "{file}", "--algo", "mbe", "--z", "2", "--timeout", "60"],
+        ["coordinator", "--peers", "{file}.peers", "--problem", "{file}", "--hello-timeout", "1"],
+    ],
+)
+def test_a_closed_stdout_and_stderr_do_not_lose_the_document(
+    tmp_path: Path, instances_dir: Path, args: list[str]
+) -> None:
+    """``dcop run FILE --json out 2>&1 | head -1``: the reader went away, so every later line on
+    stdout and stderr fails (EPIPE). The progress and the summary are dropped; the run goes on
+    and writes its document (it ended with exit 1, a traceback nobody saw, and no document)."""
+    import os
+
+    file = tmp_path / "w.wcsp"
+    file.write_bytes((instances_dir / "warehouse.wcsp").read_bytes())
+    if args[0] == "coordinator":
+        from dcop.coordinator import free_ports
+
+        (port,) = free_ports(1)
+        made = run_dcop("peers", str(file), "-o", f"{file}.peers", "--base-port", str(port))
+        assert made.returncode == 0, made.stderr
+    out = tmp_path / "r.json"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: a write fails with EPIPE
+    argv = [part.format(file=file) for part in args]
+    run = subprocess.run(
+        [sys.executable, "-m", "dcop", *argv, "--json", str(out)],
+        stdout=write_end,
+        stderr=write_end,
+        timeout=180,
+    )
+    os.close(write_end)
+    doc = json.loads(out.read_text())
+    assert_valid(doc)
+    expected = {"run": ("ok", 0), "solve": ("ok", 0), "coordinator": ("timeout", 4)}[args[0]]
+    assert (doc["status"], run.returncode) == expected
