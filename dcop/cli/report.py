@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dcop.results.run import RunResult
@@ -146,7 +146,7 @@ def print_summary(run: RunResult, console: Console | None = None) -> None:
     if run.partition is not None:
         from dcop.cli.partition import print_partition
 
-        print_partition(run.partition, console)
+        print_partition(replace(run.partition, file=run.file), console)  # titled by the file
     for line in summary.head[1:]:
         console.print(line, soft_wrap=True)
     table = RichTable(*summary.columns, title=summary.table_title)

@@ -176,7 +176,11 @@ def test_summaries_are_titled_with_the_file_name(
     assert ran.stdout.startswith("DPOP on feasible.wcsp: 6 agents, candidate tree ")
     assert "random289" not in ran.stdout
     summed = run_dcop("solve", str(instances_dir / "test_Z.uai"), "--task", "pr")
-    assert "PR: BE on test_Z.uai" in summed.stdout
+    assert "PR: BE on test_Z.uai" in summed.stdout  # the header-less .uai was named test_Z
+    marginals = run_dcop("run", str(instances_dir / "test_Z.uai"), "--task", "mar")
+    assert marginals.returncode == 0, marginals.stderr
+    assert "DPOP MAR on test_Z.uai: 5 agents" in marginals.stdout
+    assert "MAR: DPOP on test_Z.uai" in marginals.stdout
 
 
 def test_mar_shows_a_few_marginals_and_where_the_rest_are(
