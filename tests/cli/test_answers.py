@@ -350,3 +350,24 @@ def test_a_closed_stdout_and_stderr_do_not_lose_the_document(
     assert_valid(doc)
     expected = {"run": ("ok", 0), "solve": ("ok", 0), "coordinator": ("timeout", 4)}[args[0]]
     assert (doc["status"], run.returncode) == expected
+
+
+def test_an_infeasible_adpop_assignment_is_no_solution(tmp_path: Path) -> None:
+    """ADPOP's side of ``ok`` means a finite answer: an assignment that breaks a hard constraint
+    is ``no_solution`` in the document and the summary, and its solution file is marked (it was
+    ``ok`` with upper bound inf, and the file unmarked)."""
+    from dcop.cli.distributed import _write_answer
+    from dcop.cli.report import summarize
+    from dcop.results import EXIT_CODES
+    from tests.agents.conftest import run_in_process
+
+    run = run_in_process(random_network(10, 3, 0.5, 0.5, seed=0), "adpop", z=1)["run"]
+    doc = run.to_json()
+    assert_valid(doc)
+    assert doc["status"] == "no_solution" and EXIT_CODES[doc["status"]] == 6
+    assert doc["cost"] == doc["upper_bound"] == "inf" and isinstance(doc["lower_bound"], float)
+    assert doc["assignment"] is not None and not doc["exact"]
+    assert any(line.startswith("[bold red]no_solution[/bold red]") for line in summarize(run).head)
+    solution = tmp_path / "a.sol"
+    _write_answer(solution, run)
+    assert solution.read_text().startswith("# infeasible")
