@@ -272,7 +272,9 @@ def finish_run(
 
     ``produce`` returns the document and a summary printer (None: it printed its summary
     itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
-    the document of a run that failed. Bad input (InputError) exits 2 after writing its
+    the document of a run that failed (a command keeps there the answer it already had:
+    :func:`dcop.results.after_answer`). A closed stdout or stderr drops the summary and the
+    failure line, never the document or the exit code. Bad input (InputError) exits 2 after writing its
     document; anything that is not a DcopError is a bug and propagates. ``--json`` and the
     other ``outputs`` ({option: path}) are checked first (:func:`check_outputs`).
     """
