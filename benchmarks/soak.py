@@ -949,9 +949,13 @@ def sigterm_run(
                 problems.append("sigterm: interrupted, but no signal was sent")
             if run.returncode != 130:
                 problems.append(f"sigterm: status interrupted, exit code {run.returncode}")
-            if "SIGTERM" not in str(doc.get("message")) or doc.get("cost") is not None:
+            if "SIGTERM" not in str(doc.get("message")):
                 problems.append(f"sigterm: interrupted document says {doc.get('message')!r}")
-        elif status in ("ok", "infeasible"):
+            if doc.get("cost") is not None:  # the signal came after the answer: it is kept
+                problems += check_bounds(
+                    algo, _num(doc["cost"]), _num(doc["lower_bound"]), optimum, rec
+                )
+        elif status in ("ok", "infeasible", "no_solution"):  # no_solution: ADPOP's cost inf
             rec["outcome"] = "solved"  # it finished before the signal (or the signal came late)
             problems += check_bounds(
                 algo, _num(doc["cost"]), _num(doc["lower_bound"]), optimum, rec

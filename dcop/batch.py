@@ -36,7 +36,14 @@ from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES, Status, result_document
+from dcop.results import (
+    EXIT_BAD_INPUT,
+    EXIT_CODES,
+    STATUSES,
+    Status,
+    after_answer,
+    result_document,
+)
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
 COLUMNS: tuple[str, ...] = (
@@ -64,7 +71,7 @@ COLUMNS: tuple[str, ...] = (
     "message",
 )
 #: Schema name of the ``dcop batch --json`` document.
-BATCH_SCHEMA = "dcop-batch/1"
+BATCH_SCHEMA = "dcop-batch/2"  # 2: the rows' documents are dcop-result/2
 CENTRAL = ("be", "mbe", "aobb", "auto")
 DISTRIBUTED = ("dpop", "adpop")
 ALGOS = CENTRAL + DISTRIBUTED
@@ -285,13 +292,15 @@ def _forkserver() -> Any:
     return ctx
 
 
-def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int, float]:
     """One be/mbe/auto row, solved in a child process that is killed at the deadline.
 
     Returns
     -------
     tuple
-        The result document and the exit code ``dcop solve`` would have returned.
+        The result document, the exit code ``dcop solve`` would have returned, and the row's
+        wall seconds from the fork: the first row's start of the fork server (an interpreter
+        that imports dcop) is not the row's (it made BE read as 7x slower than MBE).
     """
     ctx = _forkserver()
     ours, theirs = ctx.Pipe(duplex=False)
@@ -299,14 +308,14 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
     child = ctx.Process(target=solve_in_child, args=(theirs, job, settings))
     try:
         child.start()  # returns once forked: the server's own start does not count
+        forked = time.perf_counter()
         deadline = time.monotonic() + settings.timeout
         theirs.close()
         left = deadline - time.monotonic()
         if left <= 0 or not ours.poll(left):
             message = f"no answer within {settings.timeout:g} s (--timeout)"
-            return failed("timeout", message, job.algo, job.z, job.path, None), EXIT_CODES[
-                "timeout"
-            ]
+            doc = failed("timeout", message, job.algo, job.z, job.path, None)
+            return doc, EXIT_CODES["timeout"], time.perf_counter() - forked
         try:
             reply = ours.recv()
         except EOFError:  # the child died without a word (a bug, or killed from outside)
@@ -315,8 +324,9 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
             why = f"the solver process ended without a result (exit code {code})"
             if code is not None and code < 0:
                 why = f"the solver process was killed by signal {-code} (out of memory?)"
-            return failed("error", why, job.algo, job.z, job.path, None), EXIT_CODES["error"]
-        return reply[1], reply[2]
+            doc = failed("error", why, job.algo, job.z, job.path, None)
+            return doc, EXIT_CODES["error"], time.perf_counter() - forked
+        return reply[1], reply[2], time.perf_counter() - forked
     finally:
         ours.close()
         if child.pid is not None:
@@ -327,40 +337,47 @@ def run_central(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]
             child.join()
 
 
-def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int]:
+def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], int, float]:
     """One dpop/adpop row: one agent process per variable on this machine.
 
     Returns
     -------
     tuple
-        The result document and the exit code ``dcop run`` would have returned.
+        The result document, the exit code ``dcop run`` would have returned, and the row's wall
+        seconds.
     """
     from dcop.coordinator import run_local
     from dcop.io import read_problem
     from dcop.protocol import RunSpec
 
+    start = time.perf_counter()
     problem: Problem | None = None
+    answers: list[Any] = []  # the coordinator's answer, had before the agents exit
     try:
         spec = RunSpec.from_options(job.algo, job.z)
         problem = read_problem(job.path)
-        doc = run_local(problem, spec, timeout=settings.timeout).to_json()
+        doc = run_local(problem, spec, timeout=settings.timeout, on_answer=answers.append).to_json()
     except (DcopError, MemoryError) as exc:
         status = _status(exc)
         code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
-        return failed(status, str(exc) or "out of memory", job.algo, job.z, job.path, problem), code
+        message = str(exc) or "out of memory"
+        if answers:  # it failed once the answer was in (while the agents exit): keep it
+            doc = after_answer(answers[0].to_json(), status, message)
+        else:
+            doc = failed(status, message, job.algo, job.z, job.path, problem)
+        doc["file"] = str(job.path)
+        return doc, code, time.perf_counter() - start
     doc["file"] = str(job.path)
-    return doc, EXIT_CODES[doc["status"]]
+    return doc, EXIT_CODES[doc["status"]], time.perf_counter() - start
 
 
 def run_row(job: Job, settings: BatchSettings) -> Row:
     """Run one row; every outcome but an interrupt is a row."""
-    start = time.perf_counter()
     if not job.path.is_file():
         doc = failed("error", f"{job.path}: no such file", job.algo, job.z, job.path, None)
-        return Row(job, doc, EXIT_BAD_INPUT, time.perf_counter() - start)
+        return Row(job, doc, EXIT_BAD_INPUT, 0.0)
     run = run_central if job.algo in CENTRAL else run_distributed
-    doc, code = run(job, settings)
-    return Row(job, doc, code, time.perf_counter() - start)
+    return Row(job, *run(job, settings))
 
 
 def run_batch(
@@ -478,12 +495,13 @@ def summary_lines(rows: Sequence[Row]) -> Iterator[str]:
     for row in rows:
         doc = row.document
         algo = doc["algo"] + (f"({doc['z']})" if doc["z"] is not None else "")
-        if doc["status"] not in ("ok", "timeout") or doc["lower_bound"] is None:
-            shown = doc["message"] or ""
-        elif doc["exact"]:
+        if doc["exact"]:
             shown = f"optimum {_short(doc['cost'])}"
-        else:
+        elif doc["lower_bound"] is not None and doc["status"] != "infeasible":
+            # every status but infeasible keeps the bounds the row had (no_solution: .. inf)
             shown = f"bounds {_short(doc['lower_bound'])} .. {_short(doc['upper_bound'])}"
+        else:
+            shown = doc["message"] or ""
         yield f"{doc['file']}  {algo}  {doc['status']}  {shown}  {row.wall_s:.3g} s"
     counts = Counter(row.document["status"] for row in rows)
     yield ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])

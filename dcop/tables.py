@@ -509,10 +509,11 @@ def _reduce_last(data: np.ndarray, op: str) -> Any:
         return data.max(axis=-1)
     if op == "sum":
         return data.sum(axis=-1)
-    # logsumexp with a max shift; an all -inf (or +inf) run keeps its extreme value
+    # logsumexp with a max shift; an all -inf (or +inf) run keeps its extreme value: a run with
+    # a +inf entry is shifted by 0, may overflow in exp, and is replaced by its peak below
     peak = data.max(axis=-1, keepdims=True)
     finite_peak = np.where(np.isfinite(peak), peak, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         summed = np.log(np.exp(data - finite_peak).sum(axis=-1))
     result = summed + finite_peak[..., 0]
     return np.where(np.isfinite(peak[..., 0]), result, peak[..., 0]).astype(data.dtype)

@@ -28,6 +28,7 @@ from dcop.cli.common import (
     check_ordering,
     check_outputs,
     parse_memory,
+    progress_line,
     summary_stream,
     write_json,
 )
@@ -84,11 +85,9 @@ def row_progress(total: int, enabled: bool) -> Iterator[Any]:
             doc = row.document
             shown = doc["cost"] if doc["status"] == "ok" else doc["message"]
             algo = doc["algo"] + (f"({doc['z']})" if doc["z"] is not None else "")
-            print(
+            progress_line(
                 f"[{done}/{total}] {row.job.path} {algo}: {doc['status']} {shown} "
-                f"({row.wall_s:.3g} s)",
-                file=sys.stderr,
-                flush=True,
+                f"({row.wall_s:.3g} s)"
             )
 
     yield line
@@ -126,7 +125,8 @@ def batch_command(
             "--algo",
             autocompletion=lambda: list(ALGOS),
             help=f"Algorithms, comma-separated or repeated: {', '.join(ALGOS)} (default auto: "
-            "be when it fits memory and time, else mbe with z raised until --timeout).",
+            "anytime, as dcop solve --algo auto --timeout: be once it fits memory and time, else mbe "
+            "with z raised until --timeout).",
         ),
     ] = None,
     z: Annotated[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -89,6 +90,14 @@ def write_answer_file(
             )
             sys.stdout.write(text)
             sys.stdout.flush()
+
+
+def progress_line(text: str) -> None:
+    """One line of progress (or a note) on stderr. A closed stderr (``2>&1 | head -1``) must not
+    end the run: the line is dropped, and the run goes on to write its document (a
+    BrokenPipeError here used to end ``dcop run`` with exit 1 and no document)."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def check_output(path: Path | None, option: str) -> None:
@@ -185,6 +194,13 @@ def parse_memory(text: str | None) -> float | None:
     return value
 
 
+def shown_name(file: str | None, problem: Any) -> str:
+    """The name a summary's title gives a run: the file's name as given on the command line (a
+    file's own header may name something else, e.g. SPOT5's ``../spot5/404.spot``), else the
+    problem's name (a problem built in Python)."""
+    return Path(file).name if file else str(problem.name)
+
+
 def to_stdout(target: Path | None) -> bool:
     """Whether ``--json`` asks for the document on stdout."""
     return target is not None and str(target) == "-"
@@ -256,7 +272,9 @@ def finish_run(
 
     ``produce`` returns the document and a summary printer (None: it printed its summary
     itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
-    the document of a run that failed. Bad input (InputError) exits 2 after writing its
+    the document of a run that failed (a command keeps there the answer it already had:
+    :func:`dcop.results.after_answer`). A closed stdout or stderr drops the summary and the
+    failure line, never the document or the exit code. Bad input (InputError) exits 2 after writing its
     document; anything that is not a DcopError is a bug and propagates. ``--json`` and the
     other ``outputs`` ({option: path}) are checked first (:func:`check_outputs`).
     """
@@ -275,13 +293,17 @@ def finish_run(
         if isinstance(exc, MemoryError):
             message = f"out of memory: {exc}" if str(exc) else "out of memory"
         write_json(failure(status, message), json_target)
-        # one word once: "dcop: interrupted", not "dcop: interrupted: interrupted"
-        said = status if message in (status, "") else f"{status}: {message}"
-        print(f"dcop: {said}", file=sys.stderr)
+        # one word once: "dcop: interrupted (signal SIGINT)", not "dcop: interrupted:
+        # interrupted (signal SIGINT)"
+        said = message if message.startswith(status) else f"{status}: {message}"
+        progress_line(f"dcop: {said}")
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet and show is not None:
-        show(summary_console(json_target))
+        # a closed stdout (rich turns a broken pipe into SystemExit(1)): the document is
+        # written already, and the exit code stays the status's
+        with contextlib.suppress(OSError, SystemExit):
+            show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 
 
@@ -363,17 +385,18 @@ def anytime_progress(
         )
         shown["text"] = text
         if tty:
-            print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
+            with contextlib.suppress(OSError):
+                print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
         elif seconds - shown["at"] >= BOUNDS_EVERY_S:
             shown["at"] = seconds
             shown["printed"] = text
-            print(text, file=sys.stderr, flush=True)
+            progress_line(text)
 
     with bucket_progress(enabled) as progress:
         try:
             yield progress, on_bounds
         finally:
             if tty and shown["text"]:
-                print(file=sys.stderr, flush=True)
+                progress_line("")
             elif shown["text"] != shown["printed"]:  # off a terminal: the last bounds too
-                print(shown["text"], file=sys.stderr, flush=True)
+                progress_line(shown["text"])

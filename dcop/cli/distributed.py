@@ -37,6 +37,7 @@ from dcop.cli.live import live_status
 from dcop.cli.options import (
     BasePortOption,
     DistributedAlgoOption,
+    DocumentInputFile,
     EvidenceOption,
     GpuOption,
     LogOption,
@@ -55,7 +56,7 @@ from dcop.placement import check_placement
 from dcop.protocol import DEFAULT_MAX_MESSAGE_BYTES, RunSpec
 from dcop.protocol.constants import DEFAULT_COORDINATOR_PORT
 from dcop.protocol.runspec import DEFAULT_TREES, MIB
-from dcop.results import Status
+from dcop.results import Status, after_answer
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 #: Seconds a coordinator whose peers.json does not fit the problem stops agents that say hello.
 MISMATCH_STOP_S = 5.0
 
-ProblemFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="problem file")]
 Algo = DistributedAlgoOption
 ZOpt = ZOption
 Timeout = Annotated[
@@ -138,10 +138,11 @@ def _write_answer(path: Path | None, run: Any) -> None:
         path,
         run.problem,
         run.ran.task,
-        answered=run.status == "ok",
+        answered=run.status in ("ok", "no_solution"),  # no_solution: marked infeasible
         assignment=run.assignment,
         ln_z=partition.ln_partition if partition is not None else None,
         marginals=partition.marginals if partition is not None else None,
+        cost=run.internal_cost if partition is None else None,
     )
 
 
@@ -170,12 +171,17 @@ def _failure(
     algo: str,
     z: int | None,
     file: Path | None,
-    read: dict[str, Problem],
+    read: dict[str, Any],
     task: TaskName | None = None,
 ) -> Callable[[Status, str], dict[str, Any]]:
-    """The document of a run that ended without an answer (the problem, if it was read)."""
+    """The document of a run that ended without an answer (the problem, if it was read), or,
+    where the run had its answer (``read["answer"]``, a RunResult) before a signal or a failure
+    while its agents exit, that answer's assignment and bounds under the failure's status."""
 
     def failure(status: Status, message: str) -> dict[str, Any]:
+        answer = read.get("answer")
+        if answer is not None:
+            return after_answer(replace(answer, file=str(file)).to_json(), status, message)
         return failure_document(
             status,
             message,
@@ -273,10 +279,12 @@ def peers(
 
 @app.command()
 def coordinator(
-    peers_file: Annotated[Path, typer.Option("--peers", exists=True, dir_okay=False)],
+    # checked as it is read: a missing file still gets its --json document
+    peers_file: Annotated[Path, typer.Option("--peers", help="peers.json (dcop peers)")],
     problem_file: Annotated[
         Path | None,
-        typer.Option("--problem", exists=True, dir_okay=False, help="the problem to solve"),
+        # checked as it is read: a missing file still gets its --json document
+        typer.Option("--problem", help="the problem to solve"),
     ] = None,
     shutdown: Annotated[
         bool, typer.Option(help="stop every (serving) agent of peers.json, solve nothing")
@@ -306,22 +314,22 @@ def coordinator(
     from dcop.protocol.peers import load_peers
 
     _logging(log_level)
-    table = load_peers(peers_file)
     if secure and keys is None:
         raise InputError("--secure needs --keys DIR")
-    curve = coordinator_curve(table, keys) if secure and keys is not None else None
     if shutdown:
         from dcop.coordinator.cluster import shutdown_agents
 
+        table = load_peers(peers_file)
+        curve = coordinator_curve(table, keys) if secure and keys is not None else None
         stopped = shutdown_agents(table, curve, hello_timeout)
         _tell(f"stopped {len(stopped)} of {len(table.agents)} agents")
         return
     if problem_file is None:
         raise InputError("give --problem FILE to solve, or --shutdown")
-    read: dict[str, Problem] = {}
+    read: dict[str, Any] = {}  # the problem once read, the answer once had
 
-    def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
-        from dcop.cli.report import print_summary
+    def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
+        from dcop.cli.report import print_summary, write_summary
         from dcop.coordinator.cluster import stop_agents
         from dcop.coordinator.driver import Coordinator
         from dcop.protocol.zmqlink import ZmqCoordinatorTransport
@@ -331,6 +339,8 @@ def coordinator(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
         read["problem"] = problem = _read(problem_file, evidence)
+        table = load_peers(peers_file)  # here: a missing peers.json still gets its document
+        curve = coordinator_curve(table, keys) if secure and keys is not None else None
         transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
         try:
             try:
@@ -355,7 +365,7 @@ def coordinator(
             with live_status(not quiet) as on_status:
                 coordinator.on_status = on_status
                 try:
-                    run = coordinator.run()
+                    run = read["answer"] = coordinator.run()
                 except DcopError as exc:
                     # the run is over: one-shot agents that had not said hello yet (started
                     # late, or slow to start) get the same stop instead of waiting for their
@@ -369,6 +379,12 @@ def coordinator(
             transport.close()
         run = replace(run, file=str(problem_file))
         _write_answer(solution, run)
+        stream = summary_stream(json_out)
+        if not stream.isatty():  # as `dcop run`: plain lines off a terminal, rich on one
+            if not quiet:
+                with contextlib.suppress(OSError):  # a closed stdout must not lose the run
+                    write_summary(run, stream)
+            return run.to_json(), None
         return run.to_json(), lambda console: print_summary(run, console)
 
     finish_run(
@@ -394,7 +410,7 @@ def _clean(value: bool) -> None:
 
 @app.command()
 def run(
-    file: ProblemFile,
+    file: DocumentInputFile,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
     task: TaskOpt = None,
@@ -442,7 +458,7 @@ def run(
     """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto;
     on a UAI model also --task pr or mar)."""
     _logging(log_level)
-    read: dict[str, Problem] = {}
+    read: dict[str, Any] = {}  # the problem once read, the answer once had
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None] | None]:
         from dcop.cli.report import print_summary, write_summary
@@ -460,12 +476,14 @@ def run(
         shown: list[bool] = []
 
         def show_answer(answer: RunResult) -> None:
+            read["answer"] = answer  # a signal while the agents exit keeps it (_failure)
             # off a terminal the summary is plain text, written while the agents exit (rich's
             # import and rendering after they had were 25 ms of every run on the 2-core VM); on
             # a terminal rich draws it once the live display is gone
             stream = summary_stream(json_out)
             if not quiet and not stream.isatty():
-                write_summary(replace(answer, file=str(file)), stream)
+                with contextlib.suppress(OSError):  # a closed stdout must not lose the run
+                    write_summary(replace(answer, file=str(file)), stream)
                 shown.append(True)
 
         with live_status(not quiet) as on_status:

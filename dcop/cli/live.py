@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from dcop.cli.common import progress_line
 from dcop.coordinator.driver import Progress
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ PLAIN_EVERY_S = 5.0
 def _line(s: Progress) -> str:
     return (
         f"[{s.elapsed_s:6.1f} s] {s.phase:<6} agents {s.hellos}/{s.agents} up, {s.ready} ready; "
-        f"trees {s.trees}/{s.trees_expected}; UTIL {s.utils}/{s.utils_expected}; "
+        f"candidate trees {s.trees}/{s.trees_expected}; UTIL {s.utils}/{s.utils_expected}; "
         f"results {s.results}/{s.agents}; {s.sent_bytes / 2**20:.1f} MiB sent"
     )
 
@@ -65,6 +66,6 @@ def live_status(enabled: bool = True) -> Iterator[Callable[[Progress], None] | N
         now = time.monotonic()
         if status.phase != last_phase[0] or now - last_at[0] >= PLAIN_EVERY_S:
             last_phase[0], last_at[0] = status.phase, now
-            print(f"dcop: {_line(status)}", file=sys.stderr, flush=True)
+            progress_line(f"dcop: {_line(status)}")
 
     yield plain

@@ -29,6 +29,10 @@ InputFile = Annotated[
     Path,
     typer.Argument(exists=True, dir_okay=False, readable=True, help="Instance file."),
 ]
+#: The instance of a command that writes a result document (solve, run): the reader checks it,
+#: inside the run, so that a missing, unreadable or directory path still ends in the ``error``
+#: document of ``--json`` (click's own check exits before the command and writes none).
+DocumentInputFile = Annotated[Path, typer.Argument(help="Instance file.")]
 FormatOption = Annotated[
     FormatName | None,
     typer.Option("--format", "-f", help="File format (default: by extension)."),
@@ -129,7 +133,7 @@ TaskOption = Annotated[
 ]
 EvidenceOption = Annotated[
     Path | None,
-    typer.Option("--evidence", exists=True, dir_okay=False, help="UAI .evid file."),
+    typer.Option("--evidence", help="UAI .evid file."),  # checked as it is read (see above)
 ]
 GpuOption = Annotated[
     str | None,

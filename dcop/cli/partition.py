@@ -13,6 +13,9 @@ from dcop.results.partition import PartitionResult
 if TYPE_CHECKING:
     from rich.console import Console
 
+#: Marginals a MAR summary shows; the document and the solution file hold every one.
+MARGINALS_SHOWN = 5
+
 #: Tasks each file format allows; the first is the default.
 FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": tuple(t.value for t in TaskName)}
 
@@ -35,14 +38,17 @@ def task_for(file: Path, format: str | None, task: str | None) -> str | None:
 
 
 def print_partition(result: PartitionResult, console: Console) -> None:
-    """A short human-readable summary of a PR or MAR run."""
+    """A short human-readable summary of a PR or MAR run, titled with the file's name; MAR shows
+    the first :data:`MARGINALS_SHOWN` marginals and says where the rest are."""
     from rich.table import Table as RichTable
+
+    from dcop.cli.common import shown_name
 
     data = result.to_json()
     p = result.problem
     label = "PR" if result.task == "pr" else "MAR"
     title = f"{label}: {data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'}"
-    table = RichTable(title=f"{title} on {p.name}", show_header=False)
+    table = RichTable(title=f"{title} on {shown_name(result.file, p)}", show_header=False)
     status = data["status"]
     if status == "infeasible":
         table.add_row("status", "infeasible: Z = 0, no assignment has a positive weight")
@@ -65,9 +71,16 @@ def print_partition(result: PartitionResult, console: Console) -> None:
     table.add_row("backend / dtype", f"{result.backend} / {result.dtype}")
     table.add_row("time", f"{result.times.get('total', 0.0):.4f} s")
     marginals = data["marginals"]
-    if marginals is not None and p.n <= 20:
-        for name, probs in marginals.items():
-            table.add_row(f"P({name})", " ".join(f"{x:.4g}" for x in probs))
+    if marginals is not None:
+        names = list(marginals)
+        for name in names[:MARGINALS_SHOWN]:
+            table.add_row(f"P({name})", " ".join(f"{x:.4g}" for x in marginals[name]))
+        rest = len(names) - MARGINALS_SHOWN
+        where = "in --json FILE's marginals and in --solution FILE (the UAI MAR format)"
+        if rest > 0:
+            table.add_row(f"(the other {rest})", where)
+        elif names:
+            table.add_row("(every marginal)", where)
     console.print(table)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dcop.results.run import RunResult
@@ -44,6 +44,16 @@ class Summary:
     tail: tuple[str, ...]
 
 
+def run_label(run: RunResult) -> str:
+    """What ran: ``DPOP``, ``ADPOP(3)``; an auto run names what it chose,
+    ``AUTO (chose ADPOP, z=8)`` (the document's ``algo`` and ``z`` say the same)."""
+    if run.spec.algo != "auto":
+        return run.spec.label
+    ran = run.ran
+    task = f" {ran.task.upper()}" if ran.summing else ""
+    return f"AUTO{task} (chose {ran.algo.upper()}{'' if ran.z is None else f', z={ran.z}'})"
+
+
 def _answer(run: RunResult, result: dict[str, Any]) -> str | None:
     """The line that states the answer (None for PR/MAR: their answer is a table of its own)."""
     status = result["status"]
@@ -51,6 +61,11 @@ def _answer(run: RunResult, result: dict[str, Any]) -> str | None:
         return None
     if status == "infeasible":
         return "[bold]infeasible[/bold]: no assignment has a finite cost (proved)"
+    if status == "no_solution":
+        return (
+            f"[bold red]no_solution[/bold red]: {result['message']}; lower bound "
+            f"{_num(result['lower_bound'])}, upper bound {_num(result['upper_bound'])}"
+        )
     if status != "ok":
         return f"[bold red]{status}[/bold red]: {result['message']}"
     if run.exact:
@@ -64,12 +79,17 @@ def _answer(run: RunResult, result: dict[str, Any]) -> str | None:
 def summarize(run: RunResult) -> Summary:
     """The summary of ``run``: answer, bounds, times and the wire metrics beside the theory
     (without a partition function's table, which :func:`print_summary` adds)."""
+    from dcop.cli.common import shown_name
+
     result = run.to_json()
     m = run.metrics
     th = m["theory"]
+    candidates = len(run.tree.widths)
+    kind = run.tree.kinds[run.tree.tree] if run.tree.kinds else "dfs"
     head = [
-        f"[bold]{run.spec.label}[/bold] on {run.problem.name}: {run.problem.n} agents, "
-        f"{th['trees']} tree(s), roots {', '.join(run.roots[:5])}"
+        f"[bold]{run_label(run)}[/bold] on {shown_name(run.file, run.problem)}: "
+        f"{run.problem.n} agents, candidate tree {run.tree.tree + 1} of {candidates} ({kind}), "
+        f"{th['trees']} root(s): {', '.join(run.roots[:5])}"
     ]
     answer = _answer(run, result)
     if answer is not None:
@@ -126,7 +146,7 @@ def print_summary(run: RunResult, console: Console | None = None) -> None:
     if run.partition is not None:
         from dcop.cli.partition import print_partition
 
-        print_partition(run.partition, console)
+        print_partition(replace(run.partition, file=run.file), console)  # titled by the file
     for line in summary.head[1:]:
         console.print(line, soft_wrap=True)
     table = RichTable(*summary.columns, title=summary.table_title)

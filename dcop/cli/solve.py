@@ -23,6 +23,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
+    shown_name,
     summary_console,
     write_answer_file,
     write_json,
@@ -30,6 +31,7 @@ from dcop.cli.common import (
 from dcop.cli.options import (
     BackendOption,
     CentralAlgoOption,
+    DocumentInputFile,
     EvidenceOption,
     FormatOption,
     InputFile,
@@ -51,12 +53,14 @@ from dcop.inference.anytime import solve_auto, solve_until
 from dcop.inference.memory import human_bytes, resident_bytes
 from dcop.inference.partition import infer
 from dcop.inference.plan import plan_for
+from dcop.inference.solve import check_fits
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.orders import best_order
+from dcop.orders.choose import choose_order
 from dcop.orders.files import write_order as save_order
-from dcop.results import Status, objective
+from dcop.results import Status, after_answer, objective
 from dcop.tables import NumpyBackend, choose_dtype
 
 if TYPE_CHECKING:
@@ -68,7 +72,7 @@ ANSWER_MARGIN_S = 0.3
 
 @app.command("solve")
 def solve_command(
-    file: InputFile,
+    file: DocumentInputFile,
     algo: CentralAlgoOption = CentralAlgo.be,
     z: ZOption = None,
     timeout: TimeoutOption = None,
@@ -106,7 +110,7 @@ def solve_command(
 
     started = process_started()  # the command's start: interpreter and imports included
 
-    read: dict[str, Problem] = {}
+    read: dict[str, Any] = {}  # the problem once read, the answer's document once had
     asked_z = z
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
@@ -137,6 +141,7 @@ def solve_command(
                     progress=progress,
                 )
             inferred.file = str(file)
+            read["doc"] = doc = inferred.to_json()
             if solution is not None:
                 write_answer_file(
                     solution,
@@ -146,7 +151,7 @@ def solve_command(
                     marginals=inferred.marginals,
                     answered=inferred.status == "ok",
                 )
-            return inferred.to_json(), lambda console: print_partition(inferred, console)
+            return doc, lambda console: print_partition(inferred, console)
         # the deadline counts from the command's start; a little is kept to write the answer
         deadline = None if timeout is None else started + timeout - ANSWER_MARGIN_S
         settings: dict[str, Any] = {
@@ -169,14 +174,26 @@ def solve_command(
                     problem, z=z, deadline=deadline, on_bounds=on_bounds, **settings
                 )
             elif deadline is not None:
+                # a plan over the memory limit is refused here, as without --timeout (the
+                # child's refusal would come back as a step without a result: a timeout)
+                settings["ordering"] = choose_order(problem, ordering, order_time)
+                check_fits(
+                    problem,
+                    algo.value,
+                    z,
+                    settings["ordering"],
+                    engine,
+                    dtype.value,
+                    settings["max_bytes"],
+                )
                 result = solve_until(
                     problem, algo.value, z, deadline, progress=progress, **settings
                 )
             else:
                 result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
-        doc = result.to_json()
-        if solution is not None and doc["status"] in ("ok", "timeout"):
+        read["doc"] = doc = result.to_json()
+        if solution is not None and doc["assignment"] is not None:  # ok, or the best one kept
             write_answer_file(
                 solution,
                 problem,
@@ -188,6 +205,8 @@ def solve_command(
         return doc, lambda console: print_result(result, console)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
+        if "doc" in read:  # it failed after the answer (a signal, a solution file): keep it
+            return after_answer(read["doc"], status, message)
         doc = failure_document(
             status, message, algo=algo.value, z=asked_z, file=str(file), problem=read.get("problem")
         )
@@ -197,29 +216,26 @@ def solve_command(
 
 
 def print_result(result: SolveResult, console: Console) -> None:
-    """A short human-readable summary of a solve."""
+    """A short human-readable summary of a solve, titled with the file's name."""
     from rich.table import Table as RichTable
 
     data = result.to_json()
     p = result.problem
-    title = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'} on {p.name}"
-    table = RichTable(title=title, show_header=False)
+    algo = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'}"
+    table = RichTable(title=f"{algo} on {shown_name(result.file, p)}", show_header=False)
     status = data["status"]
     if status == "infeasible":
         table.add_row("status", "infeasible: no assignment has a finite cost (proved)")
-    elif status == "timeout" and data["lower_bound"] is not None:
-        table.add_row("status", f"timeout: {data['message']}")
-        table.add_row(
-            "bounds so far", f"{_fmt(data['lower_bound'])} .. {_fmt(data['upper_bound'])}"
-        )
     elif status != "ok":
         table.add_row("status", f"{status}: {data['message']}")
-    elif result.exact:
+    if status == "ok" and result.exact:
         table.add_row("optimum", _fmt(data["cost"]))
-    else:
-        table.add_row("bounds", f"{_fmt(data['lower_bound'])} .. {_fmt(data['upper_bound'])}")
-        table.add_row("value of assignment", _fmt(data["cost"]))
-    if p.cost_kind == "neg_ln" and status == "ok":
+    elif status != "infeasible" and data["lower_bound"] is not None:
+        bounds = f"{_fmt(data['lower_bound'])} .. {_fmt(data['upper_bound'])}"
+        table.add_row("bounds" if status in ("ok", "no_solution") else "bounds so far", bounds)
+        if data["cost"] is not None:
+            table.add_row("value of assignment", _fmt(data["cost"]))
+    if p.cost_kind == "neg_ln" and data["cost"] is not None:
         table.add_row("(value is)", "log10 of the probability")
     table.add_row("variables / tables", f"{p.n} / {len(p.tables)}")
     table.add_row("induced width", f"{result.induced_width} ({result.ordering})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,45 @@ def default_max_bytes() -> float:
     """The default memory limit of a run: what the process holds now plus half the memory still
     available to it (see :func:`dcop.inference.memory.default_limit`)."""
     return float(default_limit())
+
+
+def _fitting_plan(
+    problem: Problem,
+    order: Sequence[str],
+    z: int | None,
+    dtype: Any,
+    engine: Any,
+    max_bytes: float | None,
+    resident: int | None,
+) -> tuple[Any, Any]:
+    """The run's memory plan and limit; TableTooLarge (naming the largest z that fits) when the
+    planned peak exceeds the limit."""
+    limit = effective_limit(max_bytes)
+    plan = plan_for(problem, order, z, dtype, engine, resident=resident)
+    if not plan.fits(limit.bytes):
+        fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
+        raise TableTooLarge(refusal(plan, limit, fitting))
+    return plan, limit
+
+
+def check_fits(
+    problem: Problem,
+    algo: str,
+    z: int | None,
+    ordering: ChosenOrder,
+    backend: str | Any = "numpy",
+    dtype: str = "auto",
+    max_bytes: float | None = None,
+    resident: int | None = None,
+) -> None:
+    """Raise the TableTooLarge that :func:`solve` with these arguments would raise before any
+    table is built: a caller that runs the solve elsewhere (a child process killed at a
+    deadline) refuses a plan over the memory limit here, as ``too_large``, not as a timeout."""
+    engine = get_backend(backend) if isinstance(backend, str) else backend
+    chosen = choose_dtype(problem, dtype)
+    _fitting_plan(
+        problem, ordering.order, z if algo == "mbe" else None, chosen, engine, max_bytes, resident
+    )
 
 
 def solve(
@@ -98,12 +138,8 @@ def solve(
     times["ordering"] = time.perf_counter() - t0
 
     chosen = choose_dtype(problem, dtype)
-    limit = effective_limit(max_bytes)
-    plan = plan_for(problem, order, z, chosen, engine, resident=resident)
+    plan, limit = _fitting_plan(problem, order, z, chosen, engine, max_bytes, resident)
     times["plan"] = time.perf_counter() - t0 - times["ordering"]
-    if not plan.fits(limit.bytes):
-        fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
-        raise TableTooLarge(refusal(plan, limit, fitting))
     try:
         assignment, stats = eliminate(
             problem,

@@ -140,7 +140,7 @@ def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
     assert run.returncode == 0, run.stderr
     doc = json.loads(out.read_text())
     lines = run.stdout.splitlines()
-    assert lines[0].startswith(f"DPOP on {doc['problem']}: {len(doc['assignment'])} agents")
+    assert lines[0].startswith(f"DPOP on warehouse.wcsp: {len(doc['assignment'])} agents")
     assert f"optimum {doc['cost']:g} (the root's bound equals the recomputed cost)" in lines
     assert "messages on the wire:" in lines
     total = next(line.split() for line in lines if line.split()[:1] == ["total"])

@@ -198,7 +198,7 @@ def _drop(key: str) -> Any:
         _drop("status"),
         _drop("assignment"),
         _set("status", "done"),
-        _set("schema", "dcop-result/2"),
+        _set("schema", "dcop-result/1"),  # the version before no_solution
         _set("cost", "Infinity"),
         _set("cost", None),  # an answer without its cost
         _set("assignment", None),

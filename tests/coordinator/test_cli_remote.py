@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -121,6 +122,10 @@ def test_peers_agents_by_hand_and_coordinator_cli(tmp_path: Path) -> None:
         result = json.loads(out.read_text())
         expected = solve_be(problem).upper_bound
         assert result["cost"] == expected
+        # off a terminal the coordinator writes `dcop run`'s plain summary: no box drawing
+        assert run.stdout.startswith("DPOP on grid.wcsp: 9 agents")
+        assert "messages on the wire:" in run.stdout
+        assert not re.search(r"[\u2500-\u257f]", run.stdout), run.stdout
         procs.stop()
         assert all(p.poll() == 0 for p in procs.procs.values())
     finally:
