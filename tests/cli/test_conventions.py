@@ -57,7 +57,14 @@ def test_shell_completion() -> None:
 
     assert complete("dcop ba", 1) == ["batch"]
     assert complete("dcop solve x.wcsp --algo ", 4) == ["be", "mbe", "aobb", "auto"]
-    assert set(complete("dcop batch x.wcsp --algo ", 4)) == {"be", "mbe", "dpop", "adpop", "auto"}
+    assert set(complete("dcop batch x.wcsp --algo ", 4)) == {
+        "be",
+        "mbe",
+        "aobb",
+        "dpop",
+        "adpop",
+        "auto",
+    }
 
 
 def _commands(application: typer.Typer, path: str) -> Iterator[tuple[str, Callable[..., Any]]]:
