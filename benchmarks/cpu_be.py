@@ -30,7 +30,7 @@ from compare.machine import describe, machine_info
 
 from dcop.generators import random_network
 from dcop.inference import solve
-from dcop.ordering import elimination_order, induced_width
+from dcop.orders.greedy import elimination_order, induced_width
 from dcop.tables import NumpyBackend, Table
 
 RESULTS = Path(__file__).resolve().parent / "results"

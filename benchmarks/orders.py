@@ -37,8 +37,8 @@ from dcop.coordinator.topology import layout_for
 from dcop.generators import grid_network, random_bayes, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import min_degree_order, min_fill_order
 from dcop.orders import OrderCost, best_order, order_cost, treedec
+from dcop.orders.greedy import min_degree_order, min_fill_order
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import build_candidates
 

@@ -97,7 +97,7 @@ from dcop.generators import generate  # noqa: E402
 from dcop.inference import solve_be  # noqa: E402
 from dcop.io import read_problem, write_problem  # noqa: E402
 from dcop.model import Problem  # noqa: E402
-from dcop.ordering import dfs_pseudo_tree, induced_width  # noqa: E402
+from dcop.orders.greedy import induced_width  # noqa: E402
 from dcop.protocol import (  # noqa: E402
     COORDINATOR_ID,
     Go,
@@ -112,6 +112,7 @@ from dcop.protocol.curve import load_keypair  # noqa: E402
 from dcop.protocol.digest import part_digest  # noqa: E402
 from dcop.protocol.peers import AgentEntry, Peers, load_peers  # noqa: E402
 from dcop.protocol.zmqlink import claim  # noqa: E402
+from dcop.trees.pseudotree import dfs_pseudo_tree  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

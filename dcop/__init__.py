@@ -6,16 +6,16 @@ it. Each room below is one package of ``pyproject.toml``; the import rules betwe
 packages and the rules name the same rooms:
 
 * ``dcop`` (``dcop/``): the core. ``model`` (Variable, CostTable, Problem), ``generators`` (the
-  paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``ordering``
-  (min-fill, min-degree, induced width), ``tables`` (the ``TableBackend`` and ``IpcHandover``
-  protocols, NumPy tables), ``backend`` (the NumPy/CuPy switch), ``placement`` (CPU or GPU per
-  bucket), ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
+  paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``tables`` (the
+  ``TableBackend`` and ``IpcHandover`` protocols, NumPy tables), ``backend`` (the NumPy/CuPy
+  switch), ``placement`` (CPU or GPU per bucket), ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
   steps for PR/MAR), ``choices`` (option values, the z rule, the task names).
 * ``dcop.io`` (``dcop/io/``): readers and writers per file format, solution files.
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
   distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
-* ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders at once, tree
-  decompositions (goatd) within a time budget, kept by real cost; order and PACE ``.td`` files.
+* ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders (min-fill, min-degree)
+  and an order's induced width at once, tree decompositions (goatd) within a time budget, kept by
+  real cost; order and PACE ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.

@@ -536,9 +536,9 @@ def critical_path(tree: Any, seconds: dict[str, float]) -> float:
 
 def part_agents(args: argparse.Namespace, budget: Budget, gpu: Any, threshold: int | None) -> dict:
     from dcop.inference import solve
-    from dcop.ordering import dfs_pseudo_tree
     from dcop.placement import DEFAULT_GPU_MIN_ENTRIES, PlacedBackend
     from dcop.tables import NumpyBackend
+    from dcop.trees.pseudotree import dfs_pseudo_tree
 
     min_entries = threshold if threshold is not None else DEFAULT_GPU_MIN_ENTRIES
     out: dict[str, Any] = {"placed_min_entries": min_entries, "problems": []}

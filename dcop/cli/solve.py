@@ -53,9 +53,9 @@ from dcop.inference.partition import infer
 from dcop.inference.plan import plan_for
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.orders import best_order
 from dcop.orders.files import write_order as save_order
+from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.results import Status, objective
 from dcop.tables import NumpyBackend, choose_dtype
 

@@ -25,9 +25,9 @@ from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, orde
 from dcop.errors import TableTooLarge
 from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order
 from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
+from dcop.orders.greedy import ORDERINGS, elimination_order
 from dcop.tables import on_device
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.

@@ -1,6 +1,6 @@
 """Centralized inference: BE (exact), MBE(z) (lower/upper bounds), MPE (BE on -ln p costs).
 
-``solve`` picks the order (``dcop.ordering``), runs the (mini-)bucket elimination
+``solve`` picks the order (``dcop.orders``), runs the (mini-)bucket elimination
 (``elimination``) on a table backend (``dcop.backend``), and returns a ``SolveResult``.
 """
 

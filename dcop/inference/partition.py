@@ -42,8 +42,8 @@ from dcop.inference.memory import (
 )
 from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.greedy import induced_width, largest_table
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
@@ -233,7 +233,7 @@ def infer(
     ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
-    default budget), a name of :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    default budget), a name of :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
     (:func:`dcop.orders.choose.choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE

@@ -21,8 +21,8 @@ from dcop.inference.memory import (
 )
 from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.greedy import induced_width, largest_table
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
@@ -52,7 +52,7 @@ def solve(
     ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
     default budget, a tenth of the predicted solve time), a name of
-    :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
     (:func:`dcop.orders.choose.choose_order`).
 
     ``max_bytes`` caps the memory of the whole run (default: what the process holds plus half

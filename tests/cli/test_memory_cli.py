@@ -15,7 +15,7 @@ import pytest
 from dcop.generators import random_network
 from dcop.inference.memory import plan_memory, work_model_of
 from dcop.io import read_problem, write_problem
-from dcop.ordering import elimination_order
+from dcop.orders.greedy import elimination_order
 from dcop.tables import NumpyBackend
 
 MIB = 2**20

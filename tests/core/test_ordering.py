@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from dcop.errors import ModelError
 from dcop.generators import grid_network, random_bayes, random_network, scale_free_network
 from dcop.model import Problem
-from dcop.ordering import (
+from dcop.orders import order_cost
+from dcop.orders.greedy import (
     dfs_pseudo_tree,
     elimination_order,
     induced_scopes,
@@ -23,7 +24,6 @@ from dcop.ordering import (
     min_fill_order,
     order_pseudo_tree,
 )
-from dcop.orders import order_cost
 
 
 def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:

@@ -13,8 +13,8 @@ from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import plan_for, solve
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import min_fill_order
 from dcop.orders.choose import ChosenOrder
+from dcop.orders.greedy import min_fill_order
 from dcop.tables import NumpyBackend, Table
 from tests.gpu import fake_cupy
 

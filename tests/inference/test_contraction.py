@@ -201,7 +201,7 @@ def test_pair_product_is_einsum() -> None:
 
 def test_order_tree_has_the_order_width() -> None:
     problem = ising_grid(8, seed=0)
-    from dcop.ordering import elimination_order, largest_table
+    from dcop.orders.greedy import elimination_order, largest_table
 
     order = elimination_order("minfill", problem.neighbours())
     scopes = [t.scope for t in problem.tables]

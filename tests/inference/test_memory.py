@@ -23,7 +23,7 @@ from dcop.inference.memory import (
     work_model_of,
 )
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import elimination_order
+from dcop.orders.greedy import elimination_order
 from dcop.tables import NumpyBackend
 
 SIZES = {"a": 2, "b": 3, "c": 4}

@@ -12,7 +12,7 @@ from dcop.cli.batch import choose_auto
 from dcop.cli.solve import describe
 from dcop.generators import random_network
 from dcop.inference.plan import plan_for
-from dcop.ordering import elimination_order
+from dcop.orders.greedy import elimination_order
 
 ROOT = Path(__file__).resolve().parents[2]
 

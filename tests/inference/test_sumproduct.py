@@ -22,10 +22,10 @@ from dcop.generators import ising_grid, random_bayes
 from dcop.inference.partition import infer
 from dcop.io.uai import condition, write_uai
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import dfs_pseudo_tree
 from dcop.orders.choose import choose_order
 from dcop.sumproduct import down_messages, log_potentials, marginal, sum_util
 from dcop.tables import Table
+from dcop.trees.pseudotree import dfs_pseudo_tree
 from tests.conftest import random_problem
 
 ORDERINGS = ["minfill", "mindegree", "pseudotree"]
@@ -214,7 +214,7 @@ def test_observed_variable_marginal_spans_its_file_domain() -> None:
 
 # ---- choosing the order ----------------------------------------------------------------------
 def test_elimination_cost_and_the_auto_order() -> None:
-    from dcop.ordering import cheapest_order, elimination_cost, induced_scopes, min_fill_order
+    from dcop.orders.greedy import cheapest_order, elimination_cost, induced_scopes, min_fill_order
 
     grid = ising_grid(12, seed=3)
     adjacency, sizes = grid.neighbours(), grid.domain_sizes()

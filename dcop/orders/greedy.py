@@ -14,14 +14,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from dcop.errors import ModelError
 from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
-
-if TYPE_CHECKING:
-    from dcop.model import Problem
-    from dcop.orders.engine import CostModel, OrderResult
 
 Adjacency = Mapping[str, set[str]]
 ORDERINGS = ("minfill", "mindegree", "pseudotree")
@@ -220,19 +215,6 @@ def elimination_cost(
         if total > cap:
             return math.inf
     return total
-
-
-def best_order(
-    problem_or_graph: Problem | Adjacency,
-    budget_s: float | None = None,
-    cost_model: CostModel | None = None,
-) -> OrderResult:
-    """The ordering engine's best order (:func:`dcop.orders.engine.best_order`): greedy orders
-    at once, then a tree-decomposition search within ``budget_s`` (None: sized from the predicted
-    solve time), compared by their real cost; never costlier than min-fill."""
-    from dcop.orders.engine import best_order as engine_best_order
-
-    return engine_best_order(problem_or_graph, budget_s, cost_model)
 
 
 def cheapest_order(
