@@ -141,7 +141,8 @@ def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], s
 # ---- centralized BE ---------------------------------------------------------------------------
 def largest_output_bytes(problem: Any, itemsize: int = 4) -> int:
     """Bytes of the largest bucket output of BE with min-fill (before running it)."""
-    from dcop.orders.greedy import induced_scopes, min_fill_order
+    from dcop.orders.greedy import min_fill_order
+    from dcop.trees.induced import induced_scopes
 
     adjacency = problem.neighbours()
     sizes = problem.domain_sizes()

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
-from dcop.orders.greedy import induced_scopes
 from dcop.trees.candidates import (
     DEFAULT_CANDIDATE,
     HEURISTICS,
@@ -33,6 +32,7 @@ from dcop.trees.dfs import (
     tree_separators,
     util_entries,
 )
+from dcop.trees.induced import induced_scopes
 from dcop.trees.pseudotree import dfs_pseudo_tree
 from tests.conftest import random_problem
 

@@ -15,15 +15,14 @@ from dcop.generators import grid_network, random_bayes, random_network, scale_fr
 from dcop.model import Problem
 from dcop.orders import order_cost
 from dcop.orders.greedy import (
-    dfs_pseudo_tree,
     elimination_order,
-    induced_scopes,
     induced_width,
     largest_table,
     min_degree_order,
     min_fill_order,
-    order_pseudo_tree,
 )
+from dcop.trees.induced import induced_scopes, order_pseudo_tree
+from dcop.trees.pseudotree import dfs_pseudo_tree
 
 
 def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:

@@ -298,7 +298,7 @@ def test_default_order_beats_minfill_on_structured_files(name: str) -> None:
 def test_elimination_pseudo_tree_keeps_every_constraint_on_a_branch(
     name: str, problem: Problem
 ) -> None:
-    from dcop.orders.greedy import induced_scopes, order_pseudo_tree
+    from dcop.trees.induced import induced_scopes, order_pseudo_tree
 
     adjacency = problem.neighbours()
     result = best_order(problem, 0.05)

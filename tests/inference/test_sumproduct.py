@@ -214,7 +214,8 @@ def test_observed_variable_marginal_spans_its_file_domain() -> None:
 
 # ---- choosing the order ----------------------------------------------------------------------
 def test_elimination_cost_and_the_auto_order() -> None:
-    from dcop.orders.greedy import cheapest_order, elimination_cost, induced_scopes, min_fill_order
+    from dcop.orders.greedy import cheapest_order, elimination_cost, min_fill_order
+    from dcop.trees.induced import induced_scopes
 
     grid = ising_grid(12, seed=3)
     adjacency, sizes = grid.neighbours(), grid.domain_sizes()
