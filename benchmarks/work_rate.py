@@ -25,8 +25,8 @@ from dcop.backend import get_backend
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.inference.anytime import BUCKET_OVERHEAD_S, DEFAULT_ENTRIES_PER_S
-from dcop.inference.memory import plan_memory, work_model_of
 from dcop.orders.greedy import elimination_order
+from dcop.plan.memory import plan_memory, work_model_of
 from dcop.tables import choose_dtype
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,9 @@ packages and the rules name the same rooms:
   real cost; order and PACE ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
-* ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
+* ``dcop.plan`` (``dcop/plan/``): what is decided before a solve: memory limits and the
+  backends' models, the bucket plan (``plan_for``: the planned peak, the largest z that fits).
+* ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, ``--algo auto``.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
 * ``dcop.cli`` (``dcop/cli/``): the command line (entry point ``dcop.cli.entry``) and the run

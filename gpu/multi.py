@@ -30,7 +30,7 @@ The output then lands where one device would have put it:
 Everything else (small buckets, single-table operations, uploads) runs on the first device.
 Each split bucket is recorded (:attr:`MultiGpuBackend.splits`): where its output went, and the
 input bytes moved to each device. :meth:`MultiGpuBackend.device_model` tells the memory plan
-(:mod:`dcop.inference.memory`) how this backend places tables.
+(:mod:`dcop.plan.memory`) how this backend places tables.
 
 A GPU agent may use one too (``dcop run --gpu-placement split``, given to the agents whose
 planned bucket will be split): its own device first, the others only for its buckets of
@@ -63,7 +63,7 @@ from dcop.gpu.plan import BucketPlan, chunk_units, kernel_dtype, launch_ranges
 from dcop.tables import Op, Table
 
 if TYPE_CHECKING:
-    from dcop.inference.memory import DeviceModel
+    from dcop.plan.memory import DeviceModel
 
 #: Joined entries from which a bucket is split over the devices. On 2 x H100 BE ran 1e11
 #: joined entries in ~0.2 s (5e11 a second, benchmarks/results/gpu_multi.md): 1e8 took ~0.2 ms,
@@ -522,9 +522,9 @@ class MultiGpuBackend:
         return nbytes > self.primary._device_budget()
 
     def device_model(self) -> DeviceModel:
-        """What :func:`dcop.inference.memory.plan_memory` needs to place tables as this backend
+        """What :func:`dcop.plan.memory.plan_memory` needs to place tables as this backend
         does: the devices, their memory now, the split threshold and chunk size."""
-        from dcop.inference.memory import DeviceModel
+        from dcop.plan.memory import DeviceModel
 
         first = self.primary
         with first.device:

@@ -48,14 +48,14 @@ from dcop.contraction.engine import describe_tree
 from dcop.errors import InputError, TableTooLarge
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.memory import human_bytes, resident_bytes
 from dcop.inference.partition import infer
-from dcop.inference.plan import plan_for
 from dcop.io import read_problem
 from dcop.model import Problem
 from dcop.orders import best_order
 from dcop.orders.files import write_order as save_order
 from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, largest_table
+from dcop.plan.bucket_plan import plan_for
+from dcop.plan.memory import human_bytes, resident_bytes
 from dcop.results import Status, objective
 from dcop.tables import NumpyBackend, choose_dtype
 
@@ -239,7 +239,7 @@ def _fmt(value: object) -> str:
 
 def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
-    (:func:`dcop.inference.plan.plan_for`) in the dtype a run would use, this process's
+    (:func:`dcop.plan.bucket_plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
     ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
     ``orders`` lists every method it tried: width, largest table, total entries, seconds."""

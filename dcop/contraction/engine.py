@@ -23,11 +23,11 @@ from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeR
 from dcop.contraction.memory import contraction_room
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
-from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
 from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
 from dcop.orders.greedy import ORDERINGS, elimination_order
+from dcop.plan.memory import Limit, human_bytes
 from dcop.tables import on_device
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.

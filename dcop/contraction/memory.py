@@ -2,7 +2,7 @@
 
 One small function (:func:`contraction_room`), so that a single memory planner can take it over
 later: on the CuPy backend the device's free memory (CuPy's pool included), never the host's; on
-NumPy the run's limit (:func:`dcop.inference.memory.effective_limit`) less what the process
+NumPy the run's limit (:func:`dcop.plan.memory.effective_limit`) less what the process
 already holds. ``--max-memory`` caps either.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dcop.inference.memory import Limit, effective_limit, human_bytes, resident_bytes
+from dcop.plan.memory import Limit, effective_limit, human_bytes, resident_bytes
 
 #: Share of the device's free memory a contraction plans to use (the rest: CUDA's own workspace,
 #: cuBLAS's, fragmentation of the pool).

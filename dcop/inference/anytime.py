@@ -8,7 +8,7 @@ so far. Each step runs in a forked child process that is killed at the deadline,
 bucket cannot hold the answer back; the parent only plans, waits and keeps the bounds.
 
 Time is predicted from the plan's work, the joined entries of every mini-bucket
-(:attr:`~dcop.inference.memory.MemoryPlan.total_work`), at a rate in joined entries per second:
+(:attr:`~dcop.plan.memory.MemoryPlan.total_work`), at a rate in joined entries per second:
 :data:`DEFAULT_ENTRIES_PER_S` until a step of this run has been timed, then the rate that step
 reached on this problem and machine.
 """
@@ -26,7 +26,11 @@ from typing import Any
 
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
-from dcop.inference.memory import (
+from dcop.inference.solve import solve
+from dcop.model import Problem
+from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.plan.bucket_plan import plan_for
+from dcop.plan.memory import (
     MemoryPlan,
     effective_limit,
     largest_fitting_z,
@@ -34,10 +38,6 @@ from dcop.inference.memory import (
     resident_bytes,
     suggestion_bound,
 )
-from dcop.inference.plan import plan_for
-from dcop.inference.solve import solve
-from dcop.model import Problem
-from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results.solve import SolveResult
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate

@@ -22,7 +22,8 @@ import numpy as np
 
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
-from dcop.inference.memory import (
+from dcop.model import Problem
+from dcop.plan.memory import (
     MemoryPlan,
     human_bytes,
     largest_fitting_z,
@@ -30,11 +31,10 @@ from dcop.inference.memory import (
     suggestion_bound,
     work_model_of,
 )
-from dcop.model import Problem
 from dcop.tables import Op, Table, TableBackend
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
-#: plan's :attr:`~dcop.inference.memory.MemoryPlan.total_work`), and the bucket now eliminated.
+#: plan's :attr:`~dcop.plan.memory.MemoryPlan.total_work`), and the bucket now eliminated.
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -64,7 +64,7 @@ def eliminate(
 ) -> tuple[dict[str, int], EliminationStats]:
     """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics.
 
-    ``plan`` is this run's :func:`~dcop.inference.memory.plan_memory` (made here when not given):
+    ``plan`` is this run's :func:`~dcop.plan.memory.plan_memory` (made here when not given):
     progress is reported in its work units. ``max_bytes`` is checked again before each output is
     built, against the bytes actually held (the plan's resident part, the input tables and every
     message so far): a second line of defence behind the caller's check of the plan.

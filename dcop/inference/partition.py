@@ -32,7 +32,11 @@ from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn
-from dcop.inference.memory import (
+from dcop.model import Problem
+from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.greedy import induced_width, largest_table
+from dcop.plan.bucket_plan import plan_for
+from dcop.plan.memory import (
     Limit,
     effective_limit,
     human_bytes,
@@ -40,10 +44,6 @@ from dcop.inference.memory import (
     refusal,
     suggestion_bound,
 )
-from dcop.inference.plan import plan_for
-from dcop.model import Problem
-from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.orders.greedy import induced_width, largest_table
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
@@ -195,7 +195,7 @@ def check_memory(
 ) -> None:
     """Refuse a run whose planned peak exceeds ``limit``, before any table is built.
 
-    The upward pass is BE's (:func:`dcop.inference.memory.plan_memory`: every message is kept);
+    The upward pass is BE's (:func:`dcop.plan.memory.plan_memory`: every message is kept);
     MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
     once) and one bucket's marginalisation output.
     """

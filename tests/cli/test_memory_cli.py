@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from dcop.generators import random_network
-from dcop.inference.memory import plan_memory, work_model_of
 from dcop.io import read_problem, write_problem
 from dcop.orders.greedy import elimination_order
+from dcop.plan.memory import plan_memory, work_model_of
 from dcop.tables import NumpyBackend
 
 MIB = 2**20

@@ -181,7 +181,7 @@ def test_a_sliced_mar_on_the_fake_gpu_equals_the_whole_one(
     from dcop.contraction.execute import DeviceScaled
     from dcop.generators import ising_grid
     from dcop.gpu import CupyBackend
-    from dcop.inference.memory import Limit
+    from dcop.plan.memory import Limit
 
     monkeypatch.setattr(engine, "HOST_LARGEST", 0)
     problem = observe(ising_grid(6, 0.8, 0.2, seed=4), 3)

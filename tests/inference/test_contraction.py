@@ -16,10 +16,10 @@ from dcop.contraction.execute import pair_product
 from dcop.contraction.tree import analyse, node_scopes, optimizer_path, order_path
 from dcop.errors import TableTooLarge
 from dcop.generators import ising_grid, random_bayes
-from dcop.inference.memory import Limit
 from dcop.inference.partition import infer
 from dcop.io.uai import condition
 from dcop.model import CostTable, Problem, Variable
+from dcop.plan.memory import Limit
 from tests.inference.test_sumproduct import brute_force, observe, random_markov
 
 NUMPY = get_backend("numpy")

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from dcop.backend import get_backend
-from dcop.inference.memory import (
+from dcop.model import Problem
+from dcop.plan.memory import (
     MemoryPlan,
     WorkModel,
     device_model_of,
@@ -23,7 +24,6 @@ from dcop.inference.memory import (
     resident_bytes,
     work_model_of,
 )
-from dcop.model import Problem
 from dcop.tables import choose_dtype
 
 #: The tasks that sum (sum-product) rather than minimise.
@@ -51,7 +51,7 @@ def plan_for(
     (None: BE) in ``dtype`` (a dtype, or a name :func:`dcop.tables.choose_dtype` resolves) on
     ``backend`` (a name or a backend object), for ``task`` (min/mpe, or pr/mar: sum-product's
     work). ``resident``: bytes the process already holds (default: measured now). A backend
-    over several GPUs (:func:`~dcop.inference.memory.device_model_of`) is planned device by
+    over several GPUs (:func:`~dcop.plan.memory.device_model_of`) is planned device by
     device: only what lands in host memory counts against the host limit."""
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.dtype(choose_dtype(problem, dtype) if isinstance(dtype, str) else dtype)
