@@ -26,7 +26,8 @@ from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.inference.anytime import BUCKET_OVERHEAD_S, DEFAULT_ENTRIES_PER_S
 from dcop.orders.greedy import elimination_order
-from dcop.plan.memory import plan_memory, work_model_of
+from dcop.plan.bucket_plan import plan_memory
+from dcop.plan.memory import work_model_of
 from dcop.tables import choose_dtype
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -522,7 +522,7 @@ class MultiGpuBackend:
         return nbytes > self.primary._device_budget()
 
     def device_model(self) -> DeviceModel:
-        """What :func:`dcop.plan.memory.plan_memory` needs to place tables as this backend
+        """What :func:`dcop.plan.bucket_plan.plan_memory` needs to place tables as this backend
         does: the devices, their memory now, the split threshold and chunk size."""
         from dcop.plan.memory import DeviceModel
 

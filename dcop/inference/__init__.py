@@ -7,8 +7,7 @@
 from dcop.buckets import partition_minibuckets
 from dcop.inference.elimination import eliminate
 from dcop.inference.solve import ALGOS, default_max_bytes, solve, solve_be, solve_mbe
-from dcop.plan.bucket_plan import plan_for
-from dcop.plan.memory import MemoryPlan, plan_memory
+from dcop.plan.bucket_plan import MemoryPlan, plan_for, plan_memory
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 

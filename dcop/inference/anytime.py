@@ -8,7 +8,7 @@ so far. Each step runs in a forked child process that is killed at the deadline,
 bucket cannot hold the answer back; the parent only plans, waits and keeps the bounds.
 
 Time is predicted from the plan's work, the joined entries of every mini-bucket
-(:attr:`~dcop.plan.memory.MemoryPlan.total_work`), at a rate in joined entries per second:
+(:attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), at a rate in joined entries per second:
 :data:`DEFAULT_ENTRIES_PER_S` until a step of this run has been timed, then the rate that step
 reached on this problem and machine.
 """
@@ -29,15 +29,8 @@ from dcop.inference.elimination import ProgressFn
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.plan.bucket_plan import plan_for
-from dcop.plan.memory import (
-    MemoryPlan,
-    effective_limit,
-    largest_fitting_z,
-    refusal,
-    resident_bytes,
-    suggestion_bound,
-)
+from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, refusal, suggestion_bound
+from dcop.plan.memory import effective_limit, resident_bytes
 from dcop.results.solve import SolveResult
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate

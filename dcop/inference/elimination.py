@@ -23,18 +23,12 @@ import numpy as np
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
-from dcop.plan.memory import (
-    MemoryPlan,
-    human_bytes,
-    largest_fitting_z,
-    plan_memory,
-    suggestion_bound,
-    work_model_of,
-)
+from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_memory, suggestion_bound
+from dcop.plan.memory import human_bytes, work_model_of
 from dcop.tables import Op, Table, TableBackend
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
-#: plan's :attr:`~dcop.plan.memory.MemoryPlan.total_work`), and the bucket now eliminated.
+#: plan's :attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), and the bucket now eliminated.
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -64,7 +58,7 @@ def eliminate(
 ) -> tuple[dict[str, int], EliminationStats]:
     """Run (mini-)bucket elimination along ``order``; return an assignment and the statistics.
 
-    ``plan`` is this run's :func:`~dcop.plan.memory.plan_memory` (made here when not given):
+    ``plan`` is this run's :func:`~dcop.plan.bucket_plan.plan_memory` (made here when not given):
     progress is reported in its work units. ``max_bytes`` is checked again before each output is
     built, against the bytes actually held (the plan's resident part, the input tables and every
     message so far): a second line of defence behind the caller's check of the plan.

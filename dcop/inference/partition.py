@@ -35,15 +35,8 @@ from dcop.inference.elimination import ProgressFn
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.orders.greedy import induced_width, largest_table
-from dcop.plan.bucket_plan import plan_for
-from dcop.plan.memory import (
-    Limit,
-    effective_limit,
-    human_bytes,
-    largest_fitting_z,
-    refusal,
-    suggestion_bound,
-)
+from dcop.plan.bucket_plan import largest_fitting_z, plan_for, refusal, suggestion_bound
+from dcop.plan.memory import Limit, effective_limit, human_bytes
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
@@ -195,7 +188,7 @@ def check_memory(
 ) -> None:
     """Refuse a run whose planned peak exceeds ``limit``, before any table is built.
 
-    The upward pass is BE's (:func:`dcop.plan.memory.plan_memory`: every message is kept);
+    The upward pass is BE's (:func:`dcop.plan.bucket_plan.plan_memory`: every message is kept);
     MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
     once) and one bucket's marginalisation output.
     """

@@ -15,14 +15,8 @@ from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.orders.greedy import induced_width, largest_table
-from dcop.plan.bucket_plan import plan_for
-from dcop.plan.memory import (
-    default_limit,
-    effective_limit,
-    largest_fitting_z,
-    refusal,
-    suggestion_bound,
-)
+from dcop.plan.bucket_plan import largest_fitting_z, plan_for, refusal, suggestion_bound
+from dcop.plan.memory import default_limit, effective_limit
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
@@ -57,7 +51,7 @@ def solve(
 
     ``max_bytes`` caps the memory of the whole run (default: what the process holds plus half
     the available memory; never more than the process can have). Before any table is built, the
-    run's :func:`~dcop.plan.memory.plan_memory` peak (``resident`` bytes already held, by
+    run's :func:`~dcop.plan.bucket_plan.plan_memory` peak (``resident`` bytes already held, by
     default this process's resident memory, plus the tables the run makes) is checked against
     it: a run that would not fit raises :class:`~dcop.errors.TableTooLarge` naming the bucket
     that makes the peak and the largest MBE z that fits, or saying that nothing does. An

@@ -16,14 +16,8 @@ from dcop.inference import solve
 from dcop.inference.elimination import eliminate
 from dcop.model import CostTable, Problem, Variable
 from dcop.orders.greedy import elimination_order
-from dcop.plan.memory import (
-    Limit,
-    WorkModel,
-    largest_fitting_z,
-    plan_memory,
-    refusal,
-    work_model_of,
-)
+from dcop.plan.bucket_plan import largest_fitting_z, plan_memory, refusal
+from dcop.plan.memory import Limit, WorkModel, work_model_of
 from dcop.tables import NumpyBackend
 
 SIZES = {"a": 2, "b": 3, "c": 4}
