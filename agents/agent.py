@@ -34,6 +34,7 @@ from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.pauses import GcPauses
 from dcop.agents.session import Out, Session, adopt_setup
+from dcop.backends.base import TableBackend
 from dcop.errors import DcopError, ProblemMismatch, ProtocolError, RunTimeout, TableTooLarge
 from dcop.model import CostTable
 from dcop.protocol import (
@@ -57,7 +58,7 @@ from dcop.protocol import (
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
-from dcop.tables import Op, TableBackend
+from dcop.tables import Op
 
 log = logging.getLogger("dcop.agents")
 #: Undecodable frames are logged once per sender per few seconds, with a count: a flood of them

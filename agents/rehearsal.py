@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
+from dcop.backends.base import IpcHandover, TableBackend
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.protocol import Degree, Token, Util, Value, WireTable, decode, encode
-from dcop.tables import IpcHandover, Table, TableBackend
+from dcop.tables import Table
 
 #: The dtype of DPOP's tables wherever integer costs stay exact in it (see the driver's choice).
 REHEARSAL_DTYPE = np.float32

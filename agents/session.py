@@ -46,6 +46,7 @@ import numpy as np
 
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
+from dcop.backends.base import IpcBuffer, IpcHandover, TableBackend
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
 from dcop.contraction.bucket import eliminate_sum_bucket
 from dcop.errors import DcopError, ProtocolError
@@ -75,7 +76,7 @@ from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
-from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
+from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState

@@ -63,7 +63,7 @@ def build(name: str) -> Any:
 
 def profile(name: str, backend_name: str, task: str, top: int) -> str:
     import dcop.contraction.execute as execute
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
     from dcop.inference.partition import infer
 
     backend = get_backend(backend_name)

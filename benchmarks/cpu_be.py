@@ -28,10 +28,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare.machine import describe, machine_info
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.orders.greedy import elimination_order, induced_width
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from dcop.tables import NumpyBackend, Table
+from dcop.backends.numpy import NumpyBackend
+from dcop.tables import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
@@ -214,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 free = cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()
                 joined_bytes = joined * 4
                 if 3.2 * joined_bytes < free:
-                    with gpu._on():
+                    with gpu.stream_context():
                         scopes = [t.scope for t in dev]
                         datas = [t.data for t in dev]
                         result: dict[str, Any] = {}

@@ -151,7 +151,7 @@ def largest_output_bytes(problem: Any, itemsize: int = 4) -> int:
 
 
 def be_backend(devices: int, split_min_entries: int | None) -> Any:
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     if devices == 1:
         return get_backend("cupy", 0)
@@ -279,7 +279,7 @@ def threshold_part(
     """One bucket of growing size (``--threshold-k``: d = 10, 10**(k+1) joined entries) on one
     device and split over the most devices (every bucket split): the median of 5 warm runs,
     output on the first device. Where the split's ratio drops under 1 is the threshold."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     most = max(args.devices)
     if most < 2:
@@ -639,7 +639,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [p for p in parts if p not in steps]
     if unknown:
         raise SystemExit(f"gpu_multi: unknown part(s) {unknown}; use {', '.join(steps)}")
-    from dcop.backend import gpu_count
+    from dcop.backends import gpu_count
 
     visible = gpu_count()
     missing = [k for k in args.devices if k > visible]

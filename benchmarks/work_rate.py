@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.inference.anytime import BUCKET_OVERHEAD_S, DEFAULT_ENTRIES_PER_S

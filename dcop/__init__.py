@@ -7,8 +7,8 @@ packages and the rules name the same rooms:
 
 * ``dcop`` (``dcop/``): the core. ``model`` (Variable, CostTable, Problem), ``generators`` (the
   paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``tables`` (the
-  ``TableBackend`` and ``IpcHandover`` protocols, NumPy tables), ``backend`` (the NumPy/CuPy
-  switch), ``placement`` (CPU or GPU per bucket), ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
+  table type, its checks, the dtype), ``placement`` (CPU or GPU per bucket, agents on GPUs),
+  ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
   steps for PR/MAR), ``choices`` (option values, the z rule, the task names).
 * ``dcop.io`` (``dcop/io/``): readers and writers per file format, solution files.
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
@@ -18,6 +18,9 @@ packages and the rules name the same rooms:
   real cost; order and PACE ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
+* ``dcop.backends`` (``dcop/backends/``): the table backends' contract (a base protocol, small
+  capability protocols, ``BackendInfo``), NumPy's and the placed backend, and the one switch
+  ``get_backend``.
 * ``dcop.plan`` (``dcop/plan/``): what is decided before a solve: memory limits and the
   backends' models, the bucket plan (``plan_for``: the planned peak, the largest z that fits).
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, ``--algo auto``.

@@ -20,7 +20,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dcop.tables import Op, Table, TableBackend
+from dcop.backends.base import TableBackend
+from dcop.tables import Op, Table
 
 #: A check run before a mini-bucket's output is built: (var, output scope, output entries).
 OutputCheck = Callable[[str, tuple[str, ...], int], None]

@@ -1,4 +1,4 @@
-"""``CupyBackend``: the table operations of :class:`dcop.tables.NumpyBackend` on a CUDA device.
+"""``CupyBackend``: the table operations of :class:`dcop.backends.numpy.NumpyBackend` on a CUDA device.
 
 Every method has the NumPy backend's meaning; tables are :class:`dcop.tables.Table` whose data is a
 CuPy array on the backend's device (a NumPy array is accepted as input and uploaded). The backend is
@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from dcop.backends.base import BackendInfo
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
@@ -206,6 +207,7 @@ class CupyBackend:
             )
         self.xp = cupy
         self.device_id = ordinal
+        self.info = BackendInfo(device=ordinal)
         self._strided: Any = None  # dcop.gpu.strided.StridedKernels, made at first use
         self.device = cupy.cuda.Device(ordinal)
         with self.device:
@@ -240,14 +242,14 @@ class CupyBackend:
         self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
-    def _on(self) -> Any:
+    def stream_context(self) -> Any:
         """Context that makes this backend's device and stream current."""
         return _Bound(self.device, self.stream)
 
     # ---- moving data -------------------------------------------------------------------------
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         cupy = self.xp
-        with self._on():
+        with self.stream_context():
             if isinstance(array, cupy.ndarray):
                 if array.device.id != self.device_id:
                     array = cupy.asarray(array)  # peer copy onto this device
@@ -260,7 +262,7 @@ class CupyBackend:
         """The array on the host; large ones land in page-locked memory (several times faster
         than a pageable copy), which then goes to the socket as it is."""
         if isinstance(array, self.xp.ndarray):
-            with self._on():
+            with self.stream_context():
                 if array.size * array.dtype.itemsize >= PINNED_DOWNLOAD_BYTES:
                     out = pinned_empty(self.xp, tuple(array.shape), np.dtype(array.dtype))
                     array.get(stream=self.stream, out=out)
@@ -279,7 +281,7 @@ class CupyBackend:
     def strided(self) -> Any:
         """This device's :class:`dcop.gpu.strided.StridedKernels` (sums of strided products,
         peaks, counts: one module compiled per dtype, where CuPy's own operations compile a
-        kernel per number of dimensions), made at first use; used within ``self._on()``."""
+        kernel per number of dimensions), made at first use; used within ``self.stream_context()``."""
         if self._strided is None:
             from dcop.gpu.strided import StridedKernels
 
@@ -287,7 +289,7 @@ class CupyBackend:
                 self.xp,
                 self.device_id,
                 self._upload_meta,
-                self._on,
+                self.stream_context,
                 self.stream,
             )
         return self._strided
@@ -324,7 +326,7 @@ class CupyBackend:
         if not self._ipc_worth(nbytes):
             return None
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             offered = offer_buffer(self.xp, nbytes)
         self.transfers.add("ipc_out", time.perf_counter() - t0)
         return offered
@@ -337,7 +339,7 @@ class CupyBackend:
         from dcop.gpu.ipc import copy_into
 
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             array = self.xp.ascontiguousarray(array)
             copy_into(self.xp, exported, offset, array, self.stream, wait)
         self.transfers.ipc_out_bytes += int(array.size) * int(array.dtype.itemsize)
@@ -367,7 +369,7 @@ class CupyBackend:
         self._owner[pointer] = self.device_id if owner is None else owner
         if nbytes > 0:
             # best effort: without room now, each table gets an array of its own when it comes
-            with self._on(), contextlib.suppress(*self.out_of_memory_errors):
+            with self.stream_context(), contextlib.suppress(*self.out_of_memory_errors):
                 self._landing[pointer] = self.xp.empty(nbytes, dtype=np.uint8)
         self.transfers.add("ipc_open", time.perf_counter() - t0)
         return pointer
@@ -379,7 +381,7 @@ class CupyBackend:
 
         t0 = time.perf_counter()
         steps: dict[str, float] = {}
-        with self._on():
+        with self.stream_context():
             out = copy_tables_out(
                 self.xp,
                 pointer,
@@ -427,7 +429,7 @@ class CupyBackend:
     def has_nan(self, array: Any) -> bool:
         """Whether the C-contiguous float device ``array`` holds a NaN (one launch of our own
         kernel on this backend's stream, then a wait for its 4-byte answer)."""
-        with self._on():
+        with self.stream_context():
             flag = self.xp.zeros(1, dtype=np.int32)
             self.flag_nan(array, flag)
             return bool(int(flag.get(stream=self.stream)[0]))
@@ -440,7 +442,7 @@ class CupyBackend:
         self._load(kernel, K.nan_name(name))
         n = int(array.size)
         if n:
-            with self._on():
+            with self.stream_context():
                 kernel(self._grid(n), (K.BLOCK,), (array, np.uint64(n), flag))
 
     def synchronize(self) -> None:
@@ -497,7 +499,7 @@ class CupyBackend:
         if scope == table.scope:
             return table
         axes = [table.scope.index(v) for v in scope]
-        with self._on():
+        with self.stream_context():
             data = self.xp.ascontiguousarray(self.xp.transpose(self._device_data(table), axes))
         return Table(scope, data)
 
@@ -524,7 +526,7 @@ class CupyBackend:
         rest, data = self._last_axis(table, var)
         ndom = data.shape[-1]
         n_out = data.size // max(ndom, 1)
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(data.shape[:-1], dtype=out_dtype or data.dtype)
             if n_out:
                 kernel = make_kernel(self.device_id, op, data.dtype.name)
@@ -538,7 +540,7 @@ class CupyBackend:
         shape = tuple(
             s for v, s in zip(table.scope, table.shape, strict=True) if v not in assignment
         )
-        with self._on():
+        with self.stream_context():
             # reshape: ascontiguousarray turns a 0-d result (everything fixed) into shape (1,)
             data = self.xp.ascontiguousarray(self._device_data(table)[index]).reshape(shape)
         return Table(rest, data)
@@ -561,7 +563,7 @@ class CupyBackend:
             [t.scope for t in tables], [t.shape for t in tables], full, sizes
         )
         meta = _with_pointers(meta_t, pointers, datas)
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(shape, dtype=dtype)
             n_out = out.size
             if n_out:
@@ -747,7 +749,7 @@ class CupyBackend:
             check_op(op)
         times: dict[str, float] = {}
         started = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             probe = cupy.empty(1 << 20, dtype=np.uint8)  # the device pool's first arena
             host = pinned_empty(cupy, (1 << 20,), np.dtype(np.uint8))
             host[:] = 0
@@ -786,7 +788,7 @@ class CupyBackend:
 
     def run(self, plan: JoinEliminatePlan, out: Any = None) -> Table:
         """Launch a prepared join+eliminate into ``out`` (a new device array by default)."""
-        with self._on():
+        with self.stream_context():
             if out is None:
                 out = self.xp.empty(plan.out_shape, dtype=plan.dtype)
             self._launch(plan, out, 0, plan.plan.n_units)
@@ -846,7 +848,7 @@ class CupyBackend:
                     base += int(assignment[v]) * stride
             # one output dimension (the value of var), no eliminated variable (NDOM = 1)
             meta += [data.data.ptr + base * dtype.itemsize, 0, 1, 1, ndom, step]
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(ndom, dtype=dtype)
             dmeta = self._upload_meta(meta)
             kernel = K.generic_kernel(self.device_id, "min", dtype.name)
@@ -864,7 +866,7 @@ class CupyBackend:
         self, tables: Sequence[Table], var: str, assignment: Mapping[str, int], op: str
     ) -> tuple[int, float]:
         total = None
-        with self._on():
+        with self.stream_context():
             for t in tables:
                 vec = self.condition(t, {v: assignment[v] for v in t.scope if v != var})
                 if vec.scope != (var,):
@@ -881,7 +883,7 @@ class CupyBackend:
     def _cast(self, table: Table, dtype: Any) -> Any:
         data = self._device_data(table)
         if data.dtype != dtype:
-            with self._on():
+            with self.stream_context():
                 data = data.astype(dtype)
         return data
 
@@ -920,7 +922,7 @@ class CupyBackend:
         # buffer returns to this stream's pool arena, so it is not reused under a running kernel
         host = np.asarray(meta, dtype=np.int64)
         self.transfers.h2d_bytes += host.nbytes
-        with self._on():
+        with self.stream_context():
             return self.xp.asarray(host)
 
     def _grid(self, n: int, per_block: int = K.BLOCK) -> tuple[int]:
@@ -974,7 +976,7 @@ class CupyBackend:
         host memory on the copy stream while the next one is computed (two device buffers)."""
         plan = bound.plan
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             host = pinned_empty(self.xp, plan.out_shape, plan.dtype)
         kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1))
         self.copy_stream.synchronize()
@@ -994,7 +996,7 @@ class CupyBackend:
         if end <= begin:
             return []
         units = chunk_units(plan, self.chunk_bytes, self._device_budget())
-        with self._on():
+        with self.stream_context():
             bufs = [
                 cupy.empty(min(units, end - begin) * plan.rows_per_unit, plan.dtype)
                 for _ in range(2)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
+from dcop.backends.base import BackendInfo
 from dcop.errors import BackendUnavailable
 from dcop.gpu.backend import (
     ZERO_COPY_SHARE,
@@ -148,6 +149,7 @@ class MultiGpuBackend:
         self._making = threading.Lock()
         self.device_ids = ids
         self.device_id = ids[0]
+        self.info = BackendInfo(device=ids[0])
         #: the first device (work that is not split runs there)
         self.device = self.primary.device
         self.xp = self.primary.xp
@@ -407,14 +409,14 @@ class MultiGpuBackend:
         sub_shape = (*shape[:axis], hi - lo, *shape[axis + 1 :])
         if isinstance(data, xp.ndarray):
             if data.device.id == part.device_id:  # a copy on this device, nothing moves
-                with part._on():
+                with part.stream_context():
                     view = xp.ascontiguousarray(data).reshape(outer, size, inner)[:, lo:hi, :]
                     return xp.ascontiguousarray(view, dtype=dtype).reshape(sub_shape), 0
             source = self._part_of(data.device.id)
-            with part._on():
+            with part.stream_context():
                 got = xp.empty(sub_shape, dtype=dtype)
             nbytes = int(got.nbytes)
-            with source._on():
+            with source.stream_context():
                 whole = xp.ascontiguousarray(data)
                 if outer <= MAX_RUN_COPIES and whole.dtype == dtype:
                     # few long runs (a message's first axis is the variable its bucket
@@ -431,7 +433,7 @@ class MultiGpuBackend:
                     if nbytes:
                         got.data.copy_from_device_async(piece.data, nbytes, source.stream)
                 copied = source.stream.record()
-            with part._on():  # its kernel runs once the slice is there
+            with part.stream_context():  # its kernel runs once the slice is there
                 part.stream.wait_event(copied)
             return got, nbytes
         host = np.asarray(data)
@@ -444,7 +446,7 @@ class MultiGpuBackend:
             got = part._device_data(Table(table.scope, run))
             return got, 0 if got.data.ptr == run.ctypes.data else int(run.nbytes)
         item = host.dtype.itemsize
-        with part._on():
+        with part.stream_context():
             got = xp.empty(sub_shape, dtype=dtype)
             copy_rows(
                 xp,
@@ -469,14 +471,14 @@ class MultiGpuBackend:
         others' in chunks copied device to device as each is done (two buffers per device), so
         that copying overlaps computing."""
         first = self.primary
-        with first._on():
+        with first.stream_context():
             out = first.xp.empty(shape.out_shape, dtype=shape.dtype)
         flat = out.reshape(-1)
         kept: list[Any] = []
         for job in jobs:  # queue every device's work first, so that they all run at once
             target = flat[job.lo * rest : job.hi * rest]
             if job.part is first:
-                with first._on():
+                with first.stream_context():
                     first._launch(job.bound, target, job.begin, job.end)
             else:
                 kept.append(_queue_to(job.part, job.bound, target))
@@ -487,7 +489,7 @@ class MultiGpuBackend:
 
     def _to_host(self, shape: BucketPlan, jobs: Sequence[_Job], rest: int) -> np.ndarray:
         """Each device streams its slice into one pinned host output, in chunks."""
-        with self.primary._on():
+        with self.primary.stream_context():
             host = pinned_empty(self.xp, shape.out_shape, shape.dtype)
         flat = host.reshape(-1)
         kept = []
@@ -595,7 +597,7 @@ def _queue_to(part: CupyBackend, bound: JoinEliminatePlan, target: Any) -> list[
     plan = bound.plan
     units = chunk_units(plan, part.chunk_bytes, part._device_budget())
     rows, item = plan.rows_per_unit, plan.dtype.itemsize
-    with part._on():
+    with part.stream_context():
         bufs = [part.xp.empty(min(units, plan.n_units) * rows, plan.dtype) for _ in range(2)]
         done: list[Any] = [None, None]
         for i, (lo, hi) in enumerate(launch_ranges(0, plan.n_units, units)):

@@ -280,7 +280,7 @@ def crossover_sizes(max_joined: float) -> list[list[int]]:
 
 
 def part_crossover(args: argparse.Namespace, budget: Budget, gpu: Any, cupy: Any) -> dict:
-    from dcop.tables import NumpyBackend
+    from dcop.backends.numpy import NumpyBackend
 
     cpus = {"cpu_all": NumpyBackend(), "cpu_one": NumpyBackend(threads=1)}
     rows: list[dict] = []
@@ -535,9 +535,10 @@ def critical_path(tree: Any, seconds: dict[str, float]) -> float:
 
 
 def part_agents(args: argparse.Namespace, budget: Budget, gpu: Any, threshold: int | None) -> dict:
+    from dcop.backends.numpy import NumpyBackend
+    from dcop.backends.placed import PlacedBackend
     from dcop.inference import solve
-    from dcop.placement import DEFAULT_GPU_MIN_ENTRIES, PlacedBackend
-    from dcop.tables import NumpyBackend
+    from dcop.placement import DEFAULT_GPU_MIN_ENTRIES
     from dcop.trees.pseudotree import dfs_pseudo_tree
 
     min_entries = threshold if threshold is not None else DEFAULT_GPU_MIN_ENTRIES

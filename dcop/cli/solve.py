@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.choices import SUM_TASKS
 from dcop.cli.app import app
 from dcop.cli.common import (
@@ -57,7 +58,7 @@ from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, larg
 from dcop.plan.bucket_plan import plan_for
 from dcop.plan.memory import human_bytes, resident_bytes
 from dcop.results import Status, objective
-from dcop.tables import NumpyBackend, choose_dtype
+from dcop.tables import choose_dtype
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -359,7 +360,7 @@ def _engine(name: str, device: str) -> Any:
     device, else the backend object (several devices: a bucket split over them)."""
     if name == "numpy" or device.strip() == "0":
         return name
-    from dcop.backend import get_backend, gpu_count
+    from dcop.backends import get_backend, gpu_count
     from dcop.placement import gpu_devices
 
     count = gpu_count()

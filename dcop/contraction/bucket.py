@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import TableBackend, on_device
 from dcop.buckets import BucketOutput, eliminate_bucket, plan_bucket
 from dcop.contraction.execute import pair_product
-from dcop.tables import Table, TableBackend, on_device
+from dcop.tables import Table
 
 #: Output entries from which a bucket goes through the engine (below, the fused kernel's single
 #: pass costs less than the engine's few array calls per pair).
@@ -39,7 +40,7 @@ def sum_bucket(
 ) -> Table | None:
     """``ln Σ_var exp(Σ tables)`` over ``scope`` (the tables' other variables, in that order), or
     None where scaled linear space cannot hold the bucket's range."""
-    xp = backend.xp  # type: ignore[attr-defined]
+    xp = backend.xp
     dtype = np.result_type(*[t.data.dtype for t in tables])
     info = np.finfo(dtype)
     tiny = float(info.tiny / info.eps)

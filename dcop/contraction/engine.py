@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import on_device
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeRun, run_sliced
 from dcop.contraction.memory import contraction_room
@@ -28,7 +29,6 @@ from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
 from dcop.orders.greedy import ORDERINGS, elimination_order
 from dcop.plan.memory import Limit, human_bytes
-from dcop.tables import on_device
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")
@@ -516,7 +516,7 @@ def contract(
     marginals: dict[str, np.ndarray] | None = None
     on_host = getattr(backend, "xp", np) is not np and plan.stats.largest <= HOST_LARGEST
     if on_host:
-        from dcop.backend import get_backend
+        from dcop.backends import get_backend
 
         backend = get_backend("numpy")
     t0 = time.perf_counter()
@@ -582,7 +582,7 @@ def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
     """What ``dcop info`` shows of the contraction tree an exact MAR (and PR) run would take on
     ``backend`` (default NumPy): its source, predicted flops, largest intermediate, planned peaks,
     slices and search time."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     engine = backend if backend is not None else get_backend("numpy")
     scopes = [tuple(t.scope) for t in problem.tables if t.scope]

@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import TableBackend
 from dcop.contraction.tree import Path
 from dcop.sumproduct import marginalize
-from dcop.tables import Table, TableBackend
+from dcop.tables import Table
 
 
 @dataclass
@@ -301,7 +302,7 @@ class Scaled:
 
     def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
         self.backend = backend
-        self.xp = backend.xp  # type: ignore[attr-defined]
+        self.xp = backend.xp
         self.dtype = np.dtype(dtype)
         info = np.finfo(self.dtype)
         self.tiny = float(info.tiny / info.eps)

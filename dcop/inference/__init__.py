@@ -1,7 +1,7 @@
 """Centralized inference: BE (exact), MBE(z) (lower/upper bounds), MPE (BE on -ln p costs).
 
 ``solve`` picks the order (``dcop.orders``), runs the (mini-)bucket elimination
-(``elimination``) on a table backend (``dcop.backend``), and returns a ``SolveResult``.
+(``elimination``) on a table backend (``dcop.backends``), and returns a ``SolveResult``.
 """
 
 from dcop.buckets import partition_minibuckets

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import TableBackend
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
 from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_memory, suggestion_bound
 from dcop.plan.memory import human_bytes, work_model_of
-from dcop.tables import Op, Table, TableBackend
+from dcop.tables import Op, Table
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
 #: plan's :attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), and the bucket now eliminated.

@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
+from dcop.backends.base import TableBackend
 from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
 from dcop.errors import ModelError, TableTooLarge
@@ -48,7 +49,7 @@ from dcop.sumproduct import (
     marginal,
     sum_util,
 )
-from dcop.tables import Table, TableBackend
+from dcop.tables import Table
 
 Task = Literal["pr", "mar"]
 #: How exact PR/MAR run: tree contraction (default) or bucket elimination in log space.

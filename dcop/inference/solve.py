@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.choices import check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
@@ -43,7 +43,7 @@ def solve(
 ) -> SolveResult:
     """Solve ``problem`` with BE (``algo="be"``) or MBE(z) (``algo="mbe"``).
 
-    ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
+    ``backend`` is a name for :func:`dcop.backends.get_backend` or a backend object.
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
     default budget, a tenth of the predicted solve time), a name of
     :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file

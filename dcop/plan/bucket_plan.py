@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.buckets import MiniBucketPlan, plan_bucket
 from dcop.model import Problem
 from dcop.plan.memory import (

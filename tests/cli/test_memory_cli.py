@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import random_network
 from dcop.io import read_problem, write_problem
 from dcop.orders.greedy import elimination_order
 from dcop.plan.bucket_plan import plan_memory
 from dcop.plan.memory import work_model_of
-from dcop.tables import NumpyBackend
 
 MIB = 2**20
 

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import ModelError
-from dcop.tables import OPS, NumpyBackend, Table
+from dcop.tables import OPS, Table
 from tests.gpu import fake_cupy
 
 CPU = NumpyBackend()

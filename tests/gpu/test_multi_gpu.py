@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend, gpu_count
+from dcop.backends import get_backend, gpu_count
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
 from dcop.errors import BackendUnavailable
-from dcop.placement import PlacedBackend
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 from tests.gpu import fake_cupy
 
 

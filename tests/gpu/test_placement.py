@@ -11,18 +11,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
 from dcop.errors import BackendUnavailable, InputError
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.placement import (
     DEFAULT_GPU_MIN_ENTRIES,
-    PlacedBackend,
     device_for_agent,
     gpu_devices,
     gpu_min_entries,
     place,
 )
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 from tests.conftest import brute_force, random_problem
 from tests.gpu import fake_cupy
 

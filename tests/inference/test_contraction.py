@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.contraction import contract, plan_contraction
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import pair_product

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import solve
@@ -18,7 +19,6 @@ from dcop.model import CostTable, Problem, Variable
 from dcop.orders.greedy import elimination_order
 from dcop.plan.bucket_plan import largest_fitting_z, plan_memory, refusal
 from dcop.plan.memory import Limit, WorkModel, work_model_of
-from dcop.tables import NumpyBackend
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 SCOPES = [("a", "b"), ("b", "c"), ("a", "c")]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.errors import ModelError
 from dcop.generators import ising_grid, random_bayes
 from dcop.inference.partition import infer
@@ -393,7 +393,7 @@ def test_bayes_instance_sums_to_one(instances_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def gpu() -> Any:
     pytest.importorskip("cupy")
-    from dcop.backend import gpu_usable
+    from dcop.backends import gpu_usable
 
     if not gpu_usable():
         pytest.skip("no usable CUDA device")

@@ -24,6 +24,7 @@ PACKAGES = {
     "gpu": "dcop.gpu",
     "dcop/inference": "dcop.inference",
     "dcop/plan": "dcop.plan",
+    "dcop/backends": "dcop.backends",
     "dcop/io": "dcop.io",
     "dcop/model.py": "dcop.model",
     "dcop/trees": "dcop.trees",
