@@ -276,6 +276,13 @@ class CupyBackend:
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
 
+    def free_bytes(self) -> float:
+        """Free memory of this device, its memory pool's free blocks included."""
+        with self.device:
+            free, _ = self.xp.cuda.runtime.memGetInfo()
+            pool = self.xp.get_default_memory_pool().free_bytes()
+        return float(free + pool)
+
     # ---- the contraction engine's steps ------------------------------------------------------
     @property
     def strided(self) -> Any:

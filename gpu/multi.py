@@ -188,6 +188,10 @@ class MultiGpuBackend:
                 setattr(total, key, getattr(total, key) + value)
         return total
 
+    def free_bytes(self) -> float:
+        """Free memory of the first device (work that is not split runs there)."""
+        return self.primary.free_bytes()
+
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         return self.primary.asarray(array, dtype)
 

@@ -495,8 +495,12 @@ class Timed:
     output back to the host) and records the eliminated variable, joined size and seconds."""
 
     def __init__(self, inner: Any) -> None:
+        from dcop.backends.base import BackendInfo
+
         self.inner = inner
         self.name = inner.name
+        self.xp = np  # its tables come back to the host
+        self.info = BackendInfo()  # the memory plan models no work of its own
         self.out_of_memory_errors = getattr(inner, "out_of_memory_errors", ())
         self.rows: list[tuple[str, int, float]] = []
 

@@ -279,7 +279,7 @@ class Compiles(Protocol):
 
 
 @runtime_checkable
-class Placed(Protocol):
+class Placed(TableBackend, Protocol):
     """Each bucket on the CPU or the GPU by its joined entries (a GPU agent's backend,
     :class:`dcop.backends.placed.PlacedBackend`)."""
 
@@ -325,15 +325,29 @@ _CAPABLE: dict[tuple[type, type], bool] = {}
 
 
 def capable(backend: object, capability: type[C]) -> TypeGuard[C]:
-    """``isinstance(backend, capability)`` for a capability protocol, decided once per backend
-    class: a runtime protocol's own check walks its members at every call (20-40 us on Python
-    3.11, and an elimination asks once per bucket). A backend class either has a capability or
-    not: its members are methods, or attributes that every instance sets when it is made."""
+    """``isinstance(backend, capability)`` for a capability protocol of this module, decided once
+    per backend class: a runtime protocol's own check walks its members at every call (20-40 us
+    on Python 3.11, and an elimination asks once per bucket), and reads a property to see that
+    it is there (a placed backend's ``setup`` asks its device). A member counts where the class
+    has it (a method, a property, a class attribute) or the instance set it when it was made."""
     key = (type(backend), capability)
     known = _CAPABLE.get(key)
     if known is None:
-        known = _CAPABLE[key] = isinstance(backend, capability)
+        try:
+            own = vars(backend)
+        except TypeError:  # an object without a __dict__ holds no attribute of its own
+            own = {}
+        known = _CAPABLE[key] = all(
+            hasattr(type(backend), name) or name in own for name in _members(capability)
+        )
     return known
+
+
+def _members(capability: type) -> set[str]:
+    """The names a capability protocol declares (its methods, properties and attributes)."""
+    names = set(vars(capability).get("__annotations__", {}))
+    names.update(name for name in vars(capability) if not name.startswith("_"))
+    return names
 
 
 def on_device(backend: Any) -> Any:

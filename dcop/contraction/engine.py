@@ -493,7 +493,7 @@ def contract(
     limit: Limit | Callable[[], Limit]
     if room is not None:
         limit = room
-    elif max_bytes is None and getattr(backend, "name", "numpy") == "numpy":
+    elif max_bytes is None and backend.name == "numpy":
         # read only for a large plan: on the host the reads cost a small model a third of its run
         limit = lambda: contraction_room(backend, None)  # noqa: E731
     else:  # a device's free memory is one call; --max-memory is always a cap
@@ -510,11 +510,11 @@ def contract(
         ordering,
         budget_s,
         orders,
-        FLOP_RATE.get(getattr(backend, "name", "numpy"), FLOP_RATE["numpy"]),
+        FLOP_RATE.get(backend.name, FLOP_RATE["numpy"]),
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None
-    on_host = getattr(backend, "xp", np) is not np and plan.stats.largest <= HOST_LARGEST
+    on_host = backend.xp is not np and plan.stats.largest <= HOST_LARGEST
     if on_host:
         from dcop.backends import get_backend
 
@@ -628,7 +628,7 @@ def _run(
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"
     if space in ("auto", "scaled"):
-        device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
+        device = DEFERRED if DEFERRED is not None else backend.xp is not np
         scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
         scaled.host_leaves = mar  # small leaves' host copies: MAR's beliefs only
         leaves = scaled.leaves(scopes, logs)
@@ -637,14 +637,14 @@ def _run(
         if (
             narrow
             and plan.source == "joint"
-            and getattr(backend, "xp", None) is np
+            and backend.xp is np
             and len(leaves) <= MAX_EINSUM_OPERANDS
             and len(sizes) <= len(_LETTERS)
         ):
             return _joint(
                 leaves, mar
             ), "scaled"  # one einsum over a joint of a few thousand entries
-        if narrow and not mar and PLAIN_ON_DEVICE and getattr(backend, "name", "") != "numpy":
+        if narrow and not mar and PLAIN_ON_DEVICE and backend.name != "numpy":
             # on a device, one opt_einsum call launches fewer kernels than our steps; on the
             # host our steps ran 1.1-2x faster than it (ising16x16: 12 vs 25 ms, test_Z 0.15 vs
             # 0.2 ms: its path parsing and checks cost more than our per-step overhead)

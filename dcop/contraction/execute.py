@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends.base import TableBackend
+from dcop.backends.base import Strided, TableBackend, capable
 from dcop.contraction.tree import Path
 from dcop.sumproduct import marginalize
 from dcop.tables import Table
@@ -525,7 +525,7 @@ class DeviceScaled(Scaled):
         #: the backend's own kernels (:class:`dcop.gpu.strided.StridedKernels`; None on NumPy,
         #: whose operations compile nothing): CuPy's operations would compile one kernel per
         #: number of dimensions met (a cold Grids_11 MAR spent 22 s compiling on an H100)
-        self.kernels = getattr(backend, "strided", None)
+        self.kernels = backend.strided if capable(backend, Strided) else None
         self.psum: ProductSum | None = self.kernels.product_sum if self.kernels else None
         self._reset()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends.base import TableBackend
+from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
@@ -76,7 +76,7 @@ def eliminate(
     held = plan.resident_bytes
     # with several GPUs (plan.devices) only the tables in host memory count against max_bytes
     on_devices = plan.devices is not None
-    lands_on_host = getattr(backend, "output_on_host", None)
+    lands_on_host = backend.output_on_host if capable(backend, Planned) else None
 
     def host_bytes(table: Table) -> int:
         if on_devices and not isinstance(table.data, np.ndarray):

@@ -14,8 +14,8 @@ import os
 import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import MiniBucketPlan
 
 #: Fallback when the machine does not say how much memory is available.
@@ -43,13 +43,14 @@ class WorkModel:
         return (block * threads + copies) * itemsize
 
 
-def work_model_of(backend: Any) -> WorkModel:
-    """The :class:`WorkModel` of a backend: NumPy's block and threads; none for others (CuPy
-    computes in registers and chunks large outputs itself)."""
-    block = int(getattr(backend, "block_entries", 0) or 0)
-    if block <= 0:
+def work_model_of(backend: TableBackend) -> WorkModel:
+    """The :class:`WorkModel` of a backend (its :class:`~dcop.backends.base.BackendInfo`):
+    NumPy's block and threads; none for others (CuPy computes in registers and chunks large
+    outputs itself)."""
+    info = backend.info
+    if info.block_entries <= 0:
         return WorkModel()
-    return WorkModel(block, int(getattr(backend, "threads", 1) or 1), block)
+    return WorkModel(info.block_entries, max(1, info.threads), info.block_entries)
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,10 @@ class DeviceModel:
         return self.share * max(0, self.device_bytes - held)
 
 
-def device_model_of(backend: Any) -> DeviceModel | None:
-    """The backend's :class:`DeviceModel` (several GPUs), or None: then every table is planned
-    in host memory."""
-    model = getattr(backend, "device_model", None)
-    return model() if callable(model) else None
+def device_model_of(backend: TableBackend) -> DeviceModel | None:
+    """The backend's :class:`DeviceModel` (several GPUs: :class:`~dcop.backends.base.Planned`),
+    or None: then every table is planned in host memory."""
+    return backend.device_model() if capable(backend, Planned) else None
 
 
 def resident_bytes() -> int:
