@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo
+from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
@@ -150,7 +150,7 @@ class SetupStats:
         return dataclasses.asdict(self)
 
 
-class CupyBackend:
+class CupyBackend(TableBackend):
     """Table operations with CuPy RawKernels on one device and one stream.
 
     Parameters
@@ -415,7 +415,6 @@ class CupyBackend:
         return self.read_ipc_tables(pointer, [(offset, shape, dtype)])[0]
 
     def close_ipc(self, pointer: int) -> None:
-        """Unmap a buffer of :meth:`open_ipc` (tables already taken from it stay)."""
         from dcop.gpu.ipc import close_handle
 
         self._landing.pop(pointer, None)
@@ -501,7 +500,6 @@ class CupyBackend:
 
     # ---- single-table operations -------------------------------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:
-        """The same table with its axes in ``scope`` order (a permutation of its scope)."""
         scope = tuple(scope)
         if scope == table.scope:
             return table
@@ -523,7 +521,6 @@ class CupyBackend:
         return self._reduce_var(table, var, K.eliminate_kernel, op, None)
 
     def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
-        """Index of the best value of ``var`` for every tuple of the other variables."""
         return self._reduce_var(table, var, K.argbest_kernel, op, np.int64)
 
     def _reduce_var(
@@ -541,7 +538,6 @@ class CupyBackend:
         return Table(rest, out)
 
     def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
-        """Fix the variables of ``assignment`` that the table holds."""
         index = tuple(int(assignment[v]) if v in assignment else slice(None) for v in table.scope)
         rest = tuple(v for v in table.scope if v not in assignment)
         shape = tuple(
@@ -591,7 +587,7 @@ class CupyBackend:
         op: Op = "min",
         scope: Sequence[str] | None = None,
     ) -> Table:
-        """``eliminate(join(tables), var)`` in one pass that writes only the eliminated output.
+        """One pass that writes only the eliminated output.
 
         The result stays on the device unless it is larger than the device memory allowed for it;
         then it is computed in chunks and returned as a NumPy array (pinned host memory).
@@ -642,25 +638,11 @@ class CupyBackend:
         scope: Sequence[str] | None = None,
         background: bool = False,
     ) -> float:
-        """Compile (or load from the disk cache) the kernel of a bucket known by its shapes only.
-
-        An agent calls this once it knows its bucket (its own tables, and the scopes of the UTIL
-        tables its children will send), before their data arrive; ``join_eliminate`` on tables of
-        these scopes and shapes (in any order, with the same output scope) then finds the kernel
-        ready. ``dtype`` is the dtype
-        of the tables (the kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of it), ``scope``
-        the output scope that ``join_eliminate`` will be given (default: first appearance).
-
-        With ``background`` the compile runs on a thread of its own and this returns at once (an
-        agent's loop keeps answering): a ``join_eliminate`` of this bucket that comes before the
-        kernel is ready runs with the generic kernel where that can run it (see
-        :meth:`_unless_compiling`), else waits for it.
-
-        Returns
-        -------
-        float
-            Seconds spent here (a background compile adds its own to ``setup.prepare_s``).
-        """
+        """The kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of ``dtype``, loaded from the
+        disk cache where compiled before. A ``join_eliminate`` of a bucket still compiling in the
+        background runs with the generic kernel where that can run it (see
+        :meth:`_unless_compiling`), else waits for it; a background compile adds its seconds to
+        ``setup.prepare_s``."""
         started = time.perf_counter()
         plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
         name = plan.kernel_name
@@ -819,9 +801,7 @@ class CupyBackend:
         assignment: Mapping[str, int],
         op: Op = "min",
     ) -> tuple[int, float]:
-        """Best value of ``var`` given values of every other variable of the tables, and its cost.
-
-        One launch of the generic kernel sums the tables' entries along ``var`` at the assigned
+        """One launch of the generic kernel sums the tables' entries along ``var`` at the assigned
         values of the others (each table's pointer offset to its conditioned row), and one small
         copy brings the ``|D_var|`` sums back."""
         if not tables:

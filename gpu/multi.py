@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo
+from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import BackendUnavailable
 from dcop.gpu.backend import (
     ZERO_COPY_SHARE,
@@ -110,7 +110,7 @@ def split_ranges(n_units: int, parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
-class MultiGpuBackend:
+class MultiGpuBackend(TableBackend):
     """Table operations on several devices: large buckets split over all of them, the rest on
     the first (see the module docstring).
 
@@ -330,7 +330,7 @@ class MultiGpuBackend:
         op: Op = "min",
         scope: Sequence[str] | None = None,
     ) -> Table:
-        """``eliminate(join(tables), var)``: split over the devices from ``split_min_entries``
+        """Split over the devices from ``split_min_entries``
         joined entries on (see :meth:`split_variable`), else on the first device (as
         :class:`~dcop.gpu.CupyBackend` does)."""
         dtype = kernel_dtype(t.data.dtype for t in tables)

@@ -71,13 +71,9 @@ class TableBackend(Protocol):
     """
 
     name: str
+    xp: Any
     info: BackendInfo
     out_of_memory_errors: tuple[type[BaseException], ...]
-
-    @property
-    def xp(self) -> Any:
-        """The array module of the tables this backend makes (NumPy or CuPy)."""
-        ...
 
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         """``array`` as this backend's array type (C order, ``dtype``)."""
@@ -265,11 +261,21 @@ class Compiles(Protocol):
         scope: Sequence[str] | None = None,
         background: bool = False,
     ) -> float:
-        """Compile (or load from the disk cache) the kernel of a bucket known by its shapes only,
-        so that ``join_eliminate`` on tables of these scopes and shapes finds it ready. ``dtype``
-        is the tables' dtype, ``scope`` the output scope ``join_eliminate`` will be given
-        (default: first appearance); ``background``: compile on a thread of its own and return
-        at once. Returns the seconds spent here."""
+        """Compile the kernel of a bucket known by its shapes only.
+
+        An agent calls this once it knows its bucket (its own tables, and the scopes of the UTIL
+        tables its children will send), before their data arrive; ``join_eliminate`` on tables of
+        these scopes and shapes (in any order, with the same output scope) then finds the kernel
+        ready. ``dtype`` is the dtype of the tables, ``scope`` the output scope that
+        ``join_eliminate`` will be given (default: first appearance). With ``background`` the
+        compile runs on a thread of its own and this returns at once (an agent's loop keeps
+        answering).
+
+        Returns
+        -------
+        float
+            Seconds spent here.
+        """
         ...
 
     @property

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo
+from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import ModelError
 from dcop.tables import (
     Op,
@@ -42,11 +42,11 @@ DEFAULT_LINEAR_MIN_ENTRIES = 1 << 12
 HOST_CPUS = os.cpu_count() or 1
 
 
-class NumpyBackend:
+class NumpyBackend(TableBackend):
     """Table operations with NumPy on the host."""
 
     name = "numpy"
-    xp = np
+    xp: Any = np
     #: NumPy signals a failed allocation with MemoryError (numpy's _ArrayMemoryError subclasses it)
     out_of_memory_errors: tuple[type[BaseException], ...] = (MemoryError,)
 
@@ -76,7 +76,6 @@ class NumpyBackend:
 
     # ---- single-table operations -------------------------------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:
-        """The same table with its axes in ``scope`` order (a permutation of its scope)."""
         scope = tuple(scope)
         if scope == table.scope:
             return table
@@ -84,28 +83,24 @@ class NumpyBackend:
         return Table(scope, np.ascontiguousarray(np.transpose(table.data, axes)))
 
     def eliminate(self, table: Table, var: str, op: Op = "min") -> Table:
-        """Remove ``var`` from the table by ``op`` over its axis."""
         check_op(op)
         rest = tuple(v for v in table.scope if v != var)
         moved = self.transpose(table, (*rest, var))
         return Table(rest, _reduce_last(moved.data, op))
 
     def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
-        """Index of the best value of ``var`` for every tuple of the other variables."""
         rest = tuple(v for v in table.scope if v != var)
         moved = self.transpose(table, (*rest, var))
         pick = np.argmax if op == "max" else np.argmin
         return Table(rest, pick(moved.data, axis=-1).astype(np.int64))
 
     def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
-        """Fix the variables of ``assignment`` that the table holds (evidence, or a VALUE message)."""
         index = tuple(int(assignment[v]) if v in assignment else slice(None) for v in table.scope)
         rest = tuple(v for v in table.scope if v not in assignment)
         return Table(rest, np.asarray(table.data[index], order="C"))
 
     # ---- joins -------------------------------------------------------------------------------
     def join(self, tables: Sequence[Table], scope: Sequence[str] | None = None) -> Table:
-        """The paper's aggregation: the sum of the tables over the union scope (materialised)."""
         if not tables:
             raise ModelError("join needs at least one table")
         full = tuple(scope) if scope is not None else union_scope(t.scope for t in tables)
@@ -124,9 +119,7 @@ class NumpyBackend:
         op: Op = "min",
         scope: Sequence[str] | None = None,
     ) -> Table:
-        """``eliminate(join(tables), var)`` without building the joined table.
-
-        The output is produced in blocks over its leading axes. Within a block, the slices of the
+        """The output is produced in blocks over its leading axes. Within a block, the slices of the
         inputs at each value of ``var`` are summed and folded into the block with the op's
         element-wise form (``minimum``, ``maximum``, ``add``, ``logaddexp``), so neither the joined
         table nor a reduction over a short last axis is ever needed; tables without ``var`` are
@@ -208,7 +201,6 @@ class NumpyBackend:
         assignment: Mapping[str, int],
         op: Op = "min",
     ) -> tuple[int, float]:
-        """Best value of ``var`` given values of every other variable of the tables, and its cost."""
         total: np.ndarray | None = None
         for t in tables:
             vec = self.condition(t, {v: assignment[v] for v in t.scope if v != var})

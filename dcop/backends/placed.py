@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo
+from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import ModelError
 from dcop.placement import Where, gpu_min_entries, place
 from dcop.tables import Op, Table, domain_sizes
@@ -29,7 +29,7 @@ class BucketPlacement(NamedTuple):
     where: Where
 
 
-class PlacedBackend:
+class PlacedBackend(TableBackend):
     """A table backend that runs each bucket on the CPU or the GPU, whichever :func:`place` says.
 
     Tables are made on the host (:meth:`table`); a bucket placed on the GPU uploads its inputs
@@ -47,7 +47,7 @@ class PlacedBackend:
     """
 
     name = "placed"
-    xp = np
+    xp: Any = np
 
     def __init__(self, cpu: Any, gpu: Any, min_entries: int | None = None) -> None:
         self.cpu = cpu
@@ -192,31 +192,22 @@ class PlacedBackend:
         return str(getattr(self.gpu, "ipc_domain", ""))
 
     def handover_path(self, mine: str, peer: str, reading: bool) -> str:
-        """How a UTIL goes between my agent (IPC domain ``mine``) and the agent of domain
-        ``peer`` (``ipc``, ``p2p``, ``host`` or ``net``; see :func:`dcop.gpu.ipc.handover_path`)."""
         path = getattr(self.gpu, "handover_path", None)
         if path is None:  # a device backend without peers: one GPU or none
             return "ipc" if mine and mine == peer else "net"
         return str(path(mine, peer, reading))
 
     def export_ipc(self, data: Any) -> Any:
-        """An IPC export of device ``data`` (:class:`dcop.gpu.ipc.Exported`); None for host data,
-        which travels as bytes anyway."""
         return None if self.on_host(data) else self.gpu.export_ipc(data)
 
     def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
-        """Another agent's table on this GPU (or a peer GPU: ``peer`` is its IPC domain), copied
-        to this backend's device (it stays there)."""
         self._device_tables = True
         return self.gpu.import_ipc(handle, shape, dtype, peer)
 
     def offer_ipc(self, nbytes: int) -> Any:
-        """An exportable device buffer to fill later (None when too small to be worth it)."""
         return self.gpu.offer_ipc(nbytes)
 
     def export_ipc_into(self, exported: Any, offset: int, data: Any, wait: bool = True) -> bool:
-        """Copy device ``data`` into an offered buffer (``wait=False``: queued only, for a
-        :meth:`synchronize` before the handle goes out); False for host data (sent as bytes)."""
         if self.on_host(data):
             return False
         self._device_tables = True
@@ -224,19 +215,15 @@ class PlacedBackend:
         return True
 
     def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
-        """Map another agent's offered buffer of ``nbytes`` on this GPU (``peer``: its IPC
-        domain, which names its device)."""
         return int(self.gpu.open_ipc(handle, nbytes, peer))
 
     def read_ipc_tables(
         self, pointer: int, tables: Sequence[tuple[int, tuple[int, ...], str]]
     ) -> list[Any]:
-        """Tables (offset, shape, dtype) of a mapped buffer, copied to this backend's device."""
         self._device_tables = True
         return list(self.gpu.read_ipc_tables(pointer, tables))
 
     def close_ipc(self, pointer: int) -> None:
-        """Unmap a buffer of :meth:`open_ipc`."""
         self.gpu.close_ipc(pointer)
 
     # ---- getting ready -----------------------------------------------------------------------
