@@ -27,7 +27,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/python -m dcop.demo
+	$(BIN)/python -m dcop.cli.demo
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check $(SRC)

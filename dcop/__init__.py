@@ -26,8 +26,9 @@ packages and the rules name the same rooms:
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, ``--algo auto``.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
-* ``dcop.cli`` (``dcop/cli/``): the command line (entry point ``dcop.cli.entry``) and the run
-  summary.
+* ``dcop.cli`` (``dcop/cli/``): the roof: the command line (entry point ``dcop.cli.entry``),
+  the run summary, batch rows, ``make demo``; nothing below it imports the coordinator, the
+  agents or the deployments.
 * ``dcop.gpu`` (``gpu/``): the CuPy backend: CUDA kernels, plans, streams, chunking, CUDA IPC.
 * ``dcop.protocol`` (``protocol/``): the RunSpec, message types, codec, ZeroMQ transports, CURVE
   keys, peers.json; size limits and version. No algorithm.
