@@ -48,7 +48,7 @@ def instances(folder: Path) -> list[Path]:
             path = folder / f"random_n{n}_d10_p0.3_t0.5_s{seed}.xml"
             write_problem(random_network(n, 10, 0.3, 0.5, seed), path)
             files.append(path)
-    files.append(RESULTS / "distributed_instances" / "random_n30_d3_s0.yaml")
+    files.append(RESULTS.parent / "instances" / "distributed" / "random_n30_d3_s0.yaml")
     return [f for f in files if f.exists()]
 
 
