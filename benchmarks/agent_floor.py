@@ -379,10 +379,10 @@ def main() -> None:
         },
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
+    from keep import write_results
+
     name = "agent_floor_scale" if args.floor_only else "agent_floor"
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(markdown(report))
+    write_results(RESULTS, name, report, markdown(report))
     print(markdown(report))
 
 

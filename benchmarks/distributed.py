@@ -513,11 +513,12 @@ def plot_vs_n(report: dict[str, Any], path: Path) -> bool:
 
 def write_outputs(report: dict[str, Any], out: Path) -> None:
     """JSON, Markdown and the two plots, named after ``report["stem"]``."""
+    from keep import write_results
+
     stem = report.get("stem", "distributed")
-    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    write_results(out, stem, report, markdown(report))
     plot(report, out / f"{stem}_util_size.png")
     plotted = plot_vs_n(report, out / f"{stem}_vs_n.png")
-    (out / f"{stem}.md").write_text(markdown(report))
     print(f"wrote {out / (stem + '.md')}" + (" and the plots" if plotted else ""))
 
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import math
 import platform
 import sys
@@ -403,9 +402,9 @@ def _same(row: dict[str, Any], base: dict[str, Any]) -> bool:
 
 # ---- the report -------------------------------------------------------------------------------
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (args.out / f"{args.name}.md").write_text(markdown(rows, meta))
+    from keep import write_results
+
+    write_results(args.out, args.name, {"meta": meta, "rows": rows}, markdown(rows, meta))
 
 
 def _f(x: Any) -> str:

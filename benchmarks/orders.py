@@ -334,8 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "orders_quick" if args.quick else "orders"
-    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=float))
-    (args.out / f"{stem}.md").write_text(report_md(doc))
+    from keep import write_results
+
+    write_results(args.out, stem, doc, report_md(doc))
     try:
         plot(doc, args.out / f"{stem}_width_vs_n.png")
     except ImportError:

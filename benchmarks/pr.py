@@ -877,12 +877,13 @@ def main() -> None:
     kind = "gpu" if args.gpu else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from keep import write_results
+
     def save(results: dict[str, Any], done: bool) -> str:
         # after every row: a run cut short (a device lease that ends) keeps the rows it has
         data = {"meta": {**meta, "complete": done}, **results}
         text = markdown(data, kind)
-        (args.out / f"{name}.json").write_text(json.dumps(plain(data), indent=1) + "\n")
-        (args.out / f"{name}.md").write_text(text)
+        write_results(args.out, name, plain(data), text)
         return text
 
     if args.gpu:

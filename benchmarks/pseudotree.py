@@ -349,9 +349,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_outputs(report: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pseudotree.json").write_text(json.dumps(report, indent=1, allow_nan=False))
-    (out / "pseudotree.md").write_text(markdown(report))
+    from keep import write_results
+
+    write_results(out, "pseudotree", report, markdown(report))
     print(f"wrote {out / 'pseudotree.md'}")
 
 

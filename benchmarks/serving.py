@@ -140,9 +140,9 @@ def main() -> None:
         },
         "rows": rows,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "serving.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "serving.md").write_text(markdown(report))
+    from keep import write_results
+
+    write_results(args.out, "serving", report, markdown(report))
     print(f"wrote {args.out / 'serving.md'}")
 
 

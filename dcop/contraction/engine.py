@@ -66,7 +66,7 @@ ENGINE_MIN_S = 0.05
 #: ``einsum``): its PR on the host is that one ``einsum`` call.
 TINY_JOINT = 4096
 #: A narrow network's PR on a device is one opt_einsum call (True) or the engine's own steps
-#: (False; benchmarks/contraction_ops.py --plain compares them). Steps: in four GPU runs of
+#: (False; benchmarks/probes/contraction_ops.py --plain compares them). Steps: in four GPU runs of
 #: pr.py, ising16x16's PR through opt_einsum on CuPy (0.078-0.154 s) took longer than its MAR
 #: through the steps (0.071-0.129 s), which holds the same upward pass and a backward one: CuPy's
 #: einsum and tensordot cost more on the host per pair than the strided kernels.

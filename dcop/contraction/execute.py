@@ -85,7 +85,7 @@ _DRIFT_LOW, _DRIFT_HIGH = 2.0**-100, 2.0**100
 #: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
 MAX_ERROR = 1e-13
 #: Phase times of the runs (upward, backward, finish; the backend synchronized at each), kept
-#: only while a caller sets a dict here (benchmarks/contraction_ops.py): a run adds its own.
+#: only while a caller sets a dict here (benchmarks/probes/contraction_ops.py): a run adds its own.
 PHASES: dict[str, float] | None = None
 #: Host pairs whose operands' sizes multiply to at most this are one ``numpy.einsum``.
 SMALL_PAIR = 4096
