@@ -79,3 +79,13 @@ def test_elsewhere_files_are_written_as_they_are(tmp_path: Path) -> None:
     keep.write_results(tmp_path, "rows", {"rows": [2]}, "# rows\n")
     assert json.loads((tmp_path / "rows.json").read_text()) == {"rows": [2]}
     assert (tmp_path / "rows.md").read_text() == "# rows\n"
+
+
+def test_the_changelog_keeps_at_most_ten_lines_a_release() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.split(r"^## .*$", text, flags=re.MULTILINE)[1:]
+    assert releases, "no release in CHANGELOG.md"
+    long = [
+        n for n in (len([ln for ln in r.splitlines() if ln.strip()]) for r in releases) if n > 10
+    ]
+    assert not long, f"releases of {long} lines (at most 10: the figures are in docs/RESULTS.md)"
