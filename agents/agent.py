@@ -34,7 +34,7 @@ from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.pauses import GcPauses
 from dcop.agents.session import Out, Session, adopt_setup
-from dcop.backends.base import Compiles, Placed, TableBackend, capable
+from dcop.backends.base import BucketShape, Compiles, Placed, TableBackend, capable
 from dcop.errors import DcopError, ProblemMismatch, ProtocolError, RunTimeout, TableTooLarge
 from dcop.model import CostTable
 from dcop.protocol import (
@@ -471,14 +471,10 @@ class Agent:
         for members in partition_scopes(scopes, z):
             # compiled on a thread of its own: the loop goes on answering (a bucket whose data
             # come before its kernel runs with the generic one, or waits for it)
-            prepare(
-                [scopes[k] for k in members],
-                [shapes[k] for k in members],
-                var,
-                op,
-                dtype,
-                background=True,
+            shape = BucketShape(
+                [scopes[k] for k in members], [shapes[k] for k in members], var, op, dtype
             )
+            prepare(shape, background=True)
 
     def _end_problem(self, reason: str) -> None:
         """Drop the current problem (a serving agent then waits for the next one)."""

@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo, TableBackend
+from dcop.backends.base import BackendInfo, BucketShape, TableBackend
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
@@ -628,23 +628,15 @@ class CupyBackend(TableBackend):
             plan.dmeta = self._upload_meta(plan.meta)
         return plan
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
         """The kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of ``dtype``, loaded from the
         disk cache where compiled before. A ``join_eliminate`` of a bucket still compiling in the
         background runs with the generic kernel where that can run it (see
         :meth:`_unless_compiling`), else waits for it; a background compile adds its seconds to
         ``setup.prepare_s``."""
         started = time.perf_counter()
-        plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        b = bucket
+        plan = self._plan(b.scopes, b.shapes, kernel_dtype([b.dtype]), b.var, b.op, b.scope)
         name = plan.kernel_name
         if background and name not in self._loaded and name not in self._compiling:
             future: concurrent.futures.Future[float] = concurrent.futures.Future()

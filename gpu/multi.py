@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo, TableBackend
+from dcop.backends.base import BackendInfo, BucketShape, TableBackend
 from dcop.errors import BackendUnavailable
 from dcop.gpu.backend import (
     ZERO_COPY_SHARE,
@@ -241,23 +241,16 @@ class MultiGpuBackend(TableBackend):
                 out[key] = out.get(key, 0.0) + value
         return out
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
         """Compile a bucket's kernel ahead on the first device, and for a bucket that will be
         split the kernels of its slices on every device (making the devices not made yet). With
         ``background`` the other devices are made and compile on a thread of their own (a split
         waits for them)."""
-        args = (scopes, shapes, var, op, dtype, scope)
-        spent = self.primary.prepare_bucket(*args, background)
-        shape = self.primary._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        b = bucket
+        spent = self.primary.prepare_bucket(b, background)
+        shape = self.primary._plan(
+            b.scopes, b.shapes, kernel_dtype([b.dtype]), b.var, b.op, b.scope
+        )
         if self.split_variable(shape) is None:
             return spent
         if background:
@@ -278,7 +271,9 @@ class MultiGpuBackend(TableBackend):
                 for names, dims in zip(shape.scopes, shape.shapes, strict=True)
             ]
             op = cast(Op, shape.op)
-            part.prepare_bucket(shape.scopes, sub, shape.var, op, shape.dtype, shape.out_scope)
+            part.prepare_bucket(
+                BucketShape(shape.scopes, sub, shape.var, op, shape.dtype, shape.out_scope)
+            )
         return time.perf_counter() - started
 
     # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------

@@ -170,6 +170,7 @@ def child(kind: str, args: argparse.Namespace) -> dict:
     out["import_cupy_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     out["import_dcop"] = import_dcop()
+    from dcop.backends.base import BucketShape
     from dcop.gpu import CupyBackend
 
     out["import_dcop_s"] = time.perf_counter() - t0
@@ -200,8 +201,8 @@ def child(kind: str, args: argparse.Namespace) -> dict:
         for seps in ([D] * 5 + [5], [D] * 6, [D] * 7, [D] * 8, [D] * 5 + [3, 3]):
             scopes, shapes, var = bucket_shapes(seps)
             plan = gpu._plan(scopes, shapes, dtype, var, "min", None)
-            spent = gpu.prepare_bucket(scopes, shapes, var, "min", dtype)
-            again = gpu.prepare_bucket(scopes, shapes, var, "min", dtype)
+            spent = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", dtype))
+            again = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", dtype))
             rows.append(
                 {
                     "joined": plan.joined,
@@ -324,7 +325,9 @@ def crossover_row(
         input_entries=sum(t.size for t in tables),
         kernel="generated" if plan.generated else "generic",
     )
-    row["prepare_s"] = gpu.prepare_bucket(scopes, shapes, var, "min", np.float32)
+    from dcop.backends.base import BucketShape
+
+    row["prepare_s"] = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", np.float32))
     for key, cpu in cpus.items():
         if key in last:  # skip what the previous size predicts to be too long
             guess = last[key][1] * joined / last[key][0]

@@ -233,6 +233,20 @@ class Strided(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class BucketShape:
+    """A bucket known by its tables' scopes and shapes only, before their data arrive: what
+    :meth:`Compiles.prepare_bucket` compiles a kernel for. ``dtype`` is the tables' dtype,
+    ``scope`` the output scope ``join_eliminate`` will be given (None: first appearance)."""
+
+    scopes: Sequence[Sequence[str]]
+    shapes: Sequence[Sequence[int]]
+    var: str
+    op: Op = "min"
+    dtype: Any = np.float64
+    scope: Sequence[str] | None = None
+
+
 class SetupTimes(Protocol):
     """A backend's set-up seconds (:class:`dcop.gpu.SetupStats`)."""
 
@@ -251,25 +265,14 @@ class Compiles(Protocol):
         seconds per step."""
         ...
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
-        """Compile the kernel of a bucket known by its shapes only.
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
+        """Compile the kernel of a bucket known by its shapes only (:class:`BucketShape`).
 
         An agent calls this once it knows its bucket (its own tables, and the scopes of the UTIL
         tables its children will send), before their data arrive; ``join_eliminate`` on tables of
         these scopes and shapes (in any order, with the same output scope) then finds the kernel
-        ready. ``dtype`` is the dtype of the tables, ``scope`` the output scope that
-        ``join_eliminate`` will be given (default: first appearance). With ``background`` the
-        compile runs on a thread of its own and this returns at once (an agent's loop keeps
-        answering).
+        ready. With ``background`` the compile runs on a thread of its own and this returns at
+        once (an agent's loop keeps answering).
 
         Returns
         -------

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo, TableBackend
+from dcop.backends.base import BackendInfo, BucketShape, TableBackend
 from dcop.errors import ModelError
 from dcop.placement import Where, gpu_min_entries, place
 from dcop.tables import Op, Table, domain_sizes
@@ -231,22 +231,13 @@ class PlacedBackend(TableBackend):
         """The device backend's ``warm_up`` (context, pools, generic kernels)."""
         return self.gpu.warm_up(**kwargs)  # type: ignore[no-any-return]
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
         """Compile the bucket's kernel ahead if the bucket will run on the GPU; seconds spent
         (``background``: on a thread of its own, see ``CupyBackend.prepare_bucket``)."""
-        joined = math.prod(_sizes(scopes, shapes).values())
+        joined = math.prod(_sizes(bucket.scopes, bucket.shapes).values())
         if place(joined, self.min_entries) != "gpu":
             return 0.0
-        return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope, background))
+        return float(self.gpu.prepare_bucket(bucket, background))
 
     @property
     def setup(self) -> Any:
