@@ -38,7 +38,7 @@ def stamp() -> dict[str, Any]:
     assert suite is not None
     return {
         "machine": machine_info(),
-        "command": shlex.join(["python", "benchmarks/run.py", *suite]),
+        "command": shlex.join(["python", "benchmarks/run.py", *map(_public, suite)]),
         "written": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -81,6 +81,14 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     return str(value)
+
+
+def _public(arg: str) -> str:
+    """An argument as a results file may show it: a folder of this machine becomes ``PATH``."""
+    option, eq, value = arg.partition("=")
+    if eq and value.startswith("/"):
+        return f"{option}=PATH"
+    return "PATH" if arg.startswith("/") else arg
 
 
 def _machine() -> tuple[Any, Any]:

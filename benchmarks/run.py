@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 import traceback
@@ -287,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker, args.result)
     if args.suite is None:
         parser.error("a suite is required")
+    import os
+
+    from keep import SUITE_ENV
+
+    # the comparison suites keep results too, their outside folders named by placeholders
+    os.environ[SUITE_ENV] = json.dumps(shlex.split(public_command(given))[2:])
     if args.rerender:
         if args.suite not in REPORTS:
             parser.error(f"--rerender works for {', '.join(REPORTS)}, not {args.suite}")

@@ -89,3 +89,13 @@ def test_the_changelog_keeps_at_most_ten_lines_a_release() -> None:
         n for n in (len([ln for ln in r.splitlines() if ln.strip()]) for r in releases) if n > 10
     ]
     assert not long, f"releases of {long} lines (at most 10: the figures are in docs/RESULTS.md)"
+
+
+def test_the_stamped_command_names_no_folder_of_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keep, "RESULTS", tmp_path.resolve())
+    monkeypatch.setenv(keep.SUITE_ENV, json.dumps(["pr", "--instances", "/srv/uai", "--x=/a/b"]))
+    keep.write_results(tmp_path, "pr", {"rows": []})
+    command = json.loads((tmp_path / "pr.json").read_text())["kept"]["command"]
+    assert command == "python benchmarks/run.py pr --instances PATH --x=PATH"
