@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dcop.backends import get_backend
-from dcop.backends.base import TableBackend
+from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
 from dcop.errors import ModelError, TableTooLarge
@@ -250,7 +250,7 @@ def infer(
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
-    if len(getattr(engine, "device_ids", ())) > 1:
+    if capable(engine, Planned):
         # the contraction engine runs on one device; several devices split the buckets instead
         method = "buckets"
     if z is None and method == "contract" and isinstance(ordering, str):

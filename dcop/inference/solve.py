@@ -65,7 +65,7 @@ def solve(
     else:
         z = None
     engine = get_backend(backend) if isinstance(backend, str) else backend
-    out_of_memory = (MemoryError, *getattr(engine, "out_of_memory_errors", ()))
+    out_of_memory = (MemoryError, *engine.out_of_memory_errors)
     times: dict[str, float] = {}
 
     t0 = time.perf_counter()
