@@ -29,7 +29,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/python -m dcop.demo
+	$(BIN)/python -m dcop.cli.demo
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check $(SRC)
@@ -67,10 +67,10 @@ fuzz: $(VENV)/.installed-test
 	done; \
 	if [ $$status -ne 0 ]; then echo "fuzz: crashes in $(FUZZ_WORK)/crashes"; fi; exit $$status
 
-# The soak suite (tests/soak, pytest marker `soak`, not in CI): benchmarks/soak.py's distributed
+# The soak suite (tests/soak, pytest marker `soak`, not in CI): tests/soak/soak.py's distributed
 # solves with kills, SIGTERM, forged frames and self-connect attempts checked against BE
 # (SOAK_RUNS of them), the wire attacks of issue 33 in both modes, and the expansion files
-# against --max-memory (SOAK_ARITY). The soak script alone: python benchmarks/soak.py --help.
+# against --max-memory (SOAK_ARITY). The soak script alone: python tests/soak/soak.py --help.
 SOAK_RUNS ?= 200
 SOAK_ARITY ?= 25
 soak: $(VENV)/.installed-test

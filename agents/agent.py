@@ -34,6 +34,7 @@ from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.pauses import GcPauses
 from dcop.agents.session import Out, Session, adopt_setup
+from dcop.backends.base import BucketShape, Compiles, Placed, TableBackend, capable
 from dcop.errors import DcopError, ProblemMismatch, ProtocolError, RunTimeout, TableTooLarge
 from dcop.model import CostTable
 from dcop.protocol import (
@@ -57,7 +58,7 @@ from dcop.protocol import (
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
-from dcop.tables import Op, TableBackend
+from dcop.tables import Op
 
 log = logging.getLogger("dcop.agents")
 #: Undecodable frames are logged once per sender per few seconds, with a count: a flood of them
@@ -416,7 +417,7 @@ class Agent:
             self.backend,
             self.meter,
             util_hook=self._util_fault if self.cfg.fault else None,
-            prepare=self._prepare if hasattr(self.backend, "prepare_bucket") else None,
+            prepare=self._prepare if capable(self.backend, Compiles) else None,
             ipc=self.cfg.ipc,
             wake=getattr(self.transport, "wake", None),
             worker=self.worker,
@@ -440,7 +441,7 @@ class Agent:
         # my silence counts from my start, as the coordinator counts it: the ready I sent may be
         # a long launch ago, and every agent of a 1000-agent run beat at once on its start
         self.last_to_coordinator = max(self.last_to_coordinator, self.now())
-        if start.spec.gpu_min_entries is not None and hasattr(self.backend, "min_entries"):
+        if start.spec.gpu_min_entries is not None and capable(self.backend, Placed):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement
         log.info("agent %d: start (%s, roots of trees %s)", self.me, start.spec.label, start.roots)
 
@@ -462,22 +463,18 @@ class Agent:
         """Compile the GPU kernels of my (mini-)buckets before the UTIL data arrive."""
         from dcop.buckets import partition_scopes
 
-        prepare = getattr(self.backend, "prepare_bucket", None)
-        if prepare is None or not scopes:
+        if not capable(self.backend, Compiles) or not scopes:
             return
+        prepare = self.backend.prepare_bucket
         tables = self.session.part.tables if self.session is not None else ()
         dtype = tables[0].data.dtype if tables else "float64"
         for members in partition_scopes(scopes, z):
             # compiled on a thread of its own: the loop goes on answering (a bucket whose data
             # come before its kernel runs with the generic one, or waits for it)
-            prepare(
-                [scopes[k] for k in members],
-                [shapes[k] for k in members],
-                var,
-                op,
-                dtype,
-                background=True,
+            shape = BucketShape(
+                [scopes[k] for k in members], [shapes[k] for k in members], var, op, dtype
             )
+            prepare(shape, background=True)
 
     def _end_problem(self, reason: str) -> None:
         """Drop the current problem (a serving agent then waits for the next one)."""
@@ -524,12 +521,11 @@ class Agent:
 
     def _backend_figures(self) -> dict[str, float]:
         figures: dict[str, float] = {}
-        placement = getattr(self.backend, "placement_metrics", None)
-        if callable(placement):
-            figures.update({k: float(v) for k, v in placement().items()})
-        setup = getattr(self.backend, "setup", None)
-        if setup is not None and hasattr(setup, "as_dict"):
-            figures.update({f"setup_{k}": float(v) for k, v in setup.as_dict().items()})
+        if capable(self.backend, Placed):
+            figures.update({k: float(v) for k, v in self.backend.placement_metrics().items()})
+        if capable(self.backend, Compiles):
+            setup = self.backend.setup.as_dict()
+            figures.update({f"setup_{k}": float(v) for k, v in setup.items()})
         figures.update(self.gc_pauses.figures())
         return figures
 

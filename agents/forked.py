@@ -134,7 +134,7 @@ def serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from dcop.agents.rehearsal import rehearse
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)

@@ -18,9 +18,10 @@ import time
 
 import numpy as np
 
+from dcop.backends.base import IpcHandover, Placed, TableBackend, capable
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.protocol import Degree, Token, Util, Value, WireTable, decode, encode
-from dcop.tables import IpcHandover, Table, TableBackend
+from dcop.tables import Table
 
 #: The dtype of DPOP's tables wherever integer costs stay exact in it (see the driver's choice).
 REHEARSAL_DTYPE = np.float32
@@ -46,7 +47,6 @@ def rehearse(backend: TableBackend) -> float:
     if isinstance(backend, IpcHandover):  # a GPU agent's ahead-of-time UTIL buffer
         backend.offer_ipc(0)  # "too small for CUDA IPC", decided once here with what decides it
     backend.synchronize()
-    placements = getattr(backend, "placements", None)
-    if isinstance(placements, list):
-        placements.clear()
+    if capable(backend, Placed):
+        backend.placements.clear()
     return time.perf_counter() - started

@@ -34,9 +34,9 @@ from dcop.protocol.endpoints import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+from dcop.backends.base import TableBackend
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 from dcop.protocol.runspec import message_limit, peer_timeout_for
-from dcop.tables import TableBackend
 
 log = logging.getLogger("dcop.agents")
 
@@ -68,11 +68,11 @@ def agent_backend(
     (their contexts are made by the warm-up too). Returns the backend,
     the seconds set-up took, the device's name and the agent's CUDA IPC domain
     (:func:`dcop.gpu.ipc.ipc_domain`)."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     if gpu is None:
         return get_backend("numpy"), 0.0, "", ""
-    from dcop.placement import PlacedBackend
+    from dcop.backends.placed import PlacedBackend
 
     t0 = time.perf_counter()
     backend = cast(
@@ -237,7 +237,7 @@ def gpu_device(gpu: str | None, agent_id: int) -> tuple[int | None, tuple[int, .
     it: agents round robin over the GPUs), or ``D/LIST`` (device ``D``, split over ``LIST``)."""
     if gpu is None:
         return None, ()
-    from dcop.backend import gpu_count
+    from dcop.backends import gpu_count
     from dcop.placement import agent_gpu
 
     return agent_gpu(gpu, agent_id, gpu_count() if "all" in gpu else None)

@@ -46,6 +46,14 @@ import numpy as np
 
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
+from dcop.backends.base import (
+    Compiles,
+    IpcBuffer,
+    IpcHandover,
+    Placed,
+    TableBackend,
+    capable,
+)
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
 from dcop.contraction.bucket import eliminate_sum_bucket
 from dcop.errors import DcopError, ProtocolError
@@ -75,7 +83,7 @@ from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import Dtype, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
-from dcop.tables import IpcBuffer, IpcHandover, Op, Table, TableBackend, domain_sizes
+from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState
@@ -621,15 +629,14 @@ class Session:
         the bucket after the last UTIL (0.1-0.3 ms of a GPU bucket on the H200). The upload is
         charged when it happens. None when any mini-bucket stays on the CPU (a CPU agent's path)
         or for PR/MAR (their own tables are negated and reused downwards on the host)."""
-        stage = getattr(self.backend, "stage", None)
-        min_entries = getattr(self.backend, "min_entries", None)
-        if stage is None or min_entries is None or self.summing or self.plan is None:
+        if not capable(self.backend, Placed) or self.summing or self.plan is None:
             return None
+        min_entries = self.backend.min_entries
         joined = self.plan.joined  # my planned mini-buckets (self._plan(k, j), made at Go)
         if not joined or any(place(n, int(min_entries)) != "gpu" for n in joined):
             return None
         t0 = time.perf_counter()
-        staged = [stage(t) for t in self._own_tables()]
+        staged = [self.backend.stage(t) for t in self._own_tables()]
         self.charge(time.perf_counter() - t0)
         return staged
 
@@ -659,8 +666,8 @@ class Session:
             if t.scope
             for a in [t.to_array()]
         ]
-        stage = getattr(self.backend, "stage", None)
-        if self.staged is not None and stage is not None:  # my bucket runs on the device
+        if self.staged is not None and capable(self.backend, Placed):  # my bucket: on the device
+            stage = self.backend.stage
             t0 = time.perf_counter()
             self.utils[sender] = [
                 stage(t) if self.var in t.scope else t for t in self.utils[sender]
@@ -803,8 +810,9 @@ class Session:
         # Decided here, outside the timed computation: a placed backend hands a bucket that
         # stays on the CPU to its host backend, so that a GPU agent runs it exactly as a CPU
         # agent does (deciding inside cost GPU agents ~5% on all-CPU ADPOP buckets)
-        runner_for = getattr(self.backend, "runner_for", None)
-        self.runner = runner_for(self.bucket, self.var, plans) if runner_for else self.backend
+        self.runner = self.backend
+        if capable(self.backend, Placed):
+            self.runner = self.backend.runner_for(self.bucket, self.var, plans)
         self.job = self.worker.submit(
             lambda: self._util_compute(passing, z),
             self.wake,
@@ -822,10 +830,9 @@ class Session:
 
     def _runs_on(self, joined: int) -> str:
         """Where my backend runs a bucket of ``joined`` entries: "cpu" or "gpu"."""
-        min_entries = getattr(self.backend, "min_entries", None)  # a placed backend's threshold
-        if min_entries is not None:
-            return place(joined, int(min_entries))
-        return "gpu" if getattr(self.backend, "name", "") == "cupy" else "cpu"
+        if capable(self.backend, Placed):  # a placed backend's threshold
+            return place(joined, int(self.backend.min_entries))
+        return "gpu" if self.backend.name == "cupy" else "cpu"
 
     def _util_compute(self, passing: list[Table], z: int | None) -> Finish:
         """Eliminate my variable from my bucket (on the worker thread, or on the loop's for a short
@@ -877,13 +884,15 @@ class Session:
             self.backend.synchronize()
         # waiting for a kernel still compiling is set-up (as the compile is), not compute
         spent = time.perf_counter() - t0 - (0.0 if host else self._compile_wait_s() - waited)
-        if self.runner is not self.backend:
-            self.backend.record(self.var, out.plans, "cpu")  # type: ignore[attr-defined]
+        if self.runner is not self.backend and capable(self.backend, Placed):
+            self.backend.record(self.var, out.plans, "cpu")
         return lambda: self._util_done(tuple(wire), tuple(shared), exported, scalar, spent)
 
     def _compile_wait_s(self) -> float:
         """Seconds my GPU backend has waited for kernels compiling in the background."""
-        return float(getattr(getattr(self.backend, "setup", None), "compile_wait_s", 0.0))
+        if not capable(self.backend, Compiles):
+            return 0.0
+        return float(self.backend.setup.compile_wait_s)
 
     def _exporter(self) -> Callable[[Any], IpcBuffer | None] | None:
         """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the

@@ -11,7 +11,7 @@ and back (2(n-1) hops, as many as dcop's DFS), the tree, go, UTIL up a path of a
 no validation, no sizing, no candidate trees, no metrics, no monitors, no heartbeats.
 
 Beside it, per n, ``dcop run FILE -q --json OUT`` and ``dcop solve FILE -q`` on the random
-instance of that size from ``benchmarks/results/distributed_instances`` (seed 0): their wall
+instance of that size from ``benchmarks/instances/distributed`` (seed 0): their wall
 times, and from the run's result document each agent's CPU and page faults (the template's
 kernel account) and the agents' lifetime, from the first one's start to the last one's exit
 (``processes.total_s``).
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 RESULTS = Path(__file__).resolve().parent / "results"
-INSTANCES = RESULTS / "distributed_instances"
+INSTANCES = RESULTS.parent / "instances" / "distributed"
 DCOP = str(Path(sys.executable).with_name("dcop"))
 #: neighbours on each side of an agent in the floor's ring
 RING_SIDE = 2
@@ -379,10 +379,10 @@ def main() -> None:
         },
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
+    from keep import write_results
+
     name = "agent_floor_scale" if args.floor_only else "agent_floor"
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(markdown(report))
+    write_results(RESULTS, name, report, markdown(report))
     print(markdown(report))
 
 

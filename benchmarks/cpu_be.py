@@ -28,10 +28,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare.machine import describe, machine_info
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import random_network
 from dcop.inference import solve
-from dcop.ordering import elimination_order, induced_width
-from dcop.tables import NumpyBackend, Table
+from dcop.orders.greedy import elimination_order, induced_width
+from dcop.tables import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -178,7 +179,7 @@ def _old_machine(m: dict[str, object]) -> str:
     )
 
 
-def write_markdown(data: dict[str, object], path: Path) -> None:
+def markdown(data: dict[str, object]) -> str:
     m = data["machine"]
     lines = [
         "# NumPy BE on the paper's random networks (CPU)",
@@ -233,7 +234,7 @@ def write_markdown(data: dict[str, object], path: Path) -> None:
         "The paper's CPU column was measured on an AMD Opteron 6276 (2.3 GHz) with its own C++ code; "
         "ours is NumPy on this machine, so the ratio compares implementations and machines together.",
     ]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -243,10 +244,12 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--rerender", action="store_true", help="rewrite cpu_be.md from the JSON")
     args = parser.parse_args()
-    if args.rerender:
-        write_markdown(json.loads((RESULTS / "cpu_be.json").read_text()), RESULTS / "cpu_be.md")
+    from keep import write_results
+
+    if args.rerender:  # the kept rows, written again (and stamped again) with today's report
+        data = json.loads((RESULTS / "cpu_be.json").read_text())
+        write_results(RESULTS, "cpu_be", data, markdown(data))
         return
-    RESULTS.mkdir(parents=True, exist_ok=True)
     data: dict[str, object] = {
         "machine": machine_info(),
         "command": f"python benchmarks/cpu_be.py --seeds {args.seeds} --n-max {args.n_max} "
@@ -257,8 +260,7 @@ def main() -> None:
     data["fused_vs_naive"] = fused_vs_naive()
     print("fused vs naive:", data["fused_vs_naive"], flush=True)
     data["random"] = random_rows(args.seeds, args.n_max, args.time_limit)
-    (RESULTS / "cpu_be.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
-    write_markdown(data, RESULTS / "cpu_be.md")
+    write_results(RESULTS, "cpu_be", data, markdown(data))
     print(f"wrote {RESULTS / 'cpu_be.json'} and cpu_be.md")
 
 

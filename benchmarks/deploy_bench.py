@@ -307,7 +307,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.render_only:
         data = json.loads((args.out / "deploy.json").read_text())
-        (args.out / "deploy.md").write_text(markdown(data))
+        from keep import write_results
+
+        write_results(args.out, "deploy", data, markdown(data))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     docker = dk.ensure_daemon()
@@ -359,9 +361,9 @@ def main() -> None:
         "framing, and with CURVE the handshakes and each message's box (MAC and nonce). The "
         "machine is shared with other work (see the load average), so wall times are noisy."
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "deploy.json").write_text(json.dumps(data, indent=2) + "\n")
-    (args.out / "deploy.md").write_text(markdown(data))
+    from keep import write_results
+
+    write_results(args.out, "deploy", data, markdown(data))
     print(markdown(data))
     docker.stop()
 

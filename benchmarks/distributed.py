@@ -8,7 +8,7 @@ separator size beside the theory d^|sep|, and what a user sees: ``dcop run FILE`
     .venv/bin/python benchmarks/distributed.py --other pydcop.json   # add results run elsewhere
 
 Writes benchmarks/results/distributed.json, distributed.md and distributed_util_size.png, and the
-instances as pyDCOP YAML under benchmarks/results/distributed_instances/ so that another solver
+instances as pyDCOP YAML under benchmarks/instances/distributed/ so that another solver
 (pyDCOP's DPOP, run by the evaluation scripts) can solve the same ones. ``--other FILE`` takes a
 JSON list of ``{"instance": name, "solver": label, "wall_s": float, "finished": bool,
 "cost": float|null}`` and puts it beside our rows (wall-time ratio, whether each finished).
@@ -41,6 +41,7 @@ from dcop.io import write_problem
 from dcop.protocol import RunSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
+INSTANCES = RESULTS.parent / "instances" / "distributed"
 sys.path.insert(0, str(RESULTS.parent))
 from compare.machine import describe, machine_info  # noqa: E402  (benchmarks/compare, beside this file)
 
@@ -512,11 +513,12 @@ def plot_vs_n(report: dict[str, Any], path: Path) -> bool:
 
 def write_outputs(report: dict[str, Any], out: Path) -> None:
     """JSON, Markdown and the two plots, named after ``report["stem"]``."""
+    from keep import write_results
+
     stem = report.get("stem", "distributed")
-    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, allow_nan=False))
+    write_results(out, stem, report, markdown(report))
     plot(report, out / f"{stem}_util_size.png")
     plotted = plot_vs_n(report, out / f"{stem}_vs_n.png")
-    (out / f"{stem}.md").write_text(markdown(report))
     print(f"wrote {out / (stem + '.md')}" + (" and the plots" if plotted else ""))
 
 
@@ -564,8 +566,9 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     zs = [int(z) for z in args.z.split(",") if z]
     args.out.mkdir(parents=True, exist_ok=True)
-    inst_dir = args.out / "distributed_instances"
-    inst_dir.mkdir(exist_ok=True)
+    # inputs, never results: the kept run's beside the other instances
+    inst_dir = INSTANCES if args.out == RESULTS else args.out / "instances"
+    inst_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     load_start = [round(x, 2) for x in os.getloadavg()]
     print(f"load average at the start: {load_start}", file=sys.stderr)

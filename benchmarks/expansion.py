@@ -207,8 +207,6 @@ def main() -> None:
     from benchmarks.compare.machine import machine_info
 
     doc = {"arity": opts.arity, "cap_factor": CAP_FACTOR, "machine": machine_info(), "rows": rows}
-    opts.out.mkdir(parents=True, exist_ok=True)
-    (opts.out / "expansion.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [
         f"# Expansion files against --max-memory (arity {opts.arity})",
         "",
@@ -220,7 +218,9 @@ def main() -> None:
             f"| {r['label']} | {r['limit'] / 2**20:.0f} MiB | {r['peak'] / 2**20:.0f} MiB | "
             f"{r['ratio']} | {r['status']} | {'yes' if r['held'] else 'NO'} |"
         )
-    (opts.out / "expansion.md").write_text("\n".join(lines) + "\n")
+    from benchmarks.keep import write_results
+
+    write_results(opts.out, "expansion", doc, "\n".join(lines) + "\n")
     print("\n".join(lines))
     sys.exit(0 if all(r["held"] for r in rows) else 1)
 

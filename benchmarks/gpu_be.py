@@ -25,7 +25,6 @@ then ``python3 benchmarks/gpu_be.py``; matplotlib is in the ``bench`` extra (and
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -521,11 +520,9 @@ def main() -> None:
     t0 = time.perf_counter()
     out = run(args)
     meta["seconds"] = time.perf_counter() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(
-        json.dumps(finite({"meta": meta, **out}), indent=1, default=str)
-    )
-    (args.out / f"{args.name}.md").write_text(markdown(meta, out))
+    from keep import write_results
+
+    write_results(args.out, args.name, finite({"meta": meta, **out}), markdown(meta, out))
     plot(out, args.out / f"{args.name}_speedup.png", meta["gpu"])
     print(markdown(meta, out))
 

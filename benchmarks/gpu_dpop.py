@@ -257,10 +257,7 @@ def write(
         "seconds": round(time.monotonic() - t0, 1),
     }
     summary = summary_rows(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(
-        json.dumps({"meta": meta, "rows": rows, "summary": summary, "skipped": skipped}, indent=1)
-    )
+    doc = {"meta": meta, "rows": rows, "summary": summary, "skipped": skipped}
 
     def f(x: Any) -> str:
         return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
@@ -335,7 +332,9 @@ def write(
     errors = [e for s in summary for e in s["errors"]]
     if errors:
         lines += ["", "Errors: " + "; ".join(errors[:10])]
-    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    from keep import write_results
+
+    write_results(args.out, args.name, doc, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ folders), then ``python3 benchmarks/gpu_kernels.py``. If pip cannot build there,
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -37,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from dcop.tables import NumpyBackend, Table
+from dcop.backends.numpy import NumpyBackend
+from dcop.tables import Table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 free = cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()
                 joined_bytes = joined * 4
                 if 3.2 * joined_bytes < free:
-                    with gpu._on():
+                    with gpu.stream_context():
                         scopes = [t.scope for t in dev]
                         datas = [t.data for t in dev]
                         result: dict[str, Any] = {}
@@ -269,7 +269,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 del dev, plan, out, ref
                 pool.free_all_blocks()
     if args.out is not None:  # keep the rows even if the op section fails
-        (args.out / f"{args.name}.rows.json").write_text(json.dumps(rows, indent=1))
+        from keep import write_results
+
+        write_results(args.out, f"{args.name}.rows", rows)
     ops = headline_ops(cupy, gpu, cpu) if not args.quick else []
     return {"rows": rows, "ops": ops}
 
@@ -502,20 +504,19 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python3 benchmarks/gpu_kernels.py " + " ".join(sys.argv[1:]),
     }
+    from keep import write_results
+
     args.out.mkdir(parents=True, exist_ok=True)
     if args.chunked:
         res = chunked(cupy, args)
         name = f"{args.name}_chunked"
-        (args.out / f"{name}.json").write_text(json.dumps({"meta": meta, **res}, indent=1))
-        (args.out / f"{name}.md").write_text(chunked_markdown(meta, res))
+        write_results(args.out, name, {"meta": meta, **res}, chunked_markdown(meta, res))
         print(chunked_markdown(meta, res))
         return
     t0 = time.perf_counter()
     result = run(args)
     meta["seconds"] = time.perf_counter() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, **result}, indent=1))
-    (args.out / f"{args.name}.md").write_text(markdown(meta, result))
+    write_results(args.out, args.name, {"meta": meta, **result}, markdown(meta, result))
     print(markdown(meta, result))
 
 

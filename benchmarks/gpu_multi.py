@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import math
 import platform
 import sys
@@ -141,7 +140,8 @@ def dpop_part(args: argparse.Namespace, over: Any, rows: list[dict[str, Any]], s
 # ---- centralized BE ---------------------------------------------------------------------------
 def largest_output_bytes(problem: Any, itemsize: int = 4) -> int:
     """Bytes of the largest bucket output of BE with min-fill (before running it)."""
-    from dcop.ordering import induced_scopes, min_fill_order
+    from dcop.orders.greedy import min_fill_order
+    from dcop.trees.induced import induced_scopes
 
     adjacency = problem.neighbours()
     sizes = problem.domain_sizes()
@@ -150,7 +150,7 @@ def largest_output_bytes(problem: Any, itemsize: int = 4) -> int:
 
 
 def be_backend(devices: int, split_min_entries: int | None) -> Any:
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     if devices == 1:
         return get_backend("cupy", 0)
@@ -278,7 +278,7 @@ def threshold_part(
     """One bucket of growing size (``--threshold-k``: d = 10, 10**(k+1) joined entries) on one
     device and split over the most devices (every bucket split): the median of 5 warm runs,
     output on the first device. Where the split's ratio drops under 1 is the threshold."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     most = max(args.devices)
     if most < 2:
@@ -402,9 +402,9 @@ def _same(row: dict[str, Any], base: dict[str, Any]) -> bool:
 
 # ---- the report -------------------------------------------------------------------------------
 def write(args: argparse.Namespace, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    (args.out / f"{args.name}.md").write_text(markdown(rows, meta))
+    from keep import write_results
+
+    write_results(args.out, args.name, {"meta": meta, "rows": rows}, markdown(rows, meta))
 
 
 def _f(x: Any) -> str:
@@ -638,7 +638,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [p for p in parts if p not in steps]
     if unknown:
         raise SystemExit(f"gpu_multi: unknown part(s) {unknown}; use {', '.join(steps)}")
-    from dcop.backend import gpu_count
+    from dcop.backends import gpu_count
 
     visible = gpu_count()
     missing = [k for k in args.devices if k > visible]

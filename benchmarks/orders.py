@@ -37,8 +37,8 @@ from dcop.coordinator.topology import layout_for
 from dcop.generators import grid_network, random_bayes, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import min_degree_order, min_fill_order
 from dcop.orders import OrderCost, best_order, order_cost, treedec
+from dcop.orders.greedy import min_degree_order, min_fill_order
 from dcop.trees.candidates import default_candidates
 from dcop.trees.dfs import build_candidates
 
@@ -334,8 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "orders_quick" if args.quick else "orders"
-    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=float))
-    (args.out / f"{stem}.md").write_text(report_md(doc))
+    from keep import write_results
+
+    write_results(args.out, stem, doc, report_md(doc))
     try:
         plot(doc, args.out / f"{stem}_width_vs_n.png")
     except ImportError:

@@ -211,7 +211,7 @@ def run_dcop(spec: dict[str, Any], task: str, backend: str = "numpy") -> dict[st
     if task == "pr" and out["pruned"]:
         # the whole network's PR (no table dropped): what MAR, which needs every variable, is
         # compared with (MAR / PR against a PR of no tables would say nothing of the backward pass)
-        from dcop.backend import get_backend
+        from dcop.backends import get_backend
         from dcop.contraction import contract
 
         engine = get_backend(backend)
@@ -232,7 +232,7 @@ def mar_and_pr_alongside(problem: Any, backend: str) -> tuple[float, float]:
     """MAR's and PR's best times in this process, their calls alternating (two processes minutes
     apart on the shared 2-core VM gave GEOM40_3 3.1x where one gives 1.7x). The PR is of every
     table where PR drops barren ones (MAR needs every variable: see :func:`mar_over_pr`)."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
     from dcop.contraction import contract
     from dcop.contraction.barren import barren_tables
     from dcop.inference.partition import infer
@@ -877,12 +877,13 @@ def main() -> None:
     kind = "gpu" if args.gpu else "cpu"
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from keep import write_results
+
     def save(results: dict[str, Any], done: bool) -> str:
         # after every row: a run cut short (a device lease that ends) keeps the rows it has
         data = {"meta": {**meta, "complete": done}, **results}
         text = markdown(data, kind)
-        (args.out / f"{name}.json").write_text(json.dumps(plain(data), indent=1) + "\n")
-        (args.out / f"{name}.md").write_text(text)
+        write_results(args.out, name, plain(data), text)
         return text
 
     if args.gpu:

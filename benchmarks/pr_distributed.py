@@ -154,9 +154,9 @@ def main() -> None:
         },
         "rows": rows,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=1, default=float))
-    (args.out / f"{args.name}.md").write_text(markdown(data))
+    from keep import write_results
+
+    write_results(args.out, args.name, data, markdown(data))
 
 
 if __name__ == "__main__":

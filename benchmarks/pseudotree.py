@@ -8,7 +8,7 @@ against min-fill, min-degree and the centralized DFS, by width and largest UTIL 
 Every distributed tree is built by :func:`dcop.trees.dfs.simulate`, which runs the agents' own
 DFS state machines (:class:`dcop.trees.dfs.DfsState`) and delivers their tokens in process; the
 best of K candidates is the one :func:`dcop.trees.dfs.choose_candidate` picks from what the roots
-report. Min-fill and min-degree trees come from :func:`dcop.ordering.order_pseudo_tree` (their
+report. Min-fill and min-degree trees come from :func:`dcop.trees.induced.order_pseudo_tree` (their
 width is the order's induced width; they are not DFS trees and agents cannot build them).
 
 Instances: ``dcop.generators`` random (n = 30, p1 = 4/(n-1), about 2n edges; and n = 40,
@@ -34,9 +34,10 @@ from typing import Any
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import min_degree_order, min_fill_order, order_pseudo_tree
+from dcop.orders.greedy import min_degree_order, min_fill_order
 from dcop.trees.candidates import HEURISTICS, Candidate, default_candidates
 from dcop.trees.dfs import DfsRun, choose_candidate, simulate
+from dcop.trees.induced import order_pseudo_tree
 from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +97,7 @@ NOTES = """\
 * `max-cardinality` (most links to ancestors) and `random` are measured for comparison; neither
   is worth running. Tie-breaks with a seed rarely matter for `close-ancestors`: its candidates
   differ by their roots.
-* Min-fill and min-degree trees (`dcop.ordering.order_pseudo_tree`) are not DFS trees: a parent may
+* Min-fill and min-degree trees (`dcop.trees.induced.order_pseudo_tree`) are not DFS trees: a parent may
   not be a neighbour, so agents cannot build them by token passing (the centralized option).
 * Tokens: each candidate is one sequential walk, 2 (n - roots) tokens; K candidates are
   independent walks that agents can run at the same time, so K adds messages, not rounds. A token
@@ -348,9 +349,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_outputs(report: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pseudotree.json").write_text(json.dumps(report, indent=1, allow_nan=False))
-    (out / "pseudotree.md").write_text(markdown(report))
+    from keep import write_results
+
+    write_results(out, "pseudotree", report, markdown(report))
     print(f"wrote {out / 'pseudotree.md'}")
 
 

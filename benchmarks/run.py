@@ -5,8 +5,13 @@
                              [--pydcop PATH] [--frodo PATH] [--out DIR] [--quick]
 
 Suites: wcsp, wcsp-extra, uai, dpop-vs-pydcop, dpop-vs-frodo, dpop-maxdiscsp, random, scalefree,
-scalefree-m5, grid, mbe (``all`` runs the CPU suites one after the other). Each writes ``benchmarks/results/<suite>.json`` and ``.md`` with
-the machine description. Every instance runs in its own process under the time limit and an
+scalefree-m5, grid, mbe (``all`` runs the CPU suites one after the other). Each writes
+``benchmarks/results/<suite>.json`` and ``.md`` with the machine description.
+
+The suites that are scripts of their own (:data:`SCRIPT_SUITES`: ``cpu-be``, ``gpu-be``, ``pr``,
+``distributed``, ...) run as ``python benchmarks/run.py NAME [THE SCRIPT'S ARGS]``; only so do
+they write to ``benchmarks/results/`` (through :func:`keep.write_results`, which stamps the
+machine block, the command and the date). Everything else is a probe: its output is not kept. Every instance runs in its own process under the time limit and an
 address-space limit and is reported as ``oot`` / ``oom`` when it exceeds them, never a crash.
 
 ``--pydcop`` is a pyDCOP installation (a venv whose ``bin/`` has ``dcop_cli.py``); ``--frodo`` a
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 import traceback
@@ -57,6 +63,134 @@ def suite_function(name: str) -> Callable[[Context], dict[str, Any]]:
 
 
 SUITE_NAMES = tuple(SUITES)
+
+#: The suites that are scripts of their own: name -> (script in benchmarks/, the files it keeps in
+#: benchmarks/results/). ``python benchmarks/run.py NAME [ARGS]`` runs the script with ARGS; it
+#: writes through :func:`keep.write_results`, which stamps every file.
+SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "agent-cpu": ("agent_cpu.py", ("agent_cpu.json", "agent_cpu.md")),
+    "agent-floor": (
+        "agent_floor.py",
+        ("agent_floor.json", "agent_floor.md", "agent_floor_scale.json", "agent_floor_scale.md"),
+    ),
+    "agent-memory": ("agent_memory.py", ("agent_memory.json", "agent_memory.md")),
+    "cpu-be": ("cpu_be.py", ("cpu_be.json", "cpu_be.md")),
+    "deploy": ("deploy_bench.py", ("deploy.json", "deploy.md")),
+    "distributed": (
+        "distributed.py",
+        (
+            "distributed.json",
+            "distributed.md",
+            "distributed_vs_n.png",
+            "distributed_util_size.png",
+            "distributed_gpu.json",
+            "distributed_gpu.md",
+            "distributed_gpu_vs_n.png",
+            "distributed_gpu_util_size.png",
+        ),
+    ),
+    "expansion": ("expansion.py", ("expansion.json", "expansion.md")),
+    "gpu-be": (
+        "gpu_be.py",
+        tuple(
+            f"{stem}.{ext}"
+            for stem in (
+                "gpu_be",
+                "gpu_be_grid60",
+                "gpu_be_tables",
+                "gpu_be_tables2",
+                "gpu_be_tables60",
+                "gpu_be_warmcache",
+                "gpu_dpop_large",
+            )
+            for ext in ("json", "md")
+        ),
+    ),
+    "gpu-dpop": (
+        "gpu_dpop.py",
+        tuple(
+            f"{stem}.{ext}"
+            for stem in ("gpu_dpop", "gpu_dpop_small_n", "gpu_ipc_smoke")
+            for ext in ("json", "md")
+        ),
+    ),
+    "gpu-kernels": ("gpu_kernels.py", ("gpu_kernels.json", "gpu_kernels.md")),
+    "gpu-multi": (
+        "gpu_multi.py",
+        tuple(
+            f"{stem}.{ext}"
+            for stem in (
+                "gpu_multi",
+                "gpu_multi_be",
+                "gpu_multi_big",
+                "gpu_multi_dpop",
+                "gpu_multi_dpop_heavy",
+                "gpu_multi_dpop_heavy_x4",
+            )
+            for ext in ("json", "md")
+        ),
+    ),
+    "orders": ("orders.py", ("orders.json", "orders.md", "orders_width_vs_n.png")),
+    "pr": (
+        "pr.py",
+        tuple(f"{s}.{e}" for s in ("pr", "pr_gpu", "pr_gpu_x4host") for e in ("json", "md")),
+    ),
+    "pr-distributed": ("pr_distributed.py", ("pr_distributed.json", "pr_distributed.md")),
+    "pseudotree": ("pseudotree.py", ("pseudotree.json", "pseudotree.md")),
+    "scale": (
+        "scale.py",
+        (
+            "scale.json",
+            "scale.md",
+            "scale.png",
+            "scale_quiet.json",
+            "scale_quiet.md",
+            "scale_quiet.png",
+        ),
+    ),
+    "serving": ("serving.py", ("serving.json", "serving.md")),
+    "toulbar2-settings": (
+        "toulbar2_settings.py",
+        (
+            "toulbar2_settings.json",
+            "toulbar2_settings.md",
+            "toulbar2_settings_generated.json",
+            "toulbar2_settings_generated.md",
+        ),
+    ),
+    "wire-memory": ("wire_memory.py", ("wire_memory.json", "wire_memory.md")),
+    "work-rate": ("work_rate.py", ("work_rate.json", "work_rate.md")),
+}
+
+
+def kept_files() -> dict[str, str]:
+    """Every file a registered suite keeps in benchmarks/results/ -> the suite."""
+    files = {f: name for name, (_, kept) in SCRIPT_SUITES.items() for f in kept}
+    for name in SUITE_NAMES:
+        stem = name if name == "scalefree-m5" else name.replace("-", "_")
+        files.update({f"{stem}.json": name, f"{stem}.md": name})
+    # the random suite at five seeds beside its default (--seeds 5 --out elsewhere, kept by hand)
+    files.update({"random_5seeds.json": "random", "random_5seeds.md": "random"})
+    return files
+
+
+def run_script(name: str, args: list[str]) -> int:
+    """Run the registered script suite ``name`` with ``args``, its results stamped."""
+    import os
+    import runpy
+
+    from keep import SUITE_ENV
+
+    script = Path(__file__).resolve().parent / SCRIPT_SUITES[name][0]
+    os.environ[SUITE_ENV] = json.dumps([name, *args])
+    sys.argv = [str(script), *args]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        os.environ.pop(SUITE_ENV, None)
+    return 0
 
 
 def worker(task_path: str, result_path: str) -> int:
@@ -127,7 +261,13 @@ def rerender(suite: str, out: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0] in SCRIPT_SUITES:
+        return run_script(given[0], given[1:])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"suites that are scripts of their own (NAME [ARGS]): {', '.join(SCRIPT_SUITES)}",
+    )
     parser.add_argument("suite", nargs="?", choices=(*SUITE_NAMES, "all", "plots"))
     parser.add_argument("--seeds", type=int, default=5, help="instances per generated row")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
@@ -148,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args.worker, args.result)
     if args.suite is None:
         parser.error("a suite is required")
+    import os
+
+    from keep import SUITE_ENV
+
+    # the comparison suites keep results too, their outside folders named by placeholders
+    os.environ[SUITE_ENV] = json.dumps(shlex.split(public_command(given))[2:])
     if args.rerender:
         if args.suite not in REPORTS:
             parser.error(f"--rerender works for {', '.join(REPORTS)}, not {args.suite}")

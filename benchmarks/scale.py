@@ -406,8 +406,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
     report["load_end"] = _load()
     report["plot"] = plot(report, args.out / "scale.png")
-    (args.out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "scale.md").write_text(markdown(report))
+    from keep import write_results
+
+    write_results(args.out, "scale", report, markdown(report))
     return report
 
 
@@ -443,9 +444,9 @@ def report_top(title: str, report: dict[str, Any], how: str) -> list[str]:
 
 def write_report(out: Path, name: str, report: dict[str, Any], text: str) -> None:
     """Write ``out/name.json`` (the report) and ``out/name.md`` (``text``), and print the text."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / f"{name}.md").write_text(text)
+    from keep import write_results
+
+    write_results(out, name, report, text)
     print(text)
 
 

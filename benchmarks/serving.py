@@ -48,7 +48,7 @@ def instances(folder: Path) -> list[Path]:
             path = folder / f"random_n{n}_d10_p0.3_t0.5_s{seed}.xml"
             write_problem(random_network(n, 10, 0.3, 0.5, seed), path)
             files.append(path)
-    files.append(RESULTS / "distributed_instances" / "random_n30_d3_s0.yaml")
+    files.append(RESULTS.parent / "instances" / "distributed" / "random_n30_d3_s0.yaml")
     return [f for f in files if f.exists()]
 
 
@@ -140,9 +140,9 @@ def main() -> None:
         },
         "rows": rows,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "serving.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "serving.md").write_text(markdown(report))
+    from keep import write_results
+
+    write_results(args.out, "serving", report, markdown(report))
     print(f"wrote {args.out / 'serving.md'}")
 
 

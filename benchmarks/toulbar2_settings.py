@@ -285,7 +285,6 @@ def write(
         "machine": _machine(),
         "rows": rows,
     }
-    (args.out / f"{args.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
     wins = {"dcop": 0, "tb2 best": 0, "even": 0}
     lines = [
         f"## toulbar2 (defaults, -B=1, -B=1 -A) beside dcop --algo auto ({started})",
@@ -327,9 +326,10 @@ def write(
         f"{wins['tb2 best']}, even {wins['even']}.",
         "",
     ]
-    (args.out / f"{args.name}.md").write_text("\n".join(lines))
     doc["wins"] = wins
-    (args.out / f"{args.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    from keep import write_results
+
+    write_results(args.out, args.name, doc, "\n".join(lines))
 
 
 if __name__ == "__main__":

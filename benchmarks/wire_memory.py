@@ -181,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(doc))
+    from keep import write_results
+
+    write_results(args.out.parent, args.out.name, doc, markdown(doc))
     return 0
 
 

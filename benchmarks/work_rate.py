@@ -13,7 +13,6 @@ ones, which is what the default should be at most.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -21,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.inference.anytime import BUCKET_OVERHEAD_S, DEFAULT_ENTRIES_PER_S
-from dcop.inference.memory import plan_memory, work_model_of
-from dcop.ordering import elimination_order
+from dcop.orders.greedy import elimination_order
+from dcop.plan.bucket_plan import plan_memory
+from dcop.plan.memory import work_model_of
 from dcop.tables import choose_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,8 +85,6 @@ def main() -> None:
         "rows": rows,
     }
     name = "work_rate_quick" if args.quick else "work_rate"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [
         "## Work model: joined entries per second (NumPy, one process)",
         "",
@@ -102,7 +100,9 @@ def main() -> None:
         f"{r['seconds']:.3g} | {r['entries_per_s']:.3g} |"
         for r in rows
     ]
-    (args.out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    from keep import write_results
+
+    write_results(args.out, name, doc, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

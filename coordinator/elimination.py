@@ -4,8 +4,8 @@ to the agents beside their DFS candidates.
 A DFS tree must follow graph edges, so on many structured problems (pedigrees, Bayesian
 networks) every DFS candidate is far wider than a good elimination order. The coordinator reads
 the whole problem anyway: it orders it (:func:`dcop.orders.best_order`), builds that order's
-pseudo-tree (:func:`dcop.ordering.order_pseudo_tree`, whose width is the order's) and, where its
-largest UTIL is smaller than the first DFS candidate's, gives every agent its place in it
+pseudo-tree (:func:`dcop.trees.induced.order_pseudo_tree`, whose width is the order's) and,
+where its largest UTIL is smaller than the first DFS candidate's, gives every agent its place in it
 (:class:`~dcop.protocol.messages.GivenTree`) and links each agent to a tree parent or child that
 is not a neighbour. The agents size it as they size their DFS trees, and the run keeps the
 candidate with the smallest predicted UTILs.
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from dcop.coordinator.topology import Layout, first_candidate_largest
 from dcop.model import Problem
-from dcop.ordering import order_pseudo_tree
 from dcop.orders import CostModel, best_order
 from dcop.protocol.messages import GivenTree
+from dcop.trees.induced import order_pseudo_tree
 
 
 @dataclass(frozen=True)

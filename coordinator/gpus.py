@@ -43,7 +43,7 @@ def agent_devices(
     check_placement(placement)
     text = str(gpu)
     if text.strip() == "all" and count is None:
-        from dcop.backend import gpu_count
+        from dcop.backends import gpu_count
 
         count = gpu_count()
     devices = gpu_devices(text, count)

@@ -6,25 +6,31 @@ it. Each room below is one package of ``pyproject.toml``; the import rules betwe
 packages and the rules name the same rooms:
 
 * ``dcop`` (``dcop/``): the core. ``model`` (Variable, CostTable, Problem), ``generators`` (the
-  paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``ordering``
-  (min-fill, min-degree, induced width), ``tables`` (the ``TableBackend`` and ``IpcHandover``
-  protocols, NumPy tables), ``backend`` (the NumPy/CuPy switch), ``placement`` (CPU or GPU per
-  bucket), ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
+  paper's random, scale-free and grid networks, Ising grids, Bayesian networks), ``tables`` (the
+  table type, its checks, the dtype), ``placement`` (CPU or GPU per bucket, agents on GPUs),
+  ``buckets`` (the bucket step BE, MBE and the agents share), ``sumproduct`` (log-space
   steps for PR/MAR), ``choices`` (option values, the z rule, the task names).
 * ``dcop.io`` (``dcop/io/``): readers and writers per file format, solution files.
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
   distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
-* ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders at once, tree
-  decompositions (goatd) within a time budget, kept by real cost; order and PACE ``.td`` files.
+* ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders (min-fill, min-degree)
+  and an order's induced width at once, tree decompositions (goatd) within a time budget, kept by
+  real cost; order and PACE ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
-* ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
+* ``dcop.backends`` (``dcop/backends/``): the table backends' contract (a base protocol, small
+  capability protocols, ``BackendInfo``), NumPy's and the placed backend, and the one switch
+  ``get_backend``.
+* ``dcop.plan`` (``dcop/plan/``): what is decided before a solve: memory limits and the
+  backends' models, the bucket plan (``plan_for``: the planned peak, the largest z that fits).
+* ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, ``--algo auto``.
 * ``dcop.search`` (``dcop/search/``): exact AND/OR branch and bound guided by the mini-bucket
   pass's tables (``dcop.bucketpass``), compiled with numba where it is installed.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
-* ``dcop.cli`` (``dcop/cli/``): the command line (entry point ``dcop.cli.entry``) and the run
-  summary.
+* ``dcop.cli`` (``dcop/cli/``): the roof: the command line (entry point ``dcop.cli.entry``),
+  the run summary, batch rows, ``make demo``; nothing below it imports the coordinator, the
+  agents or the deployments.
 * ``dcop.gpu`` (``gpu/``): the CuPy backend: CUDA kernels, plans, streams, chunking, CUDA IPC.
 * ``dcop.protocol`` (``protocol/``): the RunSpec, message types, codec, ZeroMQ transports, CURVE
   keys, peers.json; size limits and version. No algorithm.

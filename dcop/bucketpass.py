@@ -17,20 +17,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import choose_value, eliminate_bucket
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
-from dcop.tables import Op, Table, TableBackend
-
-if TYPE_CHECKING:
-    from dcop.inference.memory import MemoryPlan
+from dcop.plan.bucket_plan import (
+    MemoryPlan,
+    largest_fitting_z,
+    plan_memory,
+    suggestion_bound,
+)
+from dcop.plan.memory import human_bytes, work_model_of
+from dcop.tables import Op, Table
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
-#: plan's :attr:`~dcop.inference.memory.MemoryPlan.total_work`), and the bucket now eliminated.
+#: plan's :attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), and the bucket now eliminated.
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -73,13 +78,11 @@ def bucket_pass(
 ) -> Buckets:
     """Run (mini-)bucket elimination along ``order`` on ``backend`` and keep every bucket.
 
-    ``plan`` is this run's :func:`~dcop.inference.memory.plan_memory` (made here when not given):
+    ``plan`` is this run's :func:`~dcop.plan.bucket_plan.plan_memory` (made here when not given):
     progress is reported in its work units. ``max_bytes`` is checked again before each output is
     built, against the bytes actually held (the plan's resident part, the input tables and every
     message so far): a second line of defence behind the caller's check of the plan.
     """
-    from dcop.inference.memory import plan_memory, work_model_of
-
     position = {v: i for i, v in enumerate(order)}
     itemsize = np.dtype(dtype).itemsize
     if plan is None:
@@ -98,7 +101,7 @@ def bucket_pass(
     held = plan.resident_bytes
     # with several GPUs (plan.devices) only the tables in host memory count against max_bytes
     on_devices = plan.devices is not None
-    lands_on_host = getattr(backend, "output_on_host", None)
+    lands_on_host = backend.output_on_host if capable(backend, Planned) else None
 
     def host_bytes(table: Table) -> int:
         if on_devices and not isinstance(table.data, np.ndarray):
@@ -175,8 +178,6 @@ def too_large_message(
 ) -> str:
     """Why a bucket's output is refused while the run holds ``held`` bytes, and the largest MBE z
     whose plan fits (the plan's z excluded)."""
-    from dcop.inference.memory import human_bytes, largest_fitting_z, suggestion_bound
-
     fitting = largest_fitting_z(plan, max_bytes, suggestion_bound(plan))
     way = (
         f"--algo mbe --z {fitting.z} for bounds"

@@ -20,7 +20,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dcop.tables import Op, Table, TableBackend
+from dcop.backends.base import Placed, TableBackend, capable
+from dcop.tables import Op, Table
 
 #: A check run before a mini-bucket's output is built: (var, output scope, output entries).
 OutputCheck = Callable[[str, tuple[str, ...], int], None]
@@ -119,10 +120,11 @@ def eliminate_bucket(
     sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
     plans = plan_bucket([t.scope for t in tables], var, sizes, z, order)
     # a backend that places work (dcop.placement) may hand the whole bucket to one of its own
-    runner_for = getattr(backend, "runner_for", None)
-    runner = runner_for(tables, var, plans) if runner_for is not None else backend
-    if runner is not backend:  # the placing backend keeps count of where buckets ran
-        backend.record(var, plans, "cpu")  # type: ignore[attr-defined]
+    runner: TableBackend = backend
+    if capable(backend, Placed):
+        runner = backend.runner_for(tables, var, plans)
+        if runner is not backend:  # the placing backend keeps count of where buckets ran
+            backend.record(var, plans, "cpu")
     out: list[Table] = []
     scalar = 0.0
     for plan in plans:

@@ -6,8 +6,7 @@ CPU is done before the device has started, so a GPU agent keeps small buckets on
 :func:`place` decides from the bucket's joined entries (the size of the table that is never built)
 against one threshold, :data:`DEFAULT_GPU_MIN_ENTRIES`, overridden by an argument or by the
 environment (``DCOP_GPU_MIN_ENTRIES``); ``0`` sends every bucket to the device (for tests).
-:class:`PlacedBackend` applies it call by call, with the same methods as any table backend, moves
-inputs to where their bucket runs and records where each bucket ran.
+:class:`dcop.backends.placed.PlacedBackend` applies it call by call.
 
 For several GPUs on one host, :func:`gpu_devices` reads ``--gpu all`` or a list such as ``0,2``.
 Agents are spread over those devices in one of three ways (:data:`PLACEMENTS`): ``round-robin``
@@ -17,8 +16,7 @@ on different devices, so that most UTILs stay on their device and the largest bu
 once on different GPUs), or ``split`` (round robin, and each agent's large buckets split over
 every device: what a chain of heavy buckets, where no two run at once, can use).
 
-Nothing here imports CuPy: the device backend is given (``dcop.backend.get_backend("placed")``
-builds one).
+Nothing here imports CuPy.
 """
 
 from __future__ import annotations
@@ -26,12 +24,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
-
-import numpy as np
+from typing import Literal
 
 from dcop.errors import BackendUnavailable, InputError, ModelError
-from dcop.tables import Op, Table, domain_sizes
 
 Where = Literal["cpu", "gpu"]
 #: How agents are spread over several GPUs (see the module docstring).
@@ -74,286 +69,6 @@ def place(joined_entries: int, min_entries: int = DEFAULT_GPU_MIN_ENTRIES) -> Wh
     """Where a join+eliminate of ``joined_entries`` entries runs: ``"gpu"`` from ``min_entries``
     on (so ``0`` puts everything on the GPU), ``"cpu"`` below."""
     return "gpu" if joined_entries >= min_entries else "cpu"
-
-
-class BucketPlacement(NamedTuple):
-    """One join+eliminate and where it ran (a tuple: one is made per mini-bucket, in the solve)."""
-
-    var: str
-    joined: int
-    out_entries: int
-    where: Where
-
-
-class PlacedBackend:
-    """A table backend that runs each bucket on the CPU or the GPU, whichever :func:`place` says.
-
-    Tables are made on the host (:meth:`table`); a bucket placed on the GPU uploads its inputs
-    and leaves its output on the device (a GPU output comes back only when a CPU bucket, or
-    :meth:`to_numpy`, needs it). Single-table operations run where their table is.
-
-    Parameters
-    ----------
-    cpu
-        The host backend (a :class:`dcop.tables.NumpyBackend`).
-    gpu
-        The device backend (a :class:`dcop.gpu.CupyBackend`, or a stand-in with its methods).
-    min_entries
-        Joined entries from which a bucket runs on the GPU (default: :func:`gpu_min_entries`).
-    """
-
-    name = "placed"
-    xp = np
-
-    def __init__(self, cpu: Any, gpu: Any, min_entries: int | None = None) -> None:
-        self.cpu = cpu
-        self.gpu = gpu
-        self.min_entries = gpu_min_entries(min_entries)
-        #: every join+eliminate, in call order
-        self.placements: list[BucketPlacement] = []
-        # whether any table was ever made on the device: until then no device work can be
-        # queued, and synchronize does not touch CUDA (from an agent's fresh job thread it would)
-        self._device_tables = False
-        self.out_of_memory_errors: tuple[type[BaseException], ...] = (
-            *getattr(cpu, "out_of_memory_errors", (MemoryError,)),
-            *getattr(gpu, "out_of_memory_errors", ()),
-        )
-
-    # ---- where data lives --------------------------------------------------------------------
-    @staticmethod
-    def on_host(data: Any) -> bool:
-        """True for host data (NumPy, pinned host memory included); False for device arrays."""
-        return isinstance(data, np.ndarray | np.generic)
-
-    def _host(self, table: Table) -> Table:
-        if self.on_host(table.data):
-            return table
-        return Table(table.scope, self.gpu.to_numpy(table.data))
-
-    def _where_data(self, table: Table) -> Any:
-        return self.cpu if self.on_host(table.data) else self.gpu
-
-    # ---- moving data -------------------------------------------------------------------------
-    def asarray(self, array: Any, dtype: Any = np.float64) -> np.ndarray:
-        if not self.on_host(array):
-            array = self.gpu.to_numpy(array)
-        return np.asarray(self.cpu.asarray(array, dtype))
-
-    def to_numpy(self, array: Any) -> np.ndarray:
-        return np.asarray(array) if self.on_host(array) else np.asarray(self.gpu.to_numpy(array))
-
-    def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
-        """A table on the host: it goes to the device only with a bucket placed there."""
-        return Table(tuple(scope), self.asarray(array, dtype))
-
-    def stage(self, table: Table) -> Table:
-        """``table`` on the device now, for a bucket that will be placed there (an agent uploads
-        its tables while it waits for its children instead of inside the bucket)."""
-        if not self.on_host(table.data):
-            return table
-        self._device_tables = True
-        return Table(table.scope, self.gpu.asarray(table.data, table.data.dtype))
-
-    def synchronize(self) -> None:
-        if self._device_tables:
-            self.gpu.synchronize()
-
-    # ---- single-table operations: where the table is -----------------------------------------
-    def transpose(self, table: Table, scope: Sequence[str]) -> Table:
-        return self._where_data(table).transpose(table, scope)  # type: ignore[no-any-return]
-
-    def eliminate(self, table: Table, var: str, op: Op = "min") -> Table:
-        return self._where_data(table).eliminate(table, var, op)  # type: ignore[no-any-return]
-
-    def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
-        return self._where_data(table).argbest(table, var, op)  # type: ignore[no-any-return]
-
-    def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
-        return self._where_data(table).condition(table, assignment)  # type: ignore[no-any-return]
-
-    # ---- joins: where the bucket is placed ---------------------------------------------------
-    def join(self, tables: Sequence[Table], scope: Sequence[str] | None = None) -> Table:
-        """The materialised join, on the GPU when its size reaches the threshold."""
-        if not tables:
-            raise ModelError("join needs at least one table")
-        size = math.prod(domain_sizes(tables).values())
-        if place(size, self.min_entries) == "gpu":
-            self._device_tables = True
-            return self.gpu.join(tables, scope)  # type: ignore[no-any-return]
-        return self.cpu.join([self._host(t) for t in tables], scope)  # type: ignore[no-any-return]
-
-    def join_eliminate(
-        self,
-        tables: Sequence[Table],
-        var: str,
-        op: Op = "min",
-        scope: Sequence[str] | None = None,
-    ) -> Table:
-        """``join_eliminate`` on the device chosen by :func:`place` for the bucket's joined size;
-        recorded in :attr:`placements`."""
-        if not tables:
-            raise ModelError("join_eliminate needs at least one table")
-        sizes = domain_sizes(tables)
-        joined = math.prod(sizes.values())
-        where = place(joined, self.min_entries)
-        if where == "gpu":
-            self._device_tables = True
-            out = self.gpu.join_eliminate(tables, var, op, scope)
-        else:
-            out = self.cpu.join_eliminate([self._host(t) for t in tables], var, op, scope)
-        self.placements.append(
-            BucketPlacement(var, joined, joined // max(sizes.get(var, 1), 1), where)
-        )
-        return out  # type: ignore[no-any-return]
-
-    def runner_for(self, tables: Sequence[Table], var: str, plans: Sequence[Any]) -> Any:
-        """Who runs a bucket of ``tables`` split into ``plans`` (its mini-buckets,
-        :class:`dcop.buckets.MiniBucketPlan`): the host backend itself when every mini-bucket
-        stays on the CPU and every table is on the host, else this backend, which places each
-        mini-bucket as it comes. Whoever runs a bucket on the host backend records it with
-        :meth:`record`. Placing call by call cost each mini-bucket a few microseconds, and an
-        agent's short CPU buckets ~5% when they run on cold caches after a wait."""
-        largest = max((p.joined_entries for p in plans), default=0)
-        if place(largest, self.min_entries) == "gpu" or not all(
-            self.on_host(t.data) for t in tables
-        ):
-            return self
-        return self.cpu
-
-    def record(self, var: str, plans: Sequence[Any], where: Where) -> None:
-        """Record mini-buckets (:class:`dcop.buckets.MiniBucketPlan`) that ran without asking
-        this backend (see :meth:`runner_for`)."""
-        self.placements.extend(
-            BucketPlacement(var, p.joined_entries, p.out_entries, where) for p in plans
-        )
-
-    def best_value(
-        self,
-        tables: Sequence[Table],
-        var: str,
-        assignment: Mapping[str, int],
-        op: Op = "min",
-    ) -> tuple[int, float]:
-        """On the GPU when a table is there (it reads only the rows it needs), else on the CPU."""
-        if any(not self.on_host(t.data) for t in tables):
-            return self.gpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
-        return self.cpu.best_value(tables, var, assignment, op)  # type: ignore[no-any-return]
-
-    # ---- CUDA IPC between agents of one GPU, or of two with peer access ----------------------
-    @property
-    def ipc_domain(self) -> str:
-        """Who can open this backend's IPC handles (empty: nobody)."""
-        return str(getattr(self.gpu, "ipc_domain", ""))
-
-    def handover_path(self, mine: str, peer: str, reading: bool) -> str:
-        """How a UTIL goes between my agent (IPC domain ``mine``) and the agent of domain
-        ``peer`` (``ipc``, ``p2p``, ``host`` or ``net``; see :func:`dcop.gpu.ipc.handover_path`)."""
-        path = getattr(self.gpu, "handover_path", None)
-        if path is None:  # a device backend without peers: one GPU or none
-            return "ipc" if mine and mine == peer else "net"
-        return str(path(mine, peer, reading))
-
-    def export_ipc(self, data: Any) -> Any:
-        """An IPC export of device ``data`` (:class:`dcop.gpu.ipc.Exported`); None for host data,
-        which travels as bytes anyway."""
-        return None if self.on_host(data) else self.gpu.export_ipc(data)
-
-    def import_ipc(self, handle: bytes, shape: tuple[int, ...], dtype: str, peer: str = "") -> Any:
-        """Another agent's table on this GPU (or a peer GPU: ``peer`` is its IPC domain), copied
-        to this backend's device (it stays there)."""
-        self._device_tables = True
-        return self.gpu.import_ipc(handle, shape, dtype, peer)
-
-    def offer_ipc(self, nbytes: int) -> Any:
-        """An exportable device buffer to fill later (None when too small to be worth it)."""
-        return self.gpu.offer_ipc(nbytes)
-
-    def export_ipc_into(self, exported: Any, offset: int, data: Any, wait: bool = True) -> bool:
-        """Copy device ``data`` into an offered buffer (``wait=False``: queued only, for a
-        :meth:`synchronize` before the handle goes out); False for host data (sent as bytes)."""
-        if self.on_host(data):
-            return False
-        self._device_tables = True
-        self.gpu.export_ipc_into(exported, offset, data, wait)
-        return True
-
-    def open_ipc(self, handle: bytes, nbytes: int = 0, peer: str = "") -> int:
-        """Map another agent's offered buffer of ``nbytes`` on this GPU (``peer``: its IPC
-        domain, which names its device)."""
-        return int(self.gpu.open_ipc(handle, nbytes, peer))
-
-    def read_ipc_tables(
-        self, pointer: int, tables: Sequence[tuple[int, tuple[int, ...], str]]
-    ) -> list[Any]:
-        """Tables (offset, shape, dtype) of a mapped buffer, copied to this backend's device."""
-        self._device_tables = True
-        return list(self.gpu.read_ipc_tables(pointer, tables))
-
-    def close_ipc(self, pointer: int) -> None:
-        """Unmap a buffer of :meth:`open_ipc`."""
-        self.gpu.close_ipc(pointer)
-
-    # ---- getting ready -----------------------------------------------------------------------
-    def warm_up(self, **kwargs: Any) -> dict[str, float]:
-        """The device backend's ``warm_up`` (context, pools, generic kernels)."""
-        return self.gpu.warm_up(**kwargs)  # type: ignore[no-any-return]
-
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
-        """Compile the bucket's kernel ahead if the bucket will run on the GPU; seconds spent
-        (``background``: on a thread of its own, see ``CupyBackend.prepare_bucket``)."""
-        joined = math.prod(_sizes(scopes, shapes).values())
-        if place(joined, self.min_entries) != "gpu":
-            return 0.0
-        return float(self.gpu.prepare_bucket(scopes, shapes, var, op, dtype, scope, background))
-
-    @property
-    def setup(self) -> Any:
-        """The device backend's set-up seconds (:class:`dcop.gpu.SetupStats`)."""
-        return self.gpu.setup
-
-    def placement_metrics(self) -> dict[str, float]:
-        """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
-        out: dict[str, float] = {"gpu_min_entries": self.min_entries}
-        device = getattr(self.gpu, "device_id", None)
-        if device is not None:  # which GPU of the host this agent ran on
-            out["device"] = int(device)
-        split = getattr(self.gpu, "split_metrics", None)
-        if split is not None:  # an agent whose large buckets are split over several GPUs
-            out.update({k: float(v) for k, v in split().items()})
-        for side in ("cpu", "gpu"):
-            done = [p for p in self.placements if p.where == side]
-            out[f"buckets_{side}"] = len(done)
-            out[f"joined_{side}"] = sum(p.joined for p in done)
-        transfers = getattr(self.gpu, "transfers", None)
-        if transfers is not None:
-            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes", "p2p_in_bytes"):
-                out[key] = int(getattr(transfers, key, 0))
-            for key in (
-                "ipc_out",
-                "ipc_open",
-                "ipc_in",
-                "ipc_in_alloc",
-                "ipc_in_copy",
-                "ipc_in_check",
-            ):
-                out[f"{key}_s"] = float(transfers.seconds.get(key, 0.0))
-        return out
-
-
-def _sizes(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for scope, shape in zip(scopes, shapes, strict=True):
-        sizes.update(zip(scope, (int(s) for s in shape), strict=True))
-    return sizes
 
 
 # ---- agents on GPUs ---------------------------------------------------------------------------

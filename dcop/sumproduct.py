@@ -36,10 +36,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dcop.backends.base import TableBackend, on_device
 from dcop.buckets import OutputCheck, plan_bucket
 from dcop.errors import ModelError
 from dcop.model import CostTable, Problem
-from dcop.tables import Op, Table, TableBackend, domain_sizes, on_device, union_scope
+from dcop.tables import Op, Table, domain_sizes, union_scope
 
 #: How a mini-bucket bound eliminates the mini-buckets after the first.
 BoundKind = Literal["upper", "lower", "weighted"]

@@ -1,4 +1,4 @@
-"""``CupyBackend``: the table operations of :class:`dcop.tables.NumpyBackend` on a CUDA device.
+"""``CupyBackend``: the table operations of :class:`dcop.backends.numpy.NumpyBackend` on a CUDA device.
 
 Every method has the NumPy backend's meaning; tables are :class:`dcop.tables.Table` whose data is a
 CuPy array on the backend's device (a NumPy array is accepted as input and uploaded). The backend is
@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from dcop.backends.base import BackendInfo, BucketShape, TableBackend
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
@@ -149,7 +150,7 @@ class SetupStats:
         return dataclasses.asdict(self)
 
 
-class CupyBackend:
+class CupyBackend(TableBackend):
     """Table operations with CuPy RawKernels on one device and one stream.
 
     Parameters
@@ -206,6 +207,7 @@ class CupyBackend:
             )
         self.xp = cupy
         self.device_id = ordinal
+        self.info = BackendInfo(device=ordinal)
         self._strided: Any = None  # dcop.gpu.strided.StridedKernels, made at first use
         self.device = cupy.cuda.Device(ordinal)
         with self.device:
@@ -240,14 +242,14 @@ class CupyBackend:
         self.setup = SetupStats(init_s=time.perf_counter() - started)
 
     # ---- context -----------------------------------------------------------------------------
-    def _on(self) -> Any:
+    def stream_context(self) -> Any:
         """Context that makes this backend's device and stream current."""
         return _Bound(self.device, self.stream)
 
     # ---- moving data -------------------------------------------------------------------------
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         cupy = self.xp
-        with self._on():
+        with self.stream_context():
             if isinstance(array, cupy.ndarray):
                 if array.device.id != self.device_id:
                     array = cupy.asarray(array)  # peer copy onto this device
@@ -260,7 +262,7 @@ class CupyBackend:
         """The array on the host; large ones land in page-locked memory (several times faster
         than a pageable copy), which then goes to the socket as it is."""
         if isinstance(array, self.xp.ndarray):
-            with self._on():
+            with self.stream_context():
                 if array.size * array.dtype.itemsize >= PINNED_DOWNLOAD_BYTES:
                     out = pinned_empty(self.xp, tuple(array.shape), np.dtype(array.dtype))
                     array.get(stream=self.stream, out=out)
@@ -274,12 +276,19 @@ class CupyBackend:
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
 
+    def free_bytes(self) -> float:
+        """Free memory of this device, its memory pool's free blocks included."""
+        with self.device:
+            free, _ = self.xp.cuda.runtime.memGetInfo()
+            pool = self.xp.get_default_memory_pool().free_bytes()
+        return float(free + pool)
+
     # ---- the contraction engine's steps ------------------------------------------------------
     @property
     def strided(self) -> Any:
         """This device's :class:`dcop.gpu.strided.StridedKernels` (sums of strided products,
         peaks, counts: one module compiled per dtype, where CuPy's own operations compile a
-        kernel per number of dimensions), made at first use; used within ``self._on()``."""
+        kernel per number of dimensions), made at first use; used within ``self.stream_context()``."""
         if self._strided is None:
             from dcop.gpu.strided import StridedKernels
 
@@ -287,7 +296,7 @@ class CupyBackend:
                 self.xp,
                 self.device_id,
                 self._upload_meta,
-                self._on,
+                self.stream_context,
                 self.stream,
             )
         return self._strided
@@ -324,7 +333,7 @@ class CupyBackend:
         if not self._ipc_worth(nbytes):
             return None
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             offered = offer_buffer(self.xp, nbytes)
         self.transfers.add("ipc_out", time.perf_counter() - t0)
         return offered
@@ -337,7 +346,7 @@ class CupyBackend:
         from dcop.gpu.ipc import copy_into
 
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             array = self.xp.ascontiguousarray(array)
             copy_into(self.xp, exported, offset, array, self.stream, wait)
         self.transfers.ipc_out_bytes += int(array.size) * int(array.dtype.itemsize)
@@ -367,7 +376,7 @@ class CupyBackend:
         self._owner[pointer] = self.device_id if owner is None else owner
         if nbytes > 0:
             # best effort: without room now, each table gets an array of its own when it comes
-            with self._on(), contextlib.suppress(*self.out_of_memory_errors):
+            with self.stream_context(), contextlib.suppress(*self.out_of_memory_errors):
                 self._landing[pointer] = self.xp.empty(nbytes, dtype=np.uint8)
         self.transfers.add("ipc_open", time.perf_counter() - t0)
         return pointer
@@ -379,7 +388,7 @@ class CupyBackend:
 
         t0 = time.perf_counter()
         steps: dict[str, float] = {}
-        with self._on():
+        with self.stream_context():
             out = copy_tables_out(
                 self.xp,
                 pointer,
@@ -406,7 +415,6 @@ class CupyBackend:
         return self.read_ipc_tables(pointer, [(offset, shape, dtype)])[0]
 
     def close_ipc(self, pointer: int) -> None:
-        """Unmap a buffer of :meth:`open_ipc` (tables already taken from it stay)."""
         from dcop.gpu.ipc import close_handle
 
         self._landing.pop(pointer, None)
@@ -427,7 +435,7 @@ class CupyBackend:
     def has_nan(self, array: Any) -> bool:
         """Whether the C-contiguous float device ``array`` holds a NaN (one launch of our own
         kernel on this backend's stream, then a wait for its 4-byte answer)."""
-        with self._on():
+        with self.stream_context():
             flag = self.xp.zeros(1, dtype=np.int32)
             self.flag_nan(array, flag)
             return bool(int(flag.get(stream=self.stream)[0]))
@@ -440,7 +448,7 @@ class CupyBackend:
         self._load(kernel, K.nan_name(name))
         n = int(array.size)
         if n:
-            with self._on():
+            with self.stream_context():
                 kernel(self._grid(n), (K.BLOCK,), (array, np.uint64(n), flag))
 
     def synchronize(self) -> None:
@@ -492,12 +500,11 @@ class CupyBackend:
 
     # ---- single-table operations -------------------------------------------------------------
     def transpose(self, table: Table, scope: Sequence[str]) -> Table:
-        """The same table with its axes in ``scope`` order (a permutation of its scope)."""
         scope = tuple(scope)
         if scope == table.scope:
             return table
         axes = [table.scope.index(v) for v in scope]
-        with self._on():
+        with self.stream_context():
             data = self.xp.ascontiguousarray(self.xp.transpose(self._device_data(table), axes))
         return Table(scope, data)
 
@@ -514,7 +521,6 @@ class CupyBackend:
         return self._reduce_var(table, var, K.eliminate_kernel, op, None)
 
     def argbest(self, table: Table, var: str, op: Op = "min") -> Table:
-        """Index of the best value of ``var`` for every tuple of the other variables."""
         return self._reduce_var(table, var, K.argbest_kernel, op, np.int64)
 
     def _reduce_var(
@@ -524,7 +530,7 @@ class CupyBackend:
         rest, data = self._last_axis(table, var)
         ndom = data.shape[-1]
         n_out = data.size // max(ndom, 1)
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(data.shape[:-1], dtype=out_dtype or data.dtype)
             if n_out:
                 kernel = make_kernel(self.device_id, op, data.dtype.name)
@@ -532,13 +538,12 @@ class CupyBackend:
         return Table(rest, out)
 
     def condition(self, table: Table, assignment: Mapping[str, int]) -> Table:
-        """Fix the variables of ``assignment`` that the table holds."""
         index = tuple(int(assignment[v]) if v in assignment else slice(None) for v in table.scope)
         rest = tuple(v for v in table.scope if v not in assignment)
         shape = tuple(
             s for v, s in zip(table.scope, table.shape, strict=True) if v not in assignment
         )
-        with self._on():
+        with self.stream_context():
             # reshape: ascontiguousarray turns a 0-d result (everything fixed) into shape (1,)
             data = self.xp.ascontiguousarray(self._device_data(table)[index]).reshape(shape)
         return Table(rest, data)
@@ -561,7 +566,7 @@ class CupyBackend:
             [t.scope for t in tables], [t.shape for t in tables], full, sizes
         )
         meta = _with_pointers(meta_t, pointers, datas)
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(shape, dtype=dtype)
             n_out = out.size
             if n_out:
@@ -582,7 +587,7 @@ class CupyBackend:
         op: Op = "min",
         scope: Sequence[str] | None = None,
     ) -> Table:
-        """``eliminate(join(tables), var)`` in one pass that writes only the eliminated output.
+        """One pass that writes only the eliminated output.
 
         The result stays on the device unless it is larger than the device memory allowed for it;
         then it is computed in chunks and returned as a NumPy array (pinned host memory).
@@ -623,37 +628,15 @@ class CupyBackend:
             plan.dmeta = self._upload_meta(plan.meta)
         return plan
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
-        """Compile (or load from the disk cache) the kernel of a bucket known by its shapes only.
-
-        An agent calls this once it knows its bucket (its own tables, and the scopes of the UTIL
-        tables its children will send), before their data arrive; ``join_eliminate`` on tables of
-        these scopes and shapes (in any order, with the same output scope) then finds the kernel
-        ready. ``dtype`` is the dtype
-        of the tables (the kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of it), ``scope``
-        the output scope that ``join_eliminate`` will be given (default: first appearance).
-
-        With ``background`` the compile runs on a thread of its own and this returns at once (an
-        agent's loop keeps answering): a ``join_eliminate`` of this bucket that comes before the
-        kernel is ready runs with the generic kernel where that can run it (see
-        :meth:`_unless_compiling`), else waits for it.
-
-        Returns
-        -------
-        float
-            Seconds spent here (a background compile adds its own to ``setup.prepare_s``).
-        """
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
+        """The kernels compute in :func:`dcop.gpu.plan.kernel_dtype` of ``dtype``, loaded from the
+        disk cache where compiled before. A ``join_eliminate`` of a bucket still compiling in the
+        background runs with the generic kernel where that can run it (see
+        :meth:`_unless_compiling`), else waits for it; a background compile adds its seconds to
+        ``setup.prepare_s``."""
         started = time.perf_counter()
-        plan = self._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        b = bucket
+        plan = self._plan(b.scopes, b.shapes, kernel_dtype([b.dtype]), b.var, b.op, b.scope)
         name = plan.kernel_name
         if background and name not in self._loaded and name not in self._compiling:
             future: concurrent.futures.Future[float] = concurrent.futures.Future()
@@ -747,7 +730,7 @@ class CupyBackend:
             check_op(op)
         times: dict[str, float] = {}
         started = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             probe = cupy.empty(1 << 20, dtype=np.uint8)  # the device pool's first arena
             host = pinned_empty(cupy, (1 << 20,), np.dtype(np.uint8))
             host[:] = 0
@@ -786,7 +769,7 @@ class CupyBackend:
 
     def run(self, plan: JoinEliminatePlan, out: Any = None) -> Table:
         """Launch a prepared join+eliminate into ``out`` (a new device array by default)."""
-        with self._on():
+        with self.stream_context():
             if out is None:
                 out = self.xp.empty(plan.out_shape, dtype=plan.dtype)
             self._launch(plan, out, 0, plan.plan.n_units)
@@ -810,9 +793,7 @@ class CupyBackend:
         assignment: Mapping[str, int],
         op: Op = "min",
     ) -> tuple[int, float]:
-        """Best value of ``var`` given values of every other variable of the tables, and its cost.
-
-        One launch of the generic kernel sums the tables' entries along ``var`` at the assigned
+        """One launch of the generic kernel sums the tables' entries along ``var`` at the assigned
         values of the others (each table's pointer offset to its conditioned row), and one small
         copy brings the ``|D_var|`` sums back."""
         if not tables:
@@ -846,7 +827,7 @@ class CupyBackend:
                     base += int(assignment[v]) * stride
             # one output dimension (the value of var), no eliminated variable (NDOM = 1)
             meta += [data.data.ptr + base * dtype.itemsize, 0, 1, 1, ndom, step]
-        with self._on():
+        with self.stream_context():
             out = self.xp.empty(ndom, dtype=dtype)
             dmeta = self._upload_meta(meta)
             kernel = K.generic_kernel(self.device_id, "min", dtype.name)
@@ -864,7 +845,7 @@ class CupyBackend:
         self, tables: Sequence[Table], var: str, assignment: Mapping[str, int], op: str
     ) -> tuple[int, float]:
         total = None
-        with self._on():
+        with self.stream_context():
             for t in tables:
                 vec = self.condition(t, {v: assignment[v] for v in t.scope if v != var})
                 if vec.scope != (var,):
@@ -881,7 +862,7 @@ class CupyBackend:
     def _cast(self, table: Table, dtype: Any) -> Any:
         data = self._device_data(table)
         if data.dtype != dtype:
-            with self._on():
+            with self.stream_context():
                 data = data.astype(dtype)
         return data
 
@@ -920,7 +901,7 @@ class CupyBackend:
         # buffer returns to this stream's pool arena, so it is not reused under a running kernel
         host = np.asarray(meta, dtype=np.int64)
         self.transfers.h2d_bytes += host.nbytes
-        with self._on():
+        with self.stream_context():
             return self.xp.asarray(host)
 
     def _grid(self, n: int, per_block: int = K.BLOCK) -> tuple[int]:
@@ -974,7 +955,7 @@ class CupyBackend:
         host memory on the copy stream while the next one is computed (two device buffers)."""
         plan = bound.plan
         t0 = time.perf_counter()
-        with self._on():
+        with self.stream_context():
             host = pinned_empty(self.xp, plan.out_shape, plan.dtype)
         kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1))
         self.copy_stream.synchronize()
@@ -994,7 +975,7 @@ class CupyBackend:
         if end <= begin:
             return []
         units = chunk_units(plan, self.chunk_bytes, self._device_budget())
-        with self._on():
+        with self.stream_context():
             bufs = [
                 cupy.empty(min(units, end - begin) * plan.rows_per_unit, plan.dtype)
                 for _ in range(2)

@@ -30,7 +30,7 @@ The output then lands where one device would have put it:
 Everything else (small buckets, single-table operations, uploads) runs on the first device.
 Each split bucket is recorded (:attr:`MultiGpuBackend.splits`): where its output went, and the
 input bytes moved to each device. :meth:`MultiGpuBackend.device_model` tells the memory plan
-(:mod:`dcop.inference.memory`) how this backend places tables.
+(:mod:`dcop.plan.memory`) how this backend places tables.
 
 A GPU agent may use one too (``dcop run --gpu-placement split``, given to the agents whose
 planned bucket will be split): its own device first, the others only for its buckets of
@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
+from dcop.backends.base import BackendInfo, BucketShape, TableBackend
 from dcop.errors import BackendUnavailable
 from dcop.gpu.backend import (
     ZERO_COPY_SHARE,
@@ -63,7 +64,7 @@ from dcop.gpu.plan import BucketPlan, chunk_units, kernel_dtype, launch_ranges
 from dcop.tables import Op, Table
 
 if TYPE_CHECKING:
-    from dcop.inference.memory import DeviceModel
+    from dcop.plan.memory import DeviceModel
 
 #: Joined entries from which a bucket is split over the devices. On 2 x H100 BE ran 1e11
 #: joined entries in ~0.2 s (5e11 a second, benchmarks/results/gpu_multi.md): 1e8 took ~0.2 ms,
@@ -109,7 +110,7 @@ def split_ranges(n_units: int, parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
-class MultiGpuBackend:
+class MultiGpuBackend(TableBackend):
     """Table operations on several devices: large buckets split over all of them, the rest on
     the first (see the module docstring).
 
@@ -148,6 +149,7 @@ class MultiGpuBackend:
         self._making = threading.Lock()
         self.device_ids = ids
         self.device_id = ids[0]
+        self.info = BackendInfo(device=ids[0])
         #: the first device (work that is not split runs there)
         self.device = self.primary.device
         self.xp = self.primary.xp
@@ -185,6 +187,10 @@ class MultiGpuBackend:
             for key, value in part.setup.as_dict().items():
                 setattr(total, key, getattr(total, key) + value)
         return total
+
+    def free_bytes(self) -> float:
+        """Free memory of the first device (work that is not split runs there)."""
+        return self.primary.free_bytes()
 
     def asarray(self, array: Any, dtype: Any = np.float64) -> Any:
         return self.primary.asarray(array, dtype)
@@ -235,23 +241,16 @@ class MultiGpuBackend:
                 out[key] = out.get(key, 0.0) + value
         return out
 
-    def prepare_bucket(
-        self,
-        scopes: Sequence[Sequence[str]],
-        shapes: Sequence[Sequence[int]],
-        var: str,
-        op: Op = "min",
-        dtype: Any = np.float64,
-        scope: Sequence[str] | None = None,
-        background: bool = False,
-    ) -> float:
+    def prepare_bucket(self, bucket: BucketShape, background: bool = False) -> float:
         """Compile a bucket's kernel ahead on the first device, and for a bucket that will be
         split the kernels of its slices on every device (making the devices not made yet). With
         ``background`` the other devices are made and compile on a thread of their own (a split
         waits for them)."""
-        args = (scopes, shapes, var, op, dtype, scope)
-        spent = self.primary.prepare_bucket(*args, background)
-        shape = self.primary._plan(scopes, shapes, kernel_dtype([dtype]), var, op, scope)
+        b = bucket
+        spent = self.primary.prepare_bucket(b, background)
+        shape = self.primary._plan(
+            b.scopes, b.shapes, kernel_dtype([b.dtype]), b.var, b.op, b.scope
+        )
         if self.split_variable(shape) is None:
             return spent
         if background:
@@ -272,7 +271,9 @@ class MultiGpuBackend:
                 for names, dims in zip(shape.scopes, shape.shapes, strict=True)
             ]
             op = cast(Op, shape.op)
-            part.prepare_bucket(shape.scopes, sub, shape.var, op, shape.dtype, shape.out_scope)
+            part.prepare_bucket(
+                BucketShape(shape.scopes, sub, shape.var, op, shape.dtype, shape.out_scope)
+            )
         return time.perf_counter() - started
 
     # ---- CUDA IPC of an agent: on its own (first) device -------------------------------------
@@ -324,7 +325,7 @@ class MultiGpuBackend:
         op: Op = "min",
         scope: Sequence[str] | None = None,
     ) -> Table:
-        """``eliminate(join(tables), var)``: split over the devices from ``split_min_entries``
+        """Split over the devices from ``split_min_entries``
         joined entries on (see :meth:`split_variable`), else on the first device (as
         :class:`~dcop.gpu.CupyBackend` does)."""
         dtype = kernel_dtype(t.data.dtype for t in tables)
@@ -407,14 +408,14 @@ class MultiGpuBackend:
         sub_shape = (*shape[:axis], hi - lo, *shape[axis + 1 :])
         if isinstance(data, xp.ndarray):
             if data.device.id == part.device_id:  # a copy on this device, nothing moves
-                with part._on():
+                with part.stream_context():
                     view = xp.ascontiguousarray(data).reshape(outer, size, inner)[:, lo:hi, :]
                     return xp.ascontiguousarray(view, dtype=dtype).reshape(sub_shape), 0
             source = self._part_of(data.device.id)
-            with part._on():
+            with part.stream_context():
                 got = xp.empty(sub_shape, dtype=dtype)
             nbytes = int(got.nbytes)
-            with source._on():
+            with source.stream_context():
                 whole = xp.ascontiguousarray(data)
                 if outer <= MAX_RUN_COPIES and whole.dtype == dtype:
                     # few long runs (a message's first axis is the variable its bucket
@@ -431,7 +432,7 @@ class MultiGpuBackend:
                     if nbytes:
                         got.data.copy_from_device_async(piece.data, nbytes, source.stream)
                 copied = source.stream.record()
-            with part._on():  # its kernel runs once the slice is there
+            with part.stream_context():  # its kernel runs once the slice is there
                 part.stream.wait_event(copied)
             return got, nbytes
         host = np.asarray(data)
@@ -444,7 +445,7 @@ class MultiGpuBackend:
             got = part._device_data(Table(table.scope, run))
             return got, 0 if got.data.ptr == run.ctypes.data else int(run.nbytes)
         item = host.dtype.itemsize
-        with part._on():
+        with part.stream_context():
             got = xp.empty(sub_shape, dtype=dtype)
             copy_rows(
                 xp,
@@ -469,14 +470,14 @@ class MultiGpuBackend:
         others' in chunks copied device to device as each is done (two buffers per device), so
         that copying overlaps computing."""
         first = self.primary
-        with first._on():
+        with first.stream_context():
             out = first.xp.empty(shape.out_shape, dtype=shape.dtype)
         flat = out.reshape(-1)
         kept: list[Any] = []
         for job in jobs:  # queue every device's work first, so that they all run at once
             target = flat[job.lo * rest : job.hi * rest]
             if job.part is first:
-                with first._on():
+                with first.stream_context():
                     first._launch(job.bound, target, job.begin, job.end)
             else:
                 kept.append(_queue_to(job.part, job.bound, target))
@@ -487,7 +488,7 @@ class MultiGpuBackend:
 
     def _to_host(self, shape: BucketPlan, jobs: Sequence[_Job], rest: int) -> np.ndarray:
         """Each device streams its slice into one pinned host output, in chunks."""
-        with self.primary._on():
+        with self.primary.stream_context():
             host = pinned_empty(self.xp, shape.out_shape, shape.dtype)
         flat = host.reshape(-1)
         kept = []
@@ -522,9 +523,9 @@ class MultiGpuBackend:
         return nbytes > self.primary._device_budget()
 
     def device_model(self) -> DeviceModel:
-        """What :func:`dcop.inference.memory.plan_memory` needs to place tables as this backend
+        """What :func:`dcop.plan.bucket_plan.plan_memory` needs to place tables as this backend
         does: the devices, their memory now, the split threshold and chunk size."""
-        from dcop.inference.memory import DeviceModel
+        from dcop.plan.memory import DeviceModel
 
         first = self.primary
         with first.device:
@@ -595,7 +596,7 @@ def _queue_to(part: CupyBackend, bound: JoinEliminatePlan, target: Any) -> list[
     plan = bound.plan
     units = chunk_units(plan, part.chunk_bytes, part._device_budget())
     rows, item = plan.rows_per_unit, plan.dtype.itemsize
-    with part._on():
+    with part.stream_context():
         bufs = [part.xp.empty(min(units, plan.n_units) * rows, plan.dtype) for _ in range(2)]
         done: list[Any] = [None, None]
         for i, (lo, hi) in enumerate(launch_ranges(0, plan.n_units, units)):

@@ -43,7 +43,7 @@ def index_rows(fmt_prefix: str) -> list[dict[str, str]]:
 
 def problem_stats(problem: Any) -> dict[str, Any]:
     """n, d, c, graph density p1, max arity and the min-fill induced width w*."""
-    from dcop.ordering import elimination_order, induced_width, largest_table
+    from dcop.orders.greedy import elimination_order, induced_width, largest_table
 
     adjacency = problem.neighbours()
     order = elimination_order("minfill", adjacency)

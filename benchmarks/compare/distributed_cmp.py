@@ -141,7 +141,7 @@ def tree_fields(tree: dict[str, Any] | None) -> dict[str, Any]:
 
 def min_fill_width(problem: Problem) -> int:
     """w* along greedy min-fill (the width a central elimination order reaches)."""
-    from dcop.ordering import induced_width, min_fill_order
+    from dcop.orders.greedy import induced_width, min_fill_order
 
     adjacency = problem.neighbours()
     return induced_width(adjacency, min_fill_order(adjacency))

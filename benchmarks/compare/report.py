@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,7 +88,10 @@ def write_results(
     markdown_sections: Sequence[str],
     summary: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """Write ``NAME.json`` and ``NAME.md``; both carry the machine description and the command."""
+    """Write ``NAME.json`` and ``NAME.md``; both carry the machine description and the command,
+    and go through :func:`keep.write_results` (the one way into benchmarks/results/)."""
+    from keep import write_results as keep_results
+
     out_dir.mkdir(parents=True, exist_ok=True)
     created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     doc = {
@@ -100,8 +102,6 @@ def write_results(
         "summary": summary or {},
         "rows": rows,
     }
-    json_path = out_dir / f"{name}.json"
-    json_path.write_text(json.dumps(_jsonable(doc), indent=1, allow_nan=False) + "\n")
     lines = [
         f"# {title}",
         "",
@@ -112,6 +112,5 @@ def write_results(
         "",
     ]
     lines += [s.rstrip() + "\n" for s in markdown_sections]
-    md_path = out_dir / f"{name}.md"
-    md_path.write_text("\n".join(lines).rstrip() + "\n")
-    return json_path, md_path
+    json_path = keep_results(out_dir, name, _jsonable(doc), "\n".join(lines).rstrip() + "\n")
+    return json_path, out_dir / f"{name}.md"

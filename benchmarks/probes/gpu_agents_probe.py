@@ -170,6 +170,7 @@ def child(kind: str, args: argparse.Namespace) -> dict:
     out["import_cupy_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     out["import_dcop"] = import_dcop()
+    from dcop.backends.base import BucketShape
     from dcop.gpu import CupyBackend
 
     out["import_dcop_s"] = time.perf_counter() - t0
@@ -200,8 +201,8 @@ def child(kind: str, args: argparse.Namespace) -> dict:
         for seps in ([D] * 5 + [5], [D] * 6, [D] * 7, [D] * 8, [D] * 5 + [3, 3]):
             scopes, shapes, var = bucket_shapes(seps)
             plan = gpu._plan(scopes, shapes, dtype, var, "min", None)
-            spent = gpu.prepare_bucket(scopes, shapes, var, "min", dtype)
-            again = gpu.prepare_bucket(scopes, shapes, var, "min", dtype)
+            spent = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", dtype))
+            again = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", dtype))
             rows.append(
                 {
                     "joined": plan.joined,
@@ -280,7 +281,7 @@ def crossover_sizes(max_joined: float) -> list[list[int]]:
 
 
 def part_crossover(args: argparse.Namespace, budget: Budget, gpu: Any, cupy: Any) -> dict:
-    from dcop.tables import NumpyBackend
+    from dcop.backends.numpy import NumpyBackend
 
     cpus = {"cpu_all": NumpyBackend(), "cpu_one": NumpyBackend(threads=1)}
     rows: list[dict] = []
@@ -324,7 +325,9 @@ def crossover_row(
         input_entries=sum(t.size for t in tables),
         kernel="generated" if plan.generated else "generic",
     )
-    row["prepare_s"] = gpu.prepare_bucket(scopes, shapes, var, "min", np.float32)
+    from dcop.backends.base import BucketShape
+
+    row["prepare_s"] = gpu.prepare_bucket(BucketShape(scopes, shapes, var, "min", np.float32))
     for key, cpu in cpus.items():
         if key in last:  # skip what the previous size predicts to be too long
             guess = last[key][1] * joined / last[key][0]
@@ -495,8 +498,12 @@ class Timed:
     output back to the host) and records the eliminated variable, joined size and seconds."""
 
     def __init__(self, inner: Any) -> None:
+        from dcop.backends.base import BackendInfo
+
         self.inner = inner
         self.name = inner.name
+        self.xp = np  # its tables come back to the host
+        self.info = BackendInfo()  # the memory plan models no work of its own
         self.out_of_memory_errors = getattr(inner, "out_of_memory_errors", ())
         self.rows: list[tuple[str, int, float]] = []
 
@@ -535,10 +542,11 @@ def critical_path(tree: Any, seconds: dict[str, float]) -> float:
 
 
 def part_agents(args: argparse.Namespace, budget: Budget, gpu: Any, threshold: int | None) -> dict:
+    from dcop.backends.numpy import NumpyBackend
+    from dcop.backends.placed import PlacedBackend
     from dcop.inference import solve
-    from dcop.ordering import dfs_pseudo_tree
-    from dcop.placement import DEFAULT_GPU_MIN_ENTRIES, PlacedBackend
-    from dcop.tables import NumpyBackend
+    from dcop.placement import DEFAULT_GPU_MIN_ENTRIES
+    from dcop.trees.pseudotree import dfs_pseudo_tree
 
     min_entries = threshold if threshold is not None else DEFAULT_GPU_MIN_ENTRIES
     out: dict[str, Any] = {"placed_min_entries": min_entries, "problems": []}

@@ -109,8 +109,8 @@ def main() -> int:
     import_dcop()
     import cupy
 
+    from dcop.backends.numpy import NumpyBackend
     from dcop.gpu import CupyBackend
-    from dcop.tables import NumpyBackend
 
     gpu = CupyBackend()
     gpu.warm_up(dtypes=("float32",), ops=("min",))

@@ -1,6 +1,6 @@
 """``dcop batch``: files × algorithms × z values × repeats, one row (and one result document)
-each. The rows are run by :mod:`dcop.batch`; this module is the command, its progress and its
-summary."""
+each. The rows are run by :mod:`dcop.cli.batch_rows`; this module is the command, its progress
+and its summary."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dcop.batch import (
+from dcop.cli.app import app
+from dcop.cli.batch_rows import (
     ALGOS,
     COLUMNS,
     BatchSettings,
@@ -23,7 +24,6 @@ from dcop.batch import (
     run_batch,
     summary_lines,
 )
-from dcop.cli.app import app
 from dcop.cli.common import (
     check_ordering,
     check_outputs,

@@ -17,9 +17,9 @@ from dcop.generators import (
     random_network,
     scale_free_network,
 )
-from dcop.inference.memory import available_bytes, human_bytes
 from dcop.io import write_problem
 from dcop.model import Problem
+from dcop.plan.memory import available_bytes, human_bytes
 
 generate_app = typer.Typer(help="Generate the paper's random, scale-free and grid networks.")
 app.add_typer(generate_app, name="generate")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 import typer
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.choices import SUM_TASKS
 from dcop.cli.app import app
 from dcop.cli.common import (
@@ -50,18 +51,18 @@ from dcop.contraction.engine import describe_tree
 from dcop.errors import InputError, TableTooLarge
 from dcop.inference import SolveResult, default_max_bytes, solve
 from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.memory import human_bytes, resident_bytes
 from dcop.inference.partition import infer
-from dcop.inference.plan import plan_for
 from dcop.inference.solve import check_fits
 from dcop.io import read_problem
 from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
 from dcop.orders import best_order
 from dcop.orders.choose import choose_order
 from dcop.orders.files import write_order as save_order
+from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, largest_table
+from dcop.plan.bucket_plan import plan_for
+from dcop.plan.memory import human_bytes, resident_bytes
 from dcop.results import Status, after_answer, objective
-from dcop.tables import NumpyBackend, choose_dtype
+from dcop.tables import choose_dtype
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -264,7 +265,7 @@ def _fmt(value: object) -> str:
 
 def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
-    (:func:`dcop.inference.plan.plan_for`) in the dtype a run would use, this process's
+    (:func:`dcop.plan.bucket_plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
     ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
     ``orders`` lists every method it tried: width, largest table, total entries, seconds."""
@@ -384,7 +385,7 @@ def _engine(name: str, device: str) -> Any:
     device, else the backend object (several devices: a bucket split over them)."""
     if name == "numpy" or device.strip() == "0":
         return name
-    from dcop.backend import get_backend, gpu_count
+    from dcop.backends import get_backend, gpu_count
     from dcop.placement import gpu_devices
 
     count = gpu_count()

@@ -19,19 +19,20 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import TableBackend, on_device
 from dcop.buckets import BucketOutput, eliminate_bucket, plan_bucket
 from dcop.contraction.execute import pair_product
-from dcop.tables import Table, TableBackend, on_device
+from dcop.tables import Table
 
 #: Output entries from which a bucket goes through the engine (below, the fused kernel's single
 #: pass costs less than the engine's few array calls per pair).
 MIN_ENTRIES = 1 << 12
 
 
-def pays(backend: Any, tables: Sequence[Table], var: str, out_entries: int) -> bool:
-    """Whether the engine is worth it for this bucket: an array module to run on, more than one
-    table, and an output of at least :data:`MIN_ENTRIES` entries."""
-    return hasattr(backend, "xp") and len(tables) > 1 and out_entries >= MIN_ENTRIES
+def pays(tables: Sequence[Table], out_entries: int) -> bool:
+    """Whether the engine is worth it for this bucket (it runs on any backend's array module):
+    more than one table, and an output of at least :data:`MIN_ENTRIES` entries."""
+    return len(tables) > 1 and out_entries >= MIN_ENTRIES
 
 
 def sum_bucket(
@@ -39,7 +40,7 @@ def sum_bucket(
 ) -> Table | None:
     """``ln Σ_var exp(Σ tables)`` over ``scope`` (the tables' other variables, in that order), or
     None where scaled linear space cannot hold the bucket's range."""
-    xp = backend.xp  # type: ignore[attr-defined]
+    xp = backend.xp
     dtype = np.result_type(*[t.data.dtype for t in tables])
     info = np.finfo(dtype)
     tiny = float(info.tiny / info.eps)
@@ -85,7 +86,7 @@ def eliminate_sum_bucket(backend: TableBackend, tables: Sequence[Table], var: st
     engine where that pays (:func:`pays`) and scaled linear space holds the bucket's range."""
     sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
     plans = plan_bucket([t.scope for t in tables], var, sizes, None, None)
-    if len(plans) == 1 and plans[0].out_scope and pays(backend, tables, var, plans[0].out_entries):
+    if len(plans) == 1 and plans[0].out_scope and pays(tables, plans[0].out_entries):
         with on_device(backend):
             out = sum_bucket(backend, tables, var, plans[0].out_scope)
         if out is not None:

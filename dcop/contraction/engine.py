@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import on_device
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeRun, run_sliced
 from dcop.contraction.memory import contraction_room
 from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
 from dcop.errors import TableTooLarge
-from dcop.inference.memory import Limit, human_bytes
 from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order
 from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
-from dcop.tables import on_device
+from dcop.orders.greedy import ORDERINGS, elimination_order
+from dcop.plan.memory import Limit, human_bytes
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")
@@ -66,7 +66,7 @@ ENGINE_MIN_S = 0.05
 #: ``einsum``): its PR on the host is that one ``einsum`` call.
 TINY_JOINT = 4096
 #: A narrow network's PR on a device is one opt_einsum call (True) or the engine's own steps
-#: (False; benchmarks/contraction_ops.py --plain compares them). Steps: in four GPU runs of
+#: (False; benchmarks/probes/contraction_ops.py --plain compares them). Steps: in four GPU runs of
 #: pr.py, ising16x16's PR through opt_einsum on CuPy (0.078-0.154 s) took longer than its MAR
 #: through the steps (0.071-0.129 s), which holds the same upward pass and a backward one: CuPy's
 #: einsum and tensordot cost more on the host per pair than the strided kernels.
@@ -493,7 +493,7 @@ def contract(
     limit: Limit | Callable[[], Limit]
     if room is not None:
         limit = room
-    elif max_bytes is None and getattr(backend, "name", "numpy") == "numpy":
+    elif max_bytes is None and backend.name == "numpy":
         # read only for a large plan: on the host the reads cost a small model a third of its run
         limit = lambda: contraction_room(backend, None)  # noqa: E731
     else:  # a device's free memory is one call; --max-memory is always a cap
@@ -510,13 +510,13 @@ def contract(
         ordering,
         budget_s,
         orders,
-        FLOP_RATE.get(getattr(backend, "name", "numpy"), FLOP_RATE["numpy"]),
+        FLOP_RATE.get(backend.name, FLOP_RATE["numpy"]),
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None
-    on_host = getattr(backend, "xp", np) is not np and plan.stats.largest <= HOST_LARGEST
+    on_host = backend.xp is not np and plan.stats.largest <= HOST_LARGEST
     if on_host:
-        from dcop.backend import get_backend
+        from dcop.backends import get_backend
 
         backend = get_backend("numpy")
     t0 = time.perf_counter()
@@ -582,7 +582,7 @@ def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
     """What ``dcop info`` shows of the contraction tree an exact MAR (and PR) run would take on
     ``backend`` (default NumPy): its source, predicted flops, largest intermediate, planned peaks,
     slices and search time."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     engine = backend if backend is not None else get_backend("numpy")
     scopes = [tuple(t.scope) for t in problem.tables if t.scope]
@@ -628,7 +628,7 @@ def _run(
     full = node_scopes(scopes, plan.path) if plan.sliced else nodes
     mar = task == "mar"
     if space in ("auto", "scaled"):
-        device = DEFERRED if DEFERRED is not None else getattr(backend, "xp", np) is not np
+        device = DEFERRED if DEFERRED is not None else backend.xp is not np
         scaled = (DeviceScaled if device else Scaled)(backend, dtype, sizes)
         scaled.host_leaves = mar  # small leaves' host copies: MAR's beliefs only
         leaves = scaled.leaves(scopes, logs)
@@ -637,14 +637,14 @@ def _run(
         if (
             narrow
             and plan.source == "joint"
-            and getattr(backend, "xp", None) is np
+            and backend.xp is np
             and len(leaves) <= MAX_EINSUM_OPERANDS
             and len(sizes) <= len(_LETTERS)
         ):
             return _joint(
                 leaves, mar
             ), "scaled"  # one einsum over a joint of a few thousand entries
-        if narrow and not mar and PLAIN_ON_DEVICE and getattr(backend, "name", "") != "numpy":
+        if narrow and not mar and PLAIN_ON_DEVICE and backend.name != "numpy":
             # on a device, one opt_einsum call launches fewer kernels than our steps; on the
             # host our steps ran 1.1-2x faster than it (ising16x16: 12 vs 25 ms, test_Z 0.15 vs
             # 0.2 ms: its path parsing and checks cost more than our per-step overhead)

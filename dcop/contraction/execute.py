@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import Strided, TableBackend, capable
 from dcop.contraction.tree import Path
 from dcop.sumproduct import marginalize
-from dcop.tables import Table, TableBackend
+from dcop.tables import Table
 
 
 @dataclass
@@ -84,7 +85,7 @@ _DRIFT_LOW, _DRIFT_HIGH = 2.0**-100, 2.0**100
 #: Largest relative change of ``Z`` that tiny entries may have made for a scaled run to stand.
 MAX_ERROR = 1e-13
 #: Phase times of the runs (upward, backward, finish; the backend synchronized at each), kept
-#: only while a caller sets a dict here (benchmarks/contraction_ops.py): a run adds its own.
+#: only while a caller sets a dict here (benchmarks/probes/contraction_ops.py): a run adds its own.
 PHASES: dict[str, float] | None = None
 #: Host pairs whose operands' sizes multiply to at most this are one ``numpy.einsum``.
 SMALL_PAIR = 4096
@@ -301,7 +302,7 @@ class Scaled:
 
     def __init__(self, backend: TableBackend, dtype: Any, sizes: Mapping[str, int]) -> None:
         self.backend = backend
-        self.xp = backend.xp  # type: ignore[attr-defined]
+        self.xp = backend.xp
         self.dtype = np.dtype(dtype)
         info = np.finfo(self.dtype)
         self.tiny = float(info.tiny / info.eps)
@@ -524,7 +525,7 @@ class DeviceScaled(Scaled):
         #: the backend's own kernels (:class:`dcop.gpu.strided.StridedKernels`; None on NumPy,
         #: whose operations compile nothing): CuPy's operations would compile one kernel per
         #: number of dimensions met (a cold Grids_11 MAR spent 22 s compiling on an H100)
-        self.kernels = getattr(backend, "strided", None)
+        self.kernels = backend.strided if capable(backend, Strided) else None
         self.psum: ProductSum | None = self.kernels.product_sum if self.kernels else None
         self._reset()
 

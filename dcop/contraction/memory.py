@@ -2,34 +2,27 @@
 
 One small function (:func:`contraction_room`), so that a single memory planner can take it over
 later: on the CuPy backend the device's free memory (CuPy's pool included), never the host's; on
-NumPy the run's limit (:func:`dcop.inference.memory.effective_limit`) less what the process
+NumPy the run's limit (:func:`dcop.plan.memory.effective_limit`) less what the process
 already holds. ``--max-memory`` caps either.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from dcop.inference.memory import Limit, effective_limit, human_bytes, resident_bytes
+from dcop.backends.base import DeviceArrays, TableBackend, capable
+from dcop.plan.memory import Limit, effective_limit, human_bytes, resident_bytes
 
 #: Share of the device's free memory a contraction plans to use (the rest: CUDA's own workspace,
 #: cuBLAS's, fragmentation of the pool).
 DEVICE_SHARE = 0.8
 
 
-def device_free_bytes(backend: Any) -> float | None:
+def device_free_bytes(backend: TableBackend) -> float | None:
     """Free memory of the backend's device (its pool's free blocks included); None for a backend
-    without a device."""
-    xp = getattr(backend, "xp", None)
-    if getattr(backend, "name", "") != "cupy" or xp is None:
-        return None
-    with backend.device:
-        free, _ = xp.cuda.runtime.memGetInfo()
-        pool = xp.get_default_memory_pool().free_bytes()
-    return float(free + pool)
+    without a device (:class:`~dcop.backends.base.DeviceArrays`)."""
+    return backend.free_bytes() if capable(backend, DeviceArrays) else None
 
 
-def contraction_room(backend: Any, max_bytes: float | None) -> Limit:
+def contraction_room(backend: TableBackend, max_bytes: float | None) -> Limit:
     """The bytes the contraction's arrays may hold at their peak, and how to name that limit."""
     free = device_free_bytes(backend)
     if free is not None:

@@ -9,7 +9,7 @@ Sources of a tree (none of them a path search of ours):
 
 * an elimination order (:func:`order_path`): bucket elimination as pairwise contractions, the
   tables holding a variable contracted smallest first, in the order's sequence; its largest
-  intermediate is the order's largest table. The order comes from :mod:`dcop.ordering` (a
+  intermediate is the order's largest table. The order comes from :mod:`dcop.orders.greedy` (a
   pluggable provider, see :mod:`dcop.contraction.plan`);
 * opt_einsum's optimizers (:func:`optimizer_path`): ``greedy``, or ``random-greedy`` within a time
   budget.

@@ -12,7 +12,7 @@ deadline (:func:`solve_until`); a device backend cannot be used after a fork, so
 runs in this process and the deadline is checked when it ends.
 
 Time is predicted from the plan's work, the joined entries of every mini-bucket
-(:attr:`~dcop.inference.memory.MemoryPlan.total_work`), at a rate in joined entries per second.
+(:attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), at a rate in joined entries per second.
 """
 
 from __future__ import annotations
@@ -26,21 +26,14 @@ from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from typing import Any
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
-from dcop.inference.memory import (
-    MemoryPlan,
-    effective_limit,
-    human_bytes,
-    largest_fitting_z,
-    resident_bytes,
-    suggestion_bound,
-)
-from dcop.inference.plan import plan_for
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, suggestion_bound
+from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
 from dcop.results.solve import SolveResult
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dcop.backends.base import TableBackend
 from dcop.bucketpass import (
     EliminationStats,
     ProgressFn,
@@ -22,9 +23,9 @@ from dcop.bucketpass import (
     decode,
     too_large_message,
 )
-from dcop.inference.memory import MemoryPlan
 from dcop.model import Problem
-from dcop.tables import Op, TableBackend
+from dcop.plan.bucket_plan import MemoryPlan
+from dcop.tables import Op
 
 __all__ = ["EliminationStats", "ProgressFn", "decode", "eliminate", "too_large_message"]
 

@@ -27,23 +27,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
+from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn
-from dcop.inference.memory import (
-    Limit,
-    effective_limit,
-    human_bytes,
-    largest_fitting_z,
-    refusal,
-    suggestion_bound,
-)
-from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.greedy import induced_width, largest_table
+from dcop.plan.bucket_plan import largest_fitting_z, plan_for, refusal, suggestion_bound
+from dcop.plan.memory import Limit, effective_limit, human_bytes
 from dcop.results.partition import PartitionResult
 from dcop.sumproduct import (
     BOUND_NAMES,
@@ -55,7 +49,7 @@ from dcop.sumproduct import (
     marginal,
     sum_util,
 )
-from dcop.tables import Table, TableBackend
+from dcop.tables import Table
 
 Task = Literal["pr", "mar"]
 #: How exact PR/MAR run: tree contraction (default) or bucket elimination in log space.
@@ -195,7 +189,7 @@ def check_memory(
 ) -> None:
     """Refuse a run whose planned peak exceeds ``limit``, before any table is built.
 
-    The upward pass is BE's (:func:`dcop.inference.memory.plan_memory`: every message is kept);
+    The upward pass is BE's (:func:`dcop.plan.bucket_plan.plan_memory`: every message is kept);
     MAR adds its downward messages (each the size of its child's UTIL, all counted as if live at
     once) and one bucket's marginalisation output.
     """
@@ -233,7 +227,7 @@ def infer(
     ``z`` asks for mini-bucket bounds on ``Z`` instead of the exact value (PR only); ``upper``
     picks the upper bound's kind (``upper``: max over the mini-buckets but one; ``weighted``).
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
-    default budget), a name of :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    default budget), a name of :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
     (:func:`dcop.orders.choose.choose_order`).
     ``dtype`` is float64 unless ``float32`` is asked for (``auto`` is float64: sums of logs of
     probabilities need its precision). ``max_bytes`` caps the memory of the whole run, as for BE
@@ -256,7 +250,7 @@ def infer(
     engine = get_backend(backend) if isinstance(backend, str) else backend
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
-    if len(getattr(engine, "device_ids", ())) > 1:
+    if capable(engine, Planned):
         # the contraction engine runs on one device; several devices split the buckets instead
         method = "buckets"
     if z is None and method == "contract" and isinstance(ordering, str):

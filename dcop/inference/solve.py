@@ -9,21 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.choices import check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
-from dcop.inference.memory import (
-    default_limit,
-    effective_limit,
-    largest_fitting_z,
-    refusal,
-    suggestion_bound,
-)
-from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.greedy import induced_width, largest_table
+from dcop.plan.bucket_plan import largest_fitting_z, plan_for, refusal, suggestion_bound
+from dcop.plan.memory import default_limit, effective_limit
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
@@ -32,7 +26,7 @@ ALGOS = ("be", "mbe", "aobb")
 
 def default_max_bytes() -> float:
     """The default memory limit of a run: what the process holds now plus half the memory still
-    available to it (see :func:`dcop.inference.memory.default_limit`)."""
+    available to it (see :func:`dcop.plan.memory.default_limit`)."""
     return float(default_limit())
 
 
@@ -90,15 +84,15 @@ def solve(
     """Solve ``problem`` with BE (``algo="be"``), MBE(z) (``algo="mbe"``) or the exact AND/OR
     search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional).
 
-    ``backend`` is a name for :func:`dcop.backend.get_backend` or a backend object.
+    ``backend`` is a name for :func:`dcop.backends.get_backend` or a backend object.
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
     default budget, a tenth of the predicted solve time), a name of
-    :data:`dcop.ordering.ORDERINGS`, or an order or ``.td`` file
+    :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
     (:func:`dcop.orders.choose.choose_order`).
 
     ``max_bytes`` caps the memory of the whole run (default: what the process holds plus half
     the available memory; never more than the process can have). Before any table is built, the
-    run's :func:`~dcop.inference.memory.plan_memory` peak (``resident`` bytes already held, by
+    run's :func:`~dcop.plan.bucket_plan.plan_memory` peak (``resident`` bytes already held, by
     default this process's resident memory, plus the tables the run makes) is checked against
     it: a run that would not fit raises :class:`~dcop.errors.TableTooLarge` naming the bucket
     that makes the peak and the largest MBE z that fits, or saying that nothing does. An
@@ -126,7 +120,7 @@ def solve(
     else:
         z = None
     engine = get_backend(backend) if isinstance(backend, str) else backend
-    out_of_memory = (MemoryError, *getattr(engine, "out_of_memory_errors", ()))
+    out_of_memory = (MemoryError, *engine.out_of_memory_errors)
     times: dict[str, float] = {}
 
     t0 = time.perf_counter()

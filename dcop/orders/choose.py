@@ -8,9 +8,9 @@ from pathlib import Path
 
 from dcop.errors import ModelError
 from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order
 from dcop.orders.engine import OrderResult, best_order
 from dcop.orders.files import read_order
+from dcop.orders.greedy import ORDERINGS, elimination_order
 
 AUTO = "auto"
 
@@ -34,7 +34,7 @@ def choose_order(
     problem: Problem, ordering: str | ChosenOrder = AUTO, budget_s: float | None = None
 ) -> ChosenOrder:
     """The elimination order ``ordering`` asks for: ``auto`` runs :func:`best_order` within
-    ``budget_s`` (None: its default budget), a name of :data:`dcop.ordering.ORDERINGS` that
+    ``budget_s`` (None: its default budget), a name of :data:`dcop.orders.greedy.ORDERINGS` that
     heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
     once for several uses) is returned as it is."""
     if isinstance(ordering, ChosenOrder):

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dcop.errors import ModelError
-from dcop.ordering import Adjacency, induced_scope_walk
+from dcop.trees.induced import induced_scope_walk
+from dcop.trees.pseudotree import Adjacency
 
 #: Seconds per joined table entry of a NumPy min-sum bucket (fused join and eliminate; measured
 #: 1.3e-8 to 3.2e-8 in float64 on the shared files, 4.5e-9 in float32 on a 14x14 grid, one

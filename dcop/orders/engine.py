@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dcop.model import Problem
-from dcop.ordering import Adjacency, min_degree_order, min_fill_order
 from dcop.orders import treedec
 from dcop.orders.cost import SECONDS_PER_ENTRY, OrderCost, order_cost
+from dcop.orders.greedy import Adjacency, min_degree_order, min_fill_order
 
 #: Problems predicted to solve faster than this (s) keep the greedy orders: nothing to win.
 INSTANT_S = 0.001

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dcop.errors import InputError
-from dcop.ordering import Adjacency
+from dcop.orders.greedy import Adjacency
 from dcop.orders.treedec import read_td, write_td
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from dcop.errors import InputError
-from dcop.ordering import Adjacency
+from dcop.orders.greedy import Adjacency
 
 goatd: ModuleType | None
 try:  # optional: no wheel for Linux aarch64 or macOS x86-64
@@ -142,7 +142,7 @@ def read_td(text: str, names: Sequence[str], where: str = "td") -> list[str]:
 def write_td(adjacency: Adjacency, order: Sequence[str], names: Sequence[str]) -> str:
     """The PACE 2017 ``.td`` text of ``order``'s decomposition: one bag per variable (it and its
     induced scope), joined to the bag of its parent in the elimination tree."""
-    from dcop.ordering import induced_scopes
+    from dcop.trees.induced import induced_scopes
 
     scopes = induced_scopes(adjacency, order)
     number = {v: i + 1 for i, v in enumerate(names)}

@@ -31,7 +31,7 @@ class SolveResult:
     dtype: str
     times: dict[str, float] = field(default_factory=dict)
     file: str | None = None
-    #: the planned peak memory of the run in bytes (:mod:`dcop.inference.memory`)
+    #: the planned peak memory of the run in bytes (:mod:`dcop.plan.memory`)
     memory_peak: int | None = None
     #: ``--algo auto`` with a deadline: every step (:class:`dcop.inference.anytime.Step`)
     steps: list[Any] | None = None

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dcop.backends.base import TableBackend
 from dcop.bucketpass import Buckets
 from dcop.model import Problem
-from dcop.ordering import induced_scopes
 from dcop.search.kernel import Model, State
-from dcop.tables import TableBackend
+from dcop.trees.induced import induced_scopes
 
 #: Bytes of one cache entry: value and code (two float64).
 CACHE_ENTRY_BYTES = 16

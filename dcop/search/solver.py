@@ -20,22 +20,22 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
+from dcop.backends.base import TableBackend
 from dcop.bucketpass import bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
-from dcop.inference.memory import MemoryPlan, effective_limit, human_bytes
-from dcop.inference.plan import plan_for
 from dcop.model import Problem
-from dcop.ordering import induced_width, largest_table
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.orders.cost import SECONDS_PER_ENTRY
+from dcop.orders.greedy import induced_width, largest_table
+from dcop.plan.bucket_plan import MemoryPlan, plan_for
+from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
 from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
-from dcop.tables import TableBackend
 
 #: bounds(seconds since the start, lower, upper), internal costs: called as they change.
 BoundsFn = Callable[[float, float, float], None]

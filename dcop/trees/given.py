@@ -1,7 +1,7 @@
 """One agent's part of a pseudo-tree the coordinator gives (its elimination tree), as pure state.
 
 The coordinator, which reads the whole problem, may offer the elimination pseudo-tree of its
-ordering engine's order (:func:`dcop.ordering.order_pseudo_tree`) beside the agents' DFS
+ordering engine's order (:func:`dcop.trees.induced.order_pseudo_tree`) beside the agents' DFS
 candidates. There is no walk to make: each agent learns its place (its ancestors from the root,
 their domain sizes, its children: the Start message's ``GivenTree``).
 What remains is the sizing pass the DFS's back tokens carry: every agent sends a ``back`` token

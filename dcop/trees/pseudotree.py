@@ -3,8 +3,8 @@
 A pseudo-tree of the primal graph (a forest when it is disconnected) joins every edge's two
 variables as ancestor and descendant. :func:`dfs_pseudo_tree` builds the paper's DFS tree in one
 process (most neighbours first); the agents build the same tree by distributed DFS
-(:mod:`dcop.trees.dfs`) and :func:`dcop.ordering.order_pseudo_tree` turns any elimination order
-into one.
+(:mod:`dcop.trees.dfs`) and :func:`dcop.trees.induced.order_pseudo_tree` turns any elimination
+order into one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class PseudoTree:
     variable and one of its ancestors; edges to ancestors other than the parent make
     pseudo-parents. ``order`` is a pre-order (parents before children). ``distributed``: every
     tree edge is an edge of the graph, as in a DFS tree that agents build by token passing; False
-    for :func:`dcop.ordering.order_pseudo_tree`, where a parent may not be a neighbour."""
+    for :func:`dcop.trees.induced.order_pseudo_tree`, where a parent may not be a neighbour."""
 
     parent: dict[str, str | None]
     children: dict[str, list[str]]

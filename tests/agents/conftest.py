@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dcop.agents import Agent, AgentConfig
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.coordinator import Coordinator, peers_for, round_robin
 from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID, InProcHub, RunSpec

@@ -1,5 +1,5 @@
 """The pure distributed DFS: valid pseudo-trees for every heuristic, today's trees reproduced,
-separators and UTIL sizes carried by the tokens equal the sizing pass and dcop.ordering's."""
+separators and UTIL sizes carried by the tokens equal the sizing pass and dcop.orders.greedy's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
-from dcop.ordering import dfs_pseudo_tree, induced_scopes
 from dcop.trees.candidates import (
     DEFAULT_CANDIDATE,
     HEURISTICS,
@@ -33,6 +32,8 @@ from dcop.trees.dfs import (
     tree_separators,
     util_entries,
 )
+from dcop.trees.induced import induced_scopes
+from dcop.trees.pseudotree import dfs_pseudo_tree
 from tests.conftest import random_problem
 
 Graph = tuple[dict[int, set[int]], dict[int, str], dict[int, int]]
@@ -110,7 +111,7 @@ def test_separators_and_sizes_carried_by_tokens_equal_the_sizing_pass(
     seps = tree_separators(parent, run.pseudo_parents())
     for v, s in run.states.items():
         assert set(s.separator) == seps[v]
-    # ... and dcop.ordering's separators of the same tree, and the induced scopes of its order
+    # ... and dcop.orders.greedy's separators of the same tree, and the induced scopes of its order
     adj_names = names_adjacency(adj, names)
     tree = run.pseudo_tree(names)
     by_ordering = tree.separators()

@@ -17,7 +17,7 @@ import pytest
 from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.session import Part, Session
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.generators import grid_network, scale_free_network
 from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID, RunSpec, Start, TreeReport, decode, encode

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from dcop.agents.agent import Agent, AgentConfig
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.protocol import COORDINATOR_ID, RunSpec, Start
 from dcop.protocol.codec import decode
 

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.agents import jobs
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve_be
 from dcop.inference.elimination import eliminate
 from dcop.protocol import RunSpec
-from dcop.tables import NumpyBackend
 from dcop.trees.dfs import to_pseudo_tree
 from dcop.trees.pseudotree import PseudoTree
 from tests.conftest import brute_force, random_problem

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from dcop.agents.rehearsal import rehearse
-from dcop.placement import PlacedBackend
-from dcop.tables import NumpyBackend, Table
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
+from dcop.tables import Table
 
 
 class CountingBackend(NumpyBackend):

@@ -13,7 +13,7 @@ import pytest
 from dcop.agents.jobs import Worker
 from dcop.agents.metrics import Meter
 from dcop.agents.session import Part, Session
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.errors import ProtocolError
 from dcop.protocol import COORDINATOR_ID, Degree, Ready, RunSpec, Start, Token
 from dcop.tables import Table

@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/contraction_ops.py: the phases and the array-module calls of a small
+"""Smoke test of benchmarks/probes/contraction_ops.py: the phases and the array-module calls of a small
 MAR are timed and printed, and the run's numbers are not changed by the profiling."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "probes"
 sys.path.insert(0, str(BENCH))
 
 import contraction_ops  # noqa: E402

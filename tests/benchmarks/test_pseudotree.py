@@ -1,5 +1,5 @@
 """Smoke test of benchmarks/pseudotree.py: one small instance measured, checked against
-dcop.ordering, and the report rendered."""
+dcop.orders.greedy, and the report rendered."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from dcop.generators import random_network
-from dcop.ordering import dfs_pseudo_tree, induced_width, min_fill_order
+from dcop.orders.greedy import induced_width, min_fill_order
 from dcop.trees.candidates import Candidate, default_candidates
+from dcop.trees.pseudotree import dfs_pseudo_tree
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import random_network
-from dcop.inference.memory import plan_memory, work_model_of
 from dcop.io import read_problem, write_problem
-from dcop.ordering import elimination_order
-from dcop.tables import NumpyBackend
+from dcop.orders.greedy import elimination_order
+from dcop.plan.bucket_plan import plan_memory
+from dcop.plan.memory import work_model_of
 
 MIB = 2**20
 

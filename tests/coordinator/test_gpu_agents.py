@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dcop.backend import gpu_usable
+from dcop.backends import gpu_usable
 from dcop.coordinator import run_local
 from dcop.generators import random_network
 from dcop.protocol import RunSpec

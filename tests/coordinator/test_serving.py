@@ -126,7 +126,7 @@ def test_a_waiting_serving_agent_greets_a_new_coordinator_at_once() -> None:
     import threading
 
     from dcop.agents.agent import Agent, AgentConfig
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
     from dcop.protocol import COORDINATOR_ID, Hello, Stop, decode, encode
     from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
 

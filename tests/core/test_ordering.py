@@ -13,17 +13,16 @@ from hypothesis import strategies as st
 from dcop.errors import ModelError
 from dcop.generators import grid_network, random_bayes, random_network, scale_free_network
 from dcop.model import Problem
-from dcop.ordering import (
-    dfs_pseudo_tree,
+from dcop.orders import order_cost
+from dcop.orders.greedy import (
     elimination_order,
-    induced_scopes,
     induced_width,
     largest_table,
     min_degree_order,
     min_fill_order,
-    order_pseudo_tree,
 )
-from dcop.orders import order_cost
+from dcop.trees.induced import induced_scopes, order_pseudo_tree
+from dcop.trees.pseudotree import dfs_pseudo_tree
 
 
 def adjacency_of(graph: nx.Graph) -> dict[str, set[str]]:

@@ -16,11 +16,11 @@ from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve
 from dcop.io import read_problem
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import best_order, induced_width, min_fill_order
-from dcop.orders import CostModel, default_budget, engine, order_cost, treedec
+from dcop.orders import CostModel, best_order, default_budget, engine, order_cost, treedec
 from dcop.orders.cost import SECONDS_PER_BUCKET, SECONDS_PER_ENTRY, OrderCost
 from dcop.orders.engine import search
 from dcop.orders.files import read_order, write_order
+from dcop.orders.greedy import induced_width, min_fill_order
 from tests.conftest import INSTANCES as SHARED_INSTANCES
 from tests.conftest import instance_index
 
@@ -298,7 +298,7 @@ def test_default_order_beats_minfill_on_structured_files(name: str) -> None:
 def test_elimination_pseudo_tree_keeps_every_constraint_on_a_branch(
     name: str, problem: Problem
 ) -> None:
-    from dcop.ordering import induced_scopes, order_pseudo_tree
+    from dcop.trees.induced import induced_scopes, order_pseudo_tree
 
     adjacency = problem.neighbours()
     result = best_order(problem, 0.05)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dcop.backends.numpy import NumpyBackend, _logsumexp_linear
 from dcop.errors import ModelError
-from dcop.tables import NumpyBackend, Table, _logsumexp_linear, domain_sizes
+from dcop.tables import Table, domain_sizes
 
 VARS = "abcde"
 

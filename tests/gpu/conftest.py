@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dcop.backend import gpu_usable
+from dcop.backends import gpu_usable
 from tests.gpu import fake_cupy
 
 

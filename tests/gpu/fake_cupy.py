@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.tables import _reduce_last
+from dcop.backends.numpy import _reduce_last
 
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 

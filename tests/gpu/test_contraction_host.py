@@ -56,7 +56,7 @@ def test_fake_gpu_plans_are_sliced_to_the_device(
 def test_an_agents_bucket_on_the_fake_gpu_equals_numpy(fake_cupy_module: ModuleType) -> None:
     import numpy as np
 
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
     from dcop.contraction.bucket import sum_bucket
     from dcop.gpu import CupyBackend
     from dcop.tables import Table

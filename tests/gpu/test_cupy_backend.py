@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import BackendUnavailable, ModelError
-from dcop.tables import OPS, NumpyBackend, Table
+from dcop.tables import OPS, Table
 
 OPS_ALL = list(OPS)
 DTYPES = [np.float32, np.float64]

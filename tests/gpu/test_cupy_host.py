@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.base import BucketShape
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import ModelError
-from dcop.tables import OPS, NumpyBackend, Table
+from dcop.tables import OPS, Table
 from tests.gpu import fake_cupy
 
 CPU = NumpyBackend()
@@ -175,7 +177,9 @@ def test_prepare_bucket_compiles_ahead_of_the_data(fake_cupy_module: ModuleType)
     tables, var = random_bucket(rng, np.float32, n_vars=6, n_tables=5)
     scope = tuple(v for v in dict.fromkeys(v for t in tables for v in t.scope) if v != var)
     spent = gpu.prepare_bucket(
-        [t.scope for t in tables], [t.shape for t in tables], var, "min", np.float32, scope
+        BucketShape(
+            [t.scope for t in tables], [t.shape for t in tables], var, "min", np.float32, scope
+        )
     )
     assert gpu.setup.prepared == 1 and gpu.setup.prepare_s == spent
     compiled = list(fake_cupy.COMPILED)
@@ -221,7 +225,9 @@ def test_unwritable_kernel_cache_is_a_clear_error(tmp_path: Path) -> None:
 def prepare_in_background(gpu: Any, tables: list[Table], var: str) -> None:
     """``prepare_bucket`` of these tables' bucket (min, their dtype) on a thread of its own."""
     scopes, shapes = [t.scope for t in tables], [t.shape for t in tables]
-    gpu.prepare_bucket(scopes, shapes, var, "min", tables[0].data.dtype, background=True)
+    gpu.prepare_bucket(
+        BucketShape(scopes, shapes, var, "min", tables[0].data.dtype), background=True
+    )
 
 
 def _blocking_compiles(monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -251,7 +257,7 @@ def test_a_background_compile_leaves_the_bucket_to_the_generic_kernel_meanwhile(
     tables, var = random_bucket(rng, np.float32, n_vars=6, n_tables=5)
     scope = tuple(v for v in dict.fromkeys(v for t in tables for v in t.scope) if v != var)
     shapes = ([t.scope for t in tables], [t.shape for t in tables])
-    gpu.prepare_bucket(*shapes, var, "min", np.float32, scope, background=True)
+    gpu.prepare_bucket(BucketShape(*shapes, var, "min", np.float32, scope), background=True)
     assert gpu.setup.prepared == 0  # still compiling
     before = list(fake_cupy.COMPILED)
     want = CPU.join_eliminate(tables, var, scope=scope).data

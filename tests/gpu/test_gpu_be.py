@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dcop.backend import gpu_usable
+from dcop.backends import gpu_usable
 from dcop.generators import generate
 from dcop.inference import solve
 from tests.conftest import INSTANCES, brute_force, random_problem

@@ -9,11 +9,11 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
 from dcop.errors import DcopError
 from dcop.generators import ising_grid, random_network
-from dcop.placement import PlacedBackend
 from dcop.protocol import RunSpec
-from dcop.tables import NumpyBackend
 from tests.agents.conftest import run_in_process
 from tests.gpu import fake_cupy
 

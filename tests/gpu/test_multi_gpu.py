@@ -12,10 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend, gpu_count
+from dcop.backends import get_backend, gpu_count
+from dcop.backends.base import BucketShape
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
 from dcop.errors import BackendUnavailable
-from dcop.placement import PlacedBackend
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 from tests.gpu import fake_cupy
 
 
@@ -516,9 +518,9 @@ def test_an_agent_with_small_buckets_never_opens_the_other_devices(two_gpus: Mod
     gpu = backend.gpu
     assert isinstance(gpu, MultiGpuBackend) and gpu.device_ids == (1, 0)
     assert [p.device_id for p in gpu.parts] == [1]  # the other device is not made yet
-    gpu.prepare_bucket([("a", "x")], [(4, 4)], "x")  # small: on its own device only
+    gpu.prepare_bucket(BucketShape([("a", "x")], [(4, 4)], "x"))  # small: on its own device only
     assert len(gpu.parts) == 1
-    gpu.prepare_bucket([("a", "b", "x")], [(2000, 2000, 1000)], "x")  # splittable
+    gpu.prepare_bucket(BucketShape([("a", "b", "x")], [(2000, 2000, 1000)], "x"))  # splittable
     assert [p.device_id for p in gpu.parts] == [1, 0]
 
 
@@ -527,7 +529,9 @@ def test_a_split_prepared_in_the_background_is_waited_for(two_gpus: ModuleType) 
 
     gpu = MultiGpuBackend((0, 1), split_min_entries=0, lazy=True)
     tables, var = _bucket(2)
-    gpu.prepare_bucket([t.scope for t in tables], [t.shape for t in tables], var, background=True)
+    gpu.prepare_bucket(
+        BucketShape([t.scope for t in tables], [t.shape for t in tables], var), background=True
+    )
     got = gpu.join_eliminate(tables, var)  # the other device is made (or waited for) first
     assert len(gpu.parts) == 2 and gpu.splits
     np.testing.assert_allclose(

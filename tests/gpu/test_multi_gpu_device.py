@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend, gpu_count
+from dcop.backends import get_backend, gpu_count
+from dcop.backends.numpy import NumpyBackend
 from dcop.generators import random_network
 from dcop.inference import solve
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 
 pytestmark = [
     pytest.mark.gpu,

@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import plan_for, solve
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import min_fill_order
 from dcop.orders.choose import ChosenOrder
-from dcop.tables import NumpyBackend, Table
+from dcop.orders.greedy import min_fill_order
+from dcop.tables import Table
 from tests.gpu import fake_cupy
 
 
@@ -146,7 +147,7 @@ def test_split_be_and_mbe_equal_one_device(
 def test_dpop_agents_splitting_over_devices_find_the_cpu_answer(
     monkeypatch: pytest.MonkeyPatch, devices: int
 ) -> None:
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
     from tests.agents.conftest import run_in_process
 
     problem = random_network(9, 4, 0.45, 0.3, seed=5)
@@ -307,7 +308,7 @@ def test_the_bench_clique_larger_than_a_device_is_exact(monkeypatch: pytest.Monk
 def test_an_agents_warm_up_makes_every_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """An agent is given several devices only when its bucket will be split: its warm-up (before
     the solve) makes and warms every device, rather than its first split."""
-    from dcop.backend import get_backend
+    from dcop.backends import get_backend
 
     with fake_cupy.installed(monkeypatch, devices=3):
         backend: Any = get_backend("placed", 2, devices=(0, 1, 2), min_entries=0)

@@ -11,18 +11,20 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.base import BucketShape
+from dcop.backends.numpy import NumpyBackend
+from dcop.backends.placed import PlacedBackend
 from dcop.errors import BackendUnavailable, InputError
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.placement import (
     DEFAULT_GPU_MIN_ENTRIES,
-    PlacedBackend,
     device_for_agent,
     gpu_devices,
     gpu_min_entries,
     place,
 )
-from dcop.tables import NumpyBackend, Table
+from dcop.tables import Table
 from tests.conftest import brute_force, random_problem
 from tests.gpu import fake_cupy
 
@@ -227,10 +229,11 @@ def test_prepare_bucket_only_for_gpu_buckets(fake_cupy_module: ModuleType) -> No
     backend = PlacedBackend(NumpyBackend(), CupyBackend(specialize_entries=0), 1000)
     small, var = bucket(10, 1)
     large, _ = bucket(10, 3)
-    assert backend.prepare_bucket([t.scope for t in small], [t.shape for t in small], var) == 0.0
+    small_shape = BucketShape([t.scope for t in small], [t.shape for t in small], var)
+    assert backend.prepare_bucket(small_shape) == 0.0
     assert not fake_cupy.COMPILED
     backend.prepare_bucket(
-        [t.scope for t in large], [t.shape for t in large], var, "min", "float32"
+        BucketShape([t.scope for t in large], [t.shape for t in large], var, "min", "float32")
     )
     assert len(fake_cupy.COMPILED) == 1 and backend.setup.prepared == 1
     backend.join_eliminate(large, var)

@@ -51,14 +51,14 @@ class _StreamCheckedArray(np.ndarray):
 
 
 class _StreamBackend:
-    """NumPy's backend with a stream context (as CupyBackend._on) that the arrays check."""
+    """NumPy's backend with a stream context (as CupyBackend.stream_context) that the arrays check."""
 
     def __init__(self) -> None:
-        from dcop.tables import NumpyBackend
+        from dcop.backends.numpy import NumpyBackend
 
         self.inner = NumpyBackend()
 
-    def _on(self) -> Any:
+    def stream_context(self) -> Any:
         import contextlib
 
         @contextlib.contextmanager
@@ -74,7 +74,7 @@ class _StreamBackend:
     def join_eliminate(self, tables: Any, var: str, op: Any, scope: Any = None) -> Any:
         from dcop.tables import Table
 
-        with self._on():
+        with self.stream_context():
             plain = [Table(t.scope, np.asarray(t.data)) for t in tables]
             out = self.inner.join_eliminate(plain, var, op, scope=scope)
             return Table(out.scope, np.asarray(out.data).view(_StreamCheckedArray))
@@ -96,7 +96,7 @@ def test_weighted_mini_buckets_scale_their_tables_on_the_backends_stream() -> No
     tables = [Table(s, rng.normal(size=(2, 3)).view(_StreamCheckedArray)) for s in scopes]
     got, _ = bound_util(_StreamBackend(), tables, "a", 2, "weighted")  # type: ignore[arg-type]
     want, _ = bound_util(
-        __import__("dcop.tables", fromlist=["NumpyBackend"]).NumpyBackend(),
+        __import__("dcop.backends.numpy", fromlist=["NumpyBackend"]).NumpyBackend(),
         [Table(t.scope, np.asarray(t.data)) for t in tables],
         "a",
         2,
@@ -181,7 +181,7 @@ def test_a_sliced_mar_on_the_fake_gpu_equals_the_whole_one(
     from dcop.contraction.execute import DeviceScaled
     from dcop.generators import ising_grid
     from dcop.gpu import CupyBackend
-    from dcop.inference.memory import Limit
+    from dcop.plan.memory import Limit
 
     monkeypatch.setattr(engine, "HOST_LARGEST", 0)
     problem = observe(ising_grid(6, 0.8, 0.2, seed=4), 3)

@@ -14,8 +14,8 @@ from dcop.errors import RunTimeout
 from dcop.generators import random_network
 from dcop.inference import anytime, solve
 from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.memory import resident_bytes
 from dcop.io import read_problem, write_problem
+from dcop.plan.memory import resident_bytes
 from tests.cli.conftest import assert_valid, run_dcop
 from tests.conftest import INSTANCES, brute_force, random_problem
 

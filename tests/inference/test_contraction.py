@@ -9,17 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.contraction import contract, plan_contraction
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import pair_product
 from dcop.contraction.tree import analyse, node_scopes, optimizer_path, order_path
 from dcop.errors import TableTooLarge
 from dcop.generators import ising_grid, random_bayes
-from dcop.inference.memory import Limit
 from dcop.inference.partition import infer
 from dcop.io.uai import condition
 from dcop.model import CostTable, Problem, Variable
+from dcop.plan.memory import Limit
 from tests.inference.test_sumproduct import brute_force, observe, random_markov
 
 NUMPY = get_backend("numpy")
@@ -201,7 +201,7 @@ def test_pair_product_is_einsum() -> None:
 
 def test_order_tree_has_the_order_width() -> None:
     problem = ising_grid(8, seed=0)
-    from dcop.ordering import elimination_order, largest_table
+    from dcop.orders.greedy import elimination_order, largest_table
 
     order = elimination_order("minfill", problem.neighbours())
     scopes = [t.scope for t in problem.tables]

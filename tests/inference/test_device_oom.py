@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import solve
-from dcop.tables import NumpyBackend
 
 
 class DeviceFull(Exception):

@@ -1,4 +1,4 @@
-"""The memory plan (dcop.inference.memory): hand-computed cases, the checks of solve() built on it
+"""The memory plan (dcop.plan.memory): hand-computed cases, the checks of solve() built on it
 (refused before any table exists, with the right z or "nothing fits"), failed allocations as
 TableTooLarge, and the progress bar's work taken from the same plan."""
 
@@ -10,21 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.inference.elimination import eliminate
-from dcop.inference.memory import (
-    Limit,
-    WorkModel,
-    largest_fitting_z,
-    plan_memory,
-    refusal,
-    work_model_of,
-)
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import elimination_order
-from dcop.tables import NumpyBackend
+from dcop.orders.greedy import elimination_order
+from dcop.plan.bucket_plan import largest_fitting_z, plan_memory, refusal
+from dcop.plan.memory import Limit, WorkModel, work_model_of
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 SCOPES = [("a", "b"), ("b", "c"), ("a", "c")]

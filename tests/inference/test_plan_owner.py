@@ -1,5 +1,5 @@
 """One owner for the memory plan (issue 31, step 3): solve, PR/MAR, batch's auto and info plan
-through :func:`dcop.inference.plan.plan_for`, and nothing else calls ``plan_memory``."""
+through :func:`dcop.plan.bucket_plan.plan_for`, and nothing else calls ``plan_memory``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 from dcop.cli.batch import choose_auto
 from dcop.cli.solve import describe
 from dcop.generators import random_network
-from dcop.inference.plan import plan_for
-from dcop.ordering import elimination_order
+from dcop.orders.greedy import elimination_order
+from dcop.plan.bucket_plan import plan_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def test_only_plan_for_calls_plan_memory() -> None:
     callers = []
     for path in [*ROOT.glob("dcop/**/*.py"), *ROOT.glob("coordinator/*.py")]:
         text = path.read_text()
-        if re.search(r"\bplan_memory\(", text) and path.name not in ("memory.py", "plan.py"):
+        if re.search(r"\bplan_memory\(", text) and path.name not in ("memory.py", "bucket_plan.py"):
             callers.append(str(path.relative_to(ROOT)))
     # the bucket pass re-plans only when called without the caller's plan (tests, the library)
     assert callers == ["dcop/bucketpass.py"], callers

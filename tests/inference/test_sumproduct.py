@@ -16,16 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dcop.backend import get_backend
+from dcop.backends import get_backend
 from dcop.errors import ModelError
 from dcop.generators import ising_grid, random_bayes
 from dcop.inference.partition import infer
 from dcop.io.uai import condition, write_uai
 from dcop.model import CostTable, Problem, Variable
-from dcop.ordering import dfs_pseudo_tree
 from dcop.orders.choose import choose_order
 from dcop.sumproduct import down_messages, log_potentials, marginal, sum_util
 from dcop.tables import Table
+from dcop.trees.pseudotree import dfs_pseudo_tree
 from tests.conftest import random_problem
 
 ORDERINGS = ["minfill", "mindegree", "pseudotree"]
@@ -214,7 +214,8 @@ def test_observed_variable_marginal_spans_its_file_domain() -> None:
 
 # ---- choosing the order ----------------------------------------------------------------------
 def test_elimination_cost_and_the_auto_order() -> None:
-    from dcop.ordering import cheapest_order, elimination_cost, induced_scopes, min_fill_order
+    from dcop.orders.greedy import cheapest_order, elimination_cost, min_fill_order
+    from dcop.trees.induced import induced_scopes
 
     grid = ising_grid(12, seed=3)
     adjacency, sizes = grid.neighbours(), grid.domain_sizes()
@@ -392,7 +393,7 @@ def test_bayes_instance_sums_to_one(instances_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def gpu() -> Any:
     pytest.importorskip("cupy")
-    from dcop.backend import gpu_usable
+    from dcop.backends import gpu_usable
 
     if not gpu_usable():
         pytest.skip("no usable CUDA device")

@@ -19,6 +19,7 @@ import pytest
 import zmq
 
 from dcop.agents.agent import Agent, AgentConfig
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import RunError
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.zmqlink import (
@@ -27,7 +28,6 @@ from dcop.protocol.zmqlink import (
     ZmqCoordinatorTransport,
     claim,
 )
-from dcop.tables import NumpyBackend
 
 ZLOG = "dcop.protocol.zmq"
 ANY = "tcp://127.0.0.1:*"

@@ -36,7 +36,7 @@ def test_fuzz_and_soak_are_outside_the_test_gate() -> None:
     prereqs, _ = _make_rule("test")
     assert "fuzz" not in prereqs and "soak" not in prereqs
     assert "fuzz/run.py" in _make_rule("fuzz")[1]
-    assert "tests/soak" in _make_rule("soak")[1]  # the soak suite (benchmarks/soak.py inside)
+    assert "tests/soak" in _make_rule("soak")[1]  # the soak suite (tests/soak/soak.py inside)
 
 
 def test_mypy_is_strict_for_protocol_and_model() -> None:
@@ -63,7 +63,7 @@ def test_soak_smoke(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "soak.py"),
+            str(ROOT / "tests" / "soak" / "soak.py"),
             "--runs",
             "2",
             "--modes",

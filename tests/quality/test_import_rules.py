@@ -23,6 +23,8 @@ PACKAGES = {
     "protocol": "dcop.protocol",
     "gpu": "dcop.gpu",
     "dcop/inference": "dcop.inference",
+    "dcop/plan": "dcop.plan",
+    "dcop/backends": "dcop.backends",
     "dcop/search": "dcop.search",
     "dcop/io": "dcop.io",
     "dcop/model.py": "dcop.model",
@@ -54,9 +56,17 @@ RULES = [
     ("dcop.contraction", "dcop.protocol", "centralized code knows no network"),
     ("dcop.contraction", "dcop.agents", "the agents use the engine; it knows no agent"),
     ("dcop.contraction", "cupy", "the engine reaches the device through its backend"),
+    ("dcop.contraction", "dcop.inference", "the engine plans with dcop.plan, below inference"),
+    ("dcop.gpu", "dcop.inference", "the backends plan with dcop.plan, below inference"),
+    ("dcop.plan", "dcop.inference", "what is decided before a solve knows no solver"),
     ("dcop.search", "dcop.protocol", "centralized code knows no network"),
     ("dcop.search", "dcop.agents", "centralized code knows no network"),
     ("dcop.search", "cupy", "the search reaches the device through its backend"),
+    (
+        "dcop.search",
+        "dcop.inference",
+        "the search uses the bucket pass and the plan, below inference",
+    ),
     ("dcop.coordinator", "dcop.agents", "coordinator and agents talk over the wire only"),
     ("dcop.agents", "dcop.coordinator", "coordinator and agents talk over the wire only"),
     ("dcop.coordinator", "dcop.cli", "presentation sits above the coordinator"),
@@ -69,6 +79,31 @@ RULES = [
     ("dcop.model", "dcop.cli", "the model knows no command line"),
     ("dcop.model", "dcop.gpu", "the model knows no device"),
     ("dcop.io", "dcop.inference", "reading a file solves nothing"),
+]
+#: The distributed rooms: below the CLI, nothing imports them (they may import each other).
+DISTRIBUTED = ("dcop.coordinator", "dcop.deploy", "dcop.agents")
+#: The rooms below the CLI that are not distributed (``dcop``: the modules of ``dcop/`` itself).
+CORE = (
+    "dcop",
+    "dcop.model",
+    "dcop.io",
+    "dcop.trees",
+    "dcop.orders",
+    "dcop.plan",
+    "dcop.backends",
+    "dcop.contraction",
+    "dcop.inference",
+    "dcop.results",
+    "dcop.schema",
+    "dcop.gpu",
+    "dcop.protocol",
+)
+ONLY_THE_CLI = "only the CLI starts distributed runs"
+RULES += [
+    (room, room_of_runs, ONLY_THE_CLI)
+    for room in CORE
+    for room_of_runs in DISTRIBUTED
+    if not any(a == room and b == room_of_runs for a, b, _ in RULES)
 ]
 
 
@@ -86,6 +121,8 @@ def imports_of(path: Path) -> set[str]:
 
 
 def files_of(package: str) -> list[Path]:
+    if package == "dcop":  # the core's own modules, not its sub-packages
+        return sorted((REPO / "dcop").glob("*.py"))
     folder = next(f for f, name in PACKAGES.items() if name == package)
     root = REPO / folder
     return [root] if root.is_file() else sorted(root.rglob("*.py"))
@@ -128,10 +165,18 @@ def pyproject_rooms() -> dict[str, str]:
 
 
 def design_tables() -> tuple[dict[str, str], set[tuple[str, str]]]:
-    """docs/DESIGN.md's rooms table (room -> folder) and its table of rules (importer, never)."""
+    """docs/DESIGN.md's rooms table (room -> folder) and its table of rules (importer, never): a
+    row may name several importers and several rooms, each pair a rule."""
     text = (REPO / "docs" / "DESIGN.md").read_text()
     rooms = dict(re.findall(r"^\| `(dcop[\w.]*)` \| `([\w/]+?)/` \|", text, re.MULTILINE))
-    rules = set(re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \| [^|`]+\|$", text, re.MULTILINE))
+    names = r"`[\w.]+`(?:, `[\w.]+`)*"
+    rows = re.findall(rf"^\| ({names}) \| ({names}) \| [^|`]+\|$", text, re.MULTILINE)
+    rules = {
+        (a, b)
+        for importers, forbidden in rows
+        for a in re.findall(r"`([\w.]+)`", importers)
+        for b in re.findall(r"`([\w.]+)`", forbidden)
+    }
     return rooms, rules
 
 

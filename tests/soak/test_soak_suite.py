@@ -1,6 +1,6 @@
 """The soak as a test suite (``pytest -m soak``, or ``make soak``; not run by default).
 
-* ``benchmarks/soak.py``: many distributed runs with kills, SIGTERM, forged frames and
+* ``tests/soak/soak.py``: many distributed runs with kills, SIGTERM, forged frames and
   self-connect attempts, checked against BE (its verdict: 0 wrong answers, 0 hangs, 0 leaks);
 * the wire attacks of issue 33 (items 1-3) against serving agents, in open and secure mode, and
   against one-shot agents: a keyless process or a garbage writer squatting the coordinator's
@@ -8,7 +8,7 @@
   after each, the next run must be ok and right;
 * the expansion files against ``--max-memory`` (peak RSS at most 1.1x the limit, or refused).
 
-Sizes: ``SOAK_RUNS`` (default 40 runs of benchmarks/soak.py) and ``SOAK_ARITY`` (default 24).
+Sizes: ``SOAK_RUNS`` (default 40 runs of tests/soak/soak.py) and ``SOAK_ARITY`` (default 24).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ PROBLEM = random_network(AGENTS, 3, 0.5, 0.2, seed=7)
 def test_the_soak_runs_with_no_wrong_answer_hang_or_leak(tmp_path: Path) -> None:
     runs = os.environ.get("SOAK_RUNS", "40")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--runs", runs, "--max-n", "10",
+        [sys.executable, str(ROOT / "tests" / "soak" / "soak.py"), "--runs", runs, "--max-n", "10",
          "--out", str(tmp_path / "soak")],
         capture_output=True,
         text=True,

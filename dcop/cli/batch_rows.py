@@ -288,7 +288,7 @@ def _forkserver() -> Any:
     """Processes forked from one server that imported dcop once (fast to start, and safe: the
     server has no threads, unlike this process with its progress bar and row threads)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["dcop.batch", "dcop.inference", "dcop.io"])
+    ctx.set_forkserver_preload(["dcop.cli.batch_rows", "dcop.inference", "dcop.io"])
     return ctx
 
 

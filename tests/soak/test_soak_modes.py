@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
+SOAK = Path(__file__).resolve().parent / "soak.py"
 MODES = (
     "sigterm:ready",
     "forge:ready",

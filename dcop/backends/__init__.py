@@ -1,6 +1,12 @@
-"""The one backend switch: ``get_backend("numpy" | "cupy" | "placed" | "auto")``.
+"""Table backends, and the one backend switch: ``get_backend("numpy" | "cupy" | "placed" | "auto")``.
 
-Algorithms call this and use the returned object's table methods (see ``dcop.tables``); they never
+* ``base``    the contract: the base protocol every backend keeps (``TableBackend``), the
+  capability protocols some add and how code asks for one (``capable``), ``BackendInfo``
+* ``numpy``   NumPy's backend (the host)
+* ``placed``  a GPU agent's backend: each bucket on the CPU or the GPU by its size
+* CuPy's backends (one GPU, several) are ``dcop.gpu``'s, imported only when asked for.
+
+Algorithms call :func:`get_backend` and use the returned object's table methods; they never
 import NumPy's or CuPy's array functions for table work themselves. CuPy is imported lazily, only
 when asked for, so ``import dcop`` works on machines without CUDA.
 
@@ -8,7 +14,7 @@ when asked for, so ``import dcop`` works on machines without CUDA.
 - ``cupy``: one GPU (``device``), or with several ``devices`` a backend that splits a large
   bucket's output along its leading variables over them (:class:`dcop.gpu.multi.MultiGpuBackend`).
 - ``placed``: a GPU agent's backend: each bucket on the CPU or the device by its size
-  (:class:`dcop.placement.PlacedBackend`, threshold ``min_entries``); with several ``devices``
+  (:class:`dcop.backends.placed.PlacedBackend`, threshold ``min_entries``); with several ``devices``
   its large buckets are split over them, the rest on ``device`` (made lazily: an agent whose
   buckets are small never opens the others).
 - ``auto``: ``cupy`` when a GPU is usable, else ``numpy``.
@@ -21,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dcop.backends.base import TableBackend
+from dcop.backends.numpy import NumpyBackend
 from dcop.errors import BackendUnavailable
-from dcop.tables import NumpyBackend, TableBackend
 
 BACKEND_NAMES = ("numpy", "cupy", "placed", "auto")
 
@@ -74,7 +81,7 @@ def get_backend(
         ) from exc
     several = devices is not None and len(set(devices)) > 1
     if name == "placed":
-        from dcop.placement import PlacedBackend
+        from dcop.backends.placed import PlacedBackend
 
         if several:
             from dcop.gpu.multi import MultiGpuBackend

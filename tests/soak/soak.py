@@ -1,6 +1,6 @@
 """Soak test: many consecutive distributed DPOP/ADPOP runs with faults and attacks mixed in.
 
-    python benchmarks/soak.py [--runs 200] [--kill-share 0.2] [--sigterm-share 0.1]
+    python tests/soak/soak.py [--runs 200] [--kill-share 0.2] [--sigterm-share 0.1]
         [--forge-share 0.1] [--self-connect-share 0.1] [--secure-share 0.5] [--seed 0]
         [--timeout 60] [--max-n 20] [--modes MODE[:VARIANT][:secure],...]
 
@@ -97,7 +97,7 @@ from dcop.generators import generate  # noqa: E402
 from dcop.inference import solve_be  # noqa: E402
 from dcop.io import read_problem, write_problem  # noqa: E402
 from dcop.model import Problem  # noqa: E402
-from dcop.ordering import dfs_pseudo_tree, induced_width  # noqa: E402
+from dcop.orders.greedy import induced_width  # noqa: E402
 from dcop.protocol import (  # noqa: E402
     COORDINATOR_ID,
     Go,
@@ -112,14 +112,18 @@ from dcop.protocol.curve import load_keypair  # noqa: E402
 from dcop.protocol.digest import part_digest  # noqa: E402
 from dcop.protocol.peers import AgentEntry, Peers, load_peers  # noqa: E402
 from dcop.protocol.zmqlink import claim  # noqa: E402
+from dcop.trees.pseudotree import dfs_pseudo_tree  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
+#: The report's default folder: a test's output is not committed (tests/soak/last_run/ keeps the
+#: report of the last full soak by hand).
+OUT = _WORK.parent / "dcop-soak"  # beside the work folders, never in the private TMPDIR
 
 
 def package_place(package: Path) -> str:
     """Which dcop ran, without naming a folder of this machine: the checkout beside this script,
     or another one (a link tree on PYTHONPATH)."""
-    here = RESULTS.parent.parent / "dcop"
+    here = REPO / "dcop"
     return "this checkout's dcop/" if package == here.resolve() else "another checkout's dcop/"
 
 
@@ -1116,7 +1120,7 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]], meta: dict[
         "a Setup, Go and Stop as the coordinator, plus garbage; open or CurveZMQ), `self-connect`",
         "(`setup`: a stranger's hello for a late agent makes the coordinator give a neighbour its",
         "own endpoint; `peers`: an agent's peers.json names its own endpoint as the",
-        "coordinator's). See the docstring of `benchmarks/soak.py`. After every run: no process",
+        "coordinator's). See the docstring of `tests/soak/soak.py`. After every run: no process",
         "of the run, no child, no fd/socket/thread beyond the warm-up baseline, and an empty",
         "private temporary folder (TMPDIR for this process, every agent and every `dcop run`).",
         "",
@@ -1208,7 +1212,7 @@ def command_line(argv: list[str]) -> str:
             skip = arg == "--note"
             continue
         kept.append(arg)
-    return shlex.join(["python", "benchmarks/soak.py", *kept])
+    return shlex.join(["python", "tests/soak/soak.py", *kept])
 
 
 def _fault(r: dict[str, Any]) -> str:
@@ -1237,7 +1241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grace", type=float, default=30.0, help="seconds past it = a hang")
     ap.add_argument("--sigterm-limit", type=float, default=10.0, help="seconds to exit after it")
     ap.add_argument("--max-n", type=int, default=20, help="largest instance (variables)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "soak")
+    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--note", default="", help="a line for the report (e.g. the commit)")
     args = ap.parse_args(argv)
     shares = [args.kill_share, args.sigterm_share, args.forge_share, args.self_connect_share]

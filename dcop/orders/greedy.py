@@ -4,24 +4,19 @@ An elimination order lists variables in the order BE eliminates them (first = fi
 processed). Orders: greedy ``minfill`` and ``mindegree`` (ties: smaller degree, then earlier
 variable), and ``pseudotree``: the reverse of a DFS pre-order that visits neighbours with the most
 neighbours first (the paper's heuristic), so each variable is eliminated after all its
-descendants; it is the order DPOP's UTIL phase follows. :func:`order_pseudo_tree` turns any
-elimination order into a pseudo-tree whose width is that order's induced width (not a DFS tree);
-the pseudo-tree itself and the DFS that builds one live in :mod:`dcop.trees`.
+descendants; it is the order DPOP's UTIL phase follows. An order's induced scopes and its
+pseudo-tree (whose width is the order's induced width) live in :mod:`dcop.trees.induced`.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from dcop.errors import ModelError
-from dcop.trees.pseudotree import PseudoTree, dfs_pseudo_tree
-
-if TYPE_CHECKING:
-    from dcop.model import Problem
-    from dcop.orders.engine import CostModel, OrderResult
+from dcop.trees.induced import induced_scope_walk, induced_scopes
+from dcop.trees.pseudotree import dfs_pseudo_tree
 
 Adjacency = Mapping[str, set[str]]
 ORDERINGS = ("minfill", "mindegree", "pseudotree")
@@ -103,87 +98,7 @@ def min_degree_order(adjacency: Adjacency) -> list[str]:
     return _greedy_order(adjacency, score_fill=False)
 
 
-# ---- an order's pseudo-tree --------------------------------------------------------------------
-def order_pseudo_tree(adjacency: Adjacency, order: Sequence[str]) -> PseudoTree:
-    """The pseudo-tree of an elimination order (the centralized option, e.g. along min-fill).
-
-    The parent of x is the variable of x's induced scope (:func:`induced_scopes`) that ``order``
-    eliminates first after x; roots are the variables with an empty induced scope. Every graph
-    edge then joins a variable and an ancestor, each variable's separator is its induced scope, and
-    the tree's width is the order's induced width. A parent need not be a neighbour, so agents
-    cannot build this tree by a DFS: it comes back with ``distributed=False``.
-    """
-    scopes = induced_scopes(adjacency, order)
-    position = {v: i for i, v in enumerate(order)}
-    parent: dict[str, str | None] = {v: (s[0] if s else None) for v, s in scopes.items()}
-    children: dict[str, list[str]] = {v: [] for v in adjacency}
-    for v in reversed(order):  # each variable's children: eliminated last first
-        p = parent[v]
-        if p is not None:
-            children[p].append(v)
-    roots = [v for v in reversed(order) if parent[v] is None]
-    pre: list[str] = []
-    depth: dict[str, int] = {}
-    stack = [(r, 0) for r in reversed(roots)]
-    while stack:
-        v, d = stack.pop()
-        pre.append(v)
-        depth[v] = d
-        stack.extend((c, d + 1) for c in reversed(children[v]))
-    pseudo_parents: dict[str, list[str]] = {v: [] for v in adjacency}
-    pseudo_children: dict[str, list[str]] = {v: [] for v in adjacency}
-    for v in pre:
-        # a neighbour eliminated later is an ancestor (it is in v's induced scope)
-        for u in sorted(adjacency[v], key=position.__getitem__):
-            if position[u] > position[v] and u != parent[v]:
-                pseudo_parents[v].append(u)
-                pseudo_children[u].append(v)
-    return PseudoTree(
-        parent,
-        children,
-        pseudo_parents,
-        pseudo_children,
-        roots,
-        pre,
-        depth,
-        distributed=False,
-    )
-
-
 # ---- measures of an order -----------------------------------------------------------------------
-def induced_scope_walk(
-    adjacency: Adjacency, order: Sequence[str]
-) -> Iterator[tuple[str, set[str]]]:
-    """(variable, its induced scope) along ``order``, first eliminated first, for an order that
-    lists every variable once (unchecked); the scopes are the walk's own, to read. The scope is built the way BE's messages travel: a
-    variable's later neighbours and the scopes handed to it (less itself), handed on to the
-    scope's first-eliminated variable; no induced graph is kept, so a step costs the sizes of the
-    scopes it joins, not their squares (2-3x faster than filling in cliques at n = 400-900)."""
-    position = {v: i for i, v in enumerate(order)}
-    handed: list[list[set[str]]] = [[] for _ in order]
-    for i, v in enumerate(order):
-        scope = {u for u in adjacency[v] if position[u] > i}
-        for inner in handed[i]:
-            scope |= inner
-        handed[i] = []
-        scope.discard(v)
-        if scope:
-            handed[min(map(position.__getitem__, scope))].append(scope)
-        yield v, scope
-
-
-def induced_scopes(adjacency: Adjacency, order: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """For each variable, the variables after it that it is joined with when it is eliminated
-    (its bucket's output scope along ``order``)."""
-    if set(order) != set(adjacency) or len(order) != len(adjacency):
-        raise ModelError("an elimination order must list every variable exactly once")
-    position = {v: i for i, v in enumerate(order)}
-    return {
-        v: tuple(sorted(scope, key=position.__getitem__))
-        for v, scope in induced_scope_walk(adjacency, order)
-    }
-
-
 def induced_width(adjacency: Adjacency, order: Sequence[str]) -> int:
     """w*: the largest number of later neighbours of a variable in the induced graph."""
     return max((len(s) for s in induced_scopes(adjacency, order).values()), default=0)
@@ -220,19 +135,6 @@ def elimination_cost(
         if total > cap:
             return math.inf
     return total
-
-
-def best_order(
-    problem_or_graph: Problem | Adjacency,
-    budget_s: float | None = None,
-    cost_model: CostModel | None = None,
-) -> OrderResult:
-    """The ordering engine's best order (:func:`dcop.orders.engine.best_order`): greedy orders
-    at once, then a tree-decomposition search within ``budget_s`` (None: sized from the predicted
-    solve time), compared by their real cost; never costlier than min-fill."""
-    from dcop.orders.engine import best_order as engine_best_order
-
-    return engine_best_order(problem_or_graph, budget_s, cost_model)
 
 
 def cheapest_order(
