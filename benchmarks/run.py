@@ -148,6 +148,17 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "scale_quiet.png",
         ),
     ),
+    "search": (
+        "search.py",
+        (
+            "search.json",
+            "search.md",
+            "search.png",
+            "search_gpu.json",
+            "search_gpu.md",
+            "search_gpu.png",
+        ),
+    ),
     "serving": ("serving.py", ("serving.json", "serving.md")),
     "toulbar2-settings": (
         "toulbar2_settings.py",

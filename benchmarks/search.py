@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Exact search beside toulbar2: who proves the optimum, and how fast.
 
-    python benchmarks/search.py [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
+    python benchmarks/run.py search [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
 
 Every run is a fresh process (``--worker``) with the same limit, timed inside the process from
 reading the file to the answer (toulbar2 through pytoulbar2 alike). Settings: toulbar2 at its
@@ -211,7 +211,6 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) ->
     from compare.machine import describe, machine_info
 
     name = "search_gpu" if args.gpu else "search"
-    args.out.mkdir(parents=True, exist_ok=True)
     stats = measures(rows, args.limit)
     doc = {
         "command": "python benchmarks/search.py " + " ".join(sys.argv[1:]),
@@ -223,7 +222,6 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) ->
         "measures": stats,
         "rows": rows,
     }
-    (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
 
     def cell(entry: dict[str, Any]) -> str:
         s = entry.get("seconds")
@@ -268,7 +266,9 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) ->
         ),
         "",
     ]
-    (args.out / f"{name}.md").write_text("\n".join(lines))
+    from keep import write_results
+
+    write_results(args.out, name, doc, "\n".join(lines))
     cactus(rows, args.limit, args.out / f"{name}.png")
 
 
