@@ -407,9 +407,11 @@ class Agent:
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
         for n in (*setup.neighbours, *setup.links):  # links: the elimination tree's extra edges
             self.transport.connect_peer(n.id, n.endpoint)
-        settle = getattr(self.transport, "settle", None)
-        if settle is not None and not self.cfg.serving:
-            settle([n.id for n in setup.neighbours])  # nobody else becomes a neighbour now
+        # frames held from anyone else can never be delivered in this problem; a one-shot
+        # agent's neighbours are known for good, a serving agent's change with the next problem
+        self.transport.settle(
+            [n.id for n in (*setup.neighbours, *setup.links)], for_good=not self.cfg.serving
+        )
         self.session = Session(
             self.me,
             part,
