@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dcop.choices import check_z
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
@@ -37,6 +37,9 @@ from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, STATUSES, Status, result_document
+
+if TYPE_CHECKING:
+    from dcop.io import ReadLimits
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
 COLUMNS: tuple[str, ...] = (
@@ -226,6 +229,21 @@ def _status(exc: BaseException) -> Status:
     return "error"
 
 
+def _read_limits(deadline: float, settings: BatchSettings, agents: bool = False) -> ReadLimits:
+    """A row's file is read within the row's timeout and the memory its solve may use (a
+    distributed row's: the default limit, ``--max-memory`` bounds each agent)."""
+    from dcop.inference.memory import effective_limit, resident_bytes
+    from dcop.io import ReadLimits
+
+    limit = effective_limit(None if agents else settings.max_memory)
+    return ReadLimits(
+        deadline,
+        max(0.0, limit.bytes - resident_bytes()),
+        f"the row's timeout of {settings.timeout:g} s",
+        limit.text,
+    )
+
+
 def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     """The child process of one be/mbe/auto row: read, solve, send ``("done", document,
     exit_code)`` (those of ``dcop solve --json`` on the file). ``auto`` is anytime until the
@@ -250,7 +268,7 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
 
     problem: Problem | None = None
     try:
-        problem = read_problem(job.path)
+        problem = read_problem(job.path, limits=_read_limits(deadline, settings))
         # the order is chosen once per row, for auto's steps and the solve alike
         ordering = choose_order(problem, settings.ordering, settings.order_time)
         limit = settings.max_memory
@@ -336,9 +354,11 @@ def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], 
     from dcop.protocol import RunSpec
 
     problem: Problem | None = None
+    deadline = time.monotonic() + settings.timeout
     try:
         spec = RunSpec.from_options(job.algo, job.z)
-        problem = read_problem(job.path)
+        # the coordinator reads the file: --max-memory bounds each agent, not the reader
+        problem = read_problem(job.path, limits=_read_limits(deadline, settings, agents=True))
         doc = run_local(problem, spec, timeout=settings.timeout).to_json()
     except (DcopError, MemoryError) as exc:
         status = _status(exc)

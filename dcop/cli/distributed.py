@@ -115,10 +115,13 @@ def _tell(text: str) -> None:
     console_for(sys.stderr).print(text)
 
 
-def _read(path: Path, evidence: Path | None = None) -> Problem:
+def _read(path: Path, evidence: Path | None = None, timeout: float | None = None) -> Problem:
+    """The problem of ``path``, read within the command's ``timeout`` (from its start) and the
+    memory this process may take (``--max-memory`` bounds each agent, not the reader)."""
+    from dcop.cli.common import read_limits
     from dcop.io import read_problem
 
-    return read_problem(str(path), evidence=evidence)
+    return read_problem(str(path), evidence=evidence, limits=read_limits(timeout, None))
 
 
 def _task(file: Path, task: TaskName | None) -> str:
@@ -330,7 +333,7 @@ def coordinator(
         spec = _spec(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
-        read["problem"] = problem = _read(problem_file, evidence)
+        read["problem"] = problem = _read(problem_file, evidence, timeout)
         transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
         try:
             try:
@@ -456,7 +459,7 @@ def run(
                 "--agents-read-file with --evidence: the agents would read the model without "
                 "the evidence; leave one out"
             )
-        read["problem"] = problem = _read(file, evidence)
+        read["problem"] = problem = _read(file, evidence, timeout)
         shown: list[bool] = []
 
         def show_answer(answer: RunResult) -> None:
