@@ -193,6 +193,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             gpu=device_name,
             ipc=ipc,
             fault=options.fault,
+            launcher_pid=options.launcher_pid,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
         code = Agent(config, transport, backend, local, worker=worker).run()

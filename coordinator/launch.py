@@ -86,8 +86,10 @@ def agent_options(
     keys: str | Path | None = None,
     problem_file: str | Path | None = None,
     log_level: str = "WARNING",
+    launcher_pid: int | None = None,
 ) -> AgentOptions:
-    """The options of one agent process for a run of ``spec``."""
+    """The options of one agent process for a run of ``spec`` (``launcher_pid``: the
+    coordinator's process, when it launches the agent: the agent leaves once it is gone)."""
     return AgentOptions(
         agent_id,
         str(peers_file),
@@ -99,6 +101,7 @@ def agent_options(
         secure=keys is not None,
         keys=str(keys) if keys is not None else None,
         log_level=log_level,
+        launcher_pid=launcher_pid,
     )
 
 
@@ -205,6 +208,7 @@ def run_local(
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
+                launcher_pid=os.getpid(),
             )
             argv = command_line(options)
             if agent_argv is not None:
