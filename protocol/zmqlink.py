@@ -668,16 +668,33 @@ class _ZmqBase:
         if known == routing:
             return True
         if self.curve is None:
+            address = _peer_address(body)
             self._refuse(
-                _peer_address(body),
+                address,
                 "second",
                 "it claims to be agent %d, which already speaks on another connection",
                 sender,
             )
-            _cut(body)  # and its next frames: it stays refused (the ZAP handler sees the claim)
-            return False
+            self._second_claim(sender, f"from {address}")
+            self._cut(sender, body)  # and its next frames: it stays refused (the ZAP handler
+            return False  # sees the claim)
         self._routes[sender] = routing
         return True
+
+    def _second_claim(self, sender: int, where: str) -> None:
+        """A second connection claimed ``sender``'s id and was refused (open mode; ``where``:
+        its address, or that it came at the handshake). May run on the ZAP handler's thread."""
+
+    def _cut(self, sender: int | None, body: zmq.Frame) -> None:
+        """:func:`_cut` the connection of a refused frame that claims ``sender``, unless its
+        descriptor belongs to another peer now: the frame waited in the queue while its own
+        connection closed and the number went to a new one (cutting that one blamed an
+        innocent agent for a lost link)."""
+        fd = _source_fd(body)
+        owner = self._fd_peers.get(fd) if fd is not None else None
+        if owner is not None and owner != sender:
+            return
+        _cut(body)
 
     def _note_source(self, sender: int, body: zmq.Frame) -> None:
         """Remember which connection ``sender`` speaks on, to name it when that one closes
@@ -907,7 +924,7 @@ class ZmqAgentTransport(_ZmqBase):
         address = _peer_address(body[0])
         if sender not in self.candidates or sender == self.me:
             self._refuse(address, "stranger", "%s is not a neighbour of this agent", _who(sender))
-            _cut(body[0])
+            self._cut(sender, body[0])
             return None
         size = sum(len(f) for f in body)
         if size > EARLY_MAX_BYTES:
@@ -1040,6 +1057,8 @@ class ZmqCoordinatorTransport(_ZmqBase):
             agents = list(curve.client_keys)
         self.agents: frozenset[int] | None = None if agents is None else frozenset(agents)
         self._router_losses = True
+        self._preempted: list[tuple[int, str]] = []
+        self._told_preempted: set[int] = set()
         try:
             self.router, self.endpoint = self._router(endpoint)
         except RunError:
@@ -1048,9 +1067,31 @@ class ZmqCoordinatorTransport(_ZmqBase):
 
     def _admits(self, sender: int, claimed: bytes | None) -> str | None:
         why = super()._admits(sender, claimed)
+        if why is not None and sender in self._routes:
+            self._second_claim(sender, "at the handshake")
         if why is None and self.agents is not None and sender not in self.agents:
             why = f"{_who(sender)} is not in peers.json"
         return why
+
+    def _second_claim(self, sender: int, where: str) -> None:
+        # list.append is atomic: the ZAP handler's thread may call this
+        self._preempted.append((sender, where))
+
+    def lost_peers(self) -> list[PeerLoss]:
+        """Lost links, and agents whose id another connection had claimed first: in open mode
+        the coordinator cannot tell the impostor from the agent, but the run cannot go on with
+        that agent, and the error names it and why (it blamed whichever agent's link was cut)."""
+        while self._preempted:
+            sender, where = self._preempted.pop(0)
+            if sender in self._told_preempted:
+                continue
+            self._told_preempted.add(sender)
+            self._lose(
+                sender,
+                f"a second connection claimed agent {sender}'s id ({where}) and was refused: in "
+                "open mode a process that speaks first can take an agent's id; use --secure",
+            )
+        return super().lost_peers()
 
     def send(self, peer: int, frames: Sequence[Buffer]) -> None:
         """Queue one message (its frames) for agent ``peer`` on the connection it spoke on."""
@@ -1072,7 +1113,7 @@ class ZmqCoordinatorTransport(_ZmqBase):
             self._refuse(
                 _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
             )
-            _cut(body[0])
+            self._cut(sender, body[0])
             return None
         if not self._keeps_route(sender, routing, body[0]):
             return None

@@ -334,7 +334,14 @@ def coordinator(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
         read["problem"] = problem = _read(problem_file, evidence, timeout)
-        transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
+        # only the agents of peers.json connect (open mode too: a stranger's connection is
+        # refused at the handshake, before any of its frames is read)
+        transport = ZmqCoordinatorTransport(
+            table.coordinator,
+            curve,
+            spec.max_message_bytes,
+            agents={a.id for a in table.agents},
+        )
         try:
             try:
                 coordinator = Coordinator(

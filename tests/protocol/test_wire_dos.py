@@ -285,6 +285,38 @@ def test_a_serving_agents_setup_drops_frames_its_links_cannot_deliver(
     assert first(a, 5.0) == (2, b"next problem")
 
 
+def test_an_id_taken_first_is_named_as_taken(
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any]
+) -> None:
+    """Round 4, finding 5: in open mode a connection that claims agent 3 first keeps the id;
+    the coordinator reports agent 3 lost, saying why (it blamed an innocent agent before)."""
+    coord = closing_now(ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[2, 3]))
+    impostor = ctx.socket(zmq.DEALER)
+    claim(impostor, b"3/evil")
+    impostor.setsockopt(zmq.LINGER, 0)
+    impostor.connect(coord.endpoint)
+    impostor.send(b"first")
+    end = time.monotonic() + 30
+    got = None
+    while got is None:
+        assert time.monotonic() < end, "the first claim of id 3 never arrived"
+        got = coord.recv(0.1)
+    assert got[0] == 3
+    honest = ctx.socket(zmq.DEALER)
+    claim(honest, b"3/honest")
+    honest.setsockopt(zmq.LINGER, 0)
+    honest.connect(coord.endpoint)
+    losses: list[Any] = []
+    while not losses:
+        assert time.monotonic() < end, "the refused second claim of id 3 was never reported"
+        with contextlib.suppress(zmq.Again):  # refused at the handshake: no link to send on
+            honest.send(b"hello", zmq.NOBLOCK)
+        coord.recv(0.1)
+        losses = [x for x in coord.lost_peers() if x.peer == 3]
+    assert "a second connection claimed agent 3's id" in losses[0].reason
+    assert "--secure" in losses[0].reason
+
+
 def _child_script() -> str:
     """The agent process of ``benchmarks/wire_memory.py`` (one script for the bench and here)."""
     import importlib.util
@@ -361,3 +393,22 @@ def test_undecodable_frames_are_logged_at_a_bounded_rate(caplog: pytest.LogCaptu
             agent.on_frames(1, [b"\x00not msgpack"])
     lines = [r for r in caplog.records if "dropped a frame" in r.getMessage()]
     assert len(lines) == 1
+
+
+def test_a_stale_frame_never_cuts_another_agents_connection(
+    closing_now: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round 4, finding 5: a refused frame's descriptor may have gone to a new connection while
+    the frame waited; when that descriptor is another agent's, its connection is left alone
+    (cutting it blamed agent 2 for a lost link when agent 3's id was taken)."""
+    from dcop.protocol import zmqlink
+
+    coord = closing_now(ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[2, 3]))
+    cut: list[object] = []
+    monkeypatch.setattr(zmqlink, "_source_fd", lambda frame: 17)
+    monkeypatch.setattr(zmqlink, "_cut", cut.append)
+    coord._fd_peers[17] = 2
+    coord._cut(3, "frame")
+    assert cut == []
+    coord._cut(2, "frame")  # the connection of the agent the frame claims: cut
+    assert cut == ["frame"]
