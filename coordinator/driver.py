@@ -33,6 +33,7 @@ from dcop.coordinator.metrics import wire_metrics
 from dcop.coordinator.topology import (
     Layout,
     auto_tree_count,
+    check_wire_limits,
     first_candidate_largest,
     layout_for,
 )
@@ -186,6 +187,7 @@ class Coordinator:
         self.dtype = np.dtype(np.float64 if self.spec.summing else choose_dtype(problem))
         if self.spec.summing:
             log_constant(problem)  # a model with a WCSP top has no Z: refused here
+        check_wire_limits(problem)
         self.layout: Layout = layout_for(problem, peers)
         self.active = sorted(self.layout.variable)
         first = None

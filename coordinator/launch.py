@@ -28,7 +28,7 @@ from typing import Any
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
 from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses, templates_for
-from dcop.coordinator.topology import peers_for
+from dcop.coordinator.topology import check_wire_limits, peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import RunSpec
@@ -172,6 +172,7 @@ def run_local(
         devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
+    check_wire_limits(problem)  # a problem the wire cannot carry: refused before any agent
     with contextlib.ExitStack() as stack:
         if workdir is None:
             runs = runs_folder()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dcop.errors import InputError
 from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID
+from dcop.protocol.constants import MAX_NAME_CHARS, MAX_SCOPE, MAX_TABLES
 from dcop.protocol.peers import AgentEntry, Peers
 
 #: endpoint(agent id, variable name) -> "tcp://host:port"
@@ -171,6 +172,36 @@ def layout_for(problem: Problem, peers: Peers) -> Layout:
     adjacency = problem.neighbours()
     neighbours = {i: frozenset(agent_of[u] for u in adjacency[v]) for i, v in variable.items()}
     return Layout(variable, neighbours, agents)
+
+
+def check_wire_limits(problem: Problem) -> None:
+    """InputError (one line, before any agent starts) for a problem the wire cannot carry,
+    though ``dcop solve`` takes it: a variable name longer than a message allows, a table of
+    more variables than a scope may have, or a variable in more tables than one Setup holds
+    (each agent receives every table on its variable). Before, such a run waited for a hello
+    that never came, or failed after the peer timeout."""
+    for name in problem.variables:
+        if len(name) > MAX_NAME_CHARS:
+            raise InputError(
+                f"variable {name[:40]!r}... has a name of {len(name)} characters: distributed "
+                f"runs allow at most {MAX_NAME_CHARS} (dcop solve takes it)"
+            )
+    counts = dict.fromkeys(problem.variables, 0)
+    for table in problem.tables:
+        if table.arity > MAX_SCOPE:
+            raise InputError(
+                f"table {table.name!r} has {table.arity} variables: distributed runs allow at "
+                f"most {MAX_SCOPE} per table (dcop solve takes it)"
+            )
+        for v in dict.fromkeys(table.scope):
+            counts[v] += 1
+    worst = max(counts, key=counts.__getitem__, default=None)
+    if worst is not None and counts[worst] > MAX_TABLES:
+        raise InputError(
+            f"variable {worst!r} is in {counts[worst]} cost functions: a distributed agent "
+            f"takes at most {MAX_TABLES} (dcop solve takes it; tables of the same scope may be "
+            "summed into one)"
+        )
 
 
 def check_peers(problem: Problem, peers: Peers) -> None:
