@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -444,28 +445,84 @@ def csv_cell(value: object) -> str:
 
 class RowSink:
     """Writes rows as they come: the CSV and the JSON Lines file (one result document a line),
-    flushed after each so that an interrupted batch keeps what it finished."""
+    flushed after each so that an interrupted batch keeps what it finished.
+
+    A write that fails (a full disk, ``/dev/full``) ends that file only, with one warning on
+    stderr: the batch goes on, and :meth:`spill` then writes that output whole on a stream, so
+    no row is lost (before, the batch stopped with a traceback at its first row)."""
 
     def __init__(self, stack: ExitStack, csv_path: Path | None, jsonl_path: Path | None) -> None:
-        self._csv: Any = None
-        self._jsonl: IO[str] | None = None
-        if csv_path is not None:
-            handle = stack.enter_context(csv_path.open("w", newline="", encoding="utf-8"))
-            self._csv = (handle, csv.writer(handle))
-            self._csv[1].writerow(COLUMNS)
-        if jsonl_path is not None:
-            self._jsonl = stack.enter_context(jsonl_path.open("w", encoding="utf-8"))
+        self._paths = {"--csv": csv_path, "--jsonl": jsonl_path}
+        self._handles: dict[str, IO[str]] = {}
+        self._failed: list[str] = []
+        self._rows: list[Row] = []
+        for option, path in self._paths.items():
+            if path is None:
+                continue
+            try:
+                handle = path.open("w", newline="" if option == "--csv" else None, encoding="utf-8")
+            except OSError as exc:
+                self._fail(option, exc)
+                continue
+            self._handles[option] = handle
+            stack.callback(self._close, option)
+        self._write("--csv", lambda h: csv.writer(h).writerow(COLUMNS))
 
     def add(self, row: Row) -> None:
         """Write one row."""
-        if self._csv is not None:
-            handle, writer = self._csv
-            cells = row.cells()
-            writer.writerow([csv_cell(cells[c]) for c in COLUMNS])
+        self._rows.append(row)
+        cells = row.cells()
+        self._write(
+            "--csv", lambda h: csv.writer(h).writerow([csv_cell(cells[c]) for c in COLUMNS])
+        )
+        self._write("--jsonl", lambda h: h.write(_jsonl_line(row)))
+
+    def spill(self, stream: IO[str]) -> None:
+        """Write each output whose file failed, whole, on ``stream``."""
+        for option in self._failed:
+            if option == "--csv":
+                writer = csv.writer(stream)
+                writer.writerow(COLUMNS)
+                for row in self._rows:
+                    cells = row.cells()
+                    writer.writerow([csv_cell(cells[c]) for c in COLUMNS])
+            else:
+                stream.writelines(_jsonl_line(row) for row in self._rows)
+        stream.flush()
+
+    def _write(self, option: str, write: Callable[[IO[str]], object]) -> None:
+        handle = self._handles.get(option)
+        if handle is None:
+            return
+        try:
+            write(handle)
             handle.flush()
-        if self._jsonl is not None:
-            self._jsonl.write(json.dumps(row.document, allow_nan=False) + "\n")
-            self._jsonl.flush()
+        except OSError as exc:
+            self._close(option)
+            self._fail(option, exc)
+
+    def _close(self, option: str) -> None:
+        handle = self._handles.pop(option, None)
+        if handle is None:
+            return
+        try:
+            handle.close()
+        except OSError as exc:  # the last buffered bytes did not fit either
+            self._fail(option, exc)
+
+    def _fail(self, option: str, exc: OSError) -> None:
+        if option in self._failed:
+            return
+        self._failed.append(option)
+        print(
+            f"dcop: warning: cannot write {option} {self._paths[option]}: "
+            f"{exc.strerror or exc}; the batch goes on, and that output follows whole at its end",
+            file=sys.stderr,
+        )
+
+
+def _jsonl_line(row: Row) -> str:
+    return json.dumps(row.document, allow_nan=False) + "\n"
 
 
 def batch_document(settings: BatchSettings, rows: Sequence[Row]) -> dict[str, Any]:
