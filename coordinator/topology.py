@@ -107,6 +107,10 @@ def host_blocks(n_agents: int, n_hosts: int) -> list[int]:
     return [i * n_hosts // n_agents for i in range(n_agents)]
 
 
+#: The largest TCP port.
+MAX_PORT = 65535
+
+
 def agent_port(base_port: int, agent: int) -> int:
     """The port of agent ``agent``: ``--base-port`` is the coordinator's, agents take the ones
     after it (agent i: base + 1 + i, on whichever host it runs)."""
@@ -118,6 +122,12 @@ def block_placement(hosts: Sequence[str], base_port: int, n_agents: int) -> tupl
     agent: placed by :func:`host_blocks`, listening on :func:`agent_port`."""
     if not hosts:
         raise InputError("at least one host is needed")
+    last = agent_port(base_port, max(n_agents, 1) - 1)
+    if base_port < 1 or last > MAX_PORT:
+        raise InputError(
+            f"--base-port {base_port} with {n_agents} agents needs ports {base_port}..{last}: "
+            f"ports go from 1 to {MAX_PORT}"
+        )
     blocks = host_blocks(max(n_agents, 1), len(hosts))
 
     def endpoint(i: int, _variable: str) -> str:

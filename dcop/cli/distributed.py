@@ -47,6 +47,7 @@ from dcop.cli.options import (
     ZOption,
     check_z,
     parse_gpu,
+    seconds,
 )
 from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
@@ -71,7 +72,9 @@ ZOpt = ZOption
 Timeout = Annotated[
     float,
     typer.Option(
-        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+        "--timeout",
+        callback=seconds,
+        help="seconds for the whole run, from the command's start (launch included)",
     ),
 ]
 MaxMessage = MaxMessageOption

@@ -295,9 +295,10 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
     info["contraction_largest_intermediate"] = tree["largest_intermediate"]
     info["contraction_flops"] = float(tree["flops"])
     info["contraction_slices"] = tree["slices"]
-    info["memory_bytes_contraction_pr"] = tree["peak_bytes_pr"]
-    info["memory_bytes_contraction_mar"] = tree["peak_bytes_mar"]
-    info["contraction_search_s"] = tree["search_s"]
+    # (no cost function: no tree, nothing planned, no peak of its own)
+    info["memory_bytes_contraction_pr"] = tree.get("peak_bytes_pr", 0)
+    info["memory_bytes_contraction_mar"] = tree.get("peak_bytes_mar", 0)
+    info["contraction_search_s"] = tree.get("search_s", 0.0)
     return info
 
 

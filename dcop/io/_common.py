@@ -516,9 +516,42 @@ def build_problem(
     """Problem.build, with a ModelError reported as an InputError on the file."""
     check_deadline(file)
     try:
-        return Problem.build(variables, tables, **kwargs)
+        problem = Problem.build(variables, tables, **kwargs)
     except ModelError as exc:
         raise InputError(str(exc), file) from None
+    check_total_range(file, problem)
+    return problem
+
+
+def check_total_range(file: str, problem: Problem) -> None:
+    """InputError when the finite costs (those below the upper bound) of one assignment could
+    add up past the largest float: such a total reads as infinite, that is infeasible (two
+    costs of 1e308 were claimed to have no solution)."""
+    bound = problem.upper_bound if problem.upper_bound is not None else math.inf
+    total = abs(problem.constant)
+    for table in problem.tables:
+        form = table.sparse_form()
+        if form is not None:
+            total += _largest_finite(np.append(form[2], form[0]), bound)
+        else:
+            flat = np.asarray(table.costs).reshape(-1)
+            step = 1 << 16  # in chunks: no temporary the size of a large table
+            total += max(
+                (_largest_finite(flat[k : k + step], bound) for k in range(0, flat.size, step)),
+                default=0.0,
+            )
+        if not math.isfinite(total):
+            raise InputError(
+                "the finite costs of one assignment can add up past the largest float "
+                "(about 1.8e308), which would read as infeasible; scale the costs down",
+                file,
+            )
+
+
+def _largest_finite(values: FloatArray, bound: float) -> float:
+    """The largest magnitude among ``values`` that are finite and below ``bound`` (0: none)."""
+    keep = np.isfinite(values) & (values < bound)
+    return float(np.abs(values, where=keep, out=np.zeros_like(values)).max(initial=0.0))
 
 
 def format_cost(value: float) -> str:

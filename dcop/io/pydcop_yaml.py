@@ -258,6 +258,13 @@ def _cost(value: Any, what: str, file: str, line: int | None) -> float:
         cost = float(value)
     except ValueError:
         raise InputError(f"{what}: {value!r} is not a number", file, line) from None
+    except OverflowError:  # an integer of hundreds of digits
+        raise InputError(
+            f"{what}: {str(value)[:20]}... ({len(str(value))} digits) is beyond the range of a "
+            "float (about 1.8e308)",
+            file,
+            line,
+        ) from None
     if math.isnan(cost):
         raise InputError(f"{what} is NaN", file, line)
     return cost
