@@ -23,6 +23,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
+    read_limits,
     summary_console,
     write_answer_file,
     write_json,
@@ -322,7 +323,10 @@ def info_command(
     work (joined entries) and time."""
     check_ordering("auto", order_time)
     check_output(json_out, "--json")
-    problem = read_problem(file, fmt.value if fmt is not None else None)
+    # within the default memory limit: a header of millions of variables is refused at once
+    problem = read_problem(
+        file, fmt.value if fmt is not None else None, limits=read_limits(None, None)
+    )
     info = describe(problem, order_time)
     order = info.pop("_order")
     if write_order is not None:
