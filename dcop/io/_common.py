@@ -409,7 +409,9 @@ class Tokens:
             raise self.error(f"unexpected end of file, expected {what}")
         tok = self._buf[self._at]
         self._at += 1
-        self._tick()
+        self._ticks -= 1  # (_tick inlined: this runs once per token)
+        if self._ticks <= 0:
+            self._tick()
         return tok
 
     def integer(self, what: str, lo: int | None = None, hi: int | None = None) -> int:
