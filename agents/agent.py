@@ -97,6 +97,9 @@ class AgentConfig:
     #: CUDA IPC domain of a GPU agent (:func:`dcop.gpu.ipc.ipc_domain`; empty: none)
     ipc: str = ""
     fault: str | None = None  # test-only fault injection, one of FAULTS
+    #: the process that launched this agent and coordinates it (``dcop run``; None: started by
+    #: hand, or serving): checked once a heartbeat_s, its end ends the agent
+    launcher_pid: int | None = None
 
 
 class Agent:
@@ -175,6 +178,15 @@ class Agent:
                 self._end_problem("timed out")
             if now >= next_beat:
                 next_beat = now + self.cfg.heartbeat_s
+                if self.cfg.launcher_pid is not None and not process_alive(self.cfg.launcher_pid):
+                    # a lost link to it says nothing before it has spoken (issue 48, round 4:
+                    # kill -9 of dcop run during launch left its agents up for their timeout)
+                    log.error(
+                        "agent %d: the coordinator that launched it (pid %d) is gone; exiting",
+                        self.me,
+                        self.cfg.launcher_pid,
+                    )
+                    return 1
                 self._beat()
             if self._check_losses():
                 return 1
@@ -408,9 +420,11 @@ class Agent:
         part = adopt_setup(self.me, setup, self.backend, self.local, expected)
         for n in (*setup.neighbours, *setup.links):  # links: the elimination tree's extra edges
             self.transport.connect_peer(n.id, n.endpoint)
-        settle = getattr(self.transport, "settle", None)
-        if settle is not None and not self.cfg.serving:
-            settle([n.id for n in setup.neighbours])  # nobody else becomes a neighbour now
+        # frames held from anyone else can never be delivered in this problem; a one-shot
+        # agent's neighbours are known for good, a serving agent's change with the next problem
+        self.transport.settle(
+            [n.id for n in (*setup.neighbours, *setup.links)], for_good=not self.cfg.serving
+        )
         self.session = Session(
             self.me,
             part,
@@ -586,3 +600,22 @@ def error_kind(exc: BaseException) -> ErrorKind:
 
 
 __all__ = ["FAULTS", "Agent", "AgentConfig", "error_kind"]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    state = stat[stat.rindex(b")") + 2 :][:1]
+    return state not in (b"Z", b"X")

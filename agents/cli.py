@@ -84,6 +84,8 @@ def agent(
         LogLevel, typer.Option(help="Log level.", case_sensitive=False)
     ] = LogLevel.WARNING,
     fault: Annotated[str | None, typer.Option(hidden=True)] = None,  # fault-injection tests
+    # set by dcop run, which launches its agents: they leave as soon as it is gone
+    launcher_pid: Annotated[int | None, typer.Option(hidden=True, min=1)] = None,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -105,6 +107,7 @@ def agent(
             insecure=insecure,
             log_level=log_level.value,
             fault=fault,
+            launcher_pid=launcher_pid,
         )
     )
 

@@ -84,16 +84,22 @@ def agent_backend(
     return backend, time.perf_counter() - t0, str(backend.gpu.device_name), domain
 
 
-def local_part(path: str, entry: AgentEntry, peers: Peers) -> tuple[list[CostTable], int]:
-    """This agent's tables and domain size from the problem file, checked against peers.json."""
-    from dcop.io import read_problem
+def local_part(
+    path: str, entry: AgentEntry, peers: Peers, timeout_s: float | None = None
+) -> tuple[list[CostTable], int]:
+    """This agent's tables and domain size from the problem file, checked against peers.json
+    (read within ``timeout_s``, the agent's own ``--timeout``)."""
+    from dcop.io import ReadLimits, read_problem
 
     if entry.variable is None:
         raise InputError(
             "--problem needs a problem-specific peers.json (one that gives each agent its "
             "variable); serving agents receive their part from the coordinator"
         )
-    problem = read_problem(path)
+    limits = None
+    if timeout_s is not None:
+        limits = ReadLimits(time.monotonic() + timeout_s, None, f"--timeout {timeout_s:g} s")
+    problem = read_problem(path, limits=limits)
     var = problem.variables.get(entry.variable)
     if var is None:
         raise InputError(
@@ -169,7 +175,11 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
         signal.signal(signum, _stop_signal)
     try:
         transport.open()
-        local = local_part(options.problem, entry, peers) if options.problem is not None else None
+        local = (
+            local_part(options.problem, entry, peers, options.timeout)
+            if options.problem is not None
+            else None
+        )
         backend, setup_s, device_name, ipc = agent_backend(device, split=split)
         worker = Worker("dcop-jobs")
         # first-call costs paid here, not in the solve: on this thread, which runs the short
@@ -193,6 +203,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             gpu=device_name,
             ipc=ipc,
             fault=options.fault,
+            launcher_pid=options.launcher_pid,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
         code = Agent(config, transport, backend, local, worker=worker).run()

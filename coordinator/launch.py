@@ -28,7 +28,7 @@ from typing import Any
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
 from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses, templates_for
-from dcop.coordinator.topology import peers_for
+from dcop.coordinator.topology import check_wire_limits, peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import RunSpec
@@ -86,8 +86,10 @@ def agent_options(
     keys: str | Path | None = None,
     problem_file: str | Path | None = None,
     log_level: str = "WARNING",
+    launcher_pid: int | None = None,
 ) -> AgentOptions:
-    """The options of one agent process for a run of ``spec``."""
+    """The options of one agent process for a run of ``spec`` (``launcher_pid``: the
+    coordinator's process, when it launches the agent: the agent leaves once it is gone)."""
     return AgentOptions(
         agent_id,
         str(peers_file),
@@ -99,6 +101,7 @@ def agent_options(
         secure=keys is not None,
         keys=str(keys) if keys is not None else None,
         log_level=log_level,
+        launcher_pid=launcher_pid,
     )
 
 
@@ -169,6 +172,7 @@ def run_local(
         devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
     if spec.summing:
         log_constant(problem)  # a model without a partition function: refused before any agent
+    check_wire_limits(problem)  # a problem the wire cannot carry: refused before any agent
     with contextlib.ExitStack() as stack:
         if workdir is None:
             runs = runs_folder()
@@ -205,6 +209,7 @@ def run_local(
                 keys=keys_dir,
                 problem_file=problem_file,
                 log_level=log_level,
+                launcher_pid=os.getpid(),
             )
             argv = command_line(options)
             if agent_argv is not None:

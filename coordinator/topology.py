@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dcop.errors import InputError
 from dcop.model import Problem
 from dcop.protocol import COORDINATOR_ID
+from dcop.protocol.constants import MAX_NAME_CHARS, MAX_SCOPE, MAX_TABLES
 from dcop.protocol.peers import AgentEntry, Peers
 
 #: endpoint(agent id, variable name) -> "tcp://host:port"
@@ -106,6 +107,10 @@ def host_blocks(n_agents: int, n_hosts: int) -> list[int]:
     return [i * n_hosts // n_agents for i in range(n_agents)]
 
 
+#: The largest TCP port.
+MAX_PORT = 65535
+
+
 def agent_port(base_port: int, agent: int) -> int:
     """The port of agent ``agent``: ``--base-port`` is the coordinator's, agents take the ones
     after it (agent i: base + 1 + i, on whichever host it runs)."""
@@ -117,6 +122,12 @@ def block_placement(hosts: Sequence[str], base_port: int, n_agents: int) -> tupl
     agent: placed by :func:`host_blocks`, listening on :func:`agent_port`."""
     if not hosts:
         raise InputError("at least one host is needed")
+    last = agent_port(base_port, max(n_agents, 1) - 1)
+    if base_port < 1 or last > MAX_PORT:
+        raise InputError(
+            f"--base-port {base_port} with {n_agents} agents needs ports {base_port}..{last}: "
+            f"ports go from 1 to {MAX_PORT}"
+        )
     blocks = host_blocks(max(n_agents, 1), len(hosts))
 
     def endpoint(i: int, _variable: str) -> str:
@@ -171,6 +182,36 @@ def layout_for(problem: Problem, peers: Peers) -> Layout:
     adjacency = problem.neighbours()
     neighbours = {i: frozenset(agent_of[u] for u in adjacency[v]) for i, v in variable.items()}
     return Layout(variable, neighbours, agents)
+
+
+def check_wire_limits(problem: Problem) -> None:
+    """InputError (one line, before any agent starts) for a problem the wire cannot carry,
+    though ``dcop solve`` takes it: a variable name longer than a message allows, a table of
+    more variables than a scope may have, or a variable in more tables than one Setup holds
+    (each agent receives every table on its variable). Before, such a run waited for a hello
+    that never came, or failed after the peer timeout."""
+    for name in problem.variables:
+        if len(name) > MAX_NAME_CHARS:
+            raise InputError(
+                f"variable {name[:40]!r}... has a name of {len(name)} characters: distributed "
+                f"runs allow at most {MAX_NAME_CHARS} (dcop solve takes it)"
+            )
+    counts = dict.fromkeys(problem.variables, 0)
+    for table in problem.tables:
+        if table.arity > MAX_SCOPE:
+            raise InputError(
+                f"table {table.name!r} has {table.arity} variables: distributed runs allow at "
+                f"most {MAX_SCOPE} per table (dcop solve takes it)"
+            )
+        for v in dict.fromkeys(table.scope):
+            counts[v] += 1
+    worst = max(counts, key=counts.__getitem__, default=None)
+    if worst is not None and counts[worst] > MAX_TABLES:
+        raise InputError(
+            f"variable {worst!r} is in {counts[worst]} cost functions: a distributed agent "
+            f"takes at most {MAX_TABLES} (dcop solve takes it; tables of the same scope may be "
+            "summed into one)"
+        )
 
 
 def check_peers(problem: Problem, peers: Peers) -> None:

@@ -40,6 +40,9 @@ class AgentOptions:
     insecure: bool = False
     log_level: str = "WARNING"
     fault: str | None = None
+    #: the process that launched this agent and is its coordinator (``dcop run``): once it is
+    #: gone the agent leaves, whether or not it had heard from it (None: started by hand)
+    launcher_pid: int | None = None
 
     def argv(self) -> list[str]:
         """The ``dcop-agent`` arguments that give these options (floats written exactly, so that
@@ -64,4 +67,6 @@ class AgentOptions:
             out.append("--serve")
         if self.fault is not None:
             out += ["--fault", self.fault]
+        if self.launcher_pid is not None:
+            out += ["--launcher-pid", str(self.launcher_pid)]
         return out

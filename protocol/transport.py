@@ -22,7 +22,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -71,6 +71,10 @@ class AgentTransport(Transport, Protocol):
 
     def disconnect_peer(self, peer: int) -> None:
         """Close the link to ``peer`` and refuse its frames (no loss is reported for it)."""
+
+    def settle(self, links: Collection[int], *, for_good: bool = True) -> None:
+        """A problem's links are known: frames held from any other agent are dropped, and
+        ``for_good`` (a one-shot agent) refuses the others' frames from now on."""
 
     def wake(self) -> None:
         """Make a :meth:`recv` that is waiting (or the next one) return None now; safe from any
@@ -183,6 +187,9 @@ class InProcTransport:
 
     def disconnect_peer(self, peer: int) -> None:
         self.hub.unlink(self.me, peer)
+
+    def settle(self, links: Collection[int], *, for_good: bool = True) -> None:
+        pass  # the hub delivers every message at once: nothing is ever held
 
     def close(self) -> None:
         self.hub.remove(self.me)

@@ -125,11 +125,17 @@ HARD_CAP_MARGIN = 1 << 16
 #: A neighbour's ROUTER never sends on an agent's outgoing link; anything there is cut short.
 BACKCHANNEL_MAX_BYTES = 1 << 16
 #: Frames from a candidate (an agent that may become a neighbour) held until ``connect_peer``:
-#: each message at most EARLY_MAX_BYTES, each sender at most EARLY_PER_SENDER messages (an honest
-#: neighbour sends a few DFS messages before this agent has its setup: one sender flooding its
-#: own budget cannot crowd the others out), all together at most EARLY_MAX_FRAMES messages.
+#: each message at most EARLY_MAX_BYTES, each sender at most EARLY_PER_SENDER messages and
+#: EARLY_PER_SENDER_BYTES, all together at most EARLY_MAX_FRAMES messages and
+#: EARLY_MAX_TOTAL_BYTES. An honest neighbour sends a few small DFS messages before this agent
+#: has its setup, so a full budget makes room rather than refuse: a sender over its own quota
+#: loses its oldest held frames, and when all of them together are over, the sender holding the
+#: most gives way. Claimed ids that flood (open mode needs only peers.json) can then never crowd
+#: out a neighbour that holds less than they do; ``settle`` drops what a problem's links cannot
+#: deliver.
 EARLY_MAX_FRAMES = 4096
 EARLY_PER_SENDER = 64
+EARLY_PER_SENDER_BYTES = 1 << 20
 EARLY_MAX_BYTES = 1 << 16
 EARLY_MAX_TOTAL_BYTES = 8 << 20
 #: After a failed ZMTP handshake (whoever listened was no dcop process, or had no CURVE key, or
@@ -662,16 +668,33 @@ class _ZmqBase:
         if known == routing:
             return True
         if self.curve is None:
+            address = _peer_address(body)
             self._refuse(
-                _peer_address(body),
+                address,
                 "second",
                 "it claims to be agent %d, which already speaks on another connection",
                 sender,
             )
-            _cut(body)  # and its next frames: it stays refused (the ZAP handler sees the claim)
-            return False
+            self._second_claim(sender, f"from {address}")
+            self._cut(sender, body)  # and its next frames: it stays refused (the ZAP handler
+            return False  # sees the claim)
         self._routes[sender] = routing
         return True
+
+    def _second_claim(self, sender: int, where: str) -> None:
+        """A second connection claimed ``sender``'s id and was refused (open mode; ``where``:
+        its address, or that it came at the handshake). May run on the ZAP handler's thread."""
+
+    def _cut(self, sender: int | None, body: zmq.Frame) -> None:
+        """:func:`_cut` the connection of a refused frame that claims ``sender``, unless its
+        descriptor belongs to another peer now: the frame waited in the queue while its own
+        connection closed and the number went to a new one (cutting that one blamed an
+        innocent agent for a lost link)."""
+        fd = _source_fd(body)
+        owner = self._fd_peers.get(fd) if fd is not None else None
+        if owner is not None and owner != sender:
+            return
+        _cut(body)
 
     def _note_source(self, sender: int, body: zmq.Frame) -> None:
         """Remember which connection ``sender`` speaks on, to name it when that one closes
@@ -780,7 +803,9 @@ class ZmqAgentTransport(_ZmqBase):
             if isinstance(candidates, _SETS)
             else frozenset(candidates)
         )
-        self._held: dict[int, list[list[bytes]]] = {}
+        # per sender: its held messages (oldest first) and their bytes
+        self._held: dict[int, deque[list[bytes]]] = {}
+        self._held_sizes: dict[int, int] = {}
         self._held_count = 0
         self._held_bytes = 0
         self._released: deque[Received] = deque()
@@ -899,33 +924,65 @@ class ZmqAgentTransport(_ZmqBase):
         address = _peer_address(body[0])
         if sender not in self.candidates or sender == self.me:
             self._refuse(address, "stranger", "%s is not a neighbour of this agent", _who(sender))
-            _cut(body[0])
+            self._cut(sender, body[0])
             return None
-        held = self._held.setdefault(sender, [])
         size = sum(len(f) for f in body)
-        if (
-            size <= EARLY_MAX_BYTES
-            and len(held) < EARLY_PER_SENDER
-            and self._held_count < EARLY_MAX_FRAMES
-            and self._held_bytes + size <= EARLY_MAX_TOTAL_BYTES
-        ):
-            held.append([f.bytes for f in body])
-            self._held_count += 1
-            self._held_bytes += size
+        if size > EARLY_MAX_BYTES:
+            # a possible neighbour's frame: logged under a key of its own, never hidden behind
+            # a stranger's flood from the same address
+            self._refuse(
+                address,
+                ("early", sender),
+                "a %d-byte frame from %s (which is not linked yet); an honest neighbour sends "
+                "a few small ones",
+                size,
+                _who(sender),
+            )
             return None
-        # a possible neighbour's frame: logged under a key of its own, never hidden behind a
-        # stranger's flood from the same address
-        self._refuse(
-            address,
-            ("early", sender),
-            "%d held frames from %s (which is not linked yet), %d in all, or a %d-byte one; "
-            "an honest neighbour sends a few",
-            len(held),
-            _who(sender),
-            self._held_count,
-            size,
-        )
+        dropped = self._make_room(sender, size)
+        self._held.setdefault(sender, deque()).append([f.bytes for f in body])
+        self._held_sizes[sender] = self._held_sizes.get(sender, 0) + size
+        self._held_count += 1
+        self._held_bytes += size
+        if dropped:
+            self._refuse(
+                address,
+                ("early", sender),
+                "early frames over the budget (%s sent %d held frames, %d in all): the oldest "
+                "of the sender holding the most were dropped; an honest neighbour sends a few",
+                _who(sender),
+                len(self._held[sender]),
+                self._held_count,
+            )
         return None
+
+    def _make_room(self, sender: int, size: int) -> bool:
+        """Drop held frames until one more of ``size`` bytes from ``sender`` fits: first the
+        sender's own oldest (over its quota), then the oldest of whoever holds the most (over
+        the shared budget). Whether anything was dropped."""
+        dropped = False
+        own = self._held.get(sender)
+        while own and (
+            len(own) >= EARLY_PER_SENDER or self._held_sizes[sender] + size > EARLY_PER_SENDER_BYTES
+        ):
+            self._drop_oldest(sender)
+            dropped = True
+        while self._held_count >= EARLY_MAX_FRAMES:
+            self._drop_oldest(max(self._held, key=lambda p: len(self._held[p])))
+            dropped = True
+        while self._held_bytes + size > EARLY_MAX_TOTAL_BYTES:
+            self._drop_oldest(max(self._held_sizes, key=self._held_sizes.__getitem__))
+            dropped = True
+        return dropped
+
+    def _drop_oldest(self, peer: int) -> None:
+        held = self._held[peer]
+        size = sum(len(f) for f in held.popleft())
+        self._held_count -= 1
+        self._held_bytes -= size
+        self._held_sizes[peer] -= size
+        if not held:
+            del self._held[peer], self._held_sizes[peer]
 
     def _admits(self, sender: int, claimed: bytes | None) -> str | None:
         """The coordinator's id never connects here; neighbours and candidates may."""
@@ -937,20 +994,24 @@ class ZmqAgentTransport(_ZmqBase):
             why = f"{_who(sender)} is not a neighbour of this agent"
         return why
 
-    def settle(self, neighbours: Collection[int]) -> None:
-        """The neighbours are known for good (a one-shot agent's setup): no other agent becomes
-        one, so frames from the others are refused at once and those held are dropped."""
-        keep = set(neighbours)
-        self.candidates = {p for p in keep if p in self.candidates}
+    def settle(self, links: Collection[int], *, for_good: bool = True) -> None:
+        """This problem's links are known (``links``: its neighbours and tree links). Frames held
+        from anyone else can never be delivered in it: they are dropped (a later problem's
+        neighbours start sending only once this one has ended). ``for_good`` (a one-shot
+        agent): no other agent becomes a neighbour, so frames from the others are refused at
+        once from now on; a serving agent keeps its candidates for its next problems."""
+        keep = set(links)
+        if for_good:
+            self.candidates = {p for p in keep if p in self.candidates}
         for peer in list(self._held):
             if peer not in keep:
                 self._drop_held(peer)
 
     def _drop_held(self, peer: int) -> list[list[bytes]]:
-        held = self._held.pop(peer, [])
+        held = self._held.pop(peer, deque())
         self._held_count -= len(held)
-        self._held_bytes -= sum(len(f) for frames in held for f in frames)
-        return held
+        self._held_bytes -= self._held_sizes.pop(peer, 0)
+        return list(held)
 
     def _from_coordinator(self) -> Received | None:
         try:
@@ -996,6 +1057,8 @@ class ZmqCoordinatorTransport(_ZmqBase):
             agents = list(curve.client_keys)
         self.agents: frozenset[int] | None = None if agents is None else frozenset(agents)
         self._router_losses = True
+        self._preempted: list[tuple[int, str]] = []
+        self._told_preempted: set[int] = set()
         try:
             self.router, self.endpoint = self._router(endpoint)
         except RunError:
@@ -1004,9 +1067,31 @@ class ZmqCoordinatorTransport(_ZmqBase):
 
     def _admits(self, sender: int, claimed: bytes | None) -> str | None:
         why = super()._admits(sender, claimed)
+        if why is not None and sender in self._routes:
+            self._second_claim(sender, "at the handshake")
         if why is None and self.agents is not None and sender not in self.agents:
             why = f"{_who(sender)} is not in peers.json"
         return why
+
+    def _second_claim(self, sender: int, where: str) -> None:
+        # list.append is atomic: the ZAP handler's thread may call this
+        self._preempted.append((sender, where))
+
+    def lost_peers(self) -> list[PeerLoss]:
+        """Lost links, and agents whose id another connection had claimed first: in open mode
+        the coordinator cannot tell the impostor from the agent, but the run cannot go on with
+        that agent, and the error names it and why (it blamed whichever agent's link was cut)."""
+        while self._preempted:
+            sender, where = self._preempted.pop(0)
+            if sender in self._told_preempted:
+                continue
+            self._told_preempted.add(sender)
+            self._lose(
+                sender,
+                f"a second connection claimed agent {sender}'s id ({where}) and was refused: in "
+                "open mode a process that speaks first can take an agent's id; use --secure",
+            )
+        return super().lost_peers()
 
     def send(self, peer: int, frames: Sequence[Buffer]) -> None:
         """Queue one message (its frames) for agent ``peer`` on the connection it spoke on."""
@@ -1028,7 +1113,7 @@ class ZmqCoordinatorTransport(_ZmqBase):
             self._refuse(
                 _peer_address(body[0]), "stranger", "%s is not in peers.json", _who(sender)
             )
-            _cut(body[0])
+            self._cut(sender, body[0])
             return None
         if not self._keeps_route(sender, routing, body[0]):
             return None

@@ -198,6 +198,7 @@ def batch_command(
             report(done[0], row)
 
         rows = run_batch(planned, settings, on_row)
+    sink.spill(summary_stream(json_out))  # an output whose file failed: no row is lost
     write_json(batch_document(settings, rows), json_out)
     if not quiet:
         print_rows(rows, json_out)

@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dcop.choices import check_z
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
@@ -44,6 +45,9 @@ from dcop.results import (
     after_answer,
     result_document,
 )
+
+if TYPE_CHECKING:
+    from dcop.io import ReadLimits
 
 #: Columns of the CSV (and keys of each row of the ``--json`` document), in order.
 COLUMNS: tuple[str, ...] = (
@@ -233,6 +237,21 @@ def _status(exc: BaseException) -> Status:
     return "error"
 
 
+def _read_limits(deadline: float, settings: BatchSettings, agents: bool = False) -> ReadLimits:
+    """A row's file is read within the row's timeout and the memory its solve may use (a
+    distributed row's: the default limit, ``--max-memory`` bounds each agent)."""
+    from dcop.io import ReadLimits
+    from dcop.plan.memory import effective_limit, resident_bytes
+
+    limit = effective_limit(None if agents else settings.max_memory)
+    return ReadLimits(
+        deadline,
+        max(0.0, limit.bytes - resident_bytes()),
+        f"the row's timeout of {settings.timeout:g} s",
+        limit.text,
+    )
+
+
 def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     """The child process of one be/mbe/auto row: read, solve, send ``("done", document,
     exit_code)`` (those of ``dcop solve --json`` on the file). ``auto`` is anytime until the
@@ -257,7 +276,7 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
 
     problem: Problem | None = None
     try:
-        problem = read_problem(job.path)
+        problem = read_problem(job.path, limits=_read_limits(deadline, settings))
         # the order is chosen once per row, for auto's steps and the solve alike
         ordering = choose_order(problem, settings.ordering, settings.order_time)
         limit = settings.max_memory
@@ -353,9 +372,11 @@ def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], 
     start = time.perf_counter()
     problem: Problem | None = None
     answers: list[Any] = []  # the coordinator's answer, had before the agents exit
+    deadline = time.monotonic() + settings.timeout
     try:
         spec = RunSpec.from_options(job.algo, job.z)
-        problem = read_problem(job.path)
+        # the coordinator reads the file: --max-memory bounds each agent, not the reader
+        problem = read_problem(job.path, limits=_read_limits(deadline, settings, agents=True))
         doc = run_local(problem, spec, timeout=settings.timeout, on_answer=answers.append).to_json()
     except (DcopError, MemoryError) as exc:
         status = _status(exc)
@@ -445,28 +466,84 @@ def csv_cell(value: object) -> str:
 
 class RowSink:
     """Writes rows as they come: the CSV and the JSON Lines file (one result document a line),
-    flushed after each so that an interrupted batch keeps what it finished."""
+    flushed after each so that an interrupted batch keeps what it finished.
+
+    A write that fails (a full disk, ``/dev/full``) ends that file only, with one warning on
+    stderr: the batch goes on, and :meth:`spill` then writes that output whole on a stream, so
+    no row is lost (before, the batch stopped with a traceback at its first row)."""
 
     def __init__(self, stack: ExitStack, csv_path: Path | None, jsonl_path: Path | None) -> None:
-        self._csv: Any = None
-        self._jsonl: IO[str] | None = None
-        if csv_path is not None:
-            handle = stack.enter_context(csv_path.open("w", newline="", encoding="utf-8"))
-            self._csv = (handle, csv.writer(handle))
-            self._csv[1].writerow(COLUMNS)
-        if jsonl_path is not None:
-            self._jsonl = stack.enter_context(jsonl_path.open("w", encoding="utf-8"))
+        self._paths = {"--csv": csv_path, "--jsonl": jsonl_path}
+        self._handles: dict[str, IO[str]] = {}
+        self._failed: list[str] = []
+        self._rows: list[Row] = []
+        for option, path in self._paths.items():
+            if path is None:
+                continue
+            try:
+                handle = path.open("w", newline="" if option == "--csv" else None, encoding="utf-8")
+            except OSError as exc:
+                self._fail(option, exc)
+                continue
+            self._handles[option] = handle
+            stack.callback(self._close, option)
+        self._write("--csv", lambda h: csv.writer(h).writerow(COLUMNS))
 
     def add(self, row: Row) -> None:
         """Write one row."""
-        if self._csv is not None:
-            handle, writer = self._csv
-            cells = row.cells()
-            writer.writerow([csv_cell(cells[c]) for c in COLUMNS])
+        self._rows.append(row)
+        cells = row.cells()
+        self._write(
+            "--csv", lambda h: csv.writer(h).writerow([csv_cell(cells[c]) for c in COLUMNS])
+        )
+        self._write("--jsonl", lambda h: h.write(_jsonl_line(row)))
+
+    def spill(self, stream: IO[str]) -> None:
+        """Write each output whose file failed, whole, on ``stream``."""
+        for option in self._failed:
+            if option == "--csv":
+                writer = csv.writer(stream)
+                writer.writerow(COLUMNS)
+                for row in self._rows:
+                    cells = row.cells()
+                    writer.writerow([csv_cell(cells[c]) for c in COLUMNS])
+            else:
+                stream.writelines(_jsonl_line(row) for row in self._rows)
+        stream.flush()
+
+    def _write(self, option: str, write: Callable[[IO[str]], object]) -> None:
+        handle = self._handles.get(option)
+        if handle is None:
+            return
+        try:
+            write(handle)
             handle.flush()
-        if self._jsonl is not None:
-            self._jsonl.write(json.dumps(row.document, allow_nan=False) + "\n")
-            self._jsonl.flush()
+        except OSError as exc:
+            self._close(option)
+            self._fail(option, exc)
+
+    def _close(self, option: str) -> None:
+        handle = self._handles.pop(option, None)
+        if handle is None:
+            return
+        try:
+            handle.close()
+        except OSError as exc:  # the last buffered bytes did not fit either
+            self._fail(option, exc)
+
+    def _fail(self, option: str, exc: OSError) -> None:
+        if option in self._failed:
+            return
+        self._failed.append(option)
+        print(
+            f"dcop: warning: cannot write {option} {self._paths[option]}: "
+            f"{exc.strerror or exc}; the batch goes on, and that output follows whole at its end",
+            file=sys.stderr,
+        )
+
+
+def _jsonl_line(row: Row) -> str:
+    return json.dumps(row.document, allow_nan=False) + "\n"
 
 
 def batch_document(settings: BatchSettings, rows: Sequence[Row]) -> dict[str, Any]:

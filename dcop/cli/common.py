@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from dcop.inference.elimination import ProgressFn
+    from dcop.io import ReadLimits
 
 from dcop.cli.options import (  # one definition each, in options.py; re-exported here
     BackendOption,
@@ -199,6 +200,24 @@ def shown_name(file: str | None, problem: Any) -> str:
     file's own header may name something else, e.g. SPOT5's ``../spot5/404.spot``), else the
     problem's name (a problem built in Python)."""
     return Path(file).name if file else str(problem.name)
+
+
+def read_limits(timeout: float | None, max_memory: float | None) -> ReadLimits:
+    """The limits of reading a command's input file: ``timeout`` seconds from the command's
+    start, and the memory its run may use (``max_memory`` bytes, None: the default limit) less
+    what this process holds already."""
+    from dcop.clock import process_started
+    from dcop.io import ReadLimits
+    from dcop.plan.memory import effective_limit, resident_bytes
+
+    limit = effective_limit(max_memory)
+    deadline = None if timeout is None else process_started() + timeout
+    return ReadLimits(
+        deadline,
+        max(0.0, limit.bytes - resident_bytes()),
+        f"--timeout {timeout:g} s" if timeout is not None else "the timeout",
+        limit.text,
+    )
 
 
 def to_stdout(target: Path | None) -> bool:

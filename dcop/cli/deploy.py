@@ -174,6 +174,10 @@ def hosts_command(
     )
 
 
+#: Most agents ``keys generate`` makes key pairs for: one port each after the coordinator's.
+MAX_KEY_AGENTS = 65534
+
+
 @keys_app.command("generate")
 def keys_generate_command(
     directory: Annotated[Path, typer.Argument(help="Directory for the key files.")],
@@ -186,8 +190,11 @@ def keys_generate_command(
     """Key pairs for the coordinator and agents 0..N-1 (pyzmq certificate files)."""
     from dcop.deploy.keys import add_public_keys, generate
 
-    if agents < 1:
-        raise InputError(f"--agents must be at least 1, not {agents}")
+    if not 1 <= agents <= MAX_KEY_AGENTS:
+        raise InputError(
+            f"--agents must be 1..{MAX_KEY_AGENTS} (a host has that many ports for agents), "
+            f"not {agents}"
+        )
     check_output_dir(directory, "DIRECTORY")
     check_outputs({"--peers": peers})
     publics = generate(directory, agents)

@@ -48,6 +48,7 @@ from dcop.cli.options import (
     ZOption,
     check_z,
     parse_gpu,
+    seconds,
 )
 from dcop.clock import process_started
 from dcop.errors import DcopError, InputError
@@ -71,7 +72,9 @@ ZOpt = ZOption
 Timeout = Annotated[
     float,
     typer.Option(
-        "--timeout", help="seconds for the whole run, from the command's start (launch included)"
+        "--timeout",
+        callback=seconds,
+        help="seconds for the whole run, from the command's start (launch included)",
     ),
 ]
 MaxMessage = MaxMessageOption
@@ -115,10 +118,13 @@ def _tell(text: str) -> None:
     console_for(sys.stderr).print(text)
 
 
-def _read(path: Path, evidence: Path | None = None) -> Problem:
+def _read(path: Path, evidence: Path | None = None, timeout: float | None = None) -> Problem:
+    """The problem of ``path``, read within the command's ``timeout`` (from its start) and the
+    memory this process may take (``--max-memory`` bounds each agent, not the reader)."""
+    from dcop.cli.common import read_limits
     from dcop.io import read_problem
 
-    return read_problem(str(path), evidence=evidence)
+    return read_problem(str(path), evidence=evidence, limits=read_limits(timeout, None))
 
 
 def _task(file: Path, task: TaskName | None) -> str:
@@ -338,10 +344,17 @@ def coordinator(
         spec = _spec(
             algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
         )
-        read["problem"] = problem = _read(problem_file, evidence)
+        read["problem"] = problem = _read(problem_file, evidence, timeout)
         table = load_peers(peers_file)  # here: a missing peers.json still gets its document
         curve = coordinator_curve(table, keys) if secure and keys is not None else None
-        transport = ZmqCoordinatorTransport(table.coordinator, curve, spec.max_message_bytes)
+        # only the agents of peers.json connect (open mode too: a stranger's connection is
+        # refused at the handshake, before any of its frames is read)
+        transport = ZmqCoordinatorTransport(
+            table.coordinator,
+            curve,
+            spec.max_message_bytes,
+            agents={a.id for a in table.agents},
+        )
         try:
             try:
                 coordinator = Coordinator(
@@ -472,7 +485,7 @@ def run(
                 "--agents-read-file with --evidence: the agents would read the model without "
                 "the evidence; leave one out"
             )
-        read["problem"] = problem = _read(file, evidence)
+        read["problem"] = problem = _read(file, evidence, timeout)
         shown: list[bool] = []
 
         def show_answer(answer: RunResult) -> None:

@@ -27,7 +27,7 @@ app.add_typer(generate_app, name="generate")
 NOption = Annotated[int, typer.Option("--n", help="Number of variables.")]
 DOption = Annotated[int, typer.Option("--d", help="Domain size.")]
 P2Option = Annotated[float, typer.Option("--p2", help="Tightness: share of +inf entries.")]
-SeedOption = Annotated[int, typer.Option("--seed", help="Random seed.")]
+SeedOption = Annotated[int, typer.Option("--seed", min=0, help="Random seed (0 or more).")]
 OutOption = Annotated[
     Path, typer.Option("--output", "-o", help="Output file (.wcsp, .yaml, .xml, .uai).")
 ]

@@ -8,6 +8,7 @@ is ignored) and :func:`parse_gpu` (the one reading of ``--gpu``).
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -98,9 +99,20 @@ ZOption = Annotated[
         help="Mini-bucket size of mbe, adpop and aobb's heuristic (variables per mini-bucket).",
     ),
 ]
+
+
+def seconds(value: float | None) -> float | None:
+    """A time limit: a positive, finite number of seconds (nan and inf once gave tracebacks)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value} is not a positive, finite number of seconds")
+    return value
+
+
 TimeoutOption = Annotated[
     float | None,
-    typer.Option("--timeout", min=0.001, help="Seconds allowed for the whole run."),
+    typer.Option(
+        "--timeout", min=0.001, callback=seconds, help="Seconds allowed for the whole run."
+    ),
 ]
 MaxMessageOption = Annotated[
     float,
@@ -114,6 +126,7 @@ PeerTimeoutOption = Annotated[
     float | None,
     typer.Option(
         "--peer-timeout",
+        callback=seconds,
         help="Seconds of silence before an agent counts as dead (default: from the message limit).",
     ),
 ]

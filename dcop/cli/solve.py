@@ -24,6 +24,7 @@ from dcop.cli.common import (
     failure_document,
     finish_run,
     parse_memory,
+    read_limits,
     shown_name,
     summary_console,
     write_answer_file,
@@ -321,9 +322,10 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
     info["contraction_largest_intermediate"] = tree["largest_intermediate"]
     info["contraction_flops"] = float(tree["flops"])
     info["contraction_slices"] = tree["slices"]
-    info["memory_bytes_contraction_pr"] = tree["peak_bytes_pr"]
-    info["memory_bytes_contraction_mar"] = tree["peak_bytes_mar"]
-    info["contraction_search_s"] = tree["search_s"]
+    # (no cost function: no tree, nothing planned, no peak of its own)
+    info["memory_bytes_contraction_pr"] = tree.get("peak_bytes_pr", 0)
+    info["memory_bytes_contraction_mar"] = tree.get("peak_bytes_mar", 0)
+    info["contraction_search_s"] = tree.get("search_s", 0.0)
     return info
 
 
@@ -347,7 +349,10 @@ def info_command(
     work (joined entries) and time."""
     check_ordering("auto", order_time)
     check_output(json_out, "--json")
-    problem = read_problem(file, fmt.value if fmt is not None else None)
+    # within the default memory limit: a header of millions of variables is refused at once
+    problem = read_problem(
+        file, fmt.value if fmt is not None else None, limits=read_limits(None, None)
+    )
     info = describe(problem, order_time)
     order = info.pop("_order")
     if write_order is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dcop.errors import InputError, ModelError
+from dcop.io._common import ReadLimits, reading_within
 
 if TYPE_CHECKING:
     from dcop.io.frodo_xml import read_xml, write_xml
@@ -95,14 +96,23 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
 
 
 def read_problem(
-    path: str | Path, format: str | None = None, evidence: str | Path | None = None
+    path: str | Path,
+    format: str | None = None,
+    evidence: str | Path | None = None,
+    *,
+    limits: ReadLimits | None = None,
 ) -> Problem:
-    """Read an instance file; ``evidence`` (a ``.evid`` file) is only valid for UAI."""
+    """Read an instance file; ``evidence`` (a ``.evid`` file) is only valid for UAI.
+
+    ``limits`` bounds the read by the run's own deadline and memory (see
+    :class:`~dcop.io._common.ReadLimits`): past the deadline it raises ``RunTimeout``, and a file
+    that declares more than the memory allows raises ``TableTooLarge`` before it is built."""
     kind = detect_format(path, format)
     if evidence is not None and kind != "uai":
         raise InputError(f"evidence files only apply to UAI models, not {kind}", str(evidence))
     reader = __getattr__(f"read_{kind}")
-    problem: Problem = reader(path, evidence) if kind == "uai" else reader(path)
+    with reading_within(limits):
+        problem: Problem = reader(path, evidence) if kind == "uai" else reader(path)
     return problem
 
 
@@ -130,6 +140,7 @@ def write_problem(
 __all__ = [
     "EXTENSIONS",
     "FORMATS",
+    "ReadLimits",
     "agent_placement",
     "detect_format",
     "read_problem",

@@ -55,6 +55,10 @@ from dcop.io._common import (
 )
 from dcop.model import CostTable, Problem, Variable
 
+#: Bytes of memory per byte of text that reading an XML file takes (a tree of nodes and tuple
+#: lists; measured: 16 MB took 320 MB).
+XML_EXPANSION = 24
+
 
 class XNode:
     """An XML element with the line of its start tag."""
@@ -317,7 +321,7 @@ def read_xml(path: str | Path) -> Problem:
     """Read a FRODO XCSP 2.1 XML DCOP into a Problem (see the module docstring)."""
     path = Path(path)
     file = str(path)
-    text = read_text(path, MAX_XML_BYTES)
+    text = read_text(path, MAX_XML_BYTES, XML_EXPANSION)
     if not text.strip():
         raise InputError("empty file", file, 1)
     root = parse_xml(text, file)

@@ -203,7 +203,11 @@ def _by_hosting_costs(
 def _number(value: Any, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
-    return float(value) if not math.isnan(value) else default
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range: the largest cost there is
+        return math.inf if value > 0 else -math.inf
+    return number if not math.isnan(number) else default
 
 
 def _as_list(value: Any) -> list[Any]:

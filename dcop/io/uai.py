@@ -52,6 +52,7 @@ from dcop.io._common import (
     Tokens,
     build_problem,
     effective_tables,
+    sized_variables,
 )
 from dcop.model import CostTable, Problem, Variable
 
@@ -92,14 +93,18 @@ def _read(tk: Tokens, file: str) -> tuple[str, list[Variable], list[CostTable], 
     kind = word.upper()
     if kind not in ("MARKOV", "BAYES"):
         raise tk.error(f"expected MARKOV or BAYES, got {word[:40]!r}", kind_line)
+    n_line = tk.line
     n = tk.integer("number of variables", 0, MAX_VARIABLES)
+    budget = SizeBudget(file)
+    budget.declare(n, 0, n_line)
     tk.need(n, "domain sizes")
     sizes: list[int] = []
     for i in range(n):
         sizes.append(tk.integer(f"domain size of variable {i}", 1, MAX_DOMAIN))
+    m_line = tk.line
     m = tk.integer("number of functions", 0, MAX_FUNCTIONS)
+    budget.declare(n, m, m_line)
     tk.need(m, "function scopes")
-    budget = SizeBudget(file)
     scopes: list[tuple[int, ...]] = []
     heads: list[int] = []
     for f in range(m):
@@ -143,7 +148,7 @@ def _read(tk: Tokens, file: str) -> tuple[str, list[Variable], list[CostTable], 
             tables.append(CostTable(tuple(names[v] for v in fscope), costs, name=f"f{f}"))
     if not tk.at_end():
         raise tk.error(f"unexpected token {tk.peek()!r} after the {m} declared tables")
-    variables = [Variable.with_size(names[i], sizes[i]) for i in range(n)]
+    variables = sized_variables(file, names, sizes)
     return kind, variables, tables, constant
 
 

@@ -74,9 +74,10 @@ from dcop.io._common import (
     format_cost,
     listed_table,
     listings,
+    sized_variables,
     table_entries,
 )
-from dcop.model import CostTable, FloatArray, Problem, Variable
+from dcop.model import CostTable, FloatArray, Problem
 
 
 def _is_number(tok: str | None) -> bool:
@@ -102,7 +103,10 @@ def _read(tk: Tokens, file: str) -> Problem:
     name = tk.word("problem name")
     n = tk.integer("number of variables", 0, MAX_VARIABLES)
     tk.integer("maximum domain size")
+    m_line = tk.line
     m = tk.integer("number of cost functions", 0, MAX_FUNCTIONS)
+    budget = SizeBudget(file)
+    budget.declare(n, m, m_line)
     top_line = tk.line
     top = tk.number("upper bound (top)")
     if top <= 0:
@@ -124,9 +128,8 @@ def _read(tk: Tokens, file: str) -> Problem:
             raise tk.error(f"domain size {d} of variable {i} exceeds the limit {MAX_DOMAIN}", pos)
         sizes.append(d)
     names = [f"x{i}" for i in range(n)]
-    variables = [Variable.with_size(names[i], sizes[i]) for i in range(n)]
+    variables = sized_variables(file, names, sizes)
 
-    budget = SizeBudget(file)
     shared: list[CostTable] = []
     tables: list[CostTable] = []
     constant = 0.0

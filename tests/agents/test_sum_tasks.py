@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from dcop.errors import InputError, ModelError
+from dcop.errors import InputError, ModelError, TableTooLarge
 from dcop.generators import ising_grid, random_bayes
 from dcop.inference.partition import infer
 from dcop.model import CostTable, Problem, Variable
@@ -179,3 +179,56 @@ def test_agents_buckets_by_the_contraction_engine_equal_centralized(
         assert central.marginals is not None
         for v, probs in central.file_marginals().items():  # type: ignore[union-attr]
             np.testing.assert_allclose(doc["marginals"][v], probs, atol=1e-9)
+
+
+def _clique(n: int) -> Problem:
+    rng = np.random.default_rng(3)
+    variables = [Variable.with_size(f"x{i}", 2) for i in range(n)]
+    tables = [
+        CostTable((f"x{a}", f"x{b}"), -np.log(rng.uniform(0.5, 1.5, (2, 2))), f"f{a}_{b}")
+        for a in range(n)
+        for b in range(a + 1, n)
+    ]
+    return Problem.build(variables, tables, cost_kind="neg_ln")
+
+
+@pytest.mark.parametrize("room", [False, True], ids=["over-the-limit", "fits"])
+def test_the_contraction_engine_runs_only_where_it_fits_the_memory_limit(
+    run_inproc, monkeypatch: pytest.MonkeyPatch, room: bool
+) -> None:
+    """Security round 4, finding 4: the engine's bucket takes several times its largest table;
+    an agent whose --max-memory has no room for that runs the log-space join+eliminate (PR
+    agents peaked at 1.7-2.3x the limit). The answer is the same either way."""
+    from dcop.agents import session
+    from dcop.contraction import bucket
+
+    calls: list[str] = []
+    real = bucket.sum_bucket
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[2])
+        return real(*args, **kwargs)
+
+    limit = 1 << 30
+    monkeypatch.setattr(bucket, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(bucket, "sum_bucket", counted)
+    monkeypatch.setattr(session, "resident_bytes", lambda: 0 if room else limit)
+    problem = _clique(8)
+    doc = run_inproc(problem, spec=RunSpec(task="pr", max_memory_bytes=limit))
+    assert bool(calls) == room
+    assert doc["ln_partition"] == pytest.approx(infer(problem, "pr").ln_partition, rel=1e-9)
+
+
+def test_mar_plans_its_down_pass_in_the_memory_limit(run_inproc) -> None:
+    """Security round 4, finding 4: MAR agents hold the down pass beside the up pass; a limit
+    that the up pass alone fits is refused for MAR before any table is built."""
+    from dcop.coordinator.driver import AGENT_BASE_BYTES
+
+    problem = _clique(15)
+    free = run_inproc(problem, spec=RunSpec(task="pr"))
+    largest = free["metrics"]["largest_util_bytes"]
+    limit = AGENT_BASE_BYTES + 4 * largest
+    pr = run_inproc(problem, spec=RunSpec(task="pr", max_memory_bytes=limit))
+    assert pr["status"] == "ok", pr["message"]
+    with pytest.raises(TableTooLarge, match="memory limit"):
+        run_inproc(problem, spec=RunSpec(task="mar", max_memory_bytes=limit))

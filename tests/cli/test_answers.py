@@ -235,7 +235,7 @@ def test_batch_rows_exclude_the_fork_servers_start(
     server's start is simulated by a clock that jumps 100 s inside ``Process.start``."""
     import time
 
-    from dcop import batch
+    from dcop.cli import batch_rows as batch
 
     clock = [0.0]
     monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
@@ -289,7 +289,7 @@ def test_a_batch_row_that_fails_after_its_answer_keeps_it(
     """A dpop row whose agents fail to exit after the coordinator had the answer: the row is the
     failure, with the answer's assignment and bounds kept (it was a bare error row)."""
     import dcop.coordinator
-    from dcop import batch
+    from dcop.cli import batch_rows as batch
     from dcop.errors import PeerTimeout
     from tests.agents.conftest import run_in_process
 

@@ -173,3 +173,24 @@ def test_batch_usage_errors(tmp_path: Path, instances_dir: Path) -> None:
         assert run.returncode == 2, (args, run.stderr)
         assert "Traceback" not in run.stderr
     assert run_dcop("batch").returncode == 2  # no files
+
+
+@pytest.mark.parametrize("option", ["--csv", "--jsonl"])
+def test_a_failed_output_write_loses_no_row(tmp_path: Path, option: str) -> None:
+    """Security round 4, finding 7: a full disk (``/dev/full``) under --csv or --jsonl stopped
+    the batch at its first row with a traceback; now one warning, every row runs, and that output
+    follows whole on stdout."""
+    path = tmp_path / "r.wcsp"
+    write_problem(random_network(6, 2, 0.5, 0.3, seed=1), str(path))
+    done = run_dcop("batch", str(path), str(path), "--algo", "be", option, "/dev/full", "-q")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"dcop: warning: cannot write {option} /dev/full: No space left on device; the batch "
+        "goes on, and that output follows whole at its end"
+    ]
+    lines = done.stdout.strip().splitlines()
+    if option == "--csv":
+        rows = list(csv.DictReader(lines))
+        assert [r["status"] for r in rows] == ["ok", "ok"]
+    else:
+        assert [json.loads(line)["status"] for line in lines] == ["ok", "ok"]

@@ -29,6 +29,7 @@ EXAMPLES = [
         keys="/run/keys",
         log_level="DEBUG",
         fault="crash-at-util",
+        launcher_pid=4242,
     ),
 ]
 

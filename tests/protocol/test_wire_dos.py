@@ -23,6 +23,8 @@ from dcop.backends.numpy import NumpyBackend
 from dcop.errors import RunError
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.zmqlink import (
+    EARLY_MAX_BYTES,
+    EARLY_MAX_TOTAL_BYTES,
     EARLY_PER_SENDER,
     ZmqAgentTransport,
     ZmqCoordinatorTransport,
@@ -169,7 +171,7 @@ def test_a_flood_of_early_frames_from_one_candidate_does_not_crowd_out_a_neighbo
         assert first(a, 1.0) is None  # held until the link to 1 exists
         a.connect_peer(1, "tcp://127.0.0.1:2")
         assert first(a, 1.0) == (1, b"degree")
-    assert f"{EARLY_PER_SENDER} held frames from agent 2" in caplog.text
+    assert "early frames over the budget (agent 2 sent 64 held frames" in caplog.text
     # one-shot: once the neighbours are known, the flooder is refused at once, its frames dropped
     a.settle([1])
     caplog.clear()
@@ -203,7 +205,116 @@ def test_a_neighbours_refused_early_frame_is_logged_apart_from_a_strangers_flood
         neighbour.send(b"x" * (1 << 17))  # over the size an early frame may have
         first(a, 0.5)
     assert "agent 5 is not a neighbour" in caplog.text
-    assert "held frames from agent 1" in caplog.text
+    assert "frame from agent 1 (which is not linked yet)" in caplog.text
+
+
+def _held_until(a: ZmqAgentTransport, done: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Pump the agent's transport until ``done()`` (every frame sent has been read)."""
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, "the frames sent never all reached the transport"
+        assert first(a, 0.1) is None  # nothing is delivered before connect_peer
+
+
+def _client(ctx: zmq.Context[Any], endpoint: str, ident: bytes) -> zmq.Socket[Any]:
+    s = ctx.socket(zmq.DEALER)
+    claim(s, ident)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    return s
+
+
+def test_claimed_idle_ids_filling_the_early_budget_do_not_crowd_out_a_neighbour(
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any]
+) -> None:
+    """Round 4, finding 1: nine claimed ids, 64 frames of 64 KiB each, more than the whole
+    early budget. A real neighbour's early frame still gets in (before, two such ids filled the
+    shared 8 MiB and every later early frame was refused: the next DFS stalled)."""
+    a = closing_now(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=range(1, 11)))
+    a.open()
+    flooders = [_client(ctx, a.endpoint, b"%d/x" % k) for k in range(2, 11)]
+    big = b"\0" * EARLY_MAX_BYTES
+    for s in flooders:
+        for _ in range(64):
+            s.send(big)
+    _held_until(a, lambda: a._held_bytes > EARLY_MAX_TOTAL_BYTES - 2 * EARLY_MAX_BYTES)
+    assert a._held_bytes <= EARLY_MAX_TOTAL_BYTES
+    honest = _client(ctx, a.endpoint, b"1/y")
+    honest.send(b"degree")
+    _held_until(a, lambda: 1 in a._held)
+    a.connect_peer(1, "tcp://127.0.0.1:2")
+    assert first(a, 5.0) == (1, b"degree")
+
+
+def test_a_flood_claiming_a_neighbours_own_id_does_not_shut_that_neighbour_out(
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any]
+) -> None:
+    """Round 4, finding 1 (the round-3 repro claiming a real neighbour): 300 tiny frames
+    under agent 1's id fill its quota; agent 1's own frame, sent later, is still delivered."""
+    a = closing_now(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=[1, 2]))
+    a.open()
+    flooder = _client(ctx, a.endpoint, b"1/x")
+    for _ in range(300):
+        flooder.send(b"early")
+    _held_until(a, lambda: a._held_count == EARLY_PER_SENDER)
+    honest = _client(ctx, a.endpoint, b"1/y")
+    honest.send(b"degree")
+    _held_until(a, lambda: [b"degree"] in a._held.get(1, ()))
+    a.connect_peer(1, "tcp://127.0.0.1:2")
+    got = [first(a, 5.0) for _ in range(EARLY_PER_SENDER)]
+    assert (1, b"degree") in got
+
+
+def test_a_serving_agents_setup_drops_frames_its_links_cannot_deliver(
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any]
+) -> None:
+    """Round 4, finding 1: frames held from an agent that is no link of the problem are dropped
+    at its setup (before, a serving agent held them forever); the agent stays a candidate for
+    the next problem."""
+    a = closing_now(ZmqAgentTransport(0, ANY, {}, "tcp://127.0.0.1:1", candidates=[1, 2]))
+    a.open()
+    flooder = _client(ctx, a.endpoint, b"2/x")
+    for _ in range(10):
+        flooder.send(b"x" * 1000)
+    _held_until(a, lambda: a._held_count == 10)
+    a.settle([1], for_good=False)
+    assert (a._held_count, a._held_bytes) == (0, 0)
+    flooder.send(b"next problem")
+    _held_until(a, lambda: a._held_count == 1)
+    a.connect_peer(2, "tcp://127.0.0.1:3")
+    assert first(a, 5.0) == (2, b"next problem")
+
+
+def test_an_id_taken_first_is_named_as_taken(
+    ctx: zmq.Context[Any], closing_now: Callable[[Any], Any]
+) -> None:
+    """Round 4, finding 5: in open mode a connection that claims agent 3 first keeps the id;
+    the coordinator reports agent 3 lost, saying why (it blamed an innocent agent before)."""
+    coord = closing_now(ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[2, 3]))
+    impostor = ctx.socket(zmq.DEALER)
+    claim(impostor, b"3/evil")
+    impostor.setsockopt(zmq.LINGER, 0)
+    impostor.connect(coord.endpoint)
+    impostor.send(b"first")
+    end = time.monotonic() + 30
+    got = None
+    while got is None:
+        assert time.monotonic() < end, "the first claim of id 3 never arrived"
+        got = coord.recv(0.1)
+    assert got[0] == 3
+    honest = ctx.socket(zmq.DEALER)
+    claim(honest, b"3/honest")
+    honest.setsockopt(zmq.LINGER, 0)
+    honest.connect(coord.endpoint)
+    losses: list[Any] = []
+    while not losses:
+        assert time.monotonic() < end, "the refused second claim of id 3 was never reported"
+        with contextlib.suppress(zmq.Again):  # refused at the handshake: no link to send on
+            honest.send(b"hello", zmq.NOBLOCK)
+        coord.recv(0.1)
+        losses = [x for x in coord.lost_peers() if x.peer == 3]
+    assert "a second connection claimed agent 3's id" in losses[0].reason
+    assert "--secure" in losses[0].reason
 
 
 def _child_script() -> str:
@@ -282,3 +393,22 @@ def test_undecodable_frames_are_logged_at_a_bounded_rate(caplog: pytest.LogCaptu
             agent.on_frames(1, [b"\x00not msgpack"])
     lines = [r for r in caplog.records if "dropped a frame" in r.getMessage()]
     assert len(lines) == 1
+
+
+def test_a_stale_frame_never_cuts_another_agents_connection(
+    closing_now: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round 4, finding 5: a refused frame's descriptor may have gone to a new connection while
+    the frame waited; when that descriptor is another agent's, its connection is left alone
+    (cutting it blamed agent 2 for a lost link when agent 3's id was taken)."""
+    from dcop.protocol import zmqlink
+
+    coord = closing_now(ZmqCoordinatorTransport("tcp://127.0.0.1:*", agents=[2, 3]))
+    cut: list[object] = []
+    monkeypatch.setattr(zmqlink, "_source_fd", lambda frame: 17)
+    monkeypatch.setattr(zmqlink, "_cut", cut.append)
+    coord._fd_peers[17] = 2
+    coord._cut(3, "frame")
+    assert cut == []
+    coord._cut(2, "frame")  # the connection of the agent the frame claims: cut
+    assert cut == ["frame"]
