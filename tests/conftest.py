@@ -13,6 +13,14 @@ import pytest
 
 from dcop.model import CostTable, Problem, Variable
 
+# Under pytest-xdist, tests marked serial (and the Docker and netns ones) run alone: see serial.py.
+from tests.serial import (  # noqa: F401 (pytest finds the hooks here)
+    pytest_configure,
+    pytest_configure_node,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+)
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 #: DCOP_INSTANCES points elsewhere (a worktree or a machine without ../shared beside it).
 INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
