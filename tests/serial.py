@@ -98,7 +98,7 @@ def runs_alone(item: pytest.Item) -> bool:
     )
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: waiting is not in pytest-timeout's time
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Setup, call and teardown under the lock (a module fixture's setup and teardown too)."""
     lock = item.config.stash.get(_LOCK, None)
