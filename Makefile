@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SRC    := dcop agents coordinator protocol gpu deploy tests benchmarks fuzz
 
-.PHONY: demo test test-scale lint typecheck fmt install fuzz soak clean
+.PHONY: demo test test-slow test-scale lint typecheck fmt install fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,8 +47,18 @@ fmt: $(VENV)/.installed-test
 	$(BIN)/ruff check --fix $(SRC)
 	$(BIN)/ruff format $(SRC)
 
+# pytest runs on one xdist worker per CPU (TEST_WORKERS=0: all in one process); tests marked
+# `serial` run alone (tests/serial.py). `make test` leaves out the end-to-end sweeps (marker
+# `slow`: soak and bench smoke runs, hundreds of agents, Docker, network namespaces);
+# `make test-slow` runs them, and CI runs both (.ci/run). `pytest FILE` runs its slow tests too.
+TEST_WORKERS ?= logical
+XDIST := -n $(TEST_WORKERS)
 test: $(VENV)/.installed-test lint typecheck
-	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m 'not soak and not scale and not slow' \
+	  --cov --cov-report=term:skip-covered --durations=15 $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.installed-test
+	$(BIN)/python -m pytest $(XDIST) -m slow --durations=15 $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing with atheris (not in CI): FUZZ_SECONDS per target; new inputs and
 # crash artifacts go to FUZZ_WORK (outside the repo); fuzz/corpus holds the committed seeds.

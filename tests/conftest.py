@@ -13,6 +13,14 @@ import pytest
 
 from dcop.model import CostTable, Problem, Variable
 
+# Under pytest-xdist, tests marked serial (and the Docker and netns ones) run alone: see serial.py.
+from tests.serial import (  # noqa: F401 (pytest finds the hooks here)
+    pytest_configure,
+    pytest_configure_node,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+)
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 #: DCOP_INSTANCES points elsewhere (a worktree or a machine without ../shared beside it).
 INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
@@ -37,8 +45,40 @@ def instance_index() -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
+#: The most assignments :func:`joint_costs` enumerates (8 bytes each).
+JOINT_LIMIT = 1 << 24
+
+
+def joint_costs(problem: Problem) -> np.ndarray:
+    """The internal cost of every assignment, one axis per variable in ``problem.variables``'
+    order: what :meth:`Problem.evaluate` gives assignment by assignment (the constant, then
+    each table's cost added in the problem's order, +inf at or above its upper bound), built
+    by broadcasting each table's dense array over the variables it misses."""
+    names = list(problem.variables)
+    shape = tuple(problem.variables[v].size for v in names)
+    if math.prod(shape) > JOINT_LIMIT:
+        raise ValueError(f"{problem.name}: {math.prod(shape)} assignments, too many to enumerate")
+    axis = {v: i for i, v in enumerate(names)}
+    total = np.full(shape, float(problem.constant))
+    for table in problem.tables:
+        order = sorted(range(len(table.scope)), key=lambda k: axis[table.scope[k]])
+        view = [1] * len(names)
+        for k in order:
+            view[axis[table.scope[k]]] = shape[axis[table.scope[k]]]
+        total += np.transpose(table.costs, order).reshape(view)
+    if problem.upper_bound is not None:
+        total[total >= problem.upper_bound] = math.inf
+    return total
+
+
 def brute_force(problem: Problem) -> float:
     """Minimum internal cost over all assignments (small problems only)."""
+    return float(joint_costs(problem).min())
+
+
+def brute_force_by_evaluate(problem: Problem) -> float:
+    """:func:`brute_force` assignment by assignment through :meth:`Problem.evaluate` (slow: it
+    checks :func:`joint_costs` on small problems)."""
     names = list(problem.variables)
     best = math.inf
     for values in itertools.product(*(range(problem.variables[v].size) for v in names)):

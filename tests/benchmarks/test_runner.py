@@ -80,20 +80,28 @@ def test_reference_optimum_prefers_known_then_proved_then_be() -> None:
     assert reference_optimum(None, unproved, {"status": "oot"}) == (None, "none")
 
 
-def test_extra_wcsp_instances_are_indexed_and_readable() -> None:
-    """Every file of benchmarks/instances/wcsp is in its INDEX.tsv, reads, and matches its row."""
+def _extra_wcsp_index() -> dict[str, dict[str, str]]:
     import csv
 
+    with (EXTRA_WCSP / "INDEX.tsv").open() as fh:
+        return {r["file"]: r for r in csv.DictReader(fh, delimiter="\t")}
+
+
+def test_extra_wcsp_instances_are_indexed() -> None:
+    """Every file of benchmarks/instances/wcsp is in its INDEX.tsv, and every row is a file."""
+    files = {f.name for f in EXTRA_WCSP.glob("*.wcsp")}
+    assert files and files == set(_extra_wcsp_index())
+
+
+@pytest.mark.parametrize("name", sorted(f.name for f in EXTRA_WCSP.glob("*.wcsp")))
+def test_extra_wcsp_instance_reads_and_matches_its_row(name: str) -> None:
+    """One test per file (a few seconds each): they spread over the xdist workers."""
     from dcop.io import read_problem
 
-    with (EXTRA_WCSP / "INDEX.tsv").open() as fh:
-        rows = {r["file"]: r for r in csv.DictReader(fh, delimiter="\t")}
-    files = {f.name for f in EXTRA_WCSP.glob("*.wcsp")}
-    assert files and files == set(rows)
-    for name in sorted(files):
-        problem = read_problem(str(EXTRA_WCSP / name))
-        assert problem.n == int(rows[name]["n"]), name
-        assert problem.max_domain() == int(rows[name]["max_domain"]), name
+    row = _extra_wcsp_index()[name]
+    problem = read_problem(str(EXTRA_WCSP / name))
+    assert problem.n == int(row["n"]), name
+    assert problem.max_domain() == int(row["max_domain"]), name
 
 
 FRODO_OUTPUT = """Starting the algorithm...

@@ -14,6 +14,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "wire_memory.py"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_wire_memory_bench_writes_its_results_and_the_bounds_hold(tmp_path: Path) -> None:
     out = tmp_path / "wm"

@@ -18,7 +18,7 @@ from dcop.inference import solve_be
 from dcop.protocol import RunSpec
 from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 SUBNET = "10.213.{}.{}"
 

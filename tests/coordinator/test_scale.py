@@ -1,5 +1,6 @@
-"""Hundreds of agent processes: a 200-agent run finishes (CI), a 1000-agent one under the ``scale``
-marker (``make test-scale``: not in CI, where it took minutes of the 2 cores).
+"""Hundreds of agent processes: a 200-agent run finishes (``slow``: CI's second step), a
+1000-agent one under the ``scale`` marker (``make test-scale``: not in CI, where it took minutes
+of the 2 cores).
 
 Each agent is its own OS process with its own sockets; the answer equals bucket elimination's.
 No time is asserted (the shared test machines vary); the counts and the answer are.
@@ -16,6 +17,9 @@ from dcop.coordinator.processes import templates_for
 from dcop.generators import scale_free_network
 from dcop.inference import solve_be
 from dcop.protocol import RunSpec
+
+#: Hundreds of processes at once: alone under xdist, so that no other test's processes starve.
+pytestmark = pytest.mark.serial
 
 
 def _run_tree(n: int) -> None:
@@ -36,6 +40,7 @@ def _run_tree(n: int) -> None:
     assert 0 < hellos["first"] <= hellos["median"] <= hellos["last"] <= times["launch"]
 
 
+@pytest.mark.slow
 def test_a_200_agent_tree() -> None:
     _run_tree(200)
 

@@ -40,7 +40,7 @@ def test_setups_follow_the_hellos_of_an_agent_and_its_neighbours() -> None:
 
     def run() -> None:
         try:
-            Coordinator(CHAIN, peers, coordinator, timeout=1.5, hello_timeout=1.5).run()
+            Coordinator(CHAIN, peers, coordinator, timeout=3.0, hello_timeout=3.0).run()
         except BaseException as exc:  # the run times out: not every agent says hello
             failure.append(exc)
 

@@ -32,7 +32,7 @@ from tests.conftest import brute_force
 from tests.deploy import docker_driver as dk
 from tests.deploy.conftest import small_problem
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 IMAGE = "dcop:pytest"
 #: The three "hosts" of the multi-host test: loopback addresses, each its own bind address.

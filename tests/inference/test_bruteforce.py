@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +13,35 @@ from hypothesis import strategies as st
 from dcop.errors import ModelError, TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import partition_minibuckets, solve
-from tests.conftest import brute_force, random_problem
+from dcop.model import CostTable, Problem
+from tests.conftest import brute_force, brute_force_by_evaluate, joint_costs, random_problem
+
+
+def _with_sparse_table_and_top(seed: int) -> Problem:
+    """A random problem plus a sparse table on scope order unlike the variables', and a top."""
+    base = random_problem(seed, n=5, max_domain=3, n_tables=6)
+    names = list(base.variables)
+    scope = (names[3], names[0])
+    shape = tuple(base.variables[v].size for v in scope)
+    sparse = CostTable.sparse(scope, shape, 2.0, [[0, 0], [shape[0] - 1, 0]], [7.0, 0.5])
+    finite = [c for t in base.tables for c in t.finite_costs()]
+    top = float(np.median(finite)) * 3 + 1 if finite else 10.0
+    return Problem.build(
+        list(base.variables.values()), [*base.tables, sparse], constant=1.0, upper_bound=top
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_joint_costs_are_what_evaluate_gives_assignment_by_assignment(seed: int) -> None:
+    """The tests' brute force broadcasts the tables at once; it must be Problem.evaluate's
+    cost at every assignment (the same sums in the same order: equal to the last bit)."""
+    for problem in (random_problem(seed, n=5), _with_sparse_table_and_top(seed)):
+        joint = joint_costs(problem)
+        names = list(problem.variables)
+        assert joint.shape == tuple(problem.variables[v].size for v in names)
+        for values in itertools.product(*(range(n) for n in joint.shape)):
+            assert joint[values] == problem.evaluate(dict(zip(names, values, strict=True)))
+        assert brute_force(problem) == brute_force_by_evaluate(problem)
 
 
 @settings(max_examples=80, deadline=None)

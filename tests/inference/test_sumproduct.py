@@ -3,7 +3,6 @@ steps of the distributed version give the same numbers; the CLI refuses tasks a 
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import subprocess
@@ -26,25 +25,26 @@ from dcop.orders.choose import choose_order
 from dcop.sumproduct import down_messages, log_potentials, marginal, sum_util
 from dcop.tables import Table
 from dcop.trees.pseudotree import dfs_pseudo_tree
-from tests.conftest import random_problem
+from tests.conftest import joint_costs, random_problem
 
 ORDERINGS = ["minfill", "mindegree", "pseudotree"]
 
 
 # ---- brute force ------------------------------------------------------------------------------
 def brute_force(problem: Problem) -> tuple[float, dict[str, np.ndarray]]:
-    """ln Z and every marginal, by enumerating all assignments (log space throughout)."""
-    names = list(problem.variables)
-    ln_z = -math.inf
-    weights = {v: np.full(problem.variables[v].size, -math.inf) for v in names}
-    for values in itertools.product(*(range(problem.variables[v].size) for v in names)):
-        log_w = -problem.evaluate(dict(zip(names, values, strict=True)))
-        ln_z = float(np.logaddexp(ln_z, log_w))
-        for v, x in zip(names, values, strict=True):
-            weights[v][x] = np.logaddexp(weights[v][x], log_w)
-    if ln_z == -math.inf:
-        return ln_z, {}
-    return ln_z, {v: np.exp(w - ln_z) for v, w in weights.items()}
+    """ln Z and every marginal, by enumerating all assignments: the weight of each is
+    exp(-cost) (:func:`~tests.conftest.joint_costs`), scaled by the largest before summing."""
+    log_w = -joint_costs(problem)
+    peak = float(log_w.max())
+    if peak == -math.inf:
+        return -math.inf, {}
+    weights = np.exp(log_w - peak)
+    total = float(weights.sum())
+    marginals = {}
+    for i, v in enumerate(problem.variables):
+        others = tuple(k for k in range(weights.ndim) if k != i)
+        marginals[v] = weights.sum(axis=others) / total
+    return peak + math.log(total), marginals
 
 
 def random_markov(seed: int, n: int = 6, zeros: float = 0.1, shift: float = 0.0) -> Problem:

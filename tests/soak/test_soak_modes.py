@@ -22,6 +22,7 @@ MODES = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_every_new_fault_mode_passes_its_checks(tmp_path: Path) -> None:
     out = tmp_path / "soak"
