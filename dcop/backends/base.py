@@ -288,6 +288,16 @@ class Compiles(Protocol):
 
 
 @runtime_checkable
+class Specializes(Protocol):
+    """A backend that generates a kernel per bucket shape from a size on (CuPy's): the generic
+    kernel serves smaller buckets with no compile. A caller whose buckets are many and short
+    (the search's mini-bucket passes) raises the size for the time of its own work."""
+
+    #: Joined entries from which a bucket gets a generated kernel.
+    specialize_entries: int
+
+
+@runtime_checkable
 class Placed(TableBackend, Protocol):
     """Each bucket on the CPU or the GPU by its joined entries (a GPU agent's backend,
     :class:`dcop.backends.placed.PlacedBackend`)."""

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dcop.backends import get_backend
-from dcop.backends.base import TableBackend
+from dcop.backends.base import Specializes, TableBackend, capable
 from dcop.bucketpass import bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
 from dcop.model import Problem
@@ -40,6 +41,11 @@ from dcop.search.local import incidence, local_search, nodes_cost, total_cost
 #: bounds(seconds since the start, lower, upper), internal costs: called as they change.
 BoundsFn = Callable[[float, float, float], None]
 
+#: Joined entries from which a bucket of the search's passes gets a kernel of its own on a backend
+#: that generates them (:class:`~dcop.backends.base.Specializes`): below, the generic kernel runs
+#: with no compile. A generated kernel costs 0.3-1 s of compile per new shape, more than the
+#: generic kernel spends on a bucket of 1e10 entries, and a ladder's passes meet many shapes.
+SEARCH_SPECIALIZE_ENTRIES = 1 << 38
 #: Share of the memory limit the heuristic's tables may take; the cache gets what is left of
 #: CACHE_SHARE.
 HEURISTIC_SHARE = 0.4
@@ -57,6 +63,9 @@ EPS_REL = 1e-10
 SLICE_S = 0.05
 #: Local search sweeps over all variables for the first upper bound, at most.
 LOCAL_SWEEPS = 200
+#: A rung's pass is started only when it is predicted within this share of the time left (the
+#: pass itself is not stopped at the deadline); else the search goes on with the heuristic it has.
+PASS_FIT = 0.5
 #: Share of the time left that the ordering engine may take.
 ORDER_SHARE = 0.05
 #: The i-bound ladder: work ratio between rungs, the smallest pass worth a rung (entries), rungs.
@@ -214,6 +223,21 @@ def ladder(
     return rungs[::-1]
 
 
+@contextmanager
+def generic_kernels(backend: TableBackend) -> Iterator[None]:
+    """While the search's passes run: buckets below SEARCH_SPECIALIZE_ENTRIES on the generic
+    kernel (a backend that generates kernels per shape), the backend's own size restored after."""
+    if not capable(backend, Specializes):
+        yield
+        return
+    saved = backend.specialize_entries
+    backend.specialize_entries = max(saved, SEARCH_SPECIALIZE_ENTRIES)
+    try:
+        yield
+    finally:
+        backend.specialize_entries = saved
+
+
 def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
     """The node budget of a rung whose next rung's pass is ``following``."""
     seconds = following.total_work * seconds_per_entry(backend)
@@ -293,13 +317,38 @@ def solve_aobb(
     incumbent: np.ndarray | None = None
     lower = -math.inf
     stopped: str | None = "no rung ran"
+    walk: _Walk | None = None
+
+    def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
+        """Run ``walk`` (until ``budget`` nodes, or the deadline) and count what it did."""
+        t0 = time.monotonic()
+        before = int(walk.s.reg[kernel.R_EXPANDED])
+        hits = int(walk.s.reg[kernel.R_HITS])
+        stopped = walk.run(deadline, budget)
+        spent = time.monotonic() - t0
+        expanded = int(walk.s.reg[kernel.R_EXPANDED]) - before
+        times["search"] = times.get("search", 0.0) + spent
+        stats.steps.append(Step(z, pass_s, spent, expanded, walk.heuristic, stopped is None))
+        stats.expanded += expanded
+        stats.cache_hits += int(walk.s.reg[kernel.R_HITS]) - hits
+        stats.seconds += spent
+        return stopped
+
     try:
         for k, plan in enumerate(rungs):
             last = k == len(rungs) - 1
             budget = None if last else rung_budget(rungs[k + 1], engine, typical)
+            if walk is not None and deadline is not None:
+                done = stats.steps[-1]
+                measured = done.pass_s * plan.total_work / max(1, rungs[k - 1].total_work)
+                predicted = max(plan.total_work * seconds_per_entry(engine), measured)
+                if predicted > PASS_FIT * left():  # no time to search after it: go on as we are
+                    stopped = search(walk, done.z, 0.0, None)
+                    break
             t0 = time.monotonic()
-            buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                                  max_bytes=limit.bytes)  # fmt: skip
+            with generic_kernels(engine):
+                buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
+                                      max_bytes=limit.bytes)  # fmt: skip
             stats.ibound = int(plan.z or 0)
             lower = max(lower, buckets.stats.bound)  # the pass's own bound, proved already
             if incumbent is None:
@@ -325,23 +374,12 @@ def solve_aobb(
 
             walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
             walk.lower = max(walk.lower, lower)
-            t0 = time.monotonic()
-            stopped = walk.run(deadline, budget)
-            spent = time.monotonic() - t0
-            times["search"] = times.get("search", 0.0) + spent
-            expanded = int(state.reg[kernel.R_EXPANDED])
-            stats.steps.append(
-                Step(int(plan.z or 0), pass_s, spent, expanded, walk.heuristic, stopped is None)
-            )
-            stats.expanded += expanded
-            stats.cache_hits += int(state.reg[kernel.R_HITS])
-            stats.seconds += spent
-            stats.ibound = int(plan.z or 0)
             stats.heuristic_entries = compiled.heuristic_entries
             stats.cached_nodes = compiled.cached_nodes
             stats.uncached_inner = compiled.uncached_inner
             stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
             stats.depth = compiled.depth
+            stopped = search(walk, int(plan.z or 0), pass_s, budget)
             incumbent = walk.incumbent
             lower = max(lower, walk.lower)
             if stopped != OUT_OF_NODES:
@@ -350,6 +388,9 @@ def solve_aobb(
         if incumbent is None:  # nothing found yet: the command's failure document says so
             raise
         stopped = f"{INTERRUPTED} ({exc})" if str(exc) else INTERRUPTED
+    if walk is not None:  # a walk stopped by a signal in its last slice kept what it found
+        incumbent = walk.incumbent
+        lower = max(lower, walk.lower)
 
     assert incumbent is not None
     node = {v: i for i, v in enumerate(names)}
