@@ -19,7 +19,6 @@ import contextlib
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -477,6 +476,8 @@ class NumpyBackend:
         if workers <= 1:
             fill(blocks)
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
+            from concurrent.futures import ThreadPoolExecutor  # blocks on all cores only
+
             with ThreadPoolExecutor(workers) as pool:
                 list(pool.map(fill, [blocks[k::workers] for k in range(workers)]))
         return Table(out_scope, out)

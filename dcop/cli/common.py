@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -218,6 +217,8 @@ def write_json(data: dict[str, Any], target: Path | None) -> None:
     """Write ``data`` as JSON to a file, or to stdout for '-'."""
     if target is None:
         return
+    import json  # only to write a document (its encoder is ~10 ms of start-up)
+
     text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
     if to_stdout(target):
         print(text, flush=True)

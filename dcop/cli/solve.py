@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 
 from dcop.choices import SUM_TASKS
@@ -44,23 +43,18 @@ from dcop.cli.options import (
     check_z,
 )
 from dcop.cli.partition import print_partition, task_for
-from dcop.contraction.engine import describe_tree
 from dcop.errors import InputError, TableTooLarge
-from dcop.inference import SolveResult, default_max_bytes, solve
-from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.memory import human_bytes, resident_bytes
-from dcop.inference.partition import infer
-from dcop.inference.plan import plan_for
 from dcop.io import read_problem
-from dcop.model import Problem
-from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
-from dcop.orders import best_order
-from dcop.orders.files import write_order as save_order
 from dcop.results import Status, objective
-from dcop.tables import NumpyBackend, choose_dtype
 
+# A command imports what it runs (tests/cli/test_imports.py checks the set): a min-sum solve
+# never loads the contraction engine, the anytime driver or the PR/MAR engine, nor `dcop
+# info`'s planners, so they are imported where they are used.
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from dcop.inference import SolveResult
+    from dcop.model import Problem
 
 #: Seconds of a --timeout kept for writing the answer after the last step stops.
 ANSWER_MARGIN_S = 0.3
@@ -122,6 +116,8 @@ def solve_command(
                 raise InputError(f"--timeout is not supported with --task {chosen} yet")
             if chosen == "mar" and algo is CentralAlgo.mbe:
                 raise InputError("--task mar needs exact elimination (--algo be)")
+            from dcop.inference.partition import infer
+
             with bucket_progress(not quiet) as progress:
                 inferred = infer(
                     problem,
@@ -156,14 +152,20 @@ def solve_command(
         }
         with anytime_progress(not quiet, problem) as (progress, on_step):
             if algo is CentralAlgo.auto:
+                from dcop.inference.anytime import solve_auto
+
                 result = solve_auto(
                     problem, deadline=deadline, progress=progress, on_step=on_step, **settings
                 )
             elif deadline is not None:
+                from dcop.inference.anytime import solve_until
+
                 result = solve_until(
                     problem, algo.value, z, deadline, progress=progress, **settings
                 )
             else:
+                from dcop.inference import solve
+
                 result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
         doc = result.to_json()
@@ -237,12 +239,24 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
+def describe(
+    problem: Problem, order_time: float | None = None, sum_tasks: bool = True
+) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
     (:func:`dcop.inference.plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
-    ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
-    ``orders`` lists every method it tried: width, largest table, total entries, seconds."""
+    ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget,
+    counted in work); ``orders`` lists every method it tried: width, largest table, total
+    entries, seconds. The contraction tree of exact PR/MAR is planned only where the file has
+    those tasks (``sum_tasks``: a UAI model), within the contraction search's own budget."""
+    import numpy as np
+
+    from dcop.inference.memory import resident_bytes
+    from dcop.inference.plan import plan_for
+    from dcop.ordering import ORDERINGS, elimination_order, induced_width, largest_table
+    from dcop.orders import best_order
+    from dcop.tables import NumpyBackend, choose_dtype
+
     adjacency = problem.neighbours()
     n = problem.n
     edges = sum(len(v) for v in adjacency.values()) // 2
@@ -264,7 +278,12 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         "memory_resident": resident,
     }
     engine = best_order(problem, order_time)
-    orders = {name: elimination_order(name, adjacency) for name in ORDERINGS}
+    # the engine's greedy orders are the named heuristics' own: each is walked once
+    found = {m.method: list(m.order) for m in engine.tried}
+    orders = {
+        name: found[name] if name in found else elimination_order(name, adjacency)
+        for name in ORDERINGS
+    }
     orders["auto"] = engine.order
     for name, order in orders.items():
         plan = plan_for(problem, order, None, dtype, backend, resident=resident)
@@ -285,6 +304,10 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         for m in engine.tried
     ]
     info["_order"] = engine.order
+    if not sum_tasks:
+        return info
+    from dcop.contraction.engine import describe_tree
+
     # the contraction tree of exact PR/MAR (dcop.contraction): its largest intermediate
     try:
         tree = describe_tree(problem)
@@ -305,6 +328,7 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
 def info_command(
     file: InputFile,
     fmt: FormatOption = None,
+    evidence: EvidenceOption = None,
     json_out: JsonOption = None,
     order_time: OrderTimeOption = None,
     write_order: Annotated[
@@ -315,23 +339,37 @@ def info_command(
             "when the name ends in .td, else one variable per line.",
         ),
     ] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Print n, d, constraints, density, induced width, largest table and BE's planned peak
     memory per ordering, and per method of the ordering engine its width, largest table, total
-    work (joined entries) and time."""
+    work (joined entries) and time; on a UAI model also the contraction tree of exact PR/MAR.
+    Every planner runs within a budget: info takes seconds on any model."""
+    from dcop.cli.partition import FORMAT_TASKS
+    from dcop.io import detect_format
+
     check_ordering("auto", order_time)
     check_output(json_out, "--json")
-    problem = read_problem(file, fmt.value if fmt is not None else None)
-    info = describe(problem, order_time)
+    kind = detect_format(file, fmt.value if fmt is not None else None)
+    problem = read_problem(file, fmt.value if fmt is not None else None, evidence=evidence)
+    sum_tasks = any(t in SUM_TASKS for t in FORMAT_TASKS.get(kind, ()))
+    info = describe(problem, order_time, sum_tasks)
     order = info.pop("_order")
     if write_order is not None:
+        from dcop.orders.files import write_order as save_order
+
         note = f"{problem.name}: {info['order_auto']}, width {info['induced_width_auto']}"
         try:
             save_order(write_order, order, problem.neighbours(), list(problem.variables), note)  # type: ignore[arg-type]
         except OSError as exc:
             raise InputError(f"cannot write the order: {exc.strerror}", str(write_order)) from None
     write_json(info, json_out)
+    if quiet:
+        return
     from rich.table import Table as RichTable
+
+    from dcop.inference import default_max_bytes
+    from dcop.inference.memory import human_bytes
 
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():

@@ -9,22 +9,31 @@ min-fill instead.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from types import ModuleType
 
 from dcop.errors import InputError
 from dcop.ordering import Adjacency
 
-goatd: ModuleType | None
-try:  # optional: no wheel for Linux aarch64 or macOS x86-64
-    import goatd
-except ImportError:  # pragma: no cover - depends on the platform
-    goatd = None
+#: goatd's module once asked for (None: not installed); it is loaded by the first search, not
+#: by importing this module: an order that needs no search does not load it.
+goatd: ModuleType | bool | None = False
+
+
+def _goatd() -> ModuleType | None:
+    global goatd
+    if goatd is False:
+        try:  # optional: no wheel for Linux aarch64 or macOS x86-64
+            goatd = importlib.import_module("goatd")
+        except ImportError:  # pragma: no cover - depends on the platform
+            goatd = None
+    return goatd if isinstance(goatd, ModuleType) else None
 
 
 def available() -> bool:
     """Whether goatd is installed."""
-    return goatd is not None
+    return _goatd() is not None
 
 
 def decompose_order(
@@ -35,6 +44,7 @@ def decompose_order(
     goatd treats ``budget_ms`` as soft with a hard stop at twice it, so half the budget is asked
     for. Raises :class:`RuntimeError` when goatd is missing or fails.
     """
+    goatd = _goatd()
     if goatd is None:
         raise RuntimeError("goatd is not installed")
     names = list(adjacency)
