@@ -15,7 +15,8 @@ packages and the rules name the same rooms:
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
   distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
 * ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders at once, tree
-  decompositions (goatd) within a time budget, kept by real cost; order and PACE ``.td`` files.
+  decompositions (goatd) within a budget counted in work, kept by real cost; order and PACE
+  ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, the memory plan.
