@@ -292,6 +292,7 @@ def describe(
         info[f"memory_bytes_{name}"] = plan.peak_bytes
     info["order_auto"] = engine.method
     info["order_budget_s"] = engine.budget_s
+    info["order_work"] = engine.work  # the search's runs: the budget, spent as work
     info["orders"] = [
         {
             "method": m.method,
