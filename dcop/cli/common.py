@@ -19,6 +19,7 @@ from dcop.choices import (
     LogLevel,
     OrderingName,
 )
+from dcop.cli.rows import Rows
 from dcop.cli.signals import interrupt_on_signals, keep_early_signals, raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
@@ -246,7 +247,7 @@ def failure_status(exc: BaseException) -> Status:
 
 
 def finish_run(
-    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None] | None]],
+    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None] | Rows | None]],
     json_target: Path | None,
     failure: Callable[[Status, str], dict[str, Any]],
     quiet: bool = False,
@@ -256,7 +257,8 @@ def finish_run(
     and exit with the status's code (see :mod:`dcop.results`).
 
     ``produce`` returns the document and a summary printer (None: it printed its summary
-    itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
+    itself, and rich is not loaded for nothing), or the summary's :class:`Rows` (written
+    without rich: a small solve's start-up); ``failure(status, message)`` makes
     the document of a run that failed. Bad input (InputError) exits 2 after writing its
     document; anything that is not a DcopError is a bug and propagates. ``--json`` and the
     other ``outputs`` ({option: path}) are checked first (:func:`check_outputs`).
@@ -282,7 +284,10 @@ def finish_run(
         sys.exit(EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status])
     write_json(doc, json_target)
     if not quiet and show is not None:
-        show(summary_console(json_target))
+        if isinstance(show, Rows):
+            show.print(summary_stream(json_target))
+        else:
+            show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 
 

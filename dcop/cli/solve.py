@@ -43,6 +43,7 @@ from dcop.cli.options import (
     check_z,
 )
 from dcop.cli.partition import print_partition, task_for
+from dcop.cli.rows import Rows
 from dcop.errors import InputError, TableTooLarge
 from dcop.io import read_problem
 from dcop.results import Status, objective
@@ -103,7 +104,7 @@ def solve_command(
     read: dict[str, Problem] = {}
     asked_z = z
 
-    def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+    def produce() -> tuple[dict[str, Any], Callable[[Console], None] | Rows]:
         z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
@@ -178,7 +179,7 @@ def solve_command(
                 answered=True,
                 cost=result.upper_bound,
             )
-        return doc, lambda console: print_result(result, console)
+        return doc, result_rows(result)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
         doc = failure_document(
@@ -189,14 +190,12 @@ def solve_command(
     finish_run(produce, json_out, failure, quiet, {"--solution": solution})
 
 
-def print_result(result: SolveResult, console: Console) -> None:
-    """A short human-readable summary of a solve."""
-    from rich.table import Table as RichTable
-
+def result_rows(result: SolveResult) -> Rows:
+    """A short human-readable summary of a solve (drawn without rich: :mod:`dcop.cli.rows`)."""
     data = result.to_json()
     p = result.problem
     title = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'} on {p.name}"
-    table = RichTable(title=title, show_header=False)
+    table = Rows(title)
     status = data["status"]
     if status == "infeasible":
         table.add_row("status", "infeasible: no assignment has a finite cost (proved)")
@@ -230,7 +229,7 @@ def print_result(result: SolveResult, console: Console) -> None:
         table.add_row(f"step {name}", f"{shown}{seconds}")
     if p.n <= 30 and data["assignment"] is not None:
         table.add_row("assignment", " ".join(f"{k}={v}" for k, v in data["assignment"].items()))
-    console.print(table)
+    return table
 
 
 def _fmt(value: object) -> str:
