@@ -11,9 +11,9 @@ goatd's runs, each to its end with a fixed seed. The same input thus gets the sa
 every call and on a loaded machine (a search on the clock had given Pedigree_12 width 18 in
 one run and 17 in the next, and a 28x28 spin glass a different contraction tree on one call of
 five). A budget that affords goatd's whole portfolio (every slot and 100 sampled min-fill
-refinements; some 0.1 ms per vertex or edge) runs it, seed after seed while a round halves the best
-order's work and the search has spent less than :data:`SHARE` of the best
-order's predicted solve; a smaller one runs that many sampled min-fills.
+refinements; some 0.1 ms per vertex or edge) runs it, seed after seed while a round halves the
+best order's work and the rounds have cost less than :data:`SHARE` of the best order's predicted
+solve; a smaller one runs that many sampled min-fills.
 
 The default budget follows the predicted solve time ``t`` of the best greedy order: none below
 :data:`INSTANT_S` (a problem that solves in a millisecond keeps its greedy order), four times
@@ -56,8 +56,8 @@ CAP_PER_VARIABLE_S = 0.01
 #: The least cap (s).
 FLOOR_S = 0.1
 #: The cost model of the search's runs, in seconds per element (vertex or edge) of the graph,
-#: measured on the 2-core VM (benchmarks/orders.py's instances): one of goatd's sampled
-#: min-fills 0.1-1 us; its whole portfolio without a deadline 50-200 us, at least some 10 ms;
+#: measured on the 2-core VM (the shared instances): one of goatd's sampled min-fills 0.1-1 us
+#: (2 us with its ranking and the call); its whole portfolio without a deadline 50-200 us, at least some 10 ms;
 #: one of our randomized min-fills (where goatd is missing) 2-24 us; a greedy order 2-24 us.
 SAMPLE_S_PER_ELEMENT = 2e-6
 PORTFOLIO_S_PER_ELEMENT = 1e-4
@@ -80,7 +80,7 @@ class CostModel:
     """How orders are compared: ``sizes`` are the domain sizes (default: those of the problem; 2
     for a bare graph); orders whose largest joined table exceeds ``max_entries`` rank last.
     ``seconds_per_entry`` is the solver's speed, which sizes the default search budget and its
-    stop (a tenth of the predicted solve): single-core BE's by default; the sum-product engine
+    stop (SHARE of the predicted solve): single-core BE's by default; the sum-product engine
     gives its backend's (a GPU's contraction is taken as 500x faster per entry; its search
     had spent 0.74 s ordering ising28x28 for a 0.33 s contraction)."""
 
