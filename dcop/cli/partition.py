@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 from dcop.choices import TaskName
 from dcop.errors import InputError
 from dcop.io import detect_format
-from dcop.results.partition import PartitionResult
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from dcop.results.partition import PartitionResult
 
 #: Tasks each file format allows; the first is the default.
 FORMAT_TASKS: dict[str, tuple[str, ...]] = {"uai": tuple(t.value for t in TaskName)}
