@@ -5,7 +5,7 @@
                              [--pydcop PATH] [--frodo PATH] [--out DIR] [--quick]
 
 Suites: wcsp, wcsp-extra, uai, dpop-vs-pydcop, dpop-vs-frodo, dpop-maxdiscsp, random, scalefree,
-scalefree-m5, grid, mbe (``all`` runs the CPU suites one after the other). Each writes
+scalefree-m5, grid, mbe, startup (``all`` runs the CPU suites one after the other). Each writes
 ``benchmarks/results/<suite>.json`` and ``.md`` with the machine description.
 
 The suites that are scripts of their own (:data:`SCRIPT_SUITES`: ``cpu-be``, ``gpu-be``, ``pr``,
@@ -38,19 +38,20 @@ from compare.context import Context, shell_join
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-# suite name -> (module in compare/, function)
+# suite name -> (module, function): in compare/, or a script of its own beside this one
 SUITES = {
-    "wcsp": ("central", "suite_wcsp"),
-    "wcsp-extra": ("central", "suite_wcsp_extra"),
-    "uai": ("central", "suite_uai"),
-    "random": ("topology", "suite_random"),
-    "scalefree": ("topology", "suite_scalefree"),
-    "scalefree-m5": ("topology", "suite_scalefree_m5"),
-    "grid": ("topology", "suite_grid"),
-    "mbe": ("topology", "suite_mbe"),
-    "dpop-vs-pydcop": ("distributed_cmp", "suite_pydcop"),
-    "dpop-vs-frodo": ("distributed_cmp", "suite_frodo"),
-    "dpop-maxdiscsp": ("distributed_cmp", "suite_maxdiscsp"),
+    "wcsp": ("compare.central", "suite_wcsp"),
+    "wcsp-extra": ("compare.central", "suite_wcsp_extra"),
+    "uai": ("compare.central", "suite_uai"),
+    "random": ("compare.topology", "suite_random"),
+    "scalefree": ("compare.topology", "suite_scalefree"),
+    "scalefree-m5": ("compare.topology", "suite_scalefree_m5"),
+    "grid": ("compare.topology", "suite_grid"),
+    "mbe": ("compare.topology", "suite_mbe"),
+    "dpop-vs-pydcop": ("compare.distributed_cmp", "suite_pydcop"),
+    "dpop-vs-frodo": ("compare.distributed_cmp", "suite_frodo"),
+    "dpop-maxdiscsp": ("compare.distributed_cmp", "suite_maxdiscsp"),
+    "startup": ("startup", "suite_startup"),
 }
 
 
@@ -59,7 +60,7 @@ def suite_function(name: str) -> Callable[[Context], dict[str, Any]]:
     import importlib
 
     module, func = SUITES[name]
-    return getattr(importlib.import_module(f"compare.{module}"), func)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
 
 
 SUITE_NAMES = tuple(SUITES)

@@ -14,8 +14,8 @@ packages and the rules name the same rooms:
 * ``dcop.trees`` (``dcop/trees/``): the pseudo-tree: ``PseudoTree``, the centralized and the
   distributed DFS, candidate trees, UTIL sizing; the coordinator and the agents both use it.
 * ``dcop.orders`` (``dcop/orders/``): the ordering engine: greedy orders (min-fill, min-degree)
-  and an order's induced width at once, tree decompositions (goatd) within a time budget, kept by
-  real cost; order and PACE ``.td`` files.
+  and an order's induced width at once, tree decompositions (goatd) within a budget counted in
+  work, kept by real cost; order and PACE ``.td`` files.
 * ``dcop.contraction`` (``dcop/contraction/``): exact PR/MAR by tensor contraction: trees,
   scaled linear space, slicing, the backward pass for marginals.
 * ``dcop.backends`` (``dcop/backends/``): the table backends' contract (a base protocol, small

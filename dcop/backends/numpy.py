@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -190,6 +189,8 @@ class NumpyBackend(TableBackend):
         if workers <= 1:
             fill(blocks)
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
+            from concurrent.futures import ThreadPoolExecutor  # blocks on all cores only
+
             with ThreadPoolExecutor(workers) as pool:
                 list(pool.map(fill, [blocks[k::workers] for k in range(workers)]))
         return Table(out_scope, out)

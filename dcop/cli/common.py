@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -21,6 +20,7 @@ from dcop.choices import (
     LogLevel,
     OrderingName,
 )
+from dcop.cli.rows import Rows
 from dcop.cli.signals import interrupt_on_signals, keep_early_signals, raise_pending
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.results import EXIT_BAD_INPUT, EXIT_CODES, Status, result_document
@@ -253,6 +253,8 @@ def write_json(data: dict[str, Any], target: Path | None) -> None:
     """Write ``data`` as JSON to a file, or to stdout for '-'."""
     if target is None:
         return
+    import json  # only to write a document (its encoder is ~10 ms of start-up)
+
     text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False)
     if to_stdout(target):
         print(text, flush=True)
@@ -280,7 +282,7 @@ def failure_status(exc: BaseException) -> Status:
 
 
 def finish_run(
-    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None] | None]],
+    produce: Callable[[], tuple[dict[str, Any], Callable[[Console], None] | Rows | None]],
     json_target: Path | None,
     failure: Callable[[Status, str], dict[str, Any]],
     quiet: bool = False,
@@ -290,7 +292,8 @@ def finish_run(
     and exit with the status's code (see :mod:`dcop.results`).
 
     ``produce`` returns the document and a summary printer (None: it printed its summary
-    itself, and rich is not loaded for nothing); ``failure(status, message)`` makes
+    itself, and rich is not loaded for nothing), or the summary's :class:`Rows` (written
+    without rich: a small solve's start-up); ``failure(status, message)`` makes
     the document of a run that failed (a command keeps there the answer it already had:
     :func:`dcop.results.after_answer`). A closed stdout or stderr drops the summary and the
     failure line, never the document or the exit code. Bad input (InputError) exits 2 after writing its
@@ -322,7 +325,10 @@ def finish_run(
         # a closed stdout (rich turns a broken pipe into SystemExit(1)): the document is
         # written already, and the exit code stays the status's
         with contextlib.suppress(OSError, SystemExit):
-            show(summary_console(json_target))
+            if isinstance(show, Rows):
+                show.print(summary_stream(json_target))
+            else:
+                show(summary_console(json_target))
     sys.exit(EXIT_CODES[doc["status"]])
 
 

@@ -87,8 +87,15 @@ def _distributed_algo_in_solve(argv: Sequence[str]) -> str | None:
 
 def main() -> NoReturn:
     """Console-script entry point."""
-    keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
     argv = sys.argv[1:]
+    if argv == ["--version"]:
+        # the root's --version prints just this: answered before typer, click and rich load
+        # (they would triple the command's start-up)
+        import dcop
+
+        print(f"dcop {dcop.__version__}")
+        _leave(0)
+    keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
     prepare(argv)
     try:
         _main(argv)

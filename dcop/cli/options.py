@@ -69,9 +69,10 @@ OrderingOption = Annotated[
 OrderTimeOption = Annotated[
     float | None,
     typer.Option(
-        help="Seconds the auto ordering may search (default: a tenth of the predicted solve "
-        "time for the whole ordering, greedy orders included, but at least 0.05-0.1 s of "
-        "search; none for problems that solve in milliseconds, at most 10 s; 0: greedy only).",
+        help="Seconds the auto ordering may search, spent as a count of runs with fixed seeds "
+        "(the same order on every call; default: four times the predicted solve time up to "
+        "0.05 s, a fifth of a longer one, greedy orders included; none for problems that solve "
+        "in a millisecond, at most 10 s; 0: greedy only).",
     ),
 ]
 CentralAlgoOption = Annotated[

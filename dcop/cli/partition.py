@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 from dcop.choices import TaskName
 from dcop.errors import InputError
 from dcop.io import detect_format
-from dcop.results.partition import PartitionResult
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from dcop.results.partition import PartitionResult
 
 #: Marginals a MAR summary shows; the document and the solution file hold every one.
 MARGINALS_SHOWN = 5

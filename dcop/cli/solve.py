@@ -7,10 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 
-from dcop.backends.numpy import NumpyBackend
 from dcop.choices import SUM_TASKS
 from dcop.cli.app import app
 from dcop.cli.common import (
@@ -48,25 +46,19 @@ from dcop.cli.options import (
     check_z,
 )
 from dcop.cli.partition import print_partition, task_for
-from dcop.contraction.engine import describe_tree
+from dcop.cli.rows import Rows
 from dcop.errors import InputError, TableTooLarge
-from dcop.inference import SolveResult, default_max_bytes, solve
-from dcop.inference.anytime import solve_auto, solve_until
-from dcop.inference.partition import infer
-from dcop.inference.solve import check_fits
 from dcop.io import read_problem
-from dcop.model import Problem
-from dcop.orders import best_order
-from dcop.orders.choose import choose_order
-from dcop.orders.files import write_order as save_order
-from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, largest_table
-from dcop.plan.bucket_plan import plan_for
-from dcop.plan.memory import human_bytes, resident_bytes
 from dcop.results import Status, after_answer, objective
-from dcop.tables import choose_dtype
 
+# A command imports what it runs (tests/cli/test_imports.py checks the set): a min-sum solve
+# never loads the contraction engine, the anytime driver or the PR/MAR engine, nor `dcop
+# info`'s planners, so they are imported where they are used.
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from dcop.inference import SolveResult
+    from dcop.model import Problem
 
 #: Seconds of a --timeout kept for writing the answer after the last step stops.
 ANSWER_MARGIN_S = 0.3
@@ -115,7 +107,7 @@ def solve_command(
     read: dict[str, Any] = {}  # the problem once read, the answer's document once had
     asked_z = z
 
-    def produce() -> tuple[dict[str, Any], Callable[[Console], None]]:
+    def produce() -> tuple[dict[str, Any], Callable[[Console], None] | Rows]:
         z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
         if algo is CentralAlgo.aobb:
             z = asked_z  # optional: the search picks the largest that fits
@@ -130,6 +122,8 @@ def solve_command(
                 raise InputError(f"--timeout is not supported with --task {chosen} yet")
             if chosen == "mar" and algo is CentralAlgo.mbe:
                 raise InputError("--task mar needs exact elimination (--algo be)")
+            from dcop.inference.partition import infer
+
             with bucket_progress(not quiet) as progress:
                 inferred = infer(
                     problem,
@@ -165,6 +159,8 @@ def solve_command(
         }
         with anytime_progress(not quiet, problem) as (progress, on_bounds):
             if algo is CentralAlgo.auto:
+                from dcop.inference.anytime import solve_auto
+
                 result = solve_auto(
                     problem, deadline=deadline, progress=progress, on_bounds=on_bounds, **settings
                 )
@@ -176,6 +172,10 @@ def solve_command(
                     problem, z=z, deadline=deadline, on_bounds=on_bounds, **settings
                 )
             elif deadline is not None:
+                from dcop.inference.anytime import solve_until
+                from dcop.inference.solve import check_fits
+                from dcop.orders.choose import choose_order
+
                 # a plan over the memory limit is refused here, as without --timeout (the
                 # child's refusal would come back as a step without a result: a timeout)
                 settings["ordering"] = choose_order(problem, ordering, order_time)
@@ -192,6 +192,8 @@ def solve_command(
                     problem, algo.value, z, deadline, progress=progress, **settings
                 )
             else:
+                from dcop.inference import solve
+
                 result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
         read["doc"] = doc = result.to_json()
@@ -204,7 +206,7 @@ def solve_command(
                 answered=True,
                 cost=result.upper_bound,
             )
-        return doc, lambda console: print_result(result, console)
+        return doc, result_rows(result)
 
     def failure(status: Status, message: str) -> dict[str, Any]:
         if "doc" in read:  # it failed after the answer (a signal, a solution file): keep it
@@ -217,14 +219,12 @@ def solve_command(
     finish_run(produce, json_out, failure, quiet, {"--solution": solution})
 
 
-def print_result(result: SolveResult, console: Console) -> None:
-    """A short human-readable summary of a solve, titled with the file's name."""
-    from rich.table import Table as RichTable
-
+def result_rows(result: SolveResult) -> Rows:
+    """A short human-readable summary of a solve (drawn without rich: :mod:`dcop.cli.rows`)."""
     data = result.to_json()
     p = result.problem
-    algo = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'}"
-    table = RichTable(title=f"{algo} on {shown_name(result.file, p)}", show_header=False)
+    title = f"{data['algo'].upper()}{'' if result.z is None else f'(z={result.z})'} on {shown_name(result.file, p)}"
+    table = Rows(title)
     status = data["status"]
     if status == "infeasible":
         table.add_row("status", "infeasible: no assignment has a finite cost (proved)")
@@ -255,7 +255,7 @@ def print_result(result: SolveResult, console: Console) -> None:
         table.add_row(f"step {name}", f"{shown}{seconds}")
     if p.n <= 30 and data["assignment"] is not None:
         table.add_row("assignment", " ".join(f"{k}={v}" for k, v in data["assignment"].items()))
-    console.print(table)
+    return table
 
 
 def _fmt(value: object) -> str:
@@ -264,12 +264,25 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def describe(problem: Problem, order_time: float | None = None) -> dict[str, object]:
+def describe(
+    problem: Problem, order_time: float | None = None, sum_tasks: bool = True
+) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
     (:func:`dcop.plan.bucket_plan.plan_for`) in the dtype a run would use, this process's
     resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
-    ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget);
-    ``orders`` lists every method it tried: width, largest table, total entries, seconds."""
+    ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget,
+    counted in work); ``orders`` lists every method it tried: width, largest table, total
+    entries, seconds. The contraction tree of exact PR/MAR is planned only where the file has
+    those tasks (``sum_tasks``: a UAI model), within the contraction search's own budget."""
+    import numpy as np
+
+    from dcop.backends.numpy import NumpyBackend
+    from dcop.orders import best_order
+    from dcop.orders.greedy import ORDERINGS, elimination_order, induced_width, largest_table
+    from dcop.plan.bucket_plan import plan_for
+    from dcop.plan.memory import resident_bytes
+    from dcop.tables import choose_dtype
+
     adjacency = problem.neighbours()
     n = problem.n
     edges = sum(len(v) for v in adjacency.values()) // 2
@@ -291,7 +304,12 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         "memory_resident": resident,
     }
     engine = best_order(problem, order_time)
-    orders = {name: elimination_order(name, adjacency) for name in ORDERINGS}
+    # the engine's greedy orders are the named heuristics' own: each is walked once
+    found = {m.method: list(m.order) for m in engine.tried}
+    orders = {
+        name: found[name] if name in found else elimination_order(name, adjacency)
+        for name in ORDERINGS
+    }
     orders["auto"] = engine.order
     for name, order in orders.items():
         plan = plan_for(problem, order, None, dtype, backend, resident=resident)
@@ -300,6 +318,7 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         info[f"memory_bytes_{name}"] = plan.peak_bytes
     info["order_auto"] = engine.method
     info["order_budget_s"] = engine.budget_s
+    info["order_work"] = engine.work  # the search's runs: the budget, spent as work
     info["orders"] = [
         {
             "method": m.method,
@@ -312,6 +331,10 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
         for m in engine.tried
     ]
     info["_order"] = engine.order
+    if not sum_tasks:
+        return info
+    from dcop.contraction.engine import describe_tree
+
     # the contraction tree of exact PR/MAR (dcop.contraction): its largest intermediate
     try:
         tree = describe_tree(problem)
@@ -333,6 +356,7 @@ def describe(problem: Problem, order_time: float | None = None) -> dict[str, obj
 def info_command(
     file: InputFile,
     fmt: FormatOption = None,
+    evidence: EvidenceOption = None,
     json_out: JsonOption = None,
     order_time: OrderTimeOption = None,
     write_order: Annotated[
@@ -343,26 +367,43 @@ def info_command(
             "when the name ends in .td, else one variable per line.",
         ),
     ] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Print n, d, constraints, density, induced width, largest table and BE's planned peak
     memory per ordering, and per method of the ordering engine its width, largest table, total
-    work (joined entries) and time."""
+    work (joined entries) and time; on a UAI model also the contraction tree of exact PR/MAR.
+    Every planner runs within a budget: info takes seconds on any model."""
+    from dcop.cli.partition import FORMAT_TASKS
+    from dcop.io import detect_format
+
     check_ordering("auto", order_time)
     check_output(json_out, "--json")
+    kind = detect_format(file, fmt.value if fmt is not None else None)
     # within the default memory limit: a header of millions of variables is refused at once
     problem = read_problem(
-        file, fmt.value if fmt is not None else None, limits=read_limits(None, None)
+        file,
+        fmt.value if fmt is not None else None,
+        evidence=evidence,
+        limits=read_limits(None, None),
     )
-    info = describe(problem, order_time)
+    sum_tasks = any(t in SUM_TASKS for t in FORMAT_TASKS.get(kind, ()))
+    info = describe(problem, order_time, sum_tasks)
     order = info.pop("_order")
     if write_order is not None:
+        from dcop.orders.files import write_order as save_order
+
         note = f"{problem.name}: {info['order_auto']}, width {info['induced_width_auto']}"
         try:
             save_order(write_order, order, problem.neighbours(), list(problem.variables), note)  # type: ignore[arg-type]
         except OSError as exc:
             raise InputError(f"cannot write the order: {exc.strerror}", str(write_order)) from None
     write_json(info, json_out)
+    if quiet:
+        return
     from rich.table import Table as RichTable
+
+    from dcop.inference import default_max_bytes
+    from dcop.plan.memory import human_bytes
 
     table = RichTable(title=str(file), show_header=False)
     for key, value in info.items():

@@ -22,7 +22,15 @@ from dcop.backends.base import on_device
 from dcop.contraction.barren import barren_tables
 from dcop.contraction.execute import DeviceScaled, LogSpace, Node, Scaled, TreeRun, run_sliced
 from dcop.contraction.memory import contraction_room
-from dcop.contraction.tree import Path, TreeStats, analyse, optimizer_path, order_path, slice_vars
+from dcop.contraction.tree import (
+    RANDOM_REPEATS,
+    Path,
+    TreeStats,
+    analyse,
+    optimizer_path,
+    order_path,
+    slice_vars,
+)
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
 from dcop.orders.engine import CostModel
@@ -88,17 +96,19 @@ HOST_LARGEST = 4096
 MAX_SLICES = 1 << 16
 
 #: Candidate elimination orders by name, each made only when the search gets to it.
-#: Each is called with the seconds the search has left for it (the ordering engine's budget is
-#: capped there: its default, sized from the predicted contraction, may exceed what a planner
-#: that predicts by trees leaves).
+#: Each is called with the predicted seconds the search has left for it (the ordering engine's
+#: budget is capped there: its default, sized from the predicted contraction, may exceed what a
+#: planner that predicts by trees leaves) and returns the order with the predicted seconds its
+#: own search spent (0 for one pass over the graph): the search counts work, not a clock.
 OrderSource = Callable[
-    [Mapping[str, set[str]], Sequence[str], CostModel], dict[str, Callable[[float], list[str]]]
+    [Mapping[str, set[str]], Sequence[str], CostModel],
+    dict[str, Callable[[float], tuple[list[str], float]]],
 ]
 
 
 def default_orders(
     adjacency: Mapping[str, set[str]], names: Sequence[str], model: CostModel
-) -> dict[str, Callable[[float], list[str]]]:
+) -> dict[str, Callable[[float], tuple[list[str], float]]]:
     """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
     is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
     and cost a short search its time), the file's order both ways, min-degree, then the
@@ -107,14 +117,19 @@ def default_orders(
     from dcop.orders import best_order
 
     graph = {v: set(n) for v, n in adjacency.items()}
+
+    def engine(left: float) -> tuple[list[str], float]:
+        # its default budget (a share of the predicted contraction, none for a fast one), at
+        # most what the search has left; spent as work, so it is the engine's charge
+        result = best_order(graph, cost_model=model, max_budget_s=left)
+        return result.order, result.budget_s
+
     return {
-        "minfill": lambda left: elimination_order("minfill", graph),
-        "natural": lambda left: list(names),
-        "reverse-natural": lambda left: list(names)[::-1],
-        "mindegree": lambda left: elimination_order("mindegree", graph),
-        # its default budget (a tenth of the predicted contraction, none for a fast one), at
-        # most what the search has left
-        "engine": lambda left: best_order(graph, cost_model=model, max_budget_s=left).order,
+        "minfill": lambda left: (elimination_order("minfill", graph), 0.0),
+        "natural": lambda left: (list(names), 0.0),
+        "reverse-natural": lambda left: (list(names)[::-1], 0.0),
+        "mindegree": lambda left: (elimination_order("mindegree", graph), 0.0),
+        "engine": engine,
     }
 
 
@@ -178,51 +193,59 @@ def plan_contraction(
     ``orders``, min-fill, where ``order_first`` says so (None: ORDER_FIRST), opt_einsum's greedy,
     the other orders, then opt_einsum's random-greedy) while the search has spent less than
     ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its flops at
-    ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE)."""
+    ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE). What the
+    search has spent is the candidates' predicted seconds (:func:`search_cost`), never a clock:
+    the same network gets the same tree on every call."""
     t0 = time.perf_counter()
-    # the budget counts this process's CPU time: on a loaded machine wall time would cut the
-    # search short of the trees it is meant to find
-    c0 = time.process_time()
+    # the budget is spent as predicted work (search_cost), never on a clock: the same network
+    # gets the same tree on every call and on a loaded machine (on the clock, a 28x28 spin glass
+    # got a slower tree on one call of five)
+    cost = search_cost(scopes)
+    spent = [0.0]
     paths: dict[str, Path] = {}
     stats: dict[str, TreeStats] = {}
 
-    def add(name: str, path: Path) -> None:
+    def add(name: str, path: Path, seconds: float) -> None:
         paths[name] = path
         stats[name] = analyse(scopes, sizes, path)
+        spent[0] += seconds
 
     held = {v for s in scopes for v in s}
     if ordering == "auto" and math.prod(sizes[v] for v in held) <= TINY_JOINT:
         m = len(scopes)  # table order: (0, 1), then each next table into the last result
-        add("joint", [(0, 1), *((m + k, k + 2) for k in range(m - 2))] if m > 1 else [])
+        add("joint", [(0, 1), *((m + k, k + 2) for k in range(m - 2))] if m > 1 else [], 0.0)
     elif ordering != "auto":
         if ordering in ORDERINGS:
             order = elimination_order(ordering, {v: set(n) for v, n in adjacency.items()})
         else:  # an order or .td file (dcop info --write-order)
             order = read_order(PathLike(ordering), names)
-        add(f"order:{ordering}", order_path(scopes, sizes, order))
+        add(f"order:{ordering}", order_path(scopes, sizes, order), 0.0)
     else:
         sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
         if (ORDER_FIRST if order_first is None else order_first) and sources:
             first = next(iter(sources))
-            add(f"order:{first}", order_path(scopes, sizes, sources.pop(first)(budget_s)))
-        g0 = time.process_time()
-        if not stats or _left(stats, c0, budget_s, rate) > 0:
-            add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"))
+            order, searched = sources.pop(first)(budget_s)
+            add(f"order:{first}", order_path(scopes, sizes, order), cost.order + searched)
+        if not stats or _left(stats, spent[0], budget_s, rate) > 0:
+            add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"), cost.greedy)
         # one pass of the search's own kind: what the next candidate will cost at least
-        unit = time.process_time() - (g0 if "opt_einsum:greedy" in stats else c0)
+        unit = cost.greedy if "opt_einsum:greedy" in stats else cost.order
         for name, make in sources.items():
             # the ordering engine's order is a search of its own; the others one graph pass
             need = max(SEARCH_MULTIPLE * unit, ENGINE_MIN_S) if name == "engine" else 0.0
-            left = _left(stats, c0, budget_s, rate)
+            left = _left(stats, spent[0], budget_s, rate)
             if left <= need:
                 break
-            add(f"order:{name}", order_path(scopes, sizes, make(left)))
+            order, searched = make(left)
+            add(f"order:{name}", order_path(scopes, sizes, order), cost.order + searched)
         # random-greedy lowers flops only: its time is a share of the flops' predicted time
-        left = _left(stats, c0, budget_s, rate, flops_only=True)
+        left = _left(stats, spent[0], budget_s, rate, flops_only=True)
         if left >= SEARCH_MULTIPLE * unit:
+            repeats = min(RANDOM_REPEATS, int(left / cost.trial))
             add(
                 "opt_einsum:random-greedy",
-                optimizer_path(scopes, sizes, "random-greedy", max(1e-3, left)),
+                optimizer_path(scopes, sizes, "random-greedy", repeats=repeats),
+                repeats * cost.trial,
             )
     if callable(limit):
         cheapest = min(stats.values(), key=lambda st: st.cost)
@@ -275,19 +298,47 @@ def plan_contraction(
 
 def _left(
     stats: Mapping[str, TreeStats],
-    c0: float,
+    spent: float,
     budget_s: float,
     rate: float,
     flops_only: bool = False,
 ) -> float:
-    """The search time left for more candidate trees: SEARCH_SHARE of the best tree's predicted
-    time (at least what laying out its intermediates may cost, AXIS_ENTRY_S: the flops miss it;
-    Promedus_15's greedy tree, 2^20 entries over 20 axes, ran 0.18 s; min-fill's, 512 entries,
-    0.016 s), at most ``budget_s``, less what the search has spent."""
+    """The search's predicted seconds left for more candidate trees: SEARCH_SHARE of the best
+    tree's predicted time (at least what laying out its intermediates may cost, AXIS_ENTRY_S:
+    the flops miss it; Promedus_15's greedy tree, 2^20 entries over 20 axes, ran 0.18 s;
+    min-fill's, 512 entries, 0.016 s), at most ``budget_s``, less the predicted seconds of the
+    candidates made so far (``spent``, :class:`SearchCost`)."""
     predicted = (
         min(s.cost for s in stats.values()) / rate if flops_only else _worst_time(stats, rate)
     )
-    return min(budget_s, SEARCH_SHARE * predicted) - (time.process_time() - c0)
+    return min(budget_s, SEARCH_SHARE * predicted) - spent
+
+
+@dataclass(frozen=True)
+class SearchCost:
+    """The predicted seconds of each kind of candidate on one network: an elimination order's
+    tree (the order, its path and analysis), opt_einsum's greedy, and one random-greedy trial.
+    The search counts these, not a clock (:func:`search_cost`)."""
+
+    order: float
+    greedy: float
+    trial: float
+
+
+#: Seconds per element (a variable of a leaf, or a variable) of each candidate, measured on the
+#: 2-core VM over the shared UAI models: an order's tree 7-40 us, opt_einsum's greedy 14-240 us,
+#: a random-greedy trial 12-600 us (wide networks cost most).
+ORDER_S_PER_ELEMENT = 2e-5
+GREEDY_S_PER_ELEMENT = 5e-5
+TRIAL_S_PER_ELEMENT = 1e-4
+
+
+def search_cost(scopes: Sequence[Sequence[str]]) -> SearchCost:
+    """:class:`SearchCost` of a network from its size alone."""
+    size = max(1, sum(len(s) for s in scopes) + len({v for s in scopes for v in s}))
+    return SearchCost(
+        ORDER_S_PER_ELEMENT * size, GREEDY_S_PER_ELEMENT * size, TRIAL_S_PER_ELEMENT * size
+    )
 
 
 def _worst_time(stats: Mapping[str, TreeStats], rate: float) -> float:
@@ -315,6 +366,15 @@ def _fit(
     inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
     if inputs > room:
         return None
+    # a sliced variable of d values divides an intermediate by d at most: a tree whose largest
+    # intermediate is over MAX_SLICES times the room needs more slices than that, whatever is
+    # sliced (cotengra's slicer had spent 28 s finding so on a 300-variable scale-free network)
+    if stats.largest > MAX_SLICES * room:
+        return None
+    # no slice can fit while its largest intermediate is over the room: start there
+    while target > room:
+        target //= 2
+    target *= 2
     while target > 1:
         target //= 2
         sliced = slice_vars(scopes, sizes, path, target)
@@ -588,7 +648,8 @@ def describe_tree(problem: Problem, backend: Any = None) -> dict[str, Any]:
     scopes = [tuple(t.scope) for t in problem.tables if t.scope]
     host = hosts(scopes)
     scopes = [scopes[k] for k in sorted(k for k, h in host.items() if h == k)]
-    names = [v for v in problem.variables if any(v in s for s in scopes)]
+    held = {v for s in scopes for v in s}
+    names = [v for v in problem.variables if v in held]
     if not scopes:
         return {"source": "none", "flops": 0.0, "largest_intermediate": 0, "slices": 1}
     plan = plan_contraction(

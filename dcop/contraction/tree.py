@@ -11,8 +11,8 @@ Sources of a tree (none of them a path search of ours):
   tables holding a variable contracted smallest first, in the order's sequence; its largest
   intermediate is the order's largest table. The order comes from :mod:`dcop.orders.greedy` (a
   pluggable provider, see :mod:`dcop.contraction.plan`);
-* opt_einsum's optimizers (:func:`optimizer_path`): ``greedy``, or ``random-greedy`` within a time
-  budget.
+* opt_einsum's optimizers (:func:`optimizer_path`): ``greedy``, or ``random-greedy`` for a count
+  of seeded trials.
 
 :func:`analyse` gives each node's variables, the predicted flops (entries touched by every pair),
 the largest intermediate and the planned peak; :func:`slice_vars` asks cotengra which variables to
@@ -128,6 +128,12 @@ def order_path(
         for v in set(scope):
             total[v] = total.get(v, 0) + 1
     held: dict[int, dict[str, int]] = {k: dict.fromkeys(s, 1) for k, s in alive.items()}
+    # the live nodes that hold each variable (a scan of every node per variable had cost a
+    # 40x40 grid's four order trees 1.6 s)
+    holding: dict[str, set[int]] = {}
+    for k, s in alive.items():
+        for v in s:
+            holding.setdefault(v, set()).add(k)
     path: Path = []
     next_id = m
 
@@ -137,16 +143,20 @@ def order_path(
         for v, c in held.pop(j).items():
             merged[v] = merged.get(v, 0) + c
         keep = {v: c for v, c in merged.items() if c < total[v]}
+        for v in alive[i] | alive[j]:
+            holding[v] -= {i, j}
         del alive[i], alive[j]
         k = next_id
         next_id += 1
         held[k] = keep
         alive[k] = frozenset(keep)
+        for v in keep:
+            holding[v].add(k)
         path.append((i, j))
         return k
 
     for var in order:
-        holders = [k for k, s in alive.items() if var in s]
+        holders = sorted(holding.get(var, ()))  # by id: the order nodes were made in
         while len(holders) > 1:
             holders.sort(key=lambda k: _entries(alive[k], sizes))
             k = contract(holders[0], holders[1])
@@ -162,10 +172,10 @@ def optimizer_path(
     scopes: Sequence[Sequence[str]],
     sizes: Mapping[str, int],
     method: str = "greedy",
-    max_time: float | None = None,
+    repeats: int = RANDOM_REPEATS,
 ) -> Path:
-    """An SSA path from opt_einsum's ``greedy`` or ``random-greedy`` (the latter stops after
-    ``max_time`` seconds or RANDOM_REPEATS trials)."""
+    """An SSA path from opt_einsum's ``greedy`` or ``random-greedy`` (``repeats`` trials, each
+    seeded by its number: the same path on every call; no clock)."""
     import opt_einsum as oe
     from opt_einsum.paths import linear_to_ssa
 
@@ -175,9 +185,8 @@ def optimizer_path(
     if method == "greedy":
         linear = oe.paths.greedy(inputs, frozenset(), dict(sizes))
     elif method == "random-greedy":
-        # at most RANDOM_REPEATS trials: a small model's trials take microseconds each and would
-        # otherwise fill the whole max_time
-        optimizer = oe.RandomGreedy(max_repeats=RANDOM_REPEATS, max_time=max_time or 1.0)
+        # trial r is seeded by r (opt_einsum), and no max_time: the trials run, whatever the load
+        optimizer = oe.RandomGreedy(max_repeats=max(1, repeats))
         linear = optimizer(inputs, frozenset(), dict(sizes))
     else:
         raise ValueError(f"unknown path optimizer {method!r}")

@@ -1,52 +1,78 @@
 """The ordering engine: the instant greedy orders first, then a tree-decomposition search within
-a time budget, keeping the order whose run costs least with the real domain sizes.
+a budget counted in work, keeping the order whose run costs least with the real domain sizes.
 
 :func:`best_order` is the one entry point (BE, MBE, MPE, PR/MAR and the coordinator's elimination
 pseudo-tree all take their order from it); its signature is kept stable for the sum-product
 engine, which takes its contraction order from it.
 
-The default budget follows the predicted solve time ``t`` of the best greedy order: none below
-:data:`INSTANT_S` (a problem that solves in a millisecond keeps its greedy order), up to
-:data:`FLOOR_S` twice ``t`` but between :data:`SMALL_S` and :data:`FLOOR_S` (goatd needs tens of
-milliseconds to find a 10x10 grid's width), beyond it a tenth of ``t`` but at least
-:data:`FLOOR_S`, and never more than :data:`CAP_S` or 10 ms per variable (a small graph gains
-nothing from a long search). The default budget is the whole engine's: the search gets what
-the greedy orders (some 30 ms at n = 400) left of it, but never less than its floor. Ordering
-thus stays under ~0.2 s for any problem that solves in under 2 s, and under a tenth of longer
-solves. An explicit budget (``--order-time``) is the search's own.
+The budget is in seconds, but it is spent as a count of runs, never on a clock: a cost model
+of each run's seconds from the graph's size (:func:`search_plan`) turns it into so many of
+goatd's runs, each to its end with a fixed seed. The same input thus gets the same order on
+every call and on a loaded machine (a search on the clock had given Pedigree_12 width 18 in
+one run and 17 in the next, and a 28x28 spin glass a different contraction tree on one call of
+five). A budget that affords goatd's whole portfolio (every slot and 100 sampled min-fill
+refinements; some 0.1 ms per vertex or edge) runs it, seed after seed while a round halves the
+best order's work and the rounds have cost less than :data:`SHARE` of the best order's predicted
+solve; a smaller one runs that many sampled min-fills.
 
-The floor is spent even where min-fill's width meets a treewidth lower bound (minor-min-width):
-at the same width goatd still cut the joined entries by 4-5 % on spot5-404 and pdb2fdn, and the
-greedy orders are too fast now for the floor to break the time target.
+The default budget follows the predicted solve time ``t`` of the best greedy order: none below
+:data:`INSTANT_S` (a problem that solves in a millisecond keeps its greedy order), four times
+``t`` up to :data:`SMALL_S`, beyond :data:`SHARE` of ``t``, never more than :data:`CAP_S` or
+10 ms per variable (a small graph gains nothing from a long search). It is the whole engine's:
+the greedy orders' predicted cost comes off it, the search keeping at least its smaller part.
+Ordering thus stays within a fifth of any solve predicted over 0.25 s. An explicit budget
+(``--order-time``) is the search's own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dcop.model import Problem
 from dcop.orders import treedec
 from dcop.orders.cost import SECONDS_PER_ENTRY, OrderCost, order_cost
 from dcop.orders.greedy import Adjacency, min_degree_order, min_fill_order
 
+if TYPE_CHECKING:
+    from random import Random
+
 #: Problems predicted to solve faster than this (s) keep the greedy orders: nothing to win.
 INSTANT_S = 0.001
-#: The shortest search of a problem predicted to solve in under FLOOR_S (s): goatd's portfolio
-#: needs some 10-50 ms on a shared core to find a 10x10 grid's or Segmentation_11's width.
+#: The default budget is four times the predicted solve up to this (s): goatd's portfolio
+#: finds a 10x10 grid's width in some 15-40 ms on a shared core.
 SMALL_S = 0.05
-#: The shortest search of a problem predicted to solve in FLOOR_S or more (s).
-FLOOR_S = 0.1
+#: The default budget's share of a longer predicted solve, and where the portfolio's rounds
+#: stop: at this share of the best order's predicted solve.
+SHARE = 0.2
 #: The longest default search (s); ``--order-time`` may ask for more.
 CAP_S = 10.0
 #: The default search's cap per variable (s).
 CAP_PER_VARIABLE_S = 0.01
-#: Searches shorter than this are not started (s): goatd cannot use them.
-MIN_SEARCH_S = 0.002
+#: The least cap (s).
+FLOOR_S = 0.1
+#: The cost model of the search's runs, in seconds per element (vertex or edge) of the graph,
+#: measured on the 2-core VM (the shared instances): one of goatd's sampled min-fills 0.1-1 us
+#: (2 us with its ranking and the call); its whole portfolio without a deadline 50-200 us, at least some 10 ms;
+#: one of our randomized min-fills (where goatd is missing) 2-24 us; a greedy order 2-24 us.
+SAMPLE_S_PER_ELEMENT = 2e-6
+PORTFOLIO_S_PER_ELEMENT = 1e-4
+PORTFOLIO_S = 0.01
+RESTART_S_PER_ELEMENT = 1e-5
+GREEDY_S_PER_ELEMENT = 1e-5
+#: The portfolio's rounds go on while each one cuts the best order's work below this share of
+#: it (seeds of one portfolio differ by a few percent at the same width: grid40 went on for
+#: 4 s at 0.9).
+SETTLED = 0.5
+#: Most sampled min-fills (the portfolio's own refinement count: more is the portfolio's job).
+MAX_SAMPLES = 100
+#: Most portfolio rounds (seeds) and randomized min-fill restarts of one search.
+MAX_ROUNDS = 32
+MAX_RESTARTS = 1000
 
 
 @dataclass(frozen=True)
@@ -54,7 +80,7 @@ class CostModel:
     """How orders are compared: ``sizes`` are the domain sizes (default: those of the problem; 2
     for a bare graph); orders whose largest joined table exceeds ``max_entries`` rank last.
     ``seconds_per_entry`` is the solver's speed, which sizes the default search budget and its
-    stop (a tenth of the predicted solve): single-core BE's by default; the sum-product engine
+    stop (SHARE of the predicted solve): single-core BE's by default; the sum-product engine
     gives its backend's (a GPU's contraction is taken as 500x faster per entry; its search
     had spent 0.74 s ordering ising28x28 for a 0.33 s contraction)."""
 
@@ -76,7 +102,8 @@ class MethodResult:
 @dataclass(frozen=True)
 class OrderResult:
     """The engine's answer: the best order and its cost, which method found it, the seconds the
-    whole engine took, its search budget and every method tried (for ``dcop info``)."""
+    whole engine took, its search budget (and the runs it bought) and every method tried (for
+    ``dcop info``)."""
 
     order: list[str]
     width: int
@@ -86,16 +113,52 @@ class OrderResult:
     seconds: float
     budget_s: float = 0.0
     tried: tuple[MethodResult, ...] = field(default=())
+    #: the search's runs (goatd's, or randomized min-fills): the budget as work
+    work: int = 0
 
 
 def default_budget(predicted_s: float, variables: int) -> float:
     """The search budget for a solve of ``variables`` predicted to take ``predicted_s`` s."""
     if predicted_s < INSTANT_S:
         return 0.0
-    if predicted_s < FLOOR_S:
-        return min(FLOOR_S, max(SMALL_S, 2 * predicted_s))
     cap = min(CAP_S, max(FLOOR_S, CAP_PER_VARIABLE_S * variables))
-    return min(cap, max(FLOOR_S, 0.1 * predicted_s))
+    return min(cap, max(min(SMALL_S, 4 * predicted_s), SHARE * predicted_s))
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What a budget buys on one graph: goatd's portfolio ``rounds`` (seeds 0, 1, ...) or else
+    ``samples`` sampled min-fills, or (goatd missing) ``restarts`` randomized min-fills; and the
+    predicted seconds of one of those runs."""
+
+    rounds: int = 0
+    samples: int = 0
+    restarts: int = 0
+    run_s: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return self.rounds + self.samples + self.restarts
+
+
+def elements(adjacency: Adjacency) -> int:
+    """The graph's vertices plus edges: what the search's cost model counts."""
+    return len(adjacency) + sum(len(n) for n in adjacency.values()) // 2
+
+
+def search_plan(size: int, budget_s: float, goatd: bool) -> SearchPlan:
+    """The runs ``budget_s`` buys on a graph of ``size`` elements (:func:`elements`): a function
+    of the two alone, so the search repeats exactly."""
+    if budget_s <= 0 or size <= 0:
+        return SearchPlan()
+    if not goatd:
+        run_s = RESTART_S_PER_ELEMENT * size
+        return SearchPlan(restarts=min(MAX_RESTARTS, int(budget_s / run_s)), run_s=run_s)
+    portfolio_s = PORTFOLIO_S + PORTFOLIO_S_PER_ELEMENT * size
+    if budget_s >= portfolio_s:
+        return SearchPlan(rounds=min(MAX_ROUNDS, int(budget_s / portfolio_s)), run_s=portfolio_s)
+    sample_s = SAMPLE_S_PER_ELEMENT * size
+    return SearchPlan(samples=min(MAX_SAMPLES, int(budget_s / sample_s)), run_s=sample_s)
 
 
 def best_order(
@@ -105,12 +168,14 @@ def best_order(
     max_budget_s: float = math.inf,
 ) -> OrderResult:
     """The best elimination order found for ``problem_or_graph`` within ``budget_s`` seconds of
-    search (None: :func:`default_budget` of the greedy order's predicted solve time, at most
-    ``max_budget_s``; 0: the greedy orders only).
+    search, counted in work (:func:`search_plan`; None: :func:`default_budget` of the greedy
+    order's predicted solve time, at most ``max_budget_s``; 0: the greedy orders only). The same
+    input and budget give the same order on every call.
 
     Candidates: greedy min-fill and min-degree, for a Problem its variables' own order both ways
-    (row by row on a grid file), then goatd's portfolio (randomized min-fill restarts where goatd
-    is missing). The result is never costlier than min-fill's order under ``cost_model``.
+    (row by row on a grid file), then goatd's portfolio or sampled min-fills (randomized
+    min-fill restarts where goatd is missing). The result is never costlier than min-fill's
+    order under ``cost_model``.
     """
     t0 = time.perf_counter()
     model = cost_model or CostModel()
@@ -143,28 +208,33 @@ def best_order(
         return min(tried, key=lambda r: r.cost.key(model.max_entries))  # first on ties
 
     n = len(adjacency)
+    size = elements(adjacency)
     adaptive = budget_s is None
     if budget_s is None:
         predicted = best().cost.predicted_seconds(n, model.seconds_per_entry)
         budget_s = min(default_budget(predicted, n), max(0.0, max_budget_s))
-        # the default budget bounds the whole engine: beyond the search's floor, the greedy
-        # orders' seconds come off it (a tenth of the solve is a tenth, all ordering included)
-        search_s = max(min(budget_s, FLOOR_S), budget_s - (time.perf_counter() - t0))
+        # the default budget bounds the whole engine: the greedy orders' predicted cost comes
+        # off it (a share of the solve is that share, all ordering included), the search
+        # keeping at least its smaller part
+        greedy_s = 2 * GREEDY_S_PER_ELEMENT * size
+        search_s = max(min(budget_s, SMALL_S), budget_s - greedy_s)
     else:
         search_s = budget_s
-    if search_s >= MIN_SEARCH_S and n > 2:
-        if treedec.available():
-            # should goatd refuse this graph, the greedy orders stand
-            with contextlib.suppress(RuntimeError):
-                incumbent = best().cost
-                attempt(
-                    "goatd",
-                    lambda: search(
-                        adjacency, sizes, search_s, adaptive, incumbent, t0, model.seconds_per_entry
-                    ),
-                )
-        else:
-            attempt("minfill-restarts", lambda: restarts(adjacency, sizes, search_s))
+    # goatd is loaded only for a search (its import is start-up a tiny problem need not pay)
+    searching = n > 2 and search_s > 0
+    plan = search_plan(size, search_s, treedec.available()) if searching else SearchPlan()
+    if plan.rounds or plan.samples:
+        # should goatd refuse this graph, the greedy orders stand
+        with contextlib.suppress(RuntimeError):
+            incumbent = best().cost
+            attempt(
+                "goatd",
+                lambda: search(
+                    adjacency, sizes, plan, adaptive, incumbent, model.seconds_per_entry
+                ),
+            )
+    elif plan.restarts:
+        attempt("minfill-restarts", lambda: restarts(adjacency, sizes, plan.restarts))
     chosen = best()
     return OrderResult(
         order=list(chosen.order),
@@ -175,66 +245,69 @@ def best_order(
         seconds=time.perf_counter() - t0,
         budget_s=budget_s,
         tried=tuple(tried),
+        work=plan.runs,
     )
 
 
 def search(
     adjacency: Adjacency,
     sizes: Mapping[str, int],
-    budget_s: float,
+    plan: SearchPlan,
     adaptive: bool,
     incumbent: OrderCost,
-    started: float | None = None,
     seconds_per_entry: float = SECONDS_PER_ENTRY,
 ) -> list[str]:
-    """goatd's portfolio within ``budget_s``: in one call, or ``adaptive`` (the default budget,
-    over 2 FLOOR_S) in rounds of growing length (1/32 of the budget but at least FLOOR_S / 2, then doubling,
-    a new seed each) that end once a round cuts the predicted work (joined entries plus largest
-    table) of the best order so far, ``incumbent`` (the best greedy order) at first, by less
-    than a tenth, or once the time spent since ``started`` (the engine's start, a
-    :func:`time.perf_counter` reading; default: the search's) reaches a tenth of the best order's
-    predicted solve time (at ``seconds_per_entry``): a grid whose min-fill order predicts minutes
-    is ordered in a fraction of a second once goatd finds its width."""
-    if not adaptive or budget_s <= 2 * FLOOR_S:  # short searches: one call finds more
-        return treedec.decompose_order(adjacency, budget_s)
-    t0 = time.perf_counter()
-    started = t0 if started is None else started
+    """goatd's runs that ``plan`` affords, each to its end with a fixed seed, and the cheapest
+    order they found (by work plus largest table). ``plan.samples`` sampled min-fills run all;
+    ``plan.rounds`` portfolio runs, ``adaptive`` (the default budget), stop once a round cuts
+    the work of the best order so far (``incumbent``, the best greedy order, at first) by less
+    than half, or once the rounds' predicted seconds reach :data:`SHARE` of the best order's
+    predicted solve at ``seconds_per_entry``: a grid whose min-fill order predicts minutes is
+    ordered in a few rounds once goatd finds its width. Nothing here reads a clock."""
+    decomposer = treedec.Decomposer(adjacency)
     best: list[str] = []
     work = incumbent.total + incumbent.largest
-    round_s, seed = max(FLOOR_S / 2, budget_s / 32), 0
-    while (left := budget_s - (time.perf_counter() - t0)) >= MIN_SEARCH_S:
-        order = treedec.decompose_order(adjacency, min(round_s, left), seed)
+    if plan.samples:
+        # ranked by goatd's own width and bag mass (no walk of ours per sample: that walk cost
+        # 5-10x the sample); the winner is ranked against the greedy orders by its real cost
+        runs = (decomposer.run("minfill", seed, sample=True) for seed in range(plan.samples))
+        return decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
+    for seed in range(plan.rounds):
+        order = decomposer.order(decomposer.run("portfolio", seed))
         cost = order_cost(adjacency, order, sizes)
         found = cost.total + cost.largest
         if not best or found < work:
             best = order
-        if found > 0.9 * work:
+        if not adaptive:
+            work = min(work, found)
+            continue
+        if found > SETTLED * work:
             break  # the portfolio has settled
         work = found
-        spent = time.perf_counter() - started
-        if spent >= 0.1 * OrderCost(0, 0.0, work).predicted_seconds(len(sizes), seconds_per_entry):
+        spent = (seed + 1) * plan.run_s
+        if spent >= SHARE * OrderCost(0, 0.0, work).predicted_seconds(
+            len(sizes), seconds_per_entry
+        ):
             break
-        round_s, seed = 2 * round_s, seed + 1
     return best
 
 
-def restarts(adjacency: Adjacency, sizes: Mapping[str, int], budget_s: float) -> list[str]:
-    """Min-fill with seeded random tie-breaks, restarted until ``budget_s`` is spent; the
-    cheapest order (the search where goatd is not installed)."""
-    deadline = time.perf_counter() + budget_s
+def restarts(adjacency: Adjacency, sizes: Mapping[str, int], count: int) -> list[str]:
+    """Min-fill with seeded random tie-breaks (seeds ``0 .. count - 1``); the cheapest order
+    (the search where goatd is not installed)."""
+    import random
+
     best_order_: list[str] = min_fill_order(adjacency)
     best_key = order_cost(adjacency, best_order_, sizes).key()
-    seed = 0
-    while time.perf_counter() < deadline:
+    for seed in range(count):
         order = randomized_min_fill(adjacency, random.Random(seed))
         key = order_cost(adjacency, order, sizes).key()
         if key < best_key:
             best_order_, best_key = order, key
-        seed += 1
     return best_order_
 
 
-def randomized_min_fill(adjacency: Adjacency, rng: random.Random) -> list[str]:
+def randomized_min_fill(adjacency: Adjacency, rng: Random) -> list[str]:
     """Greedy min-fill whose ties (fill, then degree) are broken at random: the incremental
     min-fill breaks its ties by the variables' rank, so it runs over them in a shuffled order."""
     names = list(adjacency)

@@ -9,32 +9,45 @@ min-fill instead.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from dcop.errors import InputError
 from dcop.orders.greedy import Adjacency
 
-goatd: ModuleType | None
-try:  # optional: no wheel for Linux aarch64 or macOS x86-64
-    import goatd
-except ImportError:  # pragma: no cover - depends on the platform
-    goatd = None
+#: goatd's module once asked for (None: not installed); it is loaded by the first search, not
+#: by importing this module: an order that needs no search does not load it.
+goatd: ModuleType | bool | None = False
+
+
+def _goatd() -> ModuleType | None:
+    global goatd
+    if goatd is False:
+        try:  # optional: no wheel for Linux aarch64 or macOS x86-64
+            goatd = importlib.import_module("goatd")
+        except ImportError:  # pragma: no cover - depends on the platform
+            goatd = None
+    return goatd if isinstance(goatd, ModuleType) else None
 
 
 def available() -> bool:
     """Whether goatd is installed."""
-    return goatd is not None
+    return _goatd() is not None
 
 
 def decompose_order(
     adjacency: Adjacency, budget_s: float, seed: int = 0, method: str = "portfolio"
 ) -> list[str]:
-    """An elimination order from goatd's ``method`` (portfolio: its best within the budget).
+    """An elimination order from goatd's ``method`` (portfolio: its best within the budget), on
+    the clock: the orders benchmark's long reference search; the engine searches by
+    :class:`Decomposer`'s repeatable runs.
 
     goatd treats ``budget_ms`` as soft with a hard stop at twice it, so half the budget is asked
     for. Raises :class:`RuntimeError` when goatd is missing or fails.
     """
+    goatd = _goatd()
     if goatd is None:
         raise RuntimeError("goatd is not installed")
     names = list(adjacency)
@@ -47,6 +60,44 @@ def decompose_order(
     except goatd.Error as exc:
         raise RuntimeError(f"goatd: {exc}") from None
     return [names[i] for i in bags_to_order(len(names), td.bags, td.edges)]
+
+
+class Decomposer:
+    """goatd's constructions over one graph, each run to its end and so repeatable: the same
+    graph, method and seed give the same order on every call and under any load (the engine's
+    search, whose budget is a count of these runs). Raises :class:`RuntimeError` when goatd is
+    missing or fails."""
+
+    def __init__(self, adjacency: Adjacency) -> None:
+        module = _goatd()
+        if module is None:
+            raise RuntimeError("goatd is not installed")
+        self._goatd = module
+        self.names = list(adjacency)
+        index = {v: i for i, v in enumerate(self.names)}
+        edges = [
+            (index[a], index[b]) for a in self.names for b in adjacency[a] if index[a] < index[b]
+        ]
+        try:
+            self.graph = module.Graph(len(self.names), edges)
+        except module.Error as exc:
+            raise RuntimeError(f"goatd: {exc}") from None
+
+    def run(self, method: str, seed: int = 0, sample: bool = False) -> Any:
+        """goatd's decomposition by ``method`` (``portfolio`` with no deadline: its every slot
+        and its 100 sampled min-fill refinements; ``minfill`` with ``sample``: one min-fill
+        whose ties are drawn at random by ``seed``); its ``treewidth`` and ``bag_mass`` rank it
+        without a walk of ours."""
+        module = self._goatd
+        options: dict[str, object] = {"ties": "sample"} if sample else {}
+        try:
+            return module.decompose(self.graph, order=method, seed=seed, **options)
+        except module.Error as exc:
+            raise RuntimeError(f"goatd: {exc}") from None
+
+    def order(self, td: Any) -> list[str]:
+        """The elimination order of ``td`` (a decomposition :meth:`run` returned)."""
+        return [self.names[i] for i in bags_to_order(len(self.names), td.bags, td.edges)]
 
 
 def bags_to_order(

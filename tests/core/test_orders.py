@@ -159,41 +159,52 @@ def test_order_cost_cut_short() -> None:
 @pytest.mark.parametrize(
     ("budget", "default", "expected"),
     [
-        (None, 1.0, 0.7),  # a tenth of the solve: the greedy orders' 0.3 s come off it
-        (None, 0.1, 0.1),  # the floor stays whole
-        (None, 0.35, 0.1),  # ... and is the least the search gets
+        (None, 1.0, 1.0 - 2 * engine.GREEDY_S_PER_ELEMENT * 65),  # the greedy orders' share off
+        (None, 0.04, 0.04),  # a budget under SMALL_S stays whole
         (0.5, 9.0, 0.5),  # --order-time: the search's own budget
     ],
 )
 def test_default_budget_bounds_the_whole_engine(
     monkeypatch: pytest.MonkeyPatch, budget: float | None, default: float, expected: float
 ) -> None:
-    # a clock that only the greedy min-fill moves (0.3 s), and a search that records its budget
-    clock = [0.0]
+    # the predicted cost of the greedy orders comes off the default budget (a 5x5 grid: 25
+    # variables and 40 edges, elements()), whatever a clock says
     asked: list[float] = []
-    real_min_fill = engine.min_fill_order
+    real_plan = engine.search_plan
 
-    def slow_min_fill(adjacency: dict[str, set[str]]) -> list[str]:
-        clock[0] += 0.3
-        return real_min_fill(adjacency)
-
-    def search(adjacency: object, sizes: object, budget_s: float, *rest: object) -> list[str]:
+    def plan(size: int, budget_s: float, goatd: bool) -> engine.SearchPlan:
         asked.append(budget_s)
-        return list(reversed(real_min_fill(adjacency)))  # type: ignore[arg-type]
+        return real_plan(size, budget_s, goatd)
 
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(engine, "min_fill_order", slow_min_fill)
     monkeypatch.setattr(engine, "default_budget", lambda predicted, n: default)
-    monkeypatch.setattr(engine, "search", search)
-    monkeypatch.setattr(treedec, "available", lambda: True)
-    result = best_order(grid_network(25, 2, 0.3, 0), budget)
+    monkeypatch.setattr(engine, "search_plan", plan)
+    problem = grid_network(25, 2, 0.3, 0)
+    assert engine.elements(problem.neighbours()) == 65
+    result = best_order(problem, budget)
     assert asked == [pytest.approx(expected)]
     assert result.budget_s == (default if budget is None else budget)
 
 
+def test_a_budget_buys_runs_by_the_graphs_size_alone() -> None:
+    """The budget is spent as a count of runs from a cost model of the graph's size: the
+    portfolio where it affords one, else sampled min-fills, else (goatd missing) restarts."""
+    size = 1000
+    portfolio = engine.PORTFOLIO_S + engine.PORTFOLIO_S_PER_ELEMENT * size
+    assert engine.search_plan(size, 0.0, True).runs == 0
+    assert engine.search_plan(size, 3 * portfolio, True).rounds == 3
+    few = engine.search_plan(size, 0.5 * portfolio, True)
+    assert few.rounds == 0 and few.samples == min(
+        engine.MAX_SAMPLES, int(0.5 * portfolio / (engine.SAMPLE_S_PER_ELEMENT * size))
+    )
+    assert engine.search_plan(size, 0.05, False).restarts == int(
+        0.05 / (engine.RESTART_S_PER_ELEMENT * size)
+    )
+    assert engine.search_plan(size, 1e9, True).rounds == engine.MAX_ROUNDS
+
+
 def test_the_default_budget_follows_the_solvers_speed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A solver 1000x faster per entry (a GPU's contraction) predicts a thousandth of the solve:
-    the default budget is sized from that, and the adaptive search's stop too."""
+    the default budget is sized from that, and the portfolio rounds' stop too."""
     seen: list[float] = []
 
     def record(predicted: float, n: int) -> float:
@@ -209,42 +220,98 @@ def test_the_default_budget_follows_the_solvers_speed(monkeypatch: pytest.Monkey
     monkeypatch.setattr(engine, "default_budget", lambda predicted, n: 5.0)
     assert engine.best_order(graph, budget_s=0.0, max_budget_s=0.02).budget_s == 0.0  # its own
     capped = engine.best_order(graph, max_budget_s=0.02)  # the default, at most what is left
-    assert capped.budget_s == pytest.approx(0.02) and capped.seconds < 1.0
+    assert capped.budget_s == pytest.approx(0.02)
 
-    # the search's stop: a tenth of the best order's predicted solve at the given speed. Each
-    # round (instant, on a clock it moves by its length) halves the best order's work.
-    clock = [0.0]
-    rounds: list[float] = []
+    # the rounds' stop: SHARE of the best order's predicted solve at the given speed, counted
+    # in the rounds' predicted seconds. Each round halves the best order's work and more.
+    rounds: list[int] = []
     order = min_fill_order(graph.neighbours())
 
-    def one_round(adjacency: object, budget_s: float, seed: int = 0) -> list[str]:
-        clock[0] += budget_s
-        rounds.append(budget_s)
-        return order
+    class Decomposer:
+        def __init__(self, adjacency: object) -> None:
+            pass
 
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(treedec, "decompose_order", one_round)
+        def run(self, method: str, seed: int = 0, sample: bool = False) -> int:
+            rounds.append(seed)
+            return seed
+
+        def order(self, td: object) -> list[str]:
+            return order
+
+    monkeypatch.setattr(treedec, "Decomposer", Decomposer)
     monkeypatch.setattr(
-        engine, "order_cost", lambda *args: OrderCost(3, 1e6, 1e12 / 2 ** len(rounds))
+        engine, "order_cost", lambda *args: OrderCost(3, 1e6, 1e12 / 4 ** len(rounds))
     )
     incumbent = OrderCost(3, 1e6, 2e12)
     adjacency, sizes = graph.neighbours(), graph.domain_sizes()
-    search(adjacency, sizes, 10.0, True, incumbent, None, SECONDS_PER_ENTRY)
-    slow = len(rounds)  # a BE solve of ~1e4 s: rounds until the 10 s are spent
+    plan = engine.SearchPlan(rounds=32, run_s=1.0)
+    search(adjacency, sizes, plan, True, incumbent, SECONDS_PER_ENTRY)
+    slow = len(rounds)  # a BE solve of ~1e4 s: rounds until a fifth of the best one's is spent
     rounds.clear()
-    search(adjacency, sizes, 10.0, True, incumbent, None, 1e-13)
-    assert slow >= 5 and len(rounds) == 1  # a 0.1 s solve: its tenth is gone after one round
+    search(adjacency, sizes, plan, True, incumbent, 1e-13)
+    assert slow >= 4 and len(rounds) == 1  # a 0.1 s solve: its fifth is gone after one round
+    rounds.clear()
+    search(adjacency, sizes, plan, False, incumbent, 1e-13)
+    assert len(rounds) == 32  # an explicit budget: every round it bought
 
 
 def test_default_budget() -> None:
     assert default_budget(0.0005, 100) == 0.0  # instant problems keep the greedy order
-    assert default_budget(0.002, 100) == pytest.approx(0.05)  # a short search
-    assert default_budget(0.04, 100) == pytest.approx(0.08)  # twice the predicted solve time
-    assert default_budget(0.07, 100) == pytest.approx(0.1)  # up to the floor
-    assert default_budget(0.5, 1000) == pytest.approx(0.1)  # the floor
-    assert default_budget(20.0, 1000) == pytest.approx(2.0)  # a tenth
+    assert default_budget(0.002, 100) == pytest.approx(0.008)  # four times the predicted solve
+    assert default_budget(0.04, 100) == pytest.approx(0.05)  # up to SMALL_S
+    assert default_budget(0.5, 1000) == pytest.approx(0.1)  # then a fifth
+    assert default_budget(20.0, 1000) == pytest.approx(4.0)
     assert default_budget(1e9, 10**6) == pytest.approx(10.0)  # the cap
     assert default_budget(1e9, 16) == pytest.approx(0.16)  # a small graph's cap
+
+
+def jumping_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every clock a planner could read jumps by a second at each reading: a machine so loaded
+    that any search on the clock would stop at once."""
+    import time
+
+    ticks = [0.0]
+
+    def tick() -> float:
+        ticks[0] += 1.0
+        return ticks[0]
+
+    for name in ("perf_counter", "process_time", "monotonic", "time"):
+        monkeypatch.setattr(time, name, tick)
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [grid_network(100, 3, 0.3, 1), scale_free_network(120, 3, 0.3, 2), components(1)],
+    ids=["grid10", "scalefree120", "components"],
+)
+def test_the_same_input_gets_the_same_order_on_every_call_and_under_load(
+    monkeypatch: pytest.MonkeyPatch, problem: Problem
+) -> None:
+    """The search's budget is work: repeated calls, a CPU-bound thread beside the search, and
+    clocks that jump a second at every reading all give the same order."""
+    import threading
+
+    first = best_order(problem, 0.2)
+    assert first.work > 0  # a search ran
+    assert best_order(problem, 0.2).order == first.order
+    stop = threading.Event()
+
+    def spin() -> None:  # holds the interpreter between the search's steps
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        loaded = best_order(problem, 0.2)
+    finally:
+        stop.set()
+        spinner.join()
+    assert loaded.order == first.order
+    jumping_clocks(monkeypatch)
+    assert best_order(problem, 0.2).order == first.order
+    assert best_order(problem).order == best_order(problem).order  # the default budget too
 
 
 @pytest.mark.parametrize("suffix", [".order", ".td"])

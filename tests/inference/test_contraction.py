@@ -101,7 +101,7 @@ def test_every_tree_source_gives_the_same_numbers(seed: int) -> None:
     sizes = problem.domain_sizes()
     for path in (
         optimizer_path(scopes, sizes),
-        optimizer_path(scopes, sizes, "random-greedy", 0.05),
+        optimizer_path(scopes, sizes, "random-greedy", repeats=8),
     ):
         assert len(path) == len(scopes) - 1
         assert not node_scopes(scopes, path)[-1]  # the root holds no variable: Z
@@ -647,3 +647,65 @@ def test_deferred_space_equals_the_host_space_on_shared_files(name: str) -> None
     assert device.marginals is not None and host.marginals is not None
     for v, probs in host.marginals.items():
         np.testing.assert_allclose(device.marginals[v], probs, atol=1e-11)
+
+
+@pytest.mark.parametrize("rate", [2e9, 1e4], ids=["numpy-rate", "slow-rate"])
+def test_the_same_network_gets_the_same_tree_on_every_call_and_under_load(
+    monkeypatch: pytest.MonkeyPatch, rate: float
+) -> None:
+    """The path search counts predicted work, not a clock: repeated calls, and clocks that jump
+    a second at every reading (a machine so loaded that a search on the clock stops at once),
+    give the same candidates and the same tree. At the slow yardstick every candidate is
+    searched (random-greedy's trials included); at NumPy's, few."""
+    import time
+
+    problem = ising_grid(8, seed=3)
+
+    def plan() -> tuple[str, list[tuple[int, int]], list[str]]:
+        got = plan_contraction(
+            [t.scope for t in problem.tables], problem.domain_sizes(), problem.neighbours(),
+            list(problem.variables), "pr", Limit(1e12, "plenty"), rate=rate,
+        )  # fmt: skip
+        return got.source, got.path, list(got.candidates)
+
+    first = plan()
+    assert plan() == first
+    ticks = [0.0]
+
+    def tick() -> float:
+        ticks[0] += 1.0
+        return ticks[0]
+
+    for name in ("perf_counter", "process_time", "monotonic", "time"):
+        monkeypatch.setattr(time, name, tick)
+    assert plan() == first
+    if rate < 1e5:
+        assert "opt_einsum:random-greedy" in first[2] and "order:engine" in first[2]
+
+
+def test_a_tree_far_over_any_room_is_refused_without_slicing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tree whose largest intermediate is over MAX_SLICES times the room cannot fit however it
+    is sliced: it is refused before cotengra's slicer is asked (which had spent 28 s on a
+    300-variable scale-free network)."""
+    from dcop.contraction import tree as contraction_tree
+
+    asked: list[int] = []
+    monkeypatch.setattr(
+        contraction_tree,
+        "slice_vars",
+        lambda *args: asked.append(1) or (),  # type: ignore[func-returns-value]
+    )
+    from dcop.contraction import engine as contraction_engine
+
+    monkeypatch.setattr(contraction_engine, "slice_vars", contraction_tree.slice_vars)
+    problem = ising_grid(30, seed=0)  # inputs ~7000 entries, a tree's largest 2^30 or more
+    scopes = [t.scope for t in problem.tables]
+    inputs = sum(2 ** len(s) for s in scopes)
+    with pytest.raises(TableTooLarge):
+        plan_contraction(
+            scopes, problem.domain_sizes(), problem.neighbours(), list(problem.variables), "pr",
+            Limit(8.0 * (inputs + 100), "the inputs and a little"), budget_s=0.0,
+        )  # fmt: skip
+    assert asked == []
