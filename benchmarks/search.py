@@ -125,10 +125,14 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
     assignment = dict(zip(problem.variables, values, strict=True))
     dual = float(cfn.GetDDualBound())
     value = float(solved[1])
-    proved = seconds < limit and dual >= value - 1e-6 * max(1.0, abs(value))
+    internal = problem.evaluate(assignment)
+    # a proof needs the bound to meet the value, and the value to be its assignment's: with
+    # -B=1 toulbar2 has returned an assignment costing more than the value it proved
+    tol = 1e-6 * max(1.0, abs(value))
+    proved = seconds < limit and dual >= value - tol and abs(internal - value) <= tol
     return {
         "seconds": seconds,
-        "internal": problem.evaluate(assignment),
+        "internal": internal,
         "lower": dual if proved else None,
         "exact": bool(proved),
         "status": "ok",

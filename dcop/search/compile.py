@@ -76,7 +76,10 @@ def compile_search(
 
     labels: list[list[int]] = [[] for _ in range(n)]
     crossing: list[list[int]] = [[] for _ in range(n)]
-    chunks: list[np.ndarray] = []
+    # one flat array, each table copied into place once (no list of copies to concatenate)
+    total_entries = sum(t.size for v in names for t in buckets.tables[v])
+    total_entries += sum(1 for x in buckets.scalars.values() if x != 0.0)
+    flat_tables = np.empty(max(1, total_entries))
     f_off: list[int] = []
     f_sc: list[int] = [0]
     sc_var: list[int] = []
@@ -85,10 +88,10 @@ def compile_search(
 
     def add_function(scope: Sequence[str], data: np.ndarray) -> int:
         nonlocal offset
-        flat = np.ascontiguousarray(data, dtype=np.float64).reshape(-1)
-        chunks.append(flat)
+        size = int(np.prod(np.shape(data), dtype=np.int64))
+        flat_tables[offset : offset + size] = np.reshape(data, -1)
         f_off.append(offset)
-        offset += flat.size
+        offset += size
         shape = [problem.variables[u].size for u in scope]
         stride = 1
         strides = []
@@ -157,7 +160,7 @@ def compile_search(
         f_sc=np.array(f_sc, dtype=np.int32),
         sc_var=np.array(sc_var, dtype=np.int32),
         sc_stride=np.array(sc_stride, dtype=np.int64),
-        tables=np.concatenate(chunks) if chunks else np.zeros(1),
+        tables=flat_tables,
         ctx_off=np.array(ctx_off, dtype=np.int32),
         ctx_var=np.array(ctx_var, dtype=np.int32),
         ctx_mul=np.array(ctx_mul, dtype=np.int64),

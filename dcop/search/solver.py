@@ -54,6 +54,10 @@ CACHE_SHARE = 0.8
 #: (seconds of work at the backend's speed).
 PASS_SHARE = 0.2
 PASS_SECONDS_NO_DEADLINE = 10.0
+#: Bytes per second of the heuristic's tables read into the search's arrays on the host (a
+#: device's copy, then one copy into place): a GPU's pass of many GB is over in a fraction of the
+#: time its tables take to come across.
+HOST_BYTES_PER_S = 1e9
 #: A GPU's fused join+eliminate, per entry, against single-core NumPy's (the contraction's ratio).
 GPU_SPEEDUP = 500.0
 #: Pruning margin: a branch is cut when its bound reaches best + EPS_ABS + EPS_REL * |best|.
@@ -177,14 +181,13 @@ def choose_ibound(
     whose work is predicted within ``seconds`` on ``backend``; z = induced width + 1 is exact.
     Returns z, its plan and why."""
     width = induced_width(problem.neighbours(), order)
-    spe = seconds_per_entry(backend)
 
     def plan(z: int) -> MemoryPlan:
         return plan_for(problem, order, z, np.float64, backend, resident=resident)
 
     def fits(p: MemoryPlan) -> bool:
         room = HEURISTIC_SHARE * max(0.0, limit_bytes - p.resident_bytes)
-        return p.fits(p.resident_bytes + room) and p.total_work * spe <= seconds
+        return p.fits(p.resident_bytes + room) and rung_seconds(p, backend) <= seconds
 
     top = max(1, width + 1)
     best = plan(top)
@@ -236,6 +239,12 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
         yield
     finally:
         backend.specialize_entries = saved
+
+
+def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
+    """A rung's predicted seconds before its search: the pass, and reading its messages into the
+    search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
+    return plan.total_work * seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
 
 
 def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
@@ -340,8 +349,11 @@ def solve_aobb(
             budget = None if last else rung_budget(rungs[k + 1], engine, typical)
             if walk is not None and deadline is not None:
                 done = stats.steps[-1]
-                measured = done.pass_s * plan.total_work / max(1, rungs[k - 1].total_work)
-                predicted = max(plan.total_work * seconds_per_entry(engine), measured)
+                before = rungs[k - 1]
+                measured = done.pass_s * rung_seconds(plan, engine) / max(
+                    1e-9, rung_seconds(before, engine)
+                )
+                predicted = max(rung_seconds(plan, engine), measured)
                 if predicted > PASS_FIT * left():  # no time to search after it: go on as we are
                     stopped = search(walk, done.z, 0.0, None)
                     break
@@ -354,10 +366,10 @@ def solve_aobb(
             if incumbent is None:
                 mbe = decode(problem, buckets, engine)
                 incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
-            pass_s = time.monotonic() - t0
             cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
             compiled = compile_search(problem, order, buckets, engine, cache_room)
             del buckets
+            pass_s = time.monotonic() - t0  # the pass and reading its tables
             model = compiled.model
             state = new_state(model, compiled.width, compiled.cache_entries)
             times["heuristic"] = times.get("heuristic", 0.0) + time.monotonic() - t0

@@ -141,7 +141,8 @@ def test_run_timeout_counts_the_launch(tmp_path: Path) -> None:
     doc = json.loads(run.stdout)
     assert_valid(doc)
     assert run.returncode != 0 and doc["status"] == "timeout"
-    assert "did not say hello" in doc["message"]
+    # the deadline passes while the file is read, or else in the agents' hello phase
+    assert "did not say hello" in doc["message"] or "reading the file took longer" in doc["message"]
     assert doc["times"]["total"] > 0.001  # a failed run's time counts from the start too
 
 
