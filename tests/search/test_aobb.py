@@ -135,3 +135,23 @@ def test_the_document_names_the_search() -> None:
     search = doc["search"]
     assert search["ibound"] == 2 and search["expanded"] >= 1 and search["trace"]
     assert set(search["trace"][0]) == {"seconds", "lower_bound", "upper_bound"}
+
+
+def test_without_numba_the_same_loops_run_as_python() -> None:
+    """A machine without a numba wheel installs and runs: the loops run uncompiled, same answer."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from dcop.generators import random_network; from dcop.search import solve_aobb;"
+        "from dcop.search.jit import COMPILED; r = solve_aobb(random_network(9, 3, 0.4, 0.2, 1),"
+        " z=2); print(COMPILED, r.status, r.upper_bound)"
+    )
+    env = {**os.environ, "DCOP_NO_JIT": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    compiled, status, cost = out.stdout.split()
+    best = solve(random_network(9, 3, 0.4, 0.2, 1), "be")
+    assert compiled == "False" and status == best.status
+    assert float(cost) == pytest.approx(best.upper_bound)
