@@ -27,15 +27,20 @@ def incidence(model: Model) -> tuple[np.ndarray, np.ndarray]:
 
 
 @jit
+def function_value(m: Model, f: int, asg: np.ndarray) -> float:
+    """Function ``f`` at the full assignment ``asg``."""
+    at = m.f_off[f]
+    for s in range(m.f_sc[f], m.f_sc[f + 1]):
+        at += asg[m.sc_var[s]] * m.sc_stride[s]
+    return float(m.tables[at])
+
+
+@jit
 def total_cost(m: Model, asg: np.ndarray) -> float:
     """The sum of every problem table at the full assignment ``asg``."""
     total = 0.0
     for k in range(m.lab_fun.shape[0]):
-        f = m.lab_fun[k]
-        at = m.f_off[f]
-        for s in range(m.f_sc[f], m.f_sc[f + 1]):
-            at += asg[m.sc_var[s]] * m.sc_stride[s]
-        total += m.tables[at]
+        total += function_value(m, m.lab_fun[k], asg)
     return total
 
 
@@ -46,11 +51,7 @@ def nodes_cost(m: Model, asg: np.ndarray, nodes: np.ndarray) -> float:
     for i in range(nodes.shape[0]):
         v = nodes[i]
         for k in range(m.lab_off[v], m.lab_off[v + 1]):
-            f = m.lab_fun[k]
-            at = m.f_off[f]
-            for s in range(m.f_sc[f], m.f_sc[f + 1]):
-                at += asg[m.sc_var[s]] * m.sc_stride[s]
-            total += m.tables[at]
+            total += function_value(m, m.lab_fun[k], asg)
     return total
 
 
