@@ -75,12 +75,13 @@ GENERATED: dict[str, tuple[str, tuple[Any, ...]]] = {
 
 
 def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
-    """One run in this process: read + solve, timed; the value re-evaluated by dcop."""
+    """One run in this process: read + solve, timed from before the solver's own imports; the
+    value re-evaluated by dcop (toulbar2's clock stops before dcop reads the file)."""
     t0 = time.perf_counter()
-    from dcop.io import read_problem
-
-    problem = read_problem(file)
     if setting.startswith("dcop"):
+        from dcop.io import read_problem
+
+        problem = read_problem(file)
         from dcop.errors import TableTooLarge
         from dcop.inference.anytime import solve_auto
         from dcop.search import solve_aobb
@@ -117,10 +118,13 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
     cfn.Read(file)
     solved = cfn.Solve(timeLimit=max(1, int(limit - (time.perf_counter() - t0))))
     seconds = time.perf_counter() - t0
-    if solved is None:
+    if solved is None:  # nothing found: within the limit, a proof that nothing is feasible
         proved = seconds < limit
         status = "infeasible" if proved else "no solution"
         return {"seconds": seconds, "internal": None, "exact": proved, "status": status}
+    from dcop.io import read_problem
+
+    problem = read_problem(file)
     values = [int(v) for v in solved[0]]
     assignment = dict(zip(problem.variables, values, strict=True))
     dual = float(cfn.GetDDualBound())
