@@ -130,14 +130,20 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
     dual = float(cfn.GetDDualBound())
     value = float(solved[1])
     internal = problem.evaluate(assignment)
-    # a proof needs the bound to meet the value, and the value to be its assignment's: with
-    # -B=1 toulbar2 has returned an assignment costing more than the value it proved
+    # a proof needs the bound to meet the value; on a .wcsp (toulbar2's costs are ours) also the
+    # value to be its assignment's: with -B=1 toulbar2 has returned an assignment costing more
+    # than the value it proved (a .uai's costs are toulbar2's own scaled logs: not comparable)
     tol = 1e-6 * max(1.0, abs(value))
-    proved = seconds < limit and dual >= value - tol and abs(internal - value) <= tol
+    same_units = Path(file).suffix == ".wcsp"
+    proved = (
+        seconds < limit
+        and dual >= value - tol
+        and (not same_units or abs(internal - value) <= 1e-6 * max(1.0, abs(internal)))
+    )
     return {
         "seconds": seconds,
         "internal": internal,
-        "lower": dual if proved else None,
+        "lower": (dual if same_units else internal) if proved else None,  # in dcop's units
         "exact": bool(proved),
         "status": "ok",
     }
