@@ -113,7 +113,12 @@ def solve_command(
             z = asked_z  # optional: the search picks the largest that fits
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
-        read["problem"] = problem = read_problem(file, fmt and fmt.value, evidence=evidence)
+        # reading honours --timeout and --max-memory too: a header of millions of variables, or a
+        # slow YAML intention, ends at once in one line
+        limits = read_limits(timeout, parse_memory(max_memory))
+        read["problem"] = problem = read_problem(
+            file, fmt and fmt.value, evidence=evidence, limits=limits
+        )
         engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
             if algo in (CentralAlgo.auto, CentralAlgo.aobb):

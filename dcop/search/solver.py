@@ -350,8 +350,10 @@ def solve_aobb(
             if walk is not None and deadline is not None:
                 done = stats.steps[-1]
                 before = rungs[k - 1]
-                measured = done.pass_s * rung_seconds(plan, engine) / max(
-                    1e-9, rung_seconds(before, engine)
+                measured = (
+                    done.pass_s
+                    * rung_seconds(plan, engine)
+                    / max(1e-9, rung_seconds(before, engine))
                 )
                 predicted = max(rung_seconds(plan, engine), measured)
                 if predicted > PASS_FIT * left():  # no time to search after it: go on as we are
