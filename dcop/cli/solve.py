@@ -113,9 +113,10 @@ def solve_command(
             z = asked_z  # optional: the search picks the largest that fits
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
-        # reading honours --timeout and --max-memory too: a header of millions of variables, or a
-        # slow YAML intention, ends at once in one line
-        limits = read_limits(timeout, parse_memory(max_memory))
+        # reading honours --timeout, and the default memory limit (a header of millions of
+        # variables, a slow YAML intention end at once in one line); a --max-memory below what
+        # the file needs is left to the plan, whose refusal names the z that would fit
+        limits = read_limits(timeout, None)
         read["problem"] = problem = read_problem(
             file, fmt and fmt.value, evidence=evidence, limits=limits
         )
