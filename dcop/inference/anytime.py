@@ -36,8 +36,9 @@ from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, sugge
 from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
 from dcop.results.solve import SolveResult
 
-#: Joined entries per second of the fused join+eliminate (NumPy, float32), the prediction's rate
-#: before a step of the run has been timed. Calibrated with ``benchmarks/work_rate.py`` on the
+#: Joined entries per second of the fused join+eliminate (NumPy, float32), the yardstick
+#: ``benchmarks/work_rate.py`` reports against (auto predicts BE at the search's own
+#: ``seconds_per_entry``, 1e8/s on a core). Calibrated with ``benchmarks/work_rate.py`` on the
 #: project's 2-core VM while it was shared with other jobs (results/work_rate.md): steps of
 #: 2e7-1e8 entries ran at 6e7-4.6e8/s (median 1.8e8), the largest (4.5e8 entries) at 6.8e7-7.8e7
 #: (as MBE(5) on CELAR6-SUB0): the low end is taken, so a first prediction errs long.
@@ -95,25 +96,6 @@ class Step:
             "upper_bound": None if ends is None else json_number(ends[1]),
             "message": self.message,
         }
-
-
-@dataclass
-class Rate:
-    """Joined entries per second, learnt from the steps of the run."""
-
-    entries_per_s: float = DEFAULT_ENTRIES_PER_S
-    measured: bool = False
-
-    def predict(self, plan: MemoryPlan) -> float:
-        """Predicted seconds of a run along ``plan``."""
-        return len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work / self.entries_per_s
-
-    def learn(self, plan: MemoryPlan, seconds: float) -> None:
-        """Take the rate of a finished step when it ran long enough to be timed."""
-        busy = seconds - len(plan.buckets) * BUCKET_OVERHEAD_S
-        if busy >= 0.05 and plan.total_work > 0:
-            self.entries_per_s = plan.total_work / busy
-            self.measured = True
 
 
 @dataclass

@@ -435,11 +435,6 @@ def solve_aobb(
     return result
 
 
-def plan_bound(problem: Problem, compiled: Compiled) -> float:
-    """The mini-bucket lower bound: the constant and every root's heuristic."""
-    return _constant(problem) + sum(compiled.root_h.values())
-
-
 def _constant(problem: Problem) -> float:
     return float(problem.constant) + sum(float(t.costs) for t in problem.tables if not t.scope)
 
