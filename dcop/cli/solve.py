@@ -336,6 +336,21 @@ def describe(
         }
         for m in engine.tried
     ]
+    # the exact search's heuristic: the largest z whose pass fits a share of the memory and of
+    # ten seconds at a core's speed, and its tables' bytes (the plan only: no numba loaded)
+    from dcop.plan.memory import effective_limit
+    from dcop.search.ibound import PASS_SECONDS_NO_DEADLINE, choose_ibound
+
+    z, heuristic, _ = choose_ibound(
+        problem,
+        engine.order,
+        backend,
+        effective_limit(None).bytes,
+        PASS_SECONDS_NO_DEADLINE,
+        resident=resident,
+    )
+    info["search_ibound"] = z
+    info["search_heuristic_bytes"] = heuristic.message_bytes
     info["_order"] = engine.order
     if not sum_tasks:
         return info

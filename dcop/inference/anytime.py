@@ -149,8 +149,7 @@ def solve_auto(
     now or ``deadline`` (:func:`time.monotonic`). The result's ``choice`` says which ran and
     why; a run stopped by the deadline has ``stopped`` set (status ``timeout``) and keeps its
     best assignment and both bounds."""
-    from dcop.search import solve_aobb
-    from dcop.search.solver import seconds_per_entry
+    from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
     engine = get_backend(backend) if isinstance(backend, str) else backend
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
@@ -188,6 +187,8 @@ def solve_auto(
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:
         why = f"BE is predicted at {predicted:.3g} s"
+    from dcop.search.solver import solve_aobb
+
     # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would
     result = solve_aobb(
         problem,

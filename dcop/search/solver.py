@@ -27,7 +27,6 @@ from dcop.bucketpass import bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.orders.cost import SECONDS_PER_ENTRY
 from dcop.orders.greedy import induced_width, largest_table
 from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
@@ -35,6 +34,12 @@ from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
 from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
+from dcop.search.ibound import (
+    PASS_SECONDS_NO_DEADLINE,
+    choose_ibound,
+    rung_seconds,
+    seconds_per_entry,
+)
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
 
@@ -46,20 +51,10 @@ BoundsFn = Callable[[float, float, float], None]
 #: with no compile. A generated kernel costs 0.3-1 s of compile per new shape, more than the
 #: generic kernel spends on a bucket of 1e10 entries, and a ladder's passes meet many shapes.
 SEARCH_SPECIALIZE_ENTRIES = 1 << 38
-#: Share of the memory limit the heuristic's tables may take; the cache gets what is left of
-#: CACHE_SHARE.
-HEURISTIC_SHARE = 0.4
+#: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
-#: Share of the time left that the mini-bucket pass may take, and its work cap without a deadline
-#: (seconds of work at the backend's speed).
+#: Share of the time left that the largest mini-bucket pass may take.
 PASS_SHARE = 0.2
-PASS_SECONDS_NO_DEADLINE = 10.0
-#: Bytes per second of the heuristic's tables read into the search's arrays on the host (a
-#: device's copy, then one copy into place): a GPU's pass of many GB is over in a fraction of the
-#: time its tables take to come across.
-HOST_BYTES_PER_S = 1e9
-#: A GPU's fused join+eliminate, per entry, against single-core NumPy's (the contraction's ratio).
-GPU_SPEEDUP = 500.0
 #: Pruning margin: a branch is cut when its bound reaches best + EPS_ABS + EPS_REL * |best|.
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -164,51 +159,6 @@ class SearchStats:
         }
 
 
-def seconds_per_entry(backend: TableBackend) -> float:
-    """The pass's predicted seconds per joined entry on ``backend``."""
-    return SECONDS_PER_ENTRY if backend.name == "numpy" else SECONDS_PER_ENTRY / GPU_SPEEDUP
-
-
-def choose_ibound(
-    problem: Problem,
-    order: list[str],
-    backend: Any,
-    limit_bytes: float,
-    seconds: float,
-    resident: int | None = None,
-) -> tuple[int, MemoryPlan, str]:
-    """The largest mini-bucket size ``z`` whose pass fits ``limit_bytes`` * HEURISTIC_SHARE and
-    whose work is predicted within ``seconds`` on ``backend``; z = induced width + 1 is exact.
-    Returns z, its plan and why."""
-    width = induced_width(problem.neighbours(), order)
-
-    def plan(z: int) -> MemoryPlan:
-        return plan_for(problem, order, z, np.float64, backend, resident=resident)
-
-    def fits(p: MemoryPlan) -> bool:
-        room = HEURISTIC_SHARE * max(0.0, limit_bytes - p.resident_bytes)
-        return p.fits(p.resident_bytes + room) and rung_seconds(p, backend) <= seconds
-
-    top = max(1, width + 1)
-    best = plan(top)
-    if fits(best):
-        return top, best, f"z = {top} is exact (induced width {width})"
-    lo, hi = 1, top  # z = 1 is taken to fit (its tables are no larger than the problem's)
-    lo_plan = plan(1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        p = plan(mid)
-        if fits(p):
-            lo, lo_plan = mid, p
-        else:
-            hi = mid
-    reason = (
-        f"z = {lo}: the largest whose tables fit {HEURISTIC_SHARE:.0%} of the memory left and "
-        f"whose pass is predicted within {seconds:.3g} s (induced width {width})"
-    )
-    return lo, lo_plan, reason
-
-
 def ladder(
     problem: Problem, order: list[str], backend: Any, top: MemoryPlan, resident: int | None
 ) -> list[MemoryPlan]:
@@ -239,12 +189,6 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
         yield
     finally:
         backend.specialize_entries = saved
-
-
-def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
-    """A rung's predicted seconds before its search: the pass, and reading its messages into the
-    search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
-    return plan.total_work * seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
 
 
 def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:

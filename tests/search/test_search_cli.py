@@ -93,3 +93,26 @@ def test_batch_runs_the_search_within_the_row_timeout(tmp_path: Path) -> None:
     rows = {Path(r["file"]).name: r for r in doc["rows"]}
     assert rows["s.wcsp"]["status"] == "ok" and rows["s.wcsp"]["exact"], proc.stderr
     assert rows["hard.wcsp"]["status"] in ("timeout", "ok")
+
+
+def test_info_names_the_search_heuristic_that_would_fit(tmp_path: Path) -> None:
+    path = tmp_path / "r.wcsp"
+    write_problem(random_network(14, 4, 0.4, 0.2, seed=5), path)
+    proc = run_dcop("info", str(path), "--json", "-", "-q")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["search_ibound"] >= 1 and info["search_heuristic_bytes"] > 0
+    # z = induced width + 1 is the exact pass: the largest that can make sense
+    assert info["search_ibound"] <= info["induced_width_auto"] + 1
+
+
+def test_auto_that_runs_be_loads_no_compiled_search() -> None:
+    code = (
+        "import sys; from dcop.generators import random_network;"
+        "from dcop.inference.anytime import solve_auto;"
+        "r = solve_auto(random_network(10, 3, 0.4, 0.2, 1), timeout=60);"
+        "print(r.algo, 'numba' in sys.modules, 'dcop.search.solver' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["be", "False", "False"]

@@ -1,0 +1,81 @@
+"""The search's mini-bucket size: the largest z whose pass fits the memory and the time.
+
+Planning only (scopes, sizes, the backend's speed): ``dcop info`` and ``--algo auto`` ask it
+without loading the search's compiled loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dcop.backends.base import TableBackend
+from dcop.model import Problem
+from dcop.orders.cost import SECONDS_PER_ENTRY
+from dcop.orders.greedy import induced_width
+from dcop.plan.bucket_plan import MemoryPlan, plan_for
+
+#: Share of the memory left that the heuristic's tables may take (the cache gets what is left
+#: of the search's share, ``dcop.search.solver.CACHE_SHARE``).
+HEURISTIC_SHARE = 0.4
+
+#: Bytes per second of the heuristic's tables read into the search's arrays on the host (a
+#: device's copy, then one copy into place): a GPU's pass of many GB is over in a fraction of the
+#: time its tables take to come across.
+HOST_BYTES_PER_S = 1e9
+
+#: A GPU's fused join+eliminate, per entry, against single-core NumPy's (the contraction's ratio).
+GPU_SPEEDUP = 500.0
+
+#: The largest pass's predicted seconds without a deadline.
+PASS_SECONDS_NO_DEADLINE = 10.0
+
+
+def seconds_per_entry(backend: TableBackend) -> float:
+    """The pass's predicted seconds per joined entry on ``backend``."""
+    return SECONDS_PER_ENTRY if backend.name == "numpy" else SECONDS_PER_ENTRY / GPU_SPEEDUP
+
+
+def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
+    """A rung's predicted seconds before its search: the pass, and reading its messages into the
+    search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
+    return plan.total_work * seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
+
+
+def choose_ibound(
+    problem: Problem,
+    order: list[str],
+    backend: TableBackend,
+    limit_bytes: float,
+    seconds: float,
+    resident: int | None = None,
+) -> tuple[int, MemoryPlan, str]:
+    """The largest mini-bucket size ``z`` whose pass fits ``limit_bytes`` * HEURISTIC_SHARE and
+    whose work is predicted within ``seconds`` on ``backend``; z = induced width + 1 is exact.
+    Returns z, its plan and why."""
+    width = induced_width(problem.neighbours(), order)
+
+    def plan(z: int) -> MemoryPlan:
+        return plan_for(problem, order, z, np.float64, backend, resident=resident)
+
+    def fits(p: MemoryPlan) -> bool:
+        room = HEURISTIC_SHARE * max(0.0, limit_bytes - p.resident_bytes)
+        return p.fits(p.resident_bytes + room) and rung_seconds(p, backend) <= seconds
+
+    top = max(1, width + 1)
+    best = plan(top)
+    if fits(best):
+        return top, best, f"z = {top} is exact (induced width {width})"
+    lo, hi = 1, top  # z = 1 is taken to fit (its tables are no larger than the problem's)
+    lo_plan = plan(1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = plan(mid)
+        if fits(p):
+            lo, lo_plan = mid, p
+        else:
+            hi = mid
+    reason = (
+        f"z = {lo}: the largest whose tables fit {HEURISTIC_SHARE:.0%} of the memory left and "
+        f"whose pass is predicted within {seconds:.3g} s (induced width {width})"
+    )
+    return lo, lo_plan, reason
