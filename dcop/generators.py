@@ -16,7 +16,7 @@ agent ``a0..a{n-1}``. Everything is driven by one seed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -186,20 +186,10 @@ def ising_grid(
         raise ModelError(f"an Ising grid needs side >= 1, not {side}")
     rng = np.random.default_rng(seed)
     n = side * side
-    spins = np.array([-1.0, 1.0])
-    variables = [Variable(f"x{i}", (0, 1), agent=f"a{i}") for i in range(n)]
-    tables = [
-        CostTable((f"x{i}",), -rng.uniform(-field, field) * spins, name=f"h{i}") for i in range(n)
-    ]
-    for i, j in grid_edges(n):
-        coupling_ij = rng.uniform(-coupling, coupling)
-        tables.append(
-            CostTable((f"x{i}", f"x{j}"), -coupling_ij * np.outer(spins, spins), name=f"J_{i}_{j}")
-        )
+    fields = [rng.uniform(-field, field) for _ in range(n)]
+    couplings = [rng.uniform(-coupling, coupling) for _ in grid_edges(n)]
     label = name or f"ising_{side}x{side}_c{coupling}_f{field}_s{seed}"
-    return Problem.build(
-        variables, tables, name=label, cost_kind="neg_ln", meta={"uai_network": "MARKOV"}
-    )
+    return _spin_grid(side, fields, couplings, label)
 
 
 def spin_glass(side: int, seed: int = 0, name: str | None = None) -> Problem:
@@ -209,18 +199,25 @@ def spin_glass(side: int, seed: int = 0, name: str | None = None) -> Problem:
     if side < 1:
         raise ModelError(f"a spin glass needs side >= 1, not {side}")
     rng = np.random.default_rng(seed)
+    couplings = [float(rng.choice((-1.0, 1.0))) for _ in grid_edges(side * side)]
+    return _spin_grid(side, None, couplings, name or f"spinglass_{side}x{side}_s{seed}")
+
+
+def _spin_grid(
+    side: int, fields: Sequence[float] | None, couplings: Sequence[float], label: str
+) -> Problem:
+    """Spins on a grid with a field per node (None: no node tables) and a coupling per edge (in
+    :func:`grid_edges` order), costs ``-ln`` of ``exp(h s_i)`` and ``exp(J s_i s_j)``."""
     n = side * side
     spins = np.array([-1.0, 1.0])
     variables = [Variable(f"x{i}", (0, 1), agent=f"a{i}") for i in range(n)]
-    tables = [
-        CostTable(
-            (f"x{i}", f"x{j}"),
-            -float(rng.choice((-1.0, 1.0))) * np.outer(spins, spins),
-            name=f"J_{i}_{j}",
+    tables = [] if fields is None else [
+        CostTable((f"x{i}",), -h * spins, name=f"h{i}") for i, h in enumerate(fields)
+    ]  # fmt: skip
+    for (i, j), coupling_ij in zip(grid_edges(n), couplings, strict=True):
+        tables.append(
+            CostTable((f"x{i}", f"x{j}"), -coupling_ij * np.outer(spins, spins), name=f"J_{i}_{j}")
         )
-        for i, j in grid_edges(n)
-    ]
-    label = name or f"spinglass_{side}x{side}_s{seed}"
     return Problem.build(
         variables, tables, name=label, cost_kind="neg_ln", meta={"uai_network": "MARKOV"}
     )
