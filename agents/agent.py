@@ -56,6 +56,7 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
+from dcop.protocol.messages import CHUNK_KIND
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
 from dcop.tables import Op
@@ -67,7 +68,17 @@ log = logging.getLogger("dcop.agents")
 _drops = RateLimitedLog(log)
 
 FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
-FROM_NEIGHBOUR = ("degree", "token", "offer", "util", "value", "down", "heartbeat")
+FROM_NEIGHBOUR = (
+    "degree",
+    "token",
+    "offer",
+    "util",
+    "more",
+    "replay",
+    "value",
+    "down",
+    "heartbeat",
+)
 FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start", "crash-after-util")
 #: Messages of a problem kept until its setup arrives (neighbours may be set up first).
 AHEAD_MAX = 4096
@@ -566,8 +577,9 @@ class Agent:
         if peer == COORDINATOR_ID:
             self.last_to_coordinator = self.now()
         if not isinstance(body, Hello):
-            self.meter.sent(body.TYPE, size)
-            if isinstance(body, Util):
+            chunk = isinstance(body, Util) and body.chunk >= 0
+            self.meter.sent(CHUNK_KIND if chunk else body.TYPE, size)
+            if isinstance(body, Util) and not chunk:
                 # the UTIL's size counts tables handed over by CUDA IPC as if they were framed
                 # (the paper's message size); the network bytes are only what crossed the socket
                 scoped = [t for t in body.tables if t.scope]

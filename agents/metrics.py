@@ -21,6 +21,8 @@ class Meter:
     def sent(self, kind: str, nbytes: int) -> None:
         """One message of type ``kind`` and ``nbytes`` bytes went out."""
         _count(self.metrics.sent_count, self.metrics.sent_bytes, kind, nbytes)
+        if nbytes > self.metrics.largest_sent:
+            self.metrics = replace(self.metrics, largest_sent=nbytes)
 
     def received(self, kind: str, nbytes: int) -> None:
         """One message of type ``kind`` and ``nbytes`` bytes came in."""

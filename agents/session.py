@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from dcop.agents.cluster import WINDOW, ClusterRole, cut_fields
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.backends.base import (
@@ -56,6 +57,7 @@ from dcop.backends.base import (
     capable,
 )
 from dcop.buckets import MiniBucketPlan, choose_value, eliminate_bucket, plan_bucket
+from dcop.conditioned import CTX, Fold, check_names, chunk_util
 from dcop.contraction.bucket import eliminate_sum_bucket
 from dcop.errors import DcopError, ProtocolError
 from dcop.model import CostTable
@@ -81,11 +83,12 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import Dtype, sizing_at
+from dcop.protocol.messages import ClusterCut, Dtype, More, Replay, WideSep, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
+from dcop.trees.cutset import CutLimit
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -258,6 +261,11 @@ class Session:
         self.zs: tuple[int | None, ...] = ()
         self.trees: list[DfsState | GivenState] = []
         self.child_sizings: list[dict[int, tuple[Sizing, ...]]] = []
+        #: MB-DPOP: each child's open wide separators and closed clusters, per tree; the limit
+        #: the cuts are planned for (None: the run does not cut) and my role in a cluster
+        self.child_cuts: list[dict[int, tuple[tuple[WideSep, ...], tuple[ClusterCut, ...]]]] = []
+        self.cut_limit: CutLimit | None = None
+        self.role: ClusterRole | None = None
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
@@ -307,8 +315,8 @@ class Session:
                     self.held_start = message
                     return self._progress()
                 return self._start(message) + self._progress()
-            case Token() | Util() | Offer() if self.spec is None or (
-                isinstance(message, Util | Offer) and self.tree is None
+            case Token() | Util() | Offer() | More() | Replay() if self.spec is None or (
+                isinstance(message, Util | Offer | More | Replay) and self.tree is None
             ):
                 self.early.append((sender, message))  # ahead of my own start or go
             case Token():
@@ -319,8 +327,17 @@ class Session:
                 return self._go(message) + self._progress()
             case Offer():
                 self._on_offer(sender, message)
+            case Util() if message.chunk >= 0:
+                self._on_chunk(sender, message)
             case Util():
                 self._on_util(sender, message)
+            case More():
+                tree = self.tree
+                if self.role is None or self.role.root or tree is None or sender != tree.parent:
+                    raise ProtocolError(f"a more message from {sender}, not my cluster parent")
+                self.role.upto = max(self.role.upto, message.upto)
+            case Replay():
+                return self._on_replay(sender, message)
             case Value():
                 if (
                     self.tree is None
@@ -435,7 +452,9 @@ class Session:
                 start, self.held_start = self.held_start, None
                 out += self._start(start)
         tree = self.tree
-        if (
+        if tree is not None and self.job is None and self.role is not None:
+            out += self._cluster_progress()
+        elif (
             tree is not None
             and self.job is None
             and not self.util_sent
@@ -446,7 +465,8 @@ class Session:
         if self.done or tree is None:
             return out
         if self.task == "min":
-            if (tree.parent is None and self.bound is not None) or self.assignment is not None:
+            known = (tree.parent is None and self.bound is not None) or self.assignment is not None
+            if known and (self.role is None or self.role.last):
                 out += self._value_phase()
         elif self.task == "pr":
             self.done = self.bound is not None or self.util_sent
@@ -463,6 +483,8 @@ class Session:
         spec = start.spec
         self.spec = spec
         self.zs = sizing_choices(spec)
+        if spec.may_cut:
+            self.cut_limit = CutLimit.from_bytes(spec.max_message_bytes, spec.width)
         degrees = {n: len(h) for n, h in self.hoods.items()}
         hoods = {n: frozenset(h) for n, h in self.hoods.items()}
         dfs = default_candidates(spec.trees) if spec.trees else []  # 0: the given tree alone
@@ -480,6 +502,7 @@ class Session:
                 )
             )
             self.child_sizings.append({})
+            self.child_cuts.append({})
         out: Out = []
         for k in start.roots:
             out += self._wire(k, self.trees[k].start())
@@ -498,6 +521,7 @@ class Session:
                 )
             )
             self.child_sizings.append({})
+            self.child_cuts.append({})
             out += self._wire(k, self.trees[k].start())
         early, self.early = self.early, []
         for sender, message in early:
@@ -511,6 +535,7 @@ class Session:
             if not 1 <= len(token.sizings) <= len(self.zs):
                 raise ProtocolError(f"a back token with {len(token.sizings)} sizings")
             self.child_sizings[token.tree][sender] = token.sizings
+            self.child_cuts[token.tree][sender] = (token.wide, token.clusters)
         # the subtree's largest and total UTIL are those of its DPOP sizing (they travel once)
         dpop = token.sizings[0] if token.sizings else None
         domains = token.domains
@@ -537,6 +562,7 @@ class Session:
         out: Out = []
         for peer, t in sends:
             sizings = self._sizings(k) if t.kind == "back" else ()
+            wide, clusters = self._cuts(k) if t.kind == "back" else ((), ())
             out.append(
                 (
                     peer,
@@ -551,13 +577,34 @@ class Session:
                         separator=t.separator,
                         width=t.width,
                         sizings=sizings,
+                        wide=wide,
+                        clusters=clusters,
                     ),
                 )
             )
         if state.done and state.parent is None and not sends:
-            report = TreeReport(k, state.summary.width, self._sizings(k))
+            report = TreeReport(k, state.summary.width, self._sizings(k), self._cuts(k)[1])
             out.append((COORDINATOR_ID, report))
         return out
+
+    def _cuts(self, k: int) -> tuple[tuple[WideSep, ...], tuple[ClusterCut, ...]]:
+        """MB-DPOP: my back token's open wide separators and the clusters closed at or below me
+        (none where the run does not cut)."""
+        if self.cut_limit is None:
+            return (), ()
+        state = self.trees[k]
+        below = [self.child_cuts[k].get(c, ((), ())) for c in state.children]
+        return cut_fields(
+            self.me,
+            self.part.domain,
+            state.parent,
+            state.path,
+            state.separator,
+            self._domains(state),
+            [w for wide, _ in below for w in wide],
+            [c for _, clusters in below for c in clusters],
+            self.cut_limit,
+        )
 
     def _own_scopes(self, state: DfsState | GivenState) -> list[tuple[int, ...]]:
         """My tables whose other variables are my ancestors, as scopes of agent ids."""
@@ -617,10 +664,14 @@ class Session:
         self.tree = self.trees[go.tree]
         j = self.zs.index(go.z)
         self.plan = self._plan(go.tree, j)
-        if self.prepare is not None:
+        self.role = ClusterRole.of(self.me, go.clusters, self.tree.children)
+        if self.role is not None:
+            check_names([self.var, *self.part.neighbours.values()])
+        if self.prepare is not None and self.role is None:
             self._prepare_kernels(go.tree, j)
-        self.staged = self._stage_own()
-        out: Out = self._offer()
+        # a cluster's agent computes chunks on its backend's own terms: nothing staged or offered
+        self.staged = self._stage_own() if self.role is None else None
+        out: Out = self._offer() if self.role is None else []
         early, self.early = self.early, []
         for sender, message in early:
             out += self.on(sender, message)
@@ -811,8 +862,14 @@ class Session:
         if self.util_hook is not None:
             self.util_hook()
         own = self.staged if self.staged is not None else self._own_tables()
-        self.own = own
         received = [t for c in self.tree.children for t in self.utils[c]]
+        if self.role is not None:  # MB-DPOP's last pass: conditioned on the best context
+            self.role.last = True
+            # a cut variable's own tables lose it too: they go up with the children's
+            at = self._at_context(own)
+            received = [*self._at_context(received), *(t for t in at if self.var not in t.scope)]
+            own = [t for t in at if self.var in t.scope]
+        self.own = own
         self.bucket = [*own, *(t for t in received if self.var in t.scope)]
         # children's tables without my variable go up unchanged (MBE puts them in the bucket of
         # their deepest variable)
@@ -956,6 +1013,136 @@ class Session:
         assert self.tree.parent is not None
         return [(self.tree.parent, Offer(box.handle, box.nbytes, self.clock))]
 
+    # ---- MB-DPOP's conditioned phase (see dcop.agents.cluster) --------------------------------
+    def _on_chunk(self, sender: int, util: Util) -> None:
+        role = self.role
+        if role is None or util.shared:
+            raise ProtocolError(f"a UTIL chunk from {sender} outside a cluster")
+        tables = [
+            self.backend.table(t.scope, a, a.dtype) for t in util.tables for a in [t.to_array()]
+        ]
+        role.check_chunk(util.chunk, tables)
+        role.take(sender, util.chunk, tables)
+
+    def _on_replay(self, sender: int, replay: Replay) -> Out:
+        """The best context from my parent in the cluster: pass it down, then my last UTIL."""
+        role = self.role
+        assert self.tree is not None
+        if role is None or role.root or sender != self.tree.parent or role.context is not None:
+            raise ProtocolError(f"a replay from {sender}, not my waiting cluster parent")
+        context = dict(replay.values)
+        if sorted(context) != sorted(role.names) or any(
+            not 0 <= context[v] < d for v, d in zip(role.names, role.cluster.domains, strict=True)
+        ):
+            raise ProtocolError("a replay that is not a context of my cluster's cut")
+        role.context = context
+        out: Out = [(c, Replay(replay.values, self.clock)) for c in sorted(role.members)]
+        return out + self._progress()
+
+    def _cluster_progress(self) -> Out:
+        """What my cluster role can do next: a chunk, the last pass, or (the root) the best
+        context and the bucket VALUE needs."""
+        role, tree = self.role, self.tree
+        assert role is not None and tree is not None
+        plain = [c for c in tree.children if c not in role.members]
+        if role.next < role.chunks:
+            if all(c in self.utils for c in plain) and role.ready():
+                self._start_chunk()
+            return []
+        everyone = len(self.utils) == len(tree.children)
+        if not role.root:
+            if role.context is not None and not role.last and everyone:
+                self._start_util()
+            return []
+        out: Out = []
+        if role.context is None and (self.bound is not None or self.assignment is not None):
+            assert role.fold is not None
+            if tree.parent is None or self.assignment is not None:
+                best = role.fold.best_context(self.assignment or {})
+                role.context = role.context_values(best)
+                values = tuple(role.context.items())
+                out += [(c, Replay(values, self.clock)) for c in sorted(role.members)]
+        if role.context is not None and not role.last and len(self.utils) == len(tree.children):
+            role.last = True
+            received = [t for c in tree.children for t in self.utils[c]]
+            tables = self._at_context([*self._own_tables(), *received])
+            self.bucket = [t for t in tables if self.var in t.scope]
+        return out
+
+    def _at_context(self, tables: Sequence[Table]) -> list[Table]:
+        """Tables conditioned on my cluster's best context (their cut variables fixed); the
+        parts left over no variable add to my scalars."""
+        assert self.role is not None and self.role.context is not None
+        context = self.role.context
+        out: list[Table] = []
+        for t in tables:
+            at = {v: x for v, x in context.items() if v in t.scope}
+            t = self.backend.condition(t, at) if at else t
+            if t.scope:
+                out.append(t)
+            else:
+                self.scalars += float(self.backend.to_numpy(t.data))
+        return out
+
+    def _start_chunk(self) -> None:
+        role, tree = self.role, self.tree
+        assert role is not None and tree is not None
+        if self.util_hook is not None and role.next == 0:
+            self.util_hook()
+        i = role.next
+        plain = [t for c in tree.children if c not in role.members for t in self.utils[c]]
+        chunked = [t for tables in role.received.get(i, {}).values() for t in tables]
+        tables = [*self._own_tables(), *plain, *chunked]
+        self.job = self.worker.submit(lambda: self._chunk_compute(i, tables), self.wake)
+
+    def _chunk_compute(self, i: int, tables: list[Table]) -> Finish:
+        """One chunk of my cluster's contexts (on the worker thread): my UTIL at each, batched."""
+        assert self.role is not None
+        t0 = time.perf_counter()
+        util = chunk_util(self.backend, tables, self.var, self.role.names, self.role.contexts_of(i))
+        scope = (CTX, *(v for v in util.scope if v != CTX))
+        data = self.backend.to_numpy(self.backend.transpose(util, scope).data) + self.scalars
+        self.backend.synchronize()
+        spent = time.perf_counter() - t0
+        return lambda: self._chunk_done(i, scope, data, spent)
+
+    def _chunk_done(self, i: int, scope: tuple[str, ...], data: np.ndarray, spent: float) -> Out:
+        role, tree = self.role, self.tree
+        assert role is not None and tree is not None
+        self.charge(spent)
+        role.received.pop(i, None)
+        role.next = i + 1
+        out: Out = [
+            (c, More(i + 1 + WINDOW, self.clock))
+            for c in sorted(role.members)
+            if i + WINDOW < role.chunks
+        ]
+        if not role.root:
+            assert tree.parent is not None
+            chunk = Util((WireTable.from_array(scope, data),), self.clock, (), chunk=i)
+            return [*out, (tree.parent, chunk), *self._progress()]
+        if role.fold is None:
+            separator = set(tree.separator)
+            first = [v for a, v in zip(role.cluster.cut, role.names, strict=True) if a in separator]
+            sizes = dict(zip(scope[1:], data.shape[1:], strict=True))
+            role.fold = Fold([*first, *scope[1:]], sizes, role.names, role.cluster.domains)
+        role.fold.add(i * role.cluster.chunk, data)
+        if role.next == role.chunks:
+            out += self._fold_done()
+        return out + self._progress()
+
+    def _fold_done(self) -> Out:
+        """The cluster root's UTIL, the best over every context: up as DPOP's, or my bound."""
+        role, tree = self.role, self.tree
+        assert role is not None and role.fold is not None and tree is not None
+        scope, table = role.fold.table()
+        if tree.parent is None:
+            self.bound = float(table)
+            return []
+        self.util_sent = True
+        util = Util((WireTable.from_array(scope, table),), self.clock, ())
+        return [(tree.parent, util)]
+
     # ---- MAR's downward pass --------------------------------------------------------------
     def _child_utils(self) -> dict[str, Table]:
         """Each child's UTIL as one table (DPOP sends one), keyed by the child's id."""
@@ -1002,7 +1189,12 @@ class Session:
         assert self.tree is not None
         t0 = time.perf_counter()
         known = dict(self.assignment or {})
-        self.value = choose_value(self.runner, self.bucket, self.var, known, "min")
+        context = self.role.context if self.role is not None else None
+        known |= context or {}
+        if context is not None and self.var in context:
+            self.value = context[self.var]  # a cut variable: its value is the best context's
+        else:
+            self.value = choose_value(self.runner, self.bucket, self.var, known, "min")
         known[self.var] = self.value
         self.charge(time.perf_counter() - t0)
         out: Out = []

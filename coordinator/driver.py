@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from dcop.coordinator.elimination import EliminationTree, offer
@@ -70,16 +71,17 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import combine_digests, table_digest
-from dcop.protocol.messages import Neighbour, sizing_at
+from dcop.protocol.messages import ClusterCut, Neighbour, sizing_at
 from dcop.protocol.peers import Peers
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.runspec import AUTO_TREES, sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
-from dcop.sizes import total
+from dcop.sizes import as_count, entries, total
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
+from dcop.trees.cutset import MAX_CONTEXTS, cut_seconds
 
 log = logging.getLogger("dcop.coordinator")
 #: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill
@@ -275,7 +277,7 @@ class Coordinator:
             self._wait(self._trees_reported, deadline, "dfs")
             self.choice = self._choose()
             for a in self.active:
-                self._send(a, Go(self.choice.tree, self.choice.z))
+                self._send(a, Go(self.choice.tree, self.choice.z, self.choice.clusters))
             self._wait(lambda: len(self.results) == len(self.active), deadline, "solve")
             solve_s = time.monotonic() - t_start
         except BaseException as exc:
@@ -730,6 +732,21 @@ class Coordinator:
             return agent_peak_bytes(part, nbytes, total, self.spec.task == "mar") <= memory
 
         fitting = [z for j, z in enumerate(zs) if z is not None and fits(j)]
+        cuts = self._cut_choice(allowed or list(range(len(per_tree))), tree, fits(0), per_tree)
+        if cuts is not None:
+            tree, clusters, cut_why = cuts
+            return TreeChoice(
+                tree=tree,
+                z=None,
+                largest_entries=[s[0].largest for s in per_tree],
+                widths=widths,
+                predicted={None: per_tree[tree][0].largest},
+                predicted_agent=per_tree[tree][0].agent,
+                kinds=kinds,
+                why=cut_why,
+                clusters=clusters,
+                cuts=[self._cut_json(c) for c in clusters],
+            )
         if self.spec.algo == "auto":
             chosen = 0 if fits(0) else (zs.index(max(fitting)) if fitting else None)
         else:
@@ -748,6 +765,57 @@ class Coordinator:
             kinds=kinds,
             why=why,
         )
+
+    def _cut_choice(
+        self, allowed: list[int], dpop_tree: int, dpop_fits: bool, per_tree: list[list[Sizing]]
+    ) -> tuple[int, tuple[ClusterCut, ...], str] | None:
+        """MB-DPOP's tree and clusters (their cut variables named), or None where it does not
+        run: DPOP's tree fits every limit (``--width`` too: no cluster; plain DPOP then,
+        whatever was asked), or auto finds the predicted work beyond the time left. Refused in
+        one line where no cut is small enough."""
+        if self.spec.algo not in ("mbdpop", "auto") or self.spec.summing:
+            return None
+        clusters = [
+            tuple(c for r in self.roots[k] for c in self.reports[(k, r)].clusters)
+            for k in range(len(per_tree))
+        ]
+        if dpop_fits and not clusters[dpop_tree]:
+            return None
+        tree = min(
+            allowed,
+            key=lambda k: (cut_seconds(clusters[k]), per_tree[k][0].largest, k),
+        )
+        seconds = cut_seconds(clusters[tree])
+        left = self.timeout - (time.monotonic() - self.t0)
+        contexts = max((entries(c.domains) for c in clusters[tree]), default=0.0)
+        if self.spec.algo == "auto" and (seconds > left or contexts > MAX_CONTEXTS):
+            return None
+        if contexts > MAX_CONTEXTS:
+            raise TableTooLarge(
+                f"MB-DPOP's largest cut has {contexts:.4g} contexts (more than {MAX_CONTEXTS:.0e}) "
+                f"at the message limit of {self.spec.max_message_bytes / 2**20:g} MiB"
+                + (f" and width {self.spec.width}" if self.spec.width else "")
+                + "; raise the limits, or run --algo adpop for bounds"
+            )
+        var = self.layout.variable
+        named = tuple(
+            msgspec.structs.replace(c, names=tuple(var[a] for a in c.cut)) for c in clusters[tree]
+        )
+        why = (
+            f"MB-DPOP: DPOP's largest UTIL passes the limits; {len(named)} cluster(s), cuts of "
+            f"{', '.join(str(len(c.cut)) for c in named) or 'no'} variable(s), predicted "
+            f"{seconds:.3g} s"
+        )
+        return tree, named, why
+
+    def _cut_json(self, cluster: ClusterCut) -> dict[str, Any]:
+        return {
+            "root": self.layout.variable[cluster.root],
+            "members": len(cluster.members),
+            "cut": list(cluster.names),
+            "contexts": as_count(entries(cluster.domains)),
+            "chunk": cluster.chunk,
+        }
 
     def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
         who = self.name(sizing.agent) if sizing.agent is not None else "an agent"
@@ -795,7 +863,11 @@ class Coordinator:
         bound += sum(float(self.results[r].bound or 0.0) for r in roots)
         if problem.upper_bound is not None and bound >= problem.upper_bound:
             bound = math.inf
-        ran = self.spec.replace(algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
+        algo = (
+            "adpop" if self.choice.z is not None else "mbdpop" if self.choice.clusters else "dpop"
+        )
+        width = self.spec.width if algo == "mbdpop" else None
+        ran = self.spec.replace(algo=algo, z=self.choice.z, width=width)
         metrics, per_agent = self._metrics(ran, roots, wall_s, solve_s)
         return RunResult(
             problem=problem,
@@ -818,7 +890,8 @@ class Coordinator:
         return wire_metrics(
             problem=self.problem,
             layout=self.layout,
-            exact=ran.exact,
+            # MB-DPOP's UTILs are conditioned: only DPOP's sizes are the separators'
+            exact=ran.exact and ran.algo != "mbdpop",
             task=ran.task,
             roots=roots,
             trees=len(self.roots),

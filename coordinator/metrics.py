@@ -80,6 +80,7 @@ def wire_metrics(
             "pseudo_parents": [name[p] for p in r.pseudo_parents],
             "separator": list(sep),
             "util_bytes": r.metrics.util_bytes,
+            "largest_sent_bytes": r.metrics.largest_sent,
             "util_entries": r.metrics.util_entries,
             "util_tables": r.metrics.util_tables,
             "ipc_bytes": r.metrics.ipc_bytes,
@@ -121,6 +122,7 @@ def wire_metrics(
         "algorithm_messages": sum(count.get(k, 0) for k in ALGORITHM_TYPES),
         "algorithm_bytes": sum(size.get(k, 0) for k in ALGORITHM_TYPES),
         "largest_util_bytes": max(measured_util, default=0),
+        "largest_message_bytes": max((r.metrics.largest_sent for r in results.values()), default=0),
         "largest_util_entries": max((a["util_entries"] for a in per_agent.values()), default=0),
         # UTIL tables handed over on the GPU by CUDA IPC: in the UTIL sizes above, not in bytes
         "ipc_bytes": sum(r.metrics.ipc_bytes for r in results.values()),

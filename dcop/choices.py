@@ -27,6 +27,7 @@ class DistributedAlgo(str, Enum):
 
     dpop = "dpop"
     adpop = "adpop"
+    mbdpop = "mbdpop"
     auto = "auto"
 
 
@@ -87,6 +88,7 @@ class BatchAlgo(str, Enum):
     mbe = "mbe"
     dpop = "dpop"
     adpop = "adpop"
+    mbdpop = "mbdpop"
     auto = "auto"
 
 

@@ -15,6 +15,8 @@ Flow of one problem (A = agent, C = coordinator, N = neighbour)::
     root->C tree (a candidate's UTIL sizes)      C->A go (the tree and z chosen, or a refusal)
     A->parent offer (GPU agents of one GPU: an IPC buffer for the UTIL, opened ahead)
     A->parent util      A->children value (MAR: down)      A->C result
+    MB-DPOP, in a cluster: util chunks up, more (room for chunks) down; the root's replay down
+    (the best context), a last util up, then value
     C->A stop (one-shot agents exit) or done (serving agents wait for the next problem)
     A->C heartbeat and error at any time; a serving agent repeats its hello while idle
 """
@@ -246,6 +248,45 @@ def _sizes_as_floats(message: Any) -> None:
 Sizings = Annotated[tuple[Sizing, ...], Meta(max_length=MAX_Z_CHOICES)]
 
 
+class WideSep(Struct, frozen=True, array_like=True, gc=False):
+    """MB-DPOP: a wide agent's separator, carried up the DFS until its cluster's root (see
+    :class:`dcop.trees.cutset.Wide`)."""
+
+    agent: AgentId
+    depth: Count
+    domain: DomainSize
+    separator: IdScope
+    domains: Shape
+
+    def __post_init__(self) -> None:
+        if _arriving() and len(self.domains) != len(self.separator):
+            raise ValueError("a wide separator needs one domain size per variable")
+
+
+class ClusterCut(Struct, frozen=True, array_like=True, gc=False):
+    """MB-DPOP: one cluster's plan (:class:`dcop.trees.cutset.Cluster`), found by its root and
+    carried up to the coordinator, which adds the cut variables' ``names`` in its Go."""
+
+    root: AgentId
+    members: Ids
+    cut: IdScope
+    domains: Shape
+    chunk: Annotated[int, Meta(ge=1, le=MAX_DOMAIN)]
+    work: Size
+    names: Annotated[tuple[Name, ...], Meta(max_length=MAX_SCOPE)] = ()
+
+    def __post_init__(self) -> None:
+        if not _arriving():
+            return
+        if not self.cut or len(self.domains) != len(self.cut):
+            raise ValueError("a cluster cut needs variables, one domain size each")
+        if self.names and len(self.names) != len(self.cut):
+            raise ValueError("a cluster cut needs one name per cut variable")
+
+
+Clusters = Annotated[tuple[ClusterCut, ...], Meta(max_length=MAX_LIST)]
+
+
 def sizing_at(sizings: Sequence[Sizing], j: int) -> Sizing:
     """The sizing for choice index ``j`` (:func:`dcop.protocol.runspec.sizing_choices`) of a list
     that stops where it becomes DPOP's (index 0)."""
@@ -273,12 +314,14 @@ class AgentMetrics(Struct, frozen=True, gc=False):
     #: ``util_bytes`` and ``util_entries``, the message's size, but not in ``sent_bytes``)
     ipc_bytes: Big = 0
     ipc_tables: Annotated[int, Meta(ge=0, le=MAX_TABLES)] = 0
+    #: bytes of the largest message I sent (MB-DPOP's promise: none over the limit)
+    largest_sent: Big = 0
 
     def __post_init__(self) -> None:
         if not _arriving():
             return
         for counts in (self.sent_count, self.sent_bytes, self.recv_count, self.recv_bytes):
-            unknown = [k for k in counts if k not in MESSAGE_CLASSES]
+            unknown = [k for k in counts if k not in COUNTED_KINDS]
             if unknown:
                 raise ValueError(f"a count names unknown message type {unknown[0][:40]!r}")
 
@@ -409,6 +452,8 @@ _TOKEN_WIRE_NAMES = {
     "separator": "s",
     "width": "w",
     "sizings": "z",
+    "wide": "W",
+    "clusters": "C",
 }
 
 
@@ -425,7 +470,8 @@ class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES)
     carries the subtree's back edges to the receiver and above (``links``: descendant, ancestor),
     my separator, the subtree's largest separator and, per mini-bucket size the run may choose,
     the sizing of my UTIL message (the first, DPOP's, holds the subtree's largest and total UTIL
-    entries). No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
+    entries). A run that may choose MB-DPOP adds the subtree's open ``wide`` separators and the
+    ``clusters`` closed below (:mod:`dcop.trees.cutset`). No visited set: the token stays O(depth) (see :mod:`dcop.trees.dfs`),
     and fields at their defaults do not travel: a child's back fields, a back token's path and
     kind, and the clock, still 0 while trees are built (it counts compute, which starts with the
     UTILs): a 1000-agent tree's tokens carried more bytes than its UTILs."""
@@ -440,6 +486,8 @@ class Token(_Message, frozen=True, omit_defaults=True, rename=_TOKEN_WIRE_NAMES)
     separator: Ids = ()
     width: Count = 0
     sizings: Sizings = ()
+    wide: Annotated[tuple[WideSep, ...], Meta(max_length=MAX_LIST)] = ()
+    clusters: Clusters = ()
 
     def __post_init__(self) -> None:
         if self.clock == 0.0 and self.clock is not _NO_TIME:
@@ -453,24 +501,34 @@ class TreeReport(_Message, frozen=True, tag="tree"):
     tree: TreeIndex
     width: Count
     sizings: Sizings
+    #: MB-DPOP: the tree's clusters (empty where no UTIL needs a cut, or the run cannot cut)
+    clusters: Clusters = ()
 
 
 class Go(_Message, frozen=True):
     """Coordinator -> agents: run UTIL/VALUE on candidate tree ``tree``, with mini-buckets of
-    ``z`` variables (None: DPOP, exact)."""
+    ``z`` variables (None: DPOP, exact). MB-DPOP: ``clusters`` are the tree's cycle cuts, with
+    the cut variables' names (empty: no UTIL is conditioned)."""
 
     tree: TreeIndex
     z: Z | None
+    clusters: Clusters = ()
+
+    def __post_init__(self) -> None:
+        if _arriving() and any(not c.names for c in self.clusters):
+            raise ValueError("a go's cluster cut needs the cut variables' names")
 
 
 class Util(_Message, frozen=True, eq=False):
     """Child -> parent: the UTIL tables (one for DPOP, mini-bucket outputs for ADPOP). ``tables``
     travel as frames; ``shared`` ones stay on the GPU the parent shares and travel as CUDA IPC
-    handles (:class:`IpcTable`)."""
+    handles (:class:`IpcTable`). MB-DPOP: ``chunk`` >= 0 numbers one chunk of a cluster's
+    contexts (its tables' first axis counts them); -1 is a whole UTIL."""
 
     tables: Tables
     clock: Seconds
     shared: Annotated[tuple[IpcTable, ...], Meta(max_length=MAX_TABLES)]
+    chunk: Annotated[int, Meta(ge=-1, le=_BIG)] = -1
 
     def __post_init__(self) -> None:
         if not _arriving():
@@ -492,6 +550,23 @@ class Offer(_Message, frozen=True):
 
     handle: Handle
     nbytes: Annotated[int, Meta(ge=1, le=_BIG)]
+    clock: Seconds
+
+
+class More(_Message, frozen=True):
+    """MB-DPOP, parent -> a child of its cluster: send your chunks below ``upto`` (a chunk is
+    sent only when the parent has room for it, so a cluster's memory stays a few chunks)."""
+
+    upto: Annotated[int, Meta(ge=0, le=_BIG)]
+    clock: Seconds
+
+
+class Replay(_Message, frozen=True):
+    """MB-DPOP, down a cluster from its root: the best context (the cut variables' values) for
+    the root's separator values; each member computes its UTIL once more, conditioned on it, so
+    that VALUE can pick every member's value."""
+
+    values: Annotated[tuple[tuple[Name, DomainIndex], ...], Meta(max_length=MAX_SCOPE)]
     clock: Seconds
 
 
@@ -600,6 +675,8 @@ Message = (
     | Go
     | Offer
     | Util
+    | More
+    | Replay
     | Value
     | Down
     | Result
@@ -613,3 +690,6 @@ MESSAGE_CLASSES: dict[str, type[_Message]] = {
     str(cls.__struct_config__.tag): cls for cls in _Message.__subclasses__()
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
+#: What message counts are kept by: the types, and MB-DPOP's UTIL chunks apart from whole UTILs.
+CHUNK_KIND = "chunk"
+COUNTED_KINDS: frozenset[str] = frozenset((*MESSAGE_TYPES, CHUNK_KIND))

@@ -27,12 +27,14 @@ from dcop.protocol.constants import (
     SLOWEST_FRAME_BYTES_PER_S,
 )
 
-Algo = Literal["dpop", "adpop", "auto"]
+Algo = Literal["dpop", "adpop", "mbdpop", "auto"]
 Task = Literal["min", "pr", "mar"]
 #: What a run computes (:data:`dcop.choices.RUN_TASKS`; PR and MAR: sum-product UTILs in log space).
 TASKS: tuple[str, ...] = RUN_TASKS
-#: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), auto runs
-#: DPOP where its largest UTIL fits and else ADPOP with the largest z that fits.
+#: Distributed algorithms: DPOP is exact, ADPOP(z) sends mini-bucket UTILs (bounds), MB-DPOP is
+#: exact with every UTIL message within the limit (cycle cuts, :mod:`dcop.trees.cutset`), auto
+#: runs DPOP where its largest UTIL fits, else MB-DPOP where its predicted work fits the time,
+#: else ADPOP with the largest z that fits.
 ALGOS: tuple[str, ...] = tuple(a.value for a in DistributedAlgo)
 #: Largest z ``auto`` considers (beyond it ADPOP's tables outgrow any message limit).
 AUTO_Z_MAX = 24
@@ -106,6 +108,8 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     task
         ``min`` (minimise the cost), ``pr`` (``ln Z``: UTILs by log-sum-exp) or ``mar`` (``ln Z``
         and marginals: a downward pass after the UTILs). PR and MAR are exact: DPOP only.
+    width
+        MB-DPOP's largest UTIL in variables (``--width``; None: the message limit alone).
     """
 
     algo: Algo = "dpop"
@@ -116,6 +120,7 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     max_memory_bytes: int | None = None
     gpu_min_entries: int | None = None
     task: Task = "min"
+    width: int | None = None
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -141,6 +146,12 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
             type(self.max_memory_bytes) is not int or self.max_memory_bytes < MIN_MESSAGE_BYTES
         ):
             raise InputError("the memory limit must be a number of bytes of at least 4096")
+        if self.width is not None and (type(self.width) is not int or self.width < 1):
+            raise InputError("--width must be a whole number of variables >= 1")
+        if self.width is not None and self.algo not in ("mbdpop", "auto"):
+            raise InputError(
+                f"--width is MB-DPOP's limit: use it with --algo mbdpop or auto, not {self.algo}"
+            )
         if self.gpu_min_entries is not None and (
             type(self.gpu_min_entries) is not int or self.gpu_min_entries < 0
         ):
@@ -156,6 +167,7 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
         max_memory_bytes: int | None = None,
         gpu_min_entries: int | None = None,
         task: str = "min",
+        width: int | None = None,
     ) -> RunSpec:
         """The spec from command-line values (the message limit in MiB, at least one)."""
         return RunSpec(
@@ -167,6 +179,7 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
             max_memory_bytes,
             gpu_min_entries,
             task,  # type: ignore[arg-type]  # checked by RunSpec itself
+            width,
         )
 
     @property
@@ -177,12 +190,18 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     @property
     def exact(self) -> bool:
         """Whether the run proves an optimum (DPOP) or bounds it (ADPOP; auto decides later)."""
-        return self.algo == "dpop"
+        return self.algo in ("dpop", "mbdpop")
+
+    @property
+    def may_cut(self) -> bool:
+        """Whether the agents plan MB-DPOP's cycle cuts on their DFS (mbdpop, or auto on
+        minimisation)."""
+        return self.task == "min" and self.algo in ("mbdpop", "auto")
 
     def z_choices(self) -> tuple[int | None, ...]:
         """The mini-bucket sizes the agents size their UTILs for (None: DPOP): the one asked, or
         for ``auto`` DPOP and every z up to :data:`AUTO_Z_MAX`."""
-        if self.algo == "dpop":
+        if self.algo in ("dpop", "mbdpop"):
             return (None,)
         if self.algo == "adpop":
             return (self.z,)
@@ -198,7 +217,8 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
     @property
     def label(self) -> str:
         """``DPOP`` or ``ADPOP(z)``, for messages and summaries."""
-        label = self.algo.upper() + (f"({self.z})" if self.z is not None else "")
+        name = "MB-DPOP" if self.algo == "mbdpop" else self.algo.upper()
+        label = name + (f"({self.z})" if self.z is not None else "")
         return label + (f" {self.task.upper()}" if self.summing else "")
 
     def replace(self, **changes: Any) -> RunSpec:
@@ -225,6 +245,8 @@ class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):
             args += ["--gpu-min-entries", str(self.gpu_min_entries)]
         if self.summing:
             args += ["--task", self.task]
+        if self.width is not None:
+            args += ["--width", str(self.width)]
         return args
 
 

@@ -45,6 +45,7 @@ from dcop.cli.options import (
     PeerTimeoutOption,
     QuietOption,
     TaskOption,
+    WidthOption,
     ZOption,
     check_z,
     parse_gpu,
@@ -69,6 +70,7 @@ MISMATCH_STOP_S = 5.0
 
 Algo = DistributedAlgoOption
 ZOpt = ZOption
+Width = WidthOption
 Timeout = Annotated[
     float,
     typer.Option(
@@ -160,6 +162,7 @@ def _spec(
     trees: int,
     max_memory: str | None,
     task: str = "min",
+    width: int | None = None,
 ) -> RunSpec:
     memory = parse_memory(max_memory)
     return RunSpec.from_options(
@@ -170,6 +173,7 @@ def _spec(
         trees,
         None if memory is None else int(memory),
         task=task,
+        width=width,
     )
 
 
@@ -297,6 +301,7 @@ def coordinator(
     ] = False,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
+    width: Width = None,
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
@@ -342,7 +347,14 @@ def coordinator(
 
         check_ordering("auto", order_time)
         spec = _spec(
-            algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(problem_file, task)
+            algo,
+            z,
+            max_message_mib,
+            peer_timeout,
+            trees,
+            max_memory,
+            _task(problem_file, task),
+            width,
         )
         read["problem"] = problem = _read(problem_file, evidence, timeout)
         table = load_peers(peers_file)  # here: a missing peers.json still gets its document
@@ -426,6 +438,7 @@ def run(
     file: DocumentInputFile,
     algo: Algo = DistributedAlgo.dpop,
     z: ZOpt = None,
+    width: Width = None,
     task: TaskOpt = None,
     evidence: Evidence = None,
     trees: Trees = DEFAULT_TREES,
@@ -468,8 +481,8 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z) or auto;
-    on a UAI model also --task pr or mar)."""
+    """Solve FILE with one agent process per variable on this machine (DPOP, ADPOP(z), MB-DPOP
+    or auto; on a UAI model also --task pr or mar)."""
     _logging(log_level)
     read: dict[str, Any] = {}  # the problem once read, the answer once had
 
@@ -478,7 +491,9 @@ def run(
         from dcop.coordinator.launch import run_local
 
         check_ordering("auto", order_time)
-        spec = _spec(algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task))
+        spec = _spec(
+            algo, z, max_message_mib, peer_timeout, trees, max_memory, _task(file, task), width
+        )
         check_placement(gpu_placement)
         if evidence is not None and agents_read_file:
             raise InputError(

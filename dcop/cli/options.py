@@ -88,8 +88,10 @@ DistributedAlgoOption = Annotated[
     DistributedAlgo,
     typer.Option(
         "--algo",
-        help="dpop (exact), adpop (bounds, needs --z) or auto (dpop where its UTILs fit, else "
-        "adpop with the largest z that fits).",
+        help="dpop (exact), adpop (bounds, needs --z), mbdpop (exact, every UTIL message within "
+        "--max-message-mib and --width: cycle cuts) or auto (dpop where its UTILs fit, else "
+        "mbdpop where its predicted work fits --timeout, else adpop with the largest z that "
+        "fits).",
     ),
 ]
 ZOption = Annotated[
@@ -98,6 +100,17 @@ ZOption = Annotated[
         "--z",
         min=1,
         help="Mini-bucket size of mbe, adpop and aobb's heuristic (variables per mini-bucket).",
+    ),
+]
+
+
+WidthOption = Annotated[
+    int | None,
+    typer.Option(
+        "--width",
+        min=1,
+        help="MB-DPOP's largest UTIL message in variables (FRODO's maxDim); the message limit "
+        "applies as well.",
     ),
 ]
 

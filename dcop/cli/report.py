@@ -51,7 +51,8 @@ def run_label(run: RunResult) -> str:
         return run.spec.label
     ran = run.ran
     task = f" {ran.task.upper()}" if ran.summing else ""
-    return f"AUTO{task} (chose {ran.algo.upper()}{'' if ran.z is None else f', z={ran.z}'})"
+    name = "MB-DPOP" if ran.algo == "mbdpop" else ran.algo.upper()
+    return f"AUTO{task} (chose {name}{'' if ran.z is None else f', z={ran.z}'})"
 
 
 def _answer(run: RunResult, result: dict[str, Any]) -> str | None:

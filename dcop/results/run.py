@@ -38,6 +38,10 @@ class TreeChoice:
     #: coordinator's elimination tree), and why the kept one ran
     kinds: list[str] = field(default_factory=list)
     why: str = ""
+    #: MB-DPOP: the clusters as Go sent them, and as the document shows them (root, members,
+    #: cut variables, contexts, chunk)
+    clusters: tuple[Any, ...] = ()
+    cuts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         chosen = self.predicted.get(self.z)
@@ -47,6 +51,7 @@ class TreeChoice:
             "why": self.why,
             "candidates_kind": self.kinds,
             "z": self.z,
+            "cuts": self.cuts,
             "candidates_largest_util_entries": [as_count(n) for n in self.largest_entries],
             "candidates_width": self.widths,
             "predicted_largest_util_entries": None if chosen is None else as_count(chosen),

@@ -201,20 +201,25 @@ def test_mar_shows_a_few_marginals_and_where_the_rest_are(
     assert "--solution" in run.stdout
 
 
-def test_distributed_auto_names_the_algorithm_and_z_it_chose() -> None:
-    """``--algo auto`` whose DPOP does not fit the message limit runs ADPOP(z): the summary says
-    which (it said ``AUTO on ...``), and so do the document's ``algo`` and ``z``; the summary's
-    tree count is the candidates', as the progress counts them (``trees 9/9`` beside ``1
-    tree(s)``)."""
+def test_distributed_auto_names_the_algorithm_and_z_it_chose(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--algo auto`` whose DPOP does not fit the message limit, nor MB-DPOP the time, runs
+    ADPOP(z): the summary says which (it said ``AUTO on ...``), and so do the document's ``algo``
+    and ``z``; the summary's tree count is the candidates', as the progress counts them (``trees
+    9/9`` beside ``1 tree(s)``). Where MB-DPOP's work fits, the summary names it."""
     from dcop.cli.live import _line
     from dcop.cli.report import summarize
     from dcop.coordinator.driver import Progress
     from dcop.protocol import RunSpec
+    from dcop.trees import cutset
     from tests.agents.conftest import run_in_process
 
     problem = random_network(12, 4, 0.6, 0.0, seed=4)
     dpop_bytes = int(run_in_process(problem)["run"].tree.predicted[None]) * 4
     spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096))
+    cut = run_in_process(problem, spec=spec)["run"]
+    assert cut.to_json()["algo"] == "mbdpop"
+    assert summarize(cut).head[0].startswith("[bold]AUTO (chose MB-DPOP)[/bold] on ")
+    monkeypatch.setattr(cutset, "CUT_ENTRIES_PER_S", 1e-6)  # every cut predicted far too long
     run = run_in_process(problem, spec=spec)["run"]
     doc = run.to_json()
     assert doc["algo"] == "adpop" and doc["z"] is not None and doc["spec"]["algo"] == "auto"

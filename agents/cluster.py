@@ -1,0 +1,129 @@
+"""One agent's part in MB-DPOP: its place in a cluster, the cut fields of its back token, and the
+state of the conditioned UTIL phase.
+
+On the DFS (:func:`cut_fields`), a wide agent puts its separator on its back token; the first
+non-wide agent above closes the cluster and plans its cut (:func:`dcop.trees.cutset.plan_cluster`);
+the plans ride up to the coordinator, which sends them back in Go with the cut variables' names.
+
+In a cluster (:class:`ClusterRole`) every member computes its UTIL chunk by chunk of contexts
+(:func:`dcop.conditioned.chunk_util`) and sends each chunk up; a parent grants room for
+:data:`WINDOW` chunks ahead (``more``), so a cluster holds a few chunks, never a whole UTIL. The
+root folds each chunk into its best UTIL per separator value (:class:`dcop.conditioned.Fold`) and
+sends that up as its UTIL. When the root knows its separator's values (VALUE, or it is the tree's
+root) it picks the best context and sends it down (``replay``); the members compute their UTIL
+once more, conditioned on it, and VALUE goes down as in DPOP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dcop.conditioned import CTX, Fold, contexts
+from dcop.errors import ProtocolError
+from dcop.protocol.messages import ClusterCut, WideSep
+from dcop.tables import Table
+from dcop.trees.cutset import CutLimit, Wide, is_wide, plan_cluster
+
+#: Chunks a cluster child may send ahead of its parent's use of them.
+WINDOW = 2
+
+
+def cut_fields(
+    me: int,
+    domain: int,
+    parent: int | None,
+    path: Sequence[int],
+    separator: Sequence[int],
+    domains: Mapping[int, int],
+    below_wide: Sequence[WideSep],
+    below_clusters: Sequence[ClusterCut],
+    limit: CutLimit,
+) -> tuple[tuple[WideSep, ...], tuple[ClusterCut, ...]]:
+    """My back token's open wide separators and closed clusters: mine added where I am wide (a
+    tree's root never is), or the cluster below closed where I am not."""
+    sep_domains = tuple(domains[a] for a in separator)
+    if parent is not None and is_wide(sep_domains, limit):
+        mine = WideSep(me, len(path), domain, tuple(separator), sep_domains)
+        return (mine, *below_wide), tuple(below_clusters)
+    if not below_wide:
+        return (), tuple(below_clusters)
+    members = [Wide(w.agent, w.depth, w.domain, w.separator, w.domains) for w in below_wide]
+    plan = plan_cluster(me, domain, path, separator, sep_domains, members, limit)
+    closed = ClusterCut(plan.root, plan.members, plan.cut, plan.domains, plan.chunk, plan.work)
+    return (), (*below_clusters, closed)
+
+
+@dataclass
+class ClusterRole:
+    """My part in one cluster: its root, or a member. ``members`` are my children in it (they
+    send chunks); my other children send one whole UTIL."""
+
+    cluster: ClusterCut
+    root: bool
+    members: frozenset[int]
+    #: the next chunk to compute, and (a member) the chunks my parent has room for
+    next: int = 0
+    upto: int = WINDOW
+    #: chunk -> child -> its tables for that chunk
+    received: dict[int, dict[int, list[Table]]] = field(default_factory=dict)
+    fold: Fold | None = None
+    #: the best context (cut variable -> value), once the root has chosen it
+    context: dict[str, int] | None = None
+    #: the last pass, conditioned on the best context, has begun (a member: its last UTIL; the
+    #: root: its bucket for VALUE)
+    last: bool = False
+
+    @staticmethod
+    def of(me: int, clusters: Sequence[ClusterCut], children: Sequence[int]) -> ClusterRole | None:
+        """My role in the Go's clusters (None: I am in none, and run DPOP's UTIL)."""
+        for c in clusters:
+            if c.root == me or me in c.members:
+                inside = frozenset(ch for ch in children if ch in set(c.members))
+                return ClusterRole(c, c.root == me, inside)
+        return None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.cluster.names
+
+    @property
+    def total(self) -> int:
+        return int(np.prod(self.cluster.domains, dtype=np.float64))
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.total // self.cluster.chunk)
+
+    def contexts_of(self, chunk: int) -> np.ndarray:
+        start = chunk * self.cluster.chunk
+        return contexts(self.cluster.domains, start, min(start + self.cluster.chunk, self.total))
+
+    def take(self, sender: int, chunk: int, tables: list[Table]) -> None:
+        """A member child's chunk."""
+        if sender not in self.members or not self.next <= chunk < self.chunks:
+            raise ProtocolError(f"a UTIL chunk {chunk} from {sender}, not one I wait for")
+        held = self.received.setdefault(chunk, {})
+        if sender in held:
+            raise ProtocolError(f"UTIL chunk {chunk} twice from {sender}")
+        held[sender] = tables
+
+    def check_chunk(self, chunk: int, tables: Sequence[Table]) -> None:
+        """A chunk's tables each have the contexts axis first, one entry per context."""
+        count = min(self.cluster.chunk, self.total - chunk * self.cluster.chunk)
+        for t in tables:
+            if not t.scope or t.scope[0] != CTX or t.shape[0] != count:
+                raise ProtocolError(f"UTIL chunk {chunk} is not over its {count} contexts")
+
+    def ready(self) -> bool:
+        """Whether the next chunk can be computed: every member child's is in, and (a member)
+        my parent has room for it."""
+        if self.next >= self.chunks or (not self.root and self.next >= self.upto):
+            return False
+        return len(self.received.get(self.next, {})) == len(self.members)
+
+    def context_values(self, index: int) -> dict[str, int]:
+        row = contexts(self.cluster.domains, index, index + 1)[0]
+        return dict(zip(self.names, (int(x) for x in row), strict=True))

@@ -1,0 +1,163 @@
+"""MB-DPOP in process (agent threads, the real Coordinator): the same optimum as brute force and
+BE at limits that force cuts, no message over the limit, the agents' cut equal to the
+coordinator's simulation of the tree, a clear refusal where no cut is small enough, and auto's
+choice between DPOP, MB-DPOP and ADPOP."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcop.backends import get_backend
+from dcop.conditioned import CTX, Fold, chunk_util, chunk_util_loop, contexts
+from dcop.errors import TableTooLarge
+from dcop.generators import grid_network, random_network
+from dcop.inference import solve_be
+from dcop.protocol import RunSpec
+from dcop.tables import Table
+from dcop.trees.candidates import default_candidates
+from dcop.trees.cutset import CutLimit, TreeShape, clusters_of
+from dcop.trees.dfs import simulate
+from tests.agents.conftest import run_in_process
+from tests.conftest import brute_force, random_problem
+
+#: 4 KiB of overhead plus room for this many float64 entries: tiny limits that force cuts
+TINY = {n: 4096 + 8 * n for n in (1, 9, 27)}
+
+
+def _same(cost: float | None, best: float) -> bool:
+    if cost is None or not math.isfinite(best):
+        return cost is None and not math.isfinite(best)
+    return math.isclose(cost, best, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([(TINY[1], None), (TINY[9], 1), (1 << 20, 2)]))
+def test_mbdpop_equals_brute_force_at_limits_that_force_cuts(seed: int, limits) -> None:  # type: ignore[no-untyped-def]
+    max_bytes, width = limits
+    problem = random_problem(seed, n=7, n_tables=9)
+    spec = RunSpec("mbdpop", max_message_bytes=max_bytes, width=width, trees=1)
+    doc = run_in_process(problem, spec=spec, timeout=30)
+    assert _same(doc["cost"], brute_force(problem))
+    if doc["pseudo_tree"]["cuts"]:
+        assert doc["algo"] == "mbdpop"
+        assert doc["exact"] or doc["status"] == "infeasible"
+
+
+@pytest.mark.parametrize(
+    ("make", "max_bytes", "width"),
+    [
+        (lambda: random_network(12, 3, 0.5, 0.2, seed=3), TINY[9], None),
+        (lambda: random_network(12, 3, 0.5, 0.0, seed=4), 1 << 20, 1),
+        (lambda: grid_network(16, 3, 0.2, seed=5), TINY[27], None),
+    ],
+    ids=["random-tiny", "random-width1", "grid-tiny"],
+)
+def test_mbdpop_equals_be_with_chunks_and_no_message_over_the_limit(make, max_bytes, width) -> None:  # type: ignore[no-untyped-def]
+    problem = make()
+    spec = RunSpec("mbdpop", max_message_bytes=max_bytes, width=width, trees=1)
+    doc = run_in_process(problem, spec=spec, timeout=60)
+    assert _same(doc["cost"], solve_be(problem).cost)
+    cuts = doc["pseudo_tree"]["cuts"]
+    assert cuts and all(c["cut"] for c in cuts)
+    messages = doc["metrics"]["messages"]
+    assert messages["replay"] >= 1
+    if any(c["contexts"] > c["chunk"] * 2 for c in cuts):  # more chunks than the window
+        assert messages["more"] >= 1
+    assert 0 < doc["metrics"]["largest_message_bytes"] <= max_bytes
+    assert doc["metrics"]["messages"]["chunk"] >= len(cuts)
+
+
+def test_the_agents_cut_is_the_coordinators_simulation() -> None:
+    """The clusters the agents found on their back tokens are those the pure code finds on the
+    coordinator's own simulation of the same DFS."""
+    problem = random_network(14, 3, 0.45, 0.0, seed=8)
+    spec = RunSpec("mbdpop", width=2, trees=1)
+    doc = run_in_process(problem, spec=spec, timeout=60)
+    ran = doc["run"].tree.clusters
+    names = list(problem.variables)
+    neighbours = problem.neighbours()
+    ids = {v: i for i, v in enumerate(names)}
+    adjacency = {ids[v]: {ids[u] for u in neighbours[v]} for v in names}
+    sizes = problem.domain_sizes()
+    domains = {i: sizes[v] for i, v in enumerate(names)}
+    run = simulate(adjacency, dict(enumerate(names)), domains, default_candidates(1)[0])
+    shape = TreeShape(
+        {a: s.parent for a, s in run.states.items()},
+        {a: tuple(s.separator) for a, s in run.states.items()},
+        domains,
+    )
+    simulated = clusters_of(shape, CutLimit.from_bytes(spec.max_message_bytes, 2))
+    assert ran
+    key = sorted((c.root, sorted(c.members), c.cut, c.chunk) for c in ran)
+    assert key == sorted((c.root, sorted(c.members), c.cut, c.chunk) for c in simulated)
+
+
+def test_a_limit_too_small_for_any_cut_refuses_in_one_line() -> None:
+    problem = random_network(40, 10, 0.5, 0.0, seed=2)
+    spec = RunSpec("mbdpop", width=1, trees=1)
+    with pytest.raises(TableTooLarge) as info:
+        run_in_process(problem, spec=spec, timeout=60)
+    text = str(info.value)
+    assert "\n" not in text and "contexts" in text and "adpop" in text
+
+
+def test_auto_runs_dpop_where_it_fits_and_mbdpop_where_it_does_not() -> None:
+    problem = random_network(12, 3, 0.5, 0.2, seed=3)
+    fits = run_in_process(problem, spec=RunSpec("auto", trees=1), timeout=60)
+    assert fits["algo"] == "dpop" and not fits["pseudo_tree"]["cuts"]
+    cut = run_in_process(
+        problem, spec=RunSpec("auto", max_message_bytes=TINY[9], trees=1), timeout=60
+    )
+    assert cut["algo"] == "mbdpop" and cut["exact"]
+    assert "MB-DPOP" in cut["pseudo_tree"]["why"]
+    assert _same(cut["cost"], solve_be(problem).cost)
+
+
+def test_auto_falls_back_to_adpop_when_the_cut_would_take_too_long() -> None:
+    problem = random_network(40, 10, 0.5, 0.0, seed=2)
+    doc = run_in_process(
+        problem, spec=RunSpec("auto", max_message_bytes=1 << 20, trees=1), timeout=60
+    )
+    assert doc["algo"] == "adpop"
+
+
+# ---- the batched computation --------------------------------------------------------------------
+def _tables(seed: int) -> tuple[list[Table], dict[str, int]]:
+    rng = np.random.default_rng(seed)
+    sizes = {"x": 3, "a": 2, "b": 3, "c": 2, "e": 2}
+    scopes = [("x", "a", "b"), ("x", "c"), ("x", "e", "a"), ("b", "c"), ("a", "c")]
+    return [
+        Table(s, rng.integers(0, 9, size=tuple(sizes[v] for v in s)).astype(float)) for s in scopes
+    ], sizes
+
+
+@pytest.mark.parametrize("var", ["x", "a"], ids=["eliminated", "a-cut-variable"])
+def test_the_batched_chunk_equals_the_per_context_loop(var: str) -> None:
+    backend = get_backend("numpy")
+    tables, _ = _tables(0)
+    ctx = contexts((2, 2), 1, 4)
+    batched = chunk_util(backend, tables, var, ["a", "c"], ctx)
+    loop = chunk_util_loop(backend, tables, var, ["a", "c"], ctx)
+    assert batched.scope[0] == CTX and set(batched.scope) == set(loop.scope)
+    assert np.allclose(backend.transpose(batched, loop.scope).data, loop.data)
+
+
+def test_the_fold_keeps_the_best_context_per_separator_value() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.integers(0, 20, size=(12, 3)).astype(float)  # cut (a: 2, c: 2, g: 3), rest e
+    fold = Fold(["a", "e"], {"a": 2, "e": 3}, ["a", "c", "g"], [2, 2, 3])
+    for start in range(0, 12, 5):  # chunks that cut across the runs
+        fold.add(start, values[start : start + 5])
+    scope, best = fold.table()
+    assert scope == ("a", "e")
+    for a in range(2):
+        for e in range(3):
+            rows = values[a * 6 : a * 6 + 6, e]
+            assert best[a, e] == rows.min()
+            k = fold.best_context({"a": a, "e": e})
+            assert values[k, e] == rows.min() and k // 6 == a
