@@ -81,7 +81,7 @@ from dcop.sizes import as_count, entries, total
 from dcop.sumproduct import log_constant
 from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
-from dcop.trees.cutset import MAX_CONTEXTS, cut_seconds
+from dcop.trees.cutset import CUT_TIME_SLACK, MAX_CONTEXTS, cut_seconds
 
 log = logging.getLogger("dcop.coordinator")
 #: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill
@@ -790,6 +790,12 @@ class Coordinator:
         contexts = max((entries(c.domains) for c in clusters[tree]), default=0.0)
         if self.spec.algo == "auto" and (seconds > left or contexts > MAX_CONTEXTS):
             return None
+        if seconds > CUT_TIME_SLACK * left:
+            raise TableTooLarge(
+                f"MB-DPOP's cut would take about {seconds:.3g} s ({contexts:.4g} contexts in the "
+                f"largest cluster), over {CUT_TIME_SLACK:g}x the {left:.3g} s left of --timeout; "
+                "raise the limits or the timeout, or run --algo adpop for bounds"
+            )
         if contexts > MAX_CONTEXTS:
             raise TableTooLarge(
                 f"MB-DPOP's largest cut has {contexts:.4g} contexts (more than {MAX_CONTEXTS:.0e}) "

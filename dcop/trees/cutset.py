@@ -38,6 +38,9 @@ MAX_CONTEXTS = 1e12
 #: one core) and seconds per chunk and agent (a message each way and a job on the worker thread).
 CUT_ENTRIES_PER_S = 1e8
 CUT_CHUNK_S = 2e-3
+#: An asked MB-DPOP is refused when its predicted time passes the time left this many times
+#: over (the prediction errs long; a run that cannot end within --timeout is refused at once).
+CUT_TIME_SLACK = 10.0
 
 
 @dataclass(frozen=True)

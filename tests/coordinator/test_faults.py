@@ -421,3 +421,39 @@ def test_a_stopped_coordinator_is_named_as_such_not_agent_0(tmp_path: Path) -> N
         pytest.skip("the run finished before the stop came (a fast machine)")
     assert "the coordinator itself stood still" in doc["message"], doc["message"]
     assert "agent 0" not in doc["message"]
+
+
+def test_agent_killed_during_mbdpop_chunks_is_named() -> None:
+    """A cluster member killed as its first chunk of contexts starts is named, as in DPOP."""
+    from dcop.trees.candidates import default_candidates
+    from dcop.trees.cutset import CutLimit, TreeShape, clusters_of
+    from dcop.trees.dfs import simulate
+
+    problem = random_network(10, 3, 0.6, 0.0, seed=1)
+    spec = RunSpec("mbdpop", width=2, trees=1)
+    names = dict(enumerate(problem.variables))
+    ids = {v: i for i, v in names.items()}
+    neighbours = problem.neighbours()
+    domains = {i: problem.variables[v].size for i, v in names.items()}
+    run = simulate(
+        {ids[v]: {ids[u] for u in neighbours[v]} for v in names.values()},
+        names,
+        domains,
+        default_candidates(1)[0],
+    )
+    shape = TreeShape(
+        {a: s.parent for a, s in run.states.items()},
+        {a: tuple(s.separator) for a, s in run.states.items()},
+        domains,
+    )
+    (cluster, *_) = clusters_of(shape, CutLimit.from_bytes(spec.max_message_bytes, 2))
+    victim = cluster.members[-1]
+
+    def argv(i: int, cmd: list[str]) -> list[str]:
+        return [*cmd, "--fault", "crash-at-util"] if i == victim else cmd
+
+    seen: list[AgentProcesses] = []
+    with pytest.raises(RunError, match=rf"agent {victim} \(x{victim}\) exited with code -9"):
+        run_local(problem, spec, before_start=seen.append, timeout=30, agent_argv=argv)
+    for procs in seen:
+        assert all(p.poll() is not None for p in procs.procs.values())  # no orphans
