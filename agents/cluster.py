@@ -24,7 +24,6 @@ import numpy as np
 from dcop.conditioned import CTX, Fold, contexts
 from dcop.errors import ProtocolError
 from dcop.protocol.messages import ClusterCut, WideSep
-from dcop.tables import Table
 from dcop.trees.cutset import CutLimit, Wide, is_wide, plan_cluster
 
 #: Chunks a cluster child may send ahead of its parent's use of them.
@@ -67,8 +66,12 @@ class ClusterRole:
     #: the next chunk to compute, and (a member) the chunks my parent has room for
     next: int = 0
     upto: int = WINDOW
-    #: chunk -> child -> its tables for that chunk
-    received: dict[int, dict[int, list[Table]]] = field(default_factory=dict)
+    #: chunk -> child -> the parts of its UTIL for that chunk so far (part -> scope, rows), and
+    #: how many parts it sends
+    received: dict[int, dict[int, dict[int, tuple[tuple[str, ...], np.ndarray]]]] = field(
+        default_factory=dict
+    )
+    parts: dict[tuple[int, int], int] = field(default_factory=dict)
     fold: Fold | None = None
     #: the best context (cut variable -> value), once the root has chosen it
     context: dict[str, int] | None = None
@@ -101,28 +104,57 @@ class ClusterRole:
         start = chunk * self.cluster.chunk
         return contexts(self.cluster.domains, start, min(start + self.cluster.chunk, self.total))
 
-    def take(self, sender: int, chunk: int, tables: list[Table]) -> None:
-        """A member child's chunk."""
+    def count(self, chunk: int) -> int:
+        """Contexts in chunk ``chunk`` (the last may hold fewer)."""
+        return min(self.cluster.chunk, self.total - chunk * self.cluster.chunk)
+
+    def take(
+        self,
+        sender: int,
+        chunk: int,
+        part: int,
+        parts: int,
+        scope: tuple[str, ...],
+        rows: np.ndarray,
+    ) -> None:
+        """One part of a member child's UTIL for a chunk: a table over (CTX, ...) whose first
+        axis holds some of the chunk's contexts, in order."""
         if sender not in self.members or not self.next <= chunk < self.chunks:
             raise ProtocolError(f"a UTIL chunk {chunk} from {sender}, not one I wait for")
-        held = self.received.setdefault(chunk, {})
-        if sender in held:
-            raise ProtocolError(f"UTIL chunk {chunk} twice from {sender}")
-        held[sender] = tables
-
-    def check_chunk(self, chunk: int, tables: Sequence[Table]) -> None:
-        """A chunk's tables each have the contexts axis first, one entry per context."""
-        count = min(self.cluster.chunk, self.total - chunk * self.cluster.chunk)
-        for t in tables:
-            if not t.scope or t.scope[0] != CTX or t.shape[0] != count:
-                raise ProtocolError(f"UTIL chunk {chunk} is not over its {count} contexts")
+        if not scope or scope[0] != CTX or rows.ndim != len(scope):
+            raise ProtocolError(f"UTIL chunk {chunk} from {sender} is not over contexts")
+        held = self.received.setdefault(chunk, {}).setdefault(sender, {})
+        if self.parts.setdefault((chunk, sender), parts) != parts or part in held:
+            raise ProtocolError(f"UTIL chunk {chunk} part {part} from {sender} twice or torn")
+        if any(s != scope for s, _ in held.values()):
+            raise ProtocolError(f"UTIL chunk {chunk} from {sender} changes scope")
+        held[part] = (scope, rows)
+        if len(held) == parts and sum(len(r) for _, r in held.values()) != self.count(chunk):
+            raise ProtocolError(f"UTIL chunk {chunk} from {sender} is not over its contexts")
 
     def ready(self) -> bool:
-        """Whether the next chunk can be computed: every member child's is in, and (a member)
-        my parent has room for it."""
+        """Whether the next chunk can be computed: every member child's parts are in, and (a
+        member) my parent has room for it."""
         if self.next >= self.chunks or (not self.root and self.next >= self.upto):
             return False
-        return len(self.received.get(self.next, {})) == len(self.members)
+        held = self.received.get(self.next, {})
+        return len(held) == len(self.members) and all(
+            len(parts) == self.parts[(self.next, child)] for child, parts in held.items()
+        )
+
+    def chunk_rows(self, chunk: int) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """Each member child's UTIL for a complete chunk: its parts joined along the contexts."""
+        out = []
+        for child in sorted(self.members):
+            parts = self.received[chunk][child]
+            scope = parts[0][0]
+            out.append((scope, np.concatenate([parts[k][1] for k in sorted(parts)], axis=0)))
+        return out
+
+    def drop(self, chunk: int) -> None:
+        self.received.pop(chunk, None)
+        for child in self.members:
+            self.parts.pop((chunk, child), None)
 
     def context_values(self, index: int) -> dict[str, int]:
         row = contexts(self.cluster.domains, index, index + 1)[0]

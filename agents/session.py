@@ -88,7 +88,7 @@ from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
-from dcop.trees.cutset import CutLimit
+from dcop.trees.cutset import CutLimit, rows_per_message
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -484,7 +484,9 @@ class Session:
         self.spec = spec
         self.zs = sizing_choices(spec)
         if spec.may_cut:
-            self.cut_limit = CutLimit.from_bytes(spec.max_message_bytes, spec.width)
+            self.cut_limit = CutLimit.from_bytes(
+                spec.max_message_bytes, spec.width, spec.max_memory_bytes
+            )
         degrees = {n: len(h) for n, h in self.hoods.items()}
         hoods = {n: frozenset(h) for n, h in self.hoods.items()}
         dfs = default_candidates(spec.trees) if spec.trees else []  # 0: the given tree alone
@@ -977,6 +979,14 @@ class Session:
         largest = max(int(t.data.size) * int(t.data.dtype.itemsize) for t in self.bucket)
         return resident_bytes() + ENGINE_BYTES_PER_BYTE * max(joined, largest) <= limit
 
+    def _compile_s(self) -> float:
+        """Seconds my GPU backend has spent compiling kernels during the solve or waiting for
+        them (MB-DPOP's chunks are not prepared at Go: their first compiles land here)."""
+        if not capable(self.backend, Compiles):
+            return 0.0
+        times = self.backend.setup.as_dict()
+        return float(times.get("compile_wait_s", 0.0)) + float(times.get("solve_compile_s", 0.0))
+
     def _compile_wait_s(self) -> float:
         """Seconds my GPU backend has waited for kernels compiling in the background."""
         if not capable(self.backend, Compiles):
@@ -1016,13 +1026,10 @@ class Session:
     # ---- MB-DPOP's conditioned phase (see dcop.agents.cluster) --------------------------------
     def _on_chunk(self, sender: int, util: Util) -> None:
         role = self.role
-        if role is None or util.shared:
+        if role is None or util.shared or len(util.tables) != 1:
             raise ProtocolError(f"a UTIL chunk from {sender} outside a cluster")
-        tables = [
-            self.backend.table(t.scope, a, a.dtype) for t in util.tables for a in [t.to_array()]
-        ]
-        role.check_chunk(util.chunk, tables)
-        role.take(sender, util.chunk, tables)
+        (table,) = util.tables
+        role.take(sender, util.chunk, util.part, util.parts, table.scope, table.to_array())
 
     def _on_replay(self, sender: int, replay: Replay) -> Out:
         """The best context from my parent in the cluster: pass it down, then my last UTIL."""
@@ -1091,7 +1098,7 @@ class Session:
             self.util_hook()
         i = role.next
         plain = [t for c in tree.children if c not in role.members for t in self.utils[c]]
-        chunked = [t for tables in role.received.get(i, {}).values() for t in tables]
+        chunked = [self.backend.table(s, a, a.dtype) for s, a in role.chunk_rows(i)]
         tables = [*self._own_tables(), *plain, *chunked]
         self.job = self.worker.submit(lambda: self._chunk_compute(i, tables), self.wake)
 
@@ -1099,18 +1106,21 @@ class Session:
         """One chunk of my cluster's contexts (on the worker thread): my UTIL at each, batched."""
         assert self.role is not None
         t0 = time.perf_counter()
+        compiled = self._compile_s()
         util = chunk_util(self.backend, tables, self.var, self.role.names, self.role.contexts_of(i))
         scope = (CTX, *(v for v in util.scope if v != CTX))
         data = self.backend.to_numpy(self.backend.transpose(util, scope).data) + self.scalars
         self.backend.synchronize()
-        spent = time.perf_counter() - t0
+        # a kernel compiled for the chunks' shape (the first chunk's, the last's) is set-up, as
+        # DPOP's kernels compiled at Go are: not compute
+        spent = time.perf_counter() - t0 - (self._compile_s() - compiled)
         return lambda: self._chunk_done(i, scope, data, spent)
 
     def _chunk_done(self, i: int, scope: tuple[str, ...], data: np.ndarray, spent: float) -> Out:
         role, tree = self.role, self.tree
         assert role is not None and tree is not None
         self.charge(spent)
-        role.received.pop(i, None)
+        role.drop(i)
         role.next = i + 1
         out: Out = [
             (c, More(i + 1 + WINDOW, self.clock))
@@ -1118,9 +1128,15 @@ class Session:
             if i + WINDOW < role.chunks
         ]
         if not role.root:
-            assert tree.parent is not None
-            chunk = Util((WireTable.from_array(scope, data),), self.clock, (), chunk=i)
-            return [*out, (tree.parent, chunk), *self._progress()]
+            assert tree.parent is not None and self.cut_limit is not None
+            # the chunk's UTIL in as many messages as the limit needs, in context order
+            rows = rows_per_message(float(np.prod(data.shape[1:])), self.cut_limit)
+            parts = -(-len(data) // rows)
+            for k in range(parts):
+                part = WireTable.from_array(scope, data[k * rows : (k + 1) * rows])
+                util = Util((part,), self.clock, (), chunk=i, part=k, parts=parts)
+                out.append((tree.parent, util))
+            return out + self._progress()
         if role.fold is None:
             separator = set(tree.separator)
             first = [v for a, v in zip(role.cluster.cut, role.names, strict=True) if a in separator]

@@ -779,7 +779,8 @@ class Coordinator:
             tuple(c for r in self.roots[k] for c in self.reports[(k, r)].clusters)
             for k in range(len(per_tree))
         ]
-        if dpop_fits and not clusters[dpop_tree]:
+        # DPOP's own sizing (the run's dtype) decides the bytes; a --width needs no cluster
+        if dpop_fits and (self.spec.width is None or not clusters[dpop_tree]):
             return None
         tree = min(
             allowed,

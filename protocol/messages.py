@@ -523,18 +523,23 @@ class Util(_Message, frozen=True, eq=False):
     """Child -> parent: the UTIL tables (one for DPOP, mini-bucket outputs for ADPOP). ``tables``
     travel as frames; ``shared`` ones stay on the GPU the parent shares and travel as CUDA IPC
     handles (:class:`IpcTable`). MB-DPOP: ``chunk`` >= 0 numbers one chunk of a cluster's
-    contexts (its tables' first axis counts them); -1 is a whole UTIL."""
+    contexts (its table's first axis counts them), sent in ``parts`` messages within the limit
+    (this is part ``part``, in context order); -1 is a whole UTIL."""
 
     tables: Tables
     clock: Seconds
     shared: Annotated[tuple[IpcTable, ...], Meta(max_length=MAX_TABLES)]
     chunk: Annotated[int, Meta(ge=-1, le=_BIG)] = -1
+    part: Annotated[int, Meta(ge=0, le=MAX_DOMAIN)] = 0
+    parts: Annotated[int, Meta(ge=1, le=MAX_DOMAIN)] = 1
 
     def __post_init__(self) -> None:
         if not _arriving():
             return
         if len(self.tables) + len(self.shared) > MAX_TABLES:
             raise ValueError(f"a UTIL of more than {MAX_TABLES} tables")
+        if self.part >= self.parts:
+            raise ValueError("field 'part' must be below 'parts'")
 
     @property
     def entries(self) -> int:

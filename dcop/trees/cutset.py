@@ -10,8 +10,9 @@ non-wide agent, its root, with every wide agent reached from it through wide age
 agents whose UTILs it must take many times); its cut is a set of variables, picked greedily: the
 variable in the most separators still over the limit, then the largest domain, then the
 shallowest (it removes most entries from most messages). Every agent of the cluster then computes
-its UTIL once per assignment of the cut (a *context*), in chunks of ``chunk`` contexts whose
-message fits the limit; the root keeps the best per value of its own separator.
+its UTIL once per assignment of the cut (a *context*), in chunks of ``chunk`` contexts joined at
+once (one batched kernel on a GPU); a chunk's UTIL goes up in as many messages as the limit needs
+(:func:`rows_per_message`); the root keeps the best per value of its own separator.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from dcop.sizes import entries
 CUT_ITEMSIZE = 8
 #: Bytes a UTIL message takes beyond its tables (the coordinator's refusal uses the same).
 CUT_OVERHEAD_BYTES = 4096
-#: A chunk's batched join at most this many entries (an agent's working memory for one chunk).
+#: A chunk's batched join at most this many entries (an agent's working memory for one chunk:
+#: 128 MiB of float64; a join this large amortises a chunk's messages and Python on a CPU, and
+#: its transfers on a GPU).
 CHUNK_JOIN_ENTRIES = 1 << 24
 #: Contexts a chunk holds at most: a table axis on the wire (MAX_DOMAIN).
 CHUNK_MAX = 1 << 24
@@ -50,11 +53,20 @@ class CutLimit:
 
     entries: float
     width: int | None = None
+    #: entries a chunk's batched join may take (an agent's memory for one chunk)
+    join_entries: float = float(CHUNK_JOIN_ENTRIES)
 
     @staticmethod
-    def from_bytes(max_message_bytes: int, width: int | None = None) -> CutLimit:
+    def from_bytes(
+        max_message_bytes: int, width: int | None = None, max_memory_bytes: int | None = None
+    ) -> CutLimit:
+        """The limit of a run spec's message limit, ``--width`` and memory limit (a chunk's
+        join, its inputs and output take a few times its entries: a quarter of the memory)."""
         room = max(max_message_bytes - CUT_OVERHEAD_BYTES, CUT_ITEMSIZE)
-        return CutLimit(float(room // CUT_ITEMSIZE), width)
+        join = float(CHUNK_JOIN_ENTRIES)
+        if max_memory_bytes is not None:
+            join = max(1.0, min(join, max_memory_bytes / CUT_ITEMSIZE / 4))
+        return CutLimit(float(room // CUT_ITEMSIZE), width, join)
 
     def over(self, domains: Iterable[int]) -> bool:
         """Whether a table over variables of these domain sizes passes the limit."""
@@ -159,9 +171,8 @@ def plan_cluster(
     root_sep = [domain[a] for a in root_separator if a not in cut_set]
     root_join = entries(root_sep) * root_domain
     contexts = entries(domain[a] for a in cut)
-    by_message = limit.entries / max(slices, default=1.0)
-    by_join = CHUNK_JOIN_ENTRIES / max([*joins, root_join])
-    chunk = int(max(1.0, min(by_message, by_join, float(CHUNK_MAX), contexts)))
+    by_join = limit.join_entries / max([*joins, root_join])
+    chunk = int(max(1.0, min(by_join, float(CHUNK_MAX), contexts)))
     return Cluster(
         root,
         tuple(w.agent for w in wide),
@@ -232,6 +243,12 @@ def clusters_of(tree: TreeShape, limit: CutLimit) -> list[Cluster]:
                 )
             )
     return out
+
+
+def rows_per_message(slice_entries: float, limit: CutLimit) -> int:
+    """Contexts of a chunk's UTIL that one message carries within the limit (a member's slice,
+    its UTIL at one context, fits by the cut)."""
+    return max(1, int(limit.entries // max(slice_entries, 1.0)))
 
 
 class ClusterSize(Protocol):
