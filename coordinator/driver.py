@@ -17,7 +17,6 @@ the i-th agent (by id).
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import secrets
@@ -28,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from dcop.coordinator.elimination import EliminationTree, offer
-from dcop.coordinator.metrics import wire_metrics
-from dcop.coordinator.topology import (
-    Layout,
-    auto_tree_count,
-    check_wire_limits,
-    first_candidate_largest,
-    layout_for,
+from dcop.coordinator.choice import (
+    DFS_KIND,
+    ELIMINATION_KIND,
+    Limits,
+    choose,
 )
+from dcop.coordinator.metrics import wire_metrics
+from dcop.coordinator.plan import RunPlan
+from dcop.coordinator.topology import Layout
 from dcop.errors import (
     DcopError,
     ProblemMismatch,
@@ -59,7 +58,6 @@ from dcop.protocol import (
     Result,
     RunSpec,
     Setup,
-    Sizing,
     Start,
     Stop,
     Transport,
@@ -70,15 +68,13 @@ from dcop.protocol import (
 )
 from dcop.protocol.codec import message_bytes
 from dcop.protocol.digest import combine_digests, table_digest
-from dcop.protocol.messages import Neighbour, sizing_at
+from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
 from dcop.protocol.ratelog import RateLimitedLog
-from dcop.protocol.runspec import AUTO_TREES, sizing_choices
+from dcop.protocol.runspec import sizing_choices
 from dcop.results.partition import PartitionResult
 from dcop.results.run import RunResult, TreeChoice
-from dcop.sizes import total
 from dcop.sumproduct import log_constant
-from dcop.tables import choose_dtype
 from dcop.trees.candidates import default_candidates
 
 log = logging.getLogger("dcop.coordinator")
@@ -93,39 +89,6 @@ ERROR_TYPES: dict[str, type[DcopError]] = {
     "mismatch": ProblemMismatch,
     "timeout": RunTimeout,
 }
-#: A UTIL message's header and per-table framing, beside its entries (bytes; generous).
-UTIL_OVERHEAD_BYTES = 4096
-
-#: An agent process's own memory beside its tables (interpreter, NumPy, ZeroMQ; RSS counts the
-#: pages it shares with its template too), in the agents' memory plan.
-AGENT_BASE_BYTES = 64 << 20
-
-
-#: MAR's down pass (the bucket's beliefs, joined, and the messages to the children), in UTILs of
-#: the largest size, beside the up pass (measured: 230 MiB more than PR for a 64 MiB UTIL).
-MAR_DOWN_UTILS = 3
-
-
-def agent_peak_bytes(
-    part_bytes: float, largest_bytes: float, total_bytes: float, marginals: bool = False
-) -> float:
-    """An agent's planned peak: its base, its own tables (the received frame and its backend
-    copy), the UTIL it builds, and the children's UTILs it holds meanwhile (at most the whole
-    tree's, at most twice its own: issue 33 item 7 measured 2.07x the UTIL for a chain of
-    large UTILs); with ``marginals`` (MAR) also its down pass. ``--max-memory`` caps this for
-    every agent."""
-    held = min(max(0.0, total_bytes - largest_bytes), 2 * largest_bytes)
-    down = MAR_DOWN_UTILS * largest_bytes if marginals else 0.0
-    return AGENT_BASE_BYTES + 2 * part_bytes + largest_bytes + held + down
-
-
-#: How the run's pseudo-tree is chosen: ``auto`` offers the coordinator's elimination tree beside
-#: the agents' DFS candidates where it is narrower than the first DFS tree, and keeps the
-#: candidate with the smallest predicted UTILs; ``dfs`` builds the agents' DFS trees only (for
-#: deployments whose agents hold their own problem and link to their neighbours only);
-#: ``elimination`` runs the elimination tree alone (no DFS tree is built: no token walk).
-TREE_POLICIES = ("auto", "dfs", "elimination")
-
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
 
@@ -173,9 +136,14 @@ class Coordinator:
         origin: float | None = None,
         tree: str = "auto",
         order_time: float | None = None,
+        plan: RunPlan | None = None,
     ) -> None:
-        if tree not in TREE_POLICIES:
-            raise DcopError(f"unknown tree policy {tree!r}; use one of {', '.join(TREE_POLICIES)}")
+        #: the run as decided before it starts: layout, candidates, elimination tree, dtype
+        self.plan = (
+            plan
+            if plan is not None
+            else RunPlan(problem, peers, spec, tree=tree, order_time=order_time)
+        )
         self.problem = problem
         #: memory every agent of this run shares (they run on this host: ``dcop run``)
         self.host_memory = host_memory
@@ -184,35 +152,19 @@ class Coordinator:
         self.origin = origin
         self.peers = peers
         self.transport = transport
-        self.spec = spec if spec is not None else RunSpec()
         self.timeout = timeout
         self.hello_timeout = min(timeout, hello_timeout if hello_timeout is not None else timeout)
         self.heartbeat_s = heartbeat_s
         self.monitor = monitor
         self.before_start = before_start
         self.on_status = on_status
-        # float32 where integer totals stay exact: chosen once, here, for every agent's tables;
-        # sums of exponentials are never exact in float32 (PR/MAR run in float64)
-        self.dtype = np.dtype(np.float64 if self.spec.summing else choose_dtype(problem))
-        if self.spec.summing:
-            log_constant(problem)  # a model with a WCSP top has no Z: refused here
-        check_wire_limits(problem)
-        self.layout: Layout = layout_for(problem, peers)
+        self.dtype = self.plan.dtype
+        self.layout: Layout = self.plan.layout
         self.active = sorted(self.layout.variable)
-        first = None
-        if self.spec.trees == AUTO_TREES:
-            first = first_candidate_largest(problem, self.layout)
-            self.spec = self.spec.replace(trees=auto_tree_count(problem, self.layout, first))
-        self.tree_policy = tree
-        #: the elimination tree offered beside the DFS candidates (None: not offered), and why
-        self.elimination: EliminationTree | None
-        self.elimination, self.elimination_note = offer(
-            problem, self.layout, tree, first, order_time
-        )
-        if tree == "elimination" and self.elimination is not None:
-            # it runs the elimination tree: DFS trees would only be built, and each walk is
-            # 2(n - 1) tokens in turn (seconds at a thousand agents); the Start says none
-            self.spec = self.spec.replace(trees=0)
+        self.spec = self.plan.spec  # DFS candidates counted, the elimination tree offered
+        self.tree_policy = self.plan.tree_policy
+        self.elimination = self.plan.elimination
+        self.elimination_note = self.plan.elimination_note
         self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
         #: agents whose Setup went out
@@ -240,11 +192,10 @@ class Coordinator:
 
     def _links(self, agent: int) -> tuple[int, ...]:
         """The agents ``agent`` links to beyond its neighbours (the elimination tree's)."""
-        return self.elimination.links.get(agent, ()) if self.elimination is not None else ()
+        return self.plan.links(agent)
 
     def name(self, agent_id: int) -> str:
-        var = self.layout.variable.get(agent_id)
-        return f"agent {agent_id} ({var})" if var else f"agent {agent_id}"
+        return self.plan.name(agent_id)
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -337,57 +288,16 @@ class Coordinator:
             if item is not None:
                 self._on_frames(*item)
 
-    @functools.cached_property
+    @property
     def tables_of(self) -> dict[str, list[CostTable]]:
-        """Each variable's tables, in the problem's order (``Problem.tables_of`` reads every
-        table: asked for each agent, that was quadratic in n)."""
-        out: dict[str, list[CostTable]] = {v: [] for v in self.problem.variables}
-        for t in self.problem.tables:
-            for v in dict.fromkeys(t.scope):
-                out[v].append(t)
-        return out
+        return self.plan.tables_of
 
-    @functools.cached_property
+    @property
     def part_bytes(self) -> dict[int, int]:
-        """Each agent's own tables in the run's dtype (its Setup's frames), in bytes."""
-        sizes = self.problem.domain_sizes()
-        itemsize = self.dtype.itemsize
-        return {
-            a: sum(math.prod(sizes[v] for v in t.scope) for t in self.tables_of[var]) * itemsize
-            for a, var in self.layout.variable.items()
-        }
+        return self.plan.part_bytes
 
     def _check_parts(self) -> None:
-        """Refuse (too_large) before any table is sent a setup over the message limit, or an
-        agent whose own tables alone break --max-memory: each agent in a table's scope gets
-        its own copy, and a tiny file's one huge table once took 27 agents to 16.9 GiB."""
-        memory = self.spec.max_memory_bytes
-        if not self.part_bytes:
-            return
-        a, nbytes = max(self.part_bytes.items(), key=lambda kv: (kv[1], -kv[0]))
-        if nbytes > self.spec.max_message_bytes:  # its exact size is checked as it is sent
-            raise TableTooLarge(
-                f"{self.name(a)}'s own tables hold {nbytes / 2**20:.4g} MiB, more than the "
-                f"message limit of {self.spec.max_message_bytes / 2**20:g} MiB its setup must "
-                "fit in; refused before any table was sent"
-            )
-        if self.host_memory is not None:
-            # the tables only: the agents' base is mostly pages shared with their template
-            together = sum(2 * b for b in self.part_bytes.values())
-            if together > self.host_memory:
-                raise TableTooLarge(
-                    f"the agents' own tables (each agent in a table's scope gets its own copy) "
-                    f"need {together / 2**30:.4g} GiB together, more than the "
-                    f"{self.host_memory / 2**30:.4g} GiB this host has free; refused before "
-                    "any table was sent"
-                )
-        need = agent_peak_bytes(nbytes, 0, 0)
-        if memory is not None and need > memory:
-            raise TableTooLarge(
-                f"{self.name(a)}'s own tables hold {nbytes / 2**20:.4g} MiB: with its base and "
-                f"their copy it needs {need / 2**20:.4g} MiB > the memory limit of "
-                f"{memory / 2**20:g} MiB; refused before any table was sent"
-            )
+        self.plan.check_parts(self.host_memory)
 
     def _check_own_pause(self, gap_s: float) -> None:
         """The coordinator's own loop stood still for ``gap_s`` (SIGSTOP, a starved host): past
@@ -670,107 +580,23 @@ class Coordinator:
     # ---- choosing the tree and z --------------------------------------------------------------
     def _choose(self) -> TreeChoice:
         """The candidate tree with the smallest largest UTIL, and the z to run it with."""
-        zs = sizing_choices(self.spec)
-        main = zs.index(self.spec.z) if self.spec.algo == "adpop" else 0
-        per_tree = [
-            combine_sizings([self.reports[(k, r)].sizings for r in roots], len(zs))
+        dfs_count = self.spec.trees
+        kinds = [DFS_KIND] * dfs_count + [ELIMINATION_KIND] * (len(self.roots) - dfs_count)
+        reports = [
+            [(self.reports[(k, r)].width, self.reports[(k, r)].sizings) for r in roots]
             for k, roots in enumerate(self.roots)
         ]
-        widths = [
-            max(self.reports[(k, r)].width for r in roots) for k, roots in enumerate(self.roots)
-        ]
-        dfs_count = self.spec.trees
-        kinds = ["dfs"] * dfs_count + ["elimination"] * (len(self.roots) - dfs_count)
-        # --tree elimination runs the elimination tree (no DFS tree was built)
-        allowed = [
-            k
-            for k in range(len(per_tree))
-            if self.tree_policy != "elimination" or kinds[k] == "elimination"
-        ]
-        tree = min(
-            allowed or range(len(per_tree)),
-            key=lambda k: (per_tree[k][main].largest, per_tree[k][main].total, k),
+        choice, self.decision = choose(
+            self.spec,
+            reports,
+            kinds,
+            self.tree_policy,
+            self.elimination_note,
+            Limits.of(self.spec, self.dtype.itemsize, self.part_bytes),
+            self.name,
         )
-        best_dfs = min((per_tree[k][main].largest for k in range(dfs_count)), default=None)
-        if kinds[tree] == "elimination":
-            why = (
-                f"the elimination tree ({self.elimination_note}); its largest UTIL "
-                f"{per_tree[tree][main].largest:.4g} entries, "
-                + (
-                    f"the best DFS tree's {best_dfs:.4g}"
-                    if best_dfs is not None
-                    else "no DFS tree built"
-                )
-            )
-            if self.tree_policy == "elimination":
-                why = "--tree elimination: " + why
-        else:
-            why = (
-                f"DFS candidate {tree}: the smallest largest UTIL ({best_dfs:.4g} entries); the "
-                f"elimination tree was {self.elimination_note}"
-            )
-        sizings = per_tree[tree]
-        itemsize = self.dtype.itemsize
-        limit = self.spec.max_message_bytes
-        memory = self.spec.max_memory_bytes
-
-        def fits(j: int) -> bool:
-            nbytes = sizings[j].largest * itemsize
-            if nbytes + UTIL_OVERHEAD_BYTES > limit:
-                return False
-            if memory is None:
-                return True
-            who = sizings[j].agent
-            part = (
-                self.part_bytes.get(who, 0)
-                if who is not None
-                else max(self.part_bytes.values(), default=0)
-            )
-            total = sizings[j].total * itemsize
-            return agent_peak_bytes(part, nbytes, total, self.spec.task == "mar") <= memory
-
-        fitting = [z for j, z in enumerate(zs) if z is not None and fits(j)]
-        if self.spec.algo == "auto":
-            chosen = 0 if fits(0) else (zs.index(max(fitting)) if fitting else None)
-        else:
-            chosen = main if fits(main) else None
-        if chosen is None:
-            raise TableTooLarge(
-                self._refusal(sizings[main], zs[main], itemsize, max(fitting) if fitting else None)
-            )
-        return TreeChoice(
-            tree=tree,
-            z=zs[chosen],
-            largest_entries=[s[main].largest for s in per_tree],
-            widths=widths,
-            predicted={z: s.largest for z, s in zip(zs, sizings, strict=True)},
-            predicted_agent=sizings[chosen].agent,
-            kinds=kinds,
-            why=why,
-        )
-
-    def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
-        who = self.name(sizing.agent) if sizing.agent is not None else "an agent"
-        what = "DPOP" if z is None else f"ADPOP(z={z})"
-        limits = f"the message limit of {self.spec.max_message_bytes / 2**20:g} MiB"
-        if self.spec.max_memory_bytes is not None:
-            limits += f" or the memory limit of {self.spec.max_memory_bytes / 2**20:g} MiB"
-        way = (
-            f"the largest ADPOP z that fits is {fit} (--algo adpop --z {fit}, or --algo auto)"
-            if fit is not None
-            else "no ADPOP z fits either, not even z=1"
-        )
-        if self.spec.summing:
-            # PR/MAR have no mini-bucket fallback here: say where an exact answer may still be
-            way = (
-                f"--task {self.spec.task} runs exact DPOP only; `dcop solve --task "
-                f"{self.spec.task}` eliminates along the cheapest centralized order"
-            )
-        return (
-            f"{what}'s largest UTIL, from {who}, would hold {sizing.largest:.4g} entries "
-            f"({sizing.largest * itemsize / 2**20:.4g} MiB) > {limits}; {way}; refused before "
-            "any table was built"
-        )
+        log.info("coordinator: %s", self.decision.reason)
+        return choice
 
     # ---- the answer ---------------------------------------------------------------------------
     def _result(self, wall_s: float, solve_s: float) -> RunResult:
@@ -881,15 +707,3 @@ class Coordinator:
             times=times,
             partition=partition,
         )
-
-
-def combine_sizings(per_root: list[tuple[Sizing, ...]], count: int) -> list[Sizing]:
-    """A forest's sizings for all ``count`` choices from its components' (each list may stop
-    where it becomes DPOP's): per mini-bucket size, the largest UTIL over all components, and
-    the total."""
-    out = []
-    for j in range(count):
-        at = [sizing_at(s, j) for s in per_root]
-        best = max(at, key=lambda s: (s.largest, -(s.agent or 0)))
-        out.append(Sizing((), best.largest, best.agent, total(s.total for s in at)))
-    return out
