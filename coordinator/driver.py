@@ -18,101 +18,48 @@ the i-th agent (by id).
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import NoReturn
 
-import numpy as np
-
-from dcop.coordinator.choice import (
-    DFS_KIND,
-    ELIMINATION_KIND,
-    Limits,
-    choose,
-)
-from dcop.coordinator.metrics import wire_metrics
+from dcop.coordinator.answer import Gathered, run_result
 from dcop.coordinator.plan import RunPlan
-from dcop.coordinator.topology import Layout
-from dcop.errors import (
-    DcopError,
-    ProblemMismatch,
-    ProtocolError,
-    RunError,
-    RunTimeout,
-    TableTooLarge,
-)
-from dcop.model import CostTable, Problem
+from dcop.coordinator.session import CoordinatorSession, Out, PeerBlamed, Progress
+from dcop.errors import DcopError, ProtocolError, RunError, RunTimeout, TableTooLarge
+from dcop.model import Problem
 from dcop.protocol import (
     COORDINATOR_ID,
     HEARTBEAT_INTERVAL_S,
-    Done,
-    Error,
-    Go,
-    Heartbeat,
     Hello,
     Message,
-    Ready,
-    Result,
     RunSpec,
-    Setup,
-    Start,
-    Stop,
     Transport,
-    TreeReport,
-    WireTable,
     decode,
     encode,
 )
 from dcop.protocol.codec import message_bytes
-from dcop.protocol.digest import combine_digests, table_digest
-from dcop.protocol.messages import Neighbour
 from dcop.protocol.peers import Peers
 from dcop.protocol.ratelog import RateLimitedLog
-from dcop.protocol.runspec import sizing_choices
-from dcop.results.partition import PartitionResult
-from dcop.results.run import RunResult, TreeChoice
-from dcop.sumproduct import log_constant
-from dcop.trees.candidates import default_candidates
+from dcop.results.run import RunResult
 
 log = logging.getLogger("dcop.coordinator")
 #: Undecodable frames: one line per sender per few seconds, with a count (a flood must not fill
 #: the disk).
 _drops = RateLimitedLog(log)
 
-#: The exception an agent's Error message becomes, by its kind.
-ERROR_TYPES: dict[str, type[DcopError]] = {
-    "error": RunError,
-    "too_large": TableTooLarge,
-    "mismatch": ProblemMismatch,
-    "timeout": RunTimeout,
-}
 #: ``monitor()`` lists agents whose process has ended, as ``(id, exit code)``.
 Monitor = Callable[[], list[tuple[int, int]]]
 
-
-@dataclass
-class Progress:
-    """Where a problem stands, for the live display: phase, counts and bytes so far."""
-
-    phase: str = "hello"
-    elapsed_s: float = 0.0
-    agents: int = 0
-    hellos: int = 0
-    ready: int = 0
-    trees: int = 0
-    trees_expected: int = 0
-    utils: int = 0
-    utils_expected: int = 0
-    results: int = 0
-    sent_bytes: int = 0
-    phases: dict[str, int] = field(default_factory=dict)
+__all__ = ["Coordinator", "Monitor", "Progress"]
 
 
 class Coordinator:
-    """Drives one distributed DPOP/ADPOP problem over a Transport (ZMQ or in-process).
+    """Drives one distributed DPOP/ADPOP problem over a Transport (ZMQ or in-process): the
+    loop, the wire and liveness. What the problem's state is and what to send is the
+    :class:`~dcop.coordinator.session.CoordinatorSession`'s; the run's decisions before it
+    starts are its :class:`~dcop.coordinator.plan.RunPlan` (made here from ``problem``,
+    ``peers``, ``spec``, ``tree`` and ``order_time`` unless ``plan`` is given).
 
     ``hellos`` carries what earlier problems of the same agents already learnt (a serving
     cluster); ``on_status`` is called about once a heartbeat with a :class:`Progress`.
@@ -144,13 +91,14 @@ class Coordinator:
             if plan is not None
             else RunPlan(problem, peers, spec, tree=tree, order_time=order_time)
         )
-        self.problem = problem
+        self.session = CoordinatorSession(self.plan, hellos)
+        self.spec = self.session.spec
+        self.layout = self.plan.layout
         #: memory every agent of this run shares (they run on this host: ``dcop run``)
         self.host_memory = host_memory
         #: where ``timeout`` and ``times.total`` count from (monotonic): the command's start, so
         #: the agents' launch counts; None: when :meth:`run` is called
         self.origin = origin
-        self.peers = peers
         self.transport = transport
         self.timeout = timeout
         self.hello_timeout = min(timeout, hello_timeout if hello_timeout is not None else timeout)
@@ -158,41 +106,31 @@ class Coordinator:
         self.monitor = monitor
         self.before_start = before_start
         self.on_status = on_status
-        self.dtype = self.plan.dtype
-        self.layout: Layout = self.plan.layout
-        self.active = sorted(self.layout.variable)
-        self.spec = self.plan.spec  # DFS candidates counted, the elimination tree offered
-        self.tree_policy = self.plan.tree_policy
-        self.elimination = self.plan.elimination
-        self.elimination_note = self.plan.elimination_note
-        self.hellos: dict[int, Hello] = dict(hellos or {})
         self.number = 0
-        #: agents whose Setup went out
-        self.set_up: set[int] = set()
-        self.ready: set[int] = set()
-        self.roots: list[list[int]] = []
-        self.reports: dict[tuple[int, int], TreeReport] = {}
-        self.choice: TreeChoice | None = None
-        self.results: dict[int, Result] = {}
-        self.last_seen: dict[int, float] = {}
-        self.heartbeats: dict[int, Heartbeat] = {}
+        #: messages and bytes by type: [count, bytes]
         self.sent: dict[str, list[int]] = {}
         self.received: dict[str, list[int]] = {}
+        self.last_seen: dict[int, float] = {}
         self.phase = "hello"
         self.t0 = 0.0
+        self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         #: seconds from the origin until every agent had said hello (launched and listening)
         self.launch_s = 0.0
-        #: seconds from the origin to each agent's first hello (the launch, agent by agent)
-        self.hello_at: dict[int, float] = {}
         #: agents whose Start went out (they heartbeat from then on)
         self.started: set[int] = set()
         #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
         self.moved: tuple[int, ...] = ()
         self.moved_at = 0.0
 
-    def _links(self, agent: int) -> tuple[int, ...]:
-        """The agents ``agent`` links to beyond its neighbours (the elimination tree's)."""
-        return self.plan.links(agent)
+    @property
+    def hellos(self) -> dict[int, Hello]:
+        """Every agent's hello so far (where it listens)."""
+        return self.session.hellos
+
+    @property
+    def hello_at(self) -> dict[int, float]:
+        """Seconds from the origin to each agent's first hello (the launch, agent by agent)."""
+        return self.session.hello_at
 
     def name(self, agent_id: int) -> str:
         return self.plan.name(agent_id)
@@ -201,8 +139,8 @@ class Coordinator:
     def run(self) -> RunResult:
         """Run to the end; return the typed result. Raises a DcopError naming the agent on a
         fault (RunTimeout, TableTooLarge, ProblemMismatch, RunError)."""
+        session = self.session
         self.t0 = self.origin if self.origin is not None else time.monotonic()
-        self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         deadline = self.t0 + self.timeout
         try:
             # Setups go out during the hello phase: each agent's as soon as it and its
@@ -211,9 +149,9 @@ class Coordinator:
             # 31 random bits tell this problem from a serving agent's last one, in a msgpack
             # int of 5 bytes (62 bits took 9 in every message's header)
             self.number = secrets.randbits(31) + 1
-            self._check_parts()  # before any table is sent
-            self._send_setups(self.active)  # agents whose hellos came before this problem
-            self._wait(self._all_said_hello, self.t0 + self.hello_timeout, "hello")
+            self.plan.check_parts(self.host_memory)  # before any table is sent
+            self._send_all(session.setups())  # agents whose hellos came before this problem
+            self._wait(session.all_said_hello, self.t0 + self.hello_timeout, "hello")
             self.launch_s = time.monotonic() - self.t0
             # No wait for every agent's ready (its links up, its neighbours' degrees in): an
             # agent keeps its start until then itself. That round trip through the coordinator
@@ -222,51 +160,40 @@ class Coordinator:
             if self.before_start is not None:
                 self.before_start()
             t_start = time.monotonic()
-            self._start()
-            self._wait(self._trees_reported, deadline, "dfs")
-            self.choice = self._choose()
-            for a in self.active:
-                self._send(a, Go(self.choice.tree, self.choice.z))
-            self._wait(lambda: len(self.results) == len(self.active), deadline, "solve")
+            self._send_all(session.start())
+            now = time.monotonic()
+            for a in session.active:
+                # an agent heartbeats once it has work: its silence counts from its start
+                self.last_seen[a] = max(self.last_seen.get(a, now), now)
+                self.started.add(a)
+            self._wait(session.trees_reported, deadline, "dfs")
+            self._send_all(session.go())
+            self._wait(session.solved, deadline, "solve")
             solve_s = time.monotonic() - t_start
         except BaseException as exc:
-            self._end(f"aborted: {exc}" if isinstance(exc, DcopError) else "aborted")
+            self._send_all(
+                session.end(f"aborted: {exc}" if isinstance(exc, DcopError) else "aborted")
+            )
             raise
-        self._end("done")
+        self._send_all(session.end("done"))
         return self._result(time.monotonic() - self.t0, solve_s)
 
-    def _end(self, reason: str) -> None:
-        """Stop one-shot agents, release serving ones (they wait for the next problem)."""
-        for a in self.active:
-            hello = self.hellos.get(a)
-            if hello is None:
-                continue
-            self._send(a, Done(reason[:200]) if hello.serving else Stop(reason[:200]))
-
-    def _start(self) -> None:
-        names = self.layout.variable
-        adjacency = self.layout.neighbours
-        dfs = default_candidates(self.spec.trees) if self.spec.trees else []
-        self.roots = [c.roots(adjacency, names) for c in dfs]
-        dfs_roots = list(self.roots)
-        if self.elimination is not None:  # candidate number spec.trees
-            self.roots.append(self.elimination.roots)
-        now = time.monotonic()
-        for a in self.active:
-            mine = tuple(k for k, roots in enumerate(dfs_roots) if a in roots)
-            given = self.elimination.given[a] if self.elimination is not None else None
-            self._send(a, Start(self.spec, mine, given))
-            # an agent heartbeats once it has work: its silence counts from its start
-            self.last_seen[a] = max(self.last_seen.get(a, now), now)
-            self.started.add(a)
-
-    def _all_said_hello(self) -> bool:
-        # asked after every message of the hello phase: the count first, so that the check
-        # over every agent runs only once it can succeed (at n = 1000 it was 1 s of CPU)
-        return len(self.hellos) >= len(self.active) and all(a in self.hellos for a in self.active)
-
-    def _trees_reported(self) -> bool:
-        return all((k, r) in self.reports for k, roots in enumerate(self.roots) for r in roots)
+    def _result(self, wall_s: float, solve_s: float) -> RunResult:
+        session = self.session
+        assert session.choice is not None and session.decision is not None
+        decision = session.decision
+        gathered = Gathered(
+            choice=session.choice,
+            ran=self.spec.replace(algo=decision.algo, z=decision.z),
+            roots=session.roots[session.choice.tree],
+            results=session.results,
+            hellos=session.hellos,
+            candidates=session.roots,
+            sent=self.sent,
+            received=self.received,
+            times={"total": wall_s, "launch": self.launch_s, "solve": solve_s},
+        )
+        return run_result(self.plan, gathered)
 
     def _wait(self, done: Callable[[], bool], deadline: float, phase: str) -> None:
         self.phase = phase
@@ -283,22 +210,13 @@ class Coordinator:
             if now >= next_beat:
                 next_beat = now + self.heartbeat_s
                 self._check(now)
-                self._report_status(now)
+                if self.on_status is not None:
+                    self.on_status(self.session.progress(self.phase, now - self.t0))
             item = self.transport.recv(min(deadline, next_beat) - now)
             if item is not None:
                 self._on_frames(*item)
 
-    @property
-    def tables_of(self) -> dict[str, list[CostTable]]:
-        return self.plan.tables_of
-
-    @property
-    def part_bytes(self) -> dict[int, int]:
-        return self.plan.part_bytes
-
-    def _check_parts(self) -> None:
-        self.plan.check_parts(self.host_memory)
-
+    # ---- liveness -----------------------------------------------------------------------------
     def _check_own_pause(self, gap_s: float) -> None:
         """The coordinator's own loop stood still for ``gap_s`` (SIGSTOP, a starved host): past
         the peer timeout its agents have taken it for dead, and whatever it finds next (agents
@@ -315,28 +233,13 @@ class Coordinator:
                 self.last_seen[ident] += gap_s
 
     def _deadline_message(self, phase: str) -> str:
-        if phase == "hello":
-            late = [a for a in self.active if a not in self.hellos]
-            what = "did not say hello"
-        elif phase == "dfs" and any(a not in self.ready for a in self.active):
-            late = [a for a in self.active if a not in self.ready]
-            what = "did not get ready (links to neighbours not up, or their degrees not in)"
-        elif phase == "dfs":
-            late = sorted(
-                {
-                    r
-                    for k, roots in enumerate(self.roots)
-                    for r in roots
-                    if (k, r) not in self.reports
-                }
-            )
-            what = "did not report its candidate trees (the DFS did not finish)"
-        else:
-            late = [a for a in self.active if a not in self.results]
-            what = "sent no result"
-        names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
+        late, what = self.session.late(phase)
         limit = self.hello_timeout if phase == "hello" else self.timeout
-        return f"timed out after {limit:g} s: {names} {what}"
+        return f"timed out after {limit:g} s: {self._names(late)} {what}"
+
+    def _names(self, agents: list[int]) -> str:
+        """The first five of ``agents``, named."""
+        return ", ".join(self.name(a) for a in agents[:5]) + (" ..." if len(agents) > 5 else "")
 
     def _check(self, now: float) -> None:
         """Dead processes, lost links and silent agents end the problem, naming the agent."""
@@ -347,14 +250,14 @@ class Coordinator:
                 ident, code = dead[0]
                 raise RunError(f"{self.name(ident)} exited with code {code} during {self.phase}")
         for loss in self.transport.lost_peers():
-            if loss.peer in self.layout.variable and loss.peer not in self.results:
+            if loss.peer in self.layout.variable and loss.peer not in self.session.results:
                 self._blame(
                     loss.peer,
                     f"{self.name(loss.peer)} lost its link during {self.phase} ({loss.reason})",
                     own=True,
                 )
-        for ident in self.active:
-            if ident not in self.started or ident in self.results:
+        for ident in self.session.active:
+            if ident not in self.started or ident in self.session.results:
                 continue  # (an agent waiting for its start sends no heartbeats)
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
@@ -370,33 +273,21 @@ class Coordinator:
         a tree or a result, and none is computing) has stalled: every agent alive and waiting on
         a message that will never come (one was lost or refused). It ends the run naming what
         is still out, instead of waiting for the run's timeout."""
-        moved = (
-            len(self.ready),
-            len(self.reports),
-            len(self.results),
-            sum(b.sent_bytes for b in self.heartbeats.values()),
-        )
-        busy = any(b.busy for a, b in self.heartbeats.items() if a not in self.results)
-        if moved != self.moved or busy:
+        moved = self.session.moved()
+        if moved != self.moved or self.session.busy():
             self.moved, self.moved_at = moved, now
             return
         still = now - self.moved_at
         if still <= self.spec.peer_timeout:
             return
         if self.phase == "solve":
-            late = [a for a in self.active if a not in self.results]
-            names = ", ".join(self.name(a) for a in late[:5]) + (" ..." if len(late) > 5 else "")
+            late, _ = self.session.late("solve")
             raise RunError(
                 f"the solve stalled: nothing moved for {still:.1f} s (the peer timeout) with "
-                f"{len(late)} agent(s) without a result ({names}); a UTIL or VALUE was lost or "
-                "refused (see the agents' logs)"
+                f"{len(late)} agent(s) without a result ({self._names(late)}); a UTIL or VALUE "
+                "was lost or refused (see the agents' logs)"
             )
-        out = [
-            (k, r)
-            for k, roots in enumerate(self.roots)
-            for r in roots
-            if (k, r) not in self.reports
-        ]
+        out = self.session.unfinished_trees()
         trees = ", ".join(f"tree {k} from {self.name(r)}" for k, r in out[:5])
         raise RunError(
             f"the DFS stalled: nothing moved for {still:.1f} s (the peer timeout) with "
@@ -404,32 +295,7 @@ class Coordinator:
             "a token was lost or refused (see the agents' logs)"
         )
 
-    def _report_status(self, now: float) -> None:
-        if self.on_status is None:
-            return
-        phases: dict[str, int] = {}
-        for a in self.active:
-            beat = self.heartbeats.get(a)
-            label = "result" if a in self.results else (beat.phase if beat else self.phase)
-            phases[label] = phases.get(label, 0) + 1
-        self.on_status(
-            Progress(
-                phase=self.phase,
-                elapsed_s=now - self.t0,
-                agents=len(self.active),
-                hellos=sum(a in self.hellos for a in self.active),
-                ready=len(self.ready),
-                trees=len(self.reports),
-                trees_expected=sum(len(r) for r in self.roots),
-                utils=sum(1 for b in self.heartbeats.values() if b.util_sent),
-                utils_expected=len(self.active) - len(self.roots[0]) if self.roots else 0,
-                results=len(self.results),
-                sent_bytes=sum(b.sent_bytes for b in self.heartbeats.values()),
-                phases=phases,
-            )
-        )
-
-    def _blame(self, peer: int, report: str, own: bool = False) -> None:
+    def _blame(self, peer: int, report: str, own: bool = False) -> NoReturn:
         """A link to ``peer`` was lost (``own``: the coordinator's; else a neighbour's, whose
         report this is): name the cause at ``peer``'s end when it shows within half a second
         (its process exited, else its link to the coordinator dropped), else the report."""
@@ -462,7 +328,7 @@ class Coordinator:
                 return
             self._on_frames(*item)
 
-    # ---- frames -------------------------------------------------------------------------------
+    # ---- the wire -----------------------------------------------------------------------------
     def _on_frames(self, sender: int | None, frames: list[bytes | memoryview]) -> None:
         try:
             if sender is None:
@@ -480,89 +346,20 @@ class Coordinator:
         except ProtocolError as exc:
             _drops.warning((sender,), "coordinator: dropped a frame from %s: %s", sender, exc)
             return
-        self.last_seen[sender] = time.monotonic()
+        now = time.monotonic()
+        self.last_seen[sender] = now
         counts = self.received.setdefault(env.type, [0, 0])
         counts[0] += 1
         counts[1] += message_bytes(frames)
-        body = env.body
-        who = self.name(sender)
-        match body:
-            case Hello():
-                self._on_hello(sender, body)
-            case Ready():
-                self.ready.add(sender)
-            case TreeReport():
-                self._on_tree(sender, body)
-            case Result():
-                self.results[sender] = body
-            case Error():
-                if body.peer is not None:
-                    self._blame(body.peer, f"{who} reports: {body.reason}")
-                reason = (
-                    body.reason if body.reason.startswith("agent ") else f"{who}: {body.reason}"
-                )
-                raise ERROR_TYPES[body.kind](reason)
-            case Heartbeat():
-                self.heartbeats[sender] = body
-            case _:
-                log.warning("coordinator: unexpected %s from %s", env.type, who)
+        try:
+            out = self.session.on(sender, env.body, now - self.t0)
+        except PeerBlamed as blamed:
+            self._blame(blamed.peer, blamed.report)
+        self._send_all(out)
 
-    def _on_hello(self, sender: int, hello: Hello) -> None:
-        expected = self.layout.variable.get(sender)
-        if hello.variable and expected is not None and hello.variable != expected:
-            raise RunError(
-                f"{self.name(sender)} says its variable is {hello.variable!r}; the coordinator "
-                f"gives it {expected!r}"
-            )
-        if not hello.endpoint:
-            raise RunError(f"{self.name(sender)} did not say where it listens")
-        first = sender not in self.hellos
-        self.hellos[sender] = hello
-        if first:
-            self.hello_at[sender] = time.monotonic() - self.t0
-        if first and sender in self.layout.variable:
-            # the last of an agent and its neighbours to say hello sends that agent's Setup
-            relatives = {*self.layout.neighbours[sender], *self._links(sender)}
-            self._send_setups((sender, *sorted(relatives)))
-
-    def _send_setups(self, agents: Sequence[int]) -> None:
-        """Send its Setup to each of ``agents`` that has none yet and that, with each of its
-        neighbours and tree links, has said where it listens (the Setup names their endpoints)."""
-        for a in agents:
-            if a in self.set_up or a not in self.hellos:
-                continue
-            peers = (*self.layout.neighbours[a], *self._links(a))
-            if all(n in self.hellos for n in peers):
-                self.set_up.add(a)
-                self._send(a, self._setup(a))
-
-    def _on_tree(self, sender: int, report: TreeReport) -> None:
-        if not 0 <= report.tree < len(self.roots) or sender not in self.roots[report.tree]:
-            raise ProtocolError(f"a tree report from {sender}, which roots no such tree")
-        if not 1 <= len(report.sizings) <= len(sizing_choices(self.spec)):
-            raise ProtocolError(f"a tree report with {len(report.sizings)} sizings")
-        self.reports[(report.tree, sender)] = report
-
-    def _setup(self, agent: int) -> Setup:
-        variable = self.layout.variable[agent]
-        own = self.tables_of[variable]
-        domain = self.problem.variables[variable].size
-        # float64 for the digest, hashed chunk by chunk (a default-only table of 2^25 entries
-        # held whole in float64 took the coordinator to 2x --max-memory: issue 33), and the
-        # run's dtype for the wire, made and dropped here: never cached in the coordinator
-        digest = combine_digests(
-            variable, domain, [table_digest(t.scope, t.shape, t.dense_chunks()) for t in own]
-        )
-        tables = tuple(WireTable.from_array(t.scope, t.dense(self.dtype)) for t in own)
-        neighbours = tuple(
-            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
-            for n in sorted(self.layout.neighbours[agent])
-        )
-        links = tuple(
-            Neighbour(n, self.layout.variable[n], self.hellos[n].endpoint, self.hellos[n].ipc)
-            for n in self._links(agent)
-        )
-        return Setup(variable, domain, tables, digest, neighbours, links)
+    def _send_all(self, out: Out) -> None:
+        for peer, body in out:
+            self._send(peer, body)
 
     def _send(self, peer: int, body: Message) -> None:
         frames = encode(COORDINATOR_ID, peer, body, self.number)
@@ -576,134 +373,3 @@ class Coordinator:
         counts = self.sent.setdefault(body.TYPE, [0, 0])
         counts[0] += 1
         counts[1] += size
-
-    # ---- choosing the tree and z --------------------------------------------------------------
-    def _choose(self) -> TreeChoice:
-        """The candidate tree with the smallest largest UTIL, and the z to run it with."""
-        dfs_count = self.spec.trees
-        kinds = [DFS_KIND] * dfs_count + [ELIMINATION_KIND] * (len(self.roots) - dfs_count)
-        reports = [
-            [(self.reports[(k, r)].width, self.reports[(k, r)].sizings) for r in roots]
-            for k, roots in enumerate(self.roots)
-        ]
-        choice, self.decision = choose(
-            self.spec,
-            reports,
-            kinds,
-            self.tree_policy,
-            self.elimination_note,
-            Limits.of(self.spec, self.dtype.itemsize, self.part_bytes),
-            self.name,
-        )
-        log.info("coordinator: %s", self.decision.reason)
-        return choice
-
-    # ---- the answer ---------------------------------------------------------------------------
-    def _result(self, wall_s: float, solve_s: float) -> RunResult:
-        problem = self.problem
-        var = self.layout.variable
-        assert self.choice is not None
-        roots = self.roots[self.choice.tree]
-        if self.spec.summing:
-            return self._sum_result(wall_s, solve_s, roots)
-        assignment: dict[str, int] = {}
-        for i, r in self.results.items():
-            if r.value is None:
-                raise RunError(f"{self.name(i)} sent no value")
-            assignment[var[i]] = r.value
-        for name, value in assignment.items():
-            if value >= problem.variables[name].size:
-                raise RunError(f"agent for {name!r} chose value index {value}, out of its domain")
-        for name in problem.variables:
-            assignment.setdefault(name, 0)  # a variable no agent was given: none (n = 0)
-        cost = problem.evaluate(assignment)  # recomputed here, never trusted from the agents
-        bound = problem.constant + sum(float(t.costs) for t in problem.tables if not t.scope)
-        bound += sum(float(self.results[r].bound or 0.0) for r in roots)
-        if problem.upper_bound is not None and bound >= problem.upper_bound:
-            bound = math.inf
-        ran = self.spec.replace(algo="dpop" if self.choice.z is None else "adpop", z=self.choice.z)
-        metrics, per_agent = self._metrics(ran, roots, wall_s, solve_s)
-        return RunResult(
-            problem=problem,
-            spec=self.spec,
-            ran=ran,
-            tree=self.choice,
-            assignment=dict(sorted(assignment.items())),
-            internal_cost=cost,
-            bound=bound,
-            roots=tuple(var[r] for r in roots),
-            agents=per_agent,
-            metrics=metrics,
-            dtype=self.dtype.name,
-            times={"total": wall_s, "launch": self.launch_s, "solve": solve_s},
-        )
-
-    def _metrics(
-        self, ran: RunSpec, roots: list[int], wall_s: float, solve_s: float
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        return wire_metrics(
-            problem=self.problem,
-            layout=self.layout,
-            exact=ran.exact,
-            task=ran.task,
-            roots=roots,
-            trees=len(self.roots),
-            candidates_roots=sum(len(r) for r in self.roots),
-            results=self.results,
-            coordinator_sent=self.sent,
-            coordinator_received=self.received,
-            wall_s=wall_s,
-            solve_s=solve_s,
-            hellos=self.hellos,
-            elimination_tree=self.elimination is not None,
-        )
-
-    def _sum_result(self, wall_s: float, solve_s: float, roots: list[int]) -> RunResult:
-        """PR/MAR: ``ln Z`` is the roots' component ``ln Z`` plus the Problem's constant factor
-        (which no agent holds); MAR adds every agent's marginal."""
-        problem = self.problem
-        var = self.layout.variable
-        ln_z = log_constant(problem) + sum(float(self.results[r].bound or 0.0) for r in roots)
-        marginals: dict[str, np.ndarray] | None = None
-        if self.spec.task == "mar" and ln_z > -math.inf:
-            marginals = {}
-            for i, r in self.results.items():
-                size = problem.variables[var[i]].size
-                if r.marginal is None or len(r.marginal) != size:
-                    raise RunError(f"{self.name(i)} sent no marginal over its {size} values")
-                marginals[var[i]] = np.asarray(r.marginal)
-            for name, v in problem.variables.items():
-                marginals.setdefault(name, np.full(v.size, 1.0 / v.size))  # in no agent: n = 0
-        assert self.choice is not None
-        metrics, per_agent = self._metrics(self.spec, roots, wall_s, solve_s)
-        times = {"total": wall_s, "launch": self.launch_s, "solve": solve_s}
-        partition = PartitionResult(
-            problem=problem,
-            task=self.spec.task,
-            algo="dpop",
-            z=None,
-            ordering="pseudo-tree",
-            induced_width=metrics["theory"]["max_separator"],
-            largest_table=metrics["largest_util_entries"],
-            backend="agents",
-            dtype=self.dtype.name,
-            ln_lower=ln_z,
-            ln_upper=ln_z,
-            marginals=marginals,
-            times=times,
-        )
-        return RunResult(
-            problem=problem,
-            spec=self.spec,
-            ran=self.spec,
-            tree=self.choice,
-            assignment={},
-            internal_cost=-ln_z,
-            bound=-ln_z,
-            roots=tuple(var[r] for r in roots),
-            agents=per_agent,
-            metrics=metrics,
-            dtype=self.dtype.name,
-            times=times,
-            partition=partition,
-        )
