@@ -17,8 +17,8 @@ would), answers are the same: only the spread differs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from dcop.coordinator.plan import RunPlan
 from dcop.placement import (
     balanced_devices,
     check_placement,
@@ -28,6 +28,9 @@ from dcop.placement import (
     place,
 )
 from dcop.trees.dfs import choose_candidate, tree_separators
+
+if TYPE_CHECKING:
+    from dcop.coordinator.plan import RunPlan  # the plan asks this module for its devices
 
 
 def agent_devices(

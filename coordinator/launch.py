@@ -167,12 +167,10 @@ def run_local(
     cpu_at_start = time.process_time()
     # the run decided once: a problem the wire cannot carry, or a model without a partition
     # function, is refused here, before any agent; the trees are simulated when first asked
-    plan = RunPlan(problem, None, spec, tree=tree, order_time=order_time)
-    devices: dict[int, str] | None = None
-    if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
-        from dcop.coordinator.gpus import agent_gpu_values
-
-        devices = agent_gpu_values(plan, gpu, gpu_placement)
+    plan = RunPlan(
+        problem, None, spec, tree=tree, order_time=order_time, gpu=gpu, gpu_placement=gpu_placement
+    )
+    devices = plan.devices  # each agent its device, fixed at its start
     with contextlib.ExitStack() as stack:
         if workdir is None:
             runs = runs_folder()

@@ -3,7 +3,8 @@
 A plan holds the problem's layout on the agents, the run's table dtype, the first DFS candidates
 simulated in process with the agents' own code (each at most once: ``--trees`` auto, the
 elimination offer and ``--gpu`` placement all read the same runs), how many candidates the agents
-build, the elimination tree offered beside them, and each agent's own tables. Each part is
+build, the elimination tree offered beside them, each agent's own tables, and (``dcop run
+--gpu``) each agent's device. Each part is
 computed when first asked: ``dcop run`` makes its plan before it starts any agent (the problem's
 checks refuse bad input there, and a GPU placement needs the tree before an agent's device is
 fixed) but simulates and orders only when the coordinator asks, while the agents start.
@@ -60,7 +61,8 @@ class RunPlan:
     problem's order). ``spec`` is the run spec as asked; :attr:`spec` as the agents' Start
     carries it (the count of DFS candidates resolved). ``tree`` is the tree policy
     (:data:`TREE_POLICIES`), ``order_time`` the ordering engine's budget for the elimination tree
-    (None: its default).
+    (None: its default). ``gpu`` and ``gpu_placement`` say which CUDA devices the agents of a
+    local run use and how they are spread (:mod:`dcop.coordinator.gpus`; None: no GPU).
     """
 
     def __init__(
@@ -71,6 +73,8 @@ class RunPlan:
         *,
         tree: str = "auto",
         order_time: float | None = None,
+        gpu: int | str | None = None,
+        gpu_placement: str = "round-robin",
     ) -> None:
         if tree not in TREE_POLICIES:
             raise DcopError(f"unknown tree policy {tree!r}; use one of {', '.join(TREE_POLICIES)}")
@@ -78,6 +82,8 @@ class RunPlan:
         self.asked = spec if spec is not None else RunSpec()
         self.tree_policy = tree
         self.order_time = order_time
+        self.gpu = gpu
+        self.gpu_placement = gpu_placement
         # float32 where integer totals stay exact: chosen once, here, for every agent's tables;
         # sums of exponentials are never exact in float32 (PR/MAR run in float64)
         self.dtype = np.dtype(np.float64 if self.asked.summing else choose_dtype(problem))
@@ -149,6 +155,17 @@ class RunPlan:
         if self.tree_policy == "elimination" and self.elimination is not None:
             trees = 0
         return self.asked.replace(trees=trees) if trees != self.asked.trees else self.asked
+
+    @functools.cached_property
+    def devices(self) -> dict[int, str] | None:
+        """Each agent's ``--gpu`` value (None: the run uses no GPU). ``balanced`` and ``split``
+        placements read the candidate trees: asked before any agent starts, since an agent's
+        device is fixed at its start (CuPy is imported here only for ``all``)."""
+        if self.gpu is None:
+            return None
+        from dcop.coordinator.gpus import agent_gpu_values
+
+        return agent_gpu_values(self, self.gpu, self.gpu_placement)
 
     # ---- each agent's part --------------------------------------------------------------------
     @functools.cached_property

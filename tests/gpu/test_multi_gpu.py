@@ -485,6 +485,8 @@ def test_split_placement_gives_each_agent_its_device_and_every_device(
     assert {v for v in heavy.values() if "/" in v} and {v for v in heavy.values() if "/" not in v}
     assert agent_gpu_values(plain, "1", "split") == dict.fromkeys(range(6), "1")
     assert agent_gpu_values(plain, "0,1") == {k: str(k % 2) for k in range(6)}
+    assert RunPlan(problem, None, RunSpec(), gpu="0,1").devices == {k: str(k % 2) for k in range(6)}
+    assert plain.devices is None  # no --gpu: no device
 
 
 def test_agents_splitting_their_buckets_over_two_devices_find_the_cpu_answer(
