@@ -576,3 +576,28 @@ def test_partition_function_bounds_split_their_buckets(two_gpus: ModuleType) -> 
     bounds, expected = got.to_json()["bounds"], want.to_json()["bounds"]
     assert bounds["ln_lower"] == pytest.approx(expected["ln_lower"], rel=1e-9)
     assert bounds["ln_upper"] == pytest.approx(expected["ln_upper"], rel=1e-9)
+
+
+def test_a_local_run_simulates_each_candidate_tree_once(
+    two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--gpu balanced, --trees auto and the elimination offer read the same simulated trees:
+    each candidate is built once in the coordinator, not once per question."""
+    from dcop.coordinator import plan as plans
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    built: list[int] = []
+    real = plans.simulate
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("tree", 0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plans, "simulate", counting)
+    problem = random_network(30, 10, 0.3, 0.5, seed=1)  # UTILs past 65536 entries: 8 candidates
+    plan = plans.RunPlan(problem, None, RunSpec(), gpu="0,1", gpu_placement="balanced")
+    assert plan.devices is not None and set(plan.devices.values()) == {"0", "1"}
+    assert "first DFS tree" in plan.elimination_note  # the offer compared with candidate 0
+    assert plan.spec.trees == plan.tree_count == 8
+    assert built == list(range(8))
