@@ -23,13 +23,9 @@ potentials, UTILs eliminate by log-sum-exp, and a root's bound is its component'
 bucket summed without the child's UTIL) instead of VALUE, and each agent reports its marginal.
 Every message's clock advances mine (the simulated runtime is the critical path).
 
-A GPU agent whose parent shares its CUDA IPC domain (same host, namespaces and GPU; the Setup
-names each neighbour's) leaves its device UTIL tables on the GPU and sends their IPC handles
-(:class:`~dcop.protocol.IpcTable`); the parent copies them at once (:mod:`dcop.gpu.ipc`). The
-exported buffers live until the parent's VALUE or down message, or the end of the problem. A
-parent on another GPU of the host takes them the same way where its device can access the
-child's (a peer-to-peer copy), else the UTIL goes as bytes through pinned host memory; each
-UTIL's tables are counted by the path they took (:meth:`Session.handover_figures`).
+A GPU agent whose parent shares its CUDA IPC domain leaves its device UTIL tables on the GPU and
+sends their IPC handles; that bookkeeping (offers, mapped buffers, which table goes which way,
+counts by path) is the session's :class:`~dcop.agents.handover.Handover`.
 
 Messages that come early (a child's token or UTIL before my own start or go) wait in a queue.
 """
@@ -46,11 +42,11 @@ from typing import Any
 import numpy as np
 
 from dcop.agents.cluster import WINDOW, ClusterRole, cut_fields
+from dcop.agents.handover import IPC_ALIGN, Handover
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
 from dcop.backends.base import (
     Compiles,
-    IpcBuffer,
     IpcHandover,
     Placed,
     TableBackend,
@@ -83,7 +79,7 @@ from dcop.protocol import (
     WireTable,
 )
 from dcop.protocol.digest import part_digest
-from dcop.protocol.messages import ClusterCut, Dtype, More, Replay, WideSep, sizing_at
+from dcop.protocol.messages import ClusterCut, More, Replay, WideSep, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, domain_sizes
@@ -94,8 +90,6 @@ from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
 
 Out = list[tuple[int, Message]]
-#: Tables in an offered IPC buffer start at multiples of this (CUDA's allocation alignment).
-IPC_ALIGN = 256
 #: Bytes the contraction engine's bucket (:func:`eliminate_sum_bucket`) takes per byte of the
 #: bucket's largest table, input or joined (measured: 348 MiB for a 64 MiB one; the log-space
 #: join+eliminate took 71 MiB for its 32 MiB output).
@@ -232,22 +226,17 @@ class Session:
         self.util_hook = util_hook
         self.prepare = prepare
         self.ipc = ipc
-        #: the backend's CUDA IPC hand-over (a GPU agent's placed backend), None without one
-        self.handover: IpcHandover | None = backend if isinstance(backend, IpcHandover) else None
-        #: my UTIL tables exported by CUDA IPC, kept until the parent cannot need them: the
-        #: buffer offered to my parent ahead (:class:`~dcop.protocol.Offer`), and any others
-        self.mailbox: IpcBuffer | None = None
-        self.exported: list[IpcBuffer] = []
-        #: children's offered buffers I mapped: child -> (handle, pointer, bytes)
-        self.opened: dict[int, tuple[bytes, int, int]] = {}
-        #: pointers of mapped buffers whose tables I took, unmapped once my UTIL went out
-        self.taken: list[int] = []
+        #: UTILs handed between GPU agents by CUDA IPC (the backend's hand-over: a GPU agent's
+        #: placed backend; None without one: every table as bytes)
+        self.handover = Handover(
+            backend if isinstance(backend, IpcHandover) else None,
+            ipc,
+            part.ipc,
+            part.neighbours,
+            self.charge,
+        )
         #: my own tables, on the device since Go when my whole bucket will run there
         self.staged: list[Table] | None = None
-        #: how UTILs go between a neighbour and me: (neighbour, I read) -> path
-        self.paths: dict[tuple[int, bool], str] = {}
-        #: tables and bytes of my UTIL by the path they took to my parent
-        self.handed: dict[str, list[int]] = {}
         self.ids = {v: i for i, v in part.neighbours.items()} | {self.var: me}
         self.clock = 0.0
         # degree exchange
@@ -347,7 +336,7 @@ class Session:
                 ):
                     raise ProtocolError(f"VALUE from {sender}, which is not my waiting parent")
                 self.assignment = dict(message.values)
-                self.mailbox, self.exported = None, []  # the parent has used my UTIL
+                self.handover.parent_done()
             case Down():
                 if (
                     self.tree is None
@@ -356,7 +345,7 @@ class Session:
                     or self.down is not None
                 ):
                     raise ProtocolError(f"a down message from {sender}, not my waiting parent")
-                self.mailbox, self.exported = None, []
+                self.handover.parent_done()
                 (table,) = message.tables
                 array = table.to_array()
                 self.down = self.backend.table(table.scope, array, array.dtype)
@@ -383,7 +372,7 @@ class Session:
         """The UTIL computed: send it up (a root keeps the bound)."""
         assert self.tree is not None
         self.charge(spent)
-        self.exported = exported
+        self.handover.exported = exported
         if self.tree.parent is None:
             if wire or shared:
                 scope = (wire or shared)[0].scope
@@ -391,27 +380,11 @@ class Session:
             self.bound = scalar
             self.unmap_taken()  # before my VALUEs go out (a child may free its buffer then)
             return self._progress()
-        self._count_handover(wire, shared)
+        self.handover.count(self.tree.parent, wire, shared)
         if scalar != 0.0 or not (wire or shared):
             wire = (*wire, WireTable.from_array((), scalar))
         self.util_sent = True
         return [(self.tree.parent, Util(wire, self.clock, shared)), *self._progress()]
-
-    def _count_handover(self, wire: Sequence[WireTable], shared: Sequence[IpcTable]) -> None:
-        """Count my UTIL's tables by path: handles by my parent's path (``ipc`` or ``p2p``),
-        framed tables by ``host`` between GPU agents of one host (they went through host memory:
-        a download, the local socket, an upload) or ``net``."""
-        assert self.tree is not None
-        path = self._path(self.tree.parent, False)
-        for t in shared:
-            self._handed(path, t.nbytes)
-        for w in wire:
-            if w.scope:
-                self._handed("net" if path == "net" else "host", w.nbytes)
-
-    def _handed(self, path: str, nbytes: int) -> None:
-        tables, total = self.handed.get(path, [0, 0])
-        self.handed[path] = [tables + 1, total + nbytes]
 
     def charge(self, seconds: float) -> None:
         """Add compute time to the logical clock (the simulated runtime) and the metrics."""
@@ -744,120 +717,26 @@ class Session:
             self.charge(time.perf_counter() - t0)
         self.scalars += sum(float(t.to_array()) for t in util.tables if not t.scope)
         if util.shared:
-            self.utils[sender] += self._import_shared(sender, util.shared)
+            self.utils[sender] += self.handover.take(sender, util.shared)
 
     def _on_offer(self, sender: int, offer: Offer) -> None:
         """Map a child's offered UTIL buffer now, while its subtree still computes."""
-        from dcop.gpu.ipc import IpcUnavailable
-
         assert self.tree is not None
-        if sender not in self.tree.children or sender in self.opened or sender in self.utils:
+        if sender not in self.tree.children or sender in self.utils:
             raise ProtocolError(f"an offer from {sender}, which is not a waiting child")
-        if self.handover is None or not self._shares_gpu(sender, True):
-            raise ProtocolError(f"agent {sender} offered a CUDA IPC buffer; we share no GPU")
-        t0 = time.perf_counter()
-        try:
-            pointer = self.handover.open_ipc(
-                offer.handle, offer.nbytes, self.part.ipc.get(sender, "")
-            )
-        except IpcUnavailable as exc:
-            raise self._lost_handle(sender, exc) from None
-        self.opened[sender] = (offer.handle, pointer, offer.nbytes)
-        self.charge(time.perf_counter() - t0)
-
-    def _path(self, peer: int | None, reading: bool) -> str:
-        """How a UTIL goes between ``peer`` and me (``reading``: I am the parent): ``ipc`` (one
-        GPU), ``p2p`` (two GPUs of this host, the parent's able to read the child's), ``host``
-        (two GPUs of this host without) or ``net`` (:func:`dcop.gpu.ipc.handover_path`)."""
-        theirs = self.part.ipc.get(peer, "") if peer is not None else ""
-        if not self.ipc or peer is None or not theirs:
-            return "net"
-        key = (peer, reading)
-        path = self.paths.get(key)
-        if path is None:
-            if self.handover is not None:
-                path = self.handover.handover_path(self.ipc, theirs, reading)
-            else:
-                path = "ipc" if theirs == self.ipc else "net"
-            self.paths[key] = path
-        return path
-
-    def _shares_gpu(self, peer: int | None, reading: bool) -> bool:
-        """Whether ``peer``'s UTIL and mine go by a CUDA IPC handle: one GPU, or two with peer
-        access."""
-        return self._path(peer, reading) in ("ipc", "p2p")
+        self.handover.map_offer(sender, offer.handle, offer.nbytes)
 
     def handover_figures(self) -> dict[str, float]:
-        """My UTIL's tables and bytes by the path they took to my parent, for my metrics:
-        ``handover_<path>_tables`` and ``handover_<path>_bytes``."""
-        out: dict[str, float] = {}
-        for path, (tables, nbytes) in self.handed.items():
-            out[f"handover_{path}_tables"] = tables
-            out[f"handover_{path}_bytes"] = nbytes
-        return out
-
-    def _lost_handle(self, sender: int, exc: Exception) -> DcopError:
-        name = self.part.neighbours.get(sender, "?")
-        return DcopError(
-            f"the UTIL of agent {sender} ({name}) on the GPU: {exc}; did agent {sender} exit?"
-        )
-
-    def _import_shared(self, sender: int, shared: tuple[IpcTable, ...]) -> list[Table]:
-        """Copy a child's tables handed over by CUDA IPC onto my device (they stay there). The
-        tables of its offered buffer are copied and checked with one wait; the buffer stays
-        mapped until my own UTIL has gone out (:meth:`unmap_taken`), which takes the unmap
-        (0.1-0.2 ms on the H200) off the path to my parent. The child keeps its buffer until my
-        VALUE or down message reaches it, which comes later."""
-        from dcop.gpu.ipc import IpcUnavailable
-
-        handover = self.handover
-        if handover is None or not self._shares_gpu(sender, True):
-            raise ProtocolError(f"agent {sender} handed over a UTIL by CUDA IPC; we share no GPU")
-        peer = self.part.ipc.get(sender, "")
-        t0 = time.perf_counter()
-        mapped = self.opened.pop(sender, None)
-        handle, pointer, size = mapped if mapped is not None else (None, 0, 0)
-        if mapped is not None:
-            self.taken.append(pointer)
-        in_buffer = [t for t in shared if t.handle == handle]
-        for t in shared:
-            if t.handle == handle and t.offset + t.nbytes > size:
-                raise ProtocolError(f"agent {sender}'s table overruns its offered buffer")
-            if t.handle != handle and t.offset:
-                raise ProtocolError(f"agent {sender} names an offset in a buffer not offered")
-        placed = [(t.offset, t.shape, t.dtype) for t in in_buffer]
-        copies = iter(handover.read_ipc_tables(pointer, placed) if in_buffer else [])
-        out = []
-        for t in shared:
-            if t.handle == handle:
-                data = next(copies)
-            else:
-                try:
-                    data = handover.import_ipc(t.handle, t.shape, t.dtype, peer)
-                except IpcUnavailable as exc:
-                    raise self._lost_handle(sender, exc) from None
-            out.append(Table(t.scope, data))
-        self.charge(time.perf_counter() - t0)  # device copies, like an upload of bytes
-        return out
+        """My UTIL's tables and bytes by the path they took to my parent (:class:`Handover`)."""
+        return self.handover.figures()
 
     def unmap_taken(self) -> None:
-        """Unmap the children's buffers whose tables I took (my UTIL has gone out, or I am the
-        root and my VALUEs have not yet): still my work, so charged to my clock."""
-        if not self.taken or self.handover is None:
-            return
-        t0 = time.perf_counter()
-        for pointer in self.taken:
-            self.handover.close_ipc(pointer)
-        self.taken = []
-        self.charge(time.perf_counter() - t0)
+        """Unmap the children's buffers whose tables I took (:meth:`Handover.unmap_taken`)."""
+        self.handover.unmap_taken()
 
     def release(self) -> None:
         """The problem ends: unmap children's buffers I still hold, drop the ones I exported."""
-        if self.handover is not None:
-            for pointer in [*self.taken, *(p for _, p, _ in self.opened.values())]:
-                self.handover.close_ipc(pointer)
-        self.opened, self.taken = {}, []
-        self.mailbox, self.exported = None, []
+        self.handover.release()
 
     def _start_util(self) -> None:
         assert self.tree is not None and self.go is not None
@@ -926,35 +805,10 @@ class Session:
             out = eliminate_bucket(self.runner, self.bucket, self.var, op="logsumexp")
         else:
             out = eliminate_bucket(self.runner, self.bucket, self.var, z=z, op=self._op)
-        export = None if host else self._exporter()
         to_numpy = self.runner.to_numpy if host else self.backend.to_numpy
-        wire: list[WireTable] = []
-        shared: list[IpcTable] = []
-        exported: list[IpcBuffer] = []
-        offset = 0  # the next free byte of the offered buffer
-        for t in (*out.tables, *passing):
-            if not t.scope:
-                continue
-            exportable = export is not None and t.data.dtype in (np.float32, np.float64)
-            dtype: Dtype = "<f4" if t.data.dtype == np.float32 else "<f8"
-            size = int(t.data.size) * int(t.data.dtype.itemsize)
-            box = self.mailbox
-            if (
-                exportable
-                and box is not None
-                and self.handover is not None
-                and offset + size <= box.nbytes
-                and self.handover.export_ipc_into(box, offset, t.data, False)
-            ):
-                shared.append(IpcTable(t.scope, tuple(t.data.shape), dtype, box.handle, offset))
-                offset += -(-size // IPC_ALIGN) * IPC_ALIGN
-                continue
-            handed = export(t.data) if exportable and export is not None else None
-            if handed is None:
-                wire.append(WireTable.from_array(t.scope, to_numpy(t.data)))
-            else:
-                shared.append(IpcTable(t.scope, tuple(t.data.shape), dtype, handed.handle))
-                exported.append(handed)
+        wire, shared, exported = self.handover.pack(
+            (*out.tables, *passing), self.tree.parent if self.tree else None, not host, to_numpy
+        )
         scalar = self.scalars + out.scalar
         if self.summing and not self.bucket:
             scalar += math.log(self.part.domain)  # a variable in no table: Z counts its values
@@ -993,33 +847,17 @@ class Session:
             return 0.0
         return float(self.backend.setup.compile_wait_s)
 
-    def _exporter(self) -> Callable[[Any], IpcBuffer | None] | None:
-        """How my device UTIL tables go to my parent: by CUDA IPC when we share a GPU (the
-        exporter returns None for a host table), else None (every table as bytes)."""
-        assert self.tree is not None
-        if self.handover is None or not self._shares_gpu(self.tree.parent, False):
-            return None
-        return self.handover.export_ipc
-
     def _offer(self) -> Out:
         """A GPU agent whose parent shares its GPU offers it a buffer for the planned UTIL now,
         so that mapping it is off the path from my subtree's tables to my parent's bucket."""
         assert self.tree is not None and self.plan is not None
-        handover = self.handover
-        if (
-            handover is None
-            or not self._shares_gpu(self.tree.parent, False)
-            or not self.plan.entries
-        ):
+        if not self.plan.entries:
             return []
         itemsize = max((int(t.data.dtype.itemsize) for t in self.part.tables), default=8)
-        t0 = time.perf_counter()
         nbytes = int(self.plan.entries) * itemsize + IPC_ALIGN * len(self.plan.tables)
-        box = handover.offer_ipc(nbytes)
-        self.charge(time.perf_counter() - t0)
+        box = self.handover.offer(self.tree.parent, nbytes)
         if box is None:
             return []
-        self.mailbox = box
         assert self.tree.parent is not None
         return [(self.tree.parent, Offer(box.handle, box.nbytes, self.clock))]
 

@@ -5,7 +5,13 @@ here).
 
 * ``topology``   ``peers_for`` (one agent per variable, neighbours from the primal graph),
   ``layout_for`` (who runs which variable), ``check_peers``
-* ``driver``     ``Coordinator``: drives one problem over any Transport (ZMQ or in-process)
+* ``plan``       ``RunPlan``: what a run is, decided once before any agent hears of it (layout,
+  DFS candidates simulated once each, the elimination tree offered, each agent's part)
+* ``session``    ``CoordinatorSession``: one problem's state, messages in, messages out (sans-IO)
+* ``choice``     the tree and algorithm decision (pure: sizings and limits in, a ``Decision`` out)
+* ``answer``     the typed result from the agents' answers
+* ``driver``     ``Coordinator``: drives one problem over any Transport (ZMQ or in-process): the
+  loop, the wire and liveness
 * ``launch``     ``run_local(problem, spec)``: one agent process per variable on this machine
 * ``processes``  agent processes, forked from a pre-imported template
 * ``cluster``    serving agents between problems (``--shutdown``)
@@ -31,6 +37,7 @@ _EXPORTS = {
     "AgentProcesses": "dcop.coordinator.processes",
     "RunResult": "dcop.results.run",
     "Layout": "dcop.coordinator.topology",
+    "RunPlan": "dcop.coordinator.plan",
     "check_peers": "dcop.coordinator.topology",
     "layout_for": "dcop.coordinator.topology",
     "peers_for": "dcop.coordinator.topology",
@@ -44,6 +51,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from dcop.coordinator.driver import Coordinator
     from dcop.coordinator.launch import agent_command, free_ports, run_local, write_result
+    from dcop.coordinator.plan import RunPlan
     from dcop.coordinator.processes import AgentProcesses
     from dcop.coordinator.topology import (
         Layout,
@@ -69,6 +77,7 @@ __all__ = [
     "Coordinator",
     "Layout",
     "Peers",
+    "RunPlan",
     "RunResult",
     "agent_command",
     "check_peers",

@@ -17,7 +17,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from dcop.coordinator.topology import Layout, first_candidate_largest
+from dcop.coordinator.topology import Layout
+from dcop.errors import DcopError
 from dcop.model import Problem
 from dcop.orders import CostModel, best_order
 from dcop.protocol.messages import GivenTree
@@ -99,11 +100,12 @@ def offer(
 ) -> tuple[EliminationTree | None, str]:
     """The elimination tree the coordinator offers under ``policy`` (None: none) and a line
     saying why. ``auto`` offers it where its largest UTIL is smaller than the first DFS
-    candidate's (``first``; None: simulated here); ``elimination`` always; ``dfs`` never."""
+    candidate's (``first``, simulated by :class:`~dcop.coordinator.plan.RunPlan`; needed unless
+    the policy is ``dfs`` or there is one agent); ``elimination`` always; ``dfs`` never."""
     if policy == "dfs" or len(layout.variable) < 2:
         return None, "not offered (--tree dfs: the agents' DFS trees only)"
     if first is None:
-        first = first_candidate_largest(problem, layout)
+        raise DcopError("the elimination tree is offered against the first DFS tree's size")
     tree = elimination_tree(problem, layout, budget_s)
     if policy == "auto" and tree.largest >= first:
         return None, (

@@ -5,9 +5,10 @@ planned bucket is large enough to be split splits it over all the devices
 (:func:`agent_gpu_values`: ``D/LIST``; such an agent makes every device's context at its
 warm-up, before the solve). ``balanced``
 needs the pseudo-tree before any agent starts (an agent's CUDA context is made at its start):
-the coordinator builds the candidate trees in process with the agents' own DFS code
-(:func:`dcop.trees.dfs.simulate`; up to 8 candidates: 0.05 s at n = 20, 0.4 s at n = 100,
-2.5 s at n = 300 on a shared 2-core VM), keeps the one the run will keep, and places whole
+the run's plan builds the candidate trees in process with the agents' own DFS code
+(:meth:`dcop.coordinator.plan.RunPlan.candidates`, each once for the whole run; up to 8
+candidates: 0.05 s at n = 20, 0.4 s at n = 100, 2.5 s at n = 300 on a shared 2-core VM), keeps
+the one the run will keep, and places whole
 subtrees by their GPU work (:func:`dcop.placement.balanced_devices`). Should the run keep
 another tree (it chooses among the same candidates by the same rule, so only a changed spec
 would), answers are the same: only the spread differs.
@@ -16,8 +17,8 @@ would), answers are the same: only the spread differs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from dcop.model import Problem
 from dcop.placement import (
     balanced_devices,
     check_placement,
@@ -26,18 +27,19 @@ from dcop.placement import (
     gpu_min_entries,
     place,
 )
-from dcop.protocol import RunSpec
-from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES, AUTO_TREES, AUTO_TREES_MAX
+from dcop.trees.dfs import choose_candidate, tree_separators
+
+if TYPE_CHECKING:
+    from dcop.coordinator.plan import RunPlan  # the plan asks this module for its devices
 
 
 def agent_devices(
-    problem: Problem,
-    spec: RunSpec,
+    plan: RunPlan,
     gpu: int | str,
     placement: str = "round-robin",
     count: int | None = None,
 ) -> dict[int, int]:
-    """Each agent's CUDA device (agent ids are the problem's variable order). ``gpu`` is a
+    """Each agent's CUDA device (agent ids: ``plan``'s layout). ``gpu`` is a
     ``--gpu`` value (``0``, ``0,1``, ``all``); ``count`` the devices visible here (found with
     CuPy when ``all`` needs it)."""
     check_placement(placement)
@@ -48,14 +50,13 @@ def agent_devices(
         count = gpu_count()
     devices = gpu_devices(text, count)
     if placement in ("round-robin", "split") or len(devices) == 1:
-        return {k: device_for_agent(k, devices) for k in range(problem.n)}
-    parent, work = _planned_tree(problem, spec)
+        return {k: device_for_agent(k, devices) for k in sorted(plan.layout.variable)}
+    parent, work = _planned_tree(plan)
     return balanced_devices(parent, work, devices)
 
 
 def agent_gpu_values(
-    problem: Problem,
-    spec: RunSpec,
+    plan: RunPlan,
     gpu: int | str,
     placement: str = "round-robin",
     count: int | None = None,
@@ -65,11 +66,11 @@ def agent_gpu_values(
     ``D/LIST`` for an agent whose bucket (in the planned pseudo-tree) runs on a GPU and has at
     least ``split_min_entries`` joined entries (default: the split backend's threshold): the
     devices that bucket is split over."""
-    devices = agent_devices(problem, spec, gpu, placement, count)
+    devices = agent_devices(plan, gpu, placement, count)
     if placement != "split" or len(set(devices.values())) < 2:
         return {k: str(d) for k, d in devices.items()}
     every = ",".join(str(d) for d in sorted(set(devices.values())))
-    _, work = _planned_tree(problem, spec)
+    _, work = _planned_tree(plan)
     threshold = split_min_entries if split_min_entries is not None else _split_threshold()
     # only an agent whose bucket will be split gets the list: it makes the other devices'
     # contexts at its warm-up, before the solve, and the others never make them
@@ -85,31 +86,16 @@ def _split_threshold() -> int:
     return DEFAULT_SPLIT_MIN_ENTRIES
 
 
-def _planned_tree(
-    problem: Problem, spec: RunSpec
-) -> tuple[dict[int, int | None], dict[int, float]]:
+def _planned_tree(plan: RunPlan) -> tuple[dict[int, int | None], dict[int, float]]:
     """The pseudo-tree the agents will build and keep, and each agent's GPU work (joined
     entries of its DPOP bucket where that runs on a GPU, else 0)."""
-    from dcop.trees.candidates import default_candidates
-    from dcop.trees.dfs import build_candidates, simulate, tree_separators
-
-    names = list(problem.variables)
-    ident = {v: i for i, v in enumerate(names)}
-    adjacency = {
-        ident[v]: frozenset(ident[u] for u in us) for v, us in problem.neighbours().items()
-    }
-    sizes = problem.domain_sizes()
-    domains = {i: sizes[v] for i, v in enumerate(names)}
-    labels = dict(enumerate(names))
-    trees = spec.trees
-    if trees == AUTO_TREES:  # as the coordinator counts them (topology.auto_tree_count)
-        first = simulate(adjacency, labels, domains, default_candidates(1)[0])
-        trees = 1 if first.summary.largest <= AUTO_ONE_TREE_ENTRIES else AUTO_TREES_MAX
-    runs, chosen = build_candidates(adjacency, labels, domains, default_candidates(trees))
-    run = runs[chosen]
+    runs = plan.candidates(plan.tree_count)
+    run = runs[choose_candidate([r.summary for r in runs])]
     parent = run.parents()
     separators = tree_separators(parent, run.pseudo_parents())
-    threshold = gpu_min_entries(spec.gpu_min_entries)  # the agents' threshold
+    sizes = plan.problem.domain_sizes()
+    domains = {a: sizes[v] for a, v in plan.layout.variable.items()}
+    threshold = gpu_min_entries(plan.asked.gpu_min_entries)  # the agents' threshold
     work: dict[int, float] = {}
     for agent, separator in separators.items():
         joined = domains[agent] * math.prod(domains[u] for u in separator)

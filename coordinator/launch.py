@@ -27,8 +27,9 @@ from typing import Any
 
 from dcop.coordinator.driver import Coordinator, Progress
 from dcop.coordinator.keys import coordinator_curve
+from dcop.coordinator.plan import RunPlan
 from dcop.coordinator.processes import AGENT_MODULE, AgentProcesses, templates_for
-from dcop.coordinator.topology import check_wire_limits, peers_for
+from dcop.coordinator.topology import peers_for
 from dcop.errors import DcopError, InputError
 from dcop.model import Problem
 from dcop.protocol import RunSpec
@@ -154,25 +155,22 @@ def run_local(
     ``on_answer(result)`` gets the answer as soon as the coordinator has it, while the agents exit
     (its ``processes`` not yet filled in): ``dcop run`` prints its summary then. ``tree`` and
     ``order_time``: how the pseudo-tree is chosen and the ordering engine's budget
-    (:data:`dcop.coordinator.driver.TREE_POLICIES`).
+    (:data:`dcop.coordinator.choice.TREE_POLICIES`).
 
     Returns the typed result; raises a DcopError naming the agent on any fault. Every started
     process has exited when this returns or raises.
     """
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
-    from dcop.sumproduct import log_constant
 
     origin = started if started is not None else time.monotonic()
     spec = spec if spec is not None else RunSpec()
     cpu_at_start = time.process_time()
-    devices: dict[int, str] | None = None
-    if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
-        from dcop.coordinator.gpus import agent_gpu_values
-
-        devices = agent_gpu_values(problem, spec, gpu, gpu_placement)
-    if spec.summing:
-        log_constant(problem)  # a model without a partition function: refused before any agent
-    check_wire_limits(problem)  # a problem the wire cannot carry: refused before any agent
+    # the run decided once: a problem the wire cannot carry, or a model without a partition
+    # function, is refused here, before any agent; the trees are simulated when first asked
+    plan = RunPlan(
+        problem, None, spec, tree=tree, order_time=order_time, gpu=gpu, gpu_placement=gpu_placement
+    )
+    devices = plan.devices  # each agent its device, fixed at its start
     with contextlib.ExitStack() as stack:
         if workdir is None:
             runs = runs_folder()
@@ -240,8 +238,7 @@ def run_local(
             on_status=on_status,
             host_memory=free_memory(),
             origin=origin,
-            tree=tree,
-            order_time=order_time,
+            plan=plan,
         )
         try:
             result = coordinator.run()

@@ -244,36 +244,3 @@ def check_peers(problem: Problem, peers: Peers) -> None:
                 f"peers.json does not match the problem: agent {a.id} ({a.variable}) "
                 f"neighbours differ (extra {extra}, missing {lack})"
             )
-
-
-def auto_tree_count(problem: Problem, layout: Layout, first_largest: float | None = None) -> int:
-    """How many candidate pseudo-trees a spec with ``trees = AUTO_TREES`` builds: one where the
-    first candidate's largest UTIL (``first_largest``; None: :func:`first_candidate_largest`)
-    has at most ``AUTO_ONE_TREE_ENTRIES`` entries, else ``AUTO_TREES_MAX``.
-
-    The first candidate is built here in process by the agents' own DFS code (a few milliseconds
-    for hundreds of agents): the same tree the agents will build. A small one is solved in
-    milliseconds, less than one more DFS of n tokens costs (measured: 8 candidates add about
-    0.1 s to a 30-agent local run whose UTILs are all under 7000 entries).
-    """
-    from dcop.protocol.runspec import AUTO_ONE_TREE_ENTRIES, AUTO_TREES_MAX
-
-    if first_largest is None:
-        first_largest = first_candidate_largest(problem, layout)
-    return 1 if first_largest <= AUTO_ONE_TREE_ENTRIES else AUTO_TREES_MAX
-
-
-def first_candidate_largest(problem: Problem, layout: Layout) -> float:
-    """The largest predicted UTIL (entries) of the first candidate DFS tree, built here in
-    process by the agents' own DFS code: the same tree the agents will build first."""
-    from dcop.trees.candidates import default_candidates
-    from dcop.trees.dfs import simulate  # the DFS's pure state code; no transport involved
-
-    sizes = problem.domain_sizes()
-    first = simulate(
-        layout.neighbours,
-        layout.variable,
-        {a: sizes[v] for a, v in layout.variable.items()},
-        default_candidates(1)[0],
-    )
-    return first.summary.largest

@@ -29,15 +29,19 @@ packages and the rules name the same rooms:
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
 * ``dcop.cli`` (``dcop/cli/``): the roof: the command line (entry point ``dcop.cli.entry``),
-  the run summary, batch rows, ``make demo``; nothing below it imports the coordinator, the
-  agents or the deployments.
+  the solver registry (``solvers``: each algorithm name and the function that runs it), the
+  run summary, batch rows, ``make demo``; nothing below it imports the coordinator, the agents
+  or the deployments.
 * ``dcop.gpu`` (``gpu/``): the CuPy backend: CUDA kernels, plans, streams, chunking, CUDA IPC.
 * ``dcop.protocol`` (``protocol/``): the RunSpec, message types, codec, ZeroMQ transports, CURVE
   keys, peers.json; size limits and version. No algorithm.
 * ``dcop.agents`` (``agents/``): the agent process (one per variable): its loop and liveness
-  (``agent``), one problem's state (``session``), jobs, metrics.
-* ``dcop.coordinator`` (``coordinator/``): layouts, launching agents, one run (``driver``),
-  serving clusters, the wire metrics.
+  (``agent``), one problem's state (``session``: messages in, messages out), the CUDA IPC
+  hand-over of its UTILs (``handover``), jobs, metrics.
+* ``dcop.coordinator`` (``coordinator/``): layouts, launching agents, one run: what is decided
+  before it (``plan``: the ``RunPlan``), the problem's state (``session``: messages in, messages
+  out), the tree and algorithm choice (``choice``, pure), the answer (``answer``), the loop and
+  liveness (``driver``); serving clusters, the wire metrics.
 * ``dcop.deploy`` (``deploy/``): docker-compose, Swarm and multi-host deployments.
 
 Data enters through ``dcop.io.read_problem`` (or ``dcop.generators``), flows as a ``Problem`` into

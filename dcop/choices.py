@@ -14,7 +14,8 @@ from dcop.errors import DcopError, InputError
 
 
 class CentralAlgo(str, Enum):
-    """Centralized algorithms (``dcop solve``)."""
+    """Centralized algorithms (``dcop solve``, ``dcop batch``): the one spelling of their names;
+    what runs for each is :data:`dcop.cli.solvers.CENTRAL`."""
 
     be = "be"
     mbe = "mbe"
@@ -23,7 +24,9 @@ class CentralAlgo(str, Enum):
 
 
 class DistributedAlgo(str, Enum):
-    """Distributed algorithms (``dcop run``, ``dcop coordinator``, deployments)."""
+    """Distributed algorithms (``dcop run``, ``dcop coordinator``, deployments): the one spelling
+    of their names (the run spec's ``Algo`` literal repeats them for its type and is tested to
+    agree); what runs for each is :data:`dcop.cli.solvers.DISTRIBUTED`."""
 
     dpop = "dpop"
     adpop = "adpop"
@@ -78,18 +81,6 @@ def check_z(
         bound = f"of at least {MIN_Z}" if most is None else f"between {MIN_Z} and {most}"
         raise error(f"{who} needs a mini-bucket size --z {bound}, not {z}")
     return value
-
-
-class BatchAlgo(str, Enum):
-    """Algorithms of ``dcop batch`` (auto: BE when its largest table fits the memory limit,
-    else MBE with the largest z that fits)."""
-
-    be = "be"
-    mbe = "mbe"
-    dpop = "dpop"
-    adpop = "adpop"
-    mbdpop = "mbdpop"
-    auto = "auto"
 
 
 class OrderingName(str, Enum):

@@ -304,6 +304,7 @@ def protocol_seeds() -> dict[str, bytes]:
         WireTable,
         encode,
     )
+    from dcop.protocol.messages import ClusterCut, More, Replay, WideSep
 
     table = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0]]))
     small = WireTable.from_array(("x1",), np.arange(3, dtype=np.float32))
@@ -331,6 +332,21 @@ def protocol_seeds() -> dict[str, bytes]:
         ),
         "tree": TreeReport(0, 2, (Sizing((), 9, 1, 12),)),
         "go": Go(0, None),
+        "go_mbdpop": Go(0, None, (ClusterCut(2, (3, 4), (0, 2), (3, 2), 4, 18.0, ("x0", "x2")),)),
+        "token_wide": Token(
+            0,
+            "back",
+            separator=(0, 2),
+            width=2,
+            sizings=(Sizing(((0, 2),), 6, 3, 6),),
+            wide=(WideSep(3, 2, 3, (0, 2), (3, 2)),),
+            clusters=(ClusterCut(5, (6,), (1,), (4,), 4, 8.0),),
+        ),
+        "util_chunk": Util(
+            (WireTable.from_array(("\x00ctx", "x1"), np.zeros((2, 3))),), 1.0, (), 0, 1, 2
+        ),
+        "more": More(3, 1.5),
+        "replay": Replay((("x0", 2), ("x2", 1)), 1.75),
         "util": Util((table, scalar), 1.0, ()),
         "util_shared": Util((scalar,), 1.0, (IpcTable(("x1", "x3"), (4, 5), "<f4", handle, 256),)),
         "offer": Offer(handle, 1 << 20, 0.5),

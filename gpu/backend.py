@@ -112,6 +112,20 @@ class TransferStats:
     def add(self, key: str, dt: float) -> None:
         self.seconds[key] = self.seconds.get(key, 0.0) + dt
 
+    def metrics(self) -> dict[str, float]:
+        """The counts an agent's metrics carry: bytes moved each way and by CUDA IPC, and the
+        seconds of each IPC step (``<step>_s``)."""
+        out: dict[str, float] = {
+            "h2d_bytes": self.h2d_bytes,
+            "d2h_bytes": self.d2h_bytes,
+            "ipc_out_bytes": self.ipc_out_bytes,
+            "ipc_in_bytes": self.ipc_in_bytes,
+            "p2p_in_bytes": self.p2p_in_bytes,
+        }
+        for key in ("ipc_out", "ipc_open", "ipc_in", "ipc_in_alloc", "ipc_in_copy", "ipc_in_check"):
+            out[f"{key}_s"] = float(self.seconds.get(key, 0.0))
+        return out
+
 
 @dataclass
 class SetupStats:

@@ -13,7 +13,10 @@ can do is a small capability protocol of its own, and code asks for one with :fu
 * :class:`Placed`        each bucket on the CPU or the GPU by its size (``min_entries``), with a
   record of where each ran
 * :class:`Planned`       several devices: the memory plan models how the backend places tables
-* :class:`IpcHandover`   UTIL tables handed between agents' GPUs by CUDA IPC
+* :class:`IpcHandover`   UTIL tables handed between agents' GPUs by CUDA IPC; :class:`IpcDomain`
+  names who can open a device's handles
+* :class:`Counted`       a device's metrics: which GPU, what it moved; :class:`SplitsBuckets`
+  buckets split over several GPUs
 
 :class:`BackendInfo` is what a backend is, fixed when it is made.
 """
@@ -203,6 +206,44 @@ class IpcHandover(Protocol):
 
 
 # ---- capabilities -------------------------------------------------------------------------------
+@runtime_checkable
+class IpcDomain(Protocol):
+    """A device backend that names who can open its CUDA IPC handles (CuPy's backends)."""
+
+    @property
+    def ipc_domain(self) -> str:
+        """The IPC domain of this backend's device (:func:`dcop.gpu.ipc.ipc_domain`)."""
+        ...
+
+
+class TransferCounts(Protocol):
+    """What a device backend moved (:class:`dcop.gpu.backend.TransferStats`)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Bytes moved each way and by CUDA IPC, and the seconds of each IPC step."""
+        ...
+
+
+@runtime_checkable
+class Counted(Protocol):
+    """A device backend that counts its work for an agent's metrics: which GPU it is
+    (``device_id``) and what it moved (``transfers``)."""
+
+    device_id: int
+
+    @property
+    def transfers(self) -> TransferCounts: ...
+
+
+@runtime_checkable
+class SplitsBuckets(Protocol):
+    """A device backend that splits large buckets over several GPUs (several GPUs')."""
+
+    def split_metrics(self) -> dict[str, float]:
+        """How many buckets were split, and over how many devices."""
+        ...
+
+
 @runtime_checkable
 class DeviceArrays(Protocol):
     """Tables on a GPU (CuPy's backend, several GPUs' first device)."""

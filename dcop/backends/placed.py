@@ -14,7 +14,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dcop.backends.base import BackendInfo, BucketShape, TableBackend
+from dcop.backends.base import (
+    BackendInfo,
+    BucketShape,
+    Counted,
+    IpcDomain,
+    IpcHandover,
+    SplitsBuckets,
+    TableBackend,
+    capable,
+)
 from dcop.errors import ModelError
 from dcop.placement import Where, gpu_min_entries, place
 from dcop.tables import Op, Table, domain_sizes
@@ -41,7 +50,8 @@ class PlacedBackend(TableBackend):
     cpu
         The host backend (a :class:`dcop.backends.numpy.NumpyBackend`).
     gpu
-        The device backend (a :class:`dcop.gpu.CupyBackend`, or a stand-in with its methods).
+        The device backend (a :class:`dcop.gpu.CupyBackend`, several GPUs', or a stand-in with
+        the table surface); what it can do beyond that is asked by :func:`capable`.
     min_entries
         Joined entries from which a bucket runs on the GPU (default: :func:`gpu_min_entries`).
     """
@@ -50,6 +60,8 @@ class PlacedBackend(TableBackend):
     xp: Any = np
 
     def __init__(self, cpu: Any, gpu: Any, min_entries: int | None = None) -> None:
+        # ``Any``: the device backend's table calls are typed by TableBackend, which this class
+        # is; typing ``gpu`` so would hide CupyBackend's own methods (stage, IPC) from mypy
         self.cpu = cpu
         self.gpu = gpu
         self.min_entries = gpu_min_entries(min_entries)
@@ -61,8 +73,8 @@ class PlacedBackend(TableBackend):
         # queued, and synchronize does not touch CUDA (from an agent's fresh job thread it would)
         self._device_tables = False
         self.out_of_memory_errors: tuple[type[BaseException], ...] = (
-            *getattr(cpu, "out_of_memory_errors", (MemoryError,)),
-            *getattr(gpu, "out_of_memory_errors", ()),
+            *cpu.out_of_memory_errors,
+            *gpu.out_of_memory_errors,
         )
 
     # ---- where data lives --------------------------------------------------------------------
@@ -189,13 +201,12 @@ class PlacedBackend(TableBackend):
     @property
     def ipc_domain(self) -> str:
         """Who can open this backend's IPC handles (empty: nobody)."""
-        return str(getattr(self.gpu, "ipc_domain", ""))
+        return str(self.gpu.ipc_domain) if capable(self.gpu, IpcDomain) else ""
 
     def handover_path(self, mine: str, peer: str, reading: bool) -> str:
-        path = getattr(self.gpu, "handover_path", None)
-        if path is None:  # a device backend without peers: one GPU or none
+        if not capable(self.gpu, IpcHandover):  # a device backend without peers: one GPU or none
             return "ipc" if mine and mine == peer else "net"
-        return str(path(mine, peer, reading))
+        return str(self.gpu.handover_path(mine, peer, reading))
 
     def export_ipc(self, data: Any) -> Any:
         return None if self.on_host(data) else self.gpu.export_ipc(data)
@@ -247,29 +258,17 @@ class PlacedBackend(TableBackend):
     def placement_metrics(self) -> dict[str, float]:
         """Counts for an agent's metrics: buckets and joined entries per side, and the threshold."""
         out: dict[str, float] = {"gpu_min_entries": self.min_entries}
-        device = getattr(self.gpu, "device_id", None)
-        if device is not None:  # which GPU of the host this agent ran on
-            out["device"] = int(device)
-        split = getattr(self.gpu, "split_metrics", None)
-        if split is not None:  # an agent whose large buckets are split over several GPUs
-            out.update({k: float(v) for k, v in split().items()})
+        counted = capable(self.gpu, Counted)
+        if counted:  # which GPU of the host this agent ran on
+            out["device"] = int(self.gpu.device_id)
+        if capable(self.gpu, SplitsBuckets):  # an agent whose large buckets are split
+            out.update({k: float(v) for k, v in self.gpu.split_metrics().items()})
         for side in ("cpu", "gpu"):
             done = [p for p in self.placements if p.where == side]
             out[f"buckets_{side}"] = len(done)
             out[f"joined_{side}"] = sum(p.joined for p in done)
-        transfers = getattr(self.gpu, "transfers", None)
-        if transfers is not None:
-            for key in ("h2d_bytes", "d2h_bytes", "ipc_out_bytes", "ipc_in_bytes", "p2p_in_bytes"):
-                out[key] = int(getattr(transfers, key, 0))
-            for key in (
-                "ipc_out",
-                "ipc_open",
-                "ipc_in",
-                "ipc_in_alloc",
-                "ipc_in_copy",
-                "ipc_in_check",
-            ):
-                out[f"{key}_s"] = float(transfers.seconds.get(key, 0.0))
+        if counted:
+            out.update(self.gpu.transfers.metrics())
         return out
 
 

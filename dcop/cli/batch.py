@@ -33,6 +33,7 @@ from dcop.cli.common import (
     write_json,
 )
 from dcop.cli.options import JsonOption, OrderingOption, OrderTimeOption, QuietOption
+from dcop.cli.solvers import needs_z
 from dcop.errors import InputError
 from dcop.results import EXIT_CODES
 
@@ -173,7 +174,7 @@ def batch_command(
     check_ordering(ordering, order_time)
     algos = split_list(algo, "--algo") or ["auto"]
     zs = parse_zs(z)
-    if zs and not any(a in ("mbe", "adpop") for a in algos):
+    if zs and not any(needs_z(a) for a in algos):
         print(f"dcop: warning: --z is ignored by --algo {','.join(algos)}", file=sys.stderr)
     settings = BatchSettings(
         tuple(dict.fromkeys(algos)),

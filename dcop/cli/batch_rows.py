@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dcop.choices import check_z
+from dcop.cli.solvers import BATCH, CENTRAL, DISTRIBUTED, Request, needs_z
 from dcop.errors import DcopError, InputError, RunTimeout, TableTooLarge
 from dcop.inference.anytime import Options, base_plan, choose_by_memory
 from dcop.model import Problem
@@ -76,9 +77,8 @@ COLUMNS: tuple[str, ...] = (
 )
 #: Schema name of the ``dcop batch --json`` document.
 BATCH_SCHEMA = "dcop-batch/2"  # 2: the rows' documents are dcop-result/2
-CENTRAL = ("be", "mbe", "aobb", "auto")
-DISTRIBUTED = ("dpop", "adpop")
-ALGOS = CENTRAL + DISTRIBUTED
+#: The algorithms of a row (:data:`dcop.cli.solvers.BATCH`).
+ALGOS = BATCH
 #: Seconds of a row's timeout an anytime (auto) row keeps to send its bounds before the kill.
 ANSWER_MARGIN_S = 0.5
 
@@ -160,9 +160,9 @@ class BatchSettings:
         unknown = [a for a in self.algos if a not in ALGOS]
         if not self.algos or unknown:
             raise InputError(f"--algo: want some of {', '.join(ALGOS)}, not {unknown or 'none'}")
-        needs_z = [a for a in self.algos if a in ("mbe", "adpop")]
-        for z in self.zs or ((None,) if needs_z else ()):
-            check_z(z, f"--algo {needs_z[0] if needs_z else 'mbe'}")  # the one rule of a z
+        with_z = [a for a in self.algos if needs_z(a)]
+        for z in self.zs or ((None,) if with_z else ()):
+            check_z(z, f"--algo {with_z[0] if with_z else 'mbe'}")  # the one rule of a z
         if self.repeat < 1 or self.jobs < 1:
             raise InputError("--repeat and -j must be at least 1")
         if not self.timeout > 0:
@@ -173,7 +173,7 @@ class BatchSettings:
         out: list[Job] = []
         for path in files:
             for algo in self.algos:
-                for z in self.zs if algo in ("mbe", "adpop") else (None,):
+                for z in self.zs if needs_z(algo) else (None,):
                     out.extend(Job(path, algo, z, k) for k in range(self.repeat))
         return out
 
@@ -270,8 +270,6 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
     """
     deadline = time.monotonic() + settings.timeout  # the parent's clock starts as we do
     os.setpgid(0, 0)
-    from dcop.inference import solve
-    from dcop.inference.anytime import solve_auto
     from dcop.io import read_problem
 
     problem: Problem | None = None
@@ -279,16 +277,11 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
         problem = read_problem(job.path, limits=_read_limits(deadline, settings))
         # the order is chosen once per row, for auto's steps and the solve alike
         ordering = choose_order(problem, settings.ordering, settings.order_time)
-        limit = settings.max_memory
-        end = deadline - ANSWER_MARGIN_S
-        if job.algo == "auto":
-            result = solve_auto(problem, deadline=end, ordering=ordering, max_bytes=limit)
-        elif job.algo == "aobb":  # anytime: stops with its bounds before the row's kill
-            from dcop.search import solve_aobb
-
-            result = solve_aobb(problem, deadline=end, ordering=ordering, max_bytes=limit)
-        else:
-            result = solve(problem, job.algo, job.z, ordering, max_bytes=limit)
+        solver = CENTRAL[job.algo]
+        # an anytime solver stops with its bounds before the row's kill; the others are killed
+        end = deadline - ANSWER_MARGIN_S if solver.anytime else None
+        request = Request(job.z, end, ordering, max_bytes=settings.max_memory)
+        result = solver.run(problem, request)
         result.file = str(job.path)
         doc = result.to_json()
         code = EXIT_CODES[doc["status"]]
@@ -365,19 +358,18 @@ def run_distributed(job: Job, settings: BatchSettings) -> tuple[dict[str, Any], 
         The result document, the exit code ``dcop run`` would have returned, and the row's wall
         seconds.
     """
-    from dcop.coordinator import run_local
     from dcop.io import read_problem
-    from dcop.protocol import RunSpec
 
     start = time.perf_counter()
     problem: Problem | None = None
     answers: list[Any] = []  # the coordinator's answer, had before the agents exit
     deadline = time.monotonic() + settings.timeout
     try:
-        spec = RunSpec.from_options(job.algo, job.z)
+        solver = DISTRIBUTED[job.algo]
         # the coordinator reads the file: --max-memory bounds each agent, not the reader
         problem = read_problem(job.path, limits=_read_limits(deadline, settings, agents=True))
-        doc = run_local(problem, spec, timeout=settings.timeout, on_answer=answers.append).to_json()
+        request = Request(job.z, timeout=settings.timeout, on_answer=answers.append)
+        doc = solver.run(problem, request).to_json()
     except (DcopError, MemoryError) as exc:
         status = _status(exc)
         code = EXIT_BAD_INPUT if isinstance(exc, InputError) else EXIT_CODES[status]
@@ -551,7 +543,7 @@ def batch_document(settings: BatchSettings, rows: Sequence[Row]) -> dict[str, An
     documents (schema ``$defs/batch`` of ``dcop/schema/result.schema.json``)."""
     counts = Counter(row.document["status"] for row in rows)
     single = len(settings.algos) == 1
-    uses_z = any(a in ("mbe", "adpop") for a in settings.algos)
+    uses_z = any(needs_z(a) for a in settings.algos)
     return {
         "schema": BATCH_SCHEMA,
         "algo": settings.algos[0] if single else ",".join(settings.algos),

@@ -103,7 +103,7 @@ def compose_command(
         gpus=container_gpus(gpu, gpus),
         secure=secure,
         spec=RunSpec.from_options(
-            algo.value, check_z(algo.value, z, needs=("adpop",)), max_message_mib, peer_timeout
+            algo.value, check_z(algo.value, z), max_message_mib, peer_timeout
         ),
         timeout_s=timeout,
         log_level=log_level.value,
@@ -158,7 +158,7 @@ def hosts_command(
         gpu=gpu is not None,
         gpus=container_gpus(gpu, gpus),
         spec=RunSpec.from_options(
-            algo.value, check_z(algo.value, z, needs=("adpop",)), max_message_mib, peer_timeout
+            algo.value, check_z(algo.value, z), max_message_mib, peer_timeout
         ),
         timeout_s=timeout,
         log_level=log_level.value,

@@ -167,7 +167,7 @@ def _spec(
     memory = parse_memory(max_memory)
     return RunSpec.from_options(
         algo.value,
-        check_z(algo.value, z, needs=("adpop",)),
+        check_z(algo.value, z),
         max_message_mib,
         peer_timeout,
         trees,

@@ -76,11 +76,13 @@ def _distributed_algo_in_solve(argv: Sequence[str]) -> str | None:
     """``dcop solve ... --algo dpop``: the algorithm asked of solve that only ``run`` has."""
     if not argv or argv[0] != "solve":
         return None
+    from dcop.cli.solvers import only_distributed
+
     for k, arg in enumerate(argv):
         value = argv[k + 1] if arg == "--algo" and k + 1 < len(argv) else None
         if arg.startswith("--algo="):
             value = arg.split("=", 1)[1]
-        if value in ("dpop", "adpop"):
+        if value is not None and only_distributed(value):
             return value
     return None
 

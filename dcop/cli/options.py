@@ -195,10 +195,13 @@ def parse_gpu(value: str | None) -> str | None:
     return ",".join(str(d) for d in gpu_devices(text, None))
 
 
-def check_z(algo: str, z: int | None, needs: tuple[str, ...] = ("mbe", "adpop")) -> int | None:
-    """The mini-bucket size the run uses: required by mbe/adpop (a usage error without it),
-    ignored with a warning on stderr by the others (be, dpop; auto picks its own)."""
-    if algo in needs:
+def check_z(algo: str, z: int | None) -> int | None:
+    """The mini-bucket size the run uses: required by the algorithms that need one (mbe,
+    adpop: :func:`dcop.cli.solvers.needs_z`; a usage error without it), ignored with a warning
+    on stderr by the others (be, dpop; auto picks its own)."""
+    from dcop.cli.solvers import needs_z
+
+    if needs_z(algo):
         return choices.check_z(z, f"--algo {algo}")  # the one rule of a mini-bucket size
     if z is not None:
         print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)

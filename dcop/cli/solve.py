@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -47,6 +48,7 @@ from dcop.cli.options import (
 )
 from dcop.cli.partition import print_partition, task_for
 from dcop.cli.rows import Rows
+from dcop.cli.solvers import CENTRAL, Request
 from dcop.errors import InputError, TableTooLarge
 from dcop.io import read_problem
 from dcop.results import Status, after_answer, objective
@@ -108,9 +110,9 @@ def solve_command(
     asked_z = z
 
     def produce() -> tuple[dict[str, Any], Callable[[Console], None] | Rows]:
-        z = check_z(algo.value, asked_z, needs=("mbe",))  # a usage error still gets its document
-        if algo is CentralAlgo.aobb:
-            z = asked_z  # optional: the search picks the largest that fits
+        solver = CENTRAL[algo.value]
+        # a usage error still gets its document; an optional z (the search's) is the asked one
+        z = asked_z if solver.z == "optional" else check_z(algo.value, asked_z)
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         # reading honours --timeout, and the default memory limit (a header of millions of
@@ -122,19 +124,18 @@ def solve_command(
         )
         engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
-            if algo in (CentralAlgo.auto, CentralAlgo.aobb):
-                raise InputError(f"--task {chosen} takes --algo be or mbe, not {algo.value}")
+            if chosen not in solver.tasks:
+                takes = " or ".join(n for n, s in CENTRAL.items() if chosen in s.tasks)
+                raise InputError(f"--task {chosen} takes --algo {takes}, not {algo.value}")
             if timeout is not None:
                 raise InputError(f"--timeout is not supported with --task {chosen} yet")
-            if chosen == "mar" and algo is CentralAlgo.mbe:
-                raise InputError("--task mar needs exact elimination (--algo be)")
             from dcop.inference.partition import infer
 
             with bucket_progress(not quiet) as progress:
                 inferred = infer(
                     problem,
                     chosen,
-                    z=z if algo is CentralAlgo.mbe else None,
+                    z=z,
                     ordering=ordering,
                     order_time=order_time,
                     backend=engine,
@@ -156,51 +157,17 @@ def solve_command(
             return doc, lambda console: print_partition(inferred, console)
         # the deadline counts from the command's start; a little is kept to write the answer
         deadline = None if timeout is None else started + timeout - ANSWER_MARGIN_S
-        settings: dict[str, Any] = {
-            "ordering": ordering,
-            "order_time": order_time,
-            "backend": engine,
-            "dtype": dtype.value,
-            "max_bytes": parse_memory(max_memory),
-        }
+        request = Request(
+            z=z,
+            deadline=deadline,
+            ordering=ordering,
+            order_time=order_time,
+            backend=engine,
+            dtype=dtype.value,
+            max_bytes=parse_memory(max_memory),
+        )
         with anytime_progress(not quiet, problem) as (progress, on_bounds):
-            if algo is CentralAlgo.auto:
-                from dcop.inference.anytime import solve_auto
-
-                result = solve_auto(
-                    problem, deadline=deadline, progress=progress, on_bounds=on_bounds, **settings
-                )
-            elif algo is CentralAlgo.aobb:
-                from dcop.search import solve_aobb  # numba loads only for a search
-
-                del settings["dtype"]  # the search runs in float64: its bound must stay exact
-                result = solve_aobb(
-                    problem, z=z, deadline=deadline, on_bounds=on_bounds, **settings
-                )
-            elif deadline is not None:
-                from dcop.inference.anytime import solve_until
-                from dcop.inference.solve import check_fits
-                from dcop.orders.choose import choose_order
-
-                # a plan over the memory limit is refused here, as without --timeout (the
-                # child's refusal would come back as a step without a result: a timeout)
-                settings["ordering"] = choose_order(problem, ordering, order_time)
-                check_fits(
-                    problem,
-                    algo.value,
-                    z,
-                    settings["ordering"],
-                    engine,
-                    dtype.value,
-                    settings["max_bytes"],
-                )
-                result = solve_until(
-                    problem, algo.value, z, deadline, progress=progress, **settings
-                )
-            else:
-                from dcop.inference import solve
-
-                result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
+            result = solver.run(problem, replace(request, progress=progress, on_bounds=on_bounds))
         result.file = str(file)
         read["doc"] = doc = result.to_json()
         if solution is not None and doc["assignment"] is not None:  # ok, or the best one kept

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backends import get_backend
-from dcop.choices import check_z
+from dcop.choices import CentralAlgo, check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.model import Problem
@@ -21,7 +21,8 @@ from dcop.plan.memory import default_limit, effective_limit
 from dcop.results.solve import SolveResult
 from dcop.tables import choose_dtype
 
-ALGOS = ("be", "mbe", "aobb")
+#: What :func:`solve` runs: every centralized algorithm but ``auto`` (:mod:`.anytime`'s).
+ALGOS: tuple[str, ...] = tuple(a.value for a in CentralAlgo if a is not CentralAlgo.auto)
 
 
 def default_max_bytes() -> float:

@@ -15,7 +15,8 @@ import pytest
 
 from dcop.coordinator import peers_for, round_robin
 from dcop.coordinator.elimination import elimination_tree
-from dcop.coordinator.topology import first_candidate_largest, layout_for
+from dcop.coordinator.plan import RunPlan
+from dcop.coordinator.topology import layout_for
 from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve
 from dcop.io import write_problem
@@ -131,7 +132,7 @@ def test_auto_keeps_the_narrower_tree(run_inproc: RunFn) -> None:
 def test_auto_does_not_offer_a_tree_no_narrower(run_inproc: RunFn) -> None:
     problem = random_problem(3, n=7)
     layout = layout_of(problem)
-    first = first_candidate_largest(problem, layout)
+    first = RunPlan(problem).first_largest
     assert elimination_tree(problem, layout, 0.0).largest >= first  # as narrow as the DFS
     run = run_inproc(problem, "dpop")["run"]
     assert set(run.tree.kinds) == {"dfs"} and "no smaller" in run.tree.why

@@ -45,6 +45,8 @@ def test_rehearsal_runs_the_util_and_value_path() -> None:
 
 def test_rehearsal_leaves_a_placed_backend_without_placements() -> None:
     class NoDevice:  # any other device call would fail: the tiny bucket stays on the host
+        out_of_memory_errors = ()  # the table surface's one attribute a placed backend reads
+
         def offer_ipc(self, nbytes: int) -> None:
             return None  # as a GPU answers for 0 bytes
 

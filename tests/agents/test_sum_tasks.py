@@ -222,7 +222,7 @@ def test_the_contraction_engine_runs_only_where_it_fits_the_memory_limit(
 def test_mar_plans_its_down_pass_in_the_memory_limit(run_inproc) -> None:
     """Security round 4, finding 4: MAR agents hold the down pass beside the up pass; a limit
     that the up pass alone fits is refused for MAR before any table is built."""
-    from dcop.coordinator.driver import AGENT_BASE_BYTES
+    from dcop.coordinator.choice import AGENT_BASE_BYTES
 
     problem = _clique(15)
     free = run_inproc(problem, spec=RunSpec(task="pr"))

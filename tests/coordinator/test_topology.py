@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dcop.coordinator.topology import auto_tree_count, layout_for, peers_for
+from dcop.coordinator.plan import RunPlan
+from dcop.coordinator.topology import layout_for, peers_for
 from dcop.errors import InputError
 from dcop.generators import random_network
 from dcop.io import read_problem
@@ -77,4 +78,4 @@ def test_auto_tree_count_builds_more_candidates_only_for_large_utils() -> None:
         peers = peers_for(
             problem, "tcp://127.0.0.1:7000", lambda i, v: f"tcp://127.0.0.1:{7001 + i}"
         )
-        assert auto_tree_count(problem, layout_for(problem, peers)) == expected
+        assert RunPlan(problem, peers).tree_count == expected

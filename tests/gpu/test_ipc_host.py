@@ -231,7 +231,7 @@ def test_a_parent_unmaps_its_childrens_buffers_only_after_its_util_went_out(
     real_unmap = Session.unmap_taken
 
     def unmap(self: Session) -> None:
-        if self.taken:
+        if self.handover.taken:
             assert self.tree is not None
             assert self.util_sent or (self.tree.parent is None and self.value is None)
         real_unmap(self)

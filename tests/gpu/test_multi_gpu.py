@@ -296,20 +296,21 @@ def test_agent_devices_spread_agents_over_the_listed_devices(
     two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     from dcop.coordinator.gpus import _planned_tree, agent_devices
+    from dcop.coordinator.plan import RunPlan
     from dcop.errors import InputError
     from dcop.generators import random_network
     from dcop.protocol import RunSpec
 
     monkeypatch.setenv("DCOP_GPU_MIN_ENTRIES", "0")  # every bucket counts as GPU work
     problem = random_network(14, 4, 0.2, 0.5, seed=seed)  # trees that branch
-    spec = RunSpec()
-    rr = agent_devices(problem, spec, "all")  # two fake devices: found with CuPy
+    plan = RunPlan(problem, None, RunSpec())
+    rr = agent_devices(plan, "all")  # two fake devices: found with CuPy
     assert rr == {k: k % 2 for k in range(problem.n)}
-    assert agent_devices(problem, spec, "1") == dict.fromkeys(range(problem.n), 1)
-    assert agent_devices(problem, spec, 0, "balanced") == dict.fromkeys(range(problem.n), 0)
-    got = agent_devices(problem, spec, "1,0", "balanced")
+    assert agent_devices(plan, "1") == dict.fromkeys(range(problem.n), 1)
+    assert agent_devices(plan, 0, "balanced") == dict.fromkeys(range(problem.n), 0)
+    got = agent_devices(plan, "1,0", "balanced")
     assert set(got) == set(range(problem.n)) and set(got.values()) == {0, 1}
-    parent, work = _planned_tree(problem, spec)
+    parent, work = _planned_tree(plan)
 
     def crossing(devices: dict[int, int]) -> float:
         """UTIL work that crosses devices: a child's bucket work where its parent is elsewhere."""
@@ -319,7 +320,7 @@ def test_agent_devices_spread_agents_over_the_listed_devices(
 
     assert crossing(got) < crossing(rr)  # whole subtrees per device: fewer hand-overs cross
     with pytest.raises(InputError, match="placement"):
-        agent_devices(problem, spec, "0,1", "random")
+        agent_devices(plan, "0,1", "random")
 
 
 def test_balanced_agents_on_two_devices_find_the_cpu_agents_answer(
@@ -328,6 +329,7 @@ def test_balanced_agents_on_two_devices_find_the_cpu_agents_answer(
     """The whole chain on fakes: the coordinator's balanced placement, agents each on its
     device, UTILs across devices by P2P: the same cost and assignment as CPU agents."""
     from dcop.coordinator.gpus import agent_devices
+    from dcop.coordinator.plan import RunPlan
     from dcop.generators import random_network
     from dcop.protocol import RunSpec
     from tests.agents.conftest import run_in_process
@@ -336,7 +338,7 @@ def test_balanced_agents_on_two_devices_find_the_cpu_agents_answer(
     cpu = run_in_process(problem)
     with fake_cupy.installed(monkeypatch, devices=2):
         monkeypatch.setenv("DCOP_GPU_MIN_ENTRIES", "0")
-        devices = agent_devices(problem, RunSpec(), "0,1", "balanced")
+        devices = agent_devices(RunPlan(problem, None, RunSpec()), "0,1", "balanced")
         gpu = run_in_process(problem, per_agent=_agents_on(2, devices.__getitem__))
     assert gpu["cost"] == cpu["cost"] and gpu["assignment"] == cpu["assignment"]
     used = {r["backend"]["device"] for r in gpu["run"].agents.values()}
@@ -467,19 +469,24 @@ def test_split_placement_gives_each_agent_its_device_and_every_device(
     two_gpus: ModuleType,
 ) -> None:
     from dcop.coordinator.gpus import agent_gpu_values
+    from dcop.coordinator.plan import RunPlan
     from dcop.generators import random_network
     from dcop.protocol import RunSpec
 
     problem = random_network(6, 3, 0.5, 0.5, seed=1)
     every_gpu = RunSpec(gpu_min_entries=0)  # every bucket on a device
-    got = agent_gpu_values(problem, every_gpu, "all", "split", split_min_entries=0)
+    every = RunPlan(problem, None, every_gpu)
+    plain = RunPlan(problem, None, RunSpec())
+    got = agent_gpu_values(every, "all", "split", split_min_entries=0)
     assert got == {k: f"{k % 2}/0,1" for k in range(6)}
     # only agents whose bucket will be split get the list (none: these buckets are small)
-    assert agent_gpu_values(problem, every_gpu, "all", "split") == {k: str(k % 2) for k in range(6)}
-    heavy = agent_gpu_values(problem, every_gpu, "all", "split", split_min_entries=27)
+    assert agent_gpu_values(every, "all", "split") == {k: str(k % 2) for k in range(6)}
+    heavy = agent_gpu_values(every, "all", "split", split_min_entries=27)
     assert {v for v in heavy.values() if "/" in v} and {v for v in heavy.values() if "/" not in v}
-    assert agent_gpu_values(problem, RunSpec(), "1", "split") == dict.fromkeys(range(6), "1")
-    assert agent_gpu_values(problem, RunSpec(), "0,1") == {k: str(k % 2) for k in range(6)}
+    assert agent_gpu_values(plain, "1", "split") == dict.fromkeys(range(6), "1")
+    assert agent_gpu_values(plain, "0,1") == {k: str(k % 2) for k in range(6)}
+    assert RunPlan(problem, None, RunSpec(), gpu="0,1").devices == {k: str(k % 2) for k in range(6)}
+    assert plain.devices is None  # no --gpu: no device
 
 
 def test_agents_splitting_their_buckets_over_two_devices_find_the_cpu_answer(
@@ -569,3 +576,28 @@ def test_partition_function_bounds_split_their_buckets(two_gpus: ModuleType) -> 
     bounds, expected = got.to_json()["bounds"], want.to_json()["bounds"]
     assert bounds["ln_lower"] == pytest.approx(expected["ln_lower"], rel=1e-9)
     assert bounds["ln_upper"] == pytest.approx(expected["ln_upper"], rel=1e-9)
+
+
+def test_a_local_run_simulates_each_candidate_tree_once(
+    two_gpus: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--gpu balanced, --trees auto and the elimination offer read the same simulated trees:
+    each candidate is built once in the coordinator, not once per question."""
+    from dcop.coordinator import plan as plans
+    from dcop.generators import random_network
+    from dcop.protocol import RunSpec
+
+    built: list[int] = []
+    real = plans.simulate
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("tree", 0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plans, "simulate", counting)
+    problem = random_network(30, 10, 0.3, 0.5, seed=1)  # UTILs past 65536 entries: 8 candidates
+    plan = plans.RunPlan(problem, None, RunSpec(), gpu="0,1", gpu_placement="balanced")
+    assert plan.devices is not None and set(plan.devices.values()) == {"0", "1"}
+    assert "first DFS tree" in plan.elimination_note  # the offer compared with candidate 0
+    assert plan.spec.trees == plan.tree_count == 8
+    assert built == list(range(8))

@@ -93,6 +93,7 @@ CORE = (
     "dcop.backends",
     "dcop.contraction",
     "dcop.inference",
+    "dcop.search",
     "dcop.results",
     "dcop.schema",
     "dcop.gpu",
