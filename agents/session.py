@@ -947,7 +947,9 @@ class Session:
         compiled = self._compile_s()
         util = chunk_util(self.backend, tables, self.var, self.role.names, self.role.contexts_of(i))
         scope = (CTX, *(v for v in util.scope if v != CTX))
-        data = self.backend.to_numpy(self.backend.transpose(util, scope).data) + self.scalars
+        data = self.backend.to_numpy(self.backend.transpose(util, scope).data)
+        if self.scalars:
+            data = data + self.scalars
         self.backend.synchronize()
         # a kernel compiled for the chunks' shape (the first chunk's, the last's) is set-up, as
         # DPOP's kernels compiled at Go are: not compute

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from dcop.backends.base import TableBackend
+from dcop.backends.base import TableBackend, on_device
 from dcop.buckets import eliminate_bucket
 from dcop.tables import Op, Table
 
@@ -50,8 +50,9 @@ def gather(backend: TableBackend, table: Table, cut: Sequence[str], ctx: np.ndar
     rest = [v for v in table.scope if v not in names]
     moved = backend.transpose(table, [*names, *rest])
     # one index array per cut axis: advanced indexing puts the chunk's axis first (a CuPy array
-    # takes NumPy index arrays as well)
-    data = moved.data[tuple(np.ascontiguousarray(ctx[:, k]) for k in held)]
+    # takes NumPy index arrays as well), on the backend's stream, behind the transpose
+    with on_device(backend):
+        data = moved.data[tuple(np.ascontiguousarray(ctx[:, k]) for k in held)]
     return Table((CTX, *rest), data)
 
 
@@ -107,7 +108,8 @@ def chunk_util_loop(
             scoped, extra = list(out.tables), out.scalar
         if scoped:
             joined = backend.join(scoped)
-            value = Table(joined.scope, joined.data + extra)
+            with on_device(backend):
+                value = Table(joined.scope, joined.data + extra)
         else:
             value = Table((), backend.asarray(np.float64(extra)))
         if scope is None:
