@@ -41,6 +41,7 @@ from dcop.gpu.ipc import Exported, Placed
 from dcop.gpu.plan import (
     DEFAULT_SPECIALIZE_ENTRIES,
     MAX_LAUNCH_ROWS,
+    NEVER_SPECIALIZE,
     BucketPlan,
     PlanCache,
     PlanSettings,
@@ -166,7 +167,11 @@ class CupyBackend(TableBackend):
     chunk_bytes
         Size of one chunk of the chunked path.
     specialize_entries
-        Joined-table size from which a bucket gets a generated kernel (0: always).
+        Joined entries of one bucket shape, summed over its calls, from which it gets a
+        generated kernel (0: always). The default is where that kernel pays for its compile
+        (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`, about 2e10): smaller shapes run the
+        generic kernel, so a new problem compiles nothing. A caller that compiles ahead, in the
+        background, passes :data:`dcop.gpu.plan.AHEAD_SPECIALIZE_ENTRIES`.
     stage_output
         Let generated kernels stage a warp's output rows in shared memory for coalesced stores.
     min_groups
@@ -686,7 +691,7 @@ class CupyBackend(TableBackend):
             future.result()  # re-raises a failed compile
             return plan
         if plan.n_out * plan.ndom <= GENERIC_FALLBACK_MAX_ENTRIES:
-            settings = PlanSettings(1 << 62, self.min_groups, self.stage_output)
+            settings = PlanSettings(NEVER_SPECIALIZE, self.min_groups, self.stage_output)
             generic = self._plans.plan(
                 scopes, shapes, plan.dtype, plan.var, plan.op, plan.out_scope, settings
             )
