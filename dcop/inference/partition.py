@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dcop.backends import get_backend
+from dcop.backends import resolve_backend
 from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
@@ -247,7 +247,7 @@ def infer(
             raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
     if method not in METHODS:
         raise ModelError(f"unknown inference method {method!r}; use one of {', '.join(METHODS)}")
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
     if capable(engine, Planned):
