@@ -73,7 +73,6 @@ def agent_backend(
     if gpu is None:
         return get_backend("numpy"), 0.0, "", ""
     from dcop.backends.placed import PlacedBackend
-
     from dcop.gpu.plan import AHEAD_SPECIALIZE_ENTRIES
 
     t0 = time.perf_counter()

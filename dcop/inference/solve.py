@@ -136,7 +136,7 @@ def solve(
     t0 = time.perf_counter()
     engine = resolve_backend(backend)
     times["backend"] = time.perf_counter() - t0
-    out_of_memory = (MemoryError, *engine.out_of_memory_errors)
+    out_of_memory: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
     compiled_before = _compile_seconds(engine)
     t0 = time.perf_counter()
     chosen = choose_dtype(problem, dtype)

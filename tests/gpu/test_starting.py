@@ -45,7 +45,7 @@ def test_started_backend_is_warm_and_solves_as_numpy(fake_cupy_module: ModuleTyp
 
 def test_a_start_that_fails_raises_in_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # no CuPy on this machine
-    with pytest.raises(BackendUnavailable, match="needs CuPy|no usable"):
+    with pytest.raises(BackendUnavailable, match=r"needs CuPy|no usable"):
         resolve_backend(StartingBackend("cupy"))
     assert isinstance(resolve_backend(StartingBackend("auto")), NumpyBackend)
     assert resolve_backend("numpy").name == "numpy"
