@@ -64,6 +64,12 @@ def resolve_backend(backend: str | Any) -> TableBackend:
     return backend  # type: ignore[no-any-return]
 
 
+def backend_name(backend: str | Any) -> str:
+    """The name of a backend given as :func:`resolve_backend` takes it, without waiting for one
+    still starting (``auto`` stays ``auto`` until it has started)."""
+    return backend if isinstance(backend, str) else str(backend.name)
+
+
 def get_backend(
     name: str = "numpy",
     device: int | None = None,

@@ -42,9 +42,9 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 def prepare(argv: Sequence[str]) -> None:
     """What ``dcop ARGV`` needs before the heavy imports: one BLAS thread for the commands that
-    start agents or a coordinator, and for ``run`` the agents' template, which imports while
-    we do."""
-    if list(argv[:1]) in (["run"], ["coordinator"]):
+    start agents or a coordinator and for ``solve`` and ``info`` (:mod:`dcop.blas`), and for
+    ``run`` the agents' template, which imports while we do."""
+    if list(argv[:1]) in (["run"], ["coordinator"], ["solve"], ["info"]):
         from dcop.blas import one_blas_thread
 
         one_blas_thread()  # before NumPy's import, here and in the agents' template below
