@@ -136,6 +136,10 @@ class SetupStats:
         their compute time).
     generic_fallbacks
         Buckets run with the generic kernel because their own was still compiling.
+    kernels_s, kernels
+        Every kernel compiled (or loaded from the disk cache) onto the device, wherever it was
+        (warm-up, prepare, solve): seconds and count. A solve of a new problem compiles nothing
+        but the generic kernels once per machine (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`).
     """
 
     init_s: float = 0.0
@@ -146,6 +150,8 @@ class SetupStats:
     solve_compiles: int = 0
     compile_wait_s: float = 0.0
     generic_fallbacks: int = 0
+    kernels_s: float = 0.0
+    kernels: int = 0
 
     def as_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
@@ -897,9 +903,12 @@ class CupyBackend(TableBackend):
         started = time.perf_counter()
         with self.device:
             _ = kernel.kernel  # CuPy compiles or loads on first access, per device
+        spent = time.perf_counter() - started
         with self._setup_lock:
             self._loaded.add(name)
-        return time.perf_counter() - started
+            self.setup.kernels_s += spent
+            self.setup.kernels += 1
+        return spent
 
     def _upload_meta(self, meta: list[int]) -> Any:
         # on this backend's stream: the copy is ordered before the kernel that reads it, and the

@@ -43,6 +43,8 @@ class StartingBackend:
         #: seconds the start took on its thread, and those the caller waited for it
         self.start_s = 0.0
         self.waited_s = 0.0
+        #: seconds the start spent compiling or loading kernels (a warm-up's generic kernels)
+        self.warm_kernels_s = 0.0
         threading.Thread(target=self._start, name="dcop-backend-start", daemon=True).start()
 
     def _start(self) -> None:
@@ -53,6 +55,8 @@ class StartingBackend:
             backend = get_backend(self.name, devices=self._devices)
             if self._ops and capable(backend, Compiles):
                 backend.warm_up(dtypes=self._dtypes, ops=self._ops)
+            if capable(backend, Compiles):
+                self.warm_kernels_s = float(backend.setup.as_dict().get("kernels_s", 0.0))
         except BaseException as exc:  # handed to the caller, raised in its thread
             self.start_s = time.perf_counter() - started
             self._future.set_exception(exc)
@@ -70,8 +74,14 @@ class StartingBackend:
 
 
 def timings(source: Any) -> dict[str, float]:
-    """The start's seconds and the caller's wait for it, where ``source`` is a
-    :class:`StartingBackend` (empty otherwise)."""
-    if not isinstance(source, StartingBackend):
+    """Where ``source`` is a :class:`StartingBackend` that started: the start's seconds on its
+    thread (``backend_start``), the caller's wait for it (``backend_wait``) and the seconds its
+    warm-up spent compiling or loading kernels (``backend_kernels``); empty otherwise."""
+    if not isinstance(source, StartingBackend) or not source._future.done():
         return {}
-    return {"backend_start": source.start_s, "backend_wait": source.waited_s}
+    out = {"backend_start": source.start_s, "backend_wait": source.waited_s}
+    if source._future.exception() is None:
+        backend = source._future.result()
+        if capable(backend, Compiles):
+            out["backend_kernels"] = source.warm_kernels_s
+    return out

@@ -144,6 +144,9 @@ def solve_command(
                     progress=progress,
                 )
             inferred.file = str(file)
+            from dcop.backends.starting import timings
+
+            inferred.times.update(timings(engine))  # a device's start, off the main thread
             read["doc"] = doc = inferred.to_json()
             if solution is not None:
                 write_answer_file(
@@ -203,6 +206,9 @@ def solve_command(
 
                 result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
+        from dcop.backends.starting import timings
+
+        result.times.update(timings(engine))  # a device's start, off the main thread
         read["doc"] = doc = result.to_json()
         if solution is not None and doc["assignment"] is not None:  # ok, or the best one kept
             write_answer_file(

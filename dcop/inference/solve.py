@@ -193,10 +193,10 @@ def solve(
 
 
 def _compile_seconds(engine: Any) -> float:
-    """Seconds a backend that compiles kernels has spent compiling them while solving."""
+    """Seconds a backend that compiles kernels has spent compiling (or loading) them so far."""
     if not capable(engine, Compiles):
         return 0.0
-    return float(engine.setup.as_dict().get("solve_compile_s", 0.0))
+    return float(engine.setup.as_dict().get("kernels_s", 0.0))
 
 
 def solve_be(problem: Problem, **kwargs: Any) -> SolveResult:
