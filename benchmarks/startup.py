@@ -67,15 +67,15 @@ SMALL_FILES = (
 PR_FILES = ("Grids_11.uai", "spinglass_20x20.uai")
 GPU_PR_FILES = ("Grids_11.uai", "spinglass_28x28.uai")
 SOLVE_FILES = ("spinglass_20x20.uai",)
-GPU_SOLVE_FILES = ("spinglass_24x24.uai",)
+GPU_SOLVE_FILES = ("spinglass_22x22.uai",)
 GENERATED: dict[str, tuple[str, tuple[Any, ...], dict[str, Any]]] = {
     "spinglass_20x20.uai": ("spin_glass", (20, 1), {}),
-    "spinglass_24x24.uai": ("spin_glass", (24, 1), {}),
+    "spinglass_22x22.uai": ("spin_glass", (22, 1), {}),
     "spinglass_28x28.uai": ("spin_glass", (28, 1), {}),
     "random_n20_d10.wcsp": ("generate", ("random", 20, 10), {"p1": 0.3, "p2": 0.5, "seed": 0}),
 }
 #: New problems of the GPU's first-solve runs (the issue's table): generated, then shared.
-GPU_NEW_FILES = ("spinglass_24x24.uai", "random_n20_d10.wcsp", "spot5-404.wcsp", "Grids_11.uai")
+GPU_NEW_FILES = ("spinglass_22x22.uai", "random_n20_d10.wcsp", "spot5-404.wcsp", "Grids_11.uai")
 #: The machine's first solve (it compiles the generic kernels, once per machine).
 GPU_MACHINE_FIRST = "test_Z.uai"
 GPU_RUNS = 3

@@ -4,7 +4,6 @@
   capability protocols some add and how code asks for one (``capable``), ``BackendInfo``
 * ``numpy``   NumPy's backend (the host)
 * ``placed``  a GPU agent's backend: each bucket on the CPU or the GPU by its size
-* ``starting`` a device backend started on a thread while the caller reads and orders
 * CuPy's backends (one GPU, several) are ``dcop.gpu``'s, imported only when asked for.
 
 Algorithms call :func:`get_backend` and use the returned object's table methods; they never
@@ -52,12 +51,12 @@ def gpu_usable() -> bool:
 
 def resolve_backend(backend: str | Any) -> TableBackend:
     """The backend a solve runs on: ``get_backend(backend)`` for a name, the started backend for
-    a :class:`dcop.backends.starting.StartingBackend` (waiting for its start), else ``backend``
+    a :class:`dcop.starting.StartingBackend` (waiting for its start), else ``backend``
     itself. A solve calls this where it first needs the backend, so that a start on its own
     thread runs beside the reading and the ordering."""
     if isinstance(backend, str):
         return get_backend(backend)
-    from dcop.backends.starting import StartingBackend
+    from dcop.starting import StartingBackend
 
     if isinstance(backend, StartingBackend):
         return backend.result()

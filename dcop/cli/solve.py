@@ -144,7 +144,7 @@ def solve_command(
                     progress=progress,
                 )
             inferred.file = str(file)
-            from dcop.backends.starting import timings
+            from dcop.starting import timings
 
             inferred.times.update(timings(engine))  # a device's start, off the main thread
             read["doc"] = doc = inferred.to_json()
@@ -206,7 +206,7 @@ def solve_command(
 
                 result = solve(problem, algo=algo.value, z=z, progress=progress, **settings)
         result.file = str(file)
-        from dcop.backends.starting import timings
+        from dcop.starting import timings
 
         result.times.update(timings(engine))  # a device's start, off the main thread
         read["doc"] = doc = result.to_json()
@@ -456,16 +456,21 @@ def info_command(
 
 def _engine(name: str, device: str, sum_task: bool) -> Any:
     """The backend of ``--backend`` on the ``--device`` list: ``numpy`` by name; a device
-    backend (cupy, auto) as a :class:`dcop.backends.starting.StartingBackend`, started now on a
+    backend (cupy, auto) as a :class:`dcop.starting.StartingBackend`, started now on a
     thread of its own (CuPy's import, the CUDA context, the pools and, for a min-sum solve, the
     generic kernels it runs), which the solve takes once it has read and ordered the problem."""
     if name == "numpy":
         return name
-    from dcop.backends.starting import StartingBackend
     from dcop.placement import gpu_devices
+    from dcop.starting import StartingBackend, early_ops, take_early
 
+    ops = early_ops(sum_task)
     devices = None
-    if device.strip() != "0":
+    if device.strip() == "0":
+        early = take_early(name, ops)  # begun by the entry point, before these imports
+        if early is not None:
+            return early
+    else:
         from dcop.backends import gpu_count
 
         count = gpu_count()
@@ -473,4 +478,4 @@ def _engine(name: str, device: str, sum_task: bool) -> Any:
             return StartingBackend(name, ops=())
         devices = gpu_devices(device, count)
     # PR/MAR run the contraction engine's strided kernels, not the join kernels warm_up loads
-    return StartingBackend(name, devices, ops=() if sum_task else ("min",))
+    return StartingBackend(name, devices, ops=ops)

@@ -88,7 +88,7 @@ def solve(
     search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional).
 
     ``backend`` is a name for :func:`dcop.backends.get_backend`, a backend object, or one still
-    starting (:class:`dcop.backends.starting.StartingBackend`, taken after the ordering).
+    starting (:class:`dcop.starting.StartingBackend`, taken after the ordering).
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
     default budget, a tenth of the predicted solve time), a name of
     :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
@@ -137,7 +137,7 @@ def solve(
     times["ordering"] = time.perf_counter() - t0
 
     # the backend once the order is known: a device started on its own thread
-    # (dcop.backends.starting) has had the reading and the ordering to get ready
+    # (dcop.starting) has had the reading and the ordering to get ready
     t0 = time.perf_counter()
     engine = resolve_backend(backend)
     times["backend"] = time.perf_counter() - t0

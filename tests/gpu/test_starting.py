@@ -1,4 +1,4 @@
-"""A device backend started on its own thread (dcop.backends.starting), on the fake CuPy: the solve
+"""A device backend started on its own thread (dcop.starting), on the fake CuPy: the solve
 takes it after ordering and answers as on NumPy; a start that fails raises in the caller."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from dcop.backends import resolve_backend
 from dcop.backends.numpy import NumpyBackend
-from dcop.backends.starting import StartingBackend, timings
 from dcop.cli.entry import load_app
 from dcop.errors import BackendUnavailable
 from dcop.inference import solve
+from dcop.starting import StartingBackend, timings
 from tests.conftest import INSTANCES, random_problem
 from tests.gpu import fake_cupy
 
@@ -66,3 +66,24 @@ def test_cli_solve_on_a_started_backend(fake_cupy_module: ModuleType, tmp_path: 
     assert cpu.exit_code == 0
     assert doc["solver"]["backend"] == "cupy" and doc["times"]["kernel_compile"] >= 0
     assert doc["cost"] == pytest.approx(json.loads((tmp_path / "c.json").read_text())["cost"])
+
+
+def test_the_entry_point_starts_the_device_the_arguments_ask_for(
+    fake_cupy_module: ModuleType,
+) -> None:
+    from dcop.starting import start_early, take_early
+
+    start_early(["f.uai", "--backend", "cupy", "-q"])
+    early = take_early("cupy", ("min",))
+    assert isinstance(early, StartingBackend) and early.result().name == "cupy"
+    assert take_early("cupy", ("min",)) is None  # taken once
+    start_early(["f.uai", "--backend=auto", "--task", "pr"])
+    assert take_early("auto", ("min",)) is None  # PR warms no join kernel
+    assert isinstance(take_early("auto", ()), StartingBackend)
+    for argv in (
+        ["f.uai"],
+        ["f.uai", "--backend", "numpy"],
+        ["f", "--backend", "cupy", "--device", "1"],
+    ):
+        start_early(argv)
+    assert take_early("cupy", ("min",)) is None and take_early("numpy", ("min",)) is None

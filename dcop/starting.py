@@ -3,9 +3,13 @@
 CuPy's import, the driver, the CUDA context and the memory pools take 0.5-1 s on a fresh
 process (issue 46: a warm-cache ``dcop solve --backend cupy`` paid about 1.3 s above its
 in-process total). None of it needs the problem, so ``dcop solve`` starts it before reading the
-file and the solve takes the backend once its plan needs one (:func:`dcop.backends.resolve`),
-after reading and ordering. A CuPy start releases the GIL in the driver's calls, so most of it
-runs beside the main thread's work.
+file and the solve takes the backend once its plan needs one
+(:func:`dcop.backends.resolve_backend`), after reading and ordering. A CuPy start releases the
+GIL in the driver's calls, so much of it runs beside the main thread's work.
+
+``dcop solve --backend cupy`` starts it earlier still: the entry point, before the command's own
+imports (typer, NumPy, dcop's modules), from the arguments alone (:func:`start_early`); the
+command takes that start (:func:`take_early`) when its parsed options ask for the same.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dcop.backends.base import Compiles, TableBackend, capable
+# nothing heavy at import: the entry point starts a device here before NumPy's own import
+if TYPE_CHECKING:
+    from dcop.backends.base import TableBackend
 
 
 class StartingBackend:
@@ -49,6 +55,7 @@ class StartingBackend:
 
     def _start(self) -> None:
         from dcop.backends import get_backend
+        from dcop.backends.base import Compiles, capable
 
         started = time.perf_counter()
         try:
@@ -77,6 +84,8 @@ def timings(source: Any) -> dict[str, float]:
     """Where ``source`` is a :class:`StartingBackend` that started: the start's seconds on its
     thread (``backend_start``), the caller's wait for it (``backend_wait``) and the seconds its
     warm-up spent compiling or loading kernels (``backend_kernels``); empty otherwise."""
+    from dcop.backends.base import Compiles, capable
+
     if not isinstance(source, StartingBackend) or not source._future.done():
         return {}
     out = {"backend_start": source.start_s, "backend_wait": source.waited_s}
@@ -85,3 +94,42 @@ def timings(source: Any) -> dict[str, float]:
         if capable(backend, Compiles):
             out["backend_kernels"] = source.warm_kernels_s
     return out
+
+
+#: Starts the entry point began before the command's imports, by backend name and warmed ops.
+_EARLY: dict[tuple[str, tuple[str, ...]], StartingBackend] = {}
+#: ``dcop solve``'s tasks whose run warms no join kernel (the contraction engine's PR and MAR).
+_SUM_TASKS = ("pr", "mar")
+
+
+def early_ops(sum_task: bool) -> tuple[str, ...]:
+    """The ops a start warms up: ``min`` for a min-sum solve, none for PR/MAR."""
+    return () if sum_task else ("min",)
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` in ``argv`` (the last one given)."""
+    value = None
+    for k, arg in enumerate(argv):
+        if arg == name and k + 1 < len(argv):
+            value = argv[k + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def start_early(argv: Sequence[str]) -> None:
+    """Start the device of ``dcop solve ARGV`` now, where the arguments ask for a CuPy backend on
+    the default device: a guess from the raw arguments, which the command checks against its
+    parsed options (:func:`take_early`); a start nobody takes costs only its own thread."""
+    name = _option(argv, "--backend")
+    device = _option(argv, "--device")
+    if name not in ("cupy", "auto") or (device is not None and device.strip() != "0"):
+        return
+    ops = early_ops(_option(argv, "--task") in _SUM_TASKS)
+    _EARLY[(name, ops)] = StartingBackend(name, ops=ops)
+
+
+def take_early(name: str, ops: Sequence[str]) -> StartingBackend | None:
+    """The start :func:`start_early` began for backend ``name`` warming ``ops``, once."""
+    return _EARLY.pop((name, tuple(ops)), None)
