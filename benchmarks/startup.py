@@ -66,9 +66,10 @@ SMALL_FILES = (
 #: (file name -> generator and arguments; a 28x28 spin glass on a device).
 PR_FILES = ("Grids_11.uai", "spinglass_20x20.uai")
 GPU_PR_FILES = ("Grids_11.uai", "spinglass_28x28.uai")
-SOLVE_FILES = ("spinglass_20x20.uai",)
+SOLVE_FILES = ("spinglass_16x16.uai",)
 GPU_SOLVE_FILES = ("spinglass_22x22.uai",)
 GENERATED: dict[str, tuple[str, tuple[Any, ...], dict[str, Any]]] = {
+    "spinglass_16x16.uai": ("spin_glass", (16, 1), {}),
     "spinglass_20x20.uai": ("spin_glass", (20, 1), {}),
     "spinglass_22x22.uai": ("spin_glass", (22, 1), {}),
     "spinglass_28x28.uai": ("spin_glass", (28, 1), {}),
