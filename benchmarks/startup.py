@@ -528,7 +528,8 @@ def gpu_report(doc: dict[str, Any]) -> str:
         "`dcop solve FILE --backend cupy -q` process with a fresh kernel cache: first the "
         f"machine's first solve ({GPU_MACHINE_FIRST}: the generic kernels, compiled once per "
         "machine), then each new problem in turn. compile s: kernels compiled or loaded, the "
-        "solve's own and the device start's warm-up (on its thread); wait s: what the solve "
+        "solve's own and the device start's warm-up (on its thread); start s: the device's start "
+        "on its thread, begun before the command's imports; wait s: what the solve "
         "waited for the device's start after reading and ordering. CPU s: the least of two "
         "`dcop solve FILE -q` on the same machine (-: over "
         f"{CPU_BESIDE_S:.0f} s, or refused by the default memory limit).",
@@ -536,8 +537,9 @@ def gpu_report(doc: dict[str, Any]) -> str:
         "Targets (issue 46): at most 0.5 s compiling in all in a first solve of a new problem; "
         "a later process (warm cache) at most 0.6 s above the CPU's wall.",
         "",
-        "| file | run | wall s | compile s | wait s | in-process total s | CPU s | over CPU s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| file | run | wall s | compile s | start s (make + warm-up) | wait s | "
+        "in-process total s | CPU s | over CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in doc["first_runs"]:
         for k, run in enumerate(row["runs"]):
@@ -546,10 +548,12 @@ def gpu_report(doc: dict[str, Any]) -> str:
             over = "-" if cpu is None or run["wall_s"] is None else f"{run['wall_s'] - cpu:.2f}"
             label = "machine's first" if row["machine_first"] else f"{k + 1}"
             if run.get("error"):
-                lines.append(f"| {row['file']} | {label} | error: {run['error']} | | | | | |")
+                lines.append(f"| {row['file']} | {label} | error: {run['error']} | | | | | | |")
                 continue
             lines.append(
                 f"| {row['file']} | {label} | {_s(run['wall_s'])} | {run['compile_s']:.3f} | "
+                f"{_s(times.get('backend_start'))} ({_s(times.get('backend_init'))} + "
+                f"{_s(times.get('backend_warm_up'))}) | "
                 f"{_s(times.get('backend_wait'))} | {_s(times.get('total'))} | {_s(cpu)} | "
                 f"{over} |"
             )

@@ -51,6 +51,9 @@ class StartingBackend:
         self.waited_s = 0.0
         #: seconds the start spent compiling or loading kernels (a warm-up's generic kernels)
         self.warm_kernels_s = 0.0
+        #: of start_s: making the backend (CuPy's import, the CUDA context), then its warm-up
+        self.init_s = 0.0
+        self.warm_up_s = 0.0
         threading.Thread(target=self._start, name="dcop-backend-start", daemon=True).start()
 
     def _start(self) -> None:
@@ -60,8 +63,11 @@ class StartingBackend:
         started = time.perf_counter()
         try:
             backend = get_backend(self.name, devices=self._devices)
+            made = time.perf_counter()
+            self.init_s = made - started
             if self._ops and capable(backend, Compiles):
                 backend.warm_up(dtypes=self._dtypes, ops=self._ops)
+            self.warm_up_s = time.perf_counter() - made
             if capable(backend, Compiles):
                 self.warm_kernels_s = float(backend.setup.as_dict().get("kernels_s", 0.0))
         except BaseException as exc:  # handed to the caller, raised in its thread
@@ -82,8 +88,9 @@ class StartingBackend:
 
 def timings(source: Any) -> dict[str, float]:
     """Where ``source`` is a :class:`StartingBackend` that started: the start's seconds on its
-    thread (``backend_start``), the caller's wait for it (``backend_wait``) and the seconds its
-    warm-up spent compiling or loading kernels (``backend_kernels``); empty otherwise."""
+    thread (``backend_start``: ``backend_init``, making it, then ``backend_warm_up``), the
+    caller's wait for it (``backend_wait``) and the seconds its warm-up spent compiling or loading
+    kernels (``backend_kernels``); empty otherwise."""
     from dcop.backends.base import Compiles, capable
 
     if not isinstance(source, StartingBackend) or not source._future.done():
@@ -93,6 +100,8 @@ def timings(source: Any) -> dict[str, float]:
         backend = source._future.result()
         if capable(backend, Compiles):
             out["backend_kernels"] = source.warm_kernels_s
+            out["backend_init"] = source.init_s
+            out["backend_warm_up"] = source.warm_up_s
     return out
 
 
