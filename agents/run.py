@@ -73,11 +73,20 @@ def agent_backend(
     if gpu is None:
         return get_backend("numpy"), 0.0, "", ""
     from dcop.backends.placed import PlacedBackend
+    from dcop.gpu.plan import AHEAD_SPECIALIZE_ENTRIES
 
     t0 = time.perf_counter()
+    # an agent compiles its buckets' kernels in the background before their data arrive
+    # (prepare_bucket): a generated kernel pays from a smaller bucket than in a solve's path
     backend = cast(
         PlacedBackend,
-        get_backend("placed", gpu, devices=split or None, min_entries=spec_min_entries),
+        get_backend(
+            "placed",
+            gpu,
+            devices=split or None,
+            min_entries=spec_min_entries,
+            specialize_entries=AHEAD_SPECIALIZE_ENTRIES,
+        ),
     )
     backend.warm_up(dtypes=("float32", "float64"), ops=("min",))
     domain = backend.ipc_domain

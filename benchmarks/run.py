@@ -184,6 +184,9 @@ def kept_files() -> dict[str, str]:
         files.update({f"{stem}.json": name, f"{stem}.md": name})
     # the random suite at five seeds beside its default (--seeds 5 --out elsewhere, kept by hand)
     files.update({"random_5seeds.json": "random", "random_5seeds.md": "random"})
+    # run on the device machine (startup.py --gpu, gpu_kernels.py --name gpu_kernels_h200)
+    files.update({"startup_gpu.json": "startup", "startup_gpu.md": "startup"})
+    files.update({"gpu_kernels_h200.json": "gpu-kernels", "gpu_kernels_h200.md": "gpu-kernels"})
     return files
 
 

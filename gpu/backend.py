@@ -41,6 +41,7 @@ from dcop.gpu.ipc import Exported, Placed
 from dcop.gpu.plan import (
     DEFAULT_SPECIALIZE_ENTRIES,
     MAX_LAUNCH_ROWS,
+    NEVER_SPECIALIZE,
     BucketPlan,
     PlanCache,
     PlanSettings,
@@ -149,6 +150,10 @@ class SetupStats:
         their compute time).
     generic_fallbacks
         Buckets run with the generic kernel because their own was still compiling.
+    kernels_s, kernels
+        Every kernel compiled (or loaded from the disk cache) onto the device, wherever it was
+        (warm-up, prepare, solve): seconds and count. A solve of a new problem compiles nothing
+        but the generic kernels once per machine (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`).
     """
 
     init_s: float = 0.0
@@ -159,6 +164,8 @@ class SetupStats:
     solve_compiles: int = 0
     compile_wait_s: float = 0.0
     generic_fallbacks: int = 0
+    kernels_s: float = 0.0
+    kernels: int = 0
 
     def as_dict(self) -> dict[str, float | int]:
         return dataclasses.asdict(self)
@@ -180,7 +187,11 @@ class CupyBackend(TableBackend):
     chunk_bytes
         Size of one chunk of the chunked path.
     specialize_entries
-        Joined-table size from which a bucket gets a generated kernel (0: always).
+        Joined entries of one bucket shape, summed over its calls, from which it gets a
+        generated kernel (0: always). The default is where that kernel pays for its compile
+        (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`, about 2e10): smaller shapes run the
+        generic kernel, so a new problem compiles nothing. A caller that compiles ahead, in the
+        background, passes :data:`dcop.gpu.plan.AHEAD_SPECIALIZE_ENTRIES`.
     stage_output
         Let generated kernels stage a warp's output rows in shared memory for coalesced stores.
     min_groups
@@ -700,7 +711,7 @@ class CupyBackend(TableBackend):
             future.result()  # re-raises a failed compile
             return plan
         if plan.n_out * plan.ndom <= GENERIC_FALLBACK_MAX_ENTRIES:
-            settings = PlanSettings(1 << 62, self.min_groups, self.stage_output)
+            settings = PlanSettings(NEVER_SPECIALIZE, self.min_groups, self.stage_output)
             generic = self._plans.plan(
                 scopes, shapes, plan.dtype, plan.var, plan.op, plan.out_scope, settings
             )
@@ -906,9 +917,12 @@ class CupyBackend(TableBackend):
         started = time.perf_counter()
         with self.device:
             _ = kernel.kernel  # CuPy compiles or loads on first access, per device
+        spent = time.perf_counter() - started
         with self._setup_lock:
             self._loaded.add(name)
-        return time.perf_counter() - started
+            self.setup.kernels_s += spent
+            self.setup.kernels += 1
+        return spent
 
     def _upload_meta(self, meta: list[int]) -> Any:
         # on this backend's stream: the copy is ordered before the kernel that reads it, and the

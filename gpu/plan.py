@@ -26,8 +26,26 @@ from dcop.errors import ModelError
 from dcop.gpu import kernels as K
 from dcop.tables import check_join_eliminate_scopes
 
-#: Buckets with at least this many joined entries get a kernel generated for their signature.
-DEFAULT_SPECIALIZE_ENTRIES = 1 << 22
+#: What a kernel generated for one bucket shape costs and gains (the H100 of
+#: benchmarks/results/gpu_kernels.md; the H200 is alike): NVRTC's compile of one signature, and
+#: the joined entries per second of the generic kernel (its slowest measured: d = 4, 15 binary
+#: tables, 1e9 entries) and of a generated one (its slower large buckets).
+COMPILE_S = 0.5
+GENERIC_ENTRIES_PER_S = 4e10
+GENERATED_ENTRIES_PER_S = 2e12
+#: Joined entries of one bucket shape, summed over its calls, from which a kernel generated for
+#: it pays for its compile: the seconds it saves over the generic kernel reach COMPILE_S (about
+#: 2e10). Below, a shape runs on the generic kernel, compiled once per machine: a first solve
+#: of a new problem compiles nothing (a ±J spin glass 24x24 spent 8.7 s of 9.4 s compiling one
+#: kernel per bucket shape at the former 2^22).
+DEFAULT_SPECIALIZE_ENTRIES = int(
+    COMPILE_S / (1 / GENERIC_ENTRIES_PER_S - 1 / GENERATED_ENTRIES_PER_S)
+)
+#: A caller that compiles ahead of its data, off its critical path (a GPU agent's
+#: ``prepare_bucket`` in the background), pays little for a compile: from this size on.
+AHEAD_SPECIALIZE_ENTRIES = 1 << 22
+#: ``specialize_entries`` that no bucket reaches: the generic kernel wherever it can run.
+NEVER_SPECIALIZE = 1 << 62
 #: Rows (or groups) per launch, well inside 32-bit indices.
 MAX_LAUNCH_ROWS = 1 << 30
 
@@ -39,7 +57,9 @@ class PlanSettings:
     Attributes
     ----------
     specialize_entries
-        Joined-table size from which a bucket gets a generated kernel (0: always).
+        Joined entries of one bucket shape, summed over the calls of a :class:`PlanCache`, from
+        which it gets a generated kernel (0: always; :data:`NEVER_SPECIALIZE`: only a bucket the
+        generic kernel cannot run).
     min_groups
         A generated kernel gives each thread all rows that differ in the last output variable only
         when that leaves at least this many threads; otherwise one row per thread.
@@ -107,11 +127,18 @@ class PlanCache:
     buckets that differ only in their variables' names share one plan, renamed on the way out:
     the plan an agent makes at Go for its kernel (with ids for names) is then the one its bucket
     takes without planning again. Planning took 25 us of a 133 us warm join+eliminate of a
-    1e6-entry bucket on the H200, and a fifth of a GPU agent's bucket under cProfile."""
+    1e6-entry bucket on the H200, and a fifth of a GPU agent's bucket under cProfile.
+
+    The cache also sums the joined entries planned per structure: a shape gets its generated
+    kernel once that sum reaches ``settings.specialize_entries`` (a large bucket at once, a
+    shape met again and again once its calls have paid for the compile), and the generic
+    kernel until then."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self._plans: dict[tuple[object, ...], BucketPlan] = {}
+        #: joined entries planned so far, per structure (scopes by place, shapes, dtype, op)
+        self._entries: dict[tuple[object, ...], int] = {}
 
     def plan(
         self,
@@ -130,23 +157,30 @@ class PlanCache:
         place = {v: f"o{k}" for k, v in enumerate(out)}
         place[var] = "e"
         try:
-            key = (
+            structure = (
                 tuple(tuple(place[v] for v in s) for s in scopes),
                 tuple(tuple(int(n) for n in shape) for shape in shapes),
                 np.dtype(dtype).str,
                 op,
                 len(out),
-                settings,
             )
         except KeyError:  # a variable with no place: the planner names what is wrong
             return plan_join_eliminate(scopes, shapes, dtype, var, op, scope, settings)
+        if len(self._plans) >= self.size or len(self._entries) >= self.size:
+            self._plans.clear()
+            self._entries.clear()
+        seen = self._entries.get(structure, 0) + _joined(structure[0], structure[1])
+        self._entries[structure] = seen
+        chosen = dataclasses.replace(
+            settings,
+            specialize_entries=0 if seen >= settings.specialize_entries else NEVER_SPECIALIZE,
+        )
+        key = (*structure, chosen)
         plan = self._plans.get(key)
         if plan is None:
             check_join_eliminate_scopes(scopes, shapes, var, op, scope)  # errors in real names
             places = tuple(place[v] for v in out)
-            plan = plan_join_eliminate(key[0], shapes, dtype, "e", op, places, settings)
-            if len(self._plans) >= self.size:
-                self._plans.clear()
+            plan = plan_join_eliminate(structure[0], shapes, dtype, "e", op, places, chosen)
             self._plans[key] = plan
         name = {c: v for v, c in place.items()}
         return dataclasses.replace(
@@ -155,6 +189,17 @@ class PlanCache:
             var=var,
             out_scope=out,
         )
+
+
+def _joined(scopes: Sequence[Sequence[str]], shapes: Sequence[Sequence[int]]) -> int:
+    """Entries of the joined table of tables with these scopes and shapes (a mismatch is
+    :func:`check_join_eliminate_scopes`'s to name)."""
+    sizes = {
+        v: n
+        for scope, shape in zip(scopes, shapes, strict=False)
+        for v, n in zip(scope, shape, strict=False)
+    }
+    return math.prod(sizes.values())
 
 
 def c_strides(shape: Sequence[int]) -> list[int]:

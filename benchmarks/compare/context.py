@@ -18,7 +18,8 @@ HERE = Path(__file__).resolve().parent
 RUNNER = HERE.parent / "run.py"
 ROOT = HERE.parents[1]
 SHARED = ROOT.parent / "shared"
-INSTANCES = SHARED / "instances"
+#: The shared instances; DCOP_INSTANCES points elsewhere (a device machine's carried copy)
+INSTANCES = Path(os.environ.get("DCOP_INSTANCES", SHARED / "instances"))
 
 
 @dataclass

@@ -49,6 +49,26 @@ def gpu_usable() -> bool:
     return gpu_count() > 0
 
 
+def resolve_backend(backend: str | Any) -> TableBackend:
+    """The backend a solve runs on: ``get_backend(backend)`` for a name, the started backend for
+    a :class:`dcop.starting.StartingBackend` (waiting for its start), else ``backend``
+    itself. A solve calls this where it first needs the backend, so that a start on its own
+    thread runs beside the reading and the ordering."""
+    if isinstance(backend, str):
+        return get_backend(backend)
+    from dcop.starting import StartingBackend
+
+    if isinstance(backend, StartingBackend):
+        return backend.result()
+    return backend  # type: ignore[no-any-return]
+
+
+def backend_name(backend: str | Any) -> str:
+    """The name of a backend given as :func:`resolve_backend` takes it, without waiting for one
+    still starting (``auto`` stays ``auto`` until it has started)."""
+    return backend if isinstance(backend, str) else str(backend.name)
+
+
 def get_backend(
     name: str = "numpy",
     device: int | None = None,

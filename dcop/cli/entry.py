@@ -42,12 +42,17 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 def prepare(argv: Sequence[str]) -> None:
     """What ``dcop ARGV`` needs before the heavy imports: one BLAS thread for the commands that
-    start agents or a coordinator, and for ``run`` the agents' template, which imports while
-    we do."""
-    if list(argv[:1]) in (["run"], ["coordinator"]):
+    start agents or a coordinator and for ``solve`` and ``info`` (:mod:`dcop.blas`), for
+    ``solve --backend cupy`` the device's start (:func:`dcop.starting.start_early`), and for
+    ``run`` the agents' template, which imports while we do."""
+    if list(argv[:1]) in (["run"], ["coordinator"], ["solve"], ["info"]):
         from dcop.blas import one_blas_thread
 
         one_blas_thread()  # before NumPy's import, here and in the agents' template below
+    if list(argv[:1]) == ["solve"]:
+        from dcop.starting import start_early
+
+        start_early(argv[1:])  # a CuPy backend's start, beside the imports below
     if list(argv[:1]) == ["run"]:
         from dcop.coordinator.processes import prestart_template
 

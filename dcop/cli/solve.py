@@ -119,10 +119,11 @@ def solve_command(
         # variables, a slow YAML intention end at once in one line); a --max-memory below what
         # the file needs is left to the plan, whose refusal names the z that would fit
         limits = read_limits(timeout, None)
+        # a device backend starts on its own thread while the file is read and ordered
+        engine = _engine(backend.value, device, chosen in SUM_TASKS)
         read["problem"] = problem = read_problem(
             file, fmt and fmt.value, evidence=evidence, limits=limits
         )
-        engine = _engine(backend.value, device)
         if chosen in SUM_TASKS:
             if chosen not in solver.tasks:
                 takes = " or ".join(n for n, s in CENTRAL.items() if chosen in s.tasks)
@@ -144,6 +145,9 @@ def solve_command(
                     progress=progress,
                 )
             inferred.file = str(file)
+            from dcop.starting import timings
+
+            inferred.times.update(timings(engine))  # a device's start, off the main thread
             read["doc"] = doc = inferred.to_json()
             if solution is not None:
                 write_answer_file(
@@ -169,6 +173,9 @@ def solve_command(
         with anytime_progress(not quiet, problem) as (progress, on_bounds):
             result = solver.run(problem, replace(request, progress=progress, on_bounds=on_bounds))
         result.file = str(file)
+        from dcop.starting import timings
+
+        result.times.update(timings(engine))  # a device's start, off the main thread
         read["doc"] = doc = result.to_json()
         if solution is not None and doc["assignment"] is not None:  # ok, or the best one kept
             write_answer_file(
@@ -414,15 +421,28 @@ def info_command(
     summary_console(json_out).print(table)
 
 
-def _engine(name: str, device: str) -> Any:
-    """The backend of ``--backend`` on the ``--device`` list: its name where that is the default
-    device, else the backend object (several devices: a bucket split over them)."""
-    if name == "numpy" or device.strip() == "0":
+def _engine(name: str, device: str, sum_task: bool) -> Any:
+    """The backend of ``--backend`` on the ``--device`` list: ``numpy`` by name; a device
+    backend (cupy, auto) as a :class:`dcop.starting.StartingBackend`, started now on a
+    thread of its own (CuPy's import, the CUDA context, the pools and, for a min-sum solve, the
+    generic kernels it runs), which the solve takes once it has read and ordered the problem."""
+    if name == "numpy":
         return name
-    from dcop.backends import get_backend, gpu_count
     from dcop.placement import gpu_devices
+    from dcop.starting import StartingBackend, early_ops, take_early
 
-    count = gpu_count()
-    if count == 0:  # auto: the CPU; cupy: its own error (no CuPy, no device)
-        return get_backend(name)
-    return get_backend("cupy", devices=gpu_devices(device, count))
+    ops = early_ops(sum_task)
+    devices = None
+    if device.strip() == "0":
+        early = take_early(name, ops)  # begun by the entry point, before these imports
+        if early is not None:
+            return early
+    else:
+        from dcop.backends import gpu_count
+
+        count = gpu_count()
+        if count == 0:  # auto: the CPU; cupy: its own error (no CuPy, no device)
+            return StartingBackend(name, ops=())
+        devices = gpu_devices(device, count)
+    # PR/MAR run the contraction engine's strided kernels, not the join kernels warm_up loads
+    return StartingBackend(name, devices, ops=ops)

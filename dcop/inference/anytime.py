@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from typing import Any
 
-from dcop.backends import get_backend
+from dcop.backends import resolve_backend
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
 from dcop.inference.elimination import ProgressFn
 from dcop.inference.solve import solve
@@ -151,7 +151,7 @@ def solve_auto(
     best assignment and both bounds."""
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.order_time = order_time
     if options.resident is None:
@@ -220,7 +220,7 @@ def solve_until(
 ) -> SolveResult:
     """BE or MBE(z) in a child process killed at ``deadline`` (:func:`time.monotonic`); raises
     :class:`~dcop.errors.RunTimeout` when it is."""
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.ordering = choose_order(problem, ordering, order_time)  # chosen here, not per step
     if engine.name != "numpy":  # CUDA cannot be used after a fork: solve in this process

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dcop.backends import get_backend
+from dcop.backends import resolve_backend
 from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import OutputCheck
 from dcop.choices import SUM_TASKS, check_z
@@ -247,7 +247,8 @@ def infer(
             raise ModelError(f"unknown upper bound {upper!r}; use one of {', '.join(UPPER_KINDS)}")
     if method not in METHODS:
         raise ModelError(f"unknown inference method {method!r}; use one of {', '.join(METHODS)}")
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
+    oom: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
     chosen = np.float32 if dtype == "float32" else np.float64
     times: dict[str, float] = {}
     if capable(engine, Planned):
@@ -315,7 +316,7 @@ def infer(
             result.ln_lower = ln_low + constant
             result.bound_kinds = {"upper": BOUND_NAMES[upper], "lower": BOUND_NAMES["lower"]}
             result.largest_table = max(joined_up, joined_low)
-    except (MemoryError, *engine.out_of_memory_errors) as exc:
+    except oom as exc:
         # the plan fitted, yet an allocation failed (other processes took the memory meanwhile)
         raise TableTooLarge(
             f"{engine.name}: out of memory although the plan fitted ({exc})"

@@ -9,12 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends import get_backend
+from dcop.backends import backend_name, resolve_backend
+from dcop.backends.base import Compiles, capable
 from dcop.choices import CentralAlgo, check_z
 from dcop.errors import ModelError, TableTooLarge
 from dcop.inference.elimination import ProgressFn, eliminate
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.cost import backend_seconds_per_entry
+from dcop.orders.engine import CostModel
 from dcop.orders.greedy import induced_width, largest_table
 from dcop.plan.bucket_plan import largest_fitting_z, plan_for, refusal, suggestion_bound
 from dcop.plan.memory import default_limit, effective_limit
@@ -63,7 +66,7 @@ def check_fits(
     """Raise the TableTooLarge that :func:`solve` with these arguments would raise before any
     table is built: a caller that runs the solve elsewhere (a child process killed at a
     deadline) refuses a plan over the memory limit here, as ``too_large``, not as a timeout."""
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     chosen = choose_dtype(problem, dtype)
     _fitting_plan(
         problem, ordering.order, z if algo == "mbe" else None, chosen, engine, max_bytes, resident
@@ -85,7 +88,8 @@ def solve(
     """Solve ``problem`` with BE (``algo="be"``), MBE(z) (``algo="mbe"``) or the exact AND/OR
     search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional).
 
-    ``backend`` is a name for :func:`dcop.backends.get_backend` or a backend object.
+    ``backend`` is a name for :func:`dcop.backends.get_backend`, a backend object, or one still
+    starting (:class:`dcop.starting.StartingBackend`, taken after the ordering).
     ``ordering`` is ``auto`` (the ordering engine, searching ``order_time`` seconds; None: its
     default budget, a tenth of the predicted solve time), a name of
     :data:`dcop.orders.greedy.ORDERINGS`, or an order or ``.td`` file
@@ -120,21 +124,30 @@ def solve(
         z = check_z(z, "MBE", error=ModelError)
     else:
         z = None
-    engine = get_backend(backend) if isinstance(backend, str) else backend
-    out_of_memory = (MemoryError, *engine.out_of_memory_errors)
     times: dict[str, float] = {}
 
     t0 = time.perf_counter()
     adjacency = problem.neighbours()
-    chosen_order = choose_order(problem, ordering, order_time)
+    # the engine's default budget is a share of the solve predicted at the backend's speed (a
+    # GPU's BE at the CPU's had spent 0.6 s ordering a 24x24 spin glass for 0.3 s of elimination)
+    speed = CostModel(seconds_per_entry=backend_seconds_per_entry(backend_name(backend)))
+    chosen_order = choose_order(problem, ordering, order_time, speed)
     order = chosen_order.order
     width = induced_width(adjacency, order)
     biggest = largest_table(adjacency, order, problem.domain_sizes())
     times["ordering"] = time.perf_counter() - t0
 
+    # the backend once the order is known: a device started on its own thread
+    # (dcop.starting) has had the reading and the ordering to get ready
+    t0 = time.perf_counter()
+    engine = resolve_backend(backend)
+    times["backend"] = time.perf_counter() - t0
+    out_of_memory: tuple[type[BaseException], ...] = (MemoryError, *engine.out_of_memory_errors)
+    compiled_before = _compile_seconds(engine)
+    t0 = time.perf_counter()
     chosen = choose_dtype(problem, dtype)
     plan, limit = _fitting_plan(problem, order, z, chosen, engine, max_bytes, resident)
-    times["plan"] = time.perf_counter() - t0 - times["ordering"]
+    times["plan"] = time.perf_counter() - t0
     try:
         assignment, stats = eliminate(
             problem,
@@ -161,6 +174,8 @@ def solve(
         lower = math.inf
     times["evaluate"] = time.perf_counter() - t0
     times["total"] = sum(times.values())
+    if capable(engine, Compiles):  # inside "eliminate": the kernels compiled (or loaded) there
+        times["kernel_compile"] = _compile_seconds(engine) - compiled_before
     return SolveResult(
         problem=problem,
         algo=algo,
@@ -176,6 +191,13 @@ def solve(
         times=times,
         memory_peak=plan.peak_bytes,
     )
+
+
+def _compile_seconds(engine: Any) -> float:
+    """Seconds a backend that compiles kernels has spent compiling (or loading) them so far."""
+    if not capable(engine, Compiles):
+        return 0.0
+    return float(engine.setup.as_dict().get("kernels_s", 0.0))
 
 
 def solve_be(problem: Problem, **kwargs: Any) -> SolveResult:

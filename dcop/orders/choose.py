@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dcop.errors import ModelError
 from dcop.model import Problem
-from dcop.orders.engine import OrderResult, best_order
+from dcop.orders.engine import CostModel, OrderResult, best_order
 from dcop.orders.files import read_order
 from dcop.orders.greedy import ORDERINGS, elimination_order
 
@@ -31,16 +31,20 @@ def is_order_name(ordering: str) -> bool:
 
 
 def choose_order(
-    problem: Problem, ordering: str | ChosenOrder = AUTO, budget_s: float | None = None
+    problem: Problem,
+    ordering: str | ChosenOrder = AUTO,
+    budget_s: float | None = None,
+    cost_model: CostModel | None = None,
 ) -> ChosenOrder:
     """The elimination order ``ordering`` asks for: ``auto`` runs :func:`best_order` within
     ``budget_s`` (None: its default budget), a name of :data:`dcop.orders.greedy.ORDERINGS` that
     heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
-    once for several uses) is returned as it is."""
+    once for several uses) is returned as it is. ``cost_model`` gives the engine the solver's
+    speed (default: single-core NumPy's), which sizes its default budget."""
     if isinstance(ordering, ChosenOrder):
         return ordering
     if ordering == AUTO:
-        result = best_order(problem, budget_s)
+        result = best_order(problem, budget_s, cost_model)
         return ChosenOrder(f"{AUTO}:{result.method}", result.order, result)
     if ordering in ORDERINGS:
         return ChosenOrder(ordering, elimination_order(ordering, problem.neighbours()))

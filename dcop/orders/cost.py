@@ -18,6 +18,19 @@ from dcop.trees.pseudotree import Adjacency
 #: 1.3e-8 to 3.2e-8 in float64 on the shared files, 4.5e-9 in float32 on a 14x14 grid, one
 #: core), used only to size the default ordering budget.
 SECONDS_PER_ENTRY = 1e-8
+#: A GPU's join+eliminate per entry against single-core NumPy's (the contraction's ratio; the
+#: generic kernel's 4e10-2e11 joined entries/s against NumPy's 3e7-1e8).
+GPU_SPEEDUP = 500.0
+#: Backends (by name) whose buckets run on a device.
+DEVICE_BACKENDS = ("cupy", "placed")
+
+
+def backend_seconds_per_entry(name: str) -> float:
+    """Predicted seconds per joined entry of a bucket on the backend called ``name`` (``auto``
+    counts as the CPU: the ordering budget it sizes is then the larger one)."""
+    return SECONDS_PER_ENTRY / GPU_SPEEDUP if name in DEVICE_BACKENDS else SECONDS_PER_ENTRY
+
+
 #: Seconds of fixed cost per bucket (Python overhead of one elimination step).
 SECONDS_PER_BUCKET = 5e-5
 

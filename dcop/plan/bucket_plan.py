@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends import get_backend
+from dcop.backends import resolve_backend
 from dcop.buckets import MiniBucketPlan, plan_bucket
 from dcop.model import Problem
 from dcop.plan.memory import (
@@ -395,7 +395,7 @@ def plan_for(
     work). ``resident``: bytes the process already holds (default: measured now). A backend
     over several GPUs (:func:`~dcop.plan.memory.device_model_of`) is planned device by
     device: only what lands in host memory counts against the host limit."""
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     chosen = np.dtype(choose_dtype(problem, dtype) if isinstance(dtype, str) else dtype)
     work = work_model_of(engine)
     if task in SUMMING_TASKS:

@@ -10,7 +10,7 @@ import numpy as np
 
 from dcop.backends.base import TableBackend
 from dcop.model import Problem
-from dcop.orders.cost import SECONDS_PER_ENTRY
+from dcop.orders.cost import GPU_SPEEDUP, SECONDS_PER_ENTRY
 from dcop.orders.greedy import induced_width
 from dcop.plan.bucket_plan import MemoryPlan, plan_for
 
@@ -22,9 +22,6 @@ HEURISTIC_SHARE = 0.4
 #: device's copy, then one copy into place): a GPU's pass of many GB is over in a fraction of the
 #: time its tables take to come across.
 HOST_BYTES_PER_S = 1e9
-
-#: A GPU's fused join+eliminate, per entry, against single-core NumPy's (the contraction's ratio).
-GPU_SPEEDUP = 500.0
 
 #: The largest pass's predicted seconds without a deadline.
 PASS_SECONDS_NO_DEADLINE = 10.0

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.backends import get_backend
+from dcop.backends import resolve_backend
 from dcop.backends.base import Specializes, TableBackend, capable
 from dcop.bucketpass import bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
@@ -227,7 +227,7 @@ def solve_aobb(
     largest pass's predicted seconds (default: a share of the time left).
     """
     t_start = time.monotonic()
-    engine = get_backend(backend) if isinstance(backend, str) else backend
+    engine = resolve_backend(backend)
     times: dict[str, float] = {}
 
     def left() -> float:

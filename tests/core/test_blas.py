@@ -31,8 +31,11 @@ def test_importing_dcop_does_not_load_numpy_before_a_process_can_set_its_threads
     assert _child("import dcop; print(dcop.Problem.__name__)") == "Problem"
 
 
-@pytest.mark.parametrize(("command", "threads"), [("coordinator", "1"), ("solve", "None")])
-def test_the_coordinator_commands_ask_for_one_blas_thread_and_solve_keeps_the_default(
+@pytest.mark.parametrize(
+    ("command", "threads"),
+    [("coordinator", "1"), ("solve", "1"), ("info", "1"), ("generate", "None")],
+)
+def test_the_solving_and_coordinating_commands_ask_for_one_blas_thread(
     command: str, threads: str
 ) -> None:
     code = (

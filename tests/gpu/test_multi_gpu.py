@@ -386,20 +386,28 @@ def test_run_local_starts_each_agent_on_its_device(
 
 
 def test_dcop_solve_device_list_builds_the_split_backend(two_gpus: ModuleType) -> None:
+    from dcop.backends import resolve_backend
     from dcop.cli.solve import _engine
     from dcop.errors import InputError
     from dcop.gpu import CupyBackend
     from dcop.gpu.multi import MultiGpuBackend
+    from dcop.starting import StartingBackend
 
-    assert _engine("numpy", "0,1") == "numpy" and _engine("cupy", "0") == "cupy"
-    assert isinstance(_engine("cupy", "all"), MultiGpuBackend)
-    assert isinstance(_engine("auto", "0,1"), MultiGpuBackend)
-    single = _engine("cupy", "1")
+    def engine(name: str, device: str) -> object:
+        return resolve_backend(_engine(name, device, False))
+
+    assert _engine("numpy", "0,1", False) == "numpy"
+    # a device backend starts on its own thread, taken once the solve needs it
+    assert isinstance(_engine("cupy", "0", False), StartingBackend)
+    assert isinstance(engine("cupy", "0"), CupyBackend)
+    assert isinstance(engine("cupy", "all"), MultiGpuBackend)
+    assert isinstance(engine("auto", "0,1"), MultiGpuBackend)
+    single = engine("cupy", "1")
     assert isinstance(single, CupyBackend) and single.device_id == 1
     with pytest.raises(BackendUnavailable, match="no device 2"):
-        _engine("cupy", "0,2")
+        engine("cupy", "0,2")
     with pytest.raises(InputError):
-        _engine("cupy", "0,x")
+        engine("cupy", "0,x")
 
 
 def test_a_table_larger_than_a_device_is_solved_exactly(two_gpus: ModuleType) -> None:

@@ -245,3 +245,47 @@ def test_plans_are_cached_by_structure_and_renamed_on_the_way_out(
         cache.plan(SCOPES, SHAPES, np.float32, "x", "min", ("a", "b", "x"), ALWAYS)
     with pytest.raises(ModelError, match="none of the tables"):
         cache.plan(SCOPES, SHAPES, np.float32, "z", "min", None, ALWAYS)
+
+
+def test_a_shape_gets_its_own_kernel_once_its_calls_pay_for_the_compile() -> None:
+    cache = PlanCache()
+    settings = PlanSettings(specialize_entries=150, min_groups=0)
+    kinds = [
+        cache.plan(SCOPES, SHAPES, np.float32, "x", "min", None, settings).generated
+        for _ in range(2)
+    ]
+    # the same structure under other names adds to the same sum: 60, 120, then 180 >= 150
+    renamed = [("p", "q"), ("p", "r"), ("q", "r")]
+    kinds += [
+        cache.plan(renamed, SHAPES, np.float32, "q", "min", None, settings).generated
+        for _ in range(2)
+    ]
+    assert kinds == [False, False, True, True]
+    # another structure (shapes, dtype) is summed apart
+    other = [(3, 2), (3, 5), (2, 5)]
+    assert not cache.plan(SCOPES, other, np.float32, "x", "min", None, settings).generated
+    assert not cache.plan(SCOPES, SHAPES, np.float64, "x", "min", None, settings).generated
+
+
+def test_by_default_only_a_bucket_whose_kernel_pays_for_its_compile_is_generated() -> None:
+    from dcop.gpu import plan as P
+
+    saved = P.DEFAULT_SPECIALIZE_ENTRIES * (
+        1 / P.GENERIC_ENTRIES_PER_S - 1 / P.GENERATED_ENTRIES_PER_S
+    )
+    assert saved == pytest.approx(P.COMPILE_S, rel=1e-6)
+    cache = PlanCache()
+    default = PlanSettings()
+    # a bucket of 2^25 joined entries (a spin glass of width 24): the generic kernel
+    wide = [tuple(f"v{k}" for k in range(13)), tuple(f"v{k}" for k in range(12, 25))]
+    shapes = [(2,) * 13, (2,) * 13]
+    assert not cache.plan(wide, shapes, np.float32, "v12", "min", None, default).generated
+    # one of 2^36: its own kernel at once
+    big = [("a", "x"), ("x", "b")]
+    plan = cache.plan(
+        big, [(1 << 18, 1 << 8), (1 << 8, 1 << 10)], np.float32, "x", "min", None, default
+    )
+    assert plan.joined == 1 << 36 and plan.generated
+    # over the generic kernel's table count: generated whatever the size
+    many = [("a", "x")] * (K.GENERIC_MAX_TABLES + 1)
+    assert cache.plan(many, [(2, 2)] * len(many), np.float32, "x", "min", None, default).generated
