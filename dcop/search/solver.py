@@ -36,6 +36,7 @@ from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
+    PassClock,
     choose_ibound,
     rung_seconds,
     seconds_per_entry,
@@ -271,6 +272,7 @@ def solve_aobb(
     lower = -math.inf
     stopped: str | None = "no rung ran"
     walk: _Walk | None = None
+    clock = PassClock()
 
     def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
         """Run ``walk`` (until ``budget`` nodes, or the deadline) and count what it did."""
@@ -291,18 +293,15 @@ def solve_aobb(
         for k, plan in enumerate(rungs):
             last = k == len(rungs) - 1
             budget = None if last else rung_budget(rungs[k + 1], engine, typical)
-            if walk is not None and deadline is not None:
-                done = stats.steps[-1]
-                before = rungs[k - 1]
-                measured = (
-                    done.pass_s
-                    * rung_seconds(plan, engine)
-                    / max(1e-9, rung_seconds(before, engine))
-                )
-                predicted = max(rung_seconds(plan, engine), measured)
-                if predicted > PASS_FIT * left():  # no time to search after it: go on as we are
-                    stopped = search(walk, done.z, 0.0, None)
-                    break
+            # the next pass, predicted from the passes run so far (PassClock): where there is no
+            # time to search after it, the search goes on with the heuristic it has
+            if (
+                walk is not None
+                and deadline is not None
+                and clock.predict(rung_seconds(plan, engine)) > PASS_FIT * left()
+            ):
+                stopped = search(walk, stats.steps[-1].z, 0.0, None)
+                break
             t0 = time.monotonic()
             with generic_kernels(engine):
                 buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
@@ -316,6 +315,7 @@ def solve_aobb(
             compiled = compile_search(problem, order, buckets, engine, cache_room)
             del buckets
             pass_s = time.monotonic() - t0  # the pass and reading its tables
+            clock.observe(rung_seconds(plan, engine), pass_s)
             model = compiled.model
             state = new_state(model, compiled.width, compiled.cache_entries)
             times["heuristic"] = times.get("heuristic", 0.0) + time.monotonic() - t0
