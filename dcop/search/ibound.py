@@ -51,10 +51,11 @@ class PassClock:
     in proportion to its model (:func:`rung_seconds`). Before any pass the model is taken as it
     is. After one, the fixed part is what the model did not predict, the rest at the model's own
     rate; from two on, both parts are fitted to the last two passes (the rate then follows the
-    machine, its load included, either way). The ladder used to scale the last pass in proportion
-    to the model, never below it, so that a small rung's fixed cost was multiplied by the work
-    ratio: on CELAR6-SUB0, z = 4 was predicted at 1.35 s after z = 3's 0.06 s pass and ran in
-    0.36 s, and a rung that had time to run was skipped (round 4's "anytime that uses its time").
+    machine, its load included). A prediction is never below the model: a pass is not stopped
+    at the deadline, so it errs long. The ladder used to scale the last pass in proportion to
+    the model, so that a small rung's fixed cost was multiplied by the work ratio: on
+    CELAR6-SUB0, z = 4 was predicted at 1.35 s after z = 3's 0.06 s pass and ran in 0.36 s, and
+    a rung that had time to run was skipped (round 4's "anytime that uses its time").
     """
 
     #: (model seconds, measured seconds) of every pass run, in order.
@@ -66,6 +67,9 @@ class PassClock:
 
     def predict(self, model_s: float) -> float:
         """The predicted seconds of a pass the model puts at ``model_s``."""
+        return max(model_s, self._learned(model_s))
+
+    def _learned(self, model_s: float) -> float:
         if not self.seen:
             return model_s
         m1, t1 = self.seen[-1]
