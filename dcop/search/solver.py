@@ -303,21 +303,34 @@ def solve_aobb(
                 stopped = search(walk, stats.steps[-1].z, 0.0, None)
                 break
             t0 = time.monotonic()
-            with generic_kernels(engine):
-                buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                                      max_bytes=limit.bytes)  # fmt: skip
-            stats.ibound = int(plan.z or 0)
-            lower = max(lower, buckets.stats.bound)  # the pass's own bound, proved already
+            failed: str | None = None
+            try:
+                compiled, bound, first = _heuristic(
+                    problem, order, engine, plan, limit.bytes, decode_first=incumbent is None
+                )
+                state = new_state(compiled.model, compiled.width, compiled.cache_entries)
+            except (TableTooLarge, MemoryError, *engine.out_of_memory_errors) as exc:
+                if walk is None:  # nothing found yet: the command's too_large document says so
+                    raise
+                # a later rung's memory failed (other processes took it meanwhile): its
+                # heuristic is lost, not the search, which goes on with the rung it has (out of
+                # this handler: the failed pass's frames go with it)
+                failed = (
+                    f"; the pass of z = {plan.z} failed ({exc or 'out of memory'}), the search "
+                    f"went on with z = {stats.steps[-1].z}"
+                )
+            if failed is not None and walk is not None:
+                stats.ibound_reason += failed
+                stopped = search(walk, stats.steps[-1].z, 0.0, None)
+                break
+            lower = max(lower, bound)  # the pass's own bound, proved already
             if incumbent is None:
-                mbe = decode(problem, buckets, engine)
-                incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
-            cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
-            compiled = compile_search(problem, order, buckets, engine, cache_room)
-            del buckets
+                assert first is not None  # the first rung's pass decodes its assignment
+                incumbent = first
+            model = compiled.model
+            stats.ibound = int(plan.z or 0)
             pass_s = time.monotonic() - t0  # the pass and reading its tables
             clock.observe(rung_seconds(plan, engine), pass_s)
-            model = compiled.model
-            state = new_state(model, compiled.width, compiled.cache_entries)
             times["heuristic"] = times.get("heuristic", 0.0) + time.monotonic() - t0
 
             t0 = time.monotonic()
@@ -377,6 +390,29 @@ def solve_aobb(
     )
     result.search = stats
     return result
+
+
+def _heuristic(
+    problem: Problem,
+    order: list[str],
+    engine: TableBackend,
+    plan: MemoryPlan,
+    max_bytes: float,
+    decode_first: bool,
+) -> tuple[Compiled, float, np.ndarray | None]:
+    """One rung's mini-bucket pass read into the search's arrays: the compiled search, the pass's
+    bound, and (``decode_first``) the pass's own assignment in ``order``. The pass's tables are
+    freed on return, or with this frame when an allocation fails."""
+    with generic_kernels(engine):
+        buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
+                              max_bytes=max_bytes)  # fmt: skip
+    first = None
+    if decode_first:
+        mbe = decode(problem, buckets, engine)
+        first = np.array([mbe[v] for v in order], dtype=np.int32)
+    cache_room = max(0.0, CACHE_SHARE * max_bytes - plan.peak_bytes)
+    compiled = compile_search(problem, order, buckets, engine, cache_room)
+    return compiled, float(buckets.stats.bound), first
 
 
 def _constant(problem: Problem) -> float:
