@@ -752,9 +752,22 @@ class Coordinator:
     def _refusal(self, sizing: Sizing, z: int | None, itemsize: int, fit: int | None) -> str:
         who = self.name(sizing.agent) if sizing.agent is not None else "an agent"
         what = "DPOP" if z is None else f"ADPOP(z={z})"
-        limits = f"the message limit of {self.spec.max_message_bytes / 2**20:g} MiB"
-        if self.spec.max_memory_bytes is not None:
-            limits += f" or the memory limit of {self.spec.max_memory_bytes / 2**20:g} MiB"
+        nbytes = sizing.largest * itemsize
+        memory = self.spec.max_memory_bytes
+        if nbytes + UTIL_OVERHEAD_BYTES > self.spec.max_message_bytes or memory is None:
+            over = f"> the message limit of {self.spec.max_message_bytes / 2**20:g} MiB"
+        else:  # the message fits: the agent's whole planned peak is what does not
+            part = (
+                self.part_bytes.get(sizing.agent, 0)
+                if sizing.agent is not None
+                else max(self.part_bytes.values(), default=0)
+            )
+            peak = agent_peak_bytes(part, nbytes, sizing.total * itemsize, self.spec.task == "mar")
+            down = " and its down pass" if self.spec.task == "mar" else ""
+            over = (
+                f"and that agent's planned peak (its tables, that UTIL, its children's{down}) "
+                f"of {peak / 2**20:.4g} MiB > the memory limit of {memory / 2**20:g} MiB"
+            )
         way = (
             f"the largest ADPOP z that fits is {fit} (--algo adpop --z {fit}, or --algo auto)"
             if fit is not None
@@ -768,8 +781,7 @@ class Coordinator:
             )
         return (
             f"{what}'s largest UTIL, from {who}, would hold {sizing.largest:.4g} entries "
-            f"({sizing.largest * itemsize / 2**20:.4g} MiB) > {limits}; {way}; refused before "
-            "any table was built"
+            f"({nbytes / 2**20:.4g} MiB) {over}; {way}; refused before any table was built"
         )
 
     # ---- the answer ---------------------------------------------------------------------------
