@@ -51,8 +51,8 @@ class PassClock:
     in proportion to its model (:func:`rung_seconds`). Before any pass the model is taken as it
     is. After one, the fixed part is what the model did not predict, the rest at the model's own
     rate; from two on, both parts are fitted to the last two passes (the rate then follows the
-    machine, its load included). A prediction is never below the model: a pass is not stopped
-    at the deadline, so it errs long. The ladder used to scale the last pass in proportion to
+    machine, its load included). A prediction is never below the model: a late pass is cut at
+    the deadline, but its time is lost, so it errs long. The ladder used to scale the last pass in proportion to
     the model, so that a small rung's fixed cost was multiplied by the work ratio: on
     CELAR6-SUB0, z = 4 was predicted at 1.35 s after z = 3's 0.06 s pass and ran in 0.36 s, and
     a rung that had time to run was skipped (round 4's "anytime that uses its time").

@@ -23,7 +23,7 @@ import numpy as np
 
 from dcop.backends import get_backend
 from dcop.backends.base import Specializes, TableBackend, capable
-from dcop.bucketpass import bucket_pass, decode
+from dcop.bucketpass import ProgressFn, bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
@@ -63,8 +63,9 @@ EPS_REL = 1e-10
 SLICE_S = 0.05
 #: Local search sweeps over all variables for the first upper bound, at most.
 LOCAL_SWEEPS = 200
-#: A rung's pass is started only when it is predicted within this share of the time left (the
-#: pass itself is not stopped at the deadline); else the search goes on with the heuristic it has.
+#: A rung's pass is started only when it is predicted within this share of the time left (a later
+#: rung's pass is cut at the deadline, its time lost); else the search goes on with the heuristic
+#: it has.
 PASS_FIT = 0.5
 #: Share of the time left that the ordering engine may take.
 ORDER_SHARE = 0.05
@@ -304,11 +305,19 @@ def solve_aobb(
                 break
             t0 = time.monotonic()
             failed: str | None = None
+            # a later rung's pass is abandoned at the deadline (between two buckets): a pass
+            # that overran it would hold the answer past --timeout (a batch row's kill then
+            # lost it); the walk so far keeps its assignment and bounds
+            watch = _deadline_watch(deadline) if walk is not None else None
             try:
                 compiled, bound, first = _heuristic(
-                    problem, order, engine, plan, limit.bytes, decode_first=incumbent is None
+                    problem, order, engine, plan, limit.bytes, incumbent is None, watch
                 )
                 state = new_state(compiled.model, compiled.width, compiled.cache_entries)
+            except _PassLate:
+                stats.ibound_reason += f"; the pass of z = {plan.z} was cut at the deadline"
+                stopped = TIMEOUT
+                break
             except (TableTooLarge, MemoryError, *engine.out_of_memory_errors) as exc:
                 if walk is None:  # nothing found yet: the command's too_large document says so
                     raise
@@ -392,6 +401,22 @@ def solve_aobb(
     return result
 
 
+class _PassLate(Exception):
+    """A later rung's pass reached the deadline (raised between two of its buckets)."""
+
+
+def _deadline_watch(deadline: float | None) -> ProgressFn | None:
+    """A pass's progress hook that raises :class:`_PassLate` once ``deadline`` has passed."""
+    if deadline is None:
+        return None
+
+    def watch(done: int, total: int, var: str) -> None:
+        if time.monotonic() >= deadline:
+            raise _PassLate
+
+    return watch
+
+
 def _heuristic(
     problem: Problem,
     order: list[str],
@@ -399,13 +424,14 @@ def _heuristic(
     plan: MemoryPlan,
     max_bytes: float,
     decode_first: bool,
+    progress: ProgressFn | None = None,
 ) -> tuple[Compiled, float, np.ndarray | None]:
     """One rung's mini-bucket pass read into the search's arrays: the compiled search, the pass's
-    bound, and (``decode_first``) the pass's own assignment in ``order``. The pass's tables are
-    freed on return, or with this frame when an allocation fails."""
+    bound, and (``decode_first``) the pass's own assignment in ``order``; ``progress`` hears of
+    every bucket. The pass's tables are freed on return, or with this frame when it fails."""
     with generic_kernels(engine):
         buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                              max_bytes=max_bytes)  # fmt: skip
+                              max_bytes=max_bytes, progress=progress)  # fmt: skip
     first = None
     if decode_first:
         mbe = decode(problem, buckets, engine)

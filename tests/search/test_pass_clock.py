@@ -65,12 +65,17 @@ class FakeTime:
 
 
 def _ladder_on_a_fake_clock(
-    monkeypatch: pytest.MonkeyPatch, fixed_s: float, rate: float, left_s: float
-) -> list[int]:
+    monkeypatch: pytest.MonkeyPatch,
+    fixed_s: float,
+    rate: float,
+    left_s: float,
+    spike_s: float = 0.0,
+) -> Any:
     """solve_aobb over three rungs (z = 2, 3, then the exact one), each below the last with a node
-    budget of one, whose passes take ``fixed_s + rate * model`` on a fake clock, the model
-    putting the rungs at 0.001, 0.01 and 0.1 s; the deadline ``left_s`` after the start. The z
-    of every rung that ran a pass."""
+    budget of one, whose passes take ``fixed_s + rate * model`` on a fake clock (the last one
+    ``spike_s`` more: a load spike), the model putting the rungs at 0.001, 0.01 and 0.1 s; the
+    deadline ``left_s`` after the start. The clock moves as a pass starts, so that the pass's
+    own look at it between buckets sees where it will end."""
     problem = random_network(12, 3, 0.3, 0.3, seed=4)
     clock = FakeTime()
     model_s: dict[int, float] = {}
@@ -84,15 +89,18 @@ def _ladder_on_a_fake_clock(
     real_pass = solver.bucket_pass
 
     def timed_pass(problem: Any, order: Any, engine: Any, z: int, **kwargs: Any) -> Any:
-        out = real_pass(problem, order, engine, z, **kwargs)
-        clock.now += fixed_s + rate * model_s[int(z or 0)]
-        return out
+        spike = spike_s if model_s[int(z or 0)] == 0.1 else 0.0
+        clock.now += fixed_s + rate * model_s[int(z or 0)] + spike
+        return real_pass(problem, order, engine, z, **kwargs)
 
     monkeypatch.setattr(solver, "ladder", ladder)
     monkeypatch.setattr(solver, "rung_seconds", lambda plan, engine: model_s[int(plan.z or 0)])
     monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical: 1)
     monkeypatch.setattr(solver, "bucket_pass", timed_pass)
-    result = solver.solve_aobb(problem, deadline=clock.now + left_s, pass_seconds=100.0)
+    return solver.solve_aobb(problem, deadline=clock.now + left_s, pass_seconds=100.0)
+
+
+def _rungs_run(result: Any) -> list[int]:
     return [step.z for step in result.search.steps if step.pass_s > 0]
 
 
@@ -100,12 +108,27 @@ def test_a_rung_with_time_to_run_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Passes of 0.05 s + the model: after z = 2 and 3 (0.051 and 0.06 s) the last is predicted
     at 0.15 s, within half the 0.39 s left, and runs. Scaled in proportion from z = 3's pass,
     as the ladder did, it was 0.6 s and the rung was skipped."""
-    ran = _ladder_on_a_fake_clock(monkeypatch, fixed_s=0.05, rate=1.0, left_s=0.5)
-    assert len(ran) == 3
+    result = _ladder_on_a_fake_clock(monkeypatch, fixed_s=0.05, rate=1.0, left_s=0.5)
+    assert len(_rungs_run(result)) == 3 and result.status == "ok"
 
 
 def test_a_rung_without_time_to_run_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same ladder on a machine four times slower than the model: the last pass is
     predicted at 0.45 s, over half the 0.38 s left: the search goes on with z = 3's heuristic."""
-    ran = _ladder_on_a_fake_clock(monkeypatch, fixed_s=0.05, rate=4.0, left_s=0.5)
-    assert len(ran) == 2
+    result = _ladder_on_a_fake_clock(monkeypatch, fixed_s=0.05, rate=4.0, left_s=0.5)
+    assert len(_rungs_run(result)) == 2
+
+
+def test_a_pass_past_the_deadline_is_cut_and_the_answer_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last pass is predicted within the time (0.15 s of 0.39 s left) and a load spike makes
+    it take 5 s: it is cut at the deadline between two buckets, and the run ends at once with
+    the assignment and bounds of the rungs before it (status timeout), where it used to finish
+    the pass, 4.6 s past --timeout (and a batch row, killed at its timeout, lost its answer)."""
+    result = _ladder_on_a_fake_clock(monkeypatch, fixed_s=0.05, rate=1.0, left_s=0.5, spike_s=5.0)
+    assert result.status == "timeout" and result.assignment
+    assert result.upper_bound == result.problem.evaluate(result.assignment)
+    assert result.lower_bound <= result.upper_bound and result.search.ibound == 3
+    assert "the pass of z = " in result.search.ibound_reason
+    assert "cut at the deadline" in result.search.ibound_reason
