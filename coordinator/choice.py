@@ -193,7 +193,7 @@ def choose_algorithm(
             )
     elif limits.fits(sizings[main]):
         return Decision(spec.algo, zs[main], f"--algo {spec.algo} fits the limits")
-    raise TableTooLarge(refusal(spec, sizings[main], zs[main], limits.itemsize, largest_z, name))
+    raise TableTooLarge(refusal(spec, sizings[main], zs[main], limits, largest_z, name))
 
 
 def choose_cut(
@@ -249,16 +249,30 @@ def refusal(
     spec: RunSpec,
     sizing: Sizing,
     z: int | None,
-    itemsize: int,
+    limits: Limits,
     fit: int | None,
     name: Callable[[int], str],
 ) -> str:
-    """Why a run is refused before any table is built: what would not fit, and what would."""
+    """Why a run is refused before any table is built: what would not fit (the message, or the
+    agent's whole planned peak where the message fits), and what would."""
     who = name(sizing.agent) if sizing.agent is not None else "an agent"
     what = "DPOP" if z is None else f"ADPOP(z={z})"
-    limits = f"the message limit of {spec.max_message_bytes / 2**20:g} MiB"
-    if spec.max_memory_bytes is not None:
-        limits += f" or the memory limit of {spec.max_memory_bytes / 2**20:g} MiB"
+    nbytes = sizing.largest * limits.itemsize
+    memory = spec.max_memory_bytes
+    if nbytes + UTIL_OVERHEAD_BYTES > spec.max_message_bytes or memory is None:
+        over = f"> the message limit of {spec.max_message_bytes / 2**20:g} MiB"
+    else:  # the message fits: the agent's whole planned peak is what does not
+        part = (
+            limits.part_bytes.get(sizing.agent, 0)
+            if sizing.agent is not None
+            else max(limits.part_bytes.values(), default=0)
+        )
+        peak = agent_peak_bytes(part, nbytes, sizing.total * limits.itemsize, limits.marginals)
+        down = " and its down pass" if limits.marginals else ""
+        over = (
+            f"and that agent's planned peak (its tables, that UTIL, its children's{down}) "
+            f"of {peak / 2**20:.4g} MiB > the memory limit of {memory / 2**20:g} MiB"
+        )
     way = (
         f"the largest ADPOP z that fits is {fit} (--algo adpop --z {fit}, or --algo auto)"
         if fit is not None
@@ -272,8 +286,7 @@ def refusal(
         )
     return (
         f"{what}'s largest UTIL, from {who}, would hold {sizing.largest:.4g} entries "
-        f"({sizing.largest * itemsize / 2**20:.4g} MiB) > {limits}; {way}; refused before "
-        "any table was built"
+        f"({nbytes / 2**20:.4g} MiB) {over}; {way}; refused before any table was built"
     )
 
 

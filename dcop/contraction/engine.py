@@ -27,6 +27,7 @@ from dcop.contraction.tree import (
     Path,
     TreeStats,
     analyse,
+    load_slicer,
     optimizer_path,
     order_path,
     slice_vars,
@@ -92,6 +93,9 @@ ORDER_FIRST = True
 #: water's MAR took 24 ms on the device; Promedus_13, largest 256 entries: MAR 0.35 s on the
 #: device, 0.074 s on the 2-core CPU). The numbers are the same; the result's tree says so.
 HOST_LARGEST = 4096
+#: Times a tree is re-fitted to the room read again after the planner's own memory (see
+#: plan_contraction); still over it, the run is refused.
+REFITS = 2
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
@@ -186,10 +190,14 @@ def plan_contraction(
     orders: OrderSource = default_orders,
     rate: float = FLOP_RATE["numpy"],
     order_first: bool | None = None,
+    small_unread: bool = True,
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
-    no slicing of it fits ``limit`` (a callable: read only when the cheapest tree's peak is above
-    SMALL_PLAN_BYTES). With ``ordering="auto"`` the candidates are tried in turn (the first of
+    no slicing of it fits ``limit``. A callable ``limit`` (the room the process has) is read after
+    the search (only when the cheapest tree's peak is above SMALL_PLAN_BYTES, unless
+    ``small_unread`` is False: a cap below that), and again once a tree is chosen, which is
+    re-fitted to what the planner's own memory left (at most REFITS times).
+    With ``ordering="auto"`` the candidates are tried in turn (the first of
     ``orders``, min-fill, where ``order_first`` says so (None: ORDER_FIRST), opt_einsum's greedy,
     the other orders, then opt_einsum's random-greedy) while the search has spent less than
     ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its flops at
@@ -247,36 +255,37 @@ def plan_contraction(
                 optimizer_path(scopes, sizes, "random-greedy", repeats=repeats),
                 repeats * cost.trial,
             )
+    read: Callable[[], Limit] | None = None
     if callable(limit):
         cheapest = min(stats.values(), key=lambda st: st.cost)
-        if cheapest.peak(task) * itemsize <= SMALL_PLAN_BYTES:
+        if small_unread and cheapest.peak(task) * itemsize <= SMALL_PLAN_BYTES:
             limit = Limit(
                 SMALL_PLAN_BYTES, f"{human_bytes(SMALL_PLAN_BYTES)} (not read: a small plan)"
             )
         else:
-            limit = limit()
-    room = limit.bytes / itemsize
-    # the cheapest fitting tree; where none fits, the cheapest once sliced to fit
+            read = limit
+            limit = read()
     ranked = sorted(stats, key=lambda k: stats[k].cost)
-    choice: tuple[float, str, tuple[str, ...], TreeStats, int] | None = None
-    whole = [k for k in ranked if stats[k].peak(task) <= room]
-    inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
-    for name in ranked:
-        if whole and name not in whole:
-            # slicing splits the peak above the inputs at best evenly: skip a tree whose fewest
-            # slices already cost more than the cheapest tree that fits whole
-            fewest = (stats[name].peak(task) - inputs) / max(room - inputs, 1.0)
-            if stats[name].cost * fewest >= stats[whole[0]].cost:
-                continue
-        got = _fit(scopes, sizes, paths[name], stats[name], task, room)
-        if got is None:
-            continue
-        sliced, sliced_stats, slices = got
-        total = sliced_stats.cost * slices
-        if choice is None or total < choice[0]:
-            choice = (total, name, sliced, sliced_stats, slices)
-        if not sliced:
-            break  # the cheapest tree that fits whole: slicing another cannot beat it
+    if read is not None and all(stats[k].peak(task) * itemsize > limit.bytes for k in ranked):
+        # slicing will run: its library stays loaded (some 10 MiB), so the room is read after it
+        load_slicer()
+        limit = read()
+    choice = _choose(scopes, sizes, paths, stats, ranked, task, limit.bytes / itemsize)
+    # A room read from the process is read again once the tree is chosen: the search and the
+    # slicer keep memory of their own (cotengra's caches stay in the heap), so the arrays get
+    # what is left, and the tree is re-fitted to that (round 4, finding 13: 1.2x over a cap
+    # near the process's own size).
+    for attempt in range(REFITS + 1):
+        if read is None or choice is None:
+            break
+        limit = read()
+        if choice.planned <= limit.bytes / itemsize:
+            break
+        choice = (
+            None
+            if attempt == REFITS
+            else _choose(scopes, sizes, paths, stats, ranked, task, limit.bytes / itemsize)
+        )
     search_s = time.perf_counter() - t0
     candidates = {
         k: {"flops": s.flops, "cost": s.cost, "largest_intermediate": float(s.largest)}
@@ -290,10 +299,64 @@ def plan_contraction(
             f"{human_bytes(least.largest * itemsize)}) exceeds {limit.text}, and no slicing into "
             f"at most {MAX_SLICES} slices fits it"
         )
-    _, name, sliced, sliced_stats, slices = choice
     return ContractionPlan(
-        name, paths[name], sliced, sliced_stats, slices, itemsize, search_s, limit, candidates
+        choice.name,
+        paths[choice.name],
+        choice.sliced,
+        choice.stats,
+        choice.slices,
+        itemsize,
+        search_s,
+        limit,
+        candidates,
     )
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """One candidate tree fitted to a room: its slicing, one slice's stats, the slices, and the
+    planned peak in entries (the whole inputs plus one slice's intermediates)."""
+
+    name: str
+    sliced: tuple[str, ...]
+    stats: TreeStats
+    slices: int
+    planned: float
+
+    @property
+    def total(self) -> float:
+        return self.stats.cost * self.slices
+
+
+def _choose(
+    scopes: Sequence[tuple[str, ...]],
+    sizes: Mapping[str, int],
+    paths: Mapping[str, Path],
+    stats: Mapping[str, TreeStats],
+    ranked: Sequence[str],
+    task: str,
+    room: float,
+) -> _Fit | None:
+    """The cheapest tree that fits ``room`` entries whole; where none does, the cheapest once
+    sliced to fit; None when no slicing fits."""
+    choice: _Fit | None = None
+    whole = [k for k in ranked if stats[k].peak(task) <= room]
+    inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
+    for name in ranked:
+        if whole and name not in whole:
+            # slicing splits the peak above the inputs at best evenly: skip a tree whose fewest
+            # slices already cost more than the cheapest tree that fits whole
+            fewest = (stats[name].peak(task) - inputs) / max(room - inputs, 1.0)
+            if stats[name].cost * fewest >= stats[whole[0]].cost:
+                continue
+        got = _fit(scopes, sizes, paths[name], stats[name], task, room)
+        if got is None:
+            continue
+        if choice is None or got.total < choice.total:
+            choice = _Fit(name, got.sliced, got.stats, got.slices, got.planned)
+        if not got.sliced:
+            break  # the cheapest tree that fits whole: slicing another cannot beat it
+    return choice
 
 
 def _left(
@@ -357,11 +420,12 @@ def _fit(
     stats: TreeStats,
     task: str,
     room: float,
-) -> tuple[tuple[str, ...], TreeStats, int] | None:
+) -> _Fit | None:
     """The variables to slice so that ``path``'s peak fits ``room`` entries (none when it fits
-    whole), the stats of one slice and the number of slices; None when nothing fits."""
+    whole), the stats of one slice, the number of slices and the planned peak; None when
+    nothing fits (the fit's ``name`` is left empty)."""
     if stats.peak(task) <= room:
-        return (), stats, 1
+        return _Fit("", (), stats, 1, stats.peak(task))
     target = stats.largest
     inputs = sum(math.prod(sizes[v] for v in s) for s in scopes)
     if inputs > room:
@@ -384,8 +448,9 @@ def _fit(
         cut = _sliced_scopes(scopes, sliced)
         one = analyse(cut, sizes, path)
         # the leaves stay whole on the device; each slice's views of them are copied as used
-        if one.peak(task) - sum(math.prod(sizes[v] for v in s) for s in cut) + inputs <= room:
-            return sliced, one, slices
+        planned = one.peak(task) - sum(math.prod(sizes[v] for v in s) for s in cut) + inputs
+        if planned <= room:
+            return _Fit("", sliced, one, slices, planned)
     return None
 
 
@@ -553,9 +618,10 @@ def contract(
     limit: Limit | Callable[[], Limit]
     if room is not None:
         limit = room
-    elif max_bytes is None and backend.name == "numpy":
-        # read only for a large plan: on the host the reads cost a small model a third of its run
-        limit = lambda: contraction_room(backend, None)  # noqa: E731
+    elif backend.name == "numpy":
+        # read after the search (its memory and the slicer's are held then, and count), and
+        # without a cap only for a large plan: the reads cost a small model a third of its run
+        limit = lambda: contraction_room(backend, max_bytes)  # noqa: E731
     else:  # a device's free memory is one call; --max-memory is always a cap
         limit = contraction_room(backend, max_bytes)
     adjacency = _adjacency(scopes, [v for v in problem.variables if v in held])
@@ -571,6 +637,7 @@ def contract(
         budget_s,
         orders,
         FLOP_RATE.get(backend.name, FLOP_RATE["numpy"]),
+        small_unread=max_bytes is None,
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None

@@ -6,6 +6,8 @@ without loading the search's compiled loops.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from dcop.backends.base import TableBackend
@@ -36,6 +38,48 @@ def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
     """A rung's predicted seconds before its search: the pass, and reading its messages into the
     search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
     return plan.total_work * seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
+
+
+@dataclass
+class PassClock:
+    """The predicted seconds of the ladder's next pass, learned from the passes already run.
+
+    A pass takes a fixed part (Python calls per bucket, compiling the search's arrays) and a part
+    in proportion to its model (:func:`rung_seconds`). Before any pass the model is taken as it
+    is. After one, the fixed part is what the model did not predict, the rest at the model's own
+    rate; from two on, both parts are fitted to the last two passes (the rate then follows the
+    machine, its load included). A prediction is never below the model: a late pass is cut at
+    the deadline, but its time is lost, so it errs long. The ladder used to scale the last pass in proportion to
+    the model, so that a small rung's fixed cost was multiplied by the work ratio: on
+    CELAR6-SUB0, z = 4 was predicted at 1.35 s after z = 3's 0.06 s pass and ran in 0.36 s, and
+    a rung that had time to run was skipped (round 4's "anytime that uses its time").
+    """
+
+    #: (model seconds, measured seconds) of every pass run, in order.
+    seen: list[tuple[float, float]] = field(default_factory=list)
+
+    def observe(self, model_s: float, measured_s: float) -> None:
+        """A pass predicted at ``model_s`` by the model took ``measured_s``."""
+        self.seen.append((max(0.0, model_s), max(0.0, measured_s)))
+
+    def predict(self, model_s: float) -> float:
+        """The predicted seconds of a pass the model puts at ``model_s``."""
+        return max(model_s, self._learned(model_s))
+
+    def _learned(self, model_s: float) -> float:
+        if not self.seen:
+            return model_s
+        m1, t1 = self.seen[-1]
+        if len(self.seen) >= 2:
+            m0, t0 = self.seen[-2]
+            if m1 > m0:
+                rate = (t1 - t0) / (m1 - m0)
+                if rate > 0:
+                    return max(0.0, t1 - rate * m1) + rate * model_s
+                # a larger pass ran faster than a smaller one (noise): in proportion, which errs
+                # long
+                return t1 * model_s / max(m1, 1e-12)
+        return max(0.0, t1 - m1) + model_s
 
 
 def choose_ibound(

@@ -23,7 +23,7 @@ import numpy as np
 
 from dcop.backends import resolve_backend
 from dcop.backends.base import Specializes, TableBackend, capable
-from dcop.bucketpass import bucket_pass, decode
+from dcop.bucketpass import ProgressFn, bucket_pass, decode
 from dcop.errors import ModelError, TableTooLarge
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
@@ -36,6 +36,7 @@ from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
+    PassClock,
     choose_ibound,
     rung_seconds,
     seconds_per_entry,
@@ -62,8 +63,9 @@ EPS_REL = 1e-10
 SLICE_S = 0.05
 #: Local search sweeps over all variables for the first upper bound, at most.
 LOCAL_SWEEPS = 200
-#: A rung's pass is started only when it is predicted within this share of the time left (the
-#: pass itself is not stopped at the deadline); else the search goes on with the heuristic it has.
+#: A rung's pass is started only when it is predicted within this share of the time left (a later
+#: rung's pass is cut at the deadline, its time lost); else the search goes on with the heuristic
+#: it has.
 PASS_FIT = 0.5
 #: Share of the time left that the ordering engine may take.
 ORDER_SHARE = 0.05
@@ -271,6 +273,7 @@ def solve_aobb(
     lower = -math.inf
     stopped: str | None = "no rung ran"
     walk: _Walk | None = None
+    clock = PassClock()
 
     def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
         """Run ``walk`` (until ``budget`` nodes, or the deadline) and count what it did."""
@@ -291,33 +294,57 @@ def solve_aobb(
         for k, plan in enumerate(rungs):
             last = k == len(rungs) - 1
             budget = None if last else rung_budget(rungs[k + 1], engine, typical)
-            if walk is not None and deadline is not None:
-                done = stats.steps[-1]
-                before = rungs[k - 1]
-                measured = (
-                    done.pass_s
-                    * rung_seconds(plan, engine)
-                    / max(1e-9, rung_seconds(before, engine))
-                )
-                predicted = max(rung_seconds(plan, engine), measured)
-                if predicted > PASS_FIT * left():  # no time to search after it: go on as we are
-                    stopped = search(walk, done.z, 0.0, None)
-                    break
+            # the next pass, predicted from the passes run so far (PassClock): where there is no
+            # time to search after it, the search goes on with the heuristic it has
+            if (
+                walk is not None
+                and deadline is not None
+                and clock.predict(rung_seconds(plan, engine)) > PASS_FIT * left()
+            ):
+                stopped = search(walk, stats.steps[-1].z, 0.0, None)
+                break
             t0 = time.monotonic()
-            with generic_kernels(engine):
-                buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                                      max_bytes=limit.bytes)  # fmt: skip
-            stats.ibound = int(plan.z or 0)
-            lower = max(lower, buckets.stats.bound)  # the pass's own bound, proved already
+            failed: str | None = None
+            # a later rung's pass is abandoned at the deadline (between two buckets): a pass
+            # that overran it would hold the answer past --timeout (a batch row's kill then
+            # lost it); the walk so far keeps its assignment and bounds
+            watch = _deadline_watch(deadline) if walk is not None else None
+            memory_errors: tuple[type[BaseException], ...] = (
+                TableTooLarge,
+                MemoryError,
+                *engine.out_of_memory_errors,
+            )
+            try:
+                compiled, bound, first = _heuristic(
+                    problem, order, engine, plan, limit.bytes, incumbent is None, watch
+                )
+                state = new_state(compiled.model, compiled.width, compiled.cache_entries)
+            except _PassLate:
+                stats.ibound_reason += f"; the pass of z = {plan.z} was cut at the deadline"
+                stopped = TIMEOUT
+                break
+            except memory_errors as exc:
+                if walk is None:  # nothing found yet: the command's too_large document says so
+                    raise
+                # a later rung's memory failed (other processes took it meanwhile): its
+                # heuristic is lost, not the search, which goes on with the rung it has (out of
+                # this handler: the failed pass's frames go with it)
+                failed = (
+                    f"; the pass of z = {plan.z} failed ({exc or 'out of memory'}), the search "
+                    f"went on with z = {stats.steps[-1].z}"
+                )
+            if failed is not None and walk is not None:
+                stats.ibound_reason += failed
+                stopped = search(walk, stats.steps[-1].z, 0.0, None)
+                break
+            lower = max(lower, bound)  # the pass's own bound, proved already
             if incumbent is None:
-                mbe = decode(problem, buckets, engine)
-                incumbent = np.array([mbe[v] for v in names], dtype=np.int32)
-            cache_room = max(0.0, CACHE_SHARE * limit.bytes - plan.peak_bytes)
-            compiled = compile_search(problem, order, buckets, engine, cache_room)
-            del buckets
-            pass_s = time.monotonic() - t0  # the pass and reading its tables
+                assert first is not None  # the first rung's pass decodes its assignment
+                incumbent = first
             model = compiled.model
-            state = new_state(model, compiled.width, compiled.cache_entries)
+            stats.ibound = int(plan.z or 0)
+            pass_s = time.monotonic() - t0  # the pass and reading its tables
+            clock.observe(rung_seconds(plan, engine), pass_s)
             times["heuristic"] = times.get("heuristic", 0.0) + time.monotonic() - t0
 
             t0 = time.monotonic()
@@ -377,6 +404,46 @@ def solve_aobb(
     )
     result.search = stats
     return result
+
+
+class _PassLate(Exception):
+    """A later rung's pass reached the deadline (raised between two of its buckets)."""
+
+
+def _deadline_watch(deadline: float | None) -> ProgressFn | None:
+    """A pass's progress hook that raises :class:`_PassLate` once ``deadline`` has passed."""
+    if deadline is None:
+        return None
+
+    def watch(done: int, total: int, var: str) -> None:
+        if time.monotonic() >= deadline:
+            raise _PassLate
+
+    return watch
+
+
+def _heuristic(
+    problem: Problem,
+    order: list[str],
+    engine: TableBackend,
+    plan: MemoryPlan,
+    max_bytes: float,
+    decode_first: bool,
+    progress: ProgressFn | None = None,
+) -> tuple[Compiled, float, np.ndarray | None]:
+    """One rung's mini-bucket pass read into the search's arrays: the compiled search, the pass's
+    bound, and (``decode_first``) the pass's own assignment in ``order``; ``progress`` hears of
+    every bucket. The pass's tables are freed on return, or with this frame when it fails."""
+    with generic_kernels(engine):
+        buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
+                              max_bytes=max_bytes, progress=progress)  # fmt: skip
+    first = None
+    if decode_first:
+        mbe = decode(problem, buckets, engine)
+        first = np.array([mbe[v] for v in order], dtype=np.int32)
+    cache_room = max(0.0, CACHE_SHARE * max_bytes - plan.peak_bytes)
+    compiled = compile_search(problem, order, buckets, engine, cache_room)
+    return compiled, float(buckets.stats.bound), first
 
 
 def _constant(problem: Problem) -> float:

@@ -5,6 +5,7 @@ memory refusals (host and, on a fake CuPy, device)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -270,6 +271,58 @@ def test_plan_prefers_the_cheapest_fitting_tree() -> None:
         c["flops"] for c in plan.candidates.values()
     )
     assert not plan.sliced and plan.slices == 1
+
+
+def test_a_room_read_from_the_process_is_read_again_after_the_planner() -> None:
+    """Round 4, finding 13: the search and the slicer hold memory of their own, so a room read
+    from the process is read again once a tree is chosen, and the tree re-fitted to what is left
+    (more slices); where even that does not fit, the run is refused."""
+    problem = ising_grid(9, seed=0)
+    scopes = [t.scope for t in problem.tables]
+    peak = (
+        plan_contraction(
+            scopes,
+            problem.domain_sizes(),
+            problem.neighbours(),
+            list(problem.variables),
+            "pr",
+            Limit(1e12, "plenty"),
+        ).stats.peak_pr
+        * 8
+    )
+
+    def shrinking(rooms: list[float]) -> tuple[list[float], Callable[[], Limit]]:
+        reads: list[float] = []
+
+        def read() -> Limit:
+            reads.append(rooms[min(len(reads), len(rooms) - 1)])
+            return Limit(reads[-1], f"a room of {reads[-1]:.0f} bytes")
+
+        return reads, read
+
+    reads, read = shrinking([peak, peak / 4])
+    plan = plan_contraction(
+        scopes,
+        problem.domain_sizes(),
+        problem.neighbours(),
+        list(problem.variables),
+        "pr",
+        read,
+        small_unread=False,
+    )
+    assert reads[:2] == [peak, peak / 4] and plan.slices > 1
+    assert plan.limit.bytes == peak / 4 and plan.stats.peak_pr * 8 <= peak / 4
+    reads, read = shrinking([peak, 8.0])
+    with pytest.raises(TableTooLarge, match="a room of 8 bytes"):
+        plan_contraction(
+            scopes,
+            problem.domain_sizes(),
+            problem.neighbours(),
+            list(problem.variables),
+            "pr",
+            read,
+            small_unread=False,
+        )
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.io import read_problem
@@ -155,3 +156,43 @@ def test_without_numba_the_same_loops_run_as_python() -> None:
     best = solve(random_network(9, 3, 0.4, 0.2, 1), "be")
     assert compiled == "False" and status == best.status
     assert float(cost) == pytest.approx(best.upper_bound)
+
+
+@pytest.mark.parametrize("error", [MemoryError, TableTooLarge])
+def test_a_later_rung_out_of_memory_keeps_the_search(
+    monkeypatch: pytest.MonkeyPatch, error: type[Exception]
+) -> None:
+    """Issue 48, item 1 ("too_large after a step"): the second rung's pass fails for memory
+    (other processes took it meanwhile). The first rung's assignment and bound are not lost: the
+    search goes on with its heuristic, proves the optimum, and says what happened. The first
+    rung failing is the run's too_large (nothing found yet)."""
+    import dcop.search.solver as solver
+    from dcop.plan.bucket_plan import plan_for
+
+    problem = random_network(12, 3, 0.3, 0.3, seed=4)
+    best = solve(problem, "be").upper_bound
+
+    def ladder(problem: Problem, order: list[str], engine: object, top: object, resident: object):
+        return [plan_for(problem, order, z, np.float64, engine) for z in (2, 3)] + [top]
+
+    real_pass = solver.bucket_pass
+    calls: list[int] = []
+
+    def failing(problem: Problem, order: list[str], engine: object, z: int, **kwargs: object):
+        calls.append(z)
+        if len(calls) == fail_at:
+            raise error("out of memory meanwhile")
+        return real_pass(problem, order, engine, z, **kwargs)
+
+    monkeypatch.setattr(solver, "ladder", ladder)
+    monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical: 1)
+    monkeypatch.setattr(solver, "bucket_pass", failing)
+    fail_at = 2
+    result = solve_aobb(problem)
+    assert calls[:2] == [2, 3] and len(calls) == 2  # z = 3 failed: no third pass
+    check_answer(problem, result, best)
+    assert result.search.ibound == 2 and "the pass of z = 3 failed" in result.search.ibound_reason
+    calls.clear()
+    fail_at = 1
+    with pytest.raises(error):
+        solve_aobb(problem)
