@@ -269,7 +269,7 @@ def run_local(
                 ),
                 "total_s": time.monotonic() - started,
                 # when each agent said hello, from the command's start: the launch per agent
-                "hello_s": launch_profile(coordinator.hello_at.values()),
+                "hello_s": launch_profile(coordinator.hello_at.values(), started - origin),
                 # this process's CPU (all its threads) from the call to the agents' exits
                 "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),
                 **procs.usage(),
@@ -350,18 +350,28 @@ def remove_run_folder(folder: Path) -> None:
             folder.parent.rmdir()
 
 
-def launch_profile(hellos: Iterable[float]) -> dict[str, float] | None:
+def launch_profile(
+    hellos: Iterable[float], first_start: float | None = None
+) -> dict[str, float] | None:
     """When the agents said hello (seconds from the command's start): the first, the median, the
-    last, and the last one's time per agent (the launch's cost per agent, start-up included)."""
+    last, and the last one's time per agent (the launch's cost per agent, start-up included).
+    With ``first_start`` (when the first agent was asked for, on the same clock): ``agents``,
+    from then to the last hello (the launch of the agents alone, as the floor bench times its
+    forks and hellos), and ``agents_per_agent``, that over n."""
     at = sorted(hellos)
     if not at:
         return None
-    return {
+    profile = {
         "first": round(at[0], 6),
         "median": round(at[len(at) // 2], 6),
         "last": round(at[-1], 6),
         "per_agent": round(at[-1] / len(at), 6),
     }
+    if first_start is not None:
+        profile["first_start"] = round(first_start, 6)
+        profile["agents"] = round(at[-1] - first_start, 6)
+        profile["agents_per_agent"] = round((at[-1] - first_start) / len(at), 6)
+    return profile
 
 
 def remove_folder(folder: Path) -> None:
