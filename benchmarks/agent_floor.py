@@ -21,7 +21,9 @@ kernel account) and the agents' lifetime, from the first one's start to the last
     .venv/bin/python benchmarks/agent_floor.py --floor-only --sizes 250,1000 --repeat 3
 
 Every floor run also reads each agent's PSS and private pages while all are alive (after the
-whole run). Writes benchmarks/results/agent_floor.json and agent_floor.md (``--floor-only``:
+whole run; that read is left out of its wall), its launch (``hello_s``: the first fork to the last
+hello, before any setup goes out) and its parent's CPU per agent (``parent_cpu_ms``: the forks
+and the coordinator's side, the role of dcop's templates and coordinator). Writes benchmarks/results/agent_floor.json and agent_floor.md (``--floor-only``:
 agent_floor_scale.*, the floor at any n, no dcop command). Medians over the repeats; the
 floor runs in a fresh interpreter each time (``--one N``), alternating with the dcop commands.
 """

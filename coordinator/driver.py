@@ -300,12 +300,14 @@ class Coordinator:
         dfs_roots = list(self.roots)
         if self.elimination is not None:  # candidate number spec.trees
             self.roots.append(self.elimination.roots)
-        now = time.monotonic()
         for a in self.active:
             mine = tuple(k for k, roots in enumerate(dfs_roots) if a in roots)
             given = self.elimination.given[a] if self.elimination is not None else None
             self._send(a, Start(self.spec, mine, given))
-            # an agent heartbeats once it has work: its silence counts from its start
+            # an agent heartbeats once it has work: its silence counts from its start, as sent
+            # (sending 2000 starts took seconds on a loaded 2-core host: counted from the first,
+            # the last agents' first heartbeat came past the peer timeout, issue 49)
+            now = time.monotonic()
             self.last_seen[a] = max(self.last_seen.get(a, now), now)
             self.started.add(a)
 

@@ -35,7 +35,7 @@ from dcop.protocol import RunSpec
 from dcop.protocol.agent_options import AgentOptions
 from dcop.protocol.curve import generate_keys
 from dcop.protocol.endpoints import ephemeral_range
-from dcop.protocol.runspec import MIB
+from dcop.protocol.runspec import MIB, link_timeout, peer_timeout_at_scale
 from dcop.results.run import RunResult
 
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).
@@ -163,7 +163,8 @@ def run_local(
     from dcop.sumproduct import log_constant
 
     origin = started if started is not None else time.monotonic()
-    spec = spec if spec is not None else RunSpec()
+    # thousands of agents on one host: a derived peer timeout grows with n (see the function)
+    spec = peer_timeout_at_scale(spec if spec is not None else RunSpec(), problem.n)
     cpu_at_start = time.process_time()
     devices: dict[int, str] | None = None
     if gpu is not None:  # each agent its device (CuPy is imported here only for "all")
@@ -189,7 +190,11 @@ def run_local(
         peers = peers_for(problem, "tcp://127.0.0.1:*", lambda i, v: "tcp://127.0.0.1:*", publics)
         curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
         transport = ZmqCoordinatorTransport(
-            peers.coordinator, curve, spec.max_message_bytes, agents=range(problem.n)
+            peers.coordinator,
+            curve,
+            spec.max_message_bytes,
+            heartbeat_timeout_s=link_timeout(spec.max_message_bytes, spec.peer_timeout),
+            agents=range(problem.n),
         )
         stack.callback(transport.close)
         # the coordinator bound a port the system picked: that is where agents connect
