@@ -406,6 +406,11 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         ns = [r["n"] for r in rows]
         wall.plot(ns, [r["run"]["wall_s"] for r in rows], "-o", label=f"dcop run: {family}")
         mem.plot(ns, [r["run"]["pss_agents_mb"] for r in rows], "-o", label=f"dcop: {family}")
+        floors = [(r["n"], r["floor"]) for r in rows if r.get("floor")]
+        if floors:
+            fns = [n for n, _ in floors]
+            wall.plot(fns, [f["wall_s"] for _, f in floors], ":^", label=f"floor: {family}")
+            mem.plot(fns, [f["summed_pss_mb"] for _, f in floors], ":^", label=f"floor: {family}")
         fr = [(r["n"], r["frodo"]) for r in rows if (r.get("frodo") or {}).get("wall_s")]
         if fr:
             wall.plot(
