@@ -46,6 +46,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from compare.machine import machine_info  # noqa: E402
 from distributed import timed_command  # noqa: E402
+from keep import _public  # noqa: E402
 
 DCOP = str(Path(sys.executable).with_name("dcop"))
 
@@ -466,7 +467,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
-        "command": "benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        # a folder of this machine (--frodo DIR, --out) shows as PATH (keep._public)
+        "command": "benchmarks/scale.py "
+        + " ".join(map(_public, argv if argv is not None else sys.argv[1:])),
         "machine": machine_summary(),
         "machine_info": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
