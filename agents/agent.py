@@ -82,6 +82,12 @@ FROM_NEIGHBOUR = (
 FAULTS = ("crash-at-util", "hang-at-util", "crash-at-start", "crash-after-util")
 #: Messages of a problem kept until its setup arrives (neighbours may be set up first).
 AHEAD_MAX = 4096
+#: Longest a one-shot agent's loop sleeps with nothing due (no hello to repeat soon, no
+#: heartbeat owed): the bound on noticing that its launcher is gone (every frame, lost link and
+#: finished job wakes it at once). A wake once a heartbeat_s cost each agent of a 1000-agent tree
+#: about 20 empty turns of its loop (several ms of CPU) while it waited for the others, and the
+#: turns grew with the run's length, so with n (issue 49).
+IDLE_WAKE_S = 5.0
 ErrorKind = Literal["error", "too_large", "mismatch", "timeout"]
 
 
@@ -109,7 +115,8 @@ class AgentConfig:
     ipc: str = ""
     fault: str | None = None  # test-only fault injection, one of FAULTS
     #: the process that launched this agent and coordinates it (``dcop run``; None: started by
-    #: hand, or serving): checked once a heartbeat_s, its end ends the agent
+    #: hand, or serving): checked at each wake of the loop by itself (at most IDLE_WAKE_S
+    #: apart), its end ends the agent
     launcher_pid: int | None = None
 
 
@@ -202,7 +209,7 @@ class Agent:
             if self._check_losses():
                 return 1
             self._greet_new_coordinator()
-            wait = next_beat - self.now()
+            wait = self._wake_at(next_beat) - self.now()
             if self.session is not None and self.session.job is not None:
                 wait = min(wait, 0.005)  # a finished job wakes the transport; this bounds a miss
             item = self.transport.recv(max(0.0, min(wait, deadline - self.now())))
@@ -217,6 +224,25 @@ class Agent:
         if self.stop_reason == "done" or self.stop_reason == "shutdown":
             return 0 if (self.result_sent or self.cfg.serving) and not self.failed else 3
         return 3
+
+    def _wake_at(self, tick: float) -> float:
+        """When the loop next wakes by itself, ``tick`` (a heartbeat_s after the last check) at
+        the earliest: then for a serving agent (it repeats its hello while idle); otherwise when
+        its next hello is due (before its coordinator has spoken) or its next heartbeat (while it
+        has work), and at most IDLE_WAKE_S away. Frames, joined or lost links and a finished job
+        end the wait sooner."""
+        if self.cfg.serving:
+            return tick
+        now = self.now()
+        if self.session is None and not self.coordinator_heard:
+            due = self.next_hello
+        elif self._has_work():
+            # _beat sends once the link would otherwise stay quiet past _quiet_s at its next
+            # check: due then (a hair after, the test being strict)
+            due = self.last_to_coordinator + self._quiet_s() - self.cfg.heartbeat_s + 1e-3
+        else:
+            due = float("inf")
+        return max(tick, min(due, now + IDLE_WAKE_S))
 
     @property
     def phase(self) -> str:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 from dcop.backends.base import TableBackend
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
-from dcop.protocol.runspec import message_limit, peer_timeout_for
+from dcop.protocol.runspec import link_timeout, message_limit, peer_timeout_for
 
 log = logging.getLogger("dcop.agents")
 
@@ -175,6 +175,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             curve,
             max_bytes,
             candidates=table.keys(),  # (the transport never takes its own id for a candidate)
+            heartbeat_timeout_s=link_timeout(max_bytes, options.peer_timeout),
         )
     except DcopError as exc:  # peers.json names this agent's own endpoint as the coordinator's
         print(f"dcop-agent: error: {exc}", file=sys.stderr)

@@ -21,7 +21,9 @@ kernel account) and the agents' lifetime, from the first one's start to the last
     .venv/bin/python benchmarks/agent_floor.py --floor-only --sizes 250,1000 --repeat 3
 
 Every floor run also reads each agent's PSS and private pages while all are alive (after the
-whole run). Writes benchmarks/results/agent_floor.json and agent_floor.md (``--floor-only``:
+whole run; that read is left out of its wall), its launch (``hello_s``: the first fork to the last
+hello, before any setup goes out) and its parent's CPU per agent (``parent_cpu_ms``: the forks
+and the coordinator's side, the role of dcop's templates and coordinator). Writes benchmarks/results/agent_floor.json and agent_floor.md (``--floor-only``:
 agent_floor_scale.*, the floor at any n, no dcop command). Medians over the repeats; the
 floor runs in a fresh interpreter each time (``--one N``), alternating with the dcop commands.
 """
@@ -148,6 +150,7 @@ def measure_floor(n: int) -> dict[str, Any]:
     coordinator = router.getsockopt_string(zmq.LAST_ENDPOINT)
     tables = [np.zeros(100, np.float32).tobytes()] * 3
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     pids = []
     for agent in range(n):
@@ -161,6 +164,7 @@ def measure_floor(n: int) -> dict[str, Any]:
         who, body = router.recv_multipart()
         endpoints[int(who)] = msgpack.unpackb(body)["at"]
         identities[int(who)] = who
+    hello_s = time.perf_counter() - started  # the launch: the first fork to the last hello
 
     def tell_all(message: dict[str, Any]) -> None:
         for agent in range(n):
@@ -179,16 +183,30 @@ def measure_floor(n: int) -> dict[str, Any]:
     wait_for("tree", 1)
     tell_all({"t": "go", "tree": 0})
     wait_for("result", n)
+    sampling, sampling_at = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     memory = _memory(pids)  # every agent alive, its whole run done
+    sampled = resource.getrusage(resource.RUSAGE_SELF)
+    sampling_s = sampled.ru_utime - sampling.ru_utime + sampled.ru_stime - sampling.ru_stime
+    sampling_wall = time.perf_counter() - sampling_at  # left out of the wall: dcop has none
     tell_all({"t": "stop"})
     for _ in range(n):
         os.wait()
-    wall = time.perf_counter() - started
+    wall = time.perf_counter() - started - sampling_wall
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = used.ru_utime - before.ru_utime + used.ru_stime - before.ru_stime
     faults = used.ru_minflt - before.ru_minflt + used.ru_majflt - before.ru_majflt
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    parent = own.ru_utime - own_before.ru_utime + own.ru_stime - own_before.ru_stime - sampling_s
     shutil.rmtree(folder)
-    return {"wall_s": wall, "agent_cpu_ms": cpu * 1000 / n, "agent_faults": faults / n, **memory}
+    return {
+        "wall_s": wall,
+        "hello_s": hello_s,
+        "agent_cpu_ms": cpu * 1000 / n,
+        # the template's and coordinator's side (one process here): forks, setups, the reads
+        "parent_cpu_ms": parent * 1000 / n,
+        "agent_faults": faults / n,
+        **memory,
+    }
 
 
 def _memory(pids: list[int]) -> dict[str, Any]:

@@ -1,13 +1,16 @@
-"""The scale series: ``dcop run`` at 50 to 1000 agents, wall time and summed memory against n.
+"""The scale series: ``dcop run`` at 100 to 2000 agents, wall time and summed memory against n,
+each row beside the floor of the process model at the same n.
 
     .venv/bin/python benchmarks/scale.py                         # the whole series (long)
     .venv/bin/python benchmarks/scale.py --series tiny           # a few seconds: 10-20 agents
     .venv/bin/python benchmarks/scale.py --only tree:1000        # one row
     .venv/bin/python benchmarks/scale.py --frodo DIR             # FRODO's DPOP beside each row
 
-Rows: trees (``dcop generate scalefree --links 1``) at n = 50, 100, 250, 500, 1000; scale-free
-``--links 2`` at 50-250; grids at 64, 100, 144, 196 (d and p2 as ``dcop generate``'s defaults
-unless given). Each row writes the instance, then times ``dcop run FILE --algo dpop -q --json
+Rows: trees (``dcop generate scalefree --links 1``) at n = 250, 500, 1000, 2000; scale-free
+``--links 2`` at 100-250; grids at 100, 144, 196 (d and p2 as ``dcop generate``'s defaults
+unless given). After each row's ``dcop run``, ``benchmarks/agent_floor.py`` runs its floor at the
+same n (``--no-floor``: not), and the row gives dcop's wall, agents' launch and summed PSS over
+the floor's. Each row writes the instance, then times ``dcop run FILE --algo dpop -q --json
 OUT`` as a subprocess (a user's wall clock: interpreter, launch and exit included) while a sampler
 sums the PSS of the run's processes every ``--sample-s`` seconds (the agents alone, and every
 process of the run); the peak is kept. ``dcop solve FILE`` of the same file is timed beside it.
@@ -43,6 +46,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from compare.machine import machine_info  # noqa: E402
 from distributed import timed_command  # noqa: E402
+from keep import _public  # noqa: E402
 
 DCOP = str(Path(sys.executable).with_name("dcop"))
 
@@ -54,9 +58,9 @@ FAMILIES: dict[str, Callable[[int, int, float, int], Problem]] = {
 }
 SERIES: dict[str, list[tuple[str, int]]] = {
     "full": [
-        *(("tree", n) for n in (50, 100, 250, 500, 1000)),
-        *(("links2", n) for n in (50, 100, 250)),
-        *(("grid", n) for n in (64, 100, 144, 196)),
+        *(("tree", n) for n in (250, 500, 1000, 2000)),
+        *(("links2", n) for n in (100, 150, 200, 250)),
+        *(("grid", n) for n in (100, 144, 196)),
     ],
     "tiny": [("tree", 10), ("tree", 20), ("links2", 10), ("grid", 9)],
 }
@@ -193,8 +197,16 @@ def _doc(path: Path) -> dict[str, Any]:
         out["message"] = doc["message"][:300]
     times = doc.get("times") or {}
     out.update({f"times_{k}": v for k, v in times.items()})
-    hellos = (doc.get("processes") or {}).get("hello_s") or {}
+    processes = doc.get("processes") or {}
+    hellos = processes.get("hello_s") or {}
     out["launch_ms_per_agent"] = 1000 * hellos["per_agent"] if hellos else None
+    # the agents' launch alone (first fork asked for to last hello): what the floor times
+    out["agents_launch_s"] = hellos.get("agents")
+    cpu = processes.get("agent_cpu_s") or {}
+    if cpu:
+        out["agent_cpu_ms"] = 1000 * sum(cpu.values()) / len(cpu)
+        out["template_cpu_ms"] = 1000 * (processes.get("template_cpu_s") or 0.0) / len(cpu)
+        out["coordinator_cpu_ms"] = 1000 * processes.get("coordinator_cpu_s", 0.0) / len(cpu)
     m = doc.get("metrics") or {}
     if m.get("messages"):
         msgs, nbytes = m["messages"], m["bytes"]
@@ -230,12 +242,40 @@ def one_row(
     row: dict[str, Any] = {"family": family, "n": n, "run": run, "solve": solve}
     if run.get("wall_s") and solve.get("wall_s") and solve.get("status") in GOOD:
         row["run_over_solve"] = run["wall_s"] / solve["wall_s"]
+    if args.floor:
+        row["floor"] = floor_row(n)
+        row.update(floor_ratios(run, row["floor"]))
     if frodo is not None:
         xml = folder / f"{family}_n{n}.xml"
         write_problem(problem, xml)
         row["frodo"] = frodo(xml)
     row["ends_well"] = row_ends_well(row)
     return row
+
+
+def floor_row(n: int) -> dict[str, Any]:
+    """The floor bench at ``n`` agents, in a fresh interpreter, right after the row's dcop run
+    (``agent_floor.floor_once``): its wall, its fork-and-hello time, CPU and PSS per agent."""
+    from agent_floor import floor_once
+
+    floor = floor_once(n)
+    keep = ("wall_s", "hello_s", "agent_cpu_ms", "parent_cpu_ms", "summed_pss_mb", "agent_pss_mb")
+    return {k: floor.get(k) for k in keep}
+
+
+def floor_ratios(run: dict[str, Any], floor: dict[str, Any]) -> dict[str, float]:
+    """dcop over the floor at the same n: the whole run's wall over the floor's whole run, the
+    agents' launch over the floor's forks and hellos, the peak summed PSS over the floor's."""
+    out: dict[str, float] = {}
+    pairs = (
+        ("wall_over_floor", run.get("wall_s"), floor.get("wall_s")),
+        ("launch_over_floor", run.get("agents_launch_s"), floor.get("hello_s")),
+        ("pss_over_floor", run.get("pss_agents_mb"), floor.get("summed_pss_mb")),
+    )
+    for key, mine, theirs in pairs:
+        if mine and theirs:
+            out[key] = mine / theirs
+    return out
 
 
 def frodo_runner(frodo_dir: Path, timeout: float, folder: Path) -> Callable[[Path], Any]:
@@ -259,8 +299,10 @@ def _f(x: Any, fmt: str = ".2f") -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    rows = report["rows"]
+    with_frodo = any(r.get("frodo") for r in rows)
     lines = [
-        "# The scale series: `dcop run` at 50 to 1000 agents",
+        "# The scale series: `dcop run` from 100 to 2000 agents, beside the floor",
         "",
         f"Command: `{report['command']}`  ",
         f"Machine: {report['machine']}; {report['date']}.  ",
@@ -269,40 +311,71 @@ def markdown(report: dict[str, Any]) -> str:
         "`dcop generate scalefree --links 1`, links2 = `--links 2`, grid = `dcop generate grid`.",
         "",
         "run s = wall clock of `dcop run FILE --algo dpop` (interpreter, launch and exit "
-        "included); launch s = the document's `times.launch` (command start to every agent's "
-        "hello; per agent: the last hello's time over n); PSS = peak summed proportional set "
-        "size of the agents (and of every process of the run), sampled every "
-        f"{report['sample_s']:g} s or twice a sample's own cost, whichever is longer (per agent: "
-        "that peak over the agents alive then, which a sample of a 1000-agent run, reading every "
-        "agent's page tables for a second or more, can catch while the first have exited or the "
-        "last are still starting); solve s = `dcop solve FILE`. "
-        "heartbeats = share of all messages; token/UTIL = DFS token bytes over UTIL bytes.",
+        "included); floor = `benchmarks/agent_floor.py` at the same n, run right after the row's "
+        "`dcop run` (forked agents that only open their sockets and pass DPOP's message pattern; "
+        "its wall is its first fork to its last exit). launch s = from the first agent asked for "
+        "to the last hello (dcop's `processes.hello_s.agents`; the floor's first fork to its "
+        "last hello), per agent: over n. CPU ms/agent = each agent's CPU (all threads, the "
+        "kernel's account at its exit), and after the + the template's and coordinator's share "
+        "(the floor's one parent process). PSS = peak summed proportional set size of the "
+        "agents, sampled every "
+        f"{report['sample_s']:g} s or twice a sample's own cost, whichever is longer (agents "
+        "alive at that sample in brackets); the floor's, read once with every agent alive. "
+        "solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = their share.",
         "",
-        "| family | n | status | run s | launch s | launch ms/agent | solve s | run / solve | "
-        "agents' PSS MB (agents alive) | PSS MB / agent | all PSS MB | heartbeats | token/UTIL | "
-        "FRODO s (counting off / on) | FRODO RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in report["rows"]:
+    head = (
+        "| family | n | status | run s | floor s | run / floor | launch s, dcop / floor | "
+        "launch / floor | launch ms/agent, dcop / floor | CPU ms/agent, dcop / floor | "
+        "solve s | run / solve | agents' PSS MB (alive) | floor PSS MB | PSS / floor | "
+        "PSS MB/agent, dcop / floor | msgs | heartbeats |"
+    )
+    if with_frodo:
+        head += " FRODO s (counting off / on) | FRODO RSS MB |"
+    lines += [head, "|---" * head.count(" |") + "|"]
+    for r in rows:
         run, solve, fr = r["run"], r["solve"], r.get("frodo") or {}
-        ratio = run["token_bytes"] / run["util_bytes"] if run.get("util_bytes") else None
+        floor = r.get("floor") or {}
         status = run.get("status") or f"exit {run.get('exit')}"
         if not r["ends_well"]:
             status += " (!)"
-        stats = fr.get("stats_run") or {}
         sampled = run.get("agents_sampled")
         per_agent = run["pss_agents_mb"] / sampled if sampled and run.get("pss_agents_mb") else None
-        lines.append(
-            f"| {r['family']} | {r['n']} | {status} | {_f(run.get('wall_s'))} | "
-            f"{_f(run.get('times_launch'))} | {_f(run.get('launch_ms_per_agent'), '.1f')} | "
-            f"{_f(solve.get('wall_s'))} | "
-            f"{_f(r.get('run_over_solve'), '.1f')} | {_f(run.get('pss_agents_mb'), '.0f')} "
-            f"({sampled or '-'}) | {_f(per_agent)} | "
-            f"{_f(run.get('pss_all_mb'), '.0f')} | {_f(run.get('heartbeat_share'), '.1%')} | "
-            f"{_f(ratio)} | {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "
-            f"{_f(fr.get('max_rss_mb'), '.0f')} |"
+        n = r["n"]
+        launch = run.get("agents_launch_s")
+        floor_launch = floor.get("hello_s")
+        dcop_cpu = (
+            f"{_f(run.get('agent_cpu_ms'), '.1f')} + "
+            f"{_f((run.get('template_cpu_ms') or 0) + (run.get('coordinator_cpu_ms') or 0), '.1f')}"
+            if run.get("agent_cpu_ms") is not None
+            else "-"
         )
-    bad = [f"{r['family']}:{r['n']}" for r in report["rows"] if not r["ends_well"]]
+        floor_cpu = (
+            f"{_f(floor.get('agent_cpu_ms'), '.1f')} + {_f(floor.get('parent_cpu_ms'), '.1f')}"
+            if floor
+            else "-"
+        )
+        line = (
+            f"| {r['family']} | {n} | {status} | {_f(run.get('wall_s'))} | "
+            f"{_f(floor.get('wall_s'))} | {_f(r.get('wall_over_floor'))} | "
+            f"{_f(launch)} / {_f(floor_launch)} | {_f(r.get('launch_over_floor'))} | "
+            f"{_f(1000 * launch / n if launch else None, '.1f')} / "
+            f"{_f(1000 * floor_launch / n if floor_launch else None, '.1f')} | "
+            f"{dcop_cpu} / {floor_cpu} | "
+            f"{_f(solve.get('wall_s'))} | {_f(r.get('run_over_solve'), '.1f')} | "
+            f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}) | "
+            f"{_f(floor.get('summed_pss_mb'), '.0f')} | {_f(r.get('pss_over_floor'))} | "
+            f"{_f(per_agent)} / {_f(floor.get('agent_pss_mb'))} | "
+            f"{run.get('messages') or '-'} | {_f(run.get('heartbeat_share'), '.1%')} |"
+        )
+        if with_frodo:
+            stats = fr.get("stats_run") or {}
+            line += (
+                f" {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "
+                f"{_f(fr.get('max_rss_mb'), '.0f')} |"
+            )
+        lines.append(line)
+    bad = [f"{r['family']}:{r['n']}" for r in rows if not r["ends_well"]]
     lines += [
         "",
         "Every row ended ok, infeasible, or too_large naming z."
@@ -310,6 +383,8 @@ def markdown(report: dict[str, Any]) -> str:
         else f"Rows that did not end well: {', '.join(bad)}.",
         "",
     ]
+    if not with_frodo:
+        lines += ["FRODO was not run (no `--frodo DIR`).", ""]
     if report.get("plot"):
         lines += ["![wall time and summed PSS against n](scale.png)", ""]
     return "\n".join(lines)
@@ -332,6 +407,11 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         ns = [r["n"] for r in rows]
         wall.plot(ns, [r["run"]["wall_s"] for r in rows], "-o", label=f"dcop run: {family}")
         mem.plot(ns, [r["run"]["pss_agents_mb"] for r in rows], "-o", label=f"dcop: {family}")
+        floors = [(r["n"], r["floor"]) for r in rows if r.get("floor")]
+        if floors:
+            fns = [n for n, _ in floors]
+            wall.plot(fns, [f["wall_s"] for _, f in floors], ":^", label=f"floor: {family}")
+            mem.plot(fns, [f["summed_pss_mb"] for _, f in floors], ":^", label=f"floor: {family}")
         fr = [(r["n"], r["frodo"]) for r in rows if (r.get("frodo") or {}).get("wall_s")]
         if fr:
             wall.plot(
@@ -376,12 +456,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--sample-s", type=float, default=0.25)
     ap.add_argument("--frodo", type=Path, help="FRODO's folder: run its DPOP beside each row")
+    ap.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="leave out the floor bench (benchmarks/agent_floor.py) beside each row",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder for scale.json/.md/.png")
     args = ap.parse_args(argv)
     rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
-        "command": "benchmarks/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        # a folder of this machine (--frodo DIR, --out) shows as PATH (keep._public)
+        "command": "benchmarks/scale.py "
+        + " ".join(map(_public, argv if argv is not None else sys.argv[1:])),
         "machine": machine_summary(),
         "machine_info": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -36,7 +36,7 @@ from dcop.protocol import RunSpec
 from dcop.protocol.agent_options import AgentOptions
 from dcop.protocol.curve import generate_keys
 from dcop.protocol.endpoints import ephemeral_range
-from dcop.protocol.runspec import MIB
+from dcop.protocol.runspec import MIB, link_timeout, peer_timeout_at_scale
 from dcop.results.run import RunResult
 
 #: Lowest port ``free_ports`` picks (above the usual fixed service ports).
@@ -163,7 +163,8 @@ def run_local(
     from dcop.protocol.zmqlink import ZmqCoordinatorTransport
 
     origin = started if started is not None else time.monotonic()
-    spec = spec if spec is not None else RunSpec()
+    # thousands of agents on one host: a derived peer timeout grows with n (see the function)
+    spec = peer_timeout_at_scale(spec if spec is not None else RunSpec(), problem.n)
     cpu_at_start = time.process_time()
     # the run decided once: a problem the wire cannot carry, or a model without a partition
     # function, is refused here, before any agent; the trees are simulated when first asked
@@ -187,7 +188,11 @@ def run_local(
         peers = peers_for(problem, "tcp://127.0.0.1:*", lambda i, v: "tcp://127.0.0.1:*", publics)
         curve = coordinator_curve(peers, keys_dir) if keys_dir is not None else None
         transport = ZmqCoordinatorTransport(
-            peers.coordinator, curve, spec.max_message_bytes, agents=range(problem.n)
+            peers.coordinator,
+            curve,
+            spec.max_message_bytes,
+            heartbeat_timeout_s=link_timeout(spec.max_message_bytes, spec.peer_timeout),
+            agents=range(problem.n),
         )
         stack.callback(transport.close)
         # the coordinator bound a port the system picked: that is where agents connect
@@ -266,7 +271,7 @@ def run_local(
                 ),
                 "total_s": time.monotonic() - started,
                 # when each agent said hello, from the command's start: the launch per agent
-                "hello_s": launch_profile(coordinator.hello_at.values()),
+                "hello_s": launch_profile(coordinator.hello_at.values(), started - origin),
                 # this process's CPU (all its threads) from the call to the agents' exits
                 "coordinator_cpu_s": round(time.process_time() - cpu_at_start, 6),
                 **procs.usage(),
@@ -347,18 +352,28 @@ def remove_run_folder(folder: Path) -> None:
             folder.parent.rmdir()
 
 
-def launch_profile(hellos: Iterable[float]) -> dict[str, float] | None:
+def launch_profile(
+    hellos: Iterable[float], first_start: float | None = None
+) -> dict[str, float] | None:
     """When the agents said hello (seconds from the command's start): the first, the median, the
-    last, and the last one's time per agent (the launch's cost per agent, start-up included)."""
+    last, and the last one's time per agent (the launch's cost per agent, start-up included).
+    With ``first_start`` (when the first agent was asked for, on the same clock): ``agents``,
+    from then to the last hello (the launch of the agents alone, as the floor bench times its
+    forks and hellos), and ``agents_per_agent``, that over n."""
     at = sorted(hellos)
     if not at:
         return None
-    return {
+    profile = {
         "first": round(at[0], 6),
         "median": round(at[len(at) // 2], 6),
         "last": round(at[-1], 6),
         "per_agent": round(at[-1] / len(at), 6),
     }
+    if first_start is not None:
+        profile["first_start"] = round(first_start, 6)
+        profile["agents"] = round(at[-1] - first_start, 6)
+        profile["agents_per_agent"] = round((at[-1] - first_start) / len(at), 6)
+    return profile
 
 
 def remove_folder(folder: Path) -> None:

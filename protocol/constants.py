@@ -36,6 +36,10 @@ REFUSAL_LOG_INTERVAL_S = 5.0
 
 #: Seconds of silence after which a peer (agent or coordinator) is declared dead.
 PEER_TIMEOUT_S = 10.0
+#: ...and at least this much per agent of a run on one host (``runspec.peer_timeout_at_scale``):
+#: every agent that gets its start works at once, and on a 2-core host shared with other work the
+#: last of 2000 agents heartbeated (and their links' ZMTP pings went) more than 10 s after it.
+PEER_TIMEOUT_PER_AGENT_S = 0.01
 
 #: Default largest message of a run (256 MiB: a float64 UTIL table of 32 M entries); a run's
 #: own limit is its RunSpec's ``max_message_bytes`` (``--max-message-mib``).

@@ -14,7 +14,7 @@ import math
 from typing import Any, Literal
 
 from msgspec import Struct
-from msgspec.structs import asdict, force_setattr
+from msgspec.structs import asdict, force_setattr, replace
 
 from dcop.choices import RUN_TASKS, DistributedAlgo, check_z
 from dcop.errors import InputError
@@ -23,6 +23,7 @@ from dcop.protocol.constants import (
     MAX_MESSAGE_MIB,
     MAX_SCOPE,
     MAX_TREES,
+    PEER_TIMEOUT_PER_AGENT_S,
     PEER_TIMEOUT_S,
     SLOWEST_FRAME_BYTES_PER_S,
 )
@@ -79,6 +80,24 @@ def peer_timeout_for(max_message_bytes: int) -> float:
     PEER_TIMEOUT_S, or longer where one largest message could hold the link that long (messages
     on one socket queue behind it)."""
     return max(PEER_TIMEOUT_S, 2 * max_message_bytes / SLOWEST_FRAME_BYTES_PER_S)
+
+
+def link_timeout(max_message_bytes: int, peer_timeout: float | None) -> float:
+    """A transport's ZMTP heartbeat timeout: :func:`peer_timeout_for` its frame limit, or the
+    run's peer timeout where that is longer (a run of thousands of agents, or a user's)."""
+    return max(peer_timeout_for(max_message_bytes), peer_timeout or 0.0)
+
+
+def peer_timeout_at_scale(spec: RunSpec, agents: int) -> RunSpec:
+    """``spec`` for a run of ``agents`` processes on one host: where its peer timeout is derived
+    (not given), at least ``PEER_TIMEOUT_PER_AGENT_S`` per agent (20 s at n = 2000; unchanged up
+    to n = 1000). A timeout given by the user is kept as it is."""
+    if spec.peer_timeout_s is not None:
+        return spec
+    at_scale = agents * PEER_TIMEOUT_PER_AGENT_S
+    if at_scale <= spec.peer_timeout:
+        return spec
+    return replace(spec, peer_timeout_s=at_scale)
 
 
 class RunSpec(Struct, frozen=True, forbid_unknown_fields=True):

@@ -713,7 +713,7 @@ class _ZmqBase:
     def recv(self, timeout_s: float) -> Received | None:
         """The next accepted ``(sender id, frames)``, or None after ``timeout_s``. Refused frames
         and monitor events are handled on the way and do not end the wait, except a link that
-        connects (see :meth:`joined_peers`): then None, at once. The frames are views of
+        connects (see :meth:`joined_peers`) or is lost (:meth:`lost_peers`): then None, at once. The frames are views of
         ZeroMQ's own buffers: a table goes to NumPy without a copy."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
@@ -723,9 +723,10 @@ class _ZmqBase:
             ready, woken = self._poll(min(deadline, self._next_retry()) - time.monotonic())
             # Monitor events first: a self-connection is dropped before its frames are read (its
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
-            joined = len(self._joined)
+            joined, lost = len(self._joined), len(self._losses)
             self._drain_monitors(ready)
-            woken = woken or len(self._joined) > joined
+            # a loss ends the wait too: an idle agent sleeps for seconds (agent.IDLE_WAKE_S)
+            woken = woken or len(self._joined) > joined or len(self._losses) > lost
             for sock in ready:
                 if sock not in self._monitors:
                     item = self._read(sock)

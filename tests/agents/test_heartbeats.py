@@ -116,3 +116,30 @@ def test_an_unanswered_agent_repeats_its_hello_less_and_less_often() -> None:
         clock[0] = 200.0 + second
         serving._beat()
     assert len(_hellos(sent)) == 5
+
+
+def test_an_idle_agent_sleeps_until_something_is_due() -> None:
+    """The loop wakes by itself only when a hello or a heartbeat is due, and at most IDLE_WAKE_S
+    apart (to notice a launcher that is gone); a serving agent at each check (issue 49: a wake a
+    second was about 20 empty turns per agent of a 1000-agent tree)."""
+    from dcop.agents.agent import IDLE_WAKE_S
+
+    clock = [50.0]
+    agent, _ = _agent(clock)
+    tick = 51.0  # a heartbeat_s after the last check
+    agent.next_hello = 52.5  # not answered yet: its next hello
+    assert agent._wake_at(tick) == 52.5
+    agent.coordinator_heard = True  # set up, waiting for its start: nothing due
+    assert agent._wake_at(tick) == 50.0 + IDLE_WAKE_S
+    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
+    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs")  # type: ignore[assignment]
+    agent.last_to_coordinator = 49.0
+    due = agent._wake_at(tick)  # started: its heartbeat is due 3.5 s after its last message
+    assert 52.5 < due < 52.6
+    clock[0] = due
+    agent._beat()  # and it does beat then (the next check would be too late)
+    assert agent.last_to_coordinator == due
+    agent.result_sent = True  # its result is out: nothing due again
+    assert agent._wake_at(due + 1) == due + IDLE_WAKE_S
+    agent.cfg.serving = True
+    assert agent._wake_at(due + 1) == due + 1

@@ -20,7 +20,8 @@ def test_a_floor_run_ends_with_every_agent_accounted_for() -> None:
     one = [sys.executable, str(BENCH / "agent_floor.py"), "--one", "6"]
     out = subprocess.run(one, capture_output=True, text=True, timeout=60, check=True).stdout
     floor = json.loads(out)
-    assert floor["wall_s"] > 0
+    assert 0 < floor["hello_s"] < floor["wall_s"]  # every hello in before the run went on
+    assert floor["parent_cpu_ms"] > 0
     assert floor["agent_cpu_ms"] > 0
     assert floor["agent_faults"] > 0
     # every agent's memory read while all six were alive: each holds private pages of its own

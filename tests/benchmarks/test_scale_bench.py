@@ -26,11 +26,18 @@ def test_a_tiny_series_runs_and_writes_its_report(tmp_path: Path) -> None:
         assert r["run"]["wall_s"] > 0 and r["solve"]["status"] in scale.GOOD
         assert r["run"]["times_launch"] < r["run"]["times_total"]
         assert r["run"]["agents_sampled"] <= r["n"] and r["run"]["pss_agents_mb"] >= 0
+        # the floor at the same n, beside it: its launch is part of its wall
+        floor = r["floor"]
+        assert 0 < floor["hello_s"] < floor["wall_s"] and floor["summed_pss_mb"] > 0
+        assert 0 < r["run"]["agents_launch_s"] < r["run"]["times_launch"]
+        assert r["launch_over_floor"] == r["run"]["agents_launch_s"] / floor["hello_s"]
+        assert r["wall_over_floor"] == r["run"]["wall_s"] / floor["wall_s"]
     doc = json.loads((tmp_path / "scale.json").read_text())
     assert len(doc["rows"]) == 2
     text = (tmp_path / "scale.md").read_text()
     assert "| tree | 6 | ok" in text or "| tree | 6 | infeasible" in text
     assert "Every row ended ok" in text
+    assert "FRODO was not run" in text  # no --frodo: said, not left as empty columns
 
 
 def test_rows_end_well_only_with_an_answer_or_a_refusal_naming_z() -> None:
@@ -71,7 +78,9 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(compare.external, "run_frodo_twice", fake_frodo)
     out = tmp_path / "out"
     report = scale.main(
-        ["--only", "tree:5", "--d", "3", "--p2", "0.2", "--frodo", str(tmp_path), "--out", str(out)]
-    )
+        ["--only", "tree:5", "--d", "3", "--p2", "0.2", "--frodo", str(tmp_path), "--out", str(out),
+         "--no-floor"]
+    )  # fmt: skip
     assert len(seen) == 1 and report["rows"][0]["frodo"]["wall_s"] == 1.5
     assert "| 1.50 / 2.00 | 300 |" in (out / "scale.md").read_text()
+    assert "floor" not in report["rows"][0]

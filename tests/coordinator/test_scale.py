@@ -1,6 +1,6 @@
-"""Hundreds of agent processes: a 200-agent run finishes (``slow``: CI's second step), a
-1000-agent one under the ``scale`` marker (``make test-scale``: not in CI, where it took minutes
-of the 2 cores).
+"""Hundreds of agent processes: a 200-agent run finishes (``slow``: CI's second step), 1000- and
+2000-agent ones under the ``scale`` marker (``make test-scale``: not in CI, where they take
+minutes of the 2 cores).
 
 Each agent is its own OS process with its own sockets; the answer equals bucket elimination's.
 No time is asserted (the shared test machines vary); the counts and the answer are.
@@ -48,3 +48,8 @@ def test_a_200_agent_tree() -> None:
 @pytest.mark.scale
 def test_a_1000_agent_tree() -> None:
     _run_tree(1000)
+
+
+@pytest.mark.scale
+def test_a_2000_agent_tree() -> None:
+    _run_tree(2000)

@@ -229,3 +229,52 @@ def test_a_later_run_or_clean_removes_what_a_killed_run_left(tmp_path: Path) -> 
         assert cleaned.returncode == 0, cleaned.stderr
         assert "removed 1 leftover" in cleaned.stderr
         assert not dead.exists() and alive.exists()
+
+
+def _templates_of(run_pid: int) -> list[int]:
+    """The agent templates ``dcop run`` started (its children titled so)."""
+    out = []
+    for pid in _children(run_pid):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"dcop-agent-template" in title or b"dcop.agents.forked" in title:
+            out.append(pid)
+    return out
+
+
+def test_sigterm_during_the_launch_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGTERM while a 150-agent tree is still being forked (some agents up, the rest still to
+    come, from templates working in parallel): the document, exit 130, and no agent, no
+    template and no run folder left (issue 49)."""
+    from dcop.generators import scale_free_network
+
+    n = 150
+    problem_file = tmp_path / "tree.wcsp"
+    write_problem(scale_free_network(n, 3, 0.3, seed=1, m=1), problem_file)
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "result.json"
+    run = _run(problem_file, out, private_tmp)
+    templates: list[int] = []
+    end = time.monotonic() + 90
+    while time.monotonic() < end and run.poll() is None:
+        templates = templates or _templates_of(run.pid)
+        if len(_agents_of(private_tmp)) >= 10:
+            break
+        time.sleep(0.01)
+    up = len(_agents_of(private_tmp))
+    assert run.poll() is None and up >= 10, run.communicate()
+    run.send_signal(signal.SIGTERM)
+    _assert_interrupted_and_clean(run, out, private_tmp, signal.SIGTERM)
+    end = time.monotonic() + 15
+    while time.monotonic() < end and any(_alive(t) for t in templates):
+        time.sleep(0.1)
+    assert templates and not any(_alive(t) for t in templates)
+
+
+def _alive(pid: int) -> bool:
+    from dcop.agents.agent import process_alive
+
+    return process_alive(pid)

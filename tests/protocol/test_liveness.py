@@ -103,6 +103,26 @@ def test_an_agent_hears_of_a_killed_neighbour_and_coordinator(spawn: Spawn) -> N
         a.close()
 
 
+def test_a_lost_link_ends_a_long_wait(spawn: Spawn) -> None:
+    """recv returns (None) as soon as a link is lost, not at the end of its wait: an idle agent
+    waits seconds at a time, and a lost coordinator must end it at once (issue 49)."""
+    coord, coord_endpoint = spawn("coordinator")
+    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
+    try:
+        a.open()
+        a.send(COORDINATOR_ID, [b"hello"])
+        assert _line(coord) == "got 0"
+        assert a.lost_peers() == [] and a.joined_peers() == [COORDINATOR_ID]  # events so far
+        coord.kill()
+        began = time.monotonic()
+        assert a.recv(300.0) is None
+        # a deadline, not a timing claim: without the loss ending it, the wait lasts 300 s
+        assert time.monotonic() - began < 150
+        assert [loss.peer for loss in a.lost_peers()] == [COORDINATOR_ID]
+    finally:
+        a.close()
+
+
 def test_the_coordinator_hears_of_a_killed_agent(spawn: Spawn) -> None:
     c = ZmqCoordinatorTransport(ANY, agents=[1])
     try:
