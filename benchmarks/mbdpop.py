@@ -190,6 +190,37 @@ def _f(x: Any, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def summary(report: dict[str, Any]) -> list[str]:
+    """The targets' lines: rows DPOP refuses and MB-DPOP solves, and beside FRODO where both
+    finish (wall and simulated time ratios)."""
+    refused = [r for r in report["rows"] if r["dpop_refused"]]
+    solved = [r for r in refused if r["mbdpop"].get("status") == "ok" and r["equal_be"]]
+    lines = [
+        f"DPOP refuses {len(refused)} rows; MB-DPOP solves {len(solved)} of them, every cost "
+        "equal to BE's, no message over the limit"
+        + ("" if all(r["within_limit"] for r in report["rows"]) else " (**a message over**)")
+        + "; the rest it refuses in one line (the cut's contexts).",
+    ]
+    both = [
+        r
+        for r in report["rows"]
+        if (r.get("frodo") or {}).get("status") == "ok" and r["mbdpop"].get("status") == "ok"
+    ]
+    if both:
+        wall = [r["mbdpop"]["wall_s"] / r["frodo"]["wall_s"] for r in both]
+        sim = [
+            r["mbdpop"]["simulated_s"] / r["frodo"]["simulated_s"]
+            for r in both
+            if r["frodo"].get("simulated_s")
+        ]
+        lines.append(
+            f"Beside FRODO's MB-DPOP, on the {len(both)} rows both finish: dcop's wall "
+            f"{min(wall):.3f}-{max(wall):.3f}x FRODO's, its simulated time "
+            f"{min(sim):.4f}-{max(sim):.4f}x."
+        )
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     gpu = report["gpu"] is not None
     lines = [
@@ -212,6 +243,8 @@ def markdown(report: dict[str, Any]) -> str:
     if report["frodo"]:
         head += " FRODO maxDim | FRODO wall s | FRODO simulated s | FRODO = BE |"
         sep += "---|---|---|---|"
+    for line in summary(report):
+        lines += [line, ""]
     lines += [head, sep]
     for r in report["rows"]:
         mb = r["mbdpop"]
@@ -225,7 +258,7 @@ def markdown(report: dict[str, Any]) -> str:
             str(mb.get("messages", "-")),
             _f((mb.get("largest_message_bytes") or 0) / 1024, ".0f"),
             str(mb.get("contexts", "-")),
-            "yes" if r["equal_be"] else "**no**",
+            "refused" if mb.get("status") == "too_large" else "yes" if r["equal_be"] else "**no**",
         ]
         if gpu:
             g = r.get("mbdpop_gpu") or {}
@@ -242,10 +275,21 @@ def markdown(report: dict[str, Any]) -> str:
                 _f(fr.get("wall_s"), ".1f")
                 + ("" if fr.get("status") == "ok" else f" ({fr.get('status')})"),
                 _f(fr.get("simulated_s"), ".3f"),
-                "yes" if _same(fr.get("cost"), r["be"].get("cost")) else "no",
+                "-"
+                if fr.get("status") != "ok"
+                else "yes"
+                if _same(fr.get("cost"), r["be"].get("cost"))
+                else "**no**",
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _public(arg: str) -> str:
+    """An argument as the report shows it: a folder of this machine becomes ``PATH``."""
+    from keep import _public as public
+
+    return str(public(arg))
 
 
 def _load() -> str:
@@ -279,7 +323,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows_asked = parse_only(args.only) if args.only else SERIES
     info = machine_info()
     report: dict[str, Any] = {
-        "command": "benchmarks/mbdpop.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "benchmarks/mbdpop.py "
+        + " ".join(map(_public, argv if argv is not None else sys.argv[1:])),
         "machine": f"{info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB",
         "machine_info": info,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

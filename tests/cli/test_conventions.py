@@ -63,6 +63,7 @@ def test_shell_completion() -> None:
         "aobb",
         "dpop",
         "adpop",
+        "mbdpop",
         "auto",
     }
 
