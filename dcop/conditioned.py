@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from dcop.backends.base import TableBackend, on_device
+from dcop.backends.base import Streamed, TableBackend, capable, on_device
 from dcop.buckets import eliminate_bucket
 from dcop.tables import Op, Table
 
@@ -50,9 +50,15 @@ def gather(backend: TableBackend, table: Table, cut: Sequence[str], ctx: np.ndar
     rest = [v for v in table.scope if v not in names]
     moved = backend.transpose(table, [*names, *rest])
     # one index array per cut axis: advanced indexing puts the chunk's axis first (a CuPy array
-    # takes NumPy index arrays as well), on the backend's stream, behind the transpose
-    with on_device(backend):
-        data = moved.data[tuple(np.ascontiguousarray(ctx[:, k]) for k in held)]
+    # takes NumPy index arrays as well), on the backend's stream, behind the transpose; a device
+    # table of a backend without one stream (the placed backend's, handed over by CUDA IPC) is
+    # gathered on the host, where the bucket's placement takes it from
+    index = tuple(np.ascontiguousarray(ctx[:, k]) for k in held)
+    if capable(backend, Streamed) or isinstance(moved.data, np.ndarray):
+        with on_device(backend):
+            data = moved.data[index]
+    else:
+        data = backend.to_numpy(moved.data)[index]
     return Table((CTX, *rest), data)
 
 
