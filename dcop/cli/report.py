@@ -118,6 +118,12 @@ def summarize(run: RunResult) -> Summary:
         f"{m['largest_util_entries']} entries (theory d^|sep|: "
         f"{th['largest_util_entries']}); max separator {th['max_separator']}"
     ]
+    for cut in result["pseudo_tree"].get("cuts") or []:  # MB-DPOP: each cluster's cut
+        tail.append(
+            f"cluster at {cut['root']}: {cut['members']} wide agent(s), cut "
+            f"{', '.join(cut['cut'])}: {cut['contexts']} contexts in chunks of {cut['chunk']}; "
+            f"largest message sent {m['largest_message_bytes']} bytes"
+        )
     paths = m.get("handover_tables")
     if paths:  # GPU agents: how the UTILs reached their parents (one GPU, peer GPUs, the host)
         tail.append("UTIL tables handed over: " + ", ".join(f"{p} {n}" for p, n in paths.items()))

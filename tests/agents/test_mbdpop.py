@@ -126,6 +126,12 @@ def test_auto_runs_dpop_where_it_fits_and_mbdpop_where_it_does_not() -> None:
     )
     assert cut["algo"] == "mbdpop" and cut["exact"]
     assert "MB-DPOP" in cut["pseudo_tree"]["why"]
+    from dcop.cli.report import summarize
+
+    tail = summarize(cut["run"]).tail
+    assert any(
+        line.startswith("cluster at ") and " contexts in chunks of " in line for line in tail
+    )
     assert _same(cut["cost"], solve_be(problem).cost)
 
 
