@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -57,9 +57,6 @@ EXACT_RUNG_MARGIN = 1.5
 #: Seconds between two progress reports a step's child sends.
 PROGRESS_EVERY_S = 0.1
 
-#: on_step(event, step): ``start`` before a step runs, ``done`` after (``step`` holds its
-#: outcome), ``skip`` for a step not run (its message says why).
-StepFn = Callable[[str, "Step"], None]
 #: bounds(seconds, lower, upper) of a search, internal costs (:mod:`dcop.search.solver`).
 BoundsFn = Callable[[float, float, float], None]
 
@@ -108,8 +105,6 @@ class Options:
     max_bytes: float | None = None
     resident: int | None = None
     progress: ProgressFn | None = None
-    on_step: StepFn | None = None
-    steps: list[Step] = field(default_factory=list)
     order_time: float | None = None
 
 
@@ -234,11 +229,6 @@ def solve_until(
     if result is None:
         raise RunTimeout(step.message or "out of time")
     return result
-
-
-def _tell(options: Options, event: str, step: Step) -> None:
-    if options.on_step is not None:
-        options.on_step(event, step)
 
 
 def _run_step(
