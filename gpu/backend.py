@@ -73,8 +73,6 @@ DEFAULT_CHUNK_BYTES = 256 << 20
 #: Downloads from this size on go to page-locked memory (measured on an H100: 52 GB/s against
 #: 7.6 GB/s pageable at 100 MB; ``benchmarks/probes/gpu_agents_probe.py``).
 PINNED_DOWNLOAD_BYTES = 1 << 20
-#: Uploads from this size on go through page-locked memory (:meth:`CupyBackend.asarray`).
-PINNED_UPLOAD_BYTES = 1 << 20
 #: Share of the free device memory an output may take before it is chunked to the host.
 FREE_MEMORY_SHARE = 0.8
 #: A page-locked host table over this share of the device budget is read by the kernels where it
@@ -283,15 +281,6 @@ class CupyBackend(TableBackend):
                 return cupy.ascontiguousarray(array, dtype=dtype)
             host = np.ascontiguousarray(array, dtype=dtype)
             self.transfers.h2d_bytes += host.nbytes
-            if host.nbytes >= PINNED_UPLOAD_BYTES:
-                # through page-locked memory: a pageable upload on this (non-blocking) stream
-                # ran at about 0.5 GB/s on an H200 (8 MB in 16 ms; the join it fed took 0.4 ms)
-                staged = pinned_empty(cupy, tuple(host.shape), host.dtype)
-                np.copyto(staged, host)
-                out = cupy.empty(host.shape, dtype=host.dtype)
-                out.set(staged, stream=self.stream)
-                self.stream.synchronize()  # the staging buffer goes back to its pool
-                return out
             return cupy.asarray(host)
 
     def to_numpy(self, array: Any) -> np.ndarray:
