@@ -900,14 +900,15 @@ class Session:
                 self._start_util()
             return []
         out: Out = []
-        if role.context is None and (self.bound is not None or self.assignment is not None):
+        # my separator's values are known: my VALUE came, or I am the tree's root with my bound
+        known = self.assignment is not None or (tree.parent is None and self.bound is not None)
+        if role.context is None and known:
             assert role.fold is not None
-            if tree.parent is None or self.assignment is not None:
-                best = role.fold.best_context(self.assignment or {})
-                role.context = role.context_values(best)
-                values = tuple(role.context.items())
-                out += [(c, Replay(values, self.clock)) for c in sorted(role.members)]
-        if role.context is not None and not role.last and len(self.utils) == len(tree.children):
+            best = role.fold.best_context(self.assignment or {})
+            role.context = role.context_values(best)
+            values = tuple(role.context.items())
+            out += [(c, Replay(values, self.clock)) for c in sorted(role.members)]
+        if role.context is not None and not role.last and everyone:
             role.last = True
             received = [t for c in tree.children for t in self.utils[c]]
             tables = self._at_context([*self._own_tables(), *received])
