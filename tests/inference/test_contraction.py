@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -279,17 +280,19 @@ def test_a_room_read_from_the_process_is_read_again_after_the_planner() -> None:
     (more slices); where even that does not fit, the run is refused."""
     problem = ising_grid(9, seed=0)
     scopes = [t.scope for t in problem.tables]
-    peak = (
-        plan_contraction(
+
+    def plan(limit: Limit | Callable[[], Limit], **options: Any) -> Any:
+        return plan_contraction(
             scopes,
             problem.domain_sizes(),
             problem.neighbours(),
             list(problem.variables),
             "pr",
-            Limit(1e12, "plenty"),
-        ).stats.peak_pr
-        * 8
-    )
+            limit,
+            **options,
+        )
+
+    peak = plan(Limit(1e12, "plenty")).stats.peak_pr * 8
 
     def shrinking(rooms: list[float]) -> tuple[list[float], Callable[[], Limit]]:
         reads: list[float] = []
@@ -301,28 +304,12 @@ def test_a_room_read_from_the_process_is_read_again_after_the_planner() -> None:
         return reads, read
 
     reads, read = shrinking([peak, peak / 4])
-    plan = plan_contraction(
-        scopes,
-        problem.domain_sizes(),
-        problem.neighbours(),
-        list(problem.variables),
-        "pr",
-        read,
-        small_unread=False,
-    )
-    assert reads[:2] == [peak, peak / 4] and plan.slices > 1
-    assert plan.limit.bytes == peak / 4 and plan.stats.peak_pr * 8 <= peak / 4
+    fitted = plan(read, small_unread=False)
+    assert reads[:2] == [peak, peak / 4] and fitted.slices > 1
+    assert fitted.limit.bytes == peak / 4 and fitted.stats.peak_pr * 8 <= peak / 4
     reads, read = shrinking([peak, 8.0])
     with pytest.raises(TableTooLarge, match="a room of 8 bytes"):
-        plan_contraction(
-            scopes,
-            problem.domain_sizes(),
-            problem.neighbours(),
-            list(problem.variables),
-            "pr",
-            read,
-            small_unread=False,
-        )
+        plan(read, small_unread=False)
 
 
 @pytest.mark.parametrize("seed", range(6))
