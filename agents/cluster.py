@@ -6,7 +6,8 @@ non-wide agent above closes the cluster and plans its cut (:func:`dcop.trees.cut
 the plans ride up to the coordinator, which sends them back in Go with the cut variables' names.
 
 In a cluster (:class:`ClusterRole`) every member computes its UTIL chunk by chunk of contexts
-(:func:`dcop.conditioned.chunk_util`) and sends each chunk up; a parent grants room for
+(:func:`dcop.conditioned.chunk_util`) and sends each chunk up, in parts
+(:mod:`dcop.agents.parts`); a parent grants room for
 :data:`WINDOW` chunks ahead (``more``), so a cluster holds a few chunks, never a whole UTIL. The
 root folds each chunk into its best UTIL per separator value (:class:`dcop.conditioned.Fold`) and
 sends that up as its UTIL. When the root knows its separator's values (VALUE, or it is the tree's
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dcop.agents.parts import Assembly
 from dcop.conditioned import CTX, Fold, contexts
 from dcop.errors import ProtocolError
-from dcop.protocol.messages import ClusterCut, WideSep
+from dcop.protocol.messages import ClusterCut, Whole, WideSep, WireTable
 from dcop.trees.cutset import CutLimit, Wide, is_wide, plan_cluster
 
 #: Chunks a cluster child may send ahead of its parent's use of them.
@@ -66,12 +68,10 @@ class ClusterRole:
     #: the next chunk to compute, and (a member) the chunks my parent has room for
     next: int = 0
     upto: int = WINDOW
-    #: chunk -> child -> the parts of its UTIL for that chunk so far (part -> scope, rows), and
-    #: how many parts it sends
-    received: dict[int, dict[int, dict[int, tuple[tuple[str, ...], np.ndarray]]]] = field(
-        default_factory=dict
-    )
-    parts: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: chunk -> child -> its UTIL for that chunk (scope, table over CTX first), once complete
+    received: dict[int, dict[int, tuple[tuple[str, ...], np.ndarray]]] = field(default_factory=dict)
+    #: the parts of chunks still coming, by (child, chunk)
+    arriving: Assembly = field(default_factory=Assembly)
     fold: Fold | None = None
     #: the best context (cut variable -> value), once the root has chosen it
     context: dict[str, int] | None = None
@@ -109,52 +109,35 @@ class ClusterRole:
         return min(self.cluster.chunk, self.total - chunk * self.cluster.chunk)
 
     def take(
-        self,
-        sender: int,
-        chunk: int,
-        part: int,
-        parts: int,
-        scope: tuple[str, ...],
-        rows: np.ndarray,
+        self, sender: int, chunk: int, part: int, parts: int, whole: Whole, block: WireTable
     ) -> None:
-        """One part of a member child's UTIL for a chunk: a table over (CTX, ...) whose first
-        axis holds some of the chunk's contexts, in order."""
+        """One part of a member child's UTIL for a chunk: a block of rows of a table over
+        (CTX, ...) whose first axis holds the chunk's contexts."""
         if sender not in self.members or not self.next <= chunk < self.chunks:
             raise ProtocolError(f"a UTIL chunk {chunk} from {sender}, not one I wait for")
-        if not scope or scope[0] != CTX or rows.ndim != len(scope):
-            raise ProtocolError(f"UTIL chunk {chunk} from {sender} is not over contexts")
-        held = self.received.setdefault(chunk, {}).setdefault(sender, {})
-        if self.parts.setdefault((chunk, sender), parts) != parts or part in held:
-            raise ProtocolError(f"UTIL chunk {chunk} part {part} from {sender} twice or torn")
-        if any(s != scope for s, _ in held.values()):
-            raise ProtocolError(f"UTIL chunk {chunk} from {sender} changes scope")
-        held[part] = (scope, rows)
-        if len(held) == parts and sum(len(r) for _, r in held.values()) != self.count(chunk):
+        if not whole.scope or whole.scope[0] != CTX or whole.shape[0] != self.count(chunk):
             raise ProtocolError(f"UTIL chunk {chunk} from {sender} is not over its contexts")
+        if sender in self.received.get(chunk, {}):
+            raise ProtocolError(f"UTIL chunk {chunk} from {sender} twice")
+        table = self.arriving.take((sender, chunk), whole, part, parts, block)
+        if table is not None:
+            self.received.setdefault(chunk, {})[sender] = (whole.scope, table)
 
     def ready(self) -> bool:
-        """Whether the next chunk can be computed: every member child's parts are in, and (a
-        member) my parent has room for it."""
+        """Whether the next chunk can be computed: every member child's UTIL for it is in, and
+        (a member) my parent has room for it."""
         if self.next >= self.chunks or (not self.root and self.next >= self.upto):
             return False
-        held = self.received.get(self.next, {})
-        return len(held) == len(self.members) and all(
-            len(parts) == self.parts[(self.next, child)] for child, parts in held.items()
-        )
+        return len(self.received.get(self.next, {})) == len(self.members)
 
     def chunk_rows(self, chunk: int) -> list[tuple[tuple[str, ...], np.ndarray]]:
-        """Each member child's UTIL for a complete chunk: its parts joined along the contexts."""
-        out = []
-        for child in sorted(self.members):
-            parts = self.received[chunk][child]
-            scope = parts[0][0]
-            out.append((scope, np.concatenate([parts[k][1] for k in sorted(parts)], axis=0)))
-        return out
+        """Each member child's UTIL for a complete chunk, over (CTX, ...)."""
+        return [self.received[chunk][child] for child in sorted(self.members)]
 
     def drop(self, chunk: int) -> None:
         self.received.pop(chunk, None)
         for child in self.members:
-            self.parts.pop((chunk, child), None)
+            self.arriving.drop((child, chunk))
 
     def context_values(self, index: int) -> dict[str, int]:
         row = contexts(self.cluster.domains, index, index + 1)[0]

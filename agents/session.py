@@ -45,6 +45,7 @@ from dcop.agents.cluster import WINDOW, ClusterRole, cut_fields
 from dcop.agents.handover import IPC_ALIGN, Handover
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
+from dcop.agents.parts import Assembly, split, summed
 from dcop.backends.base import (
     Compiles,
     IpcHandover,
@@ -81,10 +82,11 @@ from dcop.protocol import (
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import ClusterCut, More, Replay, WideSep, sizing_at
 from dcop.protocol.runspec import sizing_choices
+from dcop.sizes import entries
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
-from dcop.trees.cutset import CutLimit, rows_per_message
+from dcop.trees.cutset import CutLimit
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -255,6 +257,8 @@ class Session:
         self.child_cuts: list[dict[int, tuple[tuple[WideSep, ...], tuple[ClusterCut, ...]]]] = []
         self.cut_limit: CutLimit | None = None
         self.role: ClusterRole | None = None
+        #: MB-DPOP: children's UTILs arriving in parts (:mod:`dcop.agents.parts`)
+        self.arriving = Assembly()
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
@@ -381,10 +385,25 @@ class Session:
             self.unmap_taken()  # before my VALUEs go out (a child may free its buffer then)
             return self._progress()
         self.handover.count(self.tree.parent, wire, shared)
+        self.util_sent = True
+        limit = self.cut_limit
+        if limit is not None and not shared and sum(t.entries for t in wire) > limit.entries:
+            scope, table = summed(wire, scalar)  # MB-DPOP: over the message limit, in parts
+            return self._in_parts(scope, table, -1) + self._progress()
         if scalar != 0.0 or not (wire or shared):
             wire = (*wire, WireTable.from_array((), scalar))
-        self.util_sent = True
         return [(self.tree.parent, Util(wire, self.clock, shared)), *self._progress()]
+
+    def _in_parts(self, scope: tuple[str, ...], table: np.ndarray, chunk: int) -> Out:
+        """MB-DPOP: a UTIL (a chunk's, or a whole one over the message limit) to my parent in
+        as many messages as the limit needs."""
+        assert self.tree is not None and self.tree.parent is not None
+        assert self.cut_limit is not None
+        whole, blocks = split(scope, table, self.cut_limit)
+        return [
+            (self.tree.parent, Util((b,), self.clock, (), chunk, k, len(blocks), whole))
+            for k, b in enumerate(blocks)
+        ]
 
     def charge(self, seconds: float) -> None:
         """Add compute time to the logical clock (the simulated runtime) and the metrics."""
@@ -701,13 +720,15 @@ class Session:
         assert self.tree is not None
         if sender not in self.tree.children or sender in self.utils:
             raise ProtocolError(f"UTIL from {sender}, which is not a waiting child")
+        tables = [(t.scope, t.to_array()) for t in util.tables]
+        if util.whole is not None:  # MB-DPOP: one part of a UTIL over the message limit
+            (block,) = util.tables
+            whole = self.arriving.take((sender, -1), util.whole, util.part, util.parts, block)
+            if whole is None:
+                return
+            tables = [(util.whole.scope, whole)]
         # scalars (scope ()) stay host floats: they only add to the bound
-        self.utils[sender] = [
-            self.backend.table(t.scope, a, a.dtype)
-            for t in util.tables
-            if t.scope
-            for a in [t.to_array()]
-        ]
+        self.utils[sender] = [self.backend.table(s, a, a.dtype) for s, a in tables if s]
         if self.staged is not None and capable(self.backend, Placed):  # my bucket: on the device
             stage = self.backend.stage
             t0 = time.perf_counter()
@@ -715,7 +736,7 @@ class Session:
                 stage(t) if self.var in t.scope else t for t in self.utils[sender]
             ]
             self.charge(time.perf_counter() - t0)
-        self.scalars += sum(float(t.to_array()) for t in util.tables if not t.scope)
+        self.scalars += sum(float(a) for s, a in tables if not s)
         if util.shared:
             self.utils[sender] += self.handover.take(sender, util.shared)
 
@@ -864,10 +885,11 @@ class Session:
     # ---- MB-DPOP's conditioned phase (see dcop.agents.cluster) --------------------------------
     def _on_chunk(self, sender: int, util: Util) -> None:
         role = self.role
-        if role is None or util.shared or len(util.tables) != 1:
+        if role is None:
             raise ProtocolError(f"a UTIL chunk from {sender} outside a cluster")
-        (table,) = util.tables
-        role.take(sender, util.chunk, util.part, util.parts, table.scope, table.to_array())
+        (block,) = util.tables
+        assert util.whole is not None  # the message's own check
+        role.take(sender, util.chunk, util.part, util.parts, util.whole, block)
 
     def _on_replay(self, sender: int, replay: Replay) -> Out:
         """The best context from my parent in the cluster: pass it down, then my last UTIL."""
@@ -969,15 +991,7 @@ class Session:
             if i + WINDOW < role.chunks
         ]
         if not role.root:
-            assert tree.parent is not None and self.cut_limit is not None
-            # the chunk's UTIL in as many messages as the limit needs, in context order
-            rows = rows_per_message(float(np.prod(data.shape[1:])), self.cut_limit)
-            parts = -(-len(data) // rows)
-            for k in range(parts):
-                part = WireTable.from_array(scope, data[k * rows : (k + 1) * rows])
-                util = Util((part,), self.clock, (), chunk=i, part=k, parts=parts)
-                out.append((tree.parent, util))
-            return out + self._progress()
+            return out + self._in_parts(scope, data, i) + self._progress()
         if role.fold is None:
             separator = set(tree.separator)
             first = [v for a, v in zip(role.cluster.cut, role.names, strict=True) if a in separator]
@@ -997,6 +1011,9 @@ class Session:
             self.bound = float(table)
             return []
         self.util_sent = True
+        assert self.cut_limit is not None
+        if entries(table.shape) > self.cut_limit.entries:
+            return self._in_parts(scope, table, -1)
         util = Util((WireTable.from_array(scope, table),), self.clock, ())
         return [(tree.parent, util)]
 

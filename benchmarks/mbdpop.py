@@ -4,6 +4,7 @@
     python benchmarks/run.py mbdpop --frodo DIR             # FRODO's MB-DPOP beside each row
     python benchmarks/run.py mbdpop --gpu 0                 # CPU and GPU agents (the device)
     python benchmarks/run.py mbdpop --only grid:100:5 --limits 1,8
+    python benchmarks/run.py mbdpop --only random:20:10 --limits 1 --width 5 --gpu 0
 
 Rows: grids (``dcop generate grid``) at n = 100-196 and d = 3-5, scale-free with two links at
 n = 100-300, the paper's random networks (d = 10, p1 = 0.3) at n = 16-22; each at message limits
@@ -11,12 +12,14 @@ of 1, 8 and 64 MiB. Every row writes the instance and times, each as a fresh pro
 
 * ``dcop solve FILE`` (BE: the optimum every row must equal);
 * ``dcop run FILE --algo dpop --trees 1 --max-message-mib L``: refused (``too_large``) or not;
-* ``dcop run FILE --algo mbdpop --trees 1 --max-message-mib L``: wall time, the simulated time
-  (the critical path of compute and messages, as the paper counts it), messages and bytes by
-  type, the largest message sent, the cut; with ``--gpu`` once more with GPU agents;
+* ``dcop run FILE --algo mbdpop --trees 1 --max-message-mib L [--width K]``: wall time, the
+  simulated time (the critical path of compute and messages, as the paper counts it), messages
+  and bytes by type, the largest message sent, the cut; with ``--gpu`` once more with GPU agents.
+  A UTIL over L goes up in parts; cuts come from what an agent holds, or from ``--width K``;
 * with ``--frodo DIR``: FRODO's stock MB-DPOP agent (``agents/DPOP/MB-DPOP/MB-DPOPagent.xml``)
-  on the same instance as XCSP, its width limit ``maxDim`` set to the variables a message of L
-  MiB holds at the instance's domain size (float64 entries, as dcop sizes its cuts).
+  on the same instance as XCSP, its width limit ``maxDim`` set to K, or else to the variables
+  a message of L MiB holds at the instance's domain size (float64 entries): FRODO bounds its
+  messages by cutting, so both keep every message within L.
 
 Writes benchmarks/results/mbdpop.json and .md (``mbdpop_gpu`` with ``--gpu``).
 """
@@ -96,10 +99,14 @@ def _doc(path: Path) -> dict[str, Any]:
     return out
 
 
-def dcop_run(file: Path, algo: str, mib: float, timeout: float, gpu: str | None) -> dict[str, Any]:
+def dcop_run(
+    file: Path, algo: str, mib: float, timeout: float, gpu: str | None, width: int | None = None
+) -> dict[str, Any]:
     out = file.with_suffix(".json")
     argv = [*DCOP, "run", str(file), "--algo", algo, "--trees", "1", "-q", "--json", str(out)]
     argv += ["--max-message-mib", f"{mib:g}", "--timeout", str(timeout)]
+    if width is not None:
+        argv += ["--width", str(width)]
     if gpu is not None:
         argv += ["--gpu", gpu]
     return timed_command(argv, timeout + 60) | _doc(out)
@@ -166,11 +173,13 @@ def one_instance(
         dpop = dcop_run(file, "dpop", mib, args.timeout, None)
         row["dpop_refused"] = dpop.get("status") == "too_large"
         row["dpop"] = {k: dpop.get(k) for k in ("status", "wall_s", "simulated_s", "cost")}
-        row["mbdpop"] = dcop_run(file, "mbdpop", mib, args.timeout, None)
+        row["width"] = args.width
+        row["mbdpop"] = dcop_run(file, "mbdpop", mib, args.timeout, None, args.width)
         if args.gpu is not None:
-            row["mbdpop_gpu"] = dcop_run(file, "mbdpop", mib, args.timeout, args.gpu)
+            row["mbdpop_gpu"] = dcop_run(file, "mbdpop", mib, args.timeout, args.gpu, args.width)
         if xml is not None:
-            row["frodo"] = frodo_mbdpop(args.frodo, xml, max_dim(mib, d), args.timeout, folder)
+            dim = args.width if args.width is not None else max_dim(mib, d)
+            row["frodo"] = frodo_mbdpop(args.frodo, xml, dim, args.timeout, folder)
         runs = [row["mbdpop"], *([row["mbdpop_gpu"]] if "mbdpop_gpu" in row else [])]
         row["equal_be"] = all(_same(r.get("cost"), be.get("cost")) for r in runs)
         row["within_limit"] = all((r.get("largest_message_bytes") or 0) <= mib * MIB for r in runs)
@@ -231,8 +240,13 @@ def markdown(report: dict[str, Any]) -> str:
         "Each run a fresh process, one DFS tree (`--trees 1`). `DPOP`: refused (`too_large`) at "
         "the limit or not. dcop's MB-DPOP: wall (the whole command) and simulated time (the "
         "critical path of compute and messages), messages (chunks, `more`, `replay` included), "
-        "the largest message sent, the largest cut's contexts. FRODO: its MB-DPOP agent with "
-        "`maxDim` = the variables a message of the limit holds.",
+        "the largest message sent, the largest cut's contexts (a UTIL over the message limit "
+        "goes up in parts; `-`: no cut). FRODO: its MB-DPOP agent with `maxDim` = "
+        + (
+            f"{report['width']} (dcop's `--width`)."
+            if report.get("width") is not None
+            else "the variables a message of the limit holds."
+        ),
         "",
     ]
     head = "| instance | limit MiB | DPOP | MB-DPOP | wall s | simulated s | messages | largest msg KiB | contexts | = BE |"
@@ -313,6 +327,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--only", help="rows as FAMILY:N:D,... instead of the series")
     ap.add_argument("--limits", default="1,8,64", help="message limits in MiB (1,8,64)")
+    ap.add_argument(
+        "--width",
+        type=int,
+        help="MB-DPOP's --width (and FRODO's maxDim): cut every separator of more variables",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--gpu", help="also run GPU agents on these devices (e.g. 0)")
@@ -330,6 +349,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load": _load(),
         "seed": args.seed,
+        "width": args.width,
         "gpu": args.gpu,
         "frodo": args.frodo is not None,
         "rows": [],

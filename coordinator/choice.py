@@ -23,14 +23,11 @@ from dcop.protocol.messages import ClusterCut, sizing_at
 from dcop.protocol.runspec import sizing_choices
 from dcop.results.run import TreeChoice
 from dcop.sizes import entries, total
-from dcop.trees.cutset import CUT_TIME_SLACK, MAX_CONTEXTS, cut_seconds
+from dcop.trees.cutset import AGENT_BASE_BYTES, CUT_TIME_SLACK, MAX_CONTEXTS, cut_seconds
 
 #: A UTIL message's header and per-table framing, beside its entries (bytes; generous).
 UTIL_OVERHEAD_BYTES = 4096
 
-#: An agent process's own memory beside its tables (interpreter, NumPy, ZeroMQ; RSS counts the
-#: pages it shares with its template too), in the agents' memory plan.
-AGENT_BASE_BYTES = 64 << 20
 
 #: MAR's down pass (the bucket's beliefs, joined, and the messages to the children), in UTILs of
 #: the largest size, beside the up pass (measured: 230 MiB more than PR for a 64 MiB UTIL).
@@ -214,34 +211,46 @@ def choose_cut(
         return None
     if spec.summing or not clusters:
         return None
+    memory = spec.max_memory_bytes
     # DPOP's own sizing (the run's dtype) decides the bytes; a --width needs no cluster
     if dpop_fits and (spec.width is None or not clusters[dpop_tree]):
         return None
-    tree = min(allowed, key=lambda k: (cut_seconds(clusters[k]), k))
+    # the quickest cuts; among equals DPOP's own tree (the smallest largest UTIL)
+    tree = min(allowed, key=lambda k: (cut_seconds(clusters[k]), k != dpop_tree, k))
     seconds = cut_seconds(clusters[tree])
     left = time_left if time_left is not None else float("inf")
     contexts = max((entries(c.domains) for c in clusters[tree]), default=0.0)
     if spec.algo == DistributedAlgo.auto.value and (seconds > left or contexts > MAX_CONTEXTS):
         return None
-    limits = f"the message limit of {spec.max_message_bytes / 2**20:g} MiB" + (
-        f" and width {spec.width}" if spec.width else ""
+    limits = (
+        "what an agent holds"
+        + (f" (a quarter of --max-memory {memory / 2**20:g} MiB)" if memory else "")
+        + (f" and width {spec.width}" if spec.width else "")
     )
     if contexts > MAX_CONTEXTS:
         raise TableTooLarge(
             f"MB-DPOP's largest cut has {contexts:.4g} contexts (more than {MAX_CONTEXTS:.0e}) "
-            f"at {limits}; raise the limits, or run --algo adpop for bounds"
+            f"at {limits}; allow more (--max-memory, --width), or run --algo adpop for bounds"
         )
     if seconds > CUT_TIME_SLACK * left:
         raise TableTooLarge(
             f"MB-DPOP's cut would take about {seconds:.3g} s ({contexts:.4g} contexts in the "
             f"largest cluster) at {limits}, over {CUT_TIME_SLACK:g}x the {left:.3g} s left of "
-            "--timeout; raise the limits or the timeout, or run --algo adpop for bounds"
+            "--timeout; allow more (--max-memory, --width, --timeout), or run --algo adpop for "
+            "bounds"
         )
-    reason = (
-        f"MB-DPOP: DPOP's largest UTIL passes the limits; {len(clusters[tree])} cluster(s), "
-        f"cuts of {', '.join(str(len(c.cut)) for c in clusters[tree])} variable(s), "
-        f"predicted {seconds:.3g} s"
+    parts = (
+        f"UTILs over the message limit of {spec.max_message_bytes / 2**20:g} MiB go up in parts"
     )
+    if not clusters[tree]:
+        reason = f"MB-DPOP: DPOP's largest UTIL passes the limits; {parts}, no cut needed"
+    else:
+        reason = (
+            f"MB-DPOP: DPOP's largest UTIL passes the limits; {parts}; "
+            f"{len(clusters[tree])} cluster(s) with cuts of "
+            f"{', '.join(str(len(c.cut)) for c in clusters[tree])} variable(s) where a UTIL "
+            f"passes {limits}, predicted {seconds:.3g} s"
+        )
     return tree, Decision(DistributedAlgo.mbdpop.value, None, reason, clusters[tree])
 
 
@@ -278,6 +287,8 @@ def refusal(
         if fit is not None
         else "no ADPOP z fits either, not even z=1"
     )
+    if z is None and not spec.summing:
+        way += "; --algo mbdpop answers exactly within the limits (parts, or cuts)"
     if spec.summing:
         # PR/MAR have no mini-bucket fallback here: say where an exact answer may still be
         way = (

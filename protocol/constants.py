@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 #: Wire-protocol version; every message carries it and a mismatch is rejected.
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 #: Seconds between an agent's checks for a heartbeat to the coordinator (proof that its loop
 #: works, with its phase for the live status); one goes out only once the agent has its start,

@@ -519,19 +519,41 @@ class Go(_Message, frozen=True):
             raise ValueError("a go's cluster cut needs the cut variables' names")
 
 
+class Whole(Struct, frozen=True, array_like=True, gc=False):
+    """The table a UTIL sent in parts adds up to: its scope and shape (each part carries a block
+    of its rows: see :class:`Util`)."""
+
+    scope: Scope
+    shape: Shape
+
+    def __post_init__(self) -> None:
+        if _arriving():
+            _check_scope_and_shape(self.scope, self.shape)
+
+
+#: The first axis of a part of a UTIL sent in parts: a block of the whole table's rows (its
+#: leading variables flattened in C order).
+ROWS = "\x00rows"
+
+
 class Util(_Message, frozen=True, eq=False):
     """Child -> parent: the UTIL tables (one for DPOP, mini-bucket outputs for ADPOP). ``tables``
     travel as frames; ``shared`` ones stay on the GPU the parent shares and travel as CUDA IPC
-    handles (:class:`IpcTable`). MB-DPOP: ``chunk`` >= 0 numbers one chunk of a cluster's
-    contexts (its table's first axis counts them), sent in ``parts`` messages within the limit
-    (this is part ``part``, in context order); -1 is a whole UTIL."""
+    handles (:class:`IpcTable`).
+
+    MB-DPOP: a UTIL over the message limit goes in ``parts`` messages (this is part ``part``);
+    ``whole`` is then the table they add up to, and ``tables`` holds one block of its rows in
+    order: a table over (:data:`ROWS`, the whole's last variables). ``chunk`` >= 0 numbers one
+    chunk of a cluster's contexts (the whole's first axis counts them; always sent in parts);
+    -1 is a whole UTIL."""
 
     tables: Tables
     clock: Seconds
     shared: Annotated[tuple[IpcTable, ...], Meta(max_length=MAX_TABLES)]
     chunk: Annotated[int, Meta(ge=-1, le=_BIG)] = -1
-    part: Annotated[int, Meta(ge=0, le=MAX_DOMAIN)] = 0
-    parts: Annotated[int, Meta(ge=1, le=MAX_DOMAIN)] = 1
+    part: Annotated[int, Meta(ge=0, le=_BIG)] = 0
+    parts: Annotated[int, Meta(ge=1, le=_BIG)] = 1
+    whole: Whole | None = None
 
     def __post_init__(self) -> None:
         if not _arriving():
@@ -540,6 +562,21 @@ class Util(_Message, frozen=True, eq=False):
             raise ValueError(f"a UTIL of more than {MAX_TABLES} tables")
         if self.part >= self.parts:
             raise ValueError("field 'part' must be below 'parts'")
+        if (self.whole is not None or self.chunk >= 0) and (
+            self.whole is None or self.shared or len(self.tables) != 1
+        ):
+            raise ValueError("a UTIL in parts (or a chunk) is one block of a whole table")
+        if self.whole is not None:
+            (block,) = self.tables
+            rest = len(block.scope) - 1
+            if (
+                rest < 0
+                or block.scope[0] != ROWS
+                or rest > len(self.whole.scope)
+                or block.scope[1:] != self.whole.scope[len(self.whole.scope) - rest :]
+                or block.shape[1:] != self.whole.shape[len(self.whole.shape) - rest :]
+            ):
+                raise ValueError("a part of a UTIL is not a block of rows of its whole table")
 
     @property
     def entries(self) -> int:

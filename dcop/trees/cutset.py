@@ -5,14 +5,16 @@ Pure code over agent ids and domain sizes, run on both sides: each agent while i
 goes up (it carries the still-open wide separators of its subtree, :class:`OpenWide`), and the
 coordinator's own simulation of a tree (:func:`clusters_of`), so both find the same cut.
 
-An agent is *wide* when its separator does not fit the limit (:class:`CutLimit`). A cluster is a
+A UTIL over the message limit but within what an agent may hold goes up in parts
+(:func:`rows_per_part`), as it is: no cut. An agent is *wide* when its separator does not fit what
+it may hold, or passes ``--width`` (:class:`CutLimit`). A cluster is a
 non-wide agent, its root, with every wide agent reached from it through wide agents only (the
 agents whose UTILs it must take many times); its cut is a set of variables, picked greedily: the
 variable in the most separators still over the limit, then the largest domain, then the
 shallowest (it removes most entries from most messages). Every agent of the cluster then computes
 its UTIL once per assignment of the cut (a *context*), in chunks of ``chunk`` contexts joined at
-once (one batched kernel on a GPU); a chunk's UTIL goes up in as many messages as the limit needs
-(:func:`rows_per_message`); the root keeps the best per value of its own separator.
+once (one batched kernel on a GPU); a chunk's UTIL goes up in parts too; the root keeps the best
+per value of its own separator.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from dcop.sizes import entries
 CUT_ITEMSIZE = 8
 #: Bytes a UTIL message takes beyond its tables (the coordinator's refusal uses the same).
 CUT_OVERHEAD_BYTES = 4096
+#: An agent process's own memory beside its tables (interpreter, NumPy, ZeroMQ; RSS counts the
+#: pages it shares with its template too), in the agents' memory plan: what ``--max-memory``
+#: leaves for tables is the rest.
+AGENT_BASE_BYTES = 64 << 20
+#: The largest UTIL table an agent holds without a cut where no ``--max-memory`` says (the
+#: table, the join it comes from and its parent's copy: a few times 128 MiB of float64). A UTIL
+#: over the message limit but within this goes up in parts, as it is.
+HOLD_ENTRIES = 1 << 24
 #: A chunk's batched join at most this many entries (an agent's working memory for one chunk:
 #: 128 MiB of float64; a join this large amortises a chunk's messages and Python on a CPU, and
 #: its transfers on a GPU).
@@ -48,32 +58,47 @@ CUT_TIME_SLACK = 10.0
 
 @dataclass(frozen=True)
 class CutLimit:
-    """What a UTIL message may hold: ``width`` variables at most (MB-DPOP's ``--width``, FRODO's
-    ``maxDim``), and ``entries`` float64 entries (the message limit less its overhead)."""
+    """What MB-DPOP bounds: a message holds ``entries`` float64 entries (the message limit less
+    its overhead: a larger UTIL goes in parts); an agent holds a UTIL of ``hold`` entries at most
+    and ``width`` variables at most (MB-DPOP's ``--width``, FRODO's ``maxDim``): a wider
+    separator is cut."""
 
     entries: float
     width: int | None = None
     #: entries a chunk's batched join may take (an agent's memory for one chunk)
     join_entries: float = float(CHUNK_JOIN_ENTRIES)
+    #: entries of the largest UTIL an agent may hold (None: the message's ``entries``)
+    hold: float | None = None
 
     @staticmethod
     def from_bytes(
         max_message_bytes: int, width: int | None = None, max_memory_bytes: int | None = None
     ) -> CutLimit:
-        """The limit of a run spec's message limit, ``--width`` and memory limit (a chunk's
-        join, its inputs and output take a few times its entries: a quarter of the memory)."""
-        room = max(max_message_bytes - CUT_OVERHEAD_BYTES, CUT_ITEMSIZE)
+        """The limit of a run spec's message limit, ``--width`` and memory limit per agent: a
+        UTIL, and a chunk's join, take a quarter of what the memory leaves beside the agent's
+        base at most (their inputs and outputs
+        take a few times their entries); without one, :data:`HOLD_ENTRIES`, or a message's
+        entries where the message limit allows more."""
+        room = float(max(max_message_bytes - CUT_OVERHEAD_BYTES, CUT_ITEMSIZE) // CUT_ITEMSIZE)
         join = float(CHUNK_JOIN_ENTRIES)
+        hold = max(room, float(HOLD_ENTRIES))
         if max_memory_bytes is not None:
-            join = max(1.0, min(join, max_memory_bytes / CUT_ITEMSIZE / 4))
-        return CutLimit(float(room // CUT_ITEMSIZE), width, join)
+            tables = max_memory_bytes - AGENT_BASE_BYTES
+            quarter = max(1.0, tables / CUT_ITEMSIZE / 4)
+            join, hold = min(join, quarter), quarter
+        return CutLimit(room, width, join, hold)
+
+    @property
+    def held(self) -> float:
+        return self.entries if self.hold is None else self.hold
 
     def over(self, domains: Iterable[int]) -> bool:
-        """Whether a table over variables of these domain sizes passes the limit."""
+        """Whether a UTIL over variables of these domain sizes needs a cut: more than ``width``
+        of them, or more entries than an agent holds."""
         sizes = list(domains)
         if self.width is not None and len(sizes) > self.width:
             return True
-        return entries(sizes) > self.entries
+        return entries(sizes) > self.held
 
 
 @dataclass(frozen=True)
@@ -245,10 +270,15 @@ def clusters_of(tree: TreeShape, limit: CutLimit) -> list[Cluster]:
     return out
 
 
-def rows_per_message(slice_entries: float, limit: CutLimit) -> int:
-    """Contexts of a chunk's UTIL that one message carries within the limit (a member's slice,
-    its UTIL at one context, fits by the cut)."""
-    return max(1, int(limit.entries // max(slice_entries, 1.0)))
+def rows_per_part(shape: Sequence[int], limit: CutLimit) -> tuple[int, int]:
+    """How a table of ``shape`` goes up in parts within the message limit: its first ``lead``
+    axes flattened into rows, ``rows`` of them per message (the fewest leading axes whose rest
+    fits one message; at most :data:`CHUNK_MAX` rows, a table axis on the wire)."""
+    lead = 0
+    while lead < len(shape) and entries(shape[lead:]) > limit.entries:
+        lead += 1
+    rest = max(entries(shape[lead:]), 1.0)
+    return lead, int(max(1, min(limit.entries // rest, CHUNK_MAX)))
 
 
 class ClusterSize(Protocol):

@@ -26,8 +26,11 @@ from dcop.trees.dfs import simulate
 from tests.agents.conftest import run_in_process
 from tests.conftest import brute_force, random_problem
 
-#: 4 KiB of overhead plus room for this many float64 entries: tiny limits that force cuts
+#: 4 KiB of overhead plus room for this many float64 entries: tiny message limits
 TINY = {n: 4096 + 8 * n for n in (1, 9, 27)}
+#: A small memory limit: beside its base, an agent holds a UTIL of 128 float64 entries (a
+#: quarter of the rest), which forces cuts on separators of 5 ternary variables
+SMALL_MEMORY = cutset.AGENT_BASE_BYTES + 4096
 
 
 def _same(cost: float | None, best: float) -> bool:
@@ -37,50 +40,70 @@ def _same(cost: float | None, best: float) -> bool:
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.integers(0, 10**6), st.sampled_from([(TINY[1], None), (TINY[9], 1), (1 << 20, 2)]))
-def test_mbdpop_equals_brute_force_at_limits_that_force_cuts(seed: int, limits) -> None:  # type: ignore[no-untyped-def]
-    max_bytes, width = limits
+@given(
+    st.integers(0, 10**6),
+    st.sampled_from(
+        [
+            (TINY[1], None, None),
+            (TINY[9], None, SMALL_MEMORY),
+            (TINY[9], 1, None),
+            (1 << 20, 2, None),
+        ]
+    ),
+)
+def test_mbdpop_equals_brute_force_at_limits_that_force_parts_and_cuts(seed: int, limits) -> None:  # type: ignore[no-untyped-def]
+    max_bytes, width, memory = limits
     problem = random_problem(seed, n=7, n_tables=9)
-    spec = RunSpec("mbdpop", max_message_bytes=max_bytes, width=width, trees=1)
+    spec = RunSpec(
+        "mbdpop", max_message_bytes=max_bytes, width=width, max_memory_bytes=memory, trees=1
+    )
     doc = run_in_process(problem, spec=spec, timeout=30)
     assert _same(doc["cost"], brute_force(problem))
-    if doc["pseudo_tree"]["cuts"]:
-        assert doc["algo"] == "mbdpop"
+    if doc["algo"] == "mbdpop":
         assert doc["exact"] or doc["status"] == "infeasible"
+        assert doc["metrics"]["largest_message_bytes"] <= max_bytes
 
 
 @pytest.mark.parametrize(
-    ("make", "max_bytes", "width", "join"),
+    ("make", "max_bytes", "width", "memory", "join"),
     [
-        (lambda: random_network(12, 3, 0.5, 0.2, seed=3), TINY[9], None, None),
-        (lambda: random_network(12, 3, 0.5, 0.0, seed=4), 1 << 20, 1, None),
-        (lambda: grid_network(16, 3, 0.2, seed=5), TINY[27], None, None),
-        (lambda: random_network(12, 3, 0.5, 0.2, seed=3), TINY[9], None, 64),
-        (lambda: random_network(12, 3, 0.5, 0.0, seed=4), 1 << 20, 1, 64),
+        (lambda: random_network(12, 3, 0.5, 0.2, seed=3), TINY[9], None, None, None),
+        (lambda: random_network(12, 3, 0.5, 0.0, seed=4), 1 << 20, 1, None, None),
+        (lambda: grid_network(25, 3, 0.2, seed=5), TINY[27], None, SMALL_MEMORY, None),
+        (lambda: grid_network(25, 3, 0.2, seed=5), TINY[9], None, SMALL_MEMORY, 64),
+        (lambda: random_network(12, 3, 0.5, 0.0, seed=4), 1 << 20, 1, None, 64),
     ],
-    ids=["random-tiny", "random-width1", "grid-tiny", "random-tiny-chunks", "width1-chunks"],
+    ids=["random-parts", "random-width1", "grid-memory", "grid-memory-chunks", "width1-chunks"],
 )
-def test_mbdpop_equals_be_with_chunks_and_no_message_over_the_limit(  # type: ignore[no-untyped-def]
-    make, max_bytes, width, join, monkeypatch
+def test_mbdpop_equals_be_with_parts_chunks_and_no_message_over_the_limit(  # type: ignore[no-untyped-def]
+    make, max_bytes, width, memory, join, monkeypatch
 ) -> None:
-    """A chunk's UTIL goes up in parts where the message limit needs them; a small join budget
-    (an agent's memory for a chunk) makes chunks of few contexts, and a parent's ``more`` paces
-    them."""
+    """A UTIL over the message limit goes up in parts (no cut where an agent may hold it); a
+    separator over what an agent holds (``--max-memory``) or over ``--width`` is cut, and a
+    chunk's UTIL goes up in parts too; a small join budget (an agent's memory for a chunk)
+    makes chunks of few contexts, and a parent's ``more`` paces them."""
     if join is not None:
         monkeypatch.setattr(cutset, "CHUNK_JOIN_ENTRIES", join)
     problem = make()
-    spec = RunSpec("mbdpop", max_message_bytes=max_bytes, width=width, trees=1)
+    spec = RunSpec(
+        "mbdpop", max_message_bytes=max_bytes, width=width, max_memory_bytes=memory, trees=1
+    )
     doc = run_in_process(problem, spec=spec, timeout=60)
+    assert doc["algo"] == "mbdpop"
     assert _same(doc["cost"], solve_be(problem).cost)
     cuts = doc["pseudo_tree"]["cuts"]
-    assert cuts and all(c["cut"] for c in cuts)
     messages = doc["metrics"]["messages"]
+    assert 0 < doc["metrics"]["largest_message_bytes"] <= max_bytes
+    if width is None and memory is None:  # parts alone: DPOP's messages, more of them
+        assert not cuts and "no cut needed" in doc["pseudo_tree"]["why"]
+        assert messages["util"] > len(problem.variables) - 1
+        return
+    assert cuts and all(c["cut"] for c in cuts)
     assert messages["replay"] >= 1
     if join is not None:
         assert any(c["contexts"] > c["chunk"] * 2 for c in cuts)  # more chunks than the window
         assert messages["more"] >= 1
-    assert 0 < doc["metrics"]["largest_message_bytes"] <= max_bytes
-    assert doc["metrics"]["messages"]["chunk"] >= len(cuts)
+    assert messages["chunk"] >= len(cuts)
 
 
 def test_the_agents_cut_is_the_coordinators_simulation() -> None:
@@ -121,9 +144,7 @@ def test_auto_runs_dpop_where_it_fits_and_mbdpop_where_it_does_not() -> None:
     problem = random_network(12, 3, 0.5, 0.2, seed=3)
     fits = run_in_process(problem, spec=RunSpec("auto", trees=1), timeout=60)
     assert fits["algo"] == "dpop" and not fits["pseudo_tree"]["cuts"]
-    cut = run_in_process(
-        problem, spec=RunSpec("auto", max_message_bytes=TINY[9], trees=1), timeout=60
-    )
+    cut = run_in_process(problem, spec=RunSpec("auto", width=1, trees=1), timeout=60)
     assert cut["algo"] == "mbdpop" and cut["exact"]
     assert "MB-DPOP" in cut["pseudo_tree"]["why"]
     from dcop.cli.report import summarize

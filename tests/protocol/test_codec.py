@@ -39,6 +39,7 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
+from dcop.protocol.messages import ROWS, More, Replay, Whole
 from dcop.protocol.peers import parse_peers
 from dcop.protocol.runspec import RunSpec
 from dcop.sizes import SIZE_CAP
@@ -67,6 +68,24 @@ MESSAGES = [
     Go(2, None),
     Go(0, 3),
     Util((TABLE, WireTable.from_array((), np.float64(7.0))), 1.0, ()),
+    # MB-DPOP: a block of rows of a UTIL in parts, a chunk's, the pacing and the replay
+    Util(
+        (WireTable.from_array((ROWS, "b"), np.ones((2, 3))),),
+        1.0,
+        (),
+        part=1,
+        parts=3,
+        whole=Whole(("a", "b"), (6, 3)),
+    ),
+    Util(
+        (WireTable.from_array((ROWS, "b"), np.ones((4, 3))),),
+        1.0,
+        (),
+        chunk=2,
+        whole=Whole(("\x00ctx", "b"), (4, 3)),
+    ),
+    More(5, 0.5),
+    Replay((("x1", 1),), 0.5),
     Value((("x1", 2), ("x2", 0)), 2.0),
     Down((TABLE,), 3.0),
     Result(None, -2.5, None, (2,), (), (), AgentMetrics(), (0.125, 0.875)),
@@ -231,6 +250,23 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
 def test_rejected_with_reason(frame: bytes | list[bytes], reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
         decode(frame)
+
+
+@pytest.mark.parametrize(
+    ("block", "whole", "reason"),
+    [
+        ((ROWS, "b"), ("a", "c"), "not a block of rows"),  # other last variables
+        (("a", "b"), ("a", "b"), "not a block of rows"),  # no rows axis
+        ((ROWS, "b"), None, "one block of a whole table"),  # a chunk without its whole
+    ],
+)
+def test_a_part_that_is_not_a_block_of_its_whole_is_refused(
+    block: tuple[str, ...], whole: tuple[str, ...] | None, reason: str
+) -> None:
+    table = WireTable.from_array(block, np.ones((2, 3)))
+    util = Util((table,), 0.0, (), chunk=0, whole=Whole(whole, (2, 3)) if whole else None)
+    with pytest.raises(ProtocolError, match=reason):
+        decode(encode(1, 2, util))
 
 
 def test_oversized_unknown_sender_and_receiver() -> None:

@@ -1,0 +1,69 @@
+"""MB-DPOP's UTILs in parts (:mod:`dcop.agents.parts`): every block fits one message, the blocks
+add up to the table they came from, a torn or repeated series is refused, and the sum of an
+agent's tables is what its parent would add up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dcop.agents.parts import Assembly, split, summed
+from dcop.errors import ProtocolError
+from dcop.protocol.messages import ROWS, WireTable
+from dcop.trees.cutset import CutLimit
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=5),
+    st.integers(1, 40),
+    st.randoms(use_true_random=False),
+)
+def test_the_blocks_fit_the_limit_and_add_up_to_the_table(shape: list[int], room: int, rnd) -> None:  # type: ignore[no-untyped-def]
+    scope = tuple("abcde"[: len(shape)])
+    data = np.arange(int(np.prod(shape)), dtype=float).reshape(shape)
+    whole, blocks = split(scope, data, CutLimit(float(room)))
+    assert whole.scope == scope and whole.shape == tuple(shape)
+    assert all(b.scope[0] == ROWS for b in blocks)
+    # a block holds at most a message's entries, unless one row alone is more (never: the
+    # rows are the leading axes that leave a rest within the room)
+    assert all(b.entries <= room for b in blocks)
+    order = list(range(len(blocks)))
+    rnd.shuffle(order)  # the blocks may arrive in any order; the part number places them
+    assembly = Assembly()
+    out = None
+    for k in order:
+        assert out is None
+        out = assembly.take((3, -1), whole, k, len(blocks), blocks[k])
+    assert out is not None and np.array_equal(out, data)
+    assert not assembly.series
+
+
+def test_a_repeated_or_torn_series_is_refused() -> None:
+    data = np.ones((4, 3))
+    whole, blocks = split(("a", "b"), data, CutLimit(3.0))
+    assert len(blocks) == 4
+    assembly = Assembly()
+    assembly.take((1, -1), whole, 0, 4, blocks[0])
+    with pytest.raises(ProtocolError, match="repeated or torn"):
+        assembly.take((1, -1), whole, 0, 4, blocks[0])
+    with pytest.raises(ProtocolError, match="repeated or torn"):
+        assembly.take((1, -1), whole, 1, 5, blocks[1])
+    for k in (1, 2):
+        assembly.take((1, -1), whole, k, 4, blocks[k])
+    with pytest.raises(ProtocolError, match="do not make"):
+        assembly.take((1, -1), whole, 3, 4, WireTable.from_array((ROWS, "b"), np.ones((2, 3))))
+
+
+def test_the_sum_of_tables_is_their_broadcast_sum() -> None:
+    rng = np.random.default_rng(0)
+    ab = rng.random((2, 3))
+    cb = rng.random((4, 3))
+    scope, out = summed(
+        [WireTable.from_array(("a", "b"), ab), WireTable.from_array(("c", "b"), cb)], 1.5
+    )
+    assert scope == ("a", "b", "c")
+    expected = ab[:, :, None] + cb.T[None, :, :] + 1.5
+    assert np.allclose(out, expected)
