@@ -239,9 +239,7 @@ def choose_cut(
             "--timeout; allow more (--max-memory, --width, --timeout), or run --algo adpop for "
             "bounds"
         )
-    parts = (
-        f"UTILs over the message limit of {spec.max_message_bytes / 2**20:g} MiB go up in parts"
-    )
+    parts = f"UTILs over the message limit of {spec.max_message_bytes / 2**20:g} MiB go up in parts"
     if not clusters[tree]:
         reason = f"MB-DPOP: DPOP's largest UTIL passes the limits; {parts}, no cut needed"
     else:
