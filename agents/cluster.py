@@ -72,6 +72,11 @@ class ClusterRole:
     received: dict[int, dict[int, tuple[tuple[str, ...], np.ndarray]]] = field(default_factory=dict)
     #: the parts of chunks still coming, by (child, chunk)
     arriving: Assembly = field(default_factory=Assembly)
+    #: simulated time: when each chunk's last part arrived, and each grant of room (upto, the
+    #: parent's clock), so that a chunk starts when what it uses is in, not when a later
+    #: chunk's part or grant happens to arrive
+    arrived_at: dict[int, float] = field(default_factory=dict)
+    grants: list[tuple[int, float]] = field(default_factory=list)
     fold: Fold | None = None
     #: the best context (cut variable -> value), once the root has chosen it
     context: dict[str, int] | None = None
@@ -109,7 +114,14 @@ class ClusterRole:
         return min(self.cluster.chunk, self.total - chunk * self.cluster.chunk)
 
     def take(
-        self, sender: int, chunk: int, part: int, parts: int, whole: Whole, block: WireTable
+        self,
+        sender: int,
+        chunk: int,
+        part: int,
+        parts: int,
+        whole: Whole,
+        block: WireTable,
+        clock: float = 0.0,
     ) -> None:
         """One part of a member child's UTIL for a chunk: a block of rows of a table over
         (CTX, ...) whose first axis holds the chunk's contexts."""
@@ -120,8 +132,24 @@ class ClusterRole:
         if sender in self.received.get(chunk, {}):
             raise ProtocolError(f"UTIL chunk {chunk} from {sender} twice")
         table = self.arriving.take((sender, chunk), whole, part, parts, block)
+        self.arrived_at[chunk] = max(self.arrived_at.get(chunk, 0.0), clock)
         if table is not None:
             self.received.setdefault(chunk, {})[sender] = (whole.scope, table)
+
+    def grant(self, upto: int, clock: float) -> None:
+        """My parent's room for chunks below ``upto``, given at its ``clock``."""
+        if upto > self.upto:
+            self.grants.append((upto, clock))
+            self.upto = upto
+
+    def inputs_at(self, chunk: int) -> float:
+        """When chunk ``chunk``'s inputs were in (simulated time): its members' parts and, a
+        member past the first window, the grant that made room for it."""
+        at = self.arrived_at.pop(chunk, 0.0)
+        granted = [c for upto, c in self.grants if upto > chunk]
+        if chunk >= WINDOW and granted and not self.root:
+            at = max(at, granted[0])
+        return at
 
     def ready(self) -> bool:
         """Whether the next chunk can be computed: every member child's UTIL for it is in, and

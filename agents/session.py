@@ -32,6 +32,7 @@ Messages that come early (a child's token or UTIL before my own start or go) wai
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -86,7 +87,7 @@ from dcop.sizes import entries
 from dcop.sumproduct import down_messages, marginal
 from dcop.tables import Op, Table, domain_sizes
 from dcop.trees.candidates import default_candidates
-from dcop.trees.cutset import CutLimit
+from dcop.trees.cutset import CHUNK_JOIN_ENTRIES, GPU_CHUNK_JOIN_ENTRIES, CutLimit
 from dcop.trees.dfs import DfsState, DfsToken
 from dcop.trees.given import GivenState
 from dcop.trees.sizing import SizeSummary, UtilPlan, bucket_order, plan_util
@@ -291,8 +292,12 @@ class Session:
     def on(self, sender: int, message: Message) -> Out:
         """Take one message of this problem; return what to send."""
         clock = getattr(message, "clock", None)
-        if clock is not None:
+        if clock is not None and not (
+            isinstance(message, More) or (isinstance(message, Util) and message.chunk >= 0)
+        ):
             # a message leaves its sender at the sender's clock: mine is at least that late
+            # (MB-DPOP's chunks and credits count where a chunk uses them: a pipeline's next
+            # chunk may arrive while I still compute this one)
             self.clock = max(self.clock, clock)
         match message:
             case Degree():
@@ -328,7 +333,7 @@ class Session:
                 tree = self.tree
                 if self.role is None or self.role.root or tree is None or sender != tree.parent:
                     raise ProtocolError(f"a more message from {sender}, not my cluster parent")
-                self.role.upto = max(self.role.upto, message.upto)
+                self.role.grant(message.upto, message.clock)
             case Replay():
                 return self._on_replay(sender, message)
             case Value():
@@ -476,9 +481,11 @@ class Session:
         self.spec = spec
         self.zs = sizing_choices(spec)
         if spec.may_cut:
-            self.cut_limit = CutLimit.from_bytes(
-                spec.max_message_bytes, spec.width, spec.max_memory_bytes
-            )
+            limit = CutLimit.from_bytes(spec.max_message_bytes, spec.width, spec.max_memory_bytes)
+            if spec.max_memory_bytes is None and self._runs_on(CHUNK_JOIN_ENTRIES) == "gpu":
+                # a cluster I root runs its chunks on a device: larger chunks (see the constant)
+                limit = dataclasses.replace(limit, join_entries=float(GPU_CHUNK_JOIN_ENTRIES))
+            self.cut_limit = limit
         degrees = {n: len(h) for n, h in self.hoods.items()}
         hoods = {n: frozenset(h) for n, h in self.hoods.items()}
         dfs = default_candidates(spec.trees) if spec.trees else []  # 0: the given tree alone
@@ -889,7 +896,7 @@ class Session:
             raise ProtocolError(f"a UTIL chunk from {sender} outside a cluster")
         (block,) = util.tables
         assert util.whole is not None  # the message's own check
-        role.take(sender, util.chunk, util.part, util.parts, util.whole, block)
+        role.take(sender, util.chunk, util.part, util.parts, util.whole, block, util.clock)
 
     def _on_replay(self, sender: int, replay: Replay) -> Out:
         """The best context from my parent in the cluster: pass it down, then my last UTIL."""
@@ -958,6 +965,8 @@ class Session:
         if self.util_hook is not None and role.next == 0:
             self.util_hook()
         i = role.next
+        # the chunk starts once I am free, its inputs are in and my parent has room for it
+        self.clock = max(self.clock, role.inputs_at(i))
         plain = [t for c in tree.children if c not in role.members for t in self.utils[c]]
         chunked = [self.backend.table(s, a, a.dtype) for s, a in role.chunk_rows(i)]
         tables = [*self._own_tables(), *plain, *chunked]

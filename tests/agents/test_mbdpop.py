@@ -199,3 +199,23 @@ def test_the_fold_keeps_the_best_context_per_separator_value() -> None:
             assert best[a, e] == rows.min()
             k = fold.best_context({"a": a, "e": e})
             assert values[k, e] == rows.min() and k // 6 == a
+
+
+def test_a_chunk_starts_in_simulated_time_when_its_own_inputs_are_in() -> None:
+    """A pipeline's later chunk or grant may arrive while a member still computes: the chunk
+    it computes starts at its own parts' and grant's clocks, not at theirs."""
+    from dcop.agents.cluster import WINDOW, ClusterRole
+    from dcop.protocol.messages import ROWS, ClusterCut, Whole, WireTable
+
+    cut = ClusterCut(0, (1, 2), (5,), (4,), 1, 1.0, ("c",))
+    role = ClusterRole(cut, root=False, members=frozenset({2}))
+    whole = Whole((CTX, "b"), (1, 2))
+    block = WireTable.from_array((ROWS, "b"), np.zeros((1, 2)))
+    role.take(2, 0, 0, 1, whole, block, clock=1.0)
+    role.take(2, 1, 0, 1, whole, block, clock=5.0)
+    role.take(2, 2, 0, 1, whole, block, clock=2.0)
+    role.grant(WINDOW + 1, 4.0)
+    role.grant(WINDOW, 9.0)  # no new room: ignored
+    assert role.inputs_at(0) == 1.0
+    assert role.inputs_at(1) == 5.0
+    assert role.inputs_at(2) == 4.0  # its parts came at 2.0, its room at 4.0

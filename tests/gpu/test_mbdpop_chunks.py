@@ -53,7 +53,9 @@ def test_mbdpop_with_device_agents_equals_be(cp: Any) -> None:
     from tests.agents.conftest import run_in_process
 
     problem = random_network(12, 4, 0.5, 0.0, seed=3)
-    spec = RunSpec("mbdpop", max_message_bytes=4096 + 8 * 64, trees=1, gpu_min_entries=0)
+    # cuts by --width, and every UTIL and chunk over the tiny message limit in parts
+    limit = 4096 + 8 * 64
+    spec = RunSpec("mbdpop", max_message_bytes=limit, width=2, trees=1, gpu_min_entries=0)
     doc = run_in_process(
         problem,
         spec=spec,
@@ -62,3 +64,4 @@ def test_mbdpop_with_device_agents_equals_be(cp: Any) -> None:
     )
     assert doc["pseudo_tree"]["cuts"]
     assert doc["cost"] == pytest.approx(solve_be(problem).cost)
+    assert doc["metrics"]["largest_message_bytes"] <= limit
