@@ -155,7 +155,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def one_instance(
-    family: str, n: int, d: int, args: argparse.Namespace, folder: Path
+    family: str, n: int, d: int, width: int | None, args: argparse.Namespace, folder: Path
 ) -> list[dict[str, Any]]:
     problem = FAMILIES[family](n, d, args.seed)
     file = folder / f"{family}_n{n}_d{d}.wcsp"
@@ -173,12 +173,12 @@ def one_instance(
         dpop = dcop_run(file, "dpop", mib, args.timeout, None)
         row["dpop_refused"] = dpop.get("status") == "too_large"
         row["dpop"] = {k: dpop.get(k) for k in ("status", "wall_s", "simulated_s", "cost")}
-        row["width"] = args.width
-        row["mbdpop"] = dcop_run(file, "mbdpop", mib, args.timeout, None, args.width)
+        row["width"] = width
+        row["mbdpop"] = dcop_run(file, "mbdpop", mib, args.timeout, None, width)
         if args.gpu is not None:
-            row["mbdpop_gpu"] = dcop_run(file, "mbdpop", mib, args.timeout, args.gpu, args.width)
+            row["mbdpop_gpu"] = dcop_run(file, "mbdpop", mib, args.timeout, args.gpu, width)
         if xml is not None:
-            dim = args.width if args.width is not None else max_dim(mib, d)
+            dim = width if width is not None else max_dim(mib, d)
             row["frodo"] = frodo_mbdpop(args.frodo, xml, dim, args.timeout, folder)
         runs = [row["mbdpop"], *([row["mbdpop_gpu"]] if "mbdpop_gpu" in row else [])]
         row["equal_be"] = all(_same(r.get("cost"), be.get("cost")) for r in runs)
@@ -227,6 +227,21 @@ def summary(report: dict[str, Any]) -> list[str]:
             f"{min(wall):.3f}-{max(wall):.3f}x FRODO's, its simulated time "
             f"{min(sim):.4f}-{max(sim):.4f}x."
         )
+    big = [
+        r
+        for r in report["rows"]
+        if (r["mbdpop"].get("contexts") or 0) >= 100
+        and r["mbdpop"].get("simulated_s")
+        and (r.get("mbdpop_gpu") or {}).get("simulated_s")
+    ]
+    if big:
+        ratios = ", ".join(
+            f"{r['mbdpop']['simulated_s'] / r['mbdpop_gpu']['simulated_s']:.1f}x" for r in big
+        )
+        lines.append(
+            f"GPU agents against CPU agents in simulated time, on the {len(big)} rows whose cut "
+            f"has 100 or more contexts: {ratios}."
+        )
     return lines
 
 
@@ -241,16 +256,13 @@ def markdown(report: dict[str, Any]) -> str:
         "the limit or not. dcop's MB-DPOP: wall (the whole command) and simulated time (the "
         "critical path of compute and messages), messages (chunks, `more`, `replay` included), "
         "the largest message sent, the largest cut's contexts (a UTIL over the message limit "
-        "goes up in parts; `-`: no cut). FRODO: its MB-DPOP agent with `maxDim` = "
-        + (
-            f"{report['width']} (dcop's `--width`)."
-            if report.get("width") is not None
-            else "the variables a message of the limit holds."
-        ),
+        "goes up in parts; `-`: no cut). `width`: the row's `--width` (cuts every separator of "
+        "more variables; `-`: cuts only where an agent cannot hold a UTIL). FRODO: its MB-DPOP "
+        "agent with `maxDim` = the width, or else the variables a message of the limit holds.",
         "",
     ]
-    head = "| instance | limit MiB | DPOP | MB-DPOP | wall s | simulated s | messages | largest msg KiB | contexts | = BE |"
-    sep = "|---|---|---|---|---|---|---|---|---|---|"
+    head = "| instance | limit MiB | width | DPOP | MB-DPOP | wall s | simulated s | messages | largest msg KiB | contexts | = BE |"
+    sep = "|---|---|---|---|---|---|---|---|---|---|---|"
     if gpu:
         head += " GPU agents wall s | GPU simulated s | CPU/GPU simulated |"
         sep += "---|---|---|"
@@ -265,6 +277,7 @@ def markdown(report: dict[str, Any]) -> str:
         cells = [
             f"{r['family']} n={r['n']} d={r['d']}",
             f"{r['limit_mib']:g}",
+            str(r.get("width") or "-"),
             "refused" if r["dpop_refused"] else str(r["dpop"].get("status")),
             str(mb.get("status")),
             _f(mb.get("wall_s"), ".1f"),
@@ -313,19 +326,22 @@ def _load() -> str:
         return "?"
 
 
-def parse_only(text: str) -> list[tuple[str, int, int]]:
+def parse_only(text: str, width: int | None) -> list[tuple[str, int, int, int | None]]:
+    """Rows as FAMILY:N:D[:WIDTH] (a row's own --width, else the run's)."""
     rows = []
     for item in text.split(","):
-        family, n, d = item.split(":")
+        family, n, d, *w = item.split(":")
         if family not in FAMILIES:
             raise SystemExit(f"unknown family {family!r}; use one of {', '.join(FAMILIES)}")
-        rows.append((family, int(n), int(d)))
+        rows.append((family, int(n), int(d), int(w[0]) if w else width))
     return rows
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--only", help="rows as FAMILY:N:D,... instead of the series")
+    ap.add_argument(
+        "--only", help="rows as FAMILY:N:D[:WIDTH],... instead of the series (WIDTH: --width)"
+    )
     ap.add_argument("--limits", default="1,8,64", help="message limits in MiB (1,8,64)")
     ap.add_argument(
         "--width",
@@ -339,7 +355,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     args.limits = [float(x) for x in args.limits.split(",")]
-    rows_asked = parse_only(args.only) if args.only else SERIES
+    rows_asked = (
+        parse_only(args.only, args.width)
+        if args.only
+        else [(f, n, d, args.width) for f, n, d in SERIES]
+    )
     info = machine_info()
     report: dict[str, Any] = {
         "command": "benchmarks/mbdpop.py "
@@ -355,8 +375,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": [],
     }
     with tempfile.TemporaryDirectory(prefix="dcop-mbdpop-") as tmp:
-        for family, n, d in rows_asked:
-            report["rows"] += one_instance(family, n, d, args, Path(tmp))
+        for family, n, d, width in rows_asked:
+            report["rows"] += one_instance(family, n, d, width, args, Path(tmp))
     report["load_end"] = _load()
     from keep import write_results
 
