@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dcop.agents.parts import Assembly
+from dcop.agents.parts import Assembly, HostEmpty
 from dcop.conditioned import CTX, Fold, contexts
 from dcop.errors import ProtocolError
 from dcop.protocol.messages import ClusterCut, Whole, WideSep, WireTable
@@ -85,12 +85,18 @@ class ClusterRole:
     last: bool = False
 
     @staticmethod
-    def of(me: int, clusters: Sequence[ClusterCut], children: Sequence[int]) -> ClusterRole | None:
-        """My role in the Go's clusters (None: I am in none, and run DPOP's UTIL)."""
+    def of(
+        me: int,
+        clusters: Sequence[ClusterCut],
+        children: Sequence[int],
+        empty: HostEmpty = np.empty,
+    ) -> ClusterRole | None:
+        """My role in the Go's clusters (None: I am in none, and run DPOP's UTIL); chunks are
+        put together in arrays of ``empty``."""
         for c in clusters:
             if c.root == me or me in c.members:
                 inside = frozenset(ch for ch in children if ch in set(c.members))
-                return ClusterRole(c, c.root == me, inside)
+                return ClusterRole(c, c.root == me, inside, arriving=Assembly(empty))
         return None
 
     @property

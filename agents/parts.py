@@ -10,8 +10,9 @@ would a DPOP UTIL: parts bound the message, not the agent's memory (the cut does
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -61,10 +62,17 @@ class Series:
     blocks: dict[int, np.ndarray] = field(default_factory=dict)
 
 
+#: Makes the host array a table is put together in: ``np.empty``, or page-locked memory where a
+#: GPU agent uploads it next (:class:`dcop.backends.base.PinnedHost`).
+HostEmpty = Callable[[tuple[int, ...], Any], np.ndarray]
+
+
 @dataclass
 class Assembly:
-    """Tables arriving in parts, by key (the sender and its chunk)."""
+    """Tables arriving in parts, by key (the sender and its chunk), put together in arrays of
+    ``empty``."""
 
+    empty: HostEmpty = np.empty
     series: dict[tuple[int, int], Series] = field(default_factory=dict)
 
     def take(
@@ -78,10 +86,18 @@ class Assembly:
         if len(held.blocks) < parts:
             return None
         del self.series[key]
-        rows = np.concatenate([held.blocks[k] for k in range(parts)], axis=0)
-        if rows.size != int(np.prod(whole.shape, dtype=np.int64)):
+        blocks = [held.blocks[k] for k in range(parts)]
+        rows = sum(len(b) for b in blocks)
+        if rows * int(np.prod(blocks[0].shape[1:], dtype=np.int64)) != int(
+            np.prod(whole.shape, dtype=np.int64)
+        ) or any(b.shape[1:] != blocks[0].shape[1:] or b.dtype != blocks[0].dtype for b in blocks):
             raise ProtocolError(f"UTIL parts from {key[0]} do not make their whole table")
-        return rows.reshape(whole.shape)
+        out = self.empty((rows, *blocks[0].shape[1:]), blocks[0].dtype)
+        at = 0
+        for b in blocks:  # the one copy a table takes between the socket and its bucket
+            out[at : at + len(b)] = b
+            at += len(b)
+        return out.reshape(whole.shape)
 
     def drop(self, key: tuple[int, int]) -> None:
         self.series.pop(key, None)

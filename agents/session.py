@@ -46,10 +46,11 @@ from dcop.agents.cluster import WINDOW, ClusterRole, cut_fields
 from dcop.agents.handover import IPC_ALIGN, Handover
 from dcop.agents.jobs import Job, Worker, runs_inline
 from dcop.agents.metrics import Meter
-from dcop.agents.parts import Assembly, split, summed
+from dcop.agents.parts import Assembly, HostEmpty, split, summed
 from dcop.backends.base import (
     Compiles,
     IpcHandover,
+    PinnedHost,
     Placed,
     TableBackend,
     capable,
@@ -258,8 +259,12 @@ class Session:
         self.child_cuts: list[dict[int, tuple[tuple[WideSep, ...], tuple[ClusterCut, ...]]]] = []
         self.cut_limit: CutLimit | None = None
         self.role: ClusterRole | None = None
-        #: MB-DPOP: children's UTILs arriving in parts (:mod:`dcop.agents.parts`)
-        self.arriving = Assembly()
+        #: MB-DPOP: children's UTILs arriving in parts (:mod:`dcop.agents.parts`), put together
+        #: where my backend uploads them fastest
+        self.host_empty: HostEmpty = (
+            self.backend.host_empty if capable(self.backend, PinnedHost) else np.empty
+        )
+        self.arriving = Assembly(self.host_empty)
         self.early: list[tuple[int, Message]] = []
         # UTIL and VALUE on the chosen tree
         self.go: Go | None = None
@@ -665,7 +670,7 @@ class Session:
         self.tree = self.trees[go.tree]
         j = self.zs.index(go.z)
         self.plan = self._plan(go.tree, j)
-        self.role = ClusterRole.of(self.me, go.clusters, self.tree.children)
+        self.role = ClusterRole.of(self.me, go.clusters, self.tree.children, self.host_empty)
         if self.role is not None:
             check_names([self.var, *self.part.neighbours.values()])
         if self.prepare is not None and self.role is None:

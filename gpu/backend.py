@@ -301,6 +301,12 @@ class CupyBackend(TableBackend):
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
 
+    def host_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A host array in page-locked memory: its upload is a DMA at the link's speed, not a
+        staged pageable copy (about 5 GB/s on an H200 host)."""
+        with self.stream_context():
+            return pinned_empty(self.xp, tuple(shape), np.dtype(dtype))
+
     def free_bytes(self) -> float:
         """Free memory of this device, its memory pool's free blocks included."""
         with self.device:

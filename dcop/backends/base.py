@@ -263,6 +263,16 @@ class Streamed(Protocol):
 
 
 @runtime_checkable
+class PinnedHost(Protocol):
+    """Host arrays the backend uploads at full speed: page-locked memory (CuPy's backend, and a
+    GPU agent's placed one). A table received from the network is put together in one."""
+
+    def host_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An uninitialised host array in page-locked memory (pageable where pinning fails)."""
+        ...
+
+
+@runtime_checkable
 class Strided(Protocol):
     """The contraction engine's steps compiled for the backend's device (CuPy's backend)."""
 

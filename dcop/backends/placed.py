@@ -104,6 +104,10 @@ class PlacedBackend(TableBackend):
         """A table on the host: it goes to the device only with a bucket placed there."""
         return Table(tuple(scope), self.asarray(array, dtype))
 
+    def host_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A host array its GPU uploads at full speed (page-locked)."""
+        return np.asarray(self.gpu.host_empty(shape, dtype))
+
     def stage(self, table: Table) -> Table:
         """``table`` on the device now, for a bucket that will be placed there (an agent uploads
         its tables while it waits for its children instead of inside the bucket)."""

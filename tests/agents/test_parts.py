@@ -67,3 +67,20 @@ def test_the_sum_of_tables_is_their_broadcast_sum() -> None:
     assert scope == ("a", "b", "c")
     expected = ab[:, :, None] + cb.T[None, :, :] + 1.5
     assert np.allclose(out, expected)
+
+
+def test_a_table_is_put_together_in_the_array_its_backend_uploads_fastest() -> None:
+    """A GPU agent's parts land in page-locked memory (``empty``): the one copy from the
+    socket's frames, with no second one before the upload."""
+    made: list[np.ndarray] = []
+
+    def empty(shape: tuple[int, ...], dtype: object) -> np.ndarray:
+        made.append(np.empty(shape, dtype))  # type: ignore[call-overload]
+        return made[-1]
+
+    data = np.arange(24.0).reshape(2, 3, 4)
+    whole, blocks = split(("a", "b", "c"), data, CutLimit(5.0))
+    assembly = Assembly(empty)
+    out = [assembly.take((1, 0), whole, k, len(blocks), b) for k, b in enumerate(blocks)][-1]
+    assert out is not None and np.array_equal(out, data)
+    assert len(made) == 1 and np.shares_memory(out, made[0])
