@@ -21,7 +21,7 @@ of 1, 8 and 64 MiB. Every row writes the instance and times, each as a fresh pro
   a message of L MiB holds at the instance's domain size (float64 entries): FRODO bounds its
   messages by cutting, so both keep every message within L.
 
-Writes benchmarks/results/mbdpop.json and .md (``mbdpop_gpu`` with ``--gpu``).
+Writes benchmarks/results/mbdpop.json and .md (``mbdpop_gpu`` with ``--gpu``; ``--name`` another).
 """
 
 from __future__ import annotations
@@ -353,6 +353,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--gpu", help="also run GPU agents on these devices (e.g. 0)")
     ap.add_argument("--frodo", type=Path, help="FRODO's folder: its MB-DPOP beside each row")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--name", help="the results' file name (default: mbdpop, or mbdpop_gpu with --gpu)"
+    )
     args = ap.parse_args(argv)
     args.limits = [float(x) for x in args.limits.split(",")]
     rows_asked = (
@@ -380,7 +383,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report["load_end"] = _load()
     from keep import write_results
 
-    name = "mbdpop_gpu" if args.gpu is not None else "mbdpop"
+    name = args.name or ("mbdpop_gpu" if args.gpu is not None else "mbdpop")
     text = markdown(report)
     write_results(args.out, name, report, text)
     print(text)
