@@ -208,7 +208,11 @@ def summary(report: dict[str, Any]) -> list[str]:
         f"DPOP refuses {len(refused)} rows; MB-DPOP solves {len(solved)} of them, every cost "
         "equal to BE's, no message over the limit"
         + ("" if all(r["within_limit"] for r in report["rows"]) else " (**a message over**)")
-        + "; the rest it refuses in one line (the cut's contexts).",
+        + (
+            "; the rest it refuses in one line (the cut's contexts) or fails (see the row)."
+            if len(solved) < len(refused)
+            else "."
+        ),
     ]
     both = [
         r
