@@ -86,6 +86,20 @@ TOULBAR2 = (
 )
 
 
+#: The package's source folders (pyproject.toml maps them into ``dcop``).
+PACKAGE_DIRS = ("dcop", "agents", "coordinator", "protocol", "gpu")
+
+
+def compile_package() -> None:
+    """Write the package's bytecode first, as ``pip install`` does: a module changed since its
+    last import would otherwise be compiled again by every measured process where
+    ``PYTHONDONTWRITEBYTECODE`` is set (3-10 ms of a small solve's start, not a user's)."""
+    import compileall
+
+    for name in PACKAGE_DIRS:
+        compileall.compile_dir(str(HERE.parent / name), quiet=1)
+
+
 def dcop_command() -> list[str]:
     """The ``dcop`` console script beside this interpreter (what a user runs), else ``-m``."""
     script = Path(sys.executable).parent / "dcop"
@@ -156,6 +170,10 @@ def measure(cmds: dict[str, list[str]], repeats: int) -> dict[str, dict[str, Any
 WATCHED = (
     "numpy",
     "typer",
+    "dcop.cli.plain",
+    "dcop.cli.solving",
+    "concurrent.futures",
+    "dataclasses",
     "rich.console",
     "json",
     "msgspec",
@@ -207,7 +225,7 @@ def import_breakdown(instances: Path, repeats: int) -> dict[str, Any]:
 
 
 REPEAT_SCRIPT = """
-import json, sys, time
+import gc, json, sys, time
 from dcop.inference import solve
 from dcop.inference.partition import infer
 from dcop.io import read_problem
@@ -216,8 +234,17 @@ problem = read_problem(path)
 if backend != "numpy":
     from dcop.backends import get_backend
     backend = get_backend(backend)
+pauses = {"s": 0.0, "full": 0, "at": 0.0}
+def pause(phase, info):  # the collector's pauses, per call (a full one: generation 2)
+    if phase == "start":
+        pauses["at"] = time.perf_counter()
+    else:
+        pauses["s"] += time.perf_counter() - pauses["at"]
+        pauses["full"] += info["generation"] == 2
+gc.callbacks.append(pause)
 calls = []
 for _ in range(calls_n):
+    pauses.update(s=0.0, full=0)
     t0 = time.perf_counter()
     result = infer(problem, "pr", backend=backend) if what == "pr" else solve(problem, backend=backend)
     seconds = time.perf_counter() - t0
@@ -225,7 +252,7 @@ for _ in range(calls_n):
     solver = doc.get("solver") or {}
     tree = {k: v for k, v in (solver.get("tree") or {}).items() if k != "search_s"}
     value = result.ln_partition if what == "pr" else result.upper_bound
-    calls.append({"seconds": seconds, "value": value,
+    calls.append({"seconds": seconds, "value": value, "gc_s": pauses["s"], "gc_full": pauses["full"],
                   "tree": json.dumps(tree, sort_keys=True, default=str),
                   "ordering": solver.get("ordering"), "times": result.times,
                   "order": [solver.get("ordering"), solver.get("induced_width"),
@@ -303,6 +330,9 @@ def repeat_calls(
                     "tree": json.loads(calls[0]["tree"]),
                     "same_value": len({c["value"] for c in calls}) == 1,
                     "planning_s": [round(x, 4) for x in planning],
+                    # the collector's pauses in each call, and its full collections
+                    "gc_s": [round(c["gc_s"], 4) for c in calls],
+                    "gc_full": [c["gc_full"] for c in calls],
                     "planning_share": max(
                         p / c["seconds"] for p, c in zip(planning, calls, strict=True)
                     ),
@@ -387,6 +417,7 @@ def run_gpu_suite(out_dir: Path, quick: bool, command: str) -> dict[str, Any]:
     import tempfile
 
     machine = machine_info()
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         calls_n = 4 if quick else PR_CALLS
@@ -408,6 +439,7 @@ def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[st
     """Measure everything and write ``startup.json`` and ``startup.md`` to ``out_dir``."""
     machine = machine_info()
     instances = INSTANCES
+    compile_package()
     rows = measure(commands(instances, quick), repeats)
     numpy_row = rows["import numpy"]
     for row in rows.values():
@@ -500,21 +532,25 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
         f"## The same PR or solve {PR_CALLS} times in one process",
         "",
         "Target: the slowest warm call at most 1.5x the fastest; ordering plus path search at "
-        "most 25 % of a call over 0.2 s (planning share: the largest over the calls).",
+        "most 25 % of a call over 0.2 s (planning share: the largest over the calls). GC: the "
+        "collector's pauses in the warm calls, the most in one call, and its full collections "
+        "in all of them.",
         "",
         "| file | call | backend | BLAS threads | first s | warm min s | warm max s | "
-        "warm spread | same order | same tree | planning share |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "warm spread | same order | same tree | planning share | GC max s (full) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         head = f"| {row['file']} | {row['what']} | {row['backend']} | {row['blas']} |"
         if "error" in row:
-            lines.append(f"{head} error: {row['error']} | | | | | | |")
+            lines.append(f"{head} error: {row['error']} | | | | | | | |")
             continue
+        gc_warm = row.get("gc_s", [0.0])[1:] or [0.0]
         lines.append(
             f"{head} {row['first_s']:.3f} | {row['warm_min_s']:.3f} | "
             f"{row['warm_max_s']:.3f} | {row['warm_spread']:.2f} | {row['same_order']} | "
-            f"{row['same_tree']} | {100 * row['planning_share']:.0f} % |"
+            f"{row['same_tree']} | {100 * row['planning_share']:.0f} % | "
+            f"{max(gc_warm):.3f} ({sum(row.get('gc_full', [0])[1:])}) |"
         )
     return lines
 
