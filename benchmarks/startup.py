@@ -346,9 +346,21 @@ def repeat_calls(
                     "planning_share": max(
                         p / c["seconds"] for p, c in zip(planning, calls, strict=True)
                     ),
+                    # a PR's contraction: the tree's flops per second of its warm calls (what
+                    # the path search's yardstick, dcop.contraction.engine.FLOP_RATE, predicts)
+                    "contract_flops_per_s": contraction_rate(calls),
                 }
             )
     return rows
+
+
+def contraction_rate(calls: list[dict[str, Any]]) -> float | None:
+    """The contraction tree's flops over the least warm call's ``contract`` seconds (None for a
+    BE solve, or a call without a tree)."""
+    flops = json.loads(calls[0]["tree"]).get("flops")
+    seconds = [c["times"].get("contract") for c in calls[1:] or calls]
+    least = min((t for t in seconds if t), default=None)
+    return None if not flops or least is None else float(flops) / least
 
 
 #: Seconds a CPU solve beside a GPU one may take (a 24x24 spin glass's BE takes minutes on a
@@ -549,23 +561,26 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
         "Target: the slowest warm call at most 1.5x the fastest; ordering plus path search at "
         "most 25 % of a call over 0.2 s (planning share: the largest over the calls). GC: the "
         "collector's pauses in the warm calls, the most in one call, and its full collections "
-        "in all of them.",
+        "in all of them. flops/s: a PR tree's flops over its fastest warm contraction (the path "
+        "search predicts with `FLOP_RATE`: 2e9 on NumPy, 5e10 on CuPy).",
         "",
         "| file | call | backend | BLAS threads | first s | warm min s | warm max s | "
-        "warm spread | same order | same tree | planning share | GC max s (full) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "warm spread | same order | same tree | planning share | GC max s (full) | flops/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         head = f"| {row['file']} | {row['what']} | {row['backend']} | {row['blas']} |"
         if "error" in row:
-            lines.append(f"{head} error: {row['error']} | | | | | | | |")
+            lines.append(f"{head} error: {row['error']} | | | | | | | | |")
             continue
         gc_warm = row.get("gc_s", [0.0])[1:] or [0.0]
+        rate = row.get("contract_flops_per_s")
         lines.append(
             f"{head} {row['first_s']:.3f} | {row['warm_min_s']:.3f} | "
             f"{row['warm_max_s']:.3f} | {row['warm_spread']:.2f} | {row['same_order']} | "
             f"{row['same_tree']} | {100 * row['planning_share']:.0f} % | "
-            f"{max(gc_warm):.3f} ({sum(row.get('gc_full', [0])[1:])}) |"
+            f"{max(gc_warm):.3f} ({sum(row.get('gc_full', [0])[1:])}) | "
+            f"{'-' if not rate else f'{rate:.2g}'} |"
         )
     return lines
 
