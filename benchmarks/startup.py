@@ -124,12 +124,18 @@ def wall(argv: list[str]) -> float | None:
     return seconds if run.returncode == 0 else None
 
 
+#: The row of ``import numpy`` with one BLAS thread.
+ONE_THREAD = "import numpy, one BLAS thread"
+
+
 def commands(instances: Path, quick: bool) -> dict[str, list[str]]:
     """Every measured command by row name."""
     py, dcop = sys.executable, dcop_command()
     out = {
         "python -c pass": [py, "-c", "pass"],
         "import numpy": [py, "-c", "import numpy"],
+        # the import dcop solve makes (one BLAS thread): a yardstick a loaded machine moves less
+        ONE_THREAD: [py, "-c", "import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; import numpy"],
         "dcop --version": [*dcop, "--version"],
     }
     files = SMALL_FILES[:3] if quick else SMALL_FILES
@@ -468,6 +474,9 @@ def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[st
         if row["median_s"] is not None and numpy_row["median_s"]:
             row["x_numpy_median"] = row["median_s"] / numpy_row["median_s"]
             row["x_numpy_min"] = row["min_s"] / numpy_row["min_s"]
+        one = rows[ONE_THREAD]
+        if row["median_s"] is not None and one["median_s"]:
+            row["x_numpy_one_thread_median"] = row["median_s"] / one["median_s"]
     doc = {
         "machine": machine,
         "command": command,
@@ -491,6 +500,7 @@ def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[st
             doc["pr_repeats"] += repeat_calls(
                 LARGE_PR_FILES, "pr", instances, Path(tmp), calls_n, blas=one
             )
+    doc["load_end"] = [round(x, 2) for x in os.getloadavg()]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "startup.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out_dir / "startup.md").write_text(report(doc))
@@ -519,16 +529,23 @@ def report(doc: dict[str, Any]) -> str:
         "Targets (issue 46): `dcop solve` of a file under 100 variables at most 1.5x "
         "`import numpy`, `dcop --version` at most 1.2x.",
         "",
-        "| command | min s | median s | x numpy (median) | x numpy (min) |",
-        "|---|---|---|---|---|",
+        f"Load average at the end: {doc.get('load_end', '-')}. x numpy, one thread: over "
+        "`import numpy` with one BLAS thread, as `dcop solve` imports it (a loaded machine slows "
+        "the default import's thread pool more than anything else here).",
+        "",
+        "| command | min s | median s | x numpy (median) | x numpy (min) | "
+        "x numpy, one thread (median) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, row in doc["rows"].items():
         ratio = row.get("x_numpy_median")
         ratio_min = row.get("x_numpy_min")
+        ratio_one = row.get("x_numpy_one_thread_median")
         lines.append(
             f"| `{name}` | {_s(row['min_s'])} | {_s(row['median_s'])} | "
             f"{'-' if ratio is None else f'{ratio:.2f}'} | "
-            f"{'-' if ratio_min is None else f'{ratio_min:.2f}'} |"
+            f"{'-' if ratio_min is None else f'{ratio_min:.2f}'} | "
+            f"{'-' if ratio_one is None else f'{ratio_one:.2f}'} |"
         )
     imports = doc["imports_ms"]
     lines += [
