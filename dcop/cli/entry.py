@@ -4,7 +4,9 @@ What a command needs before anything heavy is imported happens here, in :func:`m
 command's name alone: signals are kept from the first instant (:mod:`dcop.cli.signals`),
 ``run`` and ``coordinator`` ask for one BLAS thread before NumPy loads, and ``run`` starts the
 agents' fork template while the command's own module imports (fast start). Only then does it
-import the named command's module (:data:`COMMANDS`), which registers it on ``app``.
+import the named command's module (:data:`COMMANDS`), which registers it on ``app``; a plain
+``dcop solve`` line is read without typer instead (:func:`plain_call`). The collector stays off
+while these imports run, and their objects are frozen out of it before the command's work.
 Importing this module, or ``dcop.cli``, does none of it.
 
 A ``DcopError`` becomes one line on stderr and exit code 2; anything else is a bug.
