@@ -118,10 +118,22 @@ def dcop_command() -> list[str]:
 
 def wall(argv: list[str]) -> float | None:
     """Seconds of one fresh process (None: it failed)."""
+    return timed(argv)[0]
+
+
+def timed(argv: list[str]) -> tuple[float | None, float]:
+    """Wall seconds of one fresh process (None: it failed), and the CPU seconds (user and
+    system) it and its children took: on a shared machine the wall waits for a core, the CPU
+    time much less."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     run = subprocess.run(argv, capture_output=True, check=False)
     seconds = time.perf_counter() - t0
-    return seconds if run.returncode == 0 else None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (seconds if run.returncode == 0 else None), cpu
 
 
 #: The row of ``import numpy`` with one BLAS thread.
@@ -161,19 +173,22 @@ def toulbar2_available() -> bool:
 def measure(cmds: dict[str, list[str]], repeats: int) -> dict[str, dict[str, Any]]:
     """Each command ``repeats`` times, round-robin: least and median wall seconds."""
     times: dict[str, list[float]] = {name: [] for name in cmds}
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
     failed: dict[str, int] = dict.fromkeys(cmds, 0)
     for _ in range(repeats):
         for name, argv in cmds.items():
-            seconds = wall(argv)
+            seconds, cpu_s = timed(argv)
             if seconds is None:
                 failed[name] += 1
             else:
                 times[name].append(seconds)
+                cpu[name].append(cpu_s)
     return {
         name: {
             "command": " ".join(Path(a).name if os.sep in a else a for a in cmds[name]),
             "min_s": min(ts) if ts else None,
             "median_s": statistics.median(ts) if ts else None,
+            "cpu_min_s": min(cpu[name]) if ts else None,
             "runs": len(ts),
             "failed": failed[name],
         }
@@ -477,6 +492,8 @@ def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[st
         one = rows[ONE_THREAD]
         if row["median_s"] is not None and one["median_s"]:
             row["x_numpy_one_thread_median"] = row["median_s"] / one["median_s"]
+        if row["cpu_min_s"] and numpy_row["cpu_min_s"]:
+            row["x_numpy_cpu_min"] = row["cpu_min_s"] / numpy_row["cpu_min_s"]
     doc = {
         "machine": machine,
         "command": command,
@@ -531,21 +548,23 @@ def report(doc: dict[str, Any]) -> str:
         "",
         f"Load average at the end: {doc.get('load_end', '-')}. x numpy, one thread: over "
         "`import numpy` with one BLAS thread, as `dcop solve` imports it (a loaded machine slows "
-        "the default import's thread pool more than anything else here).",
+        "the default import's thread pool more than anything else here). CPU: user and system "
+        "seconds of the process, the least of the runs (a loaded machine moves them least).",
         "",
         "| command | min s | median s | x numpy (median) | x numpy (min) | "
-        "x numpy, one thread (median) |",
-        "|---|---|---|---|---|---|",
+        "x numpy, one thread (median) | CPU min s | x numpy (CPU min) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def ratio(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
     for name, row in doc["rows"].items():
-        ratio = row.get("x_numpy_median")
-        ratio_min = row.get("x_numpy_min")
-        ratio_one = row.get("x_numpy_one_thread_median")
         lines.append(
             f"| `{name}` | {_s(row['min_s'])} | {_s(row['median_s'])} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}'} | "
-            f"{'-' if ratio_min is None else f'{ratio_min:.2f}'} | "
-            f"{'-' if ratio_one is None else f'{ratio_one:.2f}'} |"
+            f"{ratio(row.get('x_numpy_median'))} | {ratio(row.get('x_numpy_min'))} | "
+            f"{ratio(row.get('x_numpy_one_thread_median'))} | {_s(row.get('cpu_min_s'))} | "
+            f"{ratio(row.get('x_numpy_cpu_min'))} |"
         )
     imports = doc["imports_ms"]
     lines += [
