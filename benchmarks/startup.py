@@ -364,6 +364,10 @@ def repeat_calls(
                     # the collector's pauses in each call, and its full collections
                     "gc_s": [round(c["gc_s"], 4) for c in calls],
                     "gc_full": [c["gc_full"] for c in calls],
+                    # seconds each call compiled or loaded kernels: a bucket shape whose joined
+                    # entries, summed over the calls, pass DEFAULT_SPECIALIZE_ENTRIES gets its own
+                    # kernel in the call that passes it
+                    "compile_s": [round(c["times"].get("kernel_compile", 0.0), 4) for c in calls],
                     "planning_share": max(
                         p / c["seconds"] for p, c in zip(planning, calls, strict=True)
                     ),
@@ -598,16 +602,19 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
         "most 25 % of a call over 0.2 s (planning share: the largest over the calls). GC: the "
         "collector's pauses in the warm calls, the most in one call, and its full collections "
         "in all of them. flops/s: a PR tree's flops over its fastest warm contraction (the path "
-        "search predicts with `FLOP_RATE`: 2e9 on NumPy, 5e10 on CuPy).",
+        "search predicts with `FLOP_RATE`: 2e9 on NumPy, 5e10 on CuPy). compile: the most "
+        "seconds a warm call spent compiling or loading kernels (a bucket shape gets its own "
+        "kernel in the call whose summed joined entries pass `DEFAULT_SPECIALIZE_ENTRIES`).",
         "",
         "| file | call | backend | BLAS threads | first s | warm min s | warm max s | "
-        "warm spread | same order | same tree | planning share | GC max s (full) | flops/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "warm spread | same order | same tree | planning share | GC max s (full) | flops/s | "
+        "compile max s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         head = f"| {row['file']} | {row['what']} | {row['backend']} | {row['blas']} |"
         if "error" in row:
-            lines.append(f"{head} error: {row['error']} | | | | | | | | |")
+            lines.append(f"{head} error: {row['error']} | | | | | | | | | |")
             continue
         gc_warm = row.get("gc_s", [0.0])[1:] or [0.0]
         rate = row.get("contract_flops_per_s")
@@ -616,7 +623,8 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
             f"{row['warm_max_s']:.3f} | {row['warm_spread']:.2f} | {row['same_order']} | "
             f"{row['same_tree']} | {100 * row['planning_share']:.0f} % | "
             f"{max(gc_warm):.3f} ({sum(row.get('gc_full', [0])[1:])}) | "
-            f"{'-' if not rate else f'{rate:.2g}'} |"
+            f"{'-' if not rate else f'{rate:.2g}'} | "
+            f"{max(row.get('compile_s', [0.0])[1:] or [0.0]):.3f} |"
         )
     return lines
 
