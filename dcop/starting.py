@@ -14,14 +14,16 @@ command takes that start (:func:`take_early`) when its parsed options ask for th
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-# nothing heavy at import: the entry point starts a device here before NumPy's own import
+# nothing heavy at import: the entry point starts a device here before NumPy's own import, and
+# every solve asks whether its backend is a start (dcop.backends.resolve_backend): the thread and
+# its future (concurrent.futures loads logging, ~7 ms) are imported by a start only
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from dcop.backends.base import TableBackend
 
 
@@ -41,6 +43,9 @@ class StartingBackend:
         dtypes: Sequence[str] = ("float32", "float64"),
         ops: Sequence[str] = ("min",),
     ) -> None:
+        import concurrent.futures
+        import threading
+
         self.name = name
         self._devices = None if devices is None else tuple(devices)
         self._dtypes = tuple(dtypes)

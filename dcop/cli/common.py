@@ -31,16 +31,6 @@ if TYPE_CHECKING:
     from dcop.inference.elimination import ProgressFn
     from dcop.io import ReadLimits
 
-from dcop.cli.options import (  # one definition each, in options.py; re-exported here
-    BackendOption,
-    FormatOption,
-    InputFile,
-    JsonOption,
-    OrderingOption,
-    OrderTimeOption,
-    SolutionOption,
-)
-
 
 def write_answer_file(
     path: Path,
@@ -145,21 +135,16 @@ def check_outputs(outputs: Mapping[str, Path | None]) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
+# the choices, re-exported (the options themselves are in dcop.cli.options, which imports typer:
+# this module does not, so that a plain `dcop solve` runs without it, dcop.cli.plain)
 __all__ = [
     "BackendName",
-    "BackendOption",
     "CentralAlgo",
     "DistributedAlgo",
     "DtypeName",
     "FormatName",
-    "FormatOption",
-    "InputFile",
-    "JsonOption",
     "LogLevel",
-    "OrderTimeOption",
     "OrderingName",
-    "OrderingOption",
-    "SolutionOption",
 ]
 
 

@@ -10,7 +10,6 @@ import typer
 from dcop.cli.app import app
 from dcop.cli.common import (
     DistributedAlgo,
-    InputFile,
     LogLevel,
     check_output_dir,
     check_outputs,
@@ -19,6 +18,7 @@ from dcop.cli.options import (
     BasePortOption,
     DistributedAlgoOption,
     GpuOption,
+    InputFile,
     LogOption,
     MaxMessageOption,
     PeerTimeoutOption,

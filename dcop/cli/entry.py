@@ -4,7 +4,9 @@ What a command needs before anything heavy is imported happens here, in :func:`m
 command's name alone: signals are kept from the first instant (:mod:`dcop.cli.signals`),
 ``run`` and ``coordinator`` ask for one BLAS thread before NumPy loads, and ``run`` starts the
 agents' fork template while the command's own module imports (fast start). Only then does it
-import the named command's module (:data:`COMMANDS`), which registers it on ``app``.
+import the named command's module (:data:`COMMANDS`), which registers it on ``app``; a plain
+``dcop solve`` line is read without typer instead (:func:`plain_call`). The collector stays off
+while these imports run, and their objects are frozen out of it before the command's work.
 Importing this module, or ``dcop.cli``, does none of it.
 
 A ``DcopError`` becomes one line on stderr and exit code 2; anything else is a bug.
@@ -13,6 +15,7 @@ A ``DcopError`` becomes one line on stderr and exit code 2; anything else is a b
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import os
 import sys
@@ -23,7 +26,7 @@ from dcop.cli.signals import interrupt_on_signals, keep_early_signals
 
 TYPE_CHECKING = False  # typing loads later, with the command (see dcop/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import NoReturn
 
     import typer
@@ -52,7 +55,8 @@ def prepare(argv: Sequence[str]) -> None:
         from dcop.blas import one_blas_thread
 
         one_blas_thread()  # before NumPy's import, here and in the agents' template below
-    if list(argv[:1]) == ["solve"]:
+    if list(argv[:1]) == ["solve"] and any(a.startswith("--backend") for a in argv):
+        # (dcop.starting loads threads and futures: 7 ms a solve on the CPU need not pay)
         from dcop.starting import start_early
 
         start_early(argv[1:])  # a CuPy backend's start, beside the imports below
@@ -106,6 +110,10 @@ def main() -> NoReturn:
         print(f"dcop {dcop.__version__}")
         _leave(0)
     keep_early_signals()  # before the heavy imports: a SIGTERM now still ends in a result document
+    # no collector passes while the command imports: what the imports make lives as long as the
+    # process, and the passes over it were 6-17 ms of a small solve (2-core VM); the heap is
+    # frozen and the collector back on once the command's modules are in (_main)
+    gc.disable()
     prepare(argv)
     try:
         _main(argv)
@@ -136,10 +144,46 @@ def _leave(code: object) -> NoReturn:
 DOCUMENT_COMMANDS = ("solve", "run", "coordinator")
 
 
+def plain_call(argv: Sequence[str], environ: Mapping[str, str]) -> Callable[[], int] | None:
+    """``dcop solve ARGV`` on a plain command line, run without typer (:mod:`dcop.cli.plain`:
+    typer's import and parse are a third of what a small solve adds to NumPy's import); None
+    for every other command line, which typer reads."""
+    if list(argv[:1]) != ["solve"] or "_DCOP_COMPLETE" in environ:
+        return None
+    from dcop.cli.plain import read_solve, run_plain
+
+    options = read_solve(argv[1:])  # only central algorithms: never a distributed one
+    if options is None:
+        return None
+    from dcop.cli.solving import run_solve
+
+    return lambda: run_plain(lambda: run_solve(**options))  # type: ignore[arg-type]
+
+
 def _main(argv: Sequence[str]) -> None:
-    app = load_app(argv, os.environ)
+    call = plain_call(argv, os.environ)
+    if call is None:
+        call = _typer_call(argv)
     from dcop.errors import DcopError
 
+    # the imports' objects out of every later pass (main turned the collector off for them)
+    gc.freeze()
+    gc.enable()
+
+    try:
+        code = call()
+    except DcopError as exc:
+        print(f"dcop: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("dcop: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code)
+
+
+def _typer_call(argv: Sequence[str]) -> Callable[[], int]:
+    """``dcop ARGV`` as typer reads it (the root app with the command's module loaded)."""
+    app = load_app(argv, os.environ)
     if list(argv[:1]) not in [[c] for c in DOCUMENT_COMMANDS]:
         interrupt_on_signals()  # the others: finish_run does it around their work
     algo = _distributed_algo_in_solve(argv)
@@ -152,16 +196,8 @@ def _main(argv: Sequence[str]) -> None:
         sys.exit(2)
     from dcop.usage import run_program
 
-    try:
-        # not standalone: a usage error is reported in one line (typer draws a box)
-        code = run_program(lambda: app(prog_name="dcop", standalone_mode=False))
-    except DcopError as exc:
-        print(f"dcop: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print("dcop: interrupted", file=sys.stderr)
-        sys.exit(130)
-    sys.exit(code)
+    # not standalone: a usage error is reported in one line (typer draws a box)
+    return lambda: run_program(lambda: app(prog_name="dcop", standalone_mode=False))
 
 
-__all__ = ["COMMANDS", "command_modules", "load_app", "main", "prepare"]
+__all__ = ["COMMANDS", "command_modules", "load_app", "main", "plain_call", "prepare"]

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from dcop.cli.app import app
-from dcop.cli.common import FormatName, FormatOption, check_outputs
+from dcop.cli.common import FormatName, check_outputs
+from dcop.cli.options import FormatOption
 from dcop.errors import InputError
 from dcop.generators import (
     grid_network,

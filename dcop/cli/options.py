@@ -2,20 +2,19 @@
 
 Commands take defaults of their own (``--timeout`` is 120 s for ``dcop run`` and none for
 ``dcop solve``), never a spelling of their own. The checks that several commands make on these
-values live here too: :func:`check_z` (a mini-bucket size where one is needed, a warning where it
-is ignored) and :func:`parse_gpu` (the one reading of ``--gpu``).
+values live here too: :func:`parse_gpu` (the one reading of ``--gpu``), and, re-exported from
+:mod:`dcop.cli.solvers` (typer-free, for a plain ``dcop solve``), :func:`check_z` (a mini-bucket
+size where one is needed, a warning where it is ignored).
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from dcop import choices
 from dcop.choices import (
     BackendName,
     CentralAlgo,
@@ -24,6 +23,7 @@ from dcop.choices import (
     LogLevel,
     TaskName,
 )
+from dcop.cli.solvers import check_z as check_z  # re-exported
 from dcop.protocol.constants import MAX_MESSAGE_MIB
 
 InputFile = Annotated[
@@ -193,16 +193,3 @@ def parse_gpu(value: str | None) -> str | None:
     if text == "all":
         return text
     return ",".join(str(d) for d in gpu_devices(text, None))
-
-
-def check_z(algo: str, z: int | None) -> int | None:
-    """The mini-bucket size the run uses: required by the algorithms that need one (mbe,
-    adpop: :func:`dcop.cli.solvers.needs_z`; a usage error without it), ignored with a warning
-    on stderr by the others (be, dpop; auto picks its own)."""
-    from dcop.cli.solvers import needs_z
-
-    if needs_z(algo):
-        return choices.check_z(z, f"--algo {algo}")  # the one rule of a mini-bucket size
-    if z is not None:
-        print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)
-    return None

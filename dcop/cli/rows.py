@@ -8,7 +8,6 @@ rich draws it, wrapping the cells as it always has.
 
 from __future__ import annotations
 
-import shutil
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -53,7 +52,7 @@ class Rows:
 
     def print(self, stream: TextIO) -> None:
         """Write the table to ``stream``: as text, or through rich on a terminal too narrow."""
-        if stream.isatty() and self.width() > shutil.get_terminal_size().columns:
+        if stream.isatty() and self.width() > _columns():
             from rich.console import Console
             from rich.markup import escape
             from rich.table import Table
@@ -65,3 +64,11 @@ class Rows:
             return
         stream.write(self.text())
         stream.flush()
+
+
+def _columns() -> int:
+    """The terminal's width (shutil, imported here: it loads the archive modules, which a
+    summary off a terminal need not)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns

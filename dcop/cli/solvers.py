@@ -13,10 +13,12 @@ Importing this module loads no solver: each function imports its own when it run
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from dcop import choices
 from dcop.choices import RUN_TASKS, CentralAlgo, DistributedAlgo
 
 if TYPE_CHECKING:
@@ -190,6 +192,17 @@ def needs_z(name: str) -> bool:
     """Whether algorithm ``name`` (of either table) needs a mini-bucket size."""
     solver = CENTRAL.get(name) or DISTRIBUTED.get(name)
     return solver is not None and solver.z == "required"
+
+
+def check_z(algo: str, z: int | None) -> int | None:
+    """The mini-bucket size the run uses: required by the algorithms that need one (mbe,
+    adpop: :func:`needs_z`; a usage error without it), ignored with a warning on stderr by the
+    others (be, dpop; auto picks its own)."""
+    if needs_z(algo):
+        return choices.check_z(z, f"--algo {algo}")  # the one rule of a mini-bucket size
+    if z is not None:
+        print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)
+    return None
 
 
 def only_distributed(name: str) -> bool:

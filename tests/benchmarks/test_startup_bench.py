@@ -33,7 +33,9 @@ def test_a_quick_run_writes_every_part(tmp_path: Path) -> None:
     imports = doc["imports_ms"]
     assert imports["watched_ms"]["numpy"] > 0 and imports["total_ms"] > 0
     assert imports["watched_ms"]["dcop.contraction"] is None  # a min-sum solve loads none of it
+    assert imports["watched_ms"]["typer"] is None  # a plain solve line is read without typer
     (pr,) = doc["pr_repeats"]
     assert len(pr["calls_s"]) == 4 and pr["same_tree"] and pr["same_order"]
+    assert len(pr["gc_s"]) == len(pr["gc_full"]) == 4  # the collector's pauses, per call
     text = (tmp_path / "startup.md").read_text()
     assert "x numpy" in text and "The same PR" in text

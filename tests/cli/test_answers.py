@@ -128,7 +128,7 @@ def test_a_signal_after_the_answer_of_solve_keeps_it(tmp_path: Path, instances_d
     ``interrupted``, exit 130, and the document keeps the assignment, its cost and the bounds."""
     out = tmp_path / "r.json"
     patch = (
-        "import dcop.cli.solve as s\n"
+        "import dcop.cli.solving as s\n"
         "def cut(*a, **k):\n"
         "    raise KeyboardInterrupt('signal SIGINT')\n"
         "s.write_answer_file = cut\n"

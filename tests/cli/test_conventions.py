@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
+import pytest
 import typer
 
 import dcop
@@ -182,24 +183,29 @@ def test_run_off_a_terminal_prints_a_plain_summary_without_rich(
     assert check.stdout.strip() == "False", check.stderr
 
 
+@pytest.mark.parametrize(
+    ("loader", "quiet"),
+    [("plain_call", ["-q"]), ("load_app", ["-q", "--quiet"])],
+    ids=["plain line", "typer's line"],
+)
 def test_a_sigterm_during_start_up_still_writes_the_result_document(
-    tmp_path: Path, instances_dir: Path
+    tmp_path: Path, instances_dir: Path, loader: str, quiet: list[str]
 ) -> None:
     """A SIGTERM that lands while dcop still imports is kept, and the command then ends as on
     Ctrl-C: status interrupted in the document, exit code 130 (here the signal is sent while
     the command's modules import, before the command line is parsed: the same moment, made
-    certain)."""
+    certain), on a plain line (dcop.cli.plain) and on one typer reads (an option twice)."""
     out = tmp_path / "r.json"
     instance = instances_dir / "warehouse.wcsp"
     script = (
         "import os, signal, sys\n"
         "from dcop.cli import entry\n"
-        "load_app = entry.load_app\n"
+        f"load = entry.{loader}\n"
         "def loading(*args):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return load_app(*args)\n"
-        "entry.load_app = loading\n"
-        f"sys.argv = ['dcop', 'solve', {str(instance)!r}, '--json', {str(out)!r}, '-q']\n"
+        "    return load(*args)\n"
+        f"entry.{loader} = loading\n"
+        f"sys.argv = ['dcop', 'solve', {str(instance)!r}, '--json', {str(out)!r}, *{quiet!r}]\n"
         "entry.main()\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -251,6 +251,15 @@ def test_the_default_budget_follows_the_solvers_speed(monkeypatch: pytest.Monkey
     search(adjacency, sizes, plan, True, incumbent, 1e-13)
     assert slow >= 4 and len(rounds) == 1  # a 0.1 s solve: its fifth is gone after one round
     rounds.clear()
+    # a round starts only where it fits the share with what the engine spent before the rounds
+    # (the greedy orders): here they took it all, so only the budget's first round runs
+    search(adjacency, sizes, plan, True, incumbent, SECONDS_PER_ENTRY, already_s=1e9)
+    assert len(rounds) == 1
+    rounds.clear()
+    # each round is checked ahead: the rounds stop one short of the share, not one past it
+    search(adjacency, sizes, plan, True, incumbent, SECONDS_PER_ENTRY, already_s=slow - 1.5)
+    assert len(rounds) < slow
+    rounds.clear()
     search(adjacency, sizes, plan, False, incumbent, 1e-13)
     assert len(rounds) == 32  # an explicit budget: every round it bought
 

@@ -164,3 +164,21 @@ def test_explicit_output_scope_and_errors() -> None:
         backend.eliminate(t, "b", "median")  # type: ignore[arg-type]
     with pytest.raises(ModelError):
         domain_sizes([t, Table(("a",), np.zeros(3))])
+
+
+def test_shares_run_in_threads_and_the_first_error_is_raised() -> None:
+    from dcop.backends.numpy import in_threads
+
+    done: list[int] = []
+    in_threads(done.append, [3, 1, 2])
+    assert sorted(done) == [1, 2, 3]
+
+    def fail(share: int) -> None:
+        if share:
+            raise ValueError(f"share {share}")
+        done.append(share)
+
+    done.clear()
+    with pytest.raises(ValueError, match="share 1"):
+        in_threads(fail, [0, 1, 2])
+    assert done == [0]  # every share ran to its end first

@@ -23,6 +23,25 @@ DTYPES = [np.float32, np.float64]
 
 
 # ---- no GPU needed ---------------------------------------------------------------------------
+def test_the_first_device_backend_freezes_the_heap(
+    fake_cupy_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CuPy's long-lived objects leave the collector's full passes once, when a device backend
+    is first made (later solves' full collections walk only what they allocated)."""
+    import gc
+
+    import dcop.backends as backends
+
+    frozen: list[int] = []
+    monkeypatch.setattr(backends, "_frozen", False)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
+    get_backend("numpy")
+    assert frozen == []
+    get_backend("cupy")
+    get_backend("cupy", device=0)
+    assert frozen == [1]
+
+
 def test_missing_cupy_is_an_informative_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` raise ImportError
     from dcop.gpu import CupyBackend

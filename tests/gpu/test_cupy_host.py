@@ -8,6 +8,7 @@ The fake computes each kernel with NumPy from the arguments the backend launches
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from types import ModuleType
@@ -273,6 +274,37 @@ def test_a_background_compile_leaves_the_bucket_to_the_generic_kernel_meanwhile(
     np.testing.assert_array_equal(host(gpu, got), want)
     assert fake_cupy.LAUNCHED[launched].startswith("dcop_join_elim_min_f32_")
     assert gpu.setup.generic_fallbacks == 1 and gpu.setup.solve_compiles == warm_compiles
+
+
+def test_a_shape_that_earns_its_kernel_in_a_solve_compiles_beside_it(
+    fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bucket shape whose joined entries, summed over its calls, pass the threshold in a call
+    of a repeated solve gets its kernel compiled on a thread; that call runs the generic kernel
+    and compiles nothing itself (no compile inside one call of ten), the next ones run its own."""
+    rng = np.random.default_rng(31)
+    tables, var = random_bucket(rng, np.float32, n_vars=6, n_tables=5)
+    scope = tuple(v for v in dict.fromkeys(v for t in tables for v in t.scope) if v != var)
+    joined = math.prod(dict(p for t in tables for p in zip(t.scope, t.shape, strict=True)).values())
+    gpu = backend(specialize_entries=2 * joined, min_groups=0)  # earned in the second call
+    want = CPU.join_eliminate(tables, var, scope=scope).data
+    release = _blocking_compiles(monkeypatch)
+    launched = len(fake_cupy.LAUNCHED)
+    np.testing.assert_array_equal(host(gpu, gpu.join_eliminate(tables, var, scope=scope)), want)
+    assert "generic" in fake_cupy.LAUNCHED[launched]  # below the threshold: the generic kernel
+    compiles = gpu.setup.solve_compiles
+    np.testing.assert_array_equal(host(gpu, gpu.join_eliminate(tables, var, scope=scope)), want)
+    assert gpu.setup.generic_fallbacks == 1 and gpu.setup.compile_wait_s == 0.0
+    assert gpu.setup.solve_compiles == compiles  # the call compiled nothing itself
+    release.set()
+    name = gpu._plan(
+        [t.scope for t in tables], [t.shape for t in tables], np.float32, var, "min", scope
+    )
+    gpu._compiling[name.kernel_name].result(60)
+    launched = len(fake_cupy.LAUNCHED)
+    np.testing.assert_array_equal(host(gpu, gpu.join_eliminate(tables, var, scope=scope)), want)
+    assert fake_cupy.LAUNCHED[launched].startswith("dcop_join_elim_min_f32_")
+    assert gpu.setup.prepared == 1 and gpu.setup.solve_compiles == compiles
 
 
 @pytest.mark.parametrize("why", ["too large for the generic kernel", "generic kernel not loaded"])

@@ -387,18 +387,18 @@ def test_run_local_starts_each_agent_on_its_device(
 
 def test_dcop_solve_device_list_builds_the_split_backend(two_gpus: ModuleType) -> None:
     from dcop.backends import resolve_backend
-    from dcop.cli.solve import _engine
+    from dcop.cli.solving import engine_for
     from dcop.errors import InputError
     from dcop.gpu import CupyBackend
     from dcop.gpu.multi import MultiGpuBackend
     from dcop.starting import StartingBackend
 
     def engine(name: str, device: str) -> object:
-        return resolve_backend(_engine(name, device, False))
+        return resolve_backend(engine_for(name, device, False))
 
-    assert _engine("numpy", "0,1", False) == "numpy"
+    assert engine_for("numpy", "0,1", False) == "numpy"
     # a device backend starts on its own thread, taken once the solve needs it
-    assert isinstance(_engine("cupy", "0", False), StartingBackend)
+    assert isinstance(engine_for("cupy", "0", False), StartingBackend)
     assert isinstance(engine("cupy", "0"), CupyBackend)
     assert isinstance(engine("cupy", "all"), MultiGpuBackend)
     assert isinstance(engine("auto", "0,1"), MultiGpuBackend)

@@ -1,0 +1,98 @@
+"""Probe: where a PR's path search spends its time, against what its budget counts for it.
+
+    python benchmarks/probes/pr_planning.py [--size 28] [--backend cupy] [--calls 2]
+
+Plans the contraction of a ±J spin glass ``size`` x ``size`` as ``dcop solve --task pr`` would on
+``--backend`` (the search's yardstick is that backend's ``FLOP_RATE``; nothing is contracted, so
+no device is needed), and prints per call: each candidate tree's measured seconds (its order,
+path and analysis; the ordering engine's call with its budget and the portfolio rounds it ran)
+and its predicted contraction seconds; then the whole search's seconds, the chosen tree, its
+predicted contraction at the yardstick, and the planning share that contraction would leave.
+Run it on the host of a device beside ``benchmarks/startup.py --gpu`` (whose flops/s column is
+the device's measured rate) to see which candidates a fast backend cannot afford. Results are
+not committed; what was learnt is kept in ``CONCLUSION`` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from dcop import generators
+from dcop.contraction import engine
+from dcop.orders import treedec
+from dcop.plan.memory import Limit
+
+#: Measured on the 2-core VM (load 4-7, other sessions' work beside it), 28x28 at CuPy's
+#: yardstick (5e10): min-fill's tree 0.05 s, opt_einsum's greedy 0.1 s, the file's orders and
+#: min-degree 0.04-0.05 s each, then the ordering engine 0.36-0.54 s for ONE portfolio round
+#: (its tree, 1.4e11 cost, is 36x below min-fill's); in all 0.67-1.2 s. On the H200 that tree
+#: contracted in about 0.47 s (startup_gpu: 1.1 s calls, 0.64-1.0 s of path search).
+CONCLUSION = (
+    "a fast backend's 28x28 PR cannot hold 25 %: one goatd portfolio round, the only candidate "
+    "that finds the grid's tree, costs about a contraction on an H200"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=28)
+    parser.add_argument("--backend", default="cupy", choices=sorted(engine.FLOP_RATE))
+    parser.add_argument("--calls", type=int, default=2)
+    args = parser.parse_args()
+    rate = engine.FLOP_RATE[args.backend]
+    problem = generators.spin_glass(args.size, 1)
+    tables = [t for t in problem.tables if t.scope]
+    scopes, _ = engine.absorb(
+        [tuple(t.scope) for t in tables], [-np.asarray(t.costs, np.float64) for t in tables]
+    )
+    names = list(problem.variables)
+    adjacency = engine._adjacency(scopes, names)
+    steps: list[tuple[str, float, Any]] = []
+
+    def timed(module: Any, name: str) -> None:
+        inner = getattr(module, name)
+
+        def call(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            out = inner(*a, **k)
+            steps.append((name, time.perf_counter() - t0, None))
+            return out
+
+        setattr(module, name, call)
+
+    for name in ("optimizer_path", "order_path", "analyse", "elimination_order"):
+        timed(engine, name)
+    rounds = treedec.Decomposer.run
+
+    def run(self: Any, method: str, seed: int = 0, sample: bool = False) -> Any:
+        t0 = time.perf_counter()
+        out = rounds(self, method, seed, sample)
+        steps.append((f"goatd {method} seed {seed}", time.perf_counter() - t0, None))
+        return out
+
+    treedec.Decomposer.run = run  # type: ignore[method-assign]
+    print(f"{args.size}x{args.size} spin glass, {args.backend} yardstick {rate:.2g} flops/s")
+    print(f"search cost model: {engine.search_cost(scopes)}")
+    for call in range(args.calls):
+        steps.clear()
+        t0 = time.perf_counter()
+        plan = engine.plan_contraction(
+            scopes, problem.domain_sizes(), adjacency, names, "pr", Limit(1e15, "-"), 4, rate=rate
+        )
+        seconds = time.perf_counter() - t0
+        print(f"call {call}: search {seconds:.3f} s")
+        for name, step_s, _ in steps:
+            print(f"    {name:28s} {step_s:.4f} s")
+        for name, cand in plan.candidates.items():
+            print(f"    tree {name:23s} predicted {cand['cost'] / rate:.3f} s")
+        predicted = plan.stats.cost / rate
+        share = seconds / (seconds + predicted)
+        print(f"    chosen {plan.source}: predicted {predicted:.3f} s, planning share {share:.0%}")
+
+
+if __name__ == "__main__":
+    main()
