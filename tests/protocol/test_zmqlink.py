@@ -329,3 +329,32 @@ def test_wake_from_another_thread_ends_a_waiting_recv_and_frames_still_arrive(
     assert until(lambda: (item := a.recv(0.1)) is not None and item[0] == COORDINATOR_ID)
     a.close()
     a.wake()  # after close: nothing happens (its pipe is gone)
+
+
+def test_an_agents_handshakes_are_answered_by_its_own_poll_the_coordinators_by_a_thread() -> None:
+    """An agent's ZAP handler has no thread (each forked agent would pay for one): a neighbour's
+    connection is admitted while the agent polls, and its frames arrive; the coordinator's
+    handler keeps a thread, which answers its agents while it still plans."""
+    import threading
+
+    coord = ZmqCoordinatorTransport(ANY, agents=[1, 2])
+    a1 = ZmqAgentTransport(1, ANY, {}, coord.endpoint, candidates=[2])
+    a2 = ZmqAgentTransport(2, ANY, {}, coord.endpoint, candidates=[1])
+    try:
+        a1.open()
+        a2.open()
+        zap_threads = [t.name for t in threading.enumerate() if t.name.startswith("zap ")]
+        assert zap_threads == ["zap coordinator"]
+        assert a1.auth.socket is not None and coord.auth.socket is None
+        a1.connect_peer(2, a2.endpoint)
+        a2.connect_peer(1, a1.endpoint)
+        a2.send(1, [b"hi"])
+        a1.send(2, [b"ho"])
+        # each admitted at the other's handshake by that agent's own poll
+        assert frames(a1, 1.0) == [(2, b"hi")]
+        assert frames(a2, 1.0) == [(1, b"ho")]
+        a2.send(COORDINATOR_ID, [b"up"])
+        assert frames(coord, 1.0) == [(2, b"up")]
+    finally:
+        for t in (a1, a2, coord):
+            t.close(0)
