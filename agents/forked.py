@@ -55,6 +55,20 @@ def set_title(title: str) -> None:
     setproctitle.setproctitle(title)
 
 
+class ChildStreams:
+    """The line-buffered stdout and stderr of every agent a template forks, made once by the
+    template on its descriptors 1 and 2 (which it never writes through them): a child points
+    those descriptors at its log file, and the streams write there. Made per child, they cost
+    each agent its own buffers and objects (pages of its own)."""
+
+    def __init__(self) -> None:
+        self.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        self.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+_STREAMS: ChildStreams | None = None
+
+
 def run_child(
     argv: list[str],
     log_path: str,
@@ -72,8 +86,8 @@ def run_child(
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
+    streams = _STREAMS if _STREAMS is not None else ChildStreams()
+    sys.stdout, sys.stderr = streams.stdout, streams.stderr
     set_title("dcop-agent " + " ".join(argv))
     sys.argv = ["dcop-agent", *argv]
     try:
@@ -134,9 +148,13 @@ def serve() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from dcop.agents.rehearsal import rehearse
+    from dcop.agents.run import prepare_logging
     from dcop.backends import get_backend
 
     rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
+    global _STREAMS
+    _STREAMS = ChildStreams()
+    prepare_logging(_STREAMS.stderr)  # each child only names itself (agents.run.agent_logging)
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
     set_title("dcop-agent-template")
     # SIGCHLD writes a byte to a pipe the selector watches: an agent's exit is reported the
