@@ -69,6 +69,11 @@ class ChildStreams:
 _STREAMS: ChildStreams | None = None
 
 
+def child_streams() -> ChildStreams:
+    """The streams a child takes: its template's (:func:`prepare_template`), else new ones."""
+    return _STREAMS if _STREAMS is not None else ChildStreams()
+
+
 def run_child(
     argv: list[str],
     log_path: str,
@@ -86,7 +91,7 @@ def run_child(
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    streams = _STREAMS if _STREAMS is not None else ChildStreams()
+    streams = child_streams()
     sys.stdout, sys.stderr = streams.stdout, streams.stderr
     set_title("dcop-agent " + " ".join(argv))
     sys.argv = ["dcop-agent", *argv]
@@ -142,8 +147,9 @@ def _say(message: dict[str, int | float]) -> None:
         os.write(1, (json.dumps(message) + "\n").encode())
 
 
-def serve() -> None:
-    """The template's loop (see the module docstring)."""
+def prepare_template() -> None:
+    """What a template does once before it forks: imports :data:`PRELOAD`, rehearses the
+    solving path, makes the children's streams and log handler, freezes the heap."""
     one_blas_thread()  # before PRELOAD imports NumPy (see dcop.blas)
     for name in PRELOAD:
         importlib.import_module(name)
@@ -156,6 +162,11 @@ def serve() -> None:
     _STREAMS = ChildStreams()
     prepare_logging(_STREAMS.stderr)  # each child only names itself (agents.run.agent_logging)
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
+
+
+def serve() -> None:
+    """The template's loop (see the module docstring)."""
+    prepare_template()
     set_title("dcop-agent-template")
     # SIGCHLD writes a byte to a pipe the selector watches: an agent's exit is reported the
     # moment it happens (a 10 ms poll here cost every run tens of milliseconds at its end)
