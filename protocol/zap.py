@@ -37,6 +37,8 @@ from dcop.protocol.ratelog import RateLimitedLog
 
 __all__ = ["ZAP_ENDPOINT", "Admits", "ParseClaim", "ZapHandler"]
 
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 #: Where libzmq sends its ZAP requests (fixed by RFC 27), one per context.
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 #: (id, the routing identity claimed under PLAIN or None) -> None to accept, else why not.
@@ -112,8 +114,12 @@ class ZapHandler:
         answered = 0
         while sock is not None:
             try:
+                # asked before reading: an agent serves at every turn of its loop, and an empty
+                # read raises (zmq.Again: several times the cost of the question)
+                if not int(sock.getsockopt(_EVENTS)) & _POLLIN:
+                    break
                 request = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.ZMQError:  # none waiting (zmq.Again), or the context is being torn down
+            except zmq.ZMQError:  # the context is being torn down
                 break
             sock.send_multipart(self.answer(request))
             answered += 1
