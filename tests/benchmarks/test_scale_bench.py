@@ -85,5 +85,7 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     text = (out / "scale.md").read_text()
     over = report["rows"][0]["run"]["wall_s"] / 1.5  # dcop run's wall over FRODO's, counting off
     assert f"| 1.50 / 2.00 | {over:.2f} | 300 |" in text
-    assert report["frodo_version"] == "FRODO" and "FRODO's stock DPOP agent" in text  # no build info
+    assert (
+        report["frodo_version"] == "FRODO" and "FRODO's stock DPOP agent" in text
+    )  # no build info
     assert "floor" not in report["rows"][0]
