@@ -256,7 +256,8 @@ def test_a_flood_claiming_a_neighbours_own_id_does_not_shut_that_neighbour_out(
     flooder = _client(ctx, a.endpoint, b"1/x")
     for _ in range(300):
         flooder.send(b"early")
-    _held_until(a, lambda: a._held_count == EARLY_PER_SENDER)
+    flooder.send(b"last")  # in order on its connection: once held, the whole flood was read
+    _held_until(a, lambda: a._held_count == EARLY_PER_SENDER and a._held[1][-1] == [b"last"])
     honest = _client(ctx, a.endpoint, b"1/y")
     honest.send(b"degree")
     _held_until(a, lambda: [b"degree"] in a._held.get(1, ()))
