@@ -170,7 +170,7 @@ def test_a_flood_of_early_frames_from_one_candidate_does_not_crowd_out_a_neighbo
         honest.send(b"degree")
         assert first(a, 1.0) is None  # held until the link to 1 exists
         a.connect_peer(1, "tcp://127.0.0.1:2")
-        assert first(a, 1.0) == (1, b"degree")
+        assert first(a, 5.0) == (1, b"degree")  # (held, or still in its handshake on a load)
     assert "early frames over the budget (agent 2 sent 64 held frames" in caplog.text
     # one-shot: once the neighbours are known, the flooder is refused at once, its frames dropped
     a.settle([1])
