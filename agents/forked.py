@@ -55,6 +55,25 @@ def set_title(title: str) -> None:
     setproctitle.setproctitle(title)
 
 
+class ChildStreams:
+    """The line-buffered stdout and stderr of every agent a template forks, made once by the
+    template on its descriptors 1 and 2 (which it never writes through them): a child points
+    those descriptors at its log file, and the streams write there. Made per child, they cost
+    each agent its own buffers and objects (pages of its own)."""
+
+    def __init__(self) -> None:
+        self.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        self.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+_STREAMS: ChildStreams | None = None
+
+
+def child_streams() -> ChildStreams:
+    """The streams a child takes: its template's (:func:`prepare_template`), else new ones."""
+    return _STREAMS if _STREAMS is not None else ChildStreams()
+
+
 def run_child(
     argv: list[str],
     log_path: str,
@@ -72,8 +91,8 @@ def run_child(
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
+    streams = child_streams()
+    sys.stdout, sys.stderr = streams.stdout, streams.stderr
     set_title("dcop-agent " + " ".join(argv))
     sys.argv = ["dcop-agent", *argv]
     try:
@@ -128,16 +147,26 @@ def _say(message: dict[str, int | float]) -> None:
         os.write(1, (json.dumps(message) + "\n").encode())
 
 
-def serve() -> None:
-    """The template's loop (see the module docstring)."""
+def prepare_template() -> None:
+    """What a template does once before it forks: imports :data:`PRELOAD`, rehearses the
+    solving path, makes the children's streams and log handler, freezes the heap."""
     one_blas_thread()  # before PRELOAD imports NumPy (see dcop.blas)
     for name in PRELOAD:
         importlib.import_module(name)
     from dcop.agents.rehearsal import rehearse
+    from dcop.agents.run import prepare_logging
     from dcop.backends import get_backend
 
     rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
+    global _STREAMS
+    _STREAMS = ChildStreams()
+    prepare_logging(_STREAMS.stderr)  # each child only names itself (agents.run.agent_logging)
     freeze_heap()  # the imports stay out of every agent's collections (and their pages shared)
+
+
+def serve() -> None:
+    """The template's loop (see the module docstring)."""
+    prepare_template()
     set_title("dcop-agent-template")
     # SIGCHLD writes a byte to a pipe the selector watches: an agent's exit is reported the
     # moment it happens (a 10 ms poll here cost every run tens of milliseconds at its end)

@@ -70,6 +70,7 @@ SUITE_NAMES = tuple(SUITES)
 #: writes through :func:`keep.write_results`, which stamps every file.
 SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
     "agent-cpu": ("agent_cpu.py", ("agent_cpu.json", "agent_cpu.md")),
+    "agent-dirty": ("agent_dirty.py", ("agent_dirty.json", "agent_dirty.md")),
     "agent-floor": (
         "agent_floor.py",
         ("agent_floor.json", "agent_floor.md", "agent_floor_scale.json", "agent_floor_scale.md"),

@@ -64,6 +64,9 @@ SERIES: dict[str, list[tuple[str, int]]] = {
     ],
     "tiny": [("tree", 10), ("tree", 20), ("links2", 10), ("grid", 9)],
 }
+#: A PSS sample waits at least this many times what it took: at most a fifth of one core (at
+#: twice, a third of one, a sixth of the 2-core machine, taken from the run it measures).
+SAMPLER_PAUSE = 4
 #: statuses that end a row as it should
 GOOD = ("ok", "infeasible")
 
@@ -153,9 +156,10 @@ class PssSampler(Sampling):
             spent = time.thread_time() - began
             self.cpu_s += spent
             # a sample reads every agent's page tables (smaps_rollup): at n = 1000 that is a
-            # good part of a core; it waits at least twice its own cost, so that the run it
-            # measures keeps most of the machine (its CPU is reported with the row)
-            self._stop.wait(max(self.every_s, 2 * spent))
+            # good part of a core; it waits at least SAMPLER_PAUSE times its own cost, so that
+            # the run it measures keeps most of the machine (its CPU is reported with the row;
+            # the floor's memory is read once, after its run)
+            self._stop.wait(max(self.every_s, SAMPLER_PAUSE * spent))
 
 
 def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[str, Any]:
@@ -293,6 +297,15 @@ def frodo_runner(frodo_dir: Path, timeout: float, folder: Path) -> Callable[[Pat
     return run
 
 
+def frodo_version(frodo_dir: Path) -> str:
+    """``FRODO 2.18.1`` from the build's BUILD_INFO.txt (the first word), else ``FRODO``."""
+    try:
+        words = (frodo_dir / "BUILD_INFO.txt").read_text().split()
+    except OSError:
+        return "FRODO"
+    return f"FRODO {words[0]}" if words else "FRODO"
+
+
 # ---- report -------------------------------------------------------------------------------------
 def _f(x: Any, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
@@ -319,11 +332,21 @@ def markdown(report: dict[str, Any]) -> str:
         "kernel's account at its exit), and after the + the template's and coordinator's share "
         "(the floor's one parent process). PSS = peak summed proportional set size of the "
         "agents, sampled every "
-        f"{report['sample_s']:g} s or twice a sample's own cost, whichever is longer (agents "
-        "alive at that sample in brackets); the floor's, read once with every agent alive. "
-        "solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = their share.",
+        f"{report['sample_s']:g} s or {SAMPLER_PAUSE} times a sample's own cost, whichever is "
+        "longer (agents alive at that sample in brackets); the floor's, read once with every "
+        "agent alive. solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = "
+        "their share.",
         "",
     ]
+    if with_frodo:
+        lines += [
+            f"FRODO = {report.get('frodo_version') or 'FRODO'}'s stock DPOP agent on the same "
+            "instance as XCSP, in the same run: its wall clock with message counting off, then "
+            "on (a second run, only where the first finished; its status in brackets where "
+            f"not ok: its time limit was {report.get('frodo_timeout_s', '-')} s); run / FRODO = "
+            "`dcop run`'s wall over FRODO's with counting off; RSS = FRODO's peak (its one JVM).",
+            "",
+        ]
     head = (
         "| family | n | status | run s | floor s | run / floor | launch s, dcop / floor | "
         "launch / floor | launch ms/agent, dcop / floor | CPU ms/agent, dcop / floor | "
@@ -331,7 +354,7 @@ def markdown(report: dict[str, Any]) -> str:
         "PSS MB/agent, dcop / floor | msgs | heartbeats |"
     )
     if with_frodo:
-        head += " FRODO s (counting off / on) | FRODO RSS MB |"
+        head += " FRODO s (counting off / on) | run / FRODO (off) | FRODO RSS MB |"
     lines += [head, "|---" * head.count(" |") + "|"]
     for r in rows:
         run, solve, fr = r["run"], r["solve"], r.get("frodo") or {}
@@ -370,9 +393,15 @@ def markdown(report: dict[str, Any]) -> str:
         )
         if with_frodo:
             stats = fr.get("stats_run") or {}
+            over_frodo = (
+                run["wall_s"] / fr["wall_s"]
+                if fr.get("status") == "ok" and fr.get("wall_s") and run.get("wall_s")
+                else None
+            )
             line += (
-                f" {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))} | "
-                f"{_f(fr.get('max_rss_mb'), '.0f')} |"
+                f" {_f(fr.get('wall_s'))} / {_f(stats.get('wall_s'))}"
+                f"{'' if fr.get('status') in (None, 'ok') else ' (' + str(fr['status']) + ')'} | "
+                f"{_f(over_frodo)} | {_f(fr.get('max_rss_mb'), '.0f')} |"
             )
         lines.append(line)
     bad = [f"{r['family']}:{r['n']}" for r in rows if not r["ends_well"]]
@@ -457,6 +486,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--sample-s", type=float, default=0.25)
     ap.add_argument("--frodo", type=Path, help="FRODO's folder: run its DPOP beside each row")
     ap.add_argument(
+        "--frodo-timeout",
+        type=float,
+        help="FRODO's time limit per run (default: --timeout); a grid's DPOP runs out of it",
+    )
+    ap.add_argument(
         "--no-floor",
         dest="floor",
         action="store_false",
@@ -482,7 +516,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="dcop-scale-") as tmp:
         folder = Path(tmp)
-        frodo = frodo_runner(args.frodo, args.timeout, folder) if args.frodo else None
+        frodo_limit = args.frodo_timeout if args.frodo_timeout is not None else args.timeout
+        frodo = frodo_runner(args.frodo, frodo_limit, folder) if args.frodo else None
+        if args.frodo:
+            report["frodo_version"] = frodo_version(args.frodo)
+            report["frodo_timeout_s"] = frodo_limit
         for family, n in rows_asked:
             row = one_row(family, n, args, folder, frodo)
             report["rows"].append(row)

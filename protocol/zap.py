@@ -1,8 +1,9 @@
 """The ZAP handler (ZeroMQ RFC 27): who may connect to a listening socket, decided at the
 handshake, before libzmq reads any message of the connection.
 
-Each transport runs one on its own context, in a thread (libzmq asks it from its I/O thread
-while the transport's own thread may be busy solving). Two mechanisms, one per mode:
+Each transport runs one on its own context: an agent's from its own poll, the coordinator's in a
+thread (libzmq asks it from its I/O thread and holds the handshake until the answer; see
+:class:`ZapHandler`). Two mechanisms, one per mode:
 
 * CURVE (secure mode): the client proved a key; the key must be listed in peers.json, and it
   names the connection by that key's id.
@@ -36,6 +37,8 @@ from dcop.protocol.ratelog import RateLimitedLog
 
 __all__ = ["ZAP_ENDPOINT", "Admits", "ParseClaim", "ZapHandler"]
 
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 #: Where libzmq sends its ZAP requests (fixed by RFC 27), one per context.
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 #: (id, the routing identity claimed under PLAIN or None) -> None to accept, else why not.
@@ -46,11 +49,19 @@ ParseClaim = Callable[[bytes], int | None]
 
 
 class ZapHandler:
-    """Answers ZAP requests on ``ctx`` in a thread (see the module docstring).
+    """Answers ZAP requests on ``ctx`` from the transport's own loop (see the module docstring).
 
     ``keys`` (Z85 public key -> id) selects CURVE; None selects PLAIN, whose user names
     ``parse`` turns into ids. Refusals are logged with the client's address, rate-limited by
     ``out``, and counted in :attr:`refused`.
+
+    An agent's handler has no thread of its own (:meth:`start` without ``thread``): it binds
+    the handler's socket, which the transport polls beside its others, and :meth:`serve` answers
+    what is pending whenever that socket is ready (libzmq holds a handshake until its answer
+    comes; it never blocks its I/O thread on it). A thread per agent cost every forked agent
+    0.3 MB of private pages, about 1.3 ms of CPU to start, and a hand-over of the interpreter's
+    lock at each handshake (2-core VM). The coordinator's handler keeps a thread (``thread``):
+    it answers its agents' handshakes while the coordinator still plans, before its loop runs.
     """
 
     def __init__(
@@ -68,56 +79,80 @@ class ZapHandler:
         self.admits = admits
         self.parse = parse
         self.keys = None if keys is None else dict(keys)
-        #: Connections refused at the handshake (written by the handler's thread only).
+        #: Connections refused at the handshake.
         self.refused = 0
-        self._stop_read, self._stop_write = os.pipe()
-        self._bound = threading.Event()
-        self._failed: BaseException | None = None
-        self._stopped = False
-        self._thread = threading.Thread(target=self._serve, name=f"zap {owner}", daemon=True)
+        #: The socket the owner polls (None before :meth:`start`, after :meth:`stop`, and
+        #: for a handler with its own thread).
+        self.socket: zmq.Socket[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_pipe = (-1, -1)
 
-    def start(self) -> None:
-        """Bind the handler (before any socket of the context listens) and serve requests."""
-        self._thread.start()
-        self._bound.wait()
-        if self._failed is not None:
-            raise self._failed
-
-    def stop(self) -> None:
-        """End the thread (it closes its socket): before the context is destroyed."""
-        if self._stopped:  # the pipe is closed: its descriptor numbers may name other files
-            return
-        self._stopped = True
-        if self._thread.is_alive():
-            os.write(self._stop_write, b"s")
-            self._thread.join()
-        for fd in (self._stop_read, self._stop_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def _serve(self) -> None:
+    def start(self, thread: bool = False) -> None:
+        """Bind the handler (before any socket of the context listens); raises zmq.ZMQError
+        where it cannot (another handler holds the context's ZAP endpoint). With ``thread``, a
+        thread of its own serves it until :meth:`stop`; else the owner polls :attr:`socket` and
+        calls :meth:`serve`."""
         sock: zmq.Socket[Any] = self.ctx.socket(zmq.REP)
         sock.setsockopt(zmq.LINGER, 0)
         try:
             sock.bind(ZAP_ENDPOINT)
-        except zmq.ZMQError as exc:
-            self._failed = exc
+        except zmq.ZMQError:
             sock.close()
-            self._bound.set()
+            raise
+        if not thread:
+            self.socket = sock
             return
-        self._bound.set()
+        self._stop_pipe = os.pipe()
+        self._thread = threading.Thread(
+            target=self._serve_thread, args=(sock,), name=f"zap {self.owner}", daemon=True
+        )
+        self._thread.start()
+
+    def serve(self) -> int:
+        """Answer every request waiting now (never blocks); how many were answered."""
+        sock = self.socket
+        answered = 0
+        while sock is not None:
+            try:
+                # asked before reading: an agent serves at every turn of its loop, and an empty
+                # read raises (zmq.Again: several times the cost of the question)
+                if not int(sock.getsockopt(_EVENTS)) & _POLLIN:
+                    break
+                request = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.ZMQError:  # the context is being torn down
+                break
+            sock.send_multipart(self.answer(request))
+            answered += 1
+        return answered
+
+    def _serve_thread(self, sock: zmq.Socket[Any]) -> None:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(self._stop_read, zmq.POLLIN)
+        poller.register(self._stop_pipe[0], zmq.POLLIN)
         try:
             while True:
                 ready = dict(poller.poll())
-                if self._stop_read in ready:
+                if self._stop_pipe[0] in ready:
                     return
                 if sock in ready:
                     sock.send_multipart(self.answer(sock.recv_multipart()))
         finally:
             sock.close()
+
+    def stop(self) -> None:
+        """Close the handler's socket (end its thread): before the context is destroyed."""
+        if self.socket is not None:
+            self.socket.close(linger=0)
+            self.socket = None
+        if self._thread is None:
+            return
+        thread, self._thread = self._thread, None
+        if thread.is_alive():
+            os.write(self._stop_pipe[1], b"s")
+            thread.join()
+        for fd in self._stop_pipe:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def answer(self, request: list[bytes]) -> list[bytes]:
         """The reply to one ZAP request: version, request id, status code and text, User-Id,

@@ -306,6 +306,9 @@ class _Link:
 
 
 class _ZmqBase:
+    #: Whether the ZAP handler runs in a thread of its own (see :class:`ZapHandler`).
+    ZAP_THREAD = False
+
     def __init__(
         self,
         owner: str,
@@ -345,10 +348,15 @@ class _ZmqBase:
         keys = curve.client_ids() if curve is not None else None
         self.auth = ZapHandler(self.ctx, owner, self.refusals, self._admits, parse_identity, keys)
         try:
-            self.auth.start()
+            self.auth.start(thread=self.ZAP_THREAD)
         except zmq.ZMQError as exc:
             self.close(0)
             raise RunError(f"{owner}: cannot start the ZAP handler: {exc}") from None
+        #: the handler's socket where this transport's poll serves it (recv answers handshakes
+        #: as they come); None where it has a thread
+        self._zap = self.auth.socket
+        if self._zap is not None:
+            self.poller.register(self._zap, zmq.POLLIN)
 
     # ---- sockets ------------------------------------------------------------------------------
     def _options(self, sock: zmq.Socket[Any], max_bytes: int) -> None:
@@ -436,9 +444,12 @@ class _ZmqBase:
 
     # ---- monitor events -------------------------------------------------------------------------
     def _drain_monitors(self, ready: Collection[zmq.Socket[Any]] | None = None) -> None:
-        """Handle the pending events of the monitors in ``ready`` (default: of all), and
+        """Answer the handshakes waiting on the ZAP handler, handle the pending events of the
+        monitors in ``ready`` (default: of all), and
         connect again the links whose handshake failed a while ago (after the events: a link
         that has meanwhile connected by itself is left alone)."""
+        if self._zap is not None and (ready is None or self._zap in ready):
+            self.auth.serve()  # handshakes waiting for their answer (see protocol.zap)
         for monitor, link in list(self._monitors.items()):
             if ready is not None and monitor not in ready:
                 continue
@@ -728,7 +739,7 @@ class _ZmqBase:
             # a loss ends the wait too: an idle agent sleeps for seconds (agent.IDLE_WAKE_S)
             woken = woken or len(self._joined) > joined or len(self._losses) > lost
             for sock in ready:
-                if sock not in self._monitors:
+                if sock not in self._monitors and sock is not self._zap:
                     item = self._read(sock)
                     if item is not None:
                         return item
@@ -1043,6 +1054,9 @@ class ZmqCoordinatorTransport(_ZmqBase):
     keys; open mode: default, any agent id) and answers each through the routing identity of its
     first accepted frame. :meth:`lost_peers` reports agents whose connection closed.
     """
+
+    #: its agents' handshakes are answered while the coordinator still plans (before its loop)
+    ZAP_THREAD = True
 
     def __init__(
         self,

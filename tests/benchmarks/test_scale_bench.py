@@ -82,5 +82,10 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
          "--no-floor"]
     )  # fmt: skip
     assert len(seen) == 1 and report["rows"][0]["frodo"]["wall_s"] == 1.5
-    assert "| 1.50 / 2.00 | 300 |" in (out / "scale.md").read_text()
+    text = (out / "scale.md").read_text()
+    over = report["rows"][0]["run"]["wall_s"] / 1.5  # dcop run's wall over FRODO's, counting off
+    assert f"| 1.50 / 2.00 | {over:.2f} | 300 |" in text
+    assert (
+        report["frodo_version"] == "FRODO" and "FRODO's stock DPOP agent" in text
+    )  # no build info
     assert "floor" not in report["rows"][0]
