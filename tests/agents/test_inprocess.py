@@ -225,8 +225,9 @@ def test_auto_runs_dpop_when_it_fits_and_is_exact(run_inproc, seed: int) -> None
 def test_auto_falls_back_to_the_largest_adpop_z_that_fits(
     run_inproc, seed: int, monkeypatch
 ) -> None:
-    """With a message limit DPOP's largest UTIL does not fit, and MB-DPOP's predicted work not the
-    time, auto runs ADPOP with the largest z whose UTILs fit; its bounds enclose the optimum."""
+    """With a message limit DPOP's largest UTIL does not fit, and MB-DPOP's predicted work (cuts to
+    the width) not the time, auto runs ADPOP with the largest z whose UTILs fit; its bounds
+    enclose the optimum. (A message limit alone costs MB-DPOP no cut: its UTILs go in parts.)"""
     from dcop.trees import cutset
 
     monkeypatch.setattr(cutset, "CUT_ENTRIES_PER_S", 1e-6)  # every cut predicted far too long
@@ -234,7 +235,7 @@ def test_auto_falls_back_to_the_largest_adpop_z_that_fits(
     opt = solve_be(problem).upper_bound
     exact = run_inproc(problem)
     dpop_bytes = int(exact["run"].tree.predicted[None]) * 4  # sizes are floats (dcop.sizes)
-    spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096))
+    spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096), width=1)
     result = run_inproc(problem, spec=spec)
     z = result["z"]
     assert result["algo"] == "adpop" and z is not None and not result["exact"]

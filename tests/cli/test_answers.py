@@ -215,7 +215,8 @@ def test_distributed_auto_names_the_algorithm_and_z_it_chose(monkeypatch) -> Non
 
     problem = random_network(12, 4, 0.6, 0.0, seed=4)
     dpop_bytes = int(run_in_process(problem)["run"].tree.predicted[None]) * 4
-    spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096))
+    # cuts to the width (a message limit alone would send DPOP's UTILs in parts, no cut)
+    spec = RunSpec("auto", max_message_bytes=max(4096, dpop_bytes // 4 + 4096), width=1)
     cut = run_in_process(problem, spec=spec)["run"]
     assert cut.to_json()["algo"] == "mbdpop"
     assert summarize(cut).head[0].startswith("[bold]AUTO (chose MB-DPOP)[/bold] on ")
