@@ -304,7 +304,7 @@ def protocol_seeds() -> dict[str, bytes]:
         WireTable,
         encode,
     )
-    from dcop.protocol.messages import ClusterCut, More, Replay, WideSep
+    from dcop.protocol.messages import ROWS, ClusterCut, More, Replay, WideSep, Whole
 
     table = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0]]))
     small = WireTable.from_array(("x1",), np.arange(3, dtype=np.float32))
@@ -343,7 +343,21 @@ def protocol_seeds() -> dict[str, bytes]:
             clusters=(ClusterCut(5, (6,), (1,), (4,), 4, 8.0),),
         ),
         "util_chunk": Util(
-            (WireTable.from_array(("\x00ctx", "x1"), np.zeros((2, 3))),), 1.0, (), 0, 1, 2
+            (WireTable.from_array((ROWS, "x1"), np.zeros((2, 3))),),
+            1.0,
+            (),
+            0,
+            1,
+            2,
+            Whole(("\x00ctx", "x1"), (4, 3)),
+        ),
+        "util_parts": Util(
+            (WireTable.from_array((ROWS, "x2"), np.zeros((1, 2))),),
+            1.0,
+            (),
+            part=1,
+            parts=2,
+            whole=Whole(("x1", "x2"), (2, 2)),
         ),
         "more": More(3, 1.5),
         "replay": Replay((("x0", 2), ("x2", 1)), 1.75),
