@@ -229,7 +229,8 @@ def choose_cut(
     )
     if contexts > MAX_CONTEXTS:
         raise TableTooLarge(
-            f"MB-DPOP's largest cut has {contexts:.4g} contexts (more than {MAX_CONTEXTS:.0e}) "
+            f"MB-DPOP's largest cut has at least {contexts:.4g} contexts (more than "
+            f"{MAX_CONTEXTS:.0e}) "
             f"at {limits}; allow more (--max-memory, --width), or run --algo adpop for bounds"
         )
     if seconds > CUT_TIME_SLACK * left:

@@ -156,8 +156,9 @@ def choose_cut(
     wide: Sequence[Wide], root_separator: Sequence[int], depth: Mapping[int, int], limit: CutLimit
 ) -> tuple[int, ...]:
     """The cluster's cut: greedily the variable in the most separators still over the limit
-    (then the largest domain, the shallowest, the smallest id) until none is; ordered with the
-    root's separator first, then by depth (the order contexts count in)."""
+    (then the largest domain, the shallowest, the smallest id) until none is, or until it passes
+    :data:`MAX_CONTEXTS` contexts (then it is refused, and this is the least it would take);
+    ordered with the root's separator first, then by depth (the order contexts count in)."""
     domain = {a: d for w in wide for a, d in zip(w.separator, w.domains, strict=True)}
     cut: set[int] = set()
 
@@ -166,7 +167,9 @@ def choose_cut(
 
     while True:
         over = [w for w in wide if limit.over(rest(w))]
-        if not over:
+        if not over or entries(domain[a] for a in cut) > MAX_CONTEXTS:
+            # past MAX_CONTEXTS the cut is refused whatever it grows to: it stops there, which
+            # also keeps it within a token's scope (a grid's cut would pass 64 variables)
             break
         counts: dict[int, int] = {}
         for w in over:

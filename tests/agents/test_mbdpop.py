@@ -219,3 +219,28 @@ def test_a_chunk_starts_in_simulated_time_when_its_own_inputs_are_in() -> None:
     assert role.inputs_at(0) == 1.0
     assert role.inputs_at(1) == 5.0
     assert role.inputs_at(2) == 4.0  # its parts came at 2.0, its room at 4.0
+
+
+def test_a_cut_past_every_limit_stops_within_a_token_and_is_refused_in_one_line() -> None:
+    """A grid cut to width 1 would cut most of its variables (more than a token's 64): the cut
+    stops once it passes MAX_CONTEXTS, its cluster still rides the back tokens, and the run is
+    refused in one line instead of stalling on a dropped token."""
+    problem = grid_network(100, 3, 0.0, seed=1)
+    spec = RunSpec("mbdpop", width=1, trees=1)
+    names = list(problem.variables)
+    neighbours = problem.neighbours()
+    ids = {v: i for i, v in enumerate(names)}
+    adjacency = {ids[v]: {ids[u] for u in neighbours[v]} for v in names}
+    domains = {i: 3 for i in range(len(names))}
+    run = simulate(adjacency, dict(enumerate(names)), domains, default_candidates(1)[0])
+    shape = TreeShape(
+        {a: s.parent for a, s in run.states.items()},
+        {a: tuple(s.separator) for a, s in run.states.items()},
+        domains,
+    )
+    (cluster, *_) = clusters_of(shape, CutLimit.from_bytes(spec.max_message_bytes, 1))
+    assert cluster.contexts > cutset.MAX_CONTEXTS and len(cluster.cut) <= 64
+    with pytest.raises(TableTooLarge) as info:
+        run_in_process(problem, spec=spec, timeout=120)
+    text = str(info.value)
+    assert "\n" not in text and "at least" in text and "contexts" in text
