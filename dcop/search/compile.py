@@ -141,7 +141,9 @@ def compile_search(
         mul = 1
         muls = []
         for u in reversed(context[v]):
-            muls.append(mul)
+            # an uncached node's multipliers are never read: zeros (a wide context's product
+            # would overflow int64)
+            muls.append(mul if ca_off[v] >= 0 else 0)
             mul *= int(dom[u])
         ctx_var.extend(context[v])
         ctx_mul.extend(reversed(muls))

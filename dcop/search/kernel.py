@@ -309,3 +309,39 @@ def solution_of(m: Model, s: State, order: np.ndarray, first: int, width: int) -
             return i
         s.asg[v] = int(s.cache[2 * slot + 1]) - 1
     return -1
+
+
+@jit
+def tighten(m: Model, s: State, top: int, bound: float) -> None:
+    """Lower the budget of a walk paused in ``top``'s subtree to ``bound`` (a better incumbent
+    found meanwhile), down the path of open frames: each frame's best drops to its new budget
+    (a solution it had found above it becomes one of its lower bounds), and each child on the
+    path gets the budget its parent can now afford. The walk then answers as if started with
+    that budget: the optimum when it is below, else a lower bound at least the budget."""
+    if s.reg[R_OP] != ENTER:
+        return
+    here = s.reg[R_NODE]
+    depth = 0
+    v = here
+    while v != top:
+        depth += 1
+        v = m.parent[v]
+    path = np.empty(depth + 1, dtype=np.int64)
+    v = here
+    for i in range(depth, -1, -1):
+        path[i] = v
+        if i > 0:
+            v = m.parent[v]
+    for i in range(depth + 1):
+        v = path[i]
+        if i == 0:
+            b = min(s.budget[v], bound)
+        else:
+            p = path[i - 1]
+            b = min(s.budget[v], s.best[p] - s.acc[p] - s.remh[p])
+        s.budget[v] = b
+        if v != here and s.best[v] > b:  # an open frame
+            if s.bestx[v] >= 0 and s.best[v] < s.lbmin[v]:
+                s.lbmin[v] = s.best[v]
+            s.best[v] = b
+            s.bestx[v] = -1

@@ -41,6 +41,7 @@ from dcop.search.ibound import (
     rung_seconds,
     seconds_per_entry,
 )
+from dcop.search.improve import Improver
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
 
@@ -79,6 +80,12 @@ LADDER_RUNGS = 4
 #: so that the same input takes the same path on every machine and under any load.
 SECONDS_PER_VALUE = 2e-7
 FLOOR_VALUES = 500_000
+#: Expansions the walk makes alone before the first subtree moves on the incumbent, then the
+#: walk's expansions between two rounds of moves, and the moves' own (half the search's time):
+#: the walk alone proves the easy problems; where it does not, its first solution may come only
+#: with its proof, and the moves improve the answer meanwhile (:mod:`dcop.search.improve`).
+WALK_ALONE = 200_000
+IMPROVE_EVERY = 100_000
 #: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
 OUT_OF_NODES = "the rung's node budget ran out"
@@ -218,6 +225,7 @@ def solve_aobb(
     on_bounds: BoundsFn | None = None,
     resident: int | None = None,
     pass_seconds: float | None = None,
+    improve: bool = True,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -226,7 +234,8 @@ def solve_aobb(
     proportion to the next rung's pass, and hands its best assignment and bound on. ``deadline``
     (a ``time.monotonic`` instant) stops the search with the best assignment and both bounds
     (status ``timeout``); ``on_bounds`` hears of every improvement. ``pass_seconds`` is the
-    largest pass's predicted seconds (default: a share of the time left).
+    largest pass's predicted seconds (default: a share of the time left). ``improve`` False
+    leaves out the subtree moves that improve the incumbent while the walk runs.
     """
     t_start = time.monotonic()
     engine = resolve_backend(backend)
@@ -357,7 +366,10 @@ def solve_aobb(
                 incumbent = improved
             times["local"] = times.get("local", 0.0) + time.monotonic() - t0
 
-            walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
+            walk = _Walk(
+                compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds,
+                seed + k, improve,
+            )  # fmt: skip
             walk.lower = max(walk.lower, lower)
             stats.heuristic_entries = compiled.heuristic_entries
             stats.cached_nodes = compiled.cached_nodes
@@ -463,6 +475,8 @@ class _Walk:
         stats: SearchStats,
         t_start: float,
         on_bounds: BoundsFn | None,
+        seed: int = 0,
+        improve: bool = True,
     ) -> None:
         self.c = compiled
         self.s = state
@@ -474,6 +488,8 @@ class _Walk:
         # each part's proved value, or None while open
         self.proved: dict[int, float] = {}
         self.budget = math.inf  # the incumbent's cost on the part being searched
+        self.improver = Improver(compiled, state.cache, seed) if improve else None
+        self.next_improve = WALK_ALONE
         self.heuristic = base + sum(compiled.root_h.values())
         self.lower = self.heuristic
         self.upper = base + float(total_cost(compiled.model, self.incumbent))
@@ -506,16 +522,28 @@ class _Walk:
 
     def run(self, deadline: float | None, max_expanded: int | None) -> str | None:
         """Search every part; the reason it stopped early (TIMEOUT, OUT_OF_NODES), or None when
-        all are proved."""
+        all are proved. After WALK_ALONE expansions, every IMPROVE_EVERY expansions of the walk
+        are followed by as many of subtree moves on the incumbent (:mod:`dcop.search.improve`),
+        the walk's budget lowered to each better incumbent."""
         m, s, c = self.c.model, self.s, self.c
         steps = 2000
         self.report(None)
         for r in c.roots:
             if r in self.proved:
                 continue
-            self.budget = budget = self.part_cost(r)
-            kernel.start(s, r, budget)
+            self.budget = self.part_cost(r)
+            kernel.start(s, r, self.budget)
             while True:
+                expanded = int(s.reg[kernel.R_EXPANDED])
+                if self.improver is not None and expanded >= self.next_improve:
+                    self.next_improve = expanded + IMPROVE_EVERY
+                    if self.improver.run(
+                        self.incumbent, IMPROVE_EVERY, deadline, set(self.proved)
+                    ):  # fmt: skip
+                        self.budget = min(self.budget, self.part_cost(r))
+                        kernel.tighten(m, s, r, self.budget)
+                        self.upper = self.base + float(total_cost(m, self.incumbent))
+                    self.report(r)
                 if deadline is not None and time.monotonic() >= deadline:
                     self.report(r)
                     return TIMEOUT
@@ -525,6 +553,8 @@ class _Walk:
                 t0 = time.monotonic()
                 if max_expanded is not None:
                     steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
+                if self.improver is not None:  # pause where the moves are due: a count
+                    steps = max(1, min(steps, self.next_improve - int(s.reg[kernel.R_EXPANDED])))
                 try:
                     done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
                 except KeyboardInterrupt as exc:  # between two slices: the walk is intact
@@ -537,11 +567,11 @@ class _Walk:
                 steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 100), 10_000_000))
                 self.report(r)
             value = float(s.fre[0])
-            if s.reg[kernel.R_EXACT] == 1 and value < budget:
+            if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
                 self.patch(r)
                 self.proved[r] = value
             else:  # nothing below the incumbent's own cost: that part of it is optimal
-                self.proved[r] = budget
+                self.proved[r] = self.budget
             self.upper = self.base + float(total_cost(m, self.incumbent))
             self.report(None)
         return None
