@@ -1,19 +1,26 @@
-"""Anytime improvement of the incumbent: exact moves on pseudo-tree subtrees.
+"""Anytime improvement of the incumbent while the walk runs: local search and subtree moves.
 
 A depth-first walk dives into one subtree and improves the upper bound of a connected part only
-when it proves the part (its first solution *is* its proof). Between two of its slices this
-module improves the incumbent instead, by a large-neighbourhood search whose moves the walk's own
-kernel makes exact: a subtree of the pseudo-tree, given the values its ancestors hold in the
-incumbent, is a subproblem of its own (every table of its buckets lies in the subtree and its
-context), so :func:`dcop.search.kernel.search` from the subtree's top, with the incumbent's cost
-on the subtree as budget, returns a better completion or shows there is none. Each move has a
-node budget; a move that runs out changes nothing.
+when it proves the part (its first solution there *is* its proof). Between two of its slices,
+a round of this module improves the incumbent instead, in two ways:
 
-Moves visit the subtrees of at most ``cap`` nodes in a seeded random order; a round without an
-improvement doubles ``cap`` (back to the smallest past the largest subtree), so the moves grow
-from a few variables to whole parts. Moves share the walk's cache: every entry they write is a
-context's exact optimum or a lower bound, true for the walk as well. Everything is counted in
-expansions, not seconds: the same input and seed take the same path.
+* **Iterated local search** (:func:`~dcop.search.local.perturb_search`): kicks that give a ball
+  of neighbouring nodes random values and repair it by conditional modes, kept when they cost
+  no more, on the problem tables with each infinite cost replaced by a penalty
+  (:func:`~dcop.search.local.penalised`): an infeasible first assignment is repaired first.
+* **Subtree moves**, made exact by the walk's own kernel: a subtree of the pseudo-tree, given
+  the values its ancestors hold in the incumbent, is a subproblem of its own (every table of
+  its buckets lies in the subtree and its context), so :func:`dcop.search.kernel.search` from
+  the subtree's top, with the incumbent's cost there as budget, returns a better completion or
+  shows there is none. Each move has a node budget; a move that runs out changes nothing.
+  Moves visit the subtrees of at most ``cap`` nodes in a seeded random order; a round of them
+  without an improvement doubles ``cap`` (back to the smallest past the largest subtree). They
+  share the walk's cache: each entry is a context's exact optimum or a lower bound, true for
+  the walk as well.
+
+Each kind works a multiple (its *gear*) of its share of a round, doubled after a round in which
+it improved the incumbent and halved after one in which it did not. Everything is counted in
+expansions and kicks, never seconds: the same input and seed take the same path.
 """
 
 from __future__ import annotations
@@ -45,6 +52,12 @@ POLISH_SWEEPS = 5
 #: Kicks of the iterated local search per round, and its block sizes, one per round in turn.
 KICKS = 2_000
 BLOCKS = (8, 16, 32)
+#: Each kind of move works GEAR / 4 times its share, the gear doubled after a round in which it
+#: improved the incumbent and halved after one in which it did not, between 1 and GEAR_MAX (a
+#: quarter to 8 times the share): the kind that pays gets the time, and the walk gets most of
+#: it back when neither pays.
+GEAR_START = 4
+GEAR_MAX = 32
 #: Pruning margin, as the walk's (:mod:`dcop.search.solver`).
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -100,6 +113,8 @@ class Improver:
         self.nb_off, self.nb = neighbours(m, self.inc_off, self.inc_fun)
         self.soft = penalised(m)
         self.rounds = 0
+        self.kick_gear = GEAR_START
+        self.move_gear = GEAR_START
         self.expanded = 0
         self.moves = 0
         self.improvements = 0
@@ -114,14 +129,21 @@ class Improver:
         cost = float(total_cost(m, before))
         seed = self.seed * 7919 + self.rounds
         perturb_search(
-            self.soft, self.inc_off, self.inc_fun, self.nb_off, self.nb, incumbent, KICKS, block,
-            seed,
+            self.soft, self.inc_off, self.inc_fun, self.nb_off, self.nb, incumbent,
+            max(1, KICKS * self.kick_gear // 4), block, seed,
         )  # fmt: skip
         after = float(total_cost(m, incumbent))
-        if after < cost or (math.isinf(cost) and math.isinf(after)):
-            return after < cost
-        incumbent[:] = before
-        return False
+        if math.isinf(cost) and math.isinf(after):  # still infeasible: fewer broken zeros?
+            soft_gain = float(total_cost(self.soft, incumbent)) < float(
+                total_cost(self.soft, before)
+            )
+            self.kick_gear = _shift(self.kick_gear, soft_gain)
+            return False
+        better = after < cost
+        self.kick_gear = _shift(self.kick_gear, better)
+        if not better:
+            incumbent[:] = before  # rounding alone called it better
+        return better
 
     def _next_round(self, closed: set[int]) -> None:
         if not self.round_improved:
@@ -146,6 +168,8 @@ class Improver:
             return improved
         start = self.expanded
         empty_rounds = 0
+        moved = False
+        expansions = max(1, expansions * self.move_gear // 4)
         while self.expanded - start < expansions:
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -175,10 +199,11 @@ class Improver:
             complete(c, s, nodes)
             incumbent[nodes] = s.asg[nodes]
             if nodes_cost(m, incumbent, nodes) < budget:
-                improved = self.round_improved = True
+                improved = moved = self.round_improved = True
                 self.improvements += 1
             else:  # rounding: keep what was there
                 incumbent[:] = before
+        self.move_gear = _shift(self.move_gear, moved)
         if improved:
             polished = local_search(
                 m, self.inc_off, self.inc_fun, incumbent, POLISH_SWEEPS, self.seed + self.moves
@@ -186,6 +211,10 @@ class Improver:
             if float(nodes_cost(m, polished, _all(c))) < float(nodes_cost(m, incumbent, _all(c))):
                 incumbent[:] = polished
         return improved
+
+
+def _shift(gear: int, paid: bool) -> int:
+    return min(GEAR_MAX, gear * 2) if paid else max(1, gear // 2)
 
 
 def _all(c: Compiled) -> np.ndarray:

@@ -80,12 +80,15 @@ LADDER_RUNGS = 4
 #: so that the same input takes the same path on every machine and under any load.
 SECONDS_PER_VALUE = 2e-7
 FLOOR_VALUES = 500_000
-#: Expansions the walk makes alone before the first subtree moves on the incumbent, then the
-#: walk's expansions between two rounds of moves, and the moves' own (half the search's time):
+#: Work (functions read: an expansion of a node whose heuristic crosses thousands of messages
+#: reads thousands) the walk does alone before the first round of moves on the incumbent, then
+#: the walk's work between two rounds (each about as long as the walk's share at first):
 #: the walk alone proves the easy problems; where it does not, its first solution may come only
 #: with its proof, and the moves improve the answer meanwhile (:mod:`dcop.search.improve`).
 WALK_ALONE = 200_000
-IMPROVE_EVERY = 100_000
+IMPROVE_EVERY = 1_000_000
+#: The subtree moves' share of a round, in expansions.
+MOVE_EXPANSIONS = 100_000
 #: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
 OUT_OF_NODES = "the rung's node budget ran out"
@@ -282,6 +285,7 @@ def solve_aobb(
     lower = -math.inf
     stopped: str | None = "no rung ran"
     walk: _Walk | None = None
+    due = WALK_ALONE  # the walks' work until the next round of moves, across the rungs
     clock = PassClock()
 
     def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
@@ -368,7 +372,7 @@ def solve_aobb(
 
             walk = _Walk(
                 compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds,
-                seed + k, improve,
+                seed + k, improve, due,
             )  # fmt: skip
             walk.lower = max(walk.lower, lower)
             stats.heuristic_entries = compiled.heuristic_entries
@@ -377,6 +381,7 @@ def solve_aobb(
             stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
             stats.depth = compiled.depth
             stopped = search(walk, int(plan.z or 0), pass_s, budget)
+            due = max(0, walk.next_improve - int(walk.s.reg[kernel.R_WORK]))
             incumbent = walk.incumbent
             lower = max(lower, walk.lower)
             if stopped != OUT_OF_NODES:
@@ -477,6 +482,7 @@ class _Walk:
         on_bounds: BoundsFn | None,
         seed: int = 0,
         improve: bool = True,
+        due: int = WALK_ALONE,
     ) -> None:
         self.c = compiled
         self.s = state
@@ -489,10 +495,12 @@ class _Walk:
         self.proved: dict[int, float] = {}
         self.budget = math.inf  # the incumbent's cost on the part being searched
         self.improver = Improver(compiled, state.cache, seed) if improve else None
-        self.next_improve = WALK_ALONE
+        self.upper = base + float(total_cost(compiled.model, self.incumbent))
+        # the walk's work until the first round of moves: none where the incumbent breaks a
+        # hard constraint (the walk cannot prune until one is found)
+        self.next_improve = due if math.isfinite(self.upper) else 0
         self.heuristic = base + sum(compiled.root_h.values())
         self.lower = self.heuristic
-        self.upper = base + float(total_cost(compiled.model, self.incumbent))
 
     def part_cost(self, root: int) -> float:
         """The incumbent's cost on the part of ``root``."""
@@ -522,9 +530,9 @@ class _Walk:
 
     def run(self, deadline: float | None, max_expanded: int | None) -> str | None:
         """Search every part; the reason it stopped early (TIMEOUT, OUT_OF_NODES), or None when
-        all are proved. After WALK_ALONE expansions, every IMPROVE_EVERY expansions of the walk
-        are followed by as many of subtree moves on the incumbent (:mod:`dcop.search.improve`),
-        the walk's budget lowered to each better incumbent."""
+        all are proved. After WALK_ALONE units of work (functions read), every IMPROVE_EVERY
+        of the walk are followed by a round of moves on the incumbent
+        (:mod:`dcop.search.improve`), the walk's budget lowered to each better incumbent."""
         m, s, c = self.c.model, self.s, self.c
         steps = 2000
         self.report(None)
@@ -534,11 +542,11 @@ class _Walk:
             self.budget = self.part_cost(r)
             kernel.start(s, r, self.budget)
             while True:
-                expanded = int(s.reg[kernel.R_EXPANDED])
-                if self.improver is not None and expanded >= self.next_improve:
-                    self.next_improve = expanded + IMPROVE_EVERY
+                work = int(s.reg[kernel.R_WORK])
+                if self.improver is not None and work >= self.next_improve:
+                    self.next_improve = work + IMPROVE_EVERY
                     if self.improver.run(
-                        self.incumbent, IMPROVE_EVERY, deadline, set(self.proved)
+                        self.incumbent, MOVE_EXPANSIONS, deadline, set(self.proved)
                     ):  # fmt: skip
                         self.budget = min(self.budget, self.part_cost(r))
                         kernel.tighten(m, s, r, self.budget)
@@ -553,8 +561,8 @@ class _Walk:
                 t0 = time.monotonic()
                 if max_expanded is not None:
                     steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
-                if self.improver is not None:  # pause where the moves are due: a count
-                    steps = max(1, min(steps, self.next_improve - int(s.reg[kernel.R_EXPANDED])))
+                if self.improver is not None:  # the walk pauses where the moves are due
+                    s.reg[kernel.R_WORK_LIMIT] = self.next_improve
                 try:
                     done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
                 except KeyboardInterrupt as exc:  # between two slices: the walk is intact
@@ -580,6 +588,7 @@ class _Walk:
         """Copy the proved optimum of ``root``'s part into the incumbent."""
         m, s, c = self.c.model, self.s, self.c
         order = c.preorder[root]
+        s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
         at = 1  # order[0] is the root, whose value the walk left in s.asg
         while at >= 0 and at < order.shape[0]:
             missing = kernel.solution_of(m, s, order, at, c.width)

@@ -34,6 +34,7 @@ def often(monkeypatch: pytest.MonkeyPatch) -> None:
     tightened many times on small problems."""
     monkeypatch.setattr(solver, "WALK_ALONE", 3)
     monkeypatch.setattr(solver, "IMPROVE_EVERY", 5)
+    monkeypatch.setattr(solver, "MOVE_EXPANSIONS", 5)
     monkeypatch.setattr(improve, "MOVE_FLOOR", 4)
     monkeypatch.setattr(improve, "MOVE_STEPS_PER_NODE", 2)
     monkeypatch.setattr(improve, "KICKS", 3)
