@@ -3,6 +3,7 @@
 
     python benchmarks/run.py search [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
     python benchmarks/run.py search --models DIR [--limit 15] [--only NAME ...]
+    python benchmarks/run.py search --rescore benchmarks/results/search_anytime.json
 
 Every run is a fresh process (``--worker``) with the same limit, timed inside the process from
 reading the file to the answer (toulbar2 through pytoulbar2 alike). Settings: toulbar2 at its
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -170,7 +172,9 @@ def run_one(setting: str, file: Path, limit: float, gpu: bool) -> dict[str, Any]
     cmd += ["--gpu"] if gpu else []
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 30, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=limit + KILL_AFTER_S, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"seconds": None, "status": "killed", "exact": False, "internal": None}
     wall = time.perf_counter() - t0
@@ -326,6 +330,8 @@ def cactus(rows: list[dict[str, Any]], limit: float, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+#: A run is killed this many seconds past its limit (status ``killed``: no answer).
+KILL_AFTER_S = 30.0
 #: Relative tolerance under which two answers are the same.
 SAME = 1e-9
 
@@ -353,13 +359,15 @@ def anytime_models(folder: Path, only: list[str], scratch: Path) -> list[tuple[s
 
 
 def better(mine: dict[str, Any], theirs: dict[str, Any]) -> str:
-    """Whose answer (internal cost) is better: ``dcop``, ``tb2``, ``same``."""
+    """Whose answer (internal cost) is better: ``dcop``, ``tb2``, ``same``, or ``none`` (no
+    answer from either: both killed past the limit)."""
     a, b = mine.get("internal"), theirs.get("internal")
     if a is None and b is None:
-        return "same"
+        return "none"
     if a is None or b is None:
         return "tb2" if a is None else "dcop"
-    if a == b or abs(a - b) <= SAME * max(1.0, abs(a), abs(b)):
+    close = math.isfinite(a) and math.isfinite(b) and abs(a - b) <= SAME * max(1.0, abs(a), abs(b))
+    if a == b or close:  # two infinities (no feasible answer either) are the same too
         return "same"
     return "dcop" if a < b else "tb2"
 
@@ -393,32 +401,58 @@ def run_anytime(args: argparse.Namespace) -> None:
 
 
 def write_anytime(
-    args: argparse.Namespace, rows: list[dict[str, Any]], settings: tuple[str, ...], started: str
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    settings: tuple[str, ...],
+    started: str,
+    measured: dict[str, Any] | None = None,
 ) -> None:
-    """``search_anytime.json`` and ``.md``."""
+    """``search_anytime.json`` and ``.md``; ``measured``: the document whose rows these are
+    (``--rescore``: its command and machine stand, the scores are made again)."""
     from compare.machine import describe, machine_info
 
-    def share(key: str) -> dict[str, Any]:
-        good = sum(1 for r in rows if r[key] in ("dcop", "same"))
+    def share(key: str, among: list[dict[str, Any]]) -> dict[str, Any]:
+        """Over ``among``'s rows where either answered."""
+        answered = [r for r in among if r[key] != "none"]
+        good = sum(1 for r in answered if r[key] in ("dcop", "same"))
         return {
+            "rows": len(answered),
             "at_least_as_good": good,
-            "better": sum(1 for r in rows if r[key] == "dcop"),
-            "worse": sum(1 for r in rows if r[key] == "tb2"),
-            "share": good / len(rows) if rows else None,
+            "better": sum(1 for r in answered if r[key] == "dcop"),
+            "worse": sum(1 for r in answered if r[key] == "tb2"),
+            "share": good / len(answered) if answered else None,
         }
 
-    stats = {key: share(key) for key in ("vs best tb2", *(f"vs {s}" for s in TB2))}
+    for row in rows:  # scored again, so that a document can be rescored (--rescore)
+        best_tb2 = min(
+            (row[s] for s in TB2 if row[s].get("internal") is not None),
+            key=lambda r: r["internal"],
+            default={"internal": None},
+        )
+        row["vs best tb2"] = better(row["dcop auto"], best_tb2)
+        for s in TB2:
+            row[f"vs {s}"] = better(row["dcop auto"], row[s])
+    # the issue's target: the models nobody proves within the limit
+    unproved = [r for r in rows if not any(r[s].get("exact") for s in settings)]
+
+    keys = ("vs best tb2", *(f"vs {s}" for s in TB2))
+    stats: dict[str, Any] = {key: share(key, rows) for key in keys}
+    stats["nobody proves"] = {key: share(key, unproved) for key in keys}
+    stats["no answer from either"] = sum(1 for r in rows if r["vs best tb2"] == "none")
     stats["proved"] = {s: sum(1 for r in rows if r[s].get("exact")) for s in settings}
+    command = "python benchmarks/search.py " + " ".join(sys.argv[1:])
     doc = {
-        "command": "python benchmarks/search.py " + " ".join(sys.argv[1:]),
+        "command": command if measured is None else measured["command"],
         "started": started,
         "limit_s": args.limit,
         "models": len(rows),
         "settings": settings,
-        "machine": machine_info(),
+        "machine": machine_info() if measured is None else measured["machine"],
         "measures": stats,
         "rows": rows,
     }
+    if measured is not None:
+        doc["rescored_by"] = command
 
     def cell(entry: dict[str, Any]) -> str:
         value = entry.get("internal")
@@ -447,14 +481,17 @@ def write_anytime(
             + f" | {row['vs best tb2']} |"
         )
     lines.append("")
-    for key in ("vs best tb2", *(f"vs {s}" for s in TB2)):
-        st = stats[key]
-        pct = f" ({st['share']:.0%})" if st["share"] is not None else ""
-        lines.append(
-            f"- dcop auto {key}: at least as good on {st['at_least_as_good']} of {len(rows)}"
-            f"{pct}; better on {st['better']}, worse on {st['worse']}."
-        )
+    for label, block in (("all models", stats), ("models nobody proves", stats["nobody proves"])):
+        for key in keys:
+            st = block[key]
+            pct = f" ({st['share']:.0%})" if st["share"] is not None else ""
+            lines.append(
+                f"- {label}, dcop auto {key}: at least as good on {st['at_least_as_good']} of "
+                f"{st['rows']}{pct}; better on {st['better']}, worse on {st['worse']}."
+            )
     lines += [
+        f"- No answer from dcop nor toulbar2 (every run killed {KILL_AFTER_S:g} s past the "
+        f"limit): {stats['no answer from either']} models, left out of the shares above.",
         f"- Proved within the limit: {', '.join(f'{k} {v}' for k, v in stats['proved'].items())}.",
         "",
     ]
@@ -475,6 +512,9 @@ def main() -> None:
     parser.add_argument(
         "--models", type=Path, help="anytime mode: the UAI MAP models of this folder"
     )
+    parser.add_argument(
+        "--rescore", type=Path, help="score an anytime document's rows again (search_anytime.json)"
+    )
     args = parser.parse_args()
     if args.worker:
         setting, file, limit = args.worker
@@ -482,6 +522,12 @@ def main() -> None:
         return
     if args.limit is None:
         args.limit = 15.0 if args.models is not None else 60.0
+    if args.rescore is not None:  # the anytime document's rows scored again
+        measured = json.loads(args.rescore.read_text())
+        args.limit = measured["limit_s"]
+        settings = tuple(measured["settings"])
+        write_anytime(args, measured["rows"], settings, measured["started"], measured)
+        return
     if args.models is not None:
         if not args.models.is_dir():
             parser.error(f"--models: no folder {args.models}")
