@@ -160,6 +160,8 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "search_gpu.json",
             "search_gpu.md",
             "search_gpu.png",
+            "search_anytime.json",
+            "search_anytime.md",
         ),
     ),
     "serving": ("serving.py", ("serving.json", "serving.md")),

@@ -2,6 +2,8 @@
 """Exact search beside toulbar2: who proves the optimum, and how fast.
 
     python benchmarks/run.py search [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
+    python benchmarks/run.py search --models DIR [--limit 15] [--only NAME ...]
+    python benchmarks/run.py search --rescore benchmarks/results/search_anytime.json
 
 Every run is a fresh process (``--worker``) with the same limit, timed inside the process from
 reading the file to the answer (toulbar2 through pytoulbar2 alike). Settings: toulbar2 at its
@@ -17,6 +19,14 @@ machine block, and ``search[_gpu].png``, a cactus plot (instances proved against
 matplotlib is installed. The Markdown states the issue's measures: the share of the instances
 where toulbar2's best setting needs at least 0.5 s or fails that dcop proves first, and the
 random family's speed-up.
+
+``--models DIR`` is the anytime mode: every ``*.uai`` of DIR (public UAI competition MAP models,
+fetched there beforehand and never committed; a ``.uai.evid`` beside a model is its evidence),
+the evidence applied and the model written once to a scratch folder, then ``dcop auto`` and
+toulbar2 (defaults and ``-B=1``) on that same file, each a fresh process at the same limit
+(default 15 s). Every answer is re-evaluated by dcop; a row says whose answer is better (a
+relative tolerance of 1e-9). Writes ``search_anytime.json`` and ``.md``: the share of the models
+where dcop's answer is at least as good as toulbar2's best setting's, and as each setting's.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -161,7 +172,9 @@ def run_one(setting: str, file: Path, limit: float, gpu: bool) -> dict[str, Any]
     cmd += ["--gpu"] if gpu else []
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + 30, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=limit + KILL_AFTER_S, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"seconds": None, "status": "killed", "exact": False, "internal": None}
     wall = time.perf_counter() - t0
@@ -317,19 +330,208 @@ def cactus(rows: list[dict[str, Any]], limit: float, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+#: A run is killed this many seconds past its limit (status ``killed``: no answer).
+KILL_AFTER_S = 30.0
+#: Relative tolerance under which two answers are the same.
+SAME = 1e-9
+
+
+def anytime_models(folder: Path, only: list[str], scratch: Path) -> list[tuple[str, Path]]:
+    """The models of ``folder`` (name order), each with its evidence applied, written to
+    ``scratch`` as a ``.uai`` that every solver reads."""
+    from dcop.errors import DcopError
+    from dcop.io import read_problem, write_problem
+
+    chosen = []
+    for model in sorted(folder.glob("*.uai")):
+        if only and not any(o in model.name for o in only):
+            continue
+        evid = model.with_name(model.name + ".evid")
+        try:
+            problem = read_problem(model, evidence=evid if evid.exists() else None)
+        except DcopError as exc:
+            print(f"{model.name}: skipped ({exc})", flush=True)
+            continue
+        path = scratch / model.name
+        write_problem(problem, path)
+        chosen.append((model.name, path))
+    return chosen
+
+
+def better(mine: dict[str, Any], theirs: dict[str, Any]) -> str:
+    """Whose answer (internal cost) is better: ``dcop``, ``tb2``, ``same``, or ``none`` (no
+    answer from either: both killed past the limit)."""
+    a, b = mine.get("internal"), theirs.get("internal")
+    if a is None and b is None:
+        return "none"
+    if a is None or b is None:
+        return "tb2" if a is None else "dcop"
+    close = math.isfinite(a) and math.isfinite(b) and abs(a - b) <= SAME * max(1.0, abs(a), abs(b))
+    if a == b or close:  # two infinities (no feasible answer either) are the same too
+        return "same"
+    return "dcop" if a < b else "tb2"
+
+
+def run_anytime(args: argparse.Namespace) -> None:
+    """The anytime mode (``--models DIR``): dcop auto beside toulbar2 at the same limit."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    settings = ("dcop auto", *TB2)
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        chosen = anytime_models(args.models, args.only, Path(scratch))
+        from dcop.io import read_problem
+
+        for name, path in chosen:  # one process at a time: the machine is shared
+            problem = read_problem(path)
+            row: dict[str, Any] = {"model": name, "n": problem.n, "d": problem.max_domain()}
+            for s in settings:
+                row[s] = run_one(s, path, args.limit, False)
+            best_tb2 = min(
+                (row[s] for s in TB2 if row[s].get("internal") is not None),
+                key=lambda r: r["internal"],
+                default={"internal": None},
+            )
+            row["vs best tb2"] = better(row["dcop auto"], best_tb2)
+            for s in TB2:
+                row[f"vs {s}"] = better(row["dcop auto"], row[s])
+            rows.append(row)
+            print(name, {s: row[s].get("internal") for s in settings}, row["vs best tb2"],
+                  flush=True)  # fmt: skip
+    write_anytime(args, rows, settings, started)
+
+
+def write_anytime(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    settings: tuple[str, ...],
+    started: str,
+    measured: dict[str, Any] | None = None,
+) -> None:
+    """``search_anytime.json`` and ``.md``; ``measured``: the document whose rows these are
+    (``--rescore``: its command and machine stand, the scores are made again)."""
+    from compare.machine import describe, machine_info
+
+    def share(key: str, among: list[dict[str, Any]]) -> dict[str, Any]:
+        """Over ``among``'s rows where either answered."""
+        answered = [r for r in among if r[key] != "none"]
+        good = sum(1 for r in answered if r[key] in ("dcop", "same"))
+        return {
+            "rows": len(answered),
+            "at_least_as_good": good,
+            "better": sum(1 for r in answered if r[key] == "dcop"),
+            "worse": sum(1 for r in answered if r[key] == "tb2"),
+            "share": good / len(answered) if answered else None,
+        }
+
+    for row in rows:  # scored again, so that a document can be rescored (--rescore)
+        best_tb2 = min(
+            (row[s] for s in TB2 if row[s].get("internal") is not None),
+            key=lambda r: r["internal"],
+            default={"internal": None},
+        )
+        row["vs best tb2"] = better(row["dcop auto"], best_tb2)
+        for s in TB2:
+            row[f"vs {s}"] = better(row["dcop auto"], row[s])
+    # the issue's target: the models nobody proves within the limit
+    unproved = [r for r in rows if not any(r[s].get("exact") for s in settings)]
+
+    keys = ("vs best tb2", *(f"vs {s}" for s in TB2))
+    stats: dict[str, Any] = {key: share(key, rows) for key in keys}
+    stats["nobody proves"] = {key: share(key, unproved) for key in keys}
+    stats["no answer from either"] = sum(1 for r in rows if r["vs best tb2"] == "none")
+    stats["proved"] = {s: sum(1 for r in rows if r[s].get("exact")) for s in settings}
+    command = "python benchmarks/search.py " + " ".join(sys.argv[1:])
+    doc = {
+        "command": command if measured is None else measured["command"],
+        "started": started,
+        "limit_s": args.limit,
+        "models": len(rows),
+        "settings": settings,
+        "machine": machine_info() if measured is None else measured["machine"],
+        "measures": stats,
+        "rows": rows,
+    }
+    if measured is not None:
+        doc["rescored_by"] = command
+
+    def cell(entry: dict[str, Any]) -> str:
+        value = entry.get("internal")
+        if value is None:
+            return entry.get("status", "-")
+        mark = " (proved)" if entry.get("exact") else ""
+        return f"{value:.10g}{mark}"
+
+    lines = [
+        f"## Anytime: dcop auto beside toulbar2 at {args.limit:g} s ({started})",
+        "",
+        describe(doc["machine"]),
+        "",
+        f"{len(rows)} public UAI MAP models (evidence applied), each solver a fresh process at "
+        f"the same limit, one at a time. Answers are dcop's internal costs (-ln of the "
+        f"probability, less is better), every assignment re-evaluated by dcop. Command: "
+        f"`{doc['command']}`.",
+        "",
+        "| model | n | " + " | ".join(settings) + " | better answer |",
+        "|---|---|" + "---|" * (len(settings) + 1),
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['model']} | {row['n']} | "
+            + " | ".join(cell(row[s]) for s in settings)
+            + f" | {row['vs best tb2']} |"
+        )
+    lines.append("")
+    for label, block in (("all models", stats), ("models nobody proves", stats["nobody proves"])):
+        for key in keys:
+            st = block[key]
+            pct = f" ({st['share']:.0%})" if st["share"] is not None else ""
+            lines.append(
+                f"- {label}, dcop auto {key}: at least as good on {st['at_least_as_good']} of "
+                f"{st['rows']}{pct}; better on {st['better']}, worse on {st['worse']}."
+            )
+    lines += [
+        f"- No answer from dcop nor toulbar2 (every run killed {KILL_AFTER_S:g} s past the "
+        f"limit): {stats['no answer from either']} models, left out of the shares above.",
+        f"- Proved within the limit: {', '.join(f'{k} {v}' for k, v in stats['proved'].items())}.",
+        "",
+    ]
+    from keep import write_results
+
+    write_results(args.out, "search_anytime", doc, "\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker", nargs=3, metavar=("SETTING", "FILE", "LIMIT"))
-    parser.add_argument("--limit", type=float, default=60.0)
+    parser.add_argument("--limit", type=float, help="seconds (default 60; --models: 15)")
     parser.add_argument("--gpu", action="store_true", help="dcop with --backend cupy")
     parser.add_argument("--jobs", type=int, default=1, help="toulbar2 runs at once")
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--models", type=Path, help="anytime mode: the UAI MAP models of this folder"
+    )
+    parser.add_argument(
+        "--rescore", type=Path, help="score an anytime document's rows again (search_anytime.json)"
+    )
     args = parser.parse_args()
     if args.worker:
         setting, file, limit = args.worker
         print(json.dumps(worker(setting, file, float(limit), args.gpu)))
+        return
+    if args.limit is None:
+        args.limit = 15.0 if args.models is not None else 60.0
+    if args.rescore is not None:  # the anytime document's rows scored again
+        measured = json.loads(args.rescore.read_text())
+        args.limit = measured["limit_s"]
+        settings = tuple(measured["settings"])
+        write_anytime(args, measured["rows"], settings, measured["started"], measured)
+        return
+    if args.models is not None:
+        if not args.models.is_dir():
+            parser.error(f"--models: no folder {args.models}")
+        run_anytime(args)
         return
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     known = index()

@@ -75,7 +75,6 @@ def compile_search(
     roots = [v for v in range(n) if parent[v] < 0]
 
     labels: list[list[int]] = [[] for _ in range(n)]
-    crossing: list[list[int]] = [[] for _ in range(n)]
     # one flat array, each table copied into place once (no list of copies to concatenate)
     total_entries = sum(t.size for v in names for t in buckets.tables[v])
     total_entries += sum(1 for x in buckets.scalars.values() if x != 0.0)
@@ -103,11 +102,16 @@ def compile_search(
         f_sc.append(len(sc_var))
         return len(f_off) - 1
 
+    # messages: (origin, the node of the bucket it lands in, -1 for a scalar, function); each
+    # crosses every node on the way up from its origin to (not into) that bucket
+    cross_from: list[int] = []
+    cross_until: list[int] = []
+    cross_fun: list[int] = []
+
     def cross(origin: int, until: int, f: int) -> None:
-        v = origin
-        while v != until:  # every node on the way up to (not into) the bucket it lands in
-            crossing[v].append(f)
-            v = int(parent[v])
+        cross_from.append(origin)
+        cross_until.append(until)
+        cross_fun.append(f)
 
     heuristic_entries = 0
     for var in names:
@@ -123,6 +127,7 @@ def compile_search(
     for var, scalar in buckets.scalars.items():
         if scalar != 0.0:
             cross(node[var], -1, add_function((), np.array(scalar)))
+    cr_off, cr_fun = _crossings(parent, cross_from, cross_until, cross_fun)
 
     # caches: inner nodes, smallest contexts first, within the byte budget
     entries = [math.prod(int(dom[u]) for u in context[v]) if children[v] else 0 for v in range(n)]
@@ -141,7 +146,9 @@ def compile_search(
         mul = 1
         muls = []
         for u in reversed(context[v]):
-            muls.append(mul)
+            # an uncached node's multipliers are never read: zeros (a wide context's product
+            # would overflow int64)
+            muls.append(mul if ca_off[v] >= 0 else 0)
             mul *= int(dom[u])
         ctx_var.extend(context[v])
         ctx_mul.extend(reversed(muls))
@@ -154,8 +161,8 @@ def compile_search(
         ch_list=_flat(children),
         lab_off=_offsets(labels),
         lab_fun=_flat(labels),
-        cr_off=_offsets(crossing),
-        cr_fun=_flat(crossing),
+        cr_off=cr_off,
+        cr_fun=cr_fun,
         f_off=np.array(f_off, dtype=np.int64),
         f_sc=np.array(f_sc, dtype=np.int32),
         sc_var=np.array(sc_var, dtype=np.int32),
@@ -167,7 +174,10 @@ def compile_search(
         ca_off=ca_off,
     )
     preorder = {r: _preorder(r, children) for r in roots}
-    root_h = {r: float(sum(model.tables[model.f_off[f]] for f in crossing[r])) for r in roots}
+    root_h = {
+        r: float(sum(model.tables[model.f_off[f]] for f in cr_fun[cr_off[r] : cr_off[r + 1]]))
+        for r in roots
+    }
     depth = _depth(roots, children)
     return Compiled(
         model=model,
@@ -207,6 +217,35 @@ def new_state(model: Model, width: int, cache_entries: int) -> State:
         reg=np.zeros(8, dtype=np.int64),
         fre=np.zeros(2),
     )
+
+
+def _crossings(
+    parent: np.ndarray, origins: list[int], untils: list[int], funs: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's crossing messages in CSR form (a node's in increasing function order): the
+    walks up the tree advance all messages one level at a time, in NumPy (a chain-like tree of
+    thousands of nodes has millions of crossings)."""
+    n = parent.shape[0]
+    at = np.array(origins, dtype=np.int64)
+    until = np.array(untils, dtype=np.int64)
+    fun = np.array(funs, dtype=np.int64)
+    nodes: list[np.ndarray] = []
+    fs: list[np.ndarray] = []
+    live = at != until
+    at, until, fun = at[live], until[live], fun[live]
+    while at.size:
+        nodes.append(at)
+        fs.append(fun)
+        at = parent[at].astype(np.int64)
+        live = at != until
+        at, until, fun = at[live], until[live], fun[live]
+    node_all = np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
+    fun_all = np.concatenate(fs) if fs else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((fun_all, node_all))
+    counts = np.bincount(node_all, minlength=n)
+    off = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=off[1:])
+    return off, fun_all[order].astype(np.int32)
 
 
 def _offsets(lists: list[list[int]]) -> np.ndarray:

@@ -33,7 +33,7 @@ from dcop.search.jit import jit
 
 ENTER, NEXT_VALUE, NEXT_CHILD, FINISH, RETURN = 0, 1, 2, 3, 4
 #: registers of State.reg
-R_OP, R_NODE, R_EXACT, R_EXPANDED, R_HITS = 0, 1, 2, 3, 4
+R_OP, R_NODE, R_EXACT, R_EXPANDED, R_HITS, R_WORK, R_WORK_LIMIT = 0, 1, 2, 3, 4, 5, 6
 
 
 class Model(NamedTuple):
@@ -104,10 +104,13 @@ def expand(m: Model, s: State, v: int, width: int) -> None:
     for x in range(d):
         s.lab[b + x] = 0.0
     add_functions(m, m.lab_fun, m.lab_off[v], m.lab_off[v + 1], v, d, s.asg, s.lab, b)
+    # the work: functions read (a chain-like tree's heuristic reads thousands a node)
+    s.reg[R_WORK] += 1 + m.lab_off[v + 1] - m.lab_off[v]
     for x in range(d):
         s.fval[b + x] = s.lab[b + x]
     for k in range(m.ch_off[v], m.ch_off[v + 1]):
         c = m.ch_list[k]
+        s.reg[R_WORK] += m.cr_off[c + 1] - m.cr_off[c]
         hb = c * width
         for x in range(d):
             s.hcx[hb + x] = 0.0
@@ -139,9 +142,10 @@ def cache_slot(m: Model, s: State, v: int) -> int:
 def search(
     m: Model, s: State, top: int, max_steps: int, width: int, eps_abs: float, eps_rel: float
 ) -> bool:
-    """Walk from the registers' position until ``top`` returns (True) or ``max_steps`` nodes were
-    expanded (False: call again to go on). Start a walk with :func:`start`. The answer is in
-    ``s.fre[0]`` (value) and ``s.reg[R_EXACT]`` (1: the optimum, 0: a lower bound >= budget)."""
+    """Walk from the registers' position until ``top`` returns (True), or ``max_steps`` nodes
+    were expanded or the work reached ``reg[R_WORK_LIMIT]`` (when set) (False: call again to go
+    on). Start a walk with :func:`start`. The answer is in ``s.fre[0]`` (value) and
+    ``s.reg[R_EXACT]`` (1: the optimum, 0: a lower bound >= budget)."""
     op = s.reg[R_OP]
     v = s.reg[R_NODE]
     ret = s.fre[0]
@@ -150,6 +154,8 @@ def search(
     while True:
         if op == ENTER:
             if steps >= max_steps:
+                break
+            if s.reg[R_WORK_LIMIT] > 0 and s.reg[R_WORK] >= s.reg[R_WORK_LIMIT]:
                 break
             slot = cache_slot(m, s, v)
             s.key[v] = slot
@@ -309,3 +315,39 @@ def solution_of(m: Model, s: State, order: np.ndarray, first: int, width: int) -
             return i
         s.asg[v] = int(s.cache[2 * slot + 1]) - 1
     return -1
+
+
+@jit
+def tighten(m: Model, s: State, top: int, bound: float) -> None:
+    """Lower the budget of a walk paused in ``top``'s subtree to ``bound`` (a better incumbent
+    found meanwhile), down the path of open frames: each frame's best drops to its new budget
+    (a solution it had found above it becomes one of its lower bounds), and each child on the
+    path gets the budget its parent can now afford. The walk then answers as if started with
+    that budget: the optimum when it is below, else a lower bound at least the budget."""
+    if s.reg[R_OP] != ENTER:
+        return
+    here = s.reg[R_NODE]
+    depth = 0
+    v = here
+    while v != top:
+        depth += 1
+        v = m.parent[v]
+    path = np.empty(depth + 1, dtype=np.int64)
+    v = here
+    for i in range(depth, -1, -1):
+        path[i] = v
+        if i > 0:
+            v = m.parent[v]
+    for i in range(depth + 1):
+        v = path[i]
+        if i == 0:
+            b = min(s.budget[v], bound)
+        else:
+            p = path[i - 1]
+            b = min(s.budget[v], s.best[p] - s.acc[p] - s.remh[p])
+        s.budget[v] = b
+        if v != here and s.best[v] > b:  # an open frame
+            if s.bestx[v] >= 0 and s.best[v] < s.lbmin[v]:
+                s.lbmin[v] = s.best[v]
+            s.best[v] = b
+            s.bestx[v] = -1

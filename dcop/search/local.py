@@ -111,3 +111,155 @@ def local_search(
             best_cost = cost
             best[:] = asg
     return best
+
+
+def neighbours(
+    model: Model, inc_off: np.ndarray, inc_fun: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's neighbours (the other nodes of its problem tables), in CSR form."""
+    n = model.dom.shape[0]
+    out: list[list[int]] = []
+    for v in range(n):
+        seen: set[int] = set()
+        for f in inc_fun[inc_off[v] : inc_off[v + 1]]:
+            for s in range(model.f_sc[f], model.f_sc[f + 1]):
+                u = int(model.sc_var[s])
+                if u != v:
+                    seen.add(u)
+        out.append(sorted(seen))
+    off = np.array([0, *np.cumsum([len(h) for h in out])], dtype=np.int32)
+    return off, np.array([u for h in out for u in h], dtype=np.int32)
+
+
+@jit
+def _local_costs(
+    m: Model, inc_off: np.ndarray, inc_fun: np.ndarray, asg: np.ndarray, v: int, buf: np.ndarray
+) -> None:
+    d = m.dom[v]
+    for x in range(d):
+        buf[x] = 0.0
+    add_functions(m, inc_fun, inc_off[v], inc_off[v + 1], v, d, asg, buf, 0)
+
+
+@jit
+def perturb_search(
+    m: Model, inc_off: np.ndarray, inc_fun: np.ndarray, nb_off: np.ndarray, nb: np.ndarray,
+    asg: np.ndarray, kicks: int, block: int, seed: int,
+) -> float:  # fmt: skip
+    """Iterated local search on ``asg`` (changed in place, never for the worse): ``kicks`` times,
+    give a block of up to ``block`` neighbouring nodes (a breadth-first ball around a random
+    node) random values, repair by conditional modes from the nodes touched outwards, and keep
+    the result when it costs no more (else undo it). Returns the cost change (<= 0). Work per
+    kick is local: a sweep never runs over all nodes."""
+    np.random.seed(seed)
+    n = m.dom.shape[0]
+    if n == 0:
+        return 0.0
+    width = 1
+    for v in range(n):
+        width = max(width, m.dom[v])
+    buf = np.zeros(width)
+    old = np.full(n, -1, dtype=np.int32)  # a changed node's value before the kick, -1: unchanged
+    changed = np.zeros(n, dtype=np.int32)
+    queued = np.zeros(n, dtype=np.bool_)
+    queue = np.zeros(n, dtype=np.int32)
+    ball = np.zeros(max(block, 1), dtype=np.int32)
+    in_ball = np.zeros(n, dtype=np.bool_)
+    total = 0.0
+    for _ in range(kicks):
+        nchanged = 0
+        delta = 0.0
+        # the ball, breadth first
+        ball[0] = np.random.randint(0, n)
+        in_ball[ball[0]] = True
+        size = 1
+        head = 0
+        while head < size and size < block:
+            v = ball[head]
+            head += 1
+            for k in range(nb_off[v], nb_off[v + 1]):
+                u = nb[k]
+                if not in_ball[u] and size < block:
+                    in_ball[u] = True
+                    ball[size] = u
+                    size += 1
+        qlen = 0
+        for i in range(size):
+            v = ball[i]
+            in_ball[v] = False
+            if m.dom[v] < 2:
+                continue
+            _local_costs(m, inc_off, inc_fun, asg, v, buf)
+            x = np.random.randint(0, m.dom[v])
+            if old[v] < 0:
+                old[v] = asg[v]
+                changed[nchanged] = v
+                nchanged += 1
+            delta += buf[x] - buf[asg[v]]
+            asg[v] = x
+            if not queued[v]:
+                queued[v] = True
+                queue[qlen] = v
+                qlen += 1
+        # repair: conditional modes on the queue, a node's neighbours queued when it moves
+        head = 0
+        while head < qlen:
+            v = queue[head % n]
+            head += 1
+            queued[v] = False
+            _local_costs(m, inc_off, inc_fun, asg, v, buf)
+            here = asg[v]
+            best = here
+            for x in range(m.dom[v]):
+                if buf[x] < buf[best] - 1e-9 * (1.0 + abs(buf[best])):
+                    best = x
+            if best == here:
+                continue
+            if old[v] < 0:
+                old[v] = here
+                changed[nchanged] = v
+                nchanged += 1
+            delta += buf[best] - buf[here]
+            asg[v] = best
+            for k in range(nb_off[v], nb_off[v + 1]):
+                u = nb[k]
+                if not queued[u]:
+                    queued[u] = True
+                    queue[qlen % n] = u
+                    qlen += 1
+        keep = delta <= 0.0
+        if keep:
+            total += delta
+        for i in range(nchanged):
+            v = changed[i]
+            if not keep:
+                asg[v] = old[v]
+            old[v] = -1
+    return total
+
+
+def penalised(model: Model) -> Model:
+    """The problem tables of ``model`` alone (its labels; no heuristic), each infinite cost
+    replaced by a penalty above every finite total: a local search then prefers fewer broken
+    hard constraints, then a lower cost, with no inf - inf."""
+    funs = np.unique(model.lab_fun)
+    f_off = np.zeros(model.f_off.shape[0], dtype=np.int64)
+    parts = []
+    at = 0
+    spread = 0.0
+    for f in funs:
+        lo = int(model.f_off[f])
+        size = 1
+        for s in range(model.f_sc[f], model.f_sc[f + 1]):
+            size *= int(model.dom[model.sc_var[s]])
+        data = model.tables[lo : lo + size].copy()
+        finite = data[np.isfinite(data)]
+        if finite.size:
+            spread += float(finite.max() - finite.min())
+        parts.append(data)
+        f_off[f] = at
+        at += size
+    tables = np.concatenate(parts) if parts else np.zeros(1)
+    penalty = 2.0 * spread + 1.0 + float(np.abs(tables[np.isfinite(tables)]).sum())
+    tables[~np.isfinite(tables)] = penalty
+    return model._replace(tables=tables, f_off=f_off)

@@ -41,6 +41,7 @@ from dcop.search.ibound import (
     rung_seconds,
     seconds_per_entry,
 )
+from dcop.search.improve import Improver
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
 
@@ -79,6 +80,15 @@ LADDER_RUNGS = 4
 #: so that the same input takes the same path on every machine and under any load.
 SECONDS_PER_VALUE = 2e-7
 FLOOR_VALUES = 500_000
+#: Work (functions read: an expansion of a node whose heuristic crosses thousands of messages
+#: reads thousands) the walk does alone before the first round of moves on the incumbent, then
+#: the walk's work between two rounds (each about as long as the walk's share at first):
+#: the walk alone proves the easy problems; where it does not, its first solution may come only
+#: with its proof, and the moves improve the answer meanwhile (:mod:`dcop.search.improve`).
+WALK_ALONE = 200_000
+IMPROVE_EVERY = 1_000_000
+#: The subtree moves' share of a round, in expansions.
+MOVE_EXPANSIONS = 100_000
 #: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
 OUT_OF_NODES = "the rung's node budget ran out"
@@ -218,6 +228,7 @@ def solve_aobb(
     on_bounds: BoundsFn | None = None,
     resident: int | None = None,
     pass_seconds: float | None = None,
+    improve: bool = True,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -226,7 +237,8 @@ def solve_aobb(
     proportion to the next rung's pass, and hands its best assignment and bound on. ``deadline``
     (a ``time.monotonic`` instant) stops the search with the best assignment and both bounds
     (status ``timeout``); ``on_bounds`` hears of every improvement. ``pass_seconds`` is the
-    largest pass's predicted seconds (default: a share of the time left).
+    largest pass's predicted seconds (default: a share of the time left). ``improve`` False
+    leaves out the subtree moves that improve the incumbent while the walk runs.
     """
     t_start = time.monotonic()
     engine = resolve_backend(backend)
@@ -273,6 +285,7 @@ def solve_aobb(
     lower = -math.inf
     stopped: str | None = "no rung ran"
     walk: _Walk | None = None
+    due = WALK_ALONE  # the walks' work until the next round of moves, across the rungs
     clock = PassClock()
 
     def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
@@ -357,7 +370,10 @@ def solve_aobb(
                 incumbent = improved
             times["local"] = times.get("local", 0.0) + time.monotonic() - t0
 
-            walk = _Walk(compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds)
+            walk = _Walk(
+                compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds,
+                seed + k, improve, due,
+            )  # fmt: skip
             walk.lower = max(walk.lower, lower)
             stats.heuristic_entries = compiled.heuristic_entries
             stats.cached_nodes = compiled.cached_nodes
@@ -365,6 +381,7 @@ def solve_aobb(
             stats.cache_bytes = compiled.cache_entries * CACHE_ENTRY_BYTES
             stats.depth = compiled.depth
             stopped = search(walk, int(plan.z or 0), pass_s, budget)
+            due = max(0, walk.next_improve - int(walk.s.reg[kernel.R_WORK]))
             incumbent = walk.incumbent
             lower = max(lower, walk.lower)
             if stopped != OUT_OF_NODES:
@@ -463,6 +480,9 @@ class _Walk:
         stats: SearchStats,
         t_start: float,
         on_bounds: BoundsFn | None,
+        seed: int = 0,
+        improve: bool = True,
+        due: int = WALK_ALONE,
     ) -> None:
         self.c = compiled
         self.s = state
@@ -474,9 +494,13 @@ class _Walk:
         # each part's proved value, or None while open
         self.proved: dict[int, float] = {}
         self.budget = math.inf  # the incumbent's cost on the part being searched
+        self.improver = Improver(compiled, state.cache, seed) if improve else None
+        self.upper = base + float(total_cost(compiled.model, self.incumbent))
+        # the walk's work until the first round of moves: none where the incumbent breaks a
+        # hard constraint (the walk cannot prune until one is found)
+        self.next_improve = due if math.isfinite(self.upper) else 0
         self.heuristic = base + sum(compiled.root_h.values())
         self.lower = self.heuristic
-        self.upper = base + float(total_cost(compiled.model, self.incumbent))
 
     def part_cost(self, root: int) -> float:
         """The incumbent's cost on the part of ``root``."""
@@ -506,16 +530,28 @@ class _Walk:
 
     def run(self, deadline: float | None, max_expanded: int | None) -> str | None:
         """Search every part; the reason it stopped early (TIMEOUT, OUT_OF_NODES), or None when
-        all are proved."""
+        all are proved. After WALK_ALONE units of work (functions read), every IMPROVE_EVERY
+        of the walk are followed by a round of moves on the incumbent
+        (:mod:`dcop.search.improve`), the walk's budget lowered to each better incumbent."""
         m, s, c = self.c.model, self.s, self.c
         steps = 2000
         self.report(None)
         for r in c.roots:
             if r in self.proved:
                 continue
-            self.budget = budget = self.part_cost(r)
-            kernel.start(s, r, budget)
+            self.budget = self.part_cost(r)
+            kernel.start(s, r, self.budget)
             while True:
+                work = int(s.reg[kernel.R_WORK])
+                if self.improver is not None and work >= self.next_improve:
+                    self.next_improve = work + IMPROVE_EVERY
+                    if self.improver.run(
+                        self.incumbent, MOVE_EXPANSIONS, deadline, set(self.proved)
+                    ):  # fmt: skip
+                        self.budget = min(self.budget, self.part_cost(r))
+                        kernel.tighten(m, s, r, self.budget)
+                        self.upper = self.base + float(total_cost(m, self.incumbent))
+                    self.report(r)
                 if deadline is not None and time.monotonic() >= deadline:
                     self.report(r)
                     return TIMEOUT
@@ -525,6 +561,8 @@ class _Walk:
                 t0 = time.monotonic()
                 if max_expanded is not None:
                     steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
+                if self.improver is not None:  # the walk pauses where the moves are due
+                    s.reg[kernel.R_WORK_LIMIT] = self.next_improve
                 try:
                     done = kernel.search(m, s, r, steps, c.width, EPS_ABS, EPS_REL)
                 except KeyboardInterrupt as exc:  # between two slices: the walk is intact
@@ -537,11 +575,11 @@ class _Walk:
                 steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 100), 10_000_000))
                 self.report(r)
             value = float(s.fre[0])
-            if s.reg[kernel.R_EXACT] == 1 and value < budget:
+            if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
                 self.patch(r)
                 self.proved[r] = value
             else:  # nothing below the incumbent's own cost: that part of it is optimal
-                self.proved[r] = budget
+                self.proved[r] = self.budget
             self.upper = self.base + float(total_cost(m, self.incumbent))
             self.report(None)
         return None
@@ -550,6 +588,7 @@ class _Walk:
         """Copy the proved optimum of ``root``'s part into the incumbent."""
         m, s, c = self.c.model, self.s, self.c
         order = c.preorder[root]
+        s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
         at = 1  # order[0] is the root, whose value the walk left in s.asg
         while at >= 0 and at < order.shape[0]:
             missing = kernel.solution_of(m, s, order, at, c.width)
