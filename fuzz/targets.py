@@ -304,7 +304,7 @@ def protocol_seeds() -> dict[str, bytes]:
         WireTable,
         encode,
     )
-    from dcop.protocol.messages import ROWS, ClusterCut, More, Replay, WideSep, Whole
+    from dcop.protocol.messages import ROWS, ClusterCut, More, Replay, Whole, WideSep
 
     table = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0]]))
     small = WireTable.from_array(("x1",), np.arange(3, dtype=np.float32))
