@@ -132,7 +132,17 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             for ext in ("json", "md")
         ),
     ),
-    "mbdpop": ("mbdpop.py", ("mbdpop.json", "mbdpop.md", "mbdpop_gpu.json", "mbdpop_gpu.md")),
+    "mbdpop": (
+        "mbdpop.py",
+        (
+            "mbdpop.json",
+            "mbdpop.md",
+            "mbdpop_gpu.json",
+            "mbdpop_gpu.md",
+            "mbdpop_more.json",
+            "mbdpop_more.md",
+        ),
+    ),
     "orders": ("orders.py", ("orders.json", "orders.md", "orders_width_vs_n.png")),
     "pr": (
         "pr.py",
