@@ -194,8 +194,11 @@ def compile_search(
     )
 
 
-def new_state(model: Model, width: int, cache_entries: int) -> State:
-    """A fresh walk's state: empty frames, an empty cache of ``cache_entries`` slots."""
+def new_state(
+    model: Model, width: int, cache_entries: int, cache: np.ndarray | None = None
+) -> State:
+    """A fresh walk's state: empty frames, an empty cache of ``cache_entries`` slots (or
+    ``cache``, another walk's, shared)."""
     n = model.dom.shape[0]
     slots = max(cache_entries, 1)
     return State(
@@ -213,7 +216,8 @@ def new_state(model: Model, width: int, cache_entries: int) -> State:
         fval=np.zeros(n * width),
         vals=np.zeros(n * width, dtype=np.int32),
         hcx=np.zeros(n * width),
-        cache=np.zeros(2 * slots),  # zeroed pages: memory is touched only where used
+        # zeroed pages: memory is touched only where used
+        cache=np.zeros(2 * slots) if cache is None else cache,
         reg=np.zeros(8, dtype=np.int64),
         fre=np.zeros(2),
     )

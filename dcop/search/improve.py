@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from dcop.search import kernel
-from dcop.search.compile import Compiled
+from dcop.search.compile import Compiled, new_state
 from dcop.search.local import (
     incidence,
     local_search,
@@ -69,28 +69,8 @@ class Improver:
     def __init__(self, compiled: Compiled, cache: np.ndarray, seed: int) -> None:
         self.c = compiled
         m = compiled.model
-        n = m.dom.shape[0]
-        width = compiled.width
         # a state of its own (the walk's frames stay as they are), the walk's cache
-        self.s = kernel.State(
-            asg=np.zeros(n, dtype=np.int32),
-            budget=np.zeros(n),
-            best=np.zeros(n),
-            bestx=np.zeros(n, dtype=np.int32),
-            lbmin=np.zeros(n),
-            vi=np.zeros(n, dtype=np.int32),
-            acc=np.zeros(n),
-            remh=np.zeros(n),
-            ck=np.zeros(n, dtype=np.int32),
-            key=np.full(n, -1, dtype=np.int64),
-            lab=np.zeros(n * width),
-            fval=np.zeros(n * width),
-            vals=np.zeros(n * width, dtype=np.int32),
-            hcx=np.zeros(n * width),
-            cache=cache,
-            reg=np.zeros(8, dtype=np.int64),
-            fre=np.zeros(2),
-        )
+        self.s = new_state(m, compiled.width, 0, cache)
         # each inner node's subtree: a contiguous run of its part's preorder
         self.subtree: dict[int, np.ndarray] = {}
         self.root_of: dict[int, int] = {}

@@ -41,7 +41,7 @@ from dcop.search.ibound import (
     rung_seconds,
     seconds_per_entry,
 )
-from dcop.search.improve import Improver
+from dcop.search.improve import Improver, complete
 from dcop.search.jit import COMPILED
 from dcop.search.local import incidence, local_search, nodes_cost, total_cost
 
@@ -586,18 +586,9 @@ class _Walk:
 
     def patch(self, root: int) -> None:
         """Copy the proved optimum of ``root``'s part into the incumbent."""
-        m, s, c = self.c.model, self.s, self.c
+        s, c = self.s, self.c
         order = c.preorder[root]
         s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
-        at = 1  # order[0] is the root, whose value the walk left in s.asg
-        while at >= 0 and at < order.shape[0]:
-            missing = kernel.solution_of(m, s, order, at, c.width)
-            if missing < 0:
-                break
-            v = int(order[missing])  # an uncached inner node: solve it again in this context
-            kernel.start(s, v, math.inf)
-            while not kernel.search(m, s, v, 1 << 30, c.width, EPS_ABS, EPS_REL):
-                pass
-            at = missing + 1
+        complete(c, s, order)  # order[0] is the root, whose value the walk left in s.asg
         for v in order:
             self.incumbent[v] = s.asg[v]
