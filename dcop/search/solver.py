@@ -32,7 +32,7 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
-from dcop.search import kernel
+from dcop.search import kernel, preload
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
@@ -241,6 +241,7 @@ def solve_aobb(
     leaves out the subtree moves that improve the incumbent while the walk runs.
     """
     t_start = time.monotonic()
+    preload.start()  # the compiled loops load beside the ordering and the pass
     engine = resolve_backend(backend)
     times: dict[str, float] = {}
 
