@@ -82,6 +82,11 @@ class StartingBackend:
         self.start_s = time.perf_counter() - started
         self._future.set_result(backend)
 
+    @property
+    def ready(self) -> bool:
+        """Whether the start has ended (started, or failed): :meth:`result` would not wait."""
+        return self._future.done()
+
     def result(self) -> TableBackend:
         """The backend, once started (waiting for it here)."""
         started = time.perf_counter()

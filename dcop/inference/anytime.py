@@ -32,9 +32,14 @@ from dcop.inference.elimination import ProgressFn
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
+from dcop.orders.cost import SECONDS_PER_ENTRY
 from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, suggestion_bound
 from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
 from dcop.results.solve import SolveResult
+from dcop.starting import StartingBackend
+
+#: Backend names that start a device (their start runs on a thread: :func:`device_start`).
+DEVICE_NAMES = ("cupy", "auto")
 
 #: Joined entries per second of the fused join+eliminate (NumPy, float32), the yardstick
 #: ``benchmarks/work_rate.py`` reports against (auto predicts BE at the search's own
@@ -51,6 +56,10 @@ SAFETY = 0.5
 #: ``auto`` runs BE directly when it is predicted within this many seconds (no search, no
 #: compiled loops to load): most small and medium problems.
 BE_FIRST_S = 1.0
+#: ``auto`` on a device still starting runs BE on the CPU when the CPU is predicted to end it within
+#: this many seconds: the device's start takes 0.5-1 s (an H200 host: CuPy's import and the CUDA
+#: context), its first kernels more, and a problem this small gains nothing from it.
+CPU_WHILE_STARTING_S = 0.25
 #: Where BE fits, the search's pass budget is BE's prediction times this, so that its exact pass
 #: is the ladder's last rung.
 EXACT_RUNG_MARGIN = 1.5
@@ -115,6 +124,14 @@ def base_plan(problem: Problem, options: Options) -> MemoryPlan:
     return plan_for(problem, order, None, options.dtype, options.backend, resident=options.resident)
 
 
+def device_start(backend: str | Any) -> Any:
+    """``backend`` as ``auto`` takes it: a device backend named (``cupy``, ``auto``) starts now on
+    a thread of its own (:class:`dcop.starting.StartingBackend`); anything else as it is."""
+    if isinstance(backend, str) and backend in DEVICE_NAMES:
+        return StartingBackend(backend)
+    return backend
+
+
 def choose_by_memory(plan: MemoryPlan, max_bytes: float | None) -> tuple[str, int | None]:
     """``auto`` without a deadline: BE when its planned peak fits the limit, else MBE with the
     largest z whose plan fits (z=1 when none does: that solve then reports ``too_large``)."""
@@ -146,15 +163,35 @@ def solve_auto(
     best assignment and both bounds."""
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
+    if timeout is not None:
+        deadline = time.monotonic() + timeout
+    if resident is None:
+        resident = resident_bytes()
+    limit = effective_limit(max_bytes)
+    backend = device_start(backend)
+    if isinstance(backend, StartingBackend) and not backend.ready:
+        # the device is still starting (CuPy's import, the CUDA context: 0.5-1 s): a problem
+        # whose BE the CPU ends sooner runs there, and the start is left to its thread
+        cpu = Options(ordering, "numpy", dtype, max_bytes, resident, progress, order_time)
+        cpu_plan = base_plan(problem, cpu)
+        ordering = cpu.ordering  # chosen once, for either side
+        cpu_s = len(cpu_plan.buckets) * BUCKET_OVERHEAD_S + cpu_plan.total_work * SECONDS_PER_ENTRY
+        if cpu_plan.fits(limit.bytes) and cpu_s <= CPU_WHILE_STARTING_S:
+            result = solve(
+                problem, "be", None, ordering, "numpy", dtype,
+                max_bytes=max_bytes, progress=progress, resident=resident,
+            )  # fmt: skip
+            if backend.ready:
+                backend.result()  # a device that could not start says so, as it would have
+            result.choice = (
+                f"BE on the CPU: predicted {cpu_s:.3g} s there, sooner than the device's start "
+                f"({backend.name})"
+            )
+            return result
     engine = resolve_backend(backend)
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.order_time = order_time
-    if options.resident is None:
-        options.resident = resident_bytes()
-    if timeout is not None:
-        deadline = time.monotonic() + timeout
     plan = base_plan(problem, options)
-    limit = effective_limit(max_bytes)
     predicted = len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
     left = math.inf if deadline is None else deadline - time.monotonic()
     fits = plan.fits(limit.bytes)

@@ -1,0 +1,60 @@
+"""``auto`` on a device still starting: a problem the CPU ends sooner runs there at once, a larger
+one waits for the device; both give BE's optimum."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from dcop.backends import get_backend
+from dcop.generators import random_network
+from dcop.inference import anytime, solve
+from dcop.starting import StartingBackend
+
+
+@pytest.fixture
+def held_start(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Every StartingBackend waits for the returned event, then starts as NumPy."""
+    gate = threading.Event()
+
+    def start(self: StartingBackend) -> None:
+        gate.wait(30)
+        self._future.set_result(get_backend("numpy"))
+
+    monkeypatch.setattr(StartingBackend, "_start", start)
+    return gate
+
+
+def test_a_small_problem_runs_on_the_cpu_while_the_device_starts(
+    held_start: threading.Event,
+) -> None:
+    problem = random_network(12, 4, 0.3, 0.0, seed=1)
+    starting = StartingBackend("cupy")
+    result = anytime.solve_auto(problem, backend=starting, timeout=30)
+    assert not starting.ready  # nobody waited for it
+    assert result.exact and result.backend == "numpy"
+    assert result.choice is not None and result.choice.startswith("BE on the CPU")
+    assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
+    held_start.set()
+
+
+def test_a_problem_too_large_for_the_cpu_waits_for_the_device(
+    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(anytime, "CPU_WHILE_STARTING_S", 0.0)  # the CPU is never sooner
+    problem = random_network(12, 4, 0.3, 0.0, seed=1)
+    starting = StartingBackend("cupy")
+    threading.Timer(0.2, held_start.set).start()
+    result = anytime.solve_auto(problem, backend=starting, timeout=30)
+    assert starting.ready
+    assert result.exact and not (result.choice or "").startswith("BE on the CPU")
+    assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
+
+
+def test_a_device_named_starts_on_a_thread() -> None:
+    assert isinstance(anytime.device_start("cupy"), StartingBackend)
+    backend: Any = get_backend("numpy")
+    assert anytime.device_start(backend) is backend
+    assert anytime.device_start("numpy") == "numpy"
