@@ -115,6 +115,10 @@ class OrderResult:
     tried: tuple[MethodResult, ...] = field(default=())
     #: the search's runs (goatd's, or randomized min-fills): the budget as work
     work: int = 0
+    #: the predicted seconds of the work done (the greedy orders' charge and the runs made, by
+    #: :func:`search_plan`'s model): what a caller that budgets in work is charged, the same on
+    #: every call
+    work_s: float = 0.0
 
 
 def default_budget(predicted_s: float, variables: int) -> float:
@@ -224,24 +228,25 @@ def best_order(
     # goatd is loaded only for a search (its import is start-up a tiny problem need not pay)
     searching = n > 2 and search_s > 0
     plan = search_plan(size, search_s, treedec.available()) if searching else SearchPlan()
+    made = 0  # the search's runs made (an adaptive portfolio stops before its plan's)
     if plan.rounds or plan.samples:
         # should goatd refuse this graph, the greedy orders stand
         with contextlib.suppress(RuntimeError):
             incumbent = best().cost
-            attempt(
-                "goatd",
-                lambda: search(
-                    adjacency,
-                    sizes,
-                    plan,
-                    adaptive,
-                    incumbent,
-                    model.seconds_per_entry,
-                    greedy_s,
-                ),
-            )
+            runs: list[int] = []
+
+            def goatd() -> list[str]:
+                found = search(
+                    adjacency, sizes, plan, adaptive, incumbent, model.seconds_per_entry, greedy_s
+                )
+                runs.append(found.runs)
+                return found.order
+
+            attempt("goatd", goatd)
+            made = sum(runs)
     elif plan.restarts:
         attempt("minfill-restarts", lambda: restarts(adjacency, sizes, plan.restarts))
+        made = plan.restarts
     chosen = best()
     return OrderResult(
         order=list(chosen.order),
@@ -252,8 +257,17 @@ def best_order(
         seconds=time.perf_counter() - t0,
         budget_s=budget_s,
         tried=tuple(tried),
-        work=plan.runs,
+        work=made,
+        work_s=2 * GREEDY_S_PER_ELEMENT * size + made * plan.run_s,
     )
+
+
+@dataclass(frozen=True)
+class Found:
+    """A search's best order and the runs it made."""
+
+    order: list[str]
+    runs: int
 
 
 def search(
@@ -264,7 +278,7 @@ def search(
     incumbent: OrderCost,
     seconds_per_entry: float = SECONDS_PER_ENTRY,
     already_s: float = 0.0,
-) -> list[str]:
+) -> Found:
     """goatd's runs that ``plan`` affords, each to its end with a fixed seed, and the cheapest
     order they found (by work plus largest table). ``plan.samples`` sampled min-fills run all;
     ``plan.rounds`` portfolio runs, ``adaptive`` (the default budget), stop once a round cuts
@@ -272,7 +286,8 @@ def search(
     than half, or where one more round would take the rounds' predicted seconds, and the
     ``already_s`` the engine spent before them, past :data:`SHARE` of the best order's predicted
     solve at ``seconds_per_entry``: a grid whose min-fill order predicts minutes is ordered in a
-    few rounds once goatd finds its width. Nothing here reads a clock."""
+    few rounds once goatd finds its width. Nothing here reads a clock. Returns the order and
+    the runs made."""
     decomposer = treedec.Decomposer(adjacency)
     best: list[str] = []
     work = incumbent.total + incumbent.largest
@@ -280,8 +295,11 @@ def search(
         # ranked by goatd's own width and bag mass (no walk of ours per sample: that walk cost
         # 5-10x the sample); the winner is ranked against the greedy orders by its real cost
         runs = (decomposer.run("minfill", seed, sample=True) for seed in range(plan.samples))
-        return decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
+        order = decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
+        return Found(order, plan.samples)
+    made = 0
     for seed in range(plan.rounds):
+        made += 1
         order = decomposer.order(decomposer.run("portfolio", seed))
         cost = order_cost(adjacency, order, sizes)
         found = cost.total + cost.largest
@@ -300,7 +318,7 @@ def search(
         spent = already_s + (seed + 2) * plan.run_s
         if spent > SHARE * OrderCost(0, 0.0, work).predicted_seconds(len(sizes), seconds_per_entry):
             break
-    return best
+    return Found(best, made)
 
 
 def restarts(adjacency: Adjacency, sizes: Mapping[str, int], count: int) -> list[str]:
