@@ -170,6 +170,7 @@ def best_order(
     budget_s: float | None = None,
     cost_model: CostModel | None = None,
     max_budget_s: float = math.inf,
+    known: Mapping[str, Sequence[str]] | None = None,
 ) -> OrderResult:
     """The best elimination order found for ``problem_or_graph`` within ``budget_s`` seconds of
     search, counted in work (:func:`search_plan`; None: :func:`default_budget` of the greedy
@@ -179,7 +180,8 @@ def best_order(
     Candidates: greedy min-fill and min-degree, for a Problem its variables' own order both ways
     (row by row on a grid file), then goatd's portfolio or sampled min-fills (randomized
     min-fill restarts where goatd is missing). The result is never costlier than min-fill's
-    order under ``cost_model``.
+    order under ``cost_model``. ``known`` holds greedy orders a caller made of the same graph
+    already (``minfill``, ``mindegree``): they are taken, not made again.
     """
     t0 = time.perf_counter()
     model = cost_model or CostModel()
@@ -202,8 +204,9 @@ def best_order(
         cost = order_cost(adjacency, order, sizes, cap)
         tried.append(MethodResult(method, order, cost, time.perf_counter() - t))
 
-    attempt("minfill", lambda: min_fill_order(adjacency))
-    attempt("mindegree", lambda: min_degree_order(adjacency))
+    given = known or {}
+    attempt("minfill", lambda: given.get("minfill") or min_fill_order(adjacency))
+    attempt("mindegree", lambda: given.get("mindegree") or min_degree_order(adjacency))
     if natural:
         attempt("natural", lambda: natural)
         attempt("reverse-natural", lambda: natural[::-1])
