@@ -7,10 +7,15 @@ solves it again (a notebook, a server, ``benchmarks/startup.py``'s ten calls in 
 takes the plan made the first time instead of searching again: on a 22x22 spin glass's PR the
 search was a quarter of every call. The memo is bounded: the least recently used plan goes
 first, so a process that solves many structures holds a few plans only.
+
+``DCOP_PLAN_REUSE=0`` in the environment keeps none: a benchmark that times the best of several
+calls in one process (benchmarks/pr.py, gpu_be.py) times each as a fresh process runs it, its
+planning included.
 """
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
@@ -19,6 +24,13 @@ V = TypeVar("V")
 
 #: Plans each memo holds.
 PLANS_KEPT = 8
+#: The environment variable that turns reuse off (``0``).
+REUSE_ENV = "DCOP_PLAN_REUSE"
+
+
+def reuse_on() -> bool:
+    """Whether plans are kept (read at each call: a benchmark may set it after import)."""
+    return os.environ.get(REUSE_ENV, "1") != "0"
 
 
 class PlanMemo(Generic[V]):
@@ -30,14 +42,16 @@ class PlanMemo(Generic[V]):
         self._plans: OrderedDict[Hashable, V] = OrderedDict()
 
     def get(self, key: Hashable) -> V | None:
-        """The plan kept for ``key``, or None."""
-        plan = self._plans.get(key)
+        """The plan kept for ``key``, or None (always, with reuse off)."""
+        plan = self._plans.get(key) if reuse_on() else None
         if plan is not None:
             self._plans.move_to_end(key)
         return plan
 
     def put(self, key: Hashable, plan: V) -> None:
-        """Keep ``plan`` for ``key``."""
+        """Keep ``plan`` for ``key`` (with reuse off, nothing is kept)."""
+        if not reuse_on():
+            return
         self._plans[key] = plan
         self._plans.move_to_end(key)
         while len(self._plans) > self.size:

@@ -84,3 +84,17 @@ def test_a_pr_on_the_same_structure_takes_the_kept_tree(monkeypatch: pytest.Monk
     clear_all()
     fresh = infer(problem, "pr")
     assert len(trees) == 2 * made and fresh.tree["source"] == first.tree["source"]
+
+
+def test_reuse_is_off_with_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark timing several calls in one process as fresh processes sets it to 0."""
+    from dcop.plan.reuse import REUSE_ENV
+
+    monkeypatch.setenv(REUSE_ENV, "0")
+    kept: PlanMemo[str] = PlanMemo()
+    kept.put("a", "plan a")
+    assert kept.get("a") is None and len(kept) == 0
+    problem = spin_glass(10, 1)
+    searches = counting(monkeypatch, choose, "best_order")
+    assert choose_order(problem).order == choose_order(problem).order
+    assert len(searches) == 2
