@@ -199,10 +199,13 @@ def best_order(
         t = time.perf_counter()
         order = tuple(make())
         # a candidate 1000x costlier than the best so far is cut short (its cost: infinite): a
-        # hopeless order (the file order of a Bayesian network) can take seconds to walk
+        # hopeless order (the file order of a Bayesian network) can take seconds to walk; a
+        # search's order comes with its cost (walked there already)
         cap = 1000 * min((r.cost.total for r in tried), default=math.inf)
-        cost = order_cost(adjacency, order, sizes, cap)
+        cost = walked.pop(order, None) or order_cost(adjacency, order, sizes, cap)
         tried.append(MethodResult(method, order, cost, time.perf_counter() - t))
+
+    walked: dict[tuple[str, ...], OrderCost] = {}
 
     given = known or {}
     attempt("minfill", lambda: given.get("minfill") or min_fill_order(adjacency))
@@ -243,6 +246,8 @@ def best_order(
                     adjacency, sizes, plan, adaptive, incumbent, model.seconds_per_entry, greedy_s
                 )
                 runs.append(found.runs)
+                if found.cost is not None:
+                    walked[tuple(found.order)] = found.cost
                 return found.order
 
             attempt("goatd", goatd)
@@ -267,10 +272,12 @@ def best_order(
 
 @dataclass(frozen=True)
 class Found:
-    """A search's best order and the runs it made."""
+    """A search's best order, the runs it made, and the order's cost where the search walked
+    it (with the engine's sizes)."""
 
     order: list[str]
     runs: int
+    cost: OrderCost | None = None
 
 
 def search(
@@ -301,13 +308,14 @@ def search(
         order = decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
         return Found(order, plan.samples)
     made = 0
+    best_cost: OrderCost | None = None
     for seed in range(plan.rounds):
         made += 1
         order = decomposer.order(decomposer.run("portfolio", seed))
         cost = order_cost(adjacency, order, sizes)
         found = cost.total + cost.largest
         if not best or found < work:
-            best = order
+            best, best_cost = order, cost
         if not adaptive:
             work = min(work, found)
             continue
@@ -321,7 +329,7 @@ def search(
         spent = already_s + (seed + 2) * plan.run_s
         if spent > SHARE * OrderCost(0, 0.0, work).predicted_seconds(len(sizes), seconds_per_entry):
             break
-    return Found(best, made)
+    return Found(best, made, best_cost if best else None)
 
 
 def restarts(adjacency: Adjacency, sizes: Mapping[str, int], count: int) -> list[str]:
