@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -502,6 +503,9 @@ def main() -> None:
     parser.add_argument("--dpop-timeout", type=float, default=120.0)
     parser.add_argument("--n-min", type=int, default=0, help="skip rows with fewer variables")
     args = parser.parse_args()
+    # every timed call plans afresh, as a fresh process does (dcop.plan.reuse would keep the
+    # first call's plan for the later ones, and the best of them would leave planning out)
+    os.environ.setdefault("DCOP_PLAN_REUSE", "0")
     import cupy
 
     props = cupy.cuda.runtime.getDeviceProperties(0)

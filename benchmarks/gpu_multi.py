@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import itertools
 import math
+import os
 import platform
 import sys
 import time
@@ -627,6 +628,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    # every timed call plans afresh, as a fresh process does (dcop.plan.reuse would keep the
+    # first call's plan for the later ones, and the best of them would leave planning out)
+    os.environ.setdefault("DCOP_PLAN_REUSE", "0")
     started = time.monotonic()
 
     def over() -> bool:

@@ -846,6 +846,9 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # every timed call plans afresh, as a fresh process does (dcop.plan.reuse would keep the
+    # first call's plan for the later ones, and the best of them would leave planning out)
+    os.environ.setdefault("DCOP_PLAN_REUSE", "0")
     if args.worker:
         sys.exit(worker(args.worker, args.result))
     if args.blas_threads is not None:  # the workers inherit it

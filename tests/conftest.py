@@ -36,6 +36,17 @@ def contraction_on_the_device_asked_for(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(engine, "HOST_LARGEST", 0)
 
 
+@pytest.fixture(autouse=True)
+def no_plan_kept_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test plans afresh: a plan kept by an earlier test in the same worker (dcop.plan.reuse)
+    may have been made under constants that test had changed. Reuse is on, as in a user's
+    process (a benchmark's main, run in process by its test, turns it off for its process)."""
+    from dcop.plan.reuse import REUSE_ENV, clear_all
+
+    clear_all()
+    monkeypatch.delenv(REUSE_ENV, raising=False)
+
+
 def instance_index() -> list[dict[str, str]]:
     """Rows of ../shared/instances/INDEX.tsv (empty when the folder is missing)."""
     index = INSTANCES / "INDEX.tsv"

@@ -1,10 +1,11 @@
 """Probe: where a PR's path search spends its time, against what its budget counts for it.
 
-    python benchmarks/probes/pr_planning.py [--size 28] [--backend cupy] [--calls 2]
+    python benchmarks/probes/pr_planning.py [--size 28] [--backend cupy] [--rate 1.2e11] [--calls 2]
 
 Plans the contraction of a ±J spin glass ``size`` x ``size`` as ``dcop solve --task pr`` would on
 ``--backend`` (the search's yardstick is that backend's ``FLOP_RATE``; nothing is contracted, so
-no device is needed), and prints per call: each candidate tree's measured seconds (its order,
+no device is needed; ``--rate`` sets that backend's yardstick for the run, e.g. a device's
+measured flops/s), and prints per call: each candidate tree's measured seconds (its order,
 path and analysis; the ordering engine's call with its budget and the portfolio rounds it ran)
 and its predicted contraction seconds; then the whole search's seconds, the chosen tree, its
 predicted contraction at the yardstick, and the planning share that contraction would leave.
@@ -31,9 +32,14 @@ from dcop.plan.memory import Limit
 #: min-degree 0.04-0.05 s each, then the ordering engine 0.36-0.54 s for ONE portfolio round
 #: (its tree, 1.4e11 cost, is 36x below min-fill's); in all 0.67-1.2 s. On the H200 that tree
 #: contracted in about 0.47 s (startup_gpu: 1.1 s calls, 0.64-1.0 s of path search).
+#: Then (the engine searched right after greedy's tree, before the file's orders and
+#: min-degree): min-fill's, greedy's and the engine's trees, then the file's order both ways at
+#: 5e10 (none at 1.2e11 or 3e11, where before the engine had been skipped from about 2e11 and
+#: the file order's tree, 7x the engine's, taken).
 CONCLUSION = (
-    "a fast backend's 28x28 PR cannot hold 25 %: one goatd portfolio round, the only candidate "
-    "that finds the grid's tree, costs about a contraction on an H200"
+    "a fast backend's 28x28 PR cannot hold 25 % on its first call: one goatd portfolio round, "
+    "the only candidate that finds the grid's tree, costs about a contraction on an H200; "
+    "later calls in the process take the kept plan (dcop.plan.reuse)"
 )
 
 
@@ -42,7 +48,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--backend", default="cupy", choices=sorted(engine.FLOP_RATE))
     parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument("--rate", type=float, help="flops/s of the backend (default: FLOP_RATE)")
     args = parser.parse_args()
+    if args.rate:
+        engine.FLOP_RATE[args.backend] = args.rate
     rate = engine.FLOP_RATE[args.backend]
     problem = generators.spin_glass(args.size, 1)
     tables = [t for t in problem.tables if t.scope]

@@ -38,6 +38,7 @@ from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
 from dcop.orders.greedy import ORDERINGS, elimination_order
 from dcop.plan.memory import Limit, human_bytes
+from dcop.plan.reuse import PlanMemo, memo, structure_key
 
 #: Spaces a run may ask for: ``auto`` is scaled linear, log space where that underflows.
 SPACES: tuple[str, ...] = ("auto", "scaled", "log")
@@ -99,6 +100,10 @@ REFITS = 2
 #: At most this many slices: a plan that needs more is refused.
 MAX_SLICES = 1 << 16
 
+#: The path searches kept for reuse (plan_contraction's ``reuse``): each candidate's path and
+#: stats by structure key.
+_SEARCHES: PlanMemo[tuple[dict[str, Path], dict[str, TreeStats]]] = memo()
+
 #: Candidate elimination orders by name, each made only when the search gets to it.
 #: Each is called with the predicted seconds the search has left for it (the ordering engine's
 #: budget is capped there: its default, sized from the predicted contraction, may exceed what a
@@ -115,25 +120,34 @@ def default_orders(
 ) -> dict[str, Callable[[float], tuple[list[str], float]]]:
     """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
     is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
-    and cost a short search its time), the file's order both ways, min-degree, then the
-    ordering engine's (:func:`dcop.orders.best_order`: its tree decomposition search within its
-    default budget, ``model`` giving the domain sizes and the contraction's speed)."""
+    and cost a short search its time), the ordering engine's (:func:`dcop.orders.best_order`:
+    its tree decomposition search within its default budget, ``model`` giving the domain sizes
+    and the contraction's speed; it takes the min-fill order made here), then the file's order
+    both ways and min-degree (the engine's, where it ran)."""
     from dcop.orders import best_order
 
     graph = {v: set(n) for v, n in adjacency.items()}
+    made: dict[str, list[str]] = {}  # the greedy orders, made once for the engine and the trees
+
+    def greedy(name: str) -> list[str]:
+        if name not in made:
+            made[name] = elimination_order(name, graph)
+        return made[name]
 
     def engine(left: float) -> tuple[list[str], float]:
         # its default budget (a share of the predicted contraction, none for a fast one), at
-        # most what the search has left; spent as work, so it is the engine's charge
-        result = best_order(graph, cost_model=model, max_budget_s=left)
-        return result.order, result.budget_s
+        # most what the search has left; charged the work it did (its greedy orders and the
+        # rounds it ran, predicted: the same on every call)
+        result = best_order(graph, cost_model=model, max_budget_s=left, known=made)
+        made["mindegree"] = next(list(r.order) for r in result.tried if r.method == "mindegree")
+        return result.order, result.work_s
 
     return {
-        "minfill": lambda left: (elimination_order("minfill", graph), 0.0),
+        "minfill": lambda left: (greedy("minfill"), 0.0),
+        "engine": engine,
         "natural": lambda left: (list(names), 0.0),
         "reverse-natural": lambda left: (list(names)[::-1], 0.0),
-        "mindegree": lambda left: (elimination_order("mindegree", graph), 0.0),
-        "engine": engine,
+        "mindegree": lambda left: (greedy("mindegree"), 0.0),
     }
 
 
@@ -191,6 +205,7 @@ def plan_contraction(
     rate: float = FLOP_RATE["numpy"],
     order_first: bool | None = None,
     small_unread: bool = True,
+    reuse: bool = False,
 ) -> ContractionPlan:
     """The tree to contract ``scopes`` along (see the module docstring); raises TableTooLarge when
     no slicing of it fits ``limit``. A callable ``limit`` (the room the process has) is read after
@@ -199,11 +214,14 @@ def plan_contraction(
     re-fitted to what the planner's own memory left (at most REFITS times).
     With ``ordering="auto"`` the candidates are tried in turn (the first of
     ``orders``, min-fill, where ``order_first`` says so (None: ORDER_FIRST), opt_einsum's greedy,
-    the other orders, then opt_einsum's random-greedy) while the search has spent less than
+    the ordering engine's search where there is time for it, the other orders, then
+    opt_einsum's random-greedy) while the search has spent less than
     ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its flops at
     ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE). What the
     search has spent is the candidates' predicted seconds (:func:`search_cost`), never a clock:
-    the same network gets the same tree on every call."""
+    the same network gets the same tree on every call. With ``reuse`` (``adjacency`` then being
+    the scopes' own) the search is kept for the next call on the same structure and settings,
+    which takes its trees without searching again."""
     t0 = time.perf_counter()
     # the budget is spent as predicted work (search_cost), never on a clock: the same network
     # gets the same tree on every call and on a loaded machine (on the clock, a 28x28 spin glass
@@ -229,32 +247,48 @@ def plan_contraction(
             order = read_order(PathLike(ordering), names)
         add(f"order:{ordering}", order_path(scopes, sizes, order), 0.0)
     else:
-        sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
-        if (ORDER_FIRST if order_first is None else order_first) and sources:
-            first = next(iter(sources))
-            order, searched = sources.pop(first)(budget_s)
-            add(f"order:{first}", order_path(scopes, sizes, order), cost.order + searched)
-        if not stats or _left(stats, spent[0], budget_s, rate) > 0:
-            add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"), cost.greedy)
-        # one pass of the search's own kind: what the next candidate will cost at least
-        unit = cost.greedy if "opt_einsum:greedy" in stats else cost.order
-        for name, make in sources.items():
-            # the ordering engine's order is a search of its own; the others one graph pass
-            need = max(SEARCH_MULTIPLE * unit, ENGINE_MIN_S) if name == "engine" else 0.0
-            left = _left(stats, spent[0], budget_s, rate)
-            if left <= need:
-                break
-            order, searched = make(left)
-            add(f"order:{name}", order_path(scopes, sizes, order), cost.order + searched)
-        # random-greedy lowers flops only: its time is a share of the flops' predicted time
-        left = _left(stats, spent[0], budget_s, rate, flops_only=True)
-        if left >= SEARCH_MULTIPLE * unit:
-            repeats = min(RANDOM_REPEATS, int(left / cost.trial))
-            add(
-                "opt_einsum:random-greedy",
-                optimizer_path(scopes, sizes, "random-greedy", repeats=repeats),
-                repeats * cost.trial,
-            )
+        # a search made before in this process on the same structure and settings is taken
+        # as it is: it would find the same trees (dcop.plan.reuse)
+        key = (structure_key(names, sizes, scopes), budget_s, rate, order_first) if reuse else None
+        kept = None if key is None else _SEARCHES.get(key)
+        if kept is not None:
+            paths.update(kept[0])
+            stats.update(kept[1])
+        else:
+            sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
+            if (ORDER_FIRST if order_first is None else order_first) and sources:
+                first = next(iter(sources))
+                order, searched = sources.pop(first)(budget_s)
+                add(f"order:{first}", order_path(scopes, sizes, order), cost.order + searched)
+            if not stats or _left(stats, spent[0], budget_s, rate) > 0:
+                add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"), cost.greedy)
+            # one pass of the search's own kind: what the next candidate will cost at least
+            unit = cost.greedy if "opt_einsum:greedy" in stats else cost.order
+            for name, make in sources.items():
+                # the ordering engine's order is a search of its own, skipped without the time for
+                # it; the others one graph pass each, made while any time is left. The engine comes
+                # before them: where it runs, its tree (a grid's treewidth, 7-36x below min-fill's
+                # flops on a spin glass) lowers the best tree's predicted time, and with it the
+                # share left for them (22x22 spin glass: their trees were 0.1 s of 0.4 s of search,
+                # for trees 3-27x the engine's)
+                left = _left(stats, spent[0], budget_s, rate)
+                if name == "engine" and left <= max(SEARCH_MULTIPLE * unit, ENGINE_MIN_S):
+                    continue
+                if left <= 0:
+                    break
+                order, searched = make(left)
+                add(f"order:{name}", order_path(scopes, sizes, order), cost.order + searched)
+            # random-greedy lowers flops only: its time is a share of the flops' predicted time
+            left = _left(stats, spent[0], budget_s, rate, flops_only=True)
+            if left >= SEARCH_MULTIPLE * unit:
+                repeats = min(RANDOM_REPEATS, int(left / cost.trial))
+                add(
+                    "opt_einsum:random-greedy",
+                    optimizer_path(scopes, sizes, "random-greedy", repeats=repeats),
+                    repeats * cost.trial,
+                )
+            if key is not None:
+                _SEARCHES.put(key, (dict(paths), dict(stats)))
     read: Callable[[], Limit] | None = None
     if callable(limit):
         cheapest = min(stats.values(), key=lambda st: st.cost)
@@ -638,6 +672,7 @@ def contract(
         orders,
         FLOP_RATE.get(backend.name, FLOP_RATE["numpy"]),
         small_unread=max_bytes is None,
+        reuse=orders is default_orders,
     )
     times["path"] = plan.search_s
     marginals: dict[str, np.ndarray] | None = None

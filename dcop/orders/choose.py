@@ -11,8 +11,12 @@ from dcop.model import Problem
 from dcop.orders.engine import CostModel, OrderResult, best_order
 from dcop.orders.files import read_order
 from dcop.orders.greedy import ORDERINGS, elimination_order
+from dcop.plan.reuse import PlanMemo, memo, structure_key
 
 AUTO = "auto"
+#: The engine's orders kept for reuse: a later call on the same structure, budget and cost
+#: model takes the order the engine found (the same it would find again) without searching.
+_ORDERS: PlanMemo[OrderResult] = memo()
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,25 @@ def choose_order(
     ``budget_s`` (None: its default budget), a name of :data:`dcop.orders.greedy.ORDERINGS` that
     heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
     once for several uses) is returned as it is. ``cost_model`` gives the engine the solver's
-    speed (default: single-core NumPy's), which sizes its default budget."""
+    speed (default: single-core NumPy's), which sizes its default budget. The engine's answer
+    is kept for the process's next call on the same structure (:mod:`dcop.plan.reuse`)."""
     if isinstance(ordering, ChosenOrder):
         return ordering
     if ordering == AUTO:
-        result = best_order(problem, budget_s, cost_model)
-        return ChosenOrder(f"{AUTO}:{result.method}", result.order, result)
+        model = cost_model or CostModel()
+        names = list(problem.variables)
+        key = (
+            structure_key(names, problem.domain_sizes(), (t.scope for t in problem.tables)),
+            budget_s,
+            model.max_entries,
+            model.seconds_per_entry,
+            None if model.sizes is None else tuple(model.sizes.items()),
+        )
+        result = _ORDERS.get(key)
+        if result is None:
+            result = best_order(problem, budget_s, model)
+            _ORDERS.put(key, result)
+        return ChosenOrder(f"{AUTO}:{result.method}", list(result.order), result)
     if ordering in ORDERINGS:
         return ChosenOrder(ordering, elimination_order(ordering, problem.neighbours()))
     path = Path(ordering)

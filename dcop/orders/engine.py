@@ -115,6 +115,10 @@ class OrderResult:
     tried: tuple[MethodResult, ...] = field(default=())
     #: the search's runs (goatd's, or randomized min-fills): the budget as work
     work: int = 0
+    #: the predicted seconds of the work done (the greedy orders' charge and the runs made, by
+    #: :func:`search_plan`'s model): what a caller that budgets in work is charged, the same on
+    #: every call
+    work_s: float = 0.0
 
 
 def default_budget(predicted_s: float, variables: int) -> float:
@@ -166,6 +170,7 @@ def best_order(
     budget_s: float | None = None,
     cost_model: CostModel | None = None,
     max_budget_s: float = math.inf,
+    known: Mapping[str, Sequence[str]] | None = None,
 ) -> OrderResult:
     """The best elimination order found for ``problem_or_graph`` within ``budget_s`` seconds of
     search, counted in work (:func:`search_plan`; None: :func:`default_budget` of the greedy
@@ -175,7 +180,8 @@ def best_order(
     Candidates: greedy min-fill and min-degree, for a Problem its variables' own order both ways
     (row by row on a grid file), then goatd's portfolio or sampled min-fills (randomized
     min-fill restarts where goatd is missing). The result is never costlier than min-fill's
-    order under ``cost_model``.
+    order under ``cost_model``. ``known`` holds greedy orders a caller made of the same graph
+    already (``minfill``, ``mindegree``): they are taken, not made again.
     """
     t0 = time.perf_counter()
     model = cost_model or CostModel()
@@ -193,13 +199,17 @@ def best_order(
         t = time.perf_counter()
         order = tuple(make())
         # a candidate 1000x costlier than the best so far is cut short (its cost: infinite): a
-        # hopeless order (the file order of a Bayesian network) can take seconds to walk
+        # hopeless order (the file order of a Bayesian network) can take seconds to walk; a
+        # search's order comes with its cost (walked there already)
         cap = 1000 * min((r.cost.total for r in tried), default=math.inf)
-        cost = order_cost(adjacency, order, sizes, cap)
+        cost = walked.pop(order, None) or order_cost(adjacency, order, sizes, cap)
         tried.append(MethodResult(method, order, cost, time.perf_counter() - t))
 
-    attempt("minfill", lambda: min_fill_order(adjacency))
-    attempt("mindegree", lambda: min_degree_order(adjacency))
+    walked: dict[tuple[str, ...], OrderCost] = {}
+
+    given = known or {}
+    attempt("minfill", lambda: given.get("minfill") or min_fill_order(adjacency))
+    attempt("mindegree", lambda: given.get("mindegree") or min_degree_order(adjacency))
     if natural:
         attempt("natural", lambda: natural)
         attempt("reverse-natural", lambda: natural[::-1])
@@ -224,24 +234,27 @@ def best_order(
     # goatd is loaded only for a search (its import is start-up a tiny problem need not pay)
     searching = n > 2 and search_s > 0
     plan = search_plan(size, search_s, treedec.available()) if searching else SearchPlan()
+    made = 0  # the search's runs made (an adaptive portfolio stops before its plan's)
     if plan.rounds or plan.samples:
         # should goatd refuse this graph, the greedy orders stand
         with contextlib.suppress(RuntimeError):
             incumbent = best().cost
-            attempt(
-                "goatd",
-                lambda: search(
-                    adjacency,
-                    sizes,
-                    plan,
-                    adaptive,
-                    incumbent,
-                    model.seconds_per_entry,
-                    greedy_s,
-                ),
-            )
+            runs: list[int] = []
+
+            def goatd() -> list[str]:
+                found = search(
+                    adjacency, sizes, plan, adaptive, incumbent, model.seconds_per_entry, greedy_s
+                )
+                runs.append(found.runs)
+                if found.cost is not None:
+                    walked[tuple(found.order)] = found.cost
+                return found.order
+
+            attempt("goatd", goatd)
+            made = sum(runs)
     elif plan.restarts:
         attempt("minfill-restarts", lambda: restarts(adjacency, sizes, plan.restarts))
+        made = plan.restarts
     chosen = best()
     return OrderResult(
         order=list(chosen.order),
@@ -252,8 +265,19 @@ def best_order(
         seconds=time.perf_counter() - t0,
         budget_s=budget_s,
         tried=tuple(tried),
-        work=plan.runs,
+        work=made,
+        work_s=2 * GREEDY_S_PER_ELEMENT * size + made * plan.run_s,
     )
+
+
+@dataclass(frozen=True)
+class Found:
+    """A search's best order, the runs it made, and the order's cost where the search walked
+    it (with the engine's sizes)."""
+
+    order: list[str]
+    runs: int
+    cost: OrderCost | None = None
 
 
 def search(
@@ -264,7 +288,7 @@ def search(
     incumbent: OrderCost,
     seconds_per_entry: float = SECONDS_PER_ENTRY,
     already_s: float = 0.0,
-) -> list[str]:
+) -> Found:
     """goatd's runs that ``plan`` affords, each to its end with a fixed seed, and the cheapest
     order they found (by work plus largest table). ``plan.samples`` sampled min-fills run all;
     ``plan.rounds`` portfolio runs, ``adaptive`` (the default budget), stop once a round cuts
@@ -272,7 +296,8 @@ def search(
     than half, or where one more round would take the rounds' predicted seconds, and the
     ``already_s`` the engine spent before them, past :data:`SHARE` of the best order's predicted
     solve at ``seconds_per_entry``: a grid whose min-fill order predicts minutes is ordered in a
-    few rounds once goatd finds its width. Nothing here reads a clock."""
+    few rounds once goatd finds its width. Nothing here reads a clock. Returns the order and
+    the runs made."""
     decomposer = treedec.Decomposer(adjacency)
     best: list[str] = []
     work = incumbent.total + incumbent.largest
@@ -280,13 +305,17 @@ def search(
         # ranked by goatd's own width and bag mass (no walk of ours per sample: that walk cost
         # 5-10x the sample); the winner is ranked against the greedy orders by its real cost
         runs = (decomposer.run("minfill", seed, sample=True) for seed in range(plan.samples))
-        return decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
+        order = decomposer.order(min(runs, key=lambda td: (td.treewidth, td.bag_mass)))
+        return Found(order, plan.samples)
+    made = 0
+    best_cost: OrderCost | None = None
     for seed in range(plan.rounds):
+        made += 1
         order = decomposer.order(decomposer.run("portfolio", seed))
         cost = order_cost(adjacency, order, sizes)
         found = cost.total + cost.largest
         if not best or found < work:
-            best = order
+            best, best_cost = order, cost
         if not adaptive:
             work = min(work, found)
             continue
@@ -300,7 +329,7 @@ def search(
         spent = already_s + (seed + 2) * plan.run_s
         if spent > SHARE * OrderCost(0, 0.0, work).predicted_seconds(len(sizes), seconds_per_entry):
             break
-    return best
+    return Found(best, made, best_cost if best else None)
 
 
 def restarts(adjacency: Adjacency, sizes: Mapping[str, int], count: int) -> list[str]:

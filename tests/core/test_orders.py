@@ -408,3 +408,36 @@ def test_be_along_the_engine_order_reaches_known_optimum(row: dict[str, str]) ->
     expected = float(row["optimum" if row["format"] == "wcsp" else "neg_ln_optimum"])
     assert result.lower_bound == pytest.approx(expected, rel=1e-6, abs=1e-9)
     assert result.induced_width <= int(row["induced_width_minfill"])
+
+
+def test_the_engine_is_charged_the_work_it_did() -> None:
+    """``work_s`` is the predicted seconds of what the engine ran (its greedy orders, and the
+    rounds it made, not the ones its budget bought: an adaptive portfolio stops once it settles)
+    and ``known`` greedy orders are taken as given."""
+    problem = grid_network(144, 2, 0.0, 1)
+    adjacency = problem.neighbours()
+    size = engine.elements(adjacency)
+    found = best_order(problem, cost_model=CostModel(seconds_per_entry=1e-6))
+    plan = engine.search_plan(size, found.budget_s, treedec.available())
+    assert 0 < found.work <= plan.runs
+    assert found.work_s == pytest.approx(
+        2 * engine.GREEDY_S_PER_ELEMENT * size + found.work * plan.run_s
+    )
+    given = list(adjacency)[::-1]
+    taken = best_order(adjacency, 0.0, known={"minfill": given})
+    assert taken.tried[0].method == "minfill" and list(taken.tried[0].order) == given
+    assert taken.work == 0 and taken.work_s == pytest.approx(2 * engine.GREEDY_S_PER_ELEMENT * size)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_solve_reports_its_orders_own_width_and_largest_table(seed: int) -> None:
+    """BE takes the width and largest table the engine walked (no walk of its own): they are
+    those of the order it ran, with the real domain sizes."""
+    from dcop.orders.greedy import largest_table
+
+    problem = random_network(30, 4, 0.15, 0.3, seed) if seed else grid_network(64, 3, 0.3, 1)
+    result = solve(problem)
+    chosen = best_order(problem, cost_model=CostModel())  # the order the solve ran
+    adjacency = problem.neighbours()
+    assert result.induced_width == induced_width(adjacency, chosen.order)
+    assert result.largest_table == largest_table(adjacency, chosen.order, problem.domain_sizes())

@@ -749,3 +749,61 @@ def test_a_tree_far_over_any_room_is_refused_without_slicing(
             Limit(8.0 * (inputs + 100), "the inputs and a little"), budget_s=0.0,
         )  # fmt: skip
     assert asked == []
+
+
+def test_the_ordering_engine_is_searched_before_the_one_pass_orders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ordering engine's candidate comes right after min-fill's and greedy's trees: where it
+    runs, its tree lowers the share left for the file's orders and min-degree; where there is no
+    time for it, those are made all the same."""
+    from dcop.contraction import engine as contraction_engine
+    from dcop.contraction.engine import default_orders
+
+    problem = ising_grid(5, seed=0)
+    made: list[str] = []
+
+    def recording(adjacency, names, model):  # type: ignore[no-untyped-def]
+        sources = default_orders(adjacency, names, model)
+        return {
+            name: (lambda left, name=name, make=make: made.append(name) or make(left))
+            for name, make in sources.items()
+        }
+
+    def plan() -> Any:
+        return plan_contraction(
+            [t.scope for t in problem.tables], problem.domain_sizes(), problem.neighbours(),
+            list(problem.variables), "pr", Limit(1e12, "plenty"), budget_s=5.0,
+            orders=recording, rate=1.0,  # every tree predicted slow: every candidate made
+        )  # fmt: skip
+
+    plan()
+    assert made == ["minfill", "engine", "natural", "reverse-natural", "mindegree"]
+    made.clear()
+    monkeypatch.setattr(contraction_engine, "ENGINE_MIN_S", 1e9)
+    plan()
+    assert made == ["minfill", "natural", "reverse-natural", "mindegree"]
+
+
+@pytest.mark.parametrize(
+    "rate", [5e10, 1.2e11, 3e11], ids=["cupy-yardstick", "h200-measured", "faster-device"]
+)
+def test_a_device_rate_keeps_the_ordering_engines_tree(rate: float) -> None:
+    """The GPU row of issue 46 (a 28x28 spin glass's PR on CuPy): at CuPy's yardstick and at the
+    rate the H200 measured, the planner still makes the ordering engine's tree and takes it, and
+    makes no tree of min-degree's after it (its share is spent). The engine once came after the
+    one-pass orders: from about 2e11 the share left by the file's order (a tree 7x the
+    engine's) no longer covered the engine's search, and that tree was taken."""
+    from dcop.contraction.engine import FLOP_RATE
+    from dcop.generators import spin_glass
+
+    assert FLOP_RATE["cupy"] == 5e10  # the yardstick this test pins
+    problem = spin_glass(28, 1)
+    plan = plan_contraction(
+        [t.scope for t in problem.tables], problem.domain_sizes(), problem.neighbours(),
+        list(problem.variables), "pr", Limit(1e15, "plenty"), rate=rate,
+    )  # fmt: skip
+    assert plan.source == "order:engine"
+    assert "order:mindegree" not in plan.candidates
+    cost = {name: c["cost"] for name, c in plan.candidates.items()}
+    assert all(cost["order:engine"] * 5 < c for name, c in cost.items() if name != "order:engine")
