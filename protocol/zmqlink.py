@@ -798,8 +798,8 @@ class ZmqAgentTransport(_ZmqBase):
 
     Its ROUTER has no monitor (``WATCH_ROUTER``): an agent learns of lost links from its DEALERs,
     and the ROUTER's events only logged a stranger's failed handshake at INFO. Each monitor is
-    two more sockets and an inproc pipe, drained at every turn of the loop: about 0.1 MB and
-    0.4 ms of CPU per forked agent (``benchmarks/agent_dirty.py``). A refused frame's connection
+    two more sockets and an inproc pipe, drained at every turn of the loop: about 60 kB and 16
+    page faults per forked agent (``benchmarks/agent_dirty.py``). A refused frame's connection
     is then cut without asking whose descriptor it is now (that check names lost peers right,
     which only the coordinator does from its ROUTER).
     """
