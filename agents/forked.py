@@ -27,6 +27,7 @@ and reports.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -211,6 +212,12 @@ def serve() -> None:
                 request = json.loads(line)
                 options = request.get("options")
                 peers = peers_files.get(options["peers_file"]) if options else None
+                # what the template made since its last fork (the run's peers, 3 objects per
+                # agent) joins the frozen heap: a child's collections never walk it. Walked, its
+                # headers were written, and copied, in every child: at n = 1000 0.3 MB and
+                # 0.6 ms of CPU per agent, at n = 2000 0.5 MB and 0.9 ms (O(n) per agent).
+                # O(1): the collector's lists are spliced.
+                gc.freeze()
                 pid = os.fork()
                 if pid == 0:
                     selector.close()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 from dcop.agents.agent import FAULTS, Agent, AgentConfig
 from dcop.agents.jobs import Worker
 from dcop.agents.pauses import freeze_heap
-from dcop.agents.rehearsal import rehearse
+from dcop.agents.rehearsal import rehearse_unless_inherited
 from dcop.errors import DcopError, InputError
 from dcop.model import CostTable
 from dcop.protocol import COORDINATOR_ID, Error, encode
@@ -189,8 +189,9 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
         backend, setup_s, device_name, ipc = agent_backend(device, split=split)
         worker = Worker("dcop-jobs")
         # first-call costs paid here, not in the solve: on this thread, which runs the short
-        # buckets (dcop.agents.jobs); the long ones do not notice them
-        setup_s += rehearse(backend)
+        # buckets (dcop.agents.jobs); the long ones do not notice them (a forked NumPy agent's
+        # template paid them for it)
+        setup_s += rehearse_unless_inherited(backend)
         freeze_heap()  # what set-up left alive is not walked again by the solve's collections
         config = AgentConfig(
             entry.id,

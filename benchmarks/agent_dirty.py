@@ -10,7 +10,7 @@ the preloaded imports, the rehearsal, the children's streams and log handler, th
 and forks children that run an agent's start-up one step at a time, with dcop's own functions:
 the child's descriptors and title (``forked.run_child``), its log handler (``run.agent_logging``),
 the transport (``ZmqAgentTransport``: its context, ZAP handler, the DEALER to the coordinator and
-its monitor; then ``open``: the ROUTER and its monitor), the jobs' thread, the rehearsal,
+its monitor; then ``open``: the ROUTER, which has none), the jobs' thread, the rehearsal,
 ``freeze_heap`` and the hello. After each step a child reads its own ``/proc/self/smaps_rollup``
 (private dirty kB), its minor page faults and its CPU (all threads); a step of nothing but that
 read is measured first and taken off every step. Then, from the same template, children that
@@ -107,7 +107,7 @@ def dcop_steps(coordinator: str, folder: str) -> Callable[[], list[Step]]:
         from dcop.agents import forked
         from dcop.agents.jobs import Worker
         from dcop.agents.pauses import freeze_heap
-        from dcop.agents.rehearsal import rehearse
+        from dcop.agents.rehearsal import rehearse_unless_inherited
         from dcop.agents.run import agent_logging
         from dcop.backends import get_backend
         from dcop.protocol import COORDINATOR_ID, Hello, encode
@@ -142,9 +142,10 @@ def dcop_steps(coordinator: str, folder: str) -> Callable[[], list[Step]]:
             ("descriptors, streams, title", descriptors),
             ("log handler", lambda: agent_logging(ident, "WARNING")),
             ("transport: context, ZAP, DEALER + monitor", transport),
-            ("transport open: ROUTER + monitor", lambda: held["t"].open()),
+            ("transport open: ROUTER (no monitor)", lambda: held["t"].open()),
             ("jobs' thread", lambda: held.setdefault("w", Worker("dcop-jobs"))),
-            ("rehearsal", lambda: rehearse(get_backend("numpy")) and None),
+            # the template's is inherited: a forked NumPy agent skips its own
+            ("rehearsal", lambda: rehearse_unless_inherited(get_backend("numpy")) and None),
             ("freeze_heap", freeze_heap),
             ("hello", hello),
         ]

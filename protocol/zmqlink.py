@@ -308,6 +308,9 @@ class _Link:
 class _ZmqBase:
     #: Whether the ZAP handler runs in a thread of its own (see :class:`ZapHandler`).
     ZAP_THREAD = False
+    #: Whether the ROUTER has a monitor: its closed connections name lost peers (the
+    #: coordinator's), and the descriptor each peer speaks on is kept for them (see _cut).
+    WATCH_ROUTER = True
 
     def __init__(
         self,
@@ -407,7 +410,8 @@ class _ZmqBase:
             )
         actual = with_port(endpoint, sock.getsockopt_string(zmq.LAST_ENDPOINT))
         self.poller.register(sock, zmq.POLLIN)
-        self._watch(sock, None, actual, _ROUTER_EVENTS)
+        if self.WATCH_ROUTER:
+            self._watch(sock, None, actual, _ROUTER_EVENTS)
         return sock, actual
 
     def _dealer(
@@ -709,7 +713,10 @@ class _ZmqBase:
 
     def _note_source(self, sender: int, body: zmq.Frame) -> None:
         """Remember which connection ``sender`` speaks on, to name it when that one closes
-        (``body`` is any frame of its message)."""
+        (``body`` is any frame of its message). Only where the ROUTER is watched: its
+        closed connections' descriptors are forgotten there, never otherwise."""
+        if not self.WATCH_ROUTER:
+            return
         fd = _source_fd(body)
         if fd is not None:
             self._fd_peers[fd] = sender
@@ -788,7 +795,16 @@ class ZmqAgentTransport(_ZmqBase):
     ``connect_peer`` are held (a few small ones) instead of refused. A set (a dict's keys) is
     kept as given, not copied: a forked agent shares its template's, and copying every id cost
     each agent of a 1000-agent run pages of its own.
+
+    Its ROUTER has no monitor (``WATCH_ROUTER``): an agent learns of lost links from its DEALERs,
+    and the ROUTER's events only logged a stranger's failed handshake at INFO. Each monitor is
+    two more sockets and an inproc pipe, drained at every turn of the loop: about 60 kB and 16
+    page faults per forked agent (``benchmarks/agent_dirty.py``). A refused frame's connection
+    is then cut without asking whose descriptor it is now (that check names lost peers right,
+    which only the coordinator does from its ROUTER).
     """
+
+    WATCH_ROUTER = False
 
     def __init__(
         self,

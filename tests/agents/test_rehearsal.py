@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dcop.agents.rehearsal import rehearse
+from dcop.agents.rehearsal import rehearse, rehearse_unless_inherited
 from dcop.backends.numpy import NumpyBackend
 from dcop.backends.placed import PlacedBackend
 from dcop.tables import Table
@@ -58,3 +58,13 @@ def test_rehearsal_leaves_a_placed_backend_without_placements() -> None:
     a = Table(("a", "b"), np.arange(4, dtype=np.float32).reshape(2, 2))
     assert backend.join_eliminate([a], "a").data.tolist() == [0.0, 1.0]
     assert backend.placement_metrics()["buckets_cpu"] == 1
+
+
+def test_a_process_that_rehearsed_numpy_skips_a_second_rehearsal() -> None:
+    """A forked agent inherits its template's rehearsal of NumPy's path (rehearsal's
+    docstring): its own would only copy pages. Any other backend is still rehearsed."""
+    rehearse(NumpyBackend())  # what the template does before it forks
+    assert rehearse_unless_inherited(NumpyBackend()) == 0.0
+    other = CountingBackend()  # a backend with state of its own (a GPU's, here a subclass)
+    assert rehearse_unless_inherited(other) > 0.0
+    assert other.calls == {"join_eliminate": 1, "table": 1, "best_value": 1}
