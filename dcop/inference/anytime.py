@@ -169,13 +169,9 @@ def solve_auto(
     if deadline is not None and problem.n >= FIRST_EARLY_VARIABLES:
         # an answer before the order and the plans (see FIRST_EARLY_VARIABLES)
         from dcop.search.first import first_answer
-        from dcop.search.solver import FIRST_SHARE, setup_fits, solve_aobb
+        from dcop.search.solver import setup_fits, solve_aobb
 
-        first = first_answer(
-            problem,
-            t_start + FIRST_SHARE * max(0.0, deadline - t_start),
-            max_bytes=effective_limit(max_bytes).bytes,
-        )
+        first = first_answer(problem, max_bytes=effective_limit(max_bytes).bytes)
         if first is not None and on_bounds is not None:
             on_bounds(time.monotonic() - t_start, first.lower, first.cost)
         if first is not None and not setup_fits(first, deadline - time.monotonic()):

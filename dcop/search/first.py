@@ -8,6 +8,8 @@ no induced scopes) and the search's compiled local search (:mod:`dcop.search.loc
 where each variable takes its best value by its unary tables, ICM sweeps, then rounds of kicks
 (a ball of neighbouring variables set at random, repaired, kept when no worse), counted in kicks
 so that the same input and seed give the same answer; a deadline only ends the rounds early.
+Where the search's set-up would not leave it the time, the run's rounds go on to the deadline
+(:func:`dcop.search.solver.setup_fits`).
 The lower bound beside it is the sum of every table's least cost: proved, and free.
 """
 
@@ -33,14 +35,13 @@ from dcop.search.local import (
 
 #: ICM sweeps (with restarts) from the greedy start.
 FIRST_SWEEPS = 30
-#: Rounds of kicks, KICKS_PER_NODE per variable each, their ball sizes in turn, at most
-#: FIRST_ROUNDS; they stop earlier once len(BLOCKS) rounds in a row gained less than STALL_GAIN
-#: of the cost (relative) each. On the 80x80 grids with evidence, 6 rounds (about a second)
-#: already beat toulbar2's 15 s answer; 20 gain another 0.4 %.
-FIRST_ROUNDS = 30
+#: Rounds of kicks, KICKS_PER_NODE kicks per variable each, their ball sizes in turn. On the
+#: 80x80 grids with evidence, 6 rounds (about a second) beat toulbar2's 15 s answer.
 KICKS_PER_NODE = 1.0
 BLOCKS = (8, 16, 32)
-STALL_GAIN = 1e-4
+#: The first answer's rounds (one costs a tenth of a second on an 80x80 grid): more where the
+#: caller gives the local search the time (:meth:`LocalSearch.rounds`).
+FIRST_ROUNDS = 1
 #: A round runs in this many pieces, the deadline looked at between them (a round of an 80x80
 #: grid takes a second on a loaded machine).
 PIECES = 8
@@ -164,19 +165,18 @@ class LocalSearch:
         self,
         most: int,
         deadline: float | None,
-        stall: bool = True,
         report: Callable[[float], None] | None = None,
     ) -> int:
-        """Up to ``most`` rounds of kicks, until ``deadline``, and (``stall``) until len(BLOCKS)
-        rounds in a row gained less than STALL_GAIN each; the rounds run. ``report`` hears of
-        each better cost (internal, the problem's constant left out)."""
+        """Up to ``most`` rounds of kicks, until ``deadline`` (looked at between pieces of a
+        round); the rounds run. ``report`` hears of each better cost (internal, the problem's
+        constant left out)."""
         if len(self.names) < 2:
             return 0
         m, asg = self.model, self.asg
         if self.soft is None:
             self.soft = penalised(m)
         kicks = max(1, int(KICKS_PER_NODE * len(self.names)))
-        stalled = ran = 0
+        ran = 0
         while ran < most:
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -198,10 +198,6 @@ class LocalSearch:
                 after = cost
             if after < cost and report is not None:
                 report(after)
-            gained = math.isfinite(cost) and cost - after > STALL_GAIN * (1.0 + abs(cost))
-            stalled = 0 if gained or math.isinf(cost) else stalled + 1
-            if stall and stalled >= len(BLOCKS):
-                break
         return ran
 
     def answer(self) -> FirstAnswer:
@@ -213,14 +209,13 @@ class LocalSearch:
 
 def first_answer(
     problem: Problem,
-    deadline: float | None = None,
     seed: int = 0,
     rounds: int = FIRST_ROUNDS,
     max_bytes: float = math.inf,
 ) -> FirstAnswer | None:
     """A quick assignment of ``problem`` (see the module docstring): ICM sweeps from the greedy
-    start, then up to ``rounds`` rounds of kicks, stopped early at ``deadline`` (after
-    MIN_ROUNDS of them at least) or when they stall. None where the tables' flat copies (two:
+    start, then ``rounds`` rounds of kicks (a count: no clock). None where the tables' flat
+    copies (two:
     the tables and their penalised twin) would exceed MEMORY_SHARE of ``max_bytes``, or
     MAX_ENTRIES (a large sparse table: the search's memory plan refuses it, or not, later).
     """
@@ -228,6 +223,5 @@ def first_answer(
     if entries > MAX_ENTRIES or 2 * 8 * entries > MEMORY_SHARE * max_bytes:
         return None
     search = LocalSearch(problem, seed)
-    ran = search.rounds(min(rounds, MIN_ROUNDS), None)
-    search.rounds(rounds - ran, deadline)
+    search.rounds(rounds, None)
     return search.answer()

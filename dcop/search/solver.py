@@ -72,23 +72,22 @@ LOCAL_SWEEPS = 200
 PASS_FIT = 0.5
 #: Share of the time left that the ordering engine may take.
 ORDER_SHARE = 0.05
-#: Share of the time left that the first answer's rounds of kicks may take at most
-#: (:mod:`dcop.search.first`): every later phase keeps it as the answer until it finds better.
-FIRST_SHARE = 0.25
 #: The first rung's pass decodes its own assignment (a walk over every bucket, in Python) only
 #: when that is predicted within DECODE_SHARE of the time left, at DECODE_S_PER_VARIABLE: the
 #: first answer stands in for it (on an 80x80 grid the decode costs a second or more, and the
 #: first answer is as good).
 DECODE_SHARE = 0.1
+DECODE_S_PER_VARIABLE = 2e-4
 #: The search's set-up (the order, the i-bound's plans, the first pass, its arrays) is predicted
 #: at SETUP_RATIO times the first answer's flat copy of the tables
-#: (:attr:`dcop.search.first.LocalSearch.build_s`, which the machine's load slows alike): 7 s
-#: against 0.16 s on an unloaded 80x80 grid. Where that does not fit SETUP_FIT of the time left,
-#: the run spends it all on the local search's rounds: a set-up cut at the deadline would have
-#: wasted it.
-SETUP_RATIO = 40.0
-SETUP_FIT = 0.5
-DECODE_S_PER_VARIABLE = 2e-4
+#: (:attr:`dcop.search.first.LocalSearch.build_s`, which the machine's load slows alike): 3 s
+#: against 0.06 s on a 40x40 grid, 7 s against 0.16 s on an 80x80 grid, unloaded. Where that
+#: exceeds SETUP_FIT of the time left, the run spends it all on the local search's rounds: a
+#: search that starts late hardly improves the answer (an 80x80 grid's set-up left it 5 of 15 s:
+#: 0.2-6 % worse than the rounds alone), and a set-up cut at the deadline is time lost. A 40x40
+#: grid's set-up fits: there the search's subtree moves beat the rounds alone.
+SETUP_RATIO = 45.0
+SETUP_FIT = 0.35
 #: The i-bound ladder: work ratio between rungs, the smallest pass worth a rung (entries), rungs.
 LADDER_RATIO = 8.0
 LADDER_FLOOR = 1e5
@@ -291,12 +290,7 @@ def solve_aobb(
 
     first = start
     if first is None and deadline is not None:
-        first = first_answer(
-            problem,
-            time.monotonic() + FIRST_SHARE * max(0.0, left()),
-            seed,
-            max_bytes=effective_limit(max_bytes).bytes,
-        )
+        first = first_answer(problem, seed, max_bytes=effective_limit(max_bytes).bytes)
         times["first"] = time.monotonic() - t_start  # None where the tables are too large
     if first is not None:
         stats.trace.append((time.monotonic() - t_start, first.lower, first.cost))
@@ -319,7 +313,7 @@ def solve_aobb(
             if on_bounds is not None:
                 on_bounds(now, lowest, base + cost)
 
-        first.search.rounds(sys.maxsize, deadline, stall=False, report=report)
+        first.search.rounds(sys.maxsize, deadline, report=report)
         first = first.search.answer()
         times["local"] = time.monotonic() - t0
         stats.ibound_reason = LOCAL_ONLY
@@ -512,7 +506,7 @@ def solve_aobb(
         assignment=assignment,
         lower_bound=lower,
         upper_bound=upper,
-        z=stats.ibound,
+        z=stats.ibound or None,  # no rung built its heuristic: none
         ordering=chosen_name,
         induced_width=width,
         largest_table=biggest,
@@ -732,19 +726,25 @@ class _Walk:
                 self.report(r)
             value = float(s.fre[0])
             if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
-                self.patch(r)
-                self.proved[r] = value
+                self.proved[r] = value  # a bound of the part's, at least
+                if not self.patch(r, deadline):  # the deadline came first: not proved
+                    self.report(r)
+                    return TIMEOUT
             else:  # nothing below the incumbent's own cost: that part of it is optimal
                 self.proved[r] = self.budget
             self.upper = self.base + float(total_cost(m, self.incumbent))
             self.report(None)
         return None
 
-    def patch(self, root: int) -> None:
-        """Copy the proved optimum of ``root``'s part into the incumbent."""
+    def patch(self, root: int, deadline: float | None) -> bool:
+        """Copy the proved optimum of ``root``'s part into the incumbent; False (the incumbent
+        left as it was) where its completion reaches ``deadline``."""
         s, c = self.s, self.c
         order = c.preorder[root]
         s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
-        complete(c, s, order)  # order[0] is the root, whose value the walk left in s.asg
+        # order[0] is the root, whose value the walk left in s.asg
+        if not complete(c, s, order, deadline):
+            return False
         for v in order:
             self.incumbent[v] = s.asg[v]
+        return True

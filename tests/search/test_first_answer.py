@@ -50,8 +50,8 @@ def test_the_same_seed_gives_the_same_first_answer() -> None:
     assert a is not None and b is not None
     assert a.assignment == b.assignment and a.cost == b.cost and a.rounds == b.rounds
     # more rounds from where it stopped, counted the same way: the same again
-    a.search.rounds(4, None, stall=False)
-    b.search.rounds(4, None, stall=False)
+    a.search.rounds(4, None)
+    b.search.rounds(4, None)
     assert a.search.answer().assignment == b.search.answer().assignment
 
 
@@ -61,7 +61,7 @@ def test_rounds_never_make_the_answer_worse() -> None:
     costs = [search.answer().cost]
     seen: list[float] = []
     for _ in range(5):
-        search.rounds(1, None, stall=False, report=seen.append)
+        search.rounds(1, None, report=seen.append)
         costs.append(search.answer().cost)
     assert all(b <= a for a, b in itertools.pairwise(costs))
     assert len(seen) == sum(1 for a, b in itertools.pairwise(costs) if b < a)
