@@ -62,7 +62,9 @@ PROGRESS_EVERY_S = 0.1
 #: take seconds, many more on a loaded machine, and the deadline may come first. A smaller one
 #: is ordered in milliseconds (and BE, which needs no first answer, solves most of them).
 FIRST_EARLY_VARIABLES = 1000
-#: Share of the time left that the ordering engine may search (its greedy orders always run).
+#: Share of the time left that the ordering engine may search (its greedy orders always run), as
+#: the search's own (``dcop.search.solver.ORDER_SHARE``, not imported here: numba loads only to
+#: search).
 ORDER_SHARE = 0.05
 #: Bytes per entry of BE's largest table at the least (float32): a run whose largest table alone
 #: exceeds the memory limit is not planned (a plan of thousands of buckets costs a second).
@@ -176,7 +178,16 @@ def solve_auto(
             on_bounds(time.monotonic() - t_start, first.lower, first.cost)
         if first is not None and not setup_fits(first, deadline - time.monotonic()):
             # the search would not start in time: the local search spends it all
-            result = solve_aobb(problem, backend=engine, deadline=deadline, start=first)
+            result = solve_aobb(
+                problem,
+                backend=engine,
+                max_bytes=max_bytes,
+                deadline=deadline,
+                on_bounds=on_bounds,
+                resident=options.resident,
+                start=first,
+                started=t_start,
+            )
             result.choice = f"search: {result.search.ibound_reason}"
             return result
     left = math.inf if deadline is None else deadline - time.monotonic()
@@ -243,6 +254,7 @@ def solve_auto(
         resident=options.resident,
         pass_seconds=predicted * EXACT_RUNG_MARGIN if fits and in_time else None,
         start=first,
+        started=t_start,
     )
     result.choice = f"search: {why}; {result.search.ibound_reason}"
     return result
