@@ -89,6 +89,10 @@ DECODE_S_PER_VARIABLE = 2e-4
 #: slices) did better than the rounds alone (grid40x40.f5: -6379 against -6361).
 SETUP_RATIO = 45.0
 SETUP_FIT = 0.35
+#: Below this many variables the search always runs: its set-up is cheap whatever the flat
+#: copy's seconds say (on CELAR6-SUB0's 16 variables a loaded machine's 0.02 s of fixed cost
+#: predicted a second of set-up, and the search that proves it was skipped).
+SETUP_MIN_VARIABLES = 1000
 #: The i-bound ladder: work ratio between rungs, the smallest pass worth a rung (entries), rungs.
 LADDER_RATIO = 8.0
 LADDER_FLOOR = 1e5
@@ -527,7 +531,9 @@ def solve_aobb(
 
 def setup_fits(first: FirstAnswer, left: float) -> bool:
     """Whether the search's set-up is predicted within SETUP_FIT of ``left`` seconds (see
-    SETUP_RATIO)."""
+    SETUP_RATIO); always on fewer than SETUP_MIN_VARIABLES variables."""
+    if len(first.search.names) < SETUP_MIN_VARIABLES:
+        return True
     return SETUP_RATIO * first.search.build_s <= SETUP_FIT * left
 
 

@@ -115,6 +115,7 @@ def test_the_local_search_alone_where_the_set_up_does_not_fit(
 ) -> None:
     problem = grid_network(900, 3, 0.3, seed=4)
     monkeypatch.setattr(solver, "SETUP_RATIO", 1e12)  # the set-up never fits
+    monkeypatch.setattr(solver, "SETUP_MIN_VARIABLES", 0)
     result = solve_aobb(problem, deadline=time.monotonic() + 0.3)
     assert result.stopped == solver.LOCAL_ONLY and result.status == "timeout"
     check_valid(problem, result)
@@ -131,8 +132,13 @@ def test_hard_constraints_under_a_tiny_limit_still_give_an_assignment() -> None:
     check_valid(problem, result)
 
 
-def test_a_run_with_time_still_proves_small_problems() -> None:
-    """The first answer does not get in the way of a proof."""
+@pytest.mark.parametrize("ratio", [45.0, 1e12])
+def test_a_run_with_time_still_proves_small_problems(
+    monkeypatch: pytest.MonkeyPatch, ratio: float
+) -> None:
+    """The first answer does not get in the way of a proof, nor does the set-up's prediction on
+    a small problem, however slow the machine seems (``ratio``)."""
+    monkeypatch.setattr(solver, "SETUP_RATIO", ratio)
     problem = random_network(12, 3, 0.4, 0.2, seed=3)
     best = solve(problem, "be").upper_bound
     result = solve_aobb(problem, deadline=time.monotonic() + 60.0)
