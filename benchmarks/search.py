@@ -377,6 +377,16 @@ def run_anytime(args: argparse.Namespace) -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     settings = ("dcop auto", *TB2)
     rows = []
+    # --reuse-tb2: toulbar2's answers of an earlier document (same models, same limit), so that
+    # a change of dcop's is measured without running toulbar2 again on a shared machine
+    reused: dict[str, dict[str, Any]] = {}
+    tb2_from = None
+    if args.reuse_tb2 is not None:
+        earlier = json.loads(args.reuse_tb2.read_text())
+        if earlier["limit_s"] != args.limit:
+            raise SystemExit(f"--reuse-tb2: its limit is {earlier['limit_s']} s, not {args.limit}")
+        reused = {r["model"]: r for r in earlier["rows"]}
+        tb2_from = f"{args.reuse_tb2.name} of {earlier['started']}"
     with tempfile.TemporaryDirectory() as scratch:
         chosen = anytime_models(args.models, args.only, Path(scratch))
         from dcop.io import read_problem
@@ -385,7 +395,10 @@ def run_anytime(args: argparse.Namespace) -> None:
             problem = read_problem(path)
             row: dict[str, Any] = {"model": name, "n": problem.n, "d": problem.max_domain()}
             for s in settings:
-                row[s] = run_one(s, path, args.limit, False)
+                if s in TB2 and name in reused and s in reused[name]:
+                    row[s] = reused[name][s]
+                else:
+                    row[s] = run_one(s, path, args.limit, False)
             best_tb2 = min(
                 (row[s] for s in TB2 if row[s].get("internal") is not None),
                 key=lambda r: r["internal"],
@@ -397,7 +410,7 @@ def run_anytime(args: argparse.Namespace) -> None:
             rows.append(row)
             print(name, {s: row[s].get("internal") for s in settings}, row["vs best tb2"],
                   flush=True)  # fmt: skip
-    write_anytime(args, rows, settings, started)
+    write_anytime(args, rows, settings, started, tb2_from=tb2_from)
 
 
 def write_anytime(
@@ -406,9 +419,11 @@ def write_anytime(
     settings: tuple[str, ...],
     started: str,
     measured: dict[str, Any] | None = None,
+    tb2_from: str | None = None,
 ) -> None:
     """``search_anytime.json`` and ``.md``; ``measured``: the document whose rows these are
-    (``--rescore``: its command and machine stand, the scores are made again)."""
+    (``--rescore``: its command and machine stand, the scores are made again); ``tb2_from``:
+    the document toulbar2's answers were taken from (``--reuse-tb2``)."""
     from compare.machine import describe, machine_info
 
     def share(key: str, among: list[dict[str, Any]]) -> dict[str, Any]:
@@ -452,6 +467,10 @@ def write_anytime(
         "rows": rows,
     }
     if measured is not None:
+        tb2_from = measured.get("tb2_from")
+    if tb2_from is not None:
+        doc["tb2_from"] = tb2_from
+    if measured is not None:
         doc["rescored_by"] = command
 
     def cell(entry: dict[str, Any]) -> str:
@@ -469,7 +488,8 @@ def write_anytime(
         f"{len(rows)} public UAI MAP models (evidence applied), each solver a fresh process at "
         f"the same limit, one at a time. Answers are dcop's internal costs (-ln of the "
         f"probability, less is better), every assignment re-evaluated by dcop. Command: "
-        f"`{doc['command']}`.",
+        f"`{doc['command']}`."
+        + (f" toulbar2's answers are those of {tb2_from} (not run again)." if tb2_from else ""),
         "",
         "| model | n | " + " | ".join(settings) + " | better answer |",
         "|---|---|" + "---|" * (len(settings) + 1),
@@ -514,6 +534,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--rescore", type=Path, help="score an anytime document's rows again (search_anytime.json)"
+    )
+    parser.add_argument(
+        "--reuse-tb2",
+        type=Path,
+        help="anytime mode: toulbar2's answers from this earlier document (same limit); dcop runs",
     )
     args = parser.parse_args()
     if args.worker:

@@ -33,6 +33,7 @@ from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
 from dcop.orders.cost import SECONDS_PER_ENTRY
+from dcop.orders.greedy import largest_table
 from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, suggestion_bound
 from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
 from dcop.results.solve import SolveResult
@@ -65,6 +66,18 @@ CPU_WHILE_STARTING_S = 0.25
 EXACT_RUNG_MARGIN = 1.5
 #: Seconds between two progress reports a step's child sends.
 PROGRESS_EVERY_S = 0.1
+#: With a deadline, a problem of at least this many variables gets its first answer
+#: (:mod:`dcop.search.first`) before it is ordered and planned: on a 6400-variable grid those
+#: take seconds, many more on a loaded machine, and the deadline may come first. A smaller one
+#: is ordered in milliseconds (and BE, which needs no first answer, solves most of them).
+FIRST_EARLY_VARIABLES = 1000
+#: Share of the time left that the ordering engine may search (its greedy orders always run), as
+#: the search's own (``dcop.search.solver.ORDER_SHARE``, not imported here: numba loads only to
+#: search).
+ORDER_SHARE = 0.05
+#: Bytes per entry of BE's largest table at the least (float32): a run whose largest table alone
+#: exceeds the memory limit is not planned (a plan of thousands of buckets costs a second).
+BE_ENTRY_BYTES = 4
 
 #: bounds(seconds, lower, upper) of a search, internal costs (:mod:`dcop.search.solver`).
 BoundsFn = Callable[[float, float, float], None]
@@ -163,18 +176,21 @@ def solve_auto(
     best assignment and both bounds."""
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
+    t_start = time.monotonic()
     if timeout is not None:
-        deadline = time.monotonic() + timeout
+        deadline = t_start + timeout
     if resident is None:
         resident = resident_bytes()
     limit = effective_limit(max_bytes)
     backend = device_start(backend)
-    if isinstance(backend, StartingBackend) and not backend.ready:
+    small = problem.n < FIRST_EARLY_VARIABLES
+    if small and isinstance(backend, StartingBackend) and not backend.ready:
         # the device is still starting (CuPy's import, the CUDA context: 0.5-1 s): a problem
         # whose BE the CPU ends sooner runs there, and the start is left to its thread
+        left = math.inf if deadline is None else deadline - time.monotonic()
+        ordering = choose_order(problem, ordering, order_time, max_budget_s=ORDER_SHARE * left)
         cpu = Options(ordering, "numpy", dtype, max_bytes, resident, progress, order_time)
-        cpu_plan = base_plan(problem, cpu)
-        ordering = cpu.ordering  # chosen once, for either side
+        cpu_plan = base_plan(problem, cpu)  # the order is chosen once, for either side
         cpu_s = len(cpu_plan.buckets) * BUCKET_OVERHEAD_S + cpu_plan.total_work * SECONDS_PER_ENTRY
         if cpu_plan.fits(limit.bytes) and cpu_s <= CPU_WHILE_STARTING_S:
             result = solve(
@@ -188,15 +204,59 @@ def solve_auto(
                 f"({backend.name})"
             )
             return result
+    first = None
+    if deadline is not None and not small:
+        # an answer before the order and the plans (see FIRST_EARLY_VARIABLES), on the CPU
+        # while a device starts
+        from dcop.search.first import first_answer
+
+        first = first_answer(problem, max_bytes=limit.bytes)
+        if first is not None and on_bounds is not None:
+            on_bounds(time.monotonic() - t_start, first.lower, first.cost)
     engine = resolve_backend(backend)
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.order_time = order_time
-    plan = base_plan(problem, options)
-    predicted = len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
+    if first is not None and deadline is not None:
+        from dcop.search.solver import setup_fits, solve_aobb
+
+        if not setup_fits(first, deadline - time.monotonic()):
+            # the search would not start in time: the local search spends it all
+            result = solve_aobb(
+                problem,
+                backend=engine,
+                max_bytes=max_bytes,
+                deadline=deadline,
+                on_bounds=on_bounds,
+                resident=resident,
+                start=first,
+                started=t_start,
+            )
+            result.choice = f"search: {result.search.ibound_reason}"
+            return result
     left = math.inf if deadline is None else deadline - time.monotonic()
-    fits = plan.fits(limit.bytes)
+    options.ordering = choose_order(
+        problem, options.ordering, options.order_time, max_budget_s=ORDER_SHARE * max(0.0, left)
+    )
+    order = options.ordering.order
+    limit = effective_limit(max_bytes)
+    engine_said = options.ordering.engine
+    biggest = (
+        engine_said.largest_table_entries
+        if engine_said is not None
+        else largest_table(problem.neighbours(), order, problem.domain_sizes())
+    )
+    plan = None
+    if biggest * BE_ENTRY_BYTES <= limit.bytes:
+        plan = base_plan(problem, options)  # the order is chosen: planning alone
+    predicted = (
+        math.inf
+        if plan is None
+        else len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
+    )
+    left = math.inf if deadline is None else deadline - time.monotonic()
+    fits = plan is not None and plan.fits(limit.bytes)
     in_time = predicted * SAFETY <= left
-    if fits and in_time and predicted <= BE_FIRST_S:
+    if plan is not None and fits and in_time and predicted <= BE_FIRST_S:
         result = solve(
             problem,
             "be",
@@ -213,7 +273,12 @@ def solve_auto(
             f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
         )
         return result
-    if not fits:
+    if plan is None:
+        why = (
+            f"BE's plan needs more than {human_bytes(limit.bytes)}: its largest table alone has "
+            f"{biggest:.4g} entries"
+        )
+    elif not fits:
         why = f"BE's plan needs {human_bytes(plan.peak_bytes)} > {human_bytes(limit.bytes)}"
     elif not in_time:
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
@@ -231,6 +296,8 @@ def solve_auto(
         on_bounds=on_bounds,
         resident=options.resident,
         pass_seconds=predicted * EXACT_RUNG_MARGIN if fits and in_time else None,
+        start=first,
+        started=t_start,
     )
     result.choice = f"search: {why}; {result.search.ibound_reason}"
     return result

@@ -3,6 +3,7 @@ file written by ``dcop info --write-order`` (an order file or a PACE ``.td``).""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,13 +40,15 @@ def choose_order(
     ordering: str | ChosenOrder = AUTO,
     budget_s: float | None = None,
     cost_model: CostModel | None = None,
+    max_budget_s: float = math.inf,
 ) -> ChosenOrder:
     """The elimination order ``ordering`` asks for: ``auto`` runs :func:`best_order` within
     ``budget_s`` (None: its default budget), a name of :data:`dcop.orders.greedy.ORDERINGS` that
     heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
     once for several uses) is returned as it is. ``cost_model`` gives the engine the solver's
-    speed (default: single-core NumPy's), which sizes its default budget. The engine's answer
-    is kept for the process's next call on the same structure (:mod:`dcop.plan.reuse`)."""
+    speed (default: single-core NumPy's), which sizes its default budget; ``max_budget_s`` caps
+    that default budget (a run's share of its time left). The engine's answer is kept for the
+    process's next call on the same structure (:mod:`dcop.plan.reuse`)."""
     if isinstance(ordering, ChosenOrder):
         return ordering
     if ordering == AUTO:
@@ -54,13 +57,14 @@ def choose_order(
         key = (
             structure_key(names, problem.domain_sizes(), (t.scope for t in problem.tables)),
             budget_s,
+            max_budget_s,
             model.max_entries,
             model.seconds_per_entry,
             None if model.sizes is None else tuple(model.sizes.items()),
         )
         result = _ORDERS.get(key)
         if result is None:
-            result = best_order(problem, budget_s, model)
+            result = best_order(problem, budget_s, model, max_budget_s)
             _ORDERS.put(key, result)
         return ChosenOrder(f"{AUTO}:{result.method}", list(result.order), result)
     if ordering in ORDERINGS:

@@ -16,7 +16,7 @@ heuristic, a lower bound of the subtree's optimum, and exact where the pass is e
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,8 @@ CACHE_ENTRY_BYTES = 16
 #: The largest context table one node may cache (entries): a larger one costs page faults and
 #: TLB misses on most lookups, where the subproblem is rarely met twice in the same context.
 NODE_CACHE_MAX = 1 << 22
+#: Buckets copied between two calls of the caller's check.
+CHECK_EVERY = 256
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,12 @@ def compile_search(
     buckets: Buckets,
     backend: TableBackend,
     cache_bytes: float,
+    check: Callable[[], None] | None = None,
 ) -> Compiled:
     """The search's :class:`Model` for ``problem`` along ``order`` with the heuristic of
     ``buckets`` (a :func:`~dcop.bucketpass.bucket_pass` over ``order``), caching contexts within
-    ``cache_bytes`` (smallest contexts first)."""
+    ``cache_bytes`` (smallest contexts first). ``check`` is called every CHECK_EVERY buckets (it
+    may raise to stop: thousands of buckets take seconds)."""
     names = list(order)
     node = {v: i for i, v in enumerate(names)}
     n = len(names)
@@ -116,6 +120,8 @@ def compile_search(
     heuristic_entries = 0
     for var in names:
         w = node[var]
+        if check is not None and w % CHECK_EVERY == 0:
+            check()
         for table, origin in zip(buckets.tables[var], buckets.origins[var], strict=True):
             data = backend.to_numpy(table.data)
             f = add_function(table.scope, data)

@@ -6,6 +6,8 @@ without loading the search's compiled loops.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,14 +91,23 @@ def choose_ibound(
     limit_bytes: float,
     seconds: float,
     resident: int | None = None,
+    check: Callable[[], None] | None = None,
+    plans: dict[int, MemoryPlan] | None = None,
 ) -> tuple[int, MemoryPlan, str]:
     """The largest mini-bucket size ``z`` whose pass fits ``limit_bytes`` * HEURISTIC_SHARE and
     whose work is predicted within ``seconds`` on ``backend``; z = induced width + 1 is exact.
-    Returns z, its plan and why."""
+    Returns z, its plan and why. ``check`` is called before each plan (it may raise to stop the
+    planning: a plan of a 6400-variable grid takes a fifth of a second); ``plans`` keeps the
+    plans made, by z (the ladder reads them)."""
     width = induced_width(problem.neighbours(), order)
+    known = {} if plans is None else plans
 
     def plan(z: int) -> MemoryPlan:
-        return plan_for(problem, order, z, np.float64, backend, resident=resident)
+        if z not in known:
+            if check is not None:
+                check()
+            known[z] = plan_for(problem, order, z, np.float64, backend, resident=resident)
+        return known[z]
 
     def fits(p: MemoryPlan) -> bool:
         room = HEURISTIC_SHARE * max(0.0, limit_bytes - p.resident_bytes)
@@ -106,7 +117,13 @@ def choose_ibound(
     best = plan(top)
     if fits(best):
         return top, best, f"z = {top} is exact (induced width {width})"
-    lo, hi = 1, top  # z = 1 is taken to fit (its tables are no larger than the problem's)
+    # no z past the one whose single table of z variables at the smallest domain would exceed
+    # the memory or the time on its own: the search for z starts no higher (a 6400-variable
+    # grid's width is 80; its z is below 30, and each plan costs a fifth of a second)
+    room = HEURISTIC_SHARE * max(0.0, limit_bytes - best.resident_bytes) / 8
+    entries = max(2.0, min(room, seconds / seconds_per_entry(backend)))
+    smallest = max(2, min(problem.domain_sizes().values(), default=2))
+    lo, hi = 1, min(top, 2 + int(math.log(entries) / math.log(smallest)))
     lo_plan = plan(1)
     while hi - lo > 1:
         mid = (lo + hi) // 2

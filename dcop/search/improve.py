@@ -58,6 +58,10 @@ BLOCKS = (8, 16, 32)
 #: it back when neither pays.
 GEAR_START = 4
 GEAR_MAX = 32
+#: A move's completion (:func:`complete`) may expand at most COMPLETE_FACTOR times the move's
+#: own node budget, in slices of COMPLETE_SLICE expansions between two looks at the clock.
+COMPLETE_FACTOR = 10
+COMPLETE_SLICE = 100_000
 #: Pruning margin, as the walk's (:mod:`dcop.search.solver`).
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -175,8 +179,9 @@ class Improver:
             self.moves += 1
             if not done or s.reg[kernel.R_EXACT] != 1 or not s.fre[0] < budget:
                 continue
+            if not complete(c, s, nodes, deadline, COMPLETE_FACTOR * limit):
+                continue  # its completion gave up: the move is dropped
             before = incumbent.copy()
-            complete(c, s, nodes)
             incumbent[nodes] = s.asg[nodes]
             if nodes_cost(m, incumbent, nodes) < budget:
                 improved = moved = self.round_improved = True
@@ -201,18 +206,37 @@ def _all(c: Compiled) -> np.ndarray:
     return np.arange(c.model.dom.shape[0], dtype=np.int32)
 
 
-def complete(c: Compiled, s: kernel.State, nodes: np.ndarray) -> None:
+def complete(
+    c: Compiled,
+    s: kernel.State,
+    nodes: np.ndarray,
+    deadline: float | None = None,
+    max_expanded: int | None = None,
+) -> bool:
     """Write into ``s.asg`` the best values of a subtree whose optimum ``s`` just proved
     (``nodes``: its preorder, its top's value already in ``s.asg``): from exact cache entries
-    and the leaves' labels, solving again each uncached inner node on the way."""
+    and the leaves' labels, solving again each uncached inner node on the way. False where it
+    gave up at ``deadline`` or past ``max_expanded`` expansions (``s.asg`` then holds a partial
+    completion, which the caller drops): an uncached node solved again from scratch can take
+    far longer than the walk that proved the subtree (40 s on a diagnosis network)."""
     m = c.model
     at = 1
+    spent = 0
     while 0 <= at < nodes.shape[0]:
         missing = kernel.solution_of(m, s, nodes, at, c.width)
         if missing < 0:
             break
         v = int(nodes[missing])  # an uncached inner node: solve it again in this context
         kernel.start(s, v, math.inf)
-        while not kernel.search(m, s, v, 1 << 30, c.width, EPS_ABS, EPS_REL):
-            pass
+        while True:
+            before = int(s.reg[kernel.R_EXPANDED])
+            done = kernel.search(m, s, v, COMPLETE_SLICE, c.width, EPS_ABS, EPS_REL)
+            spent += int(s.reg[kernel.R_EXPANDED]) - before
+            if done:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if max_expanded is not None and spent >= max_expanded:
+                return False
         at = missing + 1
+    return True

@@ -13,6 +13,7 @@ a proof.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
 from dcop.search import kernel, preload
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
+from dcop.search.first import FirstAnswer, first_answer
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
     PassClock,
@@ -70,6 +72,27 @@ LOCAL_SWEEPS = 200
 PASS_FIT = 0.5
 #: Share of the time left that the ordering engine may take.
 ORDER_SHARE = 0.05
+#: The first rung's pass decodes its own assignment (a walk over every bucket, in Python) only
+#: when that is predicted within DECODE_SHARE of the time left, at DECODE_S_PER_VARIABLE: the
+#: first answer stands in for it (on an 80x80 grid the decode costs a second or more, and the
+#: first answer is as good).
+DECODE_SHARE = 0.1
+DECODE_S_PER_VARIABLE = 2e-4
+#: The search's set-up (the order, the i-bound's plans, the first pass, its arrays) is predicted
+#: at SETUP_RATIO times the first answer's flat copy of the tables
+#: (:attr:`dcop.search.first.LocalSearch.build_s`, which the machine's load slows alike): 3 s
+#: against 0.06 s on a 40x40 grid, 7 s against 0.16 s on an 80x80 grid, unloaded. Where that
+#: exceeds SETUP_FIT of the time left, the run spends it all on the local search's rounds: a
+#: search that starts late hardly improves the answer (an 80x80 grid's set-up left it 5 of 15 s:
+#: 0.2-6 % worse than the rounds alone), and a set-up cut at the deadline is time lost. A 40x40
+#: grid's set-up fits: there the search (its own rounds and subtree moves between the walk's
+#: slices) did better than the rounds alone (grid40x40.f5: -6379 against -6361).
+SETUP_RATIO = 45.0
+SETUP_FIT = 0.35
+#: Below this many variables the search always runs: its set-up is cheap whatever the flat
+#: copy's seconds say (on CELAR6-SUB0's 16 variables a loaded machine's 0.02 s of fixed cost
+#: predicted a second of set-up, and the search that proves it was skipped).
+SETUP_MIN_VARIABLES = 1000
 #: The i-bound ladder: work ratio between rungs, the smallest pass worth a rung (entries), rungs.
 LADDER_RATIO = 8.0
 LADDER_FLOOR = 1e5
@@ -91,6 +114,11 @@ IMPROVE_EVERY = 1_000_000
 MOVE_EXPANSIONS = 100_000
 #: Why a walk stopped: the deadline, its rung's node budget, or a signal (SIGINT, SIGTERM).
 TIMEOUT = "the deadline came before the search proved the optimum"
+SETUP_LATE = "the deadline came before the search started; the answer is the first one found"
+LOCAL_ONLY = (
+    "the search's set-up was predicted past the time left: the answer is the local search's"
+)
+NO_MEMORY = "the search's heuristic did not fit the memory; the answer is the first one found"
 OUT_OF_NODES = "the rung's node budget ran out"
 INTERRUPTED = "interrupted"
 
@@ -172,18 +200,30 @@ class SearchStats:
 
 
 def ladder(
-    problem: Problem, order: list[str], backend: Any, top: MemoryPlan, resident: int | None
+    problem: Problem,
+    order: list[str],
+    backend: Any,
+    top: MemoryPlan,
+    resident: int | None,
+    check: Callable[[], None] | None = None,
+    plans: dict[int, MemoryPlan] | None = None,
 ) -> list[MemoryPlan]:
     """The rungs below ``top`` (a plan of the largest z), smallest first: each z about
     LADDER_RATIO times less work than the next, down to a pass of LADDER_FLOOR entries, at most
     LADDER_RUNGS in all. A small z proves easy problems before a large pass could end; a hard
-    one pays at most a constant share more for the rungs below its last."""
+    one pays at most a constant share more for the rungs below its last. ``check`` is called
+    before each plan (it may raise to stop); ``plans`` holds the plans made already, by z."""
     assert top.z is not None
     step = max(1, math.ceil(math.log(LADDER_RATIO) / math.log(typical_domain(problem))))
+    known = {} if plans is None else plans
     rungs = [top]
     z = top.z - step
     while z >= 1 and len(rungs) < LADDER_RUNGS and rungs[-1].total_work > LADDER_FLOOR:
-        rungs.append(plan_for(problem, order, z, np.float64, backend, resident=resident))
+        if z not in known:
+            if check is not None:
+                check()
+            known[z] = plan_for(problem, order, z, np.float64, backend, resident=resident)
+        rungs.append(known[z])
         z -= step
     return rungs[::-1]
 
@@ -229,6 +269,8 @@ def solve_aobb(
     resident: int | None = None,
     pass_seconds: float | None = None,
     improve: bool = True,
+    start: FirstAnswer | None = None,
+    started: float | None = None,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -239,51 +281,107 @@ def solve_aobb(
     (status ``timeout``); ``on_bounds`` hears of every improvement. ``pass_seconds`` is the
     largest pass's predicted seconds (default: a share of the time left). ``improve`` False
     leaves out the subtree moves that improve the incumbent while the walk runs.
+
+    With a deadline, a first answer (``start``, else :func:`dcop.search.first.first_answer`
+    here) comes before any planning, and every phase after it (the order, the i-bound's plans,
+    each pass, the search's arrays) stops at the deadline with the best answer found so far.
+    ``started`` (a ``time.monotonic`` instant, default now) is where the trace's seconds and
+    ``times["total"]`` count from: a caller's own start (``--algo auto``'s).
     """
-    t_start = time.monotonic()
+    t_start = time.monotonic() if started is None else started
     preload.start()  # the compiled loops load beside the ordering and the pass
     engine = resolve_backend(backend)
     times: dict[str, float] = {}
+    stats = SearchStats()
 
     def left() -> float:
         return math.inf if deadline is None else deadline - time.monotonic()
 
-    if order_time is None and deadline is not None:
-        order_time = max(0.0, ORDER_SHARE * left())
-    chosen_order = choose_order(problem, ordering, order_time)
-    order = chosen_order.order
-    adjacency = problem.neighbours()
-    width = induced_width(adjacency, order)
-    biggest = largest_table(adjacency, order, problem.domain_sizes())
-    times["ordering"] = time.monotonic() - t_start
+    first = start
+    if first is None and deadline is not None:
+        t0 = time.monotonic()
+        first = first_answer(problem, seed, max_bytes=effective_limit(max_bytes).bytes)
+        times["first"] = time.monotonic() - t0  # first None where the tables are too large
+    if first is not None:
+        stats.trace.append((time.monotonic() - t_start, first.lower, first.cost))
+        if on_bounds is not None:
+            on_bounds(time.monotonic() - t_start, first.lower, first.cost)
 
-    limit = effective_limit(max_bytes)
-    t0 = time.monotonic()
-    stats = SearchStats()
-    if z is None:
-        share = PASS_SECONDS_NO_DEADLINE if deadline is None else PASS_SHARE * max(0.0, left())
-        if pass_seconds is not None:
-            share = pass_seconds
-        z, top, stats.ibound_reason = choose_ibound(
-            problem, order, engine, limit.bytes, share, resident
-        )
-        rungs = ladder(problem, order, engine, top, resident)
-    else:
-        if z < 1:
-            raise ModelError(f"the mini-bucket size must be at least 1, not {z}")
-        rungs = [plan_for(problem, order, z, np.float64, engine, resident=resident)]
-        stats.ibound_reason = f"z = {z} as asked"
-    if not rungs[-1].fits(limit.bytes):
-        raise TableTooLarge(
-            f"the search's heuristic with z = {z} needs {human_bytes(rungs[-1].peak_bytes)} > "
-            f"the memory limit of {human_bytes(limit.bytes)}; use a smaller --z or --max-memory"
-        )
-    times["plan"] = time.monotonic() - t0
+    def check() -> None:
+        """Raise :class:`_Late` past the deadline, where a first answer stands."""
+        if first is not None and deadline is not None and time.monotonic() >= deadline:
+            raise _Late
+
+    if first is not None and not setup_fits(first, left()):
+        t0 = time.monotonic()
+        base = first.cost - float(total_cost(first.search.model, first.search.asg))
+        lowest = first.lower
+
+        def report(cost: float) -> None:
+            now = time.monotonic() - t_start
+            stats.trace.append((now, lowest, base + cost))
+            if on_bounds is not None:
+                on_bounds(now, lowest, base + cost)
+
+        first.search.rounds(sys.maxsize, deadline, report=report)
+        first = first.search.answer()
+        times["local"] = time.monotonic() - t0
+        stats.ibound_reason = LOCAL_ONLY
+        return _first_result(problem, first, engine, stats, times, t_start, "none", 0, 0,
+                             LOCAL_ONLY)  # fmt: skip
+
+    chosen_name, width, biggest = "none", 0, 0
+    try:
+        t0 = time.monotonic()
+        if order_time is None and deadline is not None:
+            order_time = max(0.0, ORDER_SHARE * left())
+        chosen_order = choose_order(problem, ordering, order_time)
+        order = chosen_order.order
+        chosen_name = chosen_order.name
+        if chosen_order.engine is not None:  # the engine measured them
+            width = chosen_order.engine.width
+            biggest = int(chosen_order.engine.largest_table_entries)
+        else:
+            adjacency = problem.neighbours()
+            width = induced_width(adjacency, order)
+            biggest = largest_table(adjacency, order, problem.domain_sizes())
+        times["ordering"] = time.monotonic() - t0
+        check()
+
+        limit = effective_limit(max_bytes)
+        t0 = time.monotonic()
+        plans: dict[int, MemoryPlan] = {}
+        if z is None:
+            share = PASS_SECONDS_NO_DEADLINE if deadline is None else PASS_SHARE * max(0.0, left())
+            if pass_seconds is not None:
+                share = pass_seconds
+            z, top, stats.ibound_reason = choose_ibound(
+                problem, order, engine, limit.bytes, share, resident, check, plans
+            )
+            rungs = ladder(problem, order, engine, top, resident, check=check, plans=plans)
+        else:
+            if z < 1:
+                raise ModelError(f"the mini-bucket size must be at least 1, not {z}")
+            rungs = [plan_for(problem, order, z, np.float64, engine, resident=resident)]
+            stats.ibound_reason = f"z = {z} as asked"
+        if not rungs[-1].fits(limit.bytes):
+            raise TableTooLarge(
+                f"the search's heuristic with z = {z} needs {human_bytes(rungs[-1].peak_bytes)}"
+                f" > the memory limit of {human_bytes(limit.bytes)}; use a smaller --z or "
+                "--max-memory"
+            )
+        times["plan"] = time.monotonic() - t0
+        check()
+    except _Late:
+        return _first_result(problem, first, engine, stats, times, t_start, chosen_name, width,
+                             biggest, SETUP_LATE)  # fmt: skip
 
     names = list(order)
     typical = typical_domain(problem)
     incumbent: np.ndarray | None = None
-    lower = -math.inf
+    if first is not None:
+        incumbent = np.array([first.assignment[v] for v in order], dtype=np.int32)
+    lower = -math.inf if first is None else first.lower
     stopped: str | None = "no rung ran"
     walk: _Walk | None = None
     due = WALK_ALONE  # the walks' work until the next round of moves, across the rungs
@@ -319,43 +417,49 @@ def solve_aobb(
                 break
             t0 = time.monotonic()
             failed: str | None = None
-            # a later rung's pass is abandoned at the deadline (between two buckets): a pass
-            # that overran it would hold the answer past --timeout (a batch row's kill then
-            # lost it); the walk so far keeps its assignment and bounds
-            watch = _deadline_watch(deadline) if walk is not None else None
+            # a pass is abandoned at the deadline (between two buckets) where an answer stands
+            # (a walk's, or the first one): a pass that overran it would hold the answer past
+            # --timeout (a batch row's kill then lost it)
+            watch = _deadline_watch(deadline) if incumbent is not None else None
             memory_errors: tuple[type[BaseException], ...] = (
                 TableTooLarge,
                 MemoryError,
                 *engine.out_of_memory_errors,
             )
+            decode_first = incumbent is None or (
+                walk is None and len(names) * DECODE_S_PER_VARIABLE <= DECODE_SHARE * left()
+            )
             try:
-                compiled, bound, first = _heuristic(
-                    problem, order, engine, plan, limit.bytes, incumbent is None, watch
+                compiled, bound, decoded = _heuristic(
+                    problem, order, engine, plan, limit.bytes, decode_first, watch
                 )
                 state = new_state(compiled.model, compiled.width, compiled.cache_entries)
             except _PassLate:
                 stats.ibound_reason += f"; the pass of z = {plan.z} was cut at the deadline"
-                stopped = TIMEOUT
+                stopped = TIMEOUT if walk is not None else SETUP_LATE
                 break
             except memory_errors as exc:
-                if walk is None:  # nothing found yet: the command's too_large document says so
+                if incumbent is None:  # nothing found yet: the command's too_large document
                     raise
                 # a later rung's memory failed (other processes took it meanwhile): its
                 # heuristic is lost, not the search, which goes on with the rung it has (out of
                 # this handler: the failed pass's frames go with it)
-                failed = (
-                    f"; the pass of z = {plan.z} failed ({exc or 'out of memory'}), the search "
-                    f"went on with z = {stats.steps[-1].z}"
-                )
-            if failed is not None and walk is not None:
+                failed = f"; the pass of z = {plan.z} failed ({exc or 'out of memory'})"
+                if walk is not None:
+                    failed += f", the search went on with z = {stats.steps[-1].z}"
+            if failed is not None:
                 stats.ibound_reason += failed
-                stopped = search(walk, stats.steps[-1].z, 0.0, None)
+                stopped = (
+                    search(walk, stats.steps[-1].z, 0.0, None) if walk is not None else NO_MEMORY
+                )
                 break
             lower = max(lower, bound)  # the pass's own bound, proved already
-            if incumbent is None:
-                assert first is not None  # the first rung's pass decodes its assignment
-                incumbent = first
             model = compiled.model
+            if decoded is not None and (
+                incumbent is None or total_cost(model, decoded) < total_cost(model, incumbent)
+            ):
+                incumbent = decoded
+            assert incumbent is not None  # the first answer, or the first pass's decoded one
             stats.ibound = int(plan.z or 0)
             pass_s = time.monotonic() - t0  # the pass and reading its tables
             clock.observe(rung_seconds(plan, engine), pass_s)
@@ -399,6 +503,8 @@ def solve_aobb(
     node = {v: i for i, v in enumerate(names)}
     assignment = {v: int(incumbent[node[v]]) for v in problem.variables}
     upper = problem.evaluate(assignment)
+    if first is not None and first.cost < upper:  # the first answer stands where none beat it
+        assignment, upper = dict(first.assignment), first.cost
     lower = min(lower, upper)
     if stopped is None:
         lower = upper  # proved (an infeasible proof: both inf)
@@ -410,14 +516,64 @@ def solve_aobb(
         assignment=assignment,
         lower_bound=lower,
         upper_bound=upper,
-        z=stats.ibound,
-        ordering=chosen_order.name,
+        z=stats.ibound or None,  # no rung built its heuristic: none
+        ordering=chosen_name,
         induced_width=width,
         largest_table=biggest,
         backend=engine.name,
         dtype="float64",
         times=times,
         memory_peak=rungs[-1].peak_bytes + stats.cache_bytes,
+        stopped=stopped,
+    )
+    result.search = stats
+    return result
+
+
+def setup_fits(first: FirstAnswer, left: float) -> bool:
+    """Whether the search's set-up is predicted within SETUP_FIT of ``left`` seconds (see
+    SETUP_RATIO); always on fewer than SETUP_MIN_VARIABLES variables."""
+    if len(first.search.names) < SETUP_MIN_VARIABLES:
+        return True
+    return SETUP_RATIO * first.search.build_s <= SETUP_FIT * left
+
+
+class _Late(Exception):
+    """The deadline came during the set-up (the order, the plans), where a first answer stands."""
+
+
+def _first_result(
+    problem: Problem,
+    first: FirstAnswer | None,
+    engine: TableBackend,
+    stats: SearchStats,
+    times: dict[str, float],
+    t_start: float,
+    ordering: str,
+    width: int,
+    biggest: int,
+    stopped: str,
+) -> SolveResult:
+    """The result of a run that ended before its search (``stopped`` says why): the first
+    answer."""
+    assert first is not None
+    stats.trace.append((time.monotonic() - t_start, first.lower, first.cost))
+    stats.ibound_reason = stats.ibound_reason or "no i-bound was chosen before the deadline"
+    times["total"] = time.monotonic() - t_start
+    result = SolveResult(
+        problem=problem,
+        algo="aobb",
+        assignment=dict(first.assignment),
+        lower_bound=min(first.lower, first.cost),
+        upper_bound=first.cost,
+        z=None,  # no heuristic was built
+        ordering=ordering,
+        induced_width=width,
+        largest_table=biggest,
+        backend=engine.name,
+        dtype="float64",
+        times=times,
+        memory_peak=None,
         stopped=stopped,
     )
     result.search = stats
@@ -460,7 +616,12 @@ def _heuristic(
         mbe = decode(problem, buckets, engine)
         first = np.array([mbe[v] for v in order], dtype=np.int32)
     cache_room = max(0.0, CACHE_SHARE * max_bytes - plan.peak_bytes)
-    compiled = compile_search(problem, order, buckets, engine, cache_room)
+
+    def check() -> None:
+        if progress is not None:
+            progress(0, 0, "")
+
+    compiled = compile_search(problem, order, buckets, engine, cache_room, check)
     return compiled, float(buckets.stats.bound), first
 
 
@@ -577,19 +738,25 @@ class _Walk:
                 self.report(r)
             value = float(s.fre[0])
             if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
-                self.patch(r)
-                self.proved[r] = value
+                self.proved[r] = value  # a bound of the part's, at least
+                if not self.patch(r, deadline):  # the deadline came first: not proved
+                    self.report(r)
+                    return TIMEOUT
             else:  # nothing below the incumbent's own cost: that part of it is optimal
                 self.proved[r] = self.budget
             self.upper = self.base + float(total_cost(m, self.incumbent))
             self.report(None)
         return None
 
-    def patch(self, root: int) -> None:
-        """Copy the proved optimum of ``root``'s part into the incumbent."""
+    def patch(self, root: int, deadline: float | None) -> bool:
+        """Copy the proved optimum of ``root``'s part into the incumbent; False (the incumbent
+        left as it was) where its completion reaches ``deadline``."""
         s, c = self.s, self.c
         order = c.preorder[root]
         s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
-        complete(c, s, order)  # order[0] is the root, whose value the walk left in s.asg
+        # order[0] is the root, whose value the walk left in s.asg
+        if not complete(c, s, order, deadline):
+            return False
         for v in order:
             self.incumbent[v] = s.asg[v]
+        return True

@@ -172,7 +172,10 @@ def test_a_later_rung_out_of_memory_keeps_the_search(
     problem = random_network(12, 3, 0.3, 0.3, seed=4)
     best = solve(problem, "be").upper_bound
 
-    def ladder(problem: Problem, order: list[str], engine: object, top: object, resident: object):
+    def ladder(
+        problem: Problem, order: list[str], engine: object, top: object, resident: object,
+        **kwargs: object,
+    ):  # fmt: skip
         return [plan_for(problem, order, z, np.float64, engine) for z in (2, 3)] + [top]
 
     real_pass = solver.bucket_pass

@@ -81,7 +81,9 @@ def _ladder_on_a_fake_clock(
     model_s: dict[int, float] = {}
     monkeypatch.setattr(solver, "time", clock)
 
-    def ladder(problem: Any, order: Any, engine: Any, top: MemoryPlan, resident: Any) -> list:
+    def ladder(
+        problem: Any, order: Any, engine: Any, top: MemoryPlan, resident: Any, **kwargs: Any
+    ) -> list:
         rungs = [plan_for(problem, order, z, np.float64, engine) for z in (2, 3)] + [top]
         model_s.update({int(r.z or 0): s for r, s in zip(rungs, (0.001, 0.01, 0.1), strict=True)})
         return rungs
