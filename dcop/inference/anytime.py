@@ -51,6 +51,8 @@ SAFETY = 0.5
 #: ``auto`` runs BE directly when it is predicted within this many seconds (no search, no
 #: compiled loops to load): most small and medium problems.
 BE_FIRST_S = 1.0
+#: Share of the time left that the ordering engine may take by default, with a deadline.
+ORDER_SHARE = 0.1
 #: Where BE fits, the search's pass budget is BE's prediction times this, so that its exact pass
 #: is the ladder's last rung.
 EXACT_RUNG_MARGIN = 1.5
@@ -108,9 +110,12 @@ class Options:
     order_time: float | None = None
 
 
-def base_plan(problem: Problem, options: Options) -> MemoryPlan:
-    """BE's plan along the run's order, in the dtype and work model the solve will use."""
-    options.ordering = choose_order(problem, options.ordering, options.order_time)
+def base_plan(problem: Problem, options: Options, max_order_s: float = math.inf) -> MemoryPlan:
+    """BE's plan along the run's order, in the dtype and work model the solve will use; the
+    ordering engine's default budget at most ``max_order_s``."""
+    options.ordering = choose_order(
+        problem, options.ordering, options.order_time, max_budget_s=max_order_s
+    )
     order = options.ordering.order
     return plan_for(problem, order, None, options.dtype, options.backend, resident=options.resident)
 
@@ -153,7 +158,10 @@ def solve_auto(
         options.resident = resident_bytes()
     if timeout is not None:
         deadline = time.monotonic() + timeout
-    plan = base_plan(problem, options)
+    # with a deadline, the ordering engine's default budget (up to 10 s where BE looks costly)
+    # is capped at a share of the time: the search needs the rest
+    cap = math.inf if deadline is None else ORDER_SHARE * max(0.0, deadline - time.monotonic())
+    plan = base_plan(problem, options, cap)
     limit = effective_limit(max_bytes)
     predicted = len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
     left = math.inf if deadline is None else deadline - time.monotonic()

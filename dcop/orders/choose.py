@@ -3,6 +3,7 @@ file written by ``dcop info --write-order`` (an order file or a PACE ``.td``).""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,16 +36,18 @@ def choose_order(
     ordering: str | ChosenOrder = AUTO,
     budget_s: float | None = None,
     cost_model: CostModel | None = None,
+    max_budget_s: float = math.inf,
 ) -> ChosenOrder:
     """The elimination order ``ordering`` asks for: ``auto`` runs :func:`best_order` within
     ``budget_s`` (None: its default budget), a name of :data:`dcop.orders.greedy.ORDERINGS` that
     heuristic, anything else is read as an order or ``.td`` file; a :class:`ChosenOrder` (chosen
     once for several uses) is returned as it is. ``cost_model`` gives the engine the solver's
-    speed (default: single-core NumPy's), which sizes its default budget."""
+    speed (default: single-core NumPy's), which sizes its default budget; ``max_budget_s`` caps
+    that default (a run with a deadline leaves the time to the solve)."""
     if isinstance(ordering, ChosenOrder):
         return ordering
     if ordering == AUTO:
-        result = best_order(problem, budget_s, cost_model)
+        result = best_order(problem, budget_s, cost_model, max_budget_s)
         return ChosenOrder(f"{AUTO}:{result.method}", result.order, result)
     if ordering in ORDERINGS:
         return ChosenOrder(ordering, elimination_order(ordering, problem.neighbours()))

@@ -58,6 +58,8 @@ BLOCKS = (8, 16, 32)
 #: it back when neither pays.
 GEAR_START = 4
 GEAR_MAX = 32
+#: Expansions of a solve in :func:`complete` between two looks at the clock.
+COMPLETE_SLICE = 100_000
 #: Pruning margin, as the walk's (:mod:`dcop.search.solver`).
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -176,7 +178,8 @@ class Improver:
             if not done or s.reg[kernel.R_EXACT] != 1 or not s.fre[0] < budget:
                 continue
             before = incumbent.copy()
-            complete(c, s, nodes)
+            if not complete(c, s, nodes, deadline):
+                break  # the deadline came: the incumbent as it was
             incumbent[nodes] = s.asg[nodes]
             if nodes_cost(m, incumbent, nodes) < budget:
                 improved = moved = self.round_improved = True
@@ -201,10 +204,14 @@ def _all(c: Compiled) -> np.ndarray:
     return np.arange(c.model.dom.shape[0], dtype=np.int32)
 
 
-def complete(c: Compiled, s: kernel.State, nodes: np.ndarray) -> None:
+def complete(
+    c: Compiled, s: kernel.State, nodes: np.ndarray, deadline: float | None = None
+) -> bool:
     """Write into ``s.asg`` the best values of a subtree whose optimum ``s`` just proved
     (``nodes``: its preorder, its top's value already in ``s.asg``): from exact cache entries
-    and the leaves' labels, solving again each uncached inner node on the way."""
+    and the leaves' labels, solving again each uncached inner node on the way. Such a solve has
+    no budget to prune by and may be long: False when ``deadline`` came first (``s.asg`` then
+    holds part of the solution only)."""
     m = c.model
     at = 1
     while 0 <= at < nodes.shape[0]:
@@ -213,6 +220,8 @@ def complete(c: Compiled, s: kernel.State, nodes: np.ndarray) -> None:
             break
         v = int(nodes[missing])  # an uncached inner node: solve it again in this context
         kernel.start(s, v, math.inf)
-        while not kernel.search(m, s, v, 1 << 30, c.width, EPS_ABS, EPS_REL):
-            pass
+        while not kernel.search(m, s, v, COMPLETE_SLICE, c.width, EPS_ABS, EPS_REL):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
         at = missing + 1
+    return True

@@ -34,6 +34,7 @@ from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
 from dcop.search import kernel
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
+from dcop.search.dive import first_feasible
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
     PassClock,
@@ -53,6 +54,9 @@ BoundsFn = Callable[[float, float, float], None]
 #: with no compile. A generated kernel costs 0.3-1 s of compile per new shape, more than the
 #: generic kernel spends on a bucket of 1e10 entries, and a ladder's passes meet many shapes.
 SEARCH_SPECIALIZE_ENTRIES = 1 << 38
+#: Whether the heuristic's passes match the moments of each bucket's mini-buckets (MBE-MM:
+#: a tighter bound for a pass somewhat slower; :mod:`dcop.momentmatch`).
+MATCH = True
 #: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
 #: Share of the time left that the largest mini-bucket pass may take.
@@ -365,6 +369,12 @@ def solve_aobb(
             sweeps = (
                 LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
             )
+            if not math.isfinite(float(total_cost(model, incumbent))):
+                # a hard constraint broken: dive for a feasible start (the local search alone
+                # rarely leaves the infeasible region of deterministic models)
+                dived = first_feasible(model, inc_off, inc_fun, incumbent)
+                if dived is not None:
+                    incumbent = dived
             improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
             if total_cost(model, improved) < total_cost(model, incumbent):
                 incumbent = improved
@@ -453,7 +463,7 @@ def _heuristic(
     every bucket. The pass's tables are freed on return, or with this frame when it fails."""
     with generic_kernels(engine):
         buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                              max_bytes=max_bytes, progress=progress)  # fmt: skip
+                              max_bytes=max_bytes, progress=progress, match=MATCH)  # fmt: skip
     first = None
     if decode_first:
         mbe = decode(problem, buckets, engine)
@@ -576,7 +586,9 @@ class _Walk:
                 self.report(r)
             value = float(s.fre[0])
             if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
-                self.patch(r)
+                if not self.patch(r, deadline):  # proved, but its solution not read in time
+                    self.report(None)
+                    return TIMEOUT
                 self.proved[r] = value
             else:  # nothing below the incumbent's own cost: that part of it is optimal
                 self.proved[r] = self.budget
@@ -584,11 +596,15 @@ class _Walk:
             self.report(None)
         return None
 
-    def patch(self, root: int) -> None:
-        """Copy the proved optimum of ``root``'s part into the incumbent."""
+    def patch(self, root: int, deadline: float | None) -> bool:
+        """Copy the proved optimum of ``root``'s part into the incumbent; False (the incumbent
+        unchanged) when reading it out ran into ``deadline``."""
         s, c = self.s, self.c
         order = c.preorder[root]
         s.reg[kernel.R_WORK_LIMIT] = 0  # the solves below run to their end
-        complete(c, s, order)  # order[0] is the root, whose value the walk left in s.asg
+        # order[0] is the root, whose value the walk left in s.asg
+        if not complete(c, s, order, deadline):
+            return False
         for v in order:
             self.incumbent[v] = s.asg[v]
+        return True
