@@ -369,12 +369,12 @@ def solve_aobb(
             sweeps = (
                 LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
             )
-            if not math.isfinite(float(total_cost(model, incumbent))):
-                # a hard constraint broken: dive for a feasible start (the local search alone
-                # rarely leaves the infeasible region of deterministic models)
-                dived = first_feasible(model, inc_off, inc_fun, incumbent)
-                if dived is not None:
-                    incumbent = dived
+            # a dive along this rung's heuristic that keeps the hard tables arc consistent:
+            # where most assignments break a hard constraint, the pass's assignment and the
+            # local search from it stay infeasible, and a later rung's dive is often better
+            dived = first_feasible(model, inc_off, inc_fun, incumbent)
+            if dived is not None and total_cost(model, dived) < total_cost(model, incumbent):
+                incumbent = dived
             improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
             if total_cost(model, improved) < total_cost(model, incumbent):
                 incumbent = improved
