@@ -25,6 +25,9 @@ DIVE_TRIES_PER_NODE = 50
 #: Tables of at most this many entries are kept arc consistent (a revision reads every entry);
 #: a larger one is only checked once all its nodes are assigned.
 ARC_ENTRIES = 4096
+#: Table entries the dive's revisions may read in all (a few tenths of a second compiled): a
+#: large problem of large hard tables gives up rather than hold the search's start.
+DIVE_WORK = 100_000_000
 
 
 @jit
@@ -34,7 +37,7 @@ def _revise(
 ) -> bool:  # fmt: skip
     """Remove the values of ``f``'s nodes that no tuple of live values with a finite cost
     supports (generalised arc consistency on ``f``), each pushed on ``trail`` (its length in
-    ``tl[0]``); False on a wipe-out. ``changed`` gets a 1 at each scope position whose node lost
+    ``tl[0]``; ``tl[1]`` counts the entries read); False on a wipe-out. ``changed`` gets a 1 at each scope position whose node lost
     a value."""
     lo = m.f_sc[f]
     k = m.f_sc[f + 1] - lo
@@ -45,6 +48,7 @@ def _revise(
         for y in range(m.dom[u]):
             sup[i * width + y] = False
     while True:  # every tuple of the table, last position fastest
+        tl[1] += 1
         live = True
         at = m.f_off[f]
         for i in range(k):
@@ -121,10 +125,11 @@ def _propagate(
 @jit
 def dive(
     m: Model, inc_off: np.ndarray, inc_fun: np.ndarray, hard: np.ndarray, out: np.ndarray,
-    max_tries: int,
+    max_tries: int, max_work: int,
 ) -> bool:  # fmt: skip
     """Fill ``out`` with a feasible assignment (finite cost) found within ``max_tries``
-    assignments; False (``out`` left as it was) when none was found in that many, or when the
+    assignments and ``max_work`` table entries read; False (``out`` left as it was) when none
+    was found within them, or when the
     whole space was searched (every assignment is infeasible). ``hard[f]``: function ``f`` is a
     problem table small enough to keep arc consistent and holds an infinite cost."""
     n = m.dom.shape[0]
@@ -158,7 +163,7 @@ def dive(
             queued[f] = True
             queue[qlen] = f
             qlen += 1
-    tl = np.zeros(1, dtype=np.int64)  # the trail's length
+    tl = np.zeros(2, dtype=np.int64)  # the trail's length, the entries read
     if not _propagate(m, inc_off, inc_fun, hard, width, removed, n, trail, tl, queue, queued,
                       qlen, sup, idx, changed):  # fmt: skip
         return False
@@ -198,8 +203,9 @@ def dive(
         while tl[0] > trail_at[depth]:
             tl[0] -= 1
             removed[trail[tl[0]]] = -1
-        if rank[v] >= nvals[v] or tries >= max_tries:
-            if depth == 0 or tries >= max_tries:
+        spent = tries >= max_tries or tl[1] >= max_work
+        if rank[v] >= nvals[v] or spent:
+            if depth == 0 or spent:
                 return False
             depth -= 1
             continue
@@ -250,5 +256,5 @@ def first_feasible(
     """The dive's assignment, or None where it found none within its budget."""
     out = start.copy()
     tries = dive_tries(int(model.dom.shape[0]))
-    found = dive(model, inc_off, inc_fun, hard_tables(model), out, tries)
+    found = dive(model, inc_off, inc_fun, hard_tables(model), out, tries, DIVE_WORK)
     return out if found else None

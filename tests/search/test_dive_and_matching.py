@@ -100,7 +100,7 @@ def test_the_dive_finds_a_feasible_assignment_iff_there_is_one(seed: int) -> Non
     for z in (1, 2):
         model, inc_off, inc_fun, first = _model(problem, z)
         out = first.copy()
-        found = dive(model, inc_off, inc_fun, hard_tables(model), out, 10**6)
+        found = dive(model, inc_off, inc_fun, hard_tables(model), out, 10**6, 10**9)
         assert found == math.isfinite(best)
         if found:
             assert math.isfinite(total_cost(model, out))
