@@ -176,6 +176,8 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "search_gpu.png",
             "search_anytime.json",
             "search_anytime.md",
+            "search_anytime_promedas.json",
+            "search_anytime_promedas.md",
         ),
     ),
     "serving": ("serving.py", ("serving.json", "serving.md")),

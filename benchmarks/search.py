@@ -25,8 +25,9 @@ fetched there beforehand and never committed; a ``.uai.evid`` beside a model is 
 the evidence applied and the model written once to a scratch folder, then ``dcop auto`` and
 toulbar2 (defaults and ``-B=1``) on that same file, each a fresh process at the same limit
 (default 15 s). Every answer is re-evaluated by dcop; a row says whose answer is better (a
-relative tolerance of 1e-9). Writes ``search_anytime.json`` and ``.md``: the share of the models
-where dcop's answer is at least as good as toulbar2's best setting's, and as each setting's.
+relative tolerance of 1e-9). Writes ``search_anytime.json`` and ``.md`` (``--name``: another
+stem, for a subset of the models): the share of the models where dcop's answer is at least as
+good as toulbar2's best setting's, and as each setting's.
 """
 
 from __future__ import annotations
@@ -517,7 +518,7 @@ def write_anytime(
     ]
     from keep import write_results
 
-    write_results(args.out, "search_anytime", doc, "\n".join(lines))
+    write_results(args.out, args.name, doc, "\n".join(lines))
 
 
 def main() -> None:
@@ -539,6 +540,11 @@ def main() -> None:
         "--reuse-tb2",
         type=Path,
         help="anytime mode: toulbar2's answers from this earlier document (same limit); dcop runs",
+    )
+    parser.add_argument(
+        "--name",
+        default="search_anytime",
+        help="anytime mode: the results' file stem (a subset of the models: a name of its own)",
     )
     args = parser.parse_args()
     if args.worker:

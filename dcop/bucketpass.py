@@ -75,13 +75,16 @@ def bucket_pass(
     max_bytes: float | None = None,
     progress: ProgressFn | None = None,
     plan: MemoryPlan | None = None,
+    match: bool = False,
 ) -> Buckets:
     """Run (mini-)bucket elimination along ``order`` on ``backend`` and keep every bucket.
 
     ``plan`` is this run's :func:`~dcop.plan.bucket_plan.plan_memory` (made here when not given):
     progress is reported in its work units. ``max_bytes`` is checked again before each output is
     built, against the bytes actually held (the plan's resident part, the input tables and every
-    message so far): a second line of defence behind the caller's check of the plan.
+    message so far): a second line of defence behind the caller's check of the plan. ``match``
+    shifts costs between each bucket's mini-buckets before they are eliminated (MBE-MM,
+    :mod:`dcop.momentmatch`): a tighter bound, the same tables' shapes.
     """
     position = {v: i for i, v in enumerate(order)}
     itemsize = np.dtype(dtype).itemsize
@@ -135,7 +138,7 @@ def bucket_pass(
             progress(done, plan.total_work, var)
         t0 = time.perf_counter()
         output = eliminate_bucket(
-            backend, tables[var], var, z=z, op=op, order=position, check=check
+            backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
         )
         for mini in output.plans:
             stats.largest_output = max(stats.largest_output, mini.out_entries)

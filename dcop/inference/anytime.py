@@ -130,9 +130,12 @@ class Options:
     order_time: float | None = None
 
 
-def base_plan(problem: Problem, options: Options) -> MemoryPlan:
-    """BE's plan along the run's order, in the dtype and work model the solve will use."""
-    options.ordering = choose_order(problem, options.ordering, options.order_time)
+def base_plan(problem: Problem, options: Options, max_order_s: float = math.inf) -> MemoryPlan:
+    """BE's plan along the run's order, in the dtype and work model the solve will use; the
+    ordering engine's default budget at most ``max_order_s``."""
+    options.ordering = choose_order(
+        problem, options.ordering, options.order_time, max_budget_s=max_order_s
+    )
     order = options.ordering.order
     return plan_for(problem, order, None, options.dtype, options.backend, resident=options.resident)
 

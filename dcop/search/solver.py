@@ -35,6 +35,7 @@ from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
 from dcop.search import kernel, preload
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
+from dcop.search.dive import first_feasible
 from dcop.search.first import FirstAnswer, first_answer
 from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
@@ -55,6 +56,9 @@ BoundsFn = Callable[[float, float, float], None]
 #: with no compile. A generated kernel costs 0.3-1 s of compile per new shape, more than the
 #: generic kernel spends on a bucket of 1e10 entries, and a ladder's passes meet many shapes.
 SEARCH_SPECIALIZE_ENTRIES = 1 << 38
+#: Whether the heuristic's passes match the moments of each bucket's mini-buckets (MBE-MM:
+#: a tighter bound for a pass somewhat slower; :mod:`dcop.momentmatch`).
+MATCH = True
 #: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
 #: Share of the time left that the largest mini-bucket pass may take.
@@ -470,6 +474,12 @@ def solve_aobb(
             sweeps = (
                 LOCAL_SWEEPS if deadline is None else max(1, min(LOCAL_SWEEPS, int(left() * 20)))
             )
+            # a dive along this rung's heuristic that keeps the hard tables arc consistent:
+            # where most assignments break a hard constraint, the pass's assignment and the
+            # local search from it stay infeasible, and a later rung's dive is often better
+            dived = first_feasible(model, inc_off, inc_fun, incumbent)
+            if dived is not None and total_cost(model, dived) < total_cost(model, incumbent):
+                incumbent = dived
             improved = local_search(model, inc_off, inc_fun, incumbent, sweeps, seed + k)
             if total_cost(model, improved) < total_cost(model, incumbent):
                 incumbent = improved
@@ -610,7 +620,7 @@ def _heuristic(
     every bucket. The pass's tables are freed on return, or with this frame when it fails."""
     with generic_kernels(engine):
         buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
-                              max_bytes=max_bytes, progress=progress)  # fmt: skip
+                              max_bytes=max_bytes, progress=progress, match=MATCH)  # fmt: skip
     first = None
     if decode_first:
         mbe = decode(problem, buckets, engine)

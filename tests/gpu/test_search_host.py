@@ -53,3 +53,20 @@ def test_auto_on_the_device_backend_never_forks(
     assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
     late = anytime.solve_until(problem, "be", None, 0.0, backend=gpu())  # a past deadline
     assert late.exact and late.upper_bound == pytest.approx(result.upper_bound)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_matched_heuristic_agrees_on_the_device_backend(
+    fake_cupy_module: ModuleType, seed: int
+) -> None:
+    from dcop.backends import resolve_backend
+    from dcop.bucketpass import bucket_pass
+    from dcop.orders.choose import choose_order
+
+    problem = random_problem(seed, n=8, n_tables=12, p_inf=0.15)
+    order = choose_order(problem, "minfill", 0).order
+    for z in (1, 2):
+        host = bucket_pass(problem, order, resolve_backend("numpy"), z, match=True).stats.bound
+        device = bucket_pass(problem, order, gpu(), z, match=True).stats.bound
+        assert device == pytest.approx(host)
+        assert device <= brute_force(problem) + 1e-9
