@@ -112,14 +112,24 @@ def _propagate(
         for i in range(m.f_sc[f + 1] - lo):
             if changed[i] == 0:
                 continue
-            u = m.sc_var[lo + i]
-            for k in range(inc_off[u], inc_off[u + 1]):
-                g = inc_fun[k]
-                if hard[g] and not queued[g]:
-                    queued[g] = True
-                    queue[qlen % nf] = g
-                    qlen += 1
+            qlen = _enqueue(inc_off, inc_fun, hard, m.sc_var[lo + i], queue, queued, qlen)
     return ok
+
+
+@jit
+def _enqueue(
+    inc_off: np.ndarray, inc_fun: np.ndarray, hard: np.ndarray, v: int, queue: np.ndarray,
+    queued: np.ndarray, qlen: int,
+) -> int:  # fmt: skip
+    """Queue the hard tables around node ``v`` not queued yet; the queue's new length."""
+    nf = queue.shape[0]
+    for k in range(inc_off[v], inc_off[v + 1]):
+        f = inc_fun[k]
+        if hard[f] and not queued[f]:
+            queued[f] = True
+            queue[qlen % nf] = f
+            qlen += 1
+    return qlen
 
 
 @jit
@@ -219,13 +229,7 @@ def dive(
                 removed[b + y] = depth
                 trail[tl[0]] = b + y
                 tl[0] += 1
-        qlen = 0
-        for k in range(inc_off[v], inc_off[v + 1]):
-            f = inc_fun[k]
-            if hard[f] and not queued[f]:
-                queued[f] = True
-                queue[qlen % nf] = f
-                qlen += 1
+        qlen = _enqueue(inc_off, inc_fun, hard, v, queue, queued, 0)
         if _propagate(m, inc_off, inc_fun, hard, width, removed, depth, trail, tl, queue,
                       queued, qlen, sup, idx, changed):  # fmt: skip
             depth += 1
