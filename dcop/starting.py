@@ -32,6 +32,11 @@ class StartingBackend:
     (``warm_up(dtypes, ops)``: pools, the generic kernels a min-sum solve runs) where the
     backend compiles kernels and ``ops`` is not empty.
 
+    With ``begin=False`` the thread waits for :meth:`begin` (or the first :meth:`result`): a
+    caller that may not need the device at all (``auto`` on a small problem, which the CPU
+    ends before a device has started) decides first, and a start it does not take costs
+    nothing, not even the import's share of the GIL beside the CPU's solve.
+
     :meth:`result` waits for it and returns it, or raises what the start raised (no CuPy, no
     device: :class:`~dcop.errors.BackendUnavailable`), in the caller's thread.
     """
@@ -42,9 +47,9 @@ class StartingBackend:
         devices: Sequence[int] | None = None,
         dtypes: Sequence[str] = ("float32", "float64"),
         ops: Sequence[str] = ("min",),
+        begin: bool = True,
     ) -> None:
         import concurrent.futures
-        import threading
 
         self.name = name
         self._devices = None if devices is None else tuple(devices)
@@ -59,7 +64,23 @@ class StartingBackend:
         #: of start_s: making the backend (CuPy's import, the CUDA context), then its warm-up
         self.init_s = 0.0
         self.warm_up_s = 0.0
+        self._begun = False
+        if begin:
+            self.begin()
+
+    def begin(self) -> None:
+        """Start the device's thread, once (a start made with ``begin=False`` waits for this)."""
+        import threading
+
+        if self._begun:
+            return
+        self._begun = True
         threading.Thread(target=self._start, name="dcop-backend-start", daemon=True).start()
+
+    @property
+    def begun(self) -> bool:
+        """Whether the start's thread was started (a deferred start that nobody took: False)."""
+        return self._begun
 
     def _start(self) -> None:
         from dcop.backends import get_backend
@@ -88,7 +109,8 @@ class StartingBackend:
         return self._future.done()
 
     def result(self) -> TableBackend:
-        """The backend, once started (waiting for it here)."""
+        """The backend, once started (waiting for it here; a deferred start begins now)."""
+        self.begin()
         started = time.perf_counter()
         try:
             return self._future.result()
@@ -146,7 +168,24 @@ def start_early(argv: Sequence[str]) -> None:
     if name not in ("cupy", "auto") or (device is not None and device.strip() != "0"):
         return
     ops = early_ops(_option(argv, "--task") in _SUM_TASKS)
-    _EARLY[(name, ops)] = StartingBackend(name, ops=ops)
+    # ``--algo auto`` on a small file decides after reading it whether the device is worth its
+    # start (:func:`dcop.inference.anytime.solve_auto`): the start waits for that decision
+    small_auto = _option(argv, "--algo") == "auto" and _small_files(argv)
+    _EARLY[(name, ops)] = StartingBackend(name, ops=ops, begin=not small_auto)
+
+
+#: Bytes under which an instance file is small: read in well under 0.1 s, and most such
+#: problems have under 1000 variables (``auto``'s CPU-first check).
+SMALL_FILE_BYTES = 1 << 20
+
+
+def _small_files(argv: Sequence[str]) -> bool:
+    """Whether every argument naming an existing file names a small one (a guess from the raw
+    arguments, as the backend's: the command parses them after its imports)."""
+    import os
+
+    sizes = [os.path.getsize(a) for a in argv if not a.startswith("-") and os.path.isfile(a)]
+    return bool(sizes) and max(sizes) < SMALL_FILE_BYTES
 
 
 def take_early(name: str, ops: Sequence[str]) -> StartingBackend | None:

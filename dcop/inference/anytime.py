@@ -57,10 +57,15 @@ SAFETY = 0.5
 #: ``auto`` runs BE directly when it is predicted within this many seconds (no search, no
 #: compiled loops to load): most small and medium problems.
 BE_FIRST_S = 1.0
-#: ``auto`` on a device still starting runs BE on the CPU when the CPU is predicted to end it within
-#: this many seconds: the device's start takes 0.5-1 s (an H200 host: CuPy's import and the CUDA
-#: context), its first kernels more, and a problem this small gains nothing from it.
-CPU_WHILE_STARTING_S = 0.25
+#: ``auto`` on a device not yet started runs BE on the CPU when the CPU is predicted to end it
+#: within this many seconds, and a start it has not begun never begins: the device's start takes
+#: 0.5-1 s (an H200 host: CuPy's import and the CUDA context, 0.47-0.73 s, then its warm-up), its
+#: first kernels more, and a problem this small gains nothing from it. On the H200 host, BE of
+#: example, Grids_11 and the grids and scale-free networks of 100-144 variables (predicted
+#: 0.08-0.56 s) ended 0.1-0.5 s sooner in a fresh process on the CPU than on the device; the
+#: CPU's predictions (1e8 entries/s) err long on domains of 10 (0.19 s for 1.2 s predicted) and
+#: are right on binary ones (Grids_11: 0.32 s for 0.31 s).
+CPU_BEFORE_DEVICE_S = 0.6
 #: Where BE fits, the search's pass budget is BE's prediction times this, so that its exact pass
 #: is the ladder's last rung.
 EXACT_RUNG_MARGIN = 1.5
@@ -140,11 +145,12 @@ def base_plan(problem: Problem, options: Options, max_order_s: float = math.inf)
     return plan_for(problem, order, None, options.dtype, options.backend, resident=options.resident)
 
 
-def device_start(backend: str | Any) -> Any:
-    """``backend`` as ``auto`` takes it: a device backend named (``cupy``, ``auto``) starts now on
-    a thread of its own (:class:`dcop.starting.StartingBackend`); anything else as it is."""
+def device_start(backend: str | Any, begin: bool = True) -> Any:
+    """``backend`` as ``auto`` takes it: a device backend named (``cupy``, ``auto``) becomes a
+    start on a thread of its own (:class:`dcop.starting.StartingBackend`), begun now or, with
+    ``begin=False``, when the solve asks for it; anything else as it is."""
     if isinstance(backend, str) and backend in DEVICE_NAMES:
-        return StartingBackend(backend)
+        return StartingBackend(backend, begin=begin)
     return backend
 
 
@@ -185,17 +191,19 @@ def solve_auto(
     if resident is None:
         resident = resident_bytes()
     limit = effective_limit(max_bytes)
-    backend = device_start(backend)
     small = problem.n < FIRST_EARLY_VARIABLES
+    # a small problem's start waits until the CPU's prediction says the device is worth it
+    backend = device_start(backend, begin=not small)
     if small and isinstance(backend, StartingBackend) and not backend.ready:
-        # the device is still starting (CuPy's import, the CUDA context: 0.5-1 s): a problem
-        # whose BE the CPU ends sooner runs there, and the start is left to its thread
+        # the device has not started (CuPy's import, the CUDA context: 0.5-1 s): a problem
+        # whose BE the CPU ends sooner runs there, and a start not begun never begins (its
+        # import beside the solve would hold the GIL: 0.2 s more for a 0.01 s BE on the H200 host)
         left = math.inf if deadline is None else deadline - time.monotonic()
         ordering = choose_order(problem, ordering, order_time, max_budget_s=ORDER_SHARE * left)
         cpu = Options(ordering, "numpy", dtype, max_bytes, resident, progress, order_time)
         cpu_plan = base_plan(problem, cpu)  # the order is chosen once, for either side
         cpu_s = len(cpu_plan.buckets) * BUCKET_OVERHEAD_S + cpu_plan.total_work * SECONDS_PER_ENTRY
-        if cpu_plan.fits(limit.bytes) and cpu_s <= CPU_WHILE_STARTING_S:
+        if cpu_plan.fits(limit.bytes) and cpu_s <= CPU_BEFORE_DEVICE_S:
             result = solve(
                 problem, "be", None, ordering, "numpy", dtype,
                 max_bytes=max_bytes, progress=progress, resident=resident,
@@ -207,6 +215,8 @@ def solve_auto(
                 f"({backend.name})"
             )
             return result
+    if isinstance(backend, StartingBackend):
+        backend.begin()  # the device is worth its start: it starts while the solve plans
     first = None
     if deadline is not None and not small:
         # an answer before the order and the plans (see FIRST_EARLY_VARIABLES), on the CPU

@@ -95,3 +95,27 @@ def test_the_entry_point_starts_the_device_the_arguments_ask_for(
     ):
         start_early(argv)
     assert take_early("cupy", ("min",)) is None and take_early("numpy", ("min",)) is None
+
+
+def test_auto_on_a_small_file_defers_the_entry_points_start(
+    fake_cupy_module: ModuleType, tmp_path: Path
+) -> None:
+    from dcop.starting import SMALL_FILE_BYTES, start_early, take_early
+
+    small = tmp_path / "small.wcsp"
+    small.write_text("x" * 100)
+    start_early([str(small), "--algo", "auto", "--backend", "cupy"])
+    deferred = take_early("cupy", ("min",))
+    assert isinstance(deferred, StartingBackend) and not deferred.begun
+    assert deferred.result().name == "cupy" and deferred.begun  # begins once asked for
+    large = tmp_path / "large.wcsp"
+    large.write_bytes(b"x" * SMALL_FILE_BYTES)
+    for argv in (
+        [str(large), "--algo", "auto", "--backend", "cupy"],  # a large file: begun at once
+        [str(small), "--algo", "be", "--backend", "cupy"],  # not auto: the device is used
+        ["missing.wcsp", "--algo", "auto", "--backend", "cupy"],  # no file: begun
+    ):
+        start_early(argv)
+        early = take_early("cupy", ("min",))
+        assert isinstance(early, StartingBackend) and early.begun, argv
+        early.result()

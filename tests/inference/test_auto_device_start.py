@@ -43,7 +43,7 @@ def test_a_small_problem_runs_on_the_cpu_while_the_device_starts(
 def test_a_problem_too_large_for_the_cpu_waits_for_the_device(
     held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(anytime, "CPU_WHILE_STARTING_S", 0.0)  # the CPU is never sooner
+    monkeypatch.setattr(anytime, "CPU_BEFORE_DEVICE_S", 0.0)  # the CPU is never sooner
     problem = random_network(12, 4, 0.3, 0.0, seed=1)
     starting = StartingBackend("cupy")
     threading.Timer(0.2, held_start.set).start()
@@ -56,9 +56,35 @@ def test_a_problem_too_large_for_the_cpu_waits_for_the_device(
 def test_a_device_named_starts_on_a_thread(held_start: threading.Event) -> None:
     # (the start is held: no real device starts beside the other tests of this worker)
     started = anytime.device_start("cupy")
-    assert isinstance(started, StartingBackend) and not started.ready
+    assert isinstance(started, StartingBackend) and started.begun and not started.ready
+    deferred = anytime.device_start("cupy", begin=False)
+    assert isinstance(deferred, StartingBackend) and not deferred.begun
     held_start.set()
+    assert deferred.result().name == "numpy" and deferred.begun
     assert started.result().name == "numpy"
     backend: Any = get_backend("numpy")
     assert anytime.device_start(backend) is backend
     assert anytime.device_start("numpy") == "numpy"
+
+
+def test_a_small_problem_never_begins_a_deferred_start(held_start: threading.Event) -> None:
+    problem = random_network(12, 4, 0.3, 0.0, seed=1)
+    deferred = StartingBackend("cupy", begin=False)
+    result = anytime.solve_auto(problem, backend=deferred, timeout=30)
+    assert not deferred.begun  # the CPU ended it: the device's start never ran
+    assert result.exact and result.backend == "numpy"
+    assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
+    held_start.set()
+
+
+def test_a_problem_worth_the_device_begins_its_start(
+    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(anytime, "CPU_BEFORE_DEVICE_S", 0.0)  # the CPU is never sooner
+    problem = random_network(12, 4, 0.3, 0.0, seed=1)
+    deferred = StartingBackend("cupy", begin=False)
+    held_start.set()
+    result = anytime.solve_auto(problem, backend=deferred, timeout=30)
+    assert deferred.begun and deferred.ready
+    assert result.exact and not (result.choice or "").startswith("BE on the CPU")
+    assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
