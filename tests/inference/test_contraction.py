@@ -846,3 +846,61 @@ def test_a_device_rate_keeps_a_tree_as_cheap_as_the_ordering_engines(
     if rate >= FLOP_RATE["cupy"]:  # the old yardstick's share still covered the one-pass orders
         assert plan.source == "order:levels"
         assert "order:engine" not in plan.candidates and "order:mindegree" not in plan.candidates
+
+
+def _reference_order_path(
+    scopes: list[tuple[str, ...]], sizes: dict[str, int], order: list[str]
+) -> list[tuple[int, int]]:
+    """order_path spelt plainly: every live node scanned per variable, sizes recounted."""
+    total: dict[str, int] = {}
+    for scope in scopes:
+        for v in set(scope):
+            total[v] = total.get(v, 0) + 1
+    alive: dict[int, dict[str, int]] = {k: dict.fromkeys(s, 1) for k, s in enumerate(scopes)}
+    path: list[tuple[int, int]] = []
+
+    def entries(k: int) -> int:
+        return math.prod(sizes[v] for v in alive[k])
+
+    def contract(i: int, j: int) -> int:
+        merged = dict(alive.pop(i))
+        for v, c in alive.pop(j).items():
+            merged[v] = merged.get(v, 0) + c
+        k = len(scopes) + len(path)
+        alive[k] = {v: c for v, c in merged.items() if c < total[v]}
+        path.append((i, j))
+        return k
+
+    for var in order:
+        holders = sorted(k for k, held in alive.items() if var in held)
+        while len(holders) > 1:
+            holders.sort(key=entries)
+            holders = [contract(holders[0], holders[1]), *holders[2:]]
+    rest = sorted(alive, key=entries)
+    while len(rest) > 1:
+        rest = [contract(rest[0], rest[1]), *rest[2:]]
+    return path
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_order_path_equals_the_plain_reference(seed: int) -> None:
+    """order_path's bookkeeping (the live nodes per variable, each node's entries made once)
+    gives the path of the plain rule, for min-fill's, the band order's and a shuffled order
+    (separate components where the draw makes them); and analyse's joint entries (operands over shared) equal the
+    union's."""
+    import random
+
+    from dcop.orders.greedy import level_order, min_fill_order
+
+    problem = random_markov(seed, n=9 + seed)
+    scopes = [tuple(t.scope) for t in problem.tables if t.scope]
+    sizes = problem.domain_sizes()
+    graph = problem.neighbours()
+    shuffled = list(graph)
+    random.Random(seed).shuffle(shuffled)
+    for order in (min_fill_order(graph), level_order(graph), shuffled):
+        path = order_path(scopes, sizes, order)
+        assert path == _reference_order_path(scopes, sizes, order)
+        nodes = node_scopes(scopes, path)
+        union = sum(float(math.prod(sizes[v] for v in nodes[i] | nodes[j])) for i, j in path)
+        assert analyse(scopes, sizes, path).flops == union
