@@ -83,7 +83,8 @@ TINY_JOINT = 4096
 #: through the steps (0.071-0.129 s), which holds the same upward pass and a backward one: CuPy's
 #: einsum and tensordot cost more on the host per pair than the strided kernels.
 PLAIN_ON_DEVICE = False
-#: The search starts at min-fill, then opt_einsum's greedy if time is left (False: greedy first):
+#: The search starts at min-fill (and the band order, FIRST_ORDERS), then opt_einsum's greedy if
+#: time is left (False: greedy first):
 #: a fast contraction's search share leaves room for one or two candidates, and min-fill's pass
 #: cost 2-7x less than greedy's (2-core VM: Grids_11 5 vs 12 ms, DBN_11 7 vs 39 ms, network 2 vs
 #: 8 ms, GEOM40_3 1.0 vs 2.1 ms; slower on Promedus_13 and ObjectDetection_56), for a tree as

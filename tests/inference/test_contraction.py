@@ -754,9 +754,9 @@ def test_a_tree_far_over_any_room_is_refused_without_slicing(
 def test_the_ordering_engine_is_searched_before_the_one_pass_orders(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The ordering engine's candidate comes right after min-fill's and greedy's trees: where it
-    runs, its tree lowers the share left for the file's orders and min-degree; where there is no
-    time for it, those are made all the same."""
+    """The ordering engine's candidate comes right after min-fill's, the band order's and
+    greedy's trees: where it runs, its tree lowers the share left for the file's orders and
+    min-degree; where there is no time for it, those are made all the same."""
     from dcop.contraction import engine as contraction_engine
     from dcop.contraction.engine import default_orders
 
