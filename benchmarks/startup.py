@@ -617,7 +617,7 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
         "`dcop.plan.reuse`). GC: the "
         "collector's pauses in the warm calls, the most in one call, and its full collections "
         "in all of them. flops/s: a PR tree's flops over its fastest warm contraction (the path "
-        "search predicts with `FLOP_RATE`: 2e9 on NumPy, 5e10 on CuPy). compile: the most "
+        "search predicts with `FLOP_RATE`: 2e9 on NumPy, 1.3e11 on CuPy). compile: the most "
         "seconds a warm call spent compiling or loading kernels (a bucket shape gets its own "
         "kernel in the call whose summed joined entries pass `DEFAULT_SPECIALIZE_ENTRIES`).",
         "",

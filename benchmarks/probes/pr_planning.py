@@ -32,14 +32,19 @@ from dcop.plan.memory import Limit
 #: min-degree 0.04-0.05 s each, then the ordering engine 0.36-0.54 s for ONE portfolio round
 #: (its tree, 1.4e11 cost, is 36x below min-fill's); in all 0.67-1.2 s. On the H200 that tree
 #: contracted in about 0.47 s (startup_gpu: 1.1 s calls, 0.64-1.0 s of path search).
-#: Then (the engine searched right after greedy's tree, before the file's orders and
-#: min-degree): min-fill's, greedy's and the engine's trees, then the file's order both ways at
-#: 5e10 (none at 1.2e11 or 3e11, where before the engine had been skipped from about 2e11 and
-#: the file order's tree, 7x the engine's, taken).
+#: Then (issue 46's last target) the band order (dcop.orders.greedy.level_order: breadth-first
+#: levels from a far variable) gave the engine's very tree (flops 5.64e10) in one pass of 1 ms
+#: plus its path and analysis; second, before greedy, with a candidate made only where its
+#: predicted cost fits in the share left, at --rate 1.3e11: min-fill's, the band order's and
+#: the file order's trees, no greedy, no engine. VM (load 4.4-6.8): 0.107-0.115 s of CPU a
+#: search (0.22-0.23 s wall), from 0.50-0.54 s of CPU (0.88-1.06 s wall). H200 host (load 0):
+#: 0.215-0.272 s wall, from 0.68-0.85 s; a first PR call there 1.02 s with 0.21 s planning
+#: (20 %), from 1.53 s with 0.81 s (53 %); warm calls 0.46-0.52 s both (the same flops).
 CONCLUSION = (
-    "a fast backend's 28x28 PR cannot hold 25 % on its first call: one goatd portfolio round, "
-    "the only candidate that finds the grid's tree, costs about a contraction on an H200; "
-    "later calls in the process take the kept plan (dcop.plan.reuse)"
+    "a 28x28 spin glass's PR on an H200 holds 25 % on its first call without goatd: the band "
+    "order's one pass finds the tree the engine's portfolio round found; goatd (it releases "
+    "the GIL) stays the candidate for graphs a band order does not fit; later calls take the "
+    "kept plan (dcop.plan.reuse)"
 )
 
 
@@ -73,7 +78,7 @@ def main() -> None:
 
         setattr(module, name, call)
 
-    for name in ("optimizer_path", "order_path", "analyse", "elimination_order"):
+    for name in ("optimizer_path", "order_path", "analyse", "elimination_order", "level_order"):
         timed(engine, name)
     rounds = treedec.Decomposer.run
 
@@ -88,19 +93,28 @@ def main() -> None:
     print(f"search cost model: {engine.search_cost(scopes)}")
     for call in range(args.calls):
         steps.clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         plan = engine.plan_contraction(
             scopes, problem.domain_sizes(), adjacency, names, "pr", Limit(1e15, "-"), 4, rate=rate
         )
-        seconds = time.perf_counter() - t0
-        print(f"call {call}: search {seconds:.3f} s")
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # the CPU seconds too: on a shared machine the wall clock counts other processes' turns
+        print(f"call {call}: search {seconds:.3f} s ({cpu:.3f} s of CPU)")
         for name, step_s, _ in steps:
             print(f"    {name:28s} {step_s:.4f} s")
         for name, cand in plan.candidates.items():
-            print(f"    tree {name:23s} predicted {cand['cost'] / rate:.3f} s")
-        predicted = plan.stats.cost / rate
+            print(
+                f"    tree {name:23s} predicted {cand['cost'] / rate:.3f} s "
+                f"(flops {cand['flops']:.3g}, cost {cand['cost']:.3g})"
+            )
+        # the yardstick counts flops and the writes (TreeStats.cost); a device's measured rate
+        # is of flops alone, so the flops predict its contraction
+        predicted = plan.stats.flops / rate
         share = seconds / (seconds + predicted)
-        print(f"    chosen {plan.source}: predicted {predicted:.3f} s, planning share {share:.0%}")
+        print(
+            f"    chosen {plan.source}: flops {plan.stats.flops:.3g} ({predicted:.3f} s at the "
+            f"rate), planning share {share:.0%}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from dcop.errors import TableTooLarge
 from dcop.model import Problem
 from dcop.orders.engine import CostModel
 from dcop.orders.files import read_order
-from dcop.orders.greedy import ORDERINGS, elimination_order
+from dcop.orders.greedy import ORDERINGS, elimination_order, level_order
 from dcop.plan.memory import Limit, human_bytes
 from dcop.plan.reuse import PlanMemo, memo, structure_key
 
@@ -47,8 +47,10 @@ SPACES: tuple[str, ...] = ("auto", "scaled", "log")
 DEFAULT_BUDGET_S = 2.0
 SEARCH_SHARE = 0.25
 #: Predicted flops (entries of the pairs' joint scopes) per second, by backend: the search's
-#: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; a datacenter GPU ~5e10).
-FLOP_RATE = {"numpy": 2e9, "cupy": 5e10}
+#: yardstick only (2-core VM, NumPy/OpenBLAS ~2e9; CuPy on an H200, a 28x28 spin glass's PR as
+#: benchmarks/startup.py --gpu measures it, 1.3e11: at the 5e10 it had, the search made six trees
+#: of that PR where three gave the same one).
+FLOP_RATE = {"numpy": 2e9, "cupy": 1.3e11}
 #: Seconds per entry and axis of a tree's intermediates (TreeStats.strided) that a run of it
 #: may take beyond its predicted flops (Promedus_15's greedy tree, 2^20 entries over 20 axes, ran
 #: 0.18 s against a predicted 0.04 s; 279_ASP's, 1.3M entries over few axes, 0.02 s as
@@ -81,7 +83,8 @@ TINY_JOINT = 4096
 #: through the steps (0.071-0.129 s), which holds the same upward pass and a backward one: CuPy's
 #: einsum and tensordot cost more on the host per pair than the strided kernels.
 PLAIN_ON_DEVICE = False
-#: The search starts at min-fill, then opt_einsum's greedy if time is left (False: greedy first):
+#: The search starts at min-fill (and the band order, FIRST_ORDERS), then opt_einsum's greedy if
+#: time is left (False: greedy first):
 #: a fast contraction's search share leaves room for one or two candidates, and min-fill's pass
 #: cost 2-7x less than greedy's (2-core VM: Grids_11 5 vs 12 ms, DBN_11 7 vs 39 ms, network 2 vs
 #: 8 ms, GEOM40_3 1.0 vs 2.1 ms; slower on Promedus_13 and ObjectDetection_56), for a tree as
@@ -89,6 +92,14 @@ PLAIN_ON_DEVICE = False
 #: slower on Segmentation_11, ising16x16 and Promedus_13 (whose greedy tree, up to half
 #: min-fill's flops, is then searched second).
 ORDER_FIRST = True
+#: How many of the candidate orders come before opt_einsum's greedy (with ORDER_FIRST), each
+#: where its pass fits in the share left: min-fill's and the band order's (default_orders).
+#: The band order second: on a lattice its tree is the ordering engine's, below greedy's (a 24x24
+#: spin glass 7.5e9 against 3.7e10, 28x28 1.4e11 against 3.7e12), and where greedy's tree would
+#: have left no share for the engine, the device got greedy's (24x24 on CuPy: 5x the flops).
+#: On the shared UAI models it changed no tree at 2e9 or 1.3e11 flops/s; at 5e10 one
+#: (ObjectDetection_56: min-fill's, 4 % more cost, 38 % fewer flops than greedy's).
+FIRST_ORDERS = 2
 #: A tree whose largest intermediate has at most this many entries runs on the host whatever
 #: the backend: a device's few launches per step cost more than such a step's work (on an H100,
 #: water's MAR took 24 ms on the device; Promedus_13, largest 256 entries: MAR 0.35 s on the
@@ -120,7 +131,12 @@ def default_orders(
 ) -> dict[str, Callable[[float], tuple[list[str], float]]]:
     """The candidate elimination orders: min-fill first (the usual winner where greedy's tree
     is poor: Promedus_15 512 entries against 2^20, CSP_12; the file's orders there reach 2^37
-    and cost a short search its time), the ordering engine's (:func:`dcop.orders.best_order`:
+    and cost a short search its time), the band order of breadth-first levels
+    (:func:`dcop.orders.greedy.level_order`: one pass over the graph that, on a lattice, gives
+    the tree the engine's search finds, where that search costs a fast device's whole
+    contraction: a 28x28 spin glass's portfolio round took 0.3 s on the H200's host for a
+    0.46 s PR; the engine is then skipped, its share spent), the ordering engine's
+    (:func:`dcop.orders.best_order`:
     its tree decomposition search within its default budget, ``model`` giving the domain sizes
     and the contraction's speed; it takes the min-fill order made here), then the file's order
     both ways and min-degree (the engine's, where it ran)."""
@@ -144,6 +160,7 @@ def default_orders(
 
     return {
         "minfill": lambda left: (greedy("minfill"), 0.0),
+        "levels": lambda left: (level_order(graph), 0.0),
         "engine": engine,
         "natural": lambda left: (list(names), 0.0),
         "reverse-natural": lambda left: (list(names)[::-1], 0.0),
@@ -212,12 +229,14 @@ def plan_contraction(
     the search (only when the cheapest tree's peak is above SMALL_PLAN_BYTES, unless
     ``small_unread`` is False: a cap below that), and again once a tree is chosen, which is
     re-fitted to what the planner's own memory left (at most REFITS times).
-    With ``ordering="auto"`` the candidates are tried in turn (the first of
-    ``orders``, min-fill, where ``order_first`` says so (None: ORDER_FIRST), opt_einsum's greedy,
+    With ``ordering="auto"`` the candidates are tried in turn (the first FIRST_ORDERS of
+    ``orders``, min-fill's and the band order's, where ``order_first`` says so (None:
+    ORDER_FIRST), opt_einsum's greedy,
     the ordering engine's search where there is time for it, the other orders, then
     opt_einsum's random-greedy) while the search has spent less than
     ``budget_s`` and less than SEARCH_SHARE of the best candidate's predicted time (its flops at
-    ``rate``), and has enough of that left for the next candidate (SEARCH_MULTIPLE). What the
+    ``rate``), and the next candidate's predicted cost fits in what is left (the ordering
+    engine's search and random-greedy's trials: SEARCH_MULTIPLE times a pass). What the
     search has spent is the candidates' predicted seconds (:func:`search_cost`), never a clock:
     the same network gets the same tree on every call. With ``reuse`` (``adjacency`` then being
     the scopes' own) the search is kept for the next call on the same structure and settings,
@@ -256,25 +275,33 @@ def plan_contraction(
             stats.update(kept[1])
         else:
             sources = orders(adjacency, names, CostModel(sizes=sizes, seconds_per_entry=1.0 / rate))
+            # a candidate is made only where its predicted cost fits in the share left (the
+            # first always): a 28x28 spin glass on CuPy had made greedy's tree (0.19 s predicted,
+            # 0.1 s of CPU on the VM, half the search) with 0.12 s left, after the band order's
+            # tree, 26x cheaper than greedy's, had been found. Before, any share left let the
+            # next candidate start; on the shared UAI models at 2e9 and 1.3e11 flops/s the rule
+            # changed no tree (Grids_11 at 2e9: one candidate fewer, the same tree)
             if (ORDER_FIRST if order_first is None else order_first) and sources:
-                first = next(iter(sources))
-                order, searched = sources.pop(first)(budget_s)
-                add(f"order:{first}", order_path(scopes, sizes, order), cost.order + searched)
-            if not stats or _left(stats, spent[0], budget_s, rate) > 0:
+                for first in list(sources)[:FIRST_ORDERS]:
+                    if stats and _left(stats, spent[0], budget_s, rate) < cost.order:
+                        break
+                    order, searched = sources.pop(first)(budget_s)
+                    add(f"order:{first}", order_path(scopes, sizes, order), cost.order + searched)
+            if not stats or _left(stats, spent[0], budget_s, rate) >= cost.greedy:
                 add("opt_einsum:greedy", optimizer_path(scopes, sizes, "greedy"), cost.greedy)
             # one pass of the search's own kind: what the next candidate will cost at least
             unit = cost.greedy if "opt_einsum:greedy" in stats else cost.order
             for name, make in sources.items():
                 # the ordering engine's order is a search of its own, skipped without the time for
-                # it; the others one graph pass each, made while any time is left. The engine comes
-                # before them: where it runs, its tree (a grid's treewidth, 7-36x below min-fill's
-                # flops on a spin glass) lowers the best tree's predicted time, and with it the
-                # share left for them (22x22 spin glass: their trees were 0.1 s of 0.4 s of search,
-                # for trees 3-27x the engine's)
+                # it; the others one graph pass each, made while their pass fits in the share
+                # left. The engine comes before them: where it runs, its tree (a grid's
+                # treewidth, 7-36x below min-fill's flops on a spin glass) lowers the best tree's
+                # predicted time, and with it the share left for them (22x22 spin glass: their
+                # trees were 0.1 s of 0.4 s of search, for trees 3-27x the engine's)
                 left = _left(stats, spent[0], budget_s, rate)
                 if name == "engine" and left <= max(SEARCH_MULTIPLE * unit, ENGINE_MIN_S):
                     continue
-                if left <= 0:
+                if left < cost.order:
                     break
                 order, searched = make(left)
                 add(f"order:{name}", order_path(scopes, sizes, order), cost.order + searched)

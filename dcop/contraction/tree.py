@@ -63,7 +63,9 @@ class TreeStats:
         return self.peak_mar if task == "mar" else self.peak_pr
 
 
-def _entries(scope: frozenset[str] | Sequence[str], sizes: Mapping[str, int]) -> int:
+def _entries(
+    scope: frozenset[str] | Sequence[str] | Mapping[str, int], sizes: Mapping[str, int]
+) -> int:
     return math.prod(sizes[v] for v in scope)
 
 
@@ -78,8 +80,11 @@ def node_scopes(scopes: Sequence[Sequence[str]], path: Path) -> list[frozenset[s
     # per node: how many leaves of its subtree hold each variable
     counts: list[dict[str, int]] = [dict.fromkeys(s, 1) for s in nodes]
     for i, j in path:
-        merged = dict(counts[i])
-        for v, c in counts[j].items():
+        a, b = counts[i], counts[j]
+        if len(a) < len(b):
+            a, b = b, a
+        merged = dict(a)  # the smaller merged into a copy of the larger
+        for v, c in b.items():
             merged[v] = merged.get(v, 0) + c
         keep = {v: c for v, c in merged.items() if c < total[v]}
         counts.append(keep)
@@ -100,7 +105,9 @@ def analyse(scopes: Sequence[Sequence[str]], sizes: Mapping[str, int], path: Pat
     largest = max(size, default=1)
     for k, (i, j) in enumerate(path):
         out = m + k
-        flops += float(_entries(nodes[i] | nodes[j], sizes))
+        # the pair's joint scope: its operands' entries over those of the variables they share
+        # (exact in integers; no union set built per step)
+        flops += float(size[i] * size[j] // _entries(nodes[i] & nodes[j], sizes))
         writes += float(size[out])
         # the pair's operands may be copied into a matmul layout while the output is built
         during = live + size[i] + size[j] + size[out]
@@ -121,47 +128,51 @@ def order_path(
     it are contracted pairwise, the two smallest first; nodes left at the end (0-d results of
     separate components) are contracted last."""
     m = len(scopes)
-    nodes = node_scopes(scopes, [])  # leaves
-    alive: dict[int, frozenset[str]] = dict(enumerate(nodes))
     total: dict[str, int] = {}
     for scope in scopes:
         for v in set(scope):
             total[v] = total.get(v, 0) + 1
-    held: dict[int, dict[str, int]] = {k: dict.fromkeys(s, 1) for k, s in alive.items()}
+    # per live node: how many leaves of its subtree hold each variable, and its entries (made
+    # once per node: the sort keys had recounted them, a third of a 28x28 grid's pass)
+    held: dict[int, dict[str, int]] = {k: dict.fromkeys(s, 1) for k, s in enumerate(scopes)}
+    entries: dict[int, int] = {k: _entries(h, sizes) for k, h in held.items()}
     # the live nodes that hold each variable (a scan of every node per variable had cost a
     # 40x40 grid's four order trees 1.6 s)
     holding: dict[str, set[int]] = {}
-    for k, s in alive.items():
-        for v in s:
+    for k, h in held.items():
+        for v in h:
             holding.setdefault(v, set()).add(k)
     path: Path = []
     next_id = m
 
     def contract(i: int, j: int) -> int:
         nonlocal next_id
-        merged = dict(held.pop(i))
+        merged = held.pop(i)
         for v, c in held.pop(j).items():
             merged[v] = merged.get(v, 0) + c
-        keep = {v: c for v, c in merged.items() if c < total[v]}
-        for v in alive[i] | alive[j]:
-            holding[v] -= {i, j}
-        del alive[i], alive[j]
         k = next_id
         next_id += 1
+        keep = {}
+        for v, c in merged.items():
+            live = holding[v]
+            live.discard(i)
+            live.discard(j)
+            if c < total[v]:
+                keep[v] = c
+                live.add(k)
         held[k] = keep
-        alive[k] = frozenset(keep)
-        for v in keep:
-            holding[v].add(k)
+        entries[k] = _entries(keep, sizes)
+        del entries[i], entries[j]
         path.append((i, j))
         return k
 
     for var in order:
         holders = sorted(holding.get(var, ()))  # by id: the order nodes were made in
         while len(holders) > 1:
-            holders.sort(key=lambda k: _entries(alive[k], sizes))
+            holders.sort(key=entries.__getitem__)
             k = contract(holders[0], holders[1])
             holders = [k, *holders[2:]]
-    rest = sorted(alive, key=lambda k: _entries(alive[k], sizes))
+    rest = sorted(entries, key=entries.__getitem__)
     while len(rest) > 1:
         k = contract(rest[0], rest[1])
         rest = [k, *rest[2:]]

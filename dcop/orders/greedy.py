@@ -4,14 +4,16 @@ An elimination order lists variables in the order BE eliminates them (first = fi
 processed). Orders: greedy ``minfill`` and ``mindegree`` (ties: smaller degree, then earlier
 variable), and ``pseudotree``: the reverse of a DFS pre-order that visits neighbours with the most
 neighbours first (the paper's heuristic), so each variable is eliminated after all its
-descendants; it is the order DPOP's UTIL phase follows. An order's induced scopes and its
-pseudo-tree (whose width is the order's induced width) live in :mod:`dcop.trees.induced`.
+descendants; it is the order DPOP's UTIL phase follows. :func:`level_order` (breadth-first
+level sets, a band order) is a candidate of the contraction planner's. An order's induced scopes
+and its pseudo-tree (whose width is the order's induced width) live in :mod:`dcop.trees.induced`.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from dcop.errors import ModelError
@@ -20,6 +22,9 @@ from dcop.trees.pseudotree import dfs_pseudo_tree
 
 Adjacency = Mapping[str, set[str]]
 ORDERINGS = ("minfill", "mindegree", "pseudotree")
+#: Most breadth-first searches :func:`level_order` makes per component to find a far root
+#: (each strictly farther than the last: two or three on a lattice).
+PERIPHERY_SWEEPS = 5
 
 
 # ---- greedy elimination orders ------------------------------------------------------------------
@@ -96,6 +101,50 @@ def min_fill_order(adjacency: Adjacency) -> list[str]:
 def min_degree_order(adjacency: Adjacency) -> list[str]:
     """Greedy min-degree: eliminate the variable with the fewest remaining neighbours."""
     return _greedy_order(adjacency, score_fill=False)
+
+
+def level_order(adjacency: Adjacency) -> list[str]:
+    """A band order: each connected component's variables by their breadth-first distance from
+    a pseudo-peripheral variable (George and Liu's search: from the component's first variable,
+    on to the least-connected of the farthest while that lies farther; at most
+    :data:`PERIPHERY_SWEEPS` searches), ties by rank, the components in the order of their first
+    variables. One pass over the graph per search, no fill counted: on a lattice it sweeps the
+    grid from a corner, one diagonal a step (a 28x28 spin glass's contraction tree from it cost
+    what the ordering engine's tree decomposition gave, 1.4e11, against min-fill's 36x that and
+    a search 100x the order's time)."""
+    rank = {v: i for i, v in enumerate(adjacency)}
+
+    def distances(root: str) -> dict[str, int]:
+        dist = {root: 0}
+        queue = deque([root])
+        while queue:
+            u = queue.popleft()
+            for w in adjacency[u]:
+                if w not in dist:
+                    dist[w] = dist[u] + 1
+                    queue.append(w)
+        return dist
+
+    order: list[str] = []
+    placed: set[str] = set()
+    for first in adjacency:
+        if first in placed:
+            continue
+        dist = distances(first)
+        for _ in range(PERIPHERY_SWEEPS - 1):
+            depth = max(dist.values())
+            far = min(
+                (v for v, d in dist.items() if d == depth),
+                key=lambda v: (len(adjacency[v]), rank[v]),
+            )
+            further = distances(far)
+            if max(further.values()) <= depth:
+                break
+            dist = further
+        component = sorted(dist, key=lambda v: (dist[v], rank[v]))
+        order += component
+        placed.update(component)
+    return order
 
 
 # ---- measures of an order -----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dcop.orders.greedy import (
     elimination_order,
     induced_width,
     largest_table,
+    level_order,
     min_degree_order,
     min_fill_order,
 )
@@ -223,3 +224,39 @@ def test_induced_scopes_equal_the_filled_in_graph(n: int, p: float, seed: int) -
     assert cost.width == max(len(s) for s in expected.values())
     assert cost.largest == max(entries)
     assert cost.total == sum(entries)
+
+
+def test_the_band_order_sweeps_from_a_far_variable() -> None:
+    """level_order: a path started in its middle is swept from an end (width 1); an n x n grid
+    from a corner, one diagonal a step (width n, its treewidth, where min-fill's grows past it
+    on large grids); components stay whole, in the order of their first variables."""
+    path = adjacency_of(nx.path_graph(9))
+    middle_first = {v: path[v] for v in ["4", "3", "5", "2", "6", "1", "7", "0", "8"]}
+    assert level_order(middle_first) == [str(i) for i in range(9)]
+    for n in (4, 6, 9):
+        grid = adjacency_of(nx.convert_node_labels_to_integers(nx.grid_2d_graph(n, n)))
+        assert induced_width(grid, level_order(grid)) == n
+    two = adjacency_of(nx.disjoint_union(nx.path_graph(3), nx.cycle_graph(5)))
+    order = level_order(two)
+    assert sorted(order) == sorted(two) and set(order[:3]) == {"0", "1", "2"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 30), st.floats(0.05, 0.6), st.integers(0, 10_000))
+def test_the_band_order_is_breadth_first_from_each_components_first_variable(
+    n: int, p: float, seed: int
+) -> None:
+    """A permutation of the variables in which each component is one run, its variables by
+    their distance from the run's first variable (the root found), never decreasing."""
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    adj = adjacency_of(graph)
+    order = level_order(adj)
+    assert sorted(order) == sorted(adj)
+    start = 0
+    while start < len(order):
+        root = int(order[start])
+        dist = nx.single_source_shortest_path_length(graph, root)
+        run = order[start : start + len(dist)]
+        assert {int(v) for v in run} == set(dist)
+        assert [dist[int(v)] for v in run] == sorted(dist.values())
+        start += len(dist)
