@@ -298,6 +298,18 @@ def for_search(problem: Problem) -> Reduction | None:
     little removed, or infeasible (the search on the original proves it)."""
     if problem.n < MIN_VARIABLES:
         return None
+    # a quick look first (the reduction of an 80x80 grid costs most of a second): without hard
+    # zeros, what goes is at most the variables of one value or few neighbours, and what their
+    # elimination brings down to few
+    if not any(np.isinf(t.cost_values()).any() for t in problem.tables):
+        adjacency = problem.neighbours()
+        few = sum(
+            1
+            for v, around in adjacency.items()
+            if problem.variables[v].size == 1 or len(around) <= MAX_DEGREE
+        )
+        if few < MIN_SHARE * problem.n:
+            return None
     try:
         reduction = reduce(problem)
     except Infeasible:

@@ -33,7 +33,7 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
-from dcop.search import kernel, preload, reduce
+from dcop.search import kernel, preload, reduce, reparam
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.dive import first_feasible
 from dcop.search.first import FirstAnswer, first_answer
@@ -59,6 +59,8 @@ SEARCH_SPECIALIZE_ENTRIES = 1 << 38
 #: Whether the heuristic's passes match the moments of each bucket's mini-buckets (MBE-MM:
 #: a tighter bound for a pass somewhat slower; :mod:`dcop.momentmatch`).
 MATCH = True
+#: Share of the time left that the reduced problem's cost shifting may take (:mod:`.reparam`).
+DIFFUSE_SHARE = 0.1
 #: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
 #: Share of the time left that the largest mini-bucket pass may take.
@@ -300,10 +302,15 @@ def solve_aobb(
     if reduced:
         t0 = time.monotonic()
         reduction = reduce.for_search(problem)
-        spent = time.monotonic() - t0
         if reduction is not None:
+            # the cost shifting's share of the time (without a deadline: of the pass's seconds)
+            room = PASS_SECONDS_NO_DEADLINE if deadline is None else deadline - time.monotonic()
+            searched, _ = reparam.diffuse(
+                reduction.problem, time.monotonic() + DIFFUSE_SHARE * room
+            )
+            spent = time.monotonic() - t0
             inner = solve_aobb(
-                reduction.problem, z, ordering if isinstance(ordering, str) else "auto",
+                searched, z, ordering if isinstance(ordering, str) else "auto",
                 backend, max_bytes, deadline, order_time, seed, on_bounds, resident,
                 pass_seconds, improve, None, t_start, reduced=False,
             )  # fmt: skip

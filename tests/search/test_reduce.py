@@ -12,7 +12,7 @@ import pytest
 
 from dcop.generators import random_network
 from dcop.model import CostTable, Problem, Variable
-from dcop.search import reduce, solve_aobb
+from dcop.search import reduce, reparam, solve_aobb
 from dcop.search.reduce import Infeasible
 from tests.conftest import brute_force, joint_costs, random_problem
 
@@ -117,3 +117,16 @@ def test_the_search_on_the_reduction_proves_the_optimum(
     assert set(result.assignment) == set(problem.variables)
     assert _same(problem.evaluate(result.assignment), optimum)
     assert "reduced from" in result.search.ibound_reason
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_diffusion_keeps_every_cost_and_bounds_the_optimum(seed: int) -> None:
+    """The shifted problem gives every assignment the original's cost, and its bound is at most
+    the optimum (hard zeros included: a variable with an infinite min-marginal is skipped)."""
+    problem = random_problem(seed, n=6, n_tables=9, p_inf=0.1 * (seed % 4), integer=False)
+    shifted, bound = reparam.diffuse(problem, sweeps=50)
+    for assignment in _assignments(problem):
+        a, b = problem.evaluate(assignment), shifted.evaluate(assignment)
+        assert (math.isinf(a) and math.isinf(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    optimum = brute_force(problem)
+    assert bound <= optimum + 1e-9
