@@ -33,7 +33,7 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
-from dcop.search import kernel, preload
+from dcop.search import kernel, preload, reduce, reparam
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.dive import first_feasible
 from dcop.search.first import FirstAnswer, first_answer
@@ -59,6 +59,8 @@ SEARCH_SPECIALIZE_ENTRIES = 1 << 38
 #: Whether the heuristic's passes match the moments of each bucket's mini-buckets (MBE-MM:
 #: a tighter bound for a pass somewhat slower; :mod:`dcop.momentmatch`).
 MATCH = True
+#: Share of the time left that the reduced problem's cost shifting may take (:mod:`.reparam`).
+DIFFUSE_SHARE = 0.1
 #: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
 #: Share of the time left that the largest mini-bucket pass may take.
@@ -275,6 +277,7 @@ def solve_aobb(
     improve: bool = True,
     start: FirstAnswer | None = None,
     started: float | None = None,
+    reduced: bool = True,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -291,8 +294,27 @@ def solve_aobb(
     each pass, the search's arrays) stops at the deadline with the best answer found so far.
     ``started`` (a ``time.monotonic`` instant, default now) is where the trace's seconds and
     ``times["total"]`` count from: a caller's own start (``--algo auto``'s).
+
+    ``reduced`` True: a large problem is first shrunk exactly (:mod:`dcop.search.reduce`), and
+    searched reduced where that removes enough.
     """
     t_start = time.monotonic() if started is None else started
+    if reduced:
+        t0 = time.monotonic()
+        reduction = reduce.for_search(problem)
+        if reduction is not None:
+            # the cost shifting's share of the time (without a deadline: of the pass's seconds)
+            room = PASS_SECONDS_NO_DEADLINE if deadline is None else deadline - time.monotonic()
+            searched, _ = reparam.diffuse(
+                reduction.problem, time.monotonic() + DIFFUSE_SHARE * room
+            )
+            spent = time.monotonic() - t0
+            inner = solve_aobb(
+                searched, z, ordering if isinstance(ordering, str) else "auto",
+                backend, max_bytes, deadline, order_time, seed, on_bounds, resident,
+                pass_seconds, improve, None, t_start, reduced=False,
+            )  # fmt: skip
+            return _expanded(inner, reduction, start, spent)
     preload.start()  # the compiled loops load beside the ordering and the pass
     engine = resolve_backend(backend)
     times: dict[str, float] = {}
@@ -535,6 +557,48 @@ def solve_aobb(
         times=times,
         memory_peak=rungs[-1].peak_bytes + stats.cache_bytes,
         stopped=stopped,
+    )
+    result.search = stats
+    return result
+
+
+def _expanded(
+    inner: SolveResult, reduction: reduce.Reduction, start: FirstAnswer | None, spent: float
+) -> SolveResult:
+    """The result on the original problem of a search on its reduction (``spent``: seconds of
+    the reduction): the assignment expanded and re-evaluated, the caller's first answer where
+    it is better."""
+    problem = reduction.original
+    assignment = reduction.expand(inner.assignment)
+    upper = problem.evaluate(assignment)
+    if start is not None and start.cost < upper:
+        assignment, upper = dict(start.assignment), start.cost
+    proved = inner.stopped is None
+    lower = upper if proved else min(inner.lower_bound, upper)
+    times = dict(inner.times)
+    times["reduce"] = spent
+    stats = inner.search
+    shrunk = (
+        f"reduced from {problem.n} to {reduction.problem.n} variables ({len(reduction.fixed)}"
+        f" fixed, {len(reduction.eliminated)} eliminated)"
+    )
+    if stats is not None:
+        stats.ibound_reason = f"{shrunk}; {stats.ibound_reason}"
+    result = SolveResult(
+        problem=problem,
+        algo=inner.algo,
+        assignment=assignment,
+        lower_bound=lower,
+        upper_bound=upper,
+        z=inner.z,
+        ordering=inner.ordering,
+        induced_width=inner.induced_width,
+        largest_table=inner.largest_table,
+        backend=inner.backend,
+        dtype=inner.dtype,
+        times=times,
+        memory_peak=inner.memory_peak,
+        stopped=inner.stopped,
     )
     result.search = stats
     return result
