@@ -73,7 +73,42 @@ GOOD = ("ok", "infeasible")
 
 # ---- memory -------------------------------------------------------------------------------------
 def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (by parent pid, from /proc)."""
+    """Every live process below ``root``: from each task's ``children`` file where the kernel has
+    them (a read per process of the tree, not of the machine: the sampler polls the tree's agents
+    every few tenths of a second), else from every process's parent in /proc."""
+    try:
+        return _descendants_by_children(root)
+    except OSError:
+        return _descendants_by_parent(root)
+
+
+def _children_of(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # gone meanwhile: it has no children left
+        return out
+    for task in tasks:
+        try:
+            out += map(int, Path(f"/proc/{pid}/task/{task}/children").read_bytes().split())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return out
+
+
+def _descendants_by_children(root: int) -> list[int]:
+    if not Path(f"/proc/self/task/{threading.get_native_id()}/children").exists():
+        raise OSError("no /proc/PID/task/TID/children here")
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for c in _children_of(stack.pop()):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def _descendants_by_parent(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -131,44 +166,85 @@ class Sampling(abc.ABC):
 
 
 class PssSampler(Sampling):
-    """Sums the PSS of a process tree every ``every_s`` seconds and keeps the peaks (agents alone,
-    and the whole run: command, template and agents)."""
+    """Sums the PSS of a process tree and keeps the peaks (agents alone, and the whole run:
+    command, template and agents).
 
-    def __init__(self, root: int, every_s: float) -> None:
+    A sample reads every agent's page tables (smaps_rollup): at n = 1000 that is a second or so
+    of one core, and it waits at least SAMPLER_PAUSE times its own cost before the next, so
+    that the run it measures keeps most of the machine. Waiting blindly, the samples of a 1000-
+    agent run fell in its launch (544 of 1000 agents alive at the peak). So between samples it
+    only counts the tree's agents (cheap: ``every_s``), and samples at once when the count first
+    reaches ``expect``: the agents' peak is the largest sample with all ``expect`` alive
+    (``peak_agents``: how many answered it), else the largest of any."""
+
+    def __init__(self, root: int, every_s: float, expect: int | None = None) -> None:
         super().__init__("pss-sampler")
-        self.root, self.every_s = root, every_s
+        self.root, self.every_s, self.expect = root, every_s, expect
         self.peak_agents_kb = 0
         self.peak_all_kb = 0
+        #: agents alive at the sample of peak_agents_kb (those whose PSS could be read)
         self.peak_agents = 0
+        #: whether peak_agents_kb was read with every expected agent alive
+        self.peak_complete = False
+        #: samples taken, and those with every expected agent alive
+        self.samples = 0
+        self.complete_samples = 0
         #: the sampler's own CPU seconds (the reads of /proc it made)
         self.cpu_s = 0.0
+        self._known: set[int] = set()
+
+    def _agents(self, pids: list[int]) -> list[int]:
+        # an agent stays one (its title is set once, after its fork): only new pids are read
+        fresh = [p for p in pids if p not in self._known and is_agent(p)]
+        self._known.update(fresh)
+        return [p for p in pids if p in self._known]
+
+    def sample(self, agents: list[int], others: list[int]) -> None:
+        """Sum the PSS of ``agents`` and ``others`` now, and keep it if it is a peak."""
+        read = [pss_kb(p) for p in agents]
+        alive = sum(1 for kb in read if kb > 0)
+        agents_kb = sum(read)
+        all_kb = agents_kb + sum(pss_kb(p) for p in others)
+        self.samples += 1
+        complete = self.expect is not None and alive >= self.expect
+        self.complete_samples += complete
+        # a sample with every agent alive beats any without; among equals, the larger
+        if (complete, agents_kb) > (self.peak_complete, self.peak_agents_kb):
+            self.peak_agents_kb, self.peak_agents = agents_kb, alive
+            self.peak_complete = complete
+        self.peak_all_kb = max(self.peak_all_kb, all_kb)
 
     def _run(self) -> None:
+        next_sample = 0.0
         while not self._stop.is_set():
             began = time.thread_time()
             pids = [self.root, *descendants(self.root)]
-            agents = [p for p in pids if is_agent(p)]
-            agents_kb = sum(pss_kb(p) for p in agents)
-            all_kb = agents_kb + sum(pss_kb(p) for p in pids if p not in agents)
-            if agents_kb > self.peak_agents_kb:
-                self.peak_agents_kb, self.peak_agents = agents_kb, len(agents)
-            self.peak_all_kb = max(self.peak_all_kb, all_kb)
+            agents = self._agents(pids)
+            first_complete = (
+                self.expect is not None
+                and len(agents) >= self.expect
+                and self.complete_samples == 0
+            )
+            sampled = first_complete or time.monotonic() >= next_sample
+            if sampled:
+                self.sample(agents, [p for p in pids if p not in self._known])
             spent = time.thread_time() - began
             self.cpu_s += spent
-            # a sample reads every agent's page tables (smaps_rollup): at n = 1000 that is a
-            # good part of a core; it waits at least SAMPLER_PAUSE times its own cost, so that
-            # the run it measures keeps most of the machine (its CPU is reported with the row;
-            # the floor's memory is read once, after its run)
-            self._stop.wait(max(self.every_s, SAMPLER_PAUSE * spent))
+            if sampled:
+                next_sample = time.monotonic() + max(self.every_s, SAMPLER_PAUSE * spent)
+            self._stop.wait(self.every_s)
 
 
-def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[str, Any]:
-    """:func:`timed_command`, with the peak summed PSS of the command's process tree."""
+def timed_with_memory(
+    argv: list[str], timeout: float, every_s: float, expect: int | None = None
+) -> dict[str, Any]:
+    """:func:`timed_command`, with the peak summed PSS of the command's process tree (taken with
+    all ``expect`` agents alive where a sample caught them: :class:`PssSampler`)."""
     import subprocess
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    with PssSampler(proc.pid, every_s) as sampler:
+    with PssSampler(proc.pid, every_s, expect) as sampler:
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -183,6 +259,8 @@ def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[s
         "pss_agents_mb": sampler.peak_agents_kb / 1024,
         "pss_all_mb": sampler.peak_all_kb / 1024,
         "agents_sampled": sampler.peak_agents,
+        "pss_all_alive": sampler.peak_complete,
+        "pss_samples": sampler.samples,
         "sampler_cpu_s": round(sampler.cpu_s, 3),
     }
     if code != 0:
@@ -240,7 +318,7 @@ def one_row(
     out = folder / "result.json"
     run_argv = [DCOP, "run", str(file), "--algo", "dpop", "-q", "--json", str(out)]
     run_argv += ["--timeout", str(args.timeout)]
-    run = timed_with_memory(run_argv, args.timeout + 30, args.sample_s) | _doc(out)
+    run = timed_with_memory(run_argv, args.timeout + 30, args.sample_s, n) | _doc(out)
     solve = timed_command([DCOP, "solve", str(file), "-q", "--json", str(out)], args.timeout)
     solve |= _doc(out)
     row: dict[str, Any] = {"family": family, "n": n, "run": run, "solve": solve}
@@ -331,10 +409,11 @@ def markdown(report: dict[str, Any]) -> str:
         "last hello), per agent: over n. CPU ms/agent = each agent's CPU (all threads, the "
         "kernel's account at its exit), and after the + the template's and coordinator's share "
         "(the floor's one parent process). PSS = peak summed proportional set size of the "
-        "agents, sampled every "
-        f"{report['sample_s']:g} s or {SAMPLER_PAUSE} times a sample's own cost, whichever is "
-        "longer (agents alive at that sample in brackets); the floor's, read once with every "
-        "agent alive. solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = "
+        "agents: its agents are counted every "
+        f"{report['sample_s']:g} s, and their PSS summed at once when all n are first alive, "
+        f"otherwise every {SAMPLER_PAUSE} times a sample's own cost; the peak is the largest "
+        "sample with all n alive (agents alive at that sample in brackets, * where no sample "
+        "caught all n); the floor's, read once with every agent alive after its run. solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = "
         "their share.",
         "",
     ]
@@ -386,7 +465,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_f(1000 * floor_launch / n if floor_launch else None, '.1f')} | "
             f"{dcop_cpu} / {floor_cpu} | "
             f"{_f(solve.get('wall_s'))} | {_f(r.get('run_over_solve'), '.1f')} | "
-            f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}) | "
+            f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}"
+            f"{'' if run.get('pss_all_alive', True) else '*'}) | "
             f"{_f(floor.get('summed_pss_mb'), '.0f')} | {_f(r.get('pss_over_floor'))} | "
             f"{_f(per_agent)} / {_f(floor.get('agent_pss_mb'))} | "
             f"{run.get('messages') or '-'} | {_f(run.get('heartbeat_share'), '.1%')} |"

@@ -89,3 +89,53 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         report["frodo_version"] == "FRODO" and "FRODO's stock DPOP agent" in text
     )  # no build info
     assert "floor" not in report["rows"][0]
+
+
+def test_the_pss_peak_prefers_a_sample_with_every_agent_alive() -> None:
+    """A sample that caught only part of the agents never stands for the run, however large:
+    the peak is the largest sample with all of them alive, and says how many answered it."""
+    import os
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sampler = scale.PssSampler(os.getpid(), 0.25, expect=2)
+        # two agents asked for, one of them gone: a sample of one (this process is large)
+        sampler.sample([os.getpid(), gone.pid], [])
+        assert (sampler.peak_agents, sampler.peak_complete) == (1, False)
+        partial = sampler.peak_agents_kb
+        assert partial > 0
+        # both alive, and smaller than the partial sample: still the peak
+        sampler.sample([alive.pid, alive.pid], [os.getpid()])
+        assert (sampler.peak_agents, sampler.peak_complete) == (2, True)
+        assert 0 < sampler.peak_agents_kb < partial  # a sleeping interpreter, twice, under pytest
+        assert sampler.peak_all_kb >= partial and sampler.complete_samples == 1
+        # a later partial sample does not replace it
+        sampler.sample([os.getpid(), gone.pid], [])
+        assert sampler.peak_complete and sampler.samples == 3
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_descendants_come_from_the_childrens_lists_as_from_every_parent() -> None:
+    import os
+    import subprocess
+
+    code = (
+        "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); print(c.pid, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        by_parent = scale._descendants_by_parent(os.getpid())
+        assert {child.pid, grandchild} <= set(by_parent)
+        assert set(scale.descendants(os.getpid())) == set(by_parent)
+    finally:
+        child.kill()
+        child.wait()
+        os.kill(grandchild, 9)
