@@ -28,12 +28,14 @@ import abc
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Self
 
@@ -67,17 +69,20 @@ SERIES: dict[str, list[tuple[str, int]]] = {
 #: A PSS sample waits at least this many times what it took: at most a fifth of one core (at
 #: twice, a third of one, a sixth of the 2-core machine, taken from the run it measures).
 SAMPLER_PAUSE = 4
+#: Past this share of the agents asked for, the sampler only counts them until all are alive.
+NEARLY = 0.7
 #: statuses that end a row as it should
 GOOD = ("ok", "infeasible")
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def descendants(root: int) -> list[int]:
+def descendants(root: int, leaves: AbstractSet[int] = frozenset()) -> list[int]:
     """Every live process below ``root``: from each task's ``children`` file where the kernel has
     them (a read per process of the tree, not of the machine: the sampler polls the tree's agents
-    every few tenths of a second), else from every process's parent in /proc."""
+    every few tenths of a second), else from every process's parent in /proc. ``leaves``:
+    processes known to start none (agents), whose children are not read."""
     try:
-        return _descendants_by_children(root)
+        return _descendants_by_children(root, leaves)
     except OSError:
         return _descendants_by_parent(root)
 
@@ -96,7 +101,7 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
-def _descendants_by_children(root: int) -> list[int]:
+def _descendants_by_children(root: int, leaves: AbstractSet[int]) -> list[int]:
     if not Path(f"/proc/self/task/{threading.get_native_id()}/children").exists():
         raise OSError("no /proc/PID/task/TID/children here")
     out: list[int] = []
@@ -104,7 +109,8 @@ def _descendants_by_children(root: int) -> list[int]:
     while stack:
         for c in _children_of(stack.pop()):
             out.append(c)
-            stack.append(c)
+            if c not in leaves:  # reading 1000 agents' task lists took most of a poll
+                stack.append(c)
     return out
 
 
@@ -136,6 +142,63 @@ def pss_kb(pid: int) -> int:
         return 0
     m = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
     return int(m.group(1)) if m else 0
+
+
+#: Agents whose mappings are read (``/proc/PID/smaps``) while all n are alive, for the breakdown
+#: of what an agent holds at the end of its run; and how often that read is repeated (each read
+#: replaces the last: the last one before the first agent exits stands).
+BREAKDOWN_AGENTS = 8
+BREAKDOWN_EVERY_S = 1.0
+#: The kinds of mapping an agent's private pages are counted by (see :func:`mapping_kind`).
+KINDS = (
+    "anonymous (Python objects, buffers)",
+    "malloc heap (brk)",
+    "libpython",
+    "other libraries",
+    "thread stacks",
+    "main stack",
+    "other",
+)
+#: glibc's default thread stack: an anonymous mapping of exactly this size (kB)
+THREAD_STACK_KB = 8192
+
+
+def mapping_kind(name: str, size_kb: int) -> str:
+    """Which of :data:`KINDS` a mapping of ``/proc/PID/smaps`` is (its path or pseudo-name)."""
+    if name == "[heap]":
+        return KINDS[1]
+    if name == "[stack]":
+        return KINDS[5]
+    if not name:
+        return KINDS[4] if size_kb == THREAD_STACK_KB else KINDS[0]
+    if "libpython" in name:
+        return KINDS[2]
+    if ".so" in name:
+        return KINDS[3]
+    return KINDS[6]
+
+
+def smaps_by_kind(pid: int) -> dict[str, dict[str, int]] | None:
+    """A process's private dirty and PSS kB per kind of mapping; None once it has gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return None
+    out = {k: {"private_dirty_kb": 0, "pss_kb": 0} for k in KINDS}
+    kind = KINDS[6]
+    for line in text.splitlines():
+        head = _MAPPING.match(line)
+        if head:
+            size = (int(head[2], 16) - int(head[1], 16)) // 1024
+            kind = mapping_kind(head[3].strip(), size)
+        elif line.startswith("Private_Dirty:"):
+            out[kind]["private_dirty_kb"] += int(line.split()[1])
+        elif line.startswith("Pss:"):
+            out[kind]["pss_kb"] += int(line.split()[1])
+    return out
+
+
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+(.*)$")
 
 
 def is_agent(pid: int) -> bool:
@@ -184,14 +247,21 @@ class PssSampler(Sampling):
         self.peak_all_kb = 0
         #: agents alive at the sample of peak_agents_kb (those whose PSS could be read)
         self.peak_agents = 0
-        #: whether peak_agents_kb was read with every expected agent alive
+        #: whether peak_agents_kb was read with every expected agent alive, and whether it was
+        #: scaled to all of them from those read before the first exit (see sample)
         self.peak_complete = False
+        self.peak_scaled = False
         #: samples taken, and those with every expected agent alive
         self.samples = 0
         self.complete_samples = 0
         #: the sampler's own CPU seconds (the reads of /proc it made)
         self.cpu_s = 0.0
         self._known: set[int] = set()
+        #: per kind of mapping, the mean kB of BREAKDOWN_AGENTS agents read with all alive, at
+        #: the last such read (see breakdown_of); and how many agents that read covered
+        self.breakdown: dict[str, dict[str, float]] = {}
+        self.breakdown_agents = 0
+        self._breakdown_at = -float("inf")
 
     def _agents(self, pids: list[int]) -> list[int]:
         # an agent stays one (its title is set once, after its fork): only new pids are read
@@ -200,13 +270,23 @@ class PssSampler(Sampling):
         return [p for p in pids if p in self._known]
 
     def sample(self, agents: list[int], others: list[int]) -> None:
-        """Sum the PSS of ``agents`` and ``others`` now, and keep it if it is a peak."""
+        """Sum the PSS of ``agents`` and ``others`` now, and keep it if it is a peak: a sample
+        begun with every expected agent listed beats any other (its agents read one by one,
+        seconds at n = 1000: those that exit meanwhile are not counted in ``peak_agents``)."""
+        complete = self.expect is not None and len(agents) >= self.expect
+        if complete:  # in random order: those read before the first exits are a fair sample
+            agents = random.Random(len(agents)).sample(agents, len(agents))
         read = [pss_kb(p) for p in agents]
         alive = sum(1 for kb in read if kb > 0)
         agents_kb = sum(read)
         all_kb = agents_kb + sum(pss_kb(p) for p in others)
+        if complete and 0 < alive < len(agents):
+            # the run ended during the read (at n = 300 a read took a second, the window with
+            # every agent alive less): the agents gone meanwhile count at the mean of those read
+            agents_kb = round(agents_kb * len(agents) / alive)
+            all_kb += agents_kb - sum(read)
+        self.peak_scaled = self.peak_scaled if not complete else alive < len(agents)
         self.samples += 1
-        complete = self.expect is not None and alive >= self.expect
         self.complete_samples += complete
         # a sample with every agent alive beats any without; among equals, the larger
         if (complete, agents_kb) > (self.peak_complete, self.peak_agents_kb):
@@ -214,18 +294,36 @@ class PssSampler(Sampling):
             self.peak_complete = complete
         self.peak_all_kb = max(self.peak_all_kb, all_kb)
 
+    def read_breakdown(self, agents: list[int]) -> None:
+        """Read BREAKDOWN_AGENTS of ``agents`` (spread over their pids) by kind of mapping; kept
+        only where every one of them answered."""
+        ordered = sorted(agents)
+        step = max(1, len(ordered) // BREAKDOWN_AGENTS)
+        reads = [smaps_by_kind(p) for p in ordered[::step][:BREAKDOWN_AGENTS]]
+        if not reads or any(r is None for r in reads):
+            return
+        got = [r for r in reads if r is not None]
+        self.breakdown = {
+            k: {f: sum(r[k][f] for r in got) / len(got) for f in ("private_dirty_kb", "pss_kb")}
+            for k in KINDS
+        }
+        self.breakdown_agents = len(got)
+
     def _run(self) -> None:
         next_sample = 0.0
         while not self._stop.is_set():
             began = time.thread_time()
-            pids = [self.root, *descendants(self.root)]
+            pids = [self.root, *descendants(self.root, self._known)]
             agents = self._agents(pids)
-            first_complete = (
-                self.expect is not None
-                and len(agents) >= self.expect
-                and self.complete_samples == 0
-            )
-            sampled = first_complete or time.monotonic() >= next_sample
+            complete = self.expect is not None and len(agents) >= self.expect
+            first_complete = complete and self.complete_samples == 0
+            # the last agents' launch is left alone: a sample then (seconds at n = 1000) would
+            # still be reading when the window with all of them alive opens, and miss it
+            nearly = self.expect is not None and len(agents) >= NEARLY * self.expect
+            sampled = first_complete or (time.monotonic() >= next_sample and not nearly)
+            if complete and time.monotonic() >= self._breakdown_at + BREAKDOWN_EVERY_S:
+                self._breakdown_at = time.monotonic()
+                self.read_breakdown(agents)  # a few agents first: done before the first exit
             if sampled:
                 self.sample(agents, [p for p in pids if p not in self._known])
             spent = time.thread_time() - began
@@ -260,7 +358,10 @@ def timed_with_memory(
         "pss_all_mb": sampler.peak_all_kb / 1024,
         "agents_sampled": sampler.peak_agents,
         "pss_all_alive": sampler.peak_complete,
+        "pss_scaled": sampler.peak_scaled,
         "pss_samples": sampler.samples,
+        "agent_breakdown_kb": sampler.breakdown,
+        "breakdown_agents": sampler.breakdown_agents,
         "sampler_cpu_s": round(sampler.cpu_s, 3),
     }
     if code != 0:
@@ -389,6 +490,34 @@ def _f(x: Any, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def breakdown_table(rows: list[dict[str, Any]]) -> list[str]:
+    """What one agent holds at the end of its run, by kind of mapping (the rows that have it)."""
+    have = [r for r in rows if r["run"].get("agent_breakdown_kb")]
+    if not have:
+        return []
+    lines = [
+        "",
+        f"What an agent holds at the end of its run: private dirty kB (PSS kB) per kind of "
+        f"mapping, the mean of {BREAKDOWN_AGENTS} agents spread over the run's pids, read from "
+        f"`/proc/PID/smaps` every {BREAKDOWN_EVERY_S:g} s while all n are alive (the last read "
+        "before the first exit). Anonymous: CPython's object arenas, NumPy's and msgspec's "
+        "buffers and the thread arenas of glibc; thread stacks: the 8 MiB mappings of "
+        "ZeroMQ's I/O and reaper threads and the jobs' thread.",
+        "",
+        "| family | n | " + " | ".join(KINDS) + " | all |",
+        "|---" * (len(KINDS) + 3) + "|",
+    ]
+    for r in have:
+        b = r["run"]["agent_breakdown_kb"]
+        cells = [f"{b[k]['private_dirty_kb']:.0f} ({b[k]['pss_kb']:.0f})" for k in KINDS]
+        dirty = sum(b[k]["private_dirty_kb"] for k in KINDS)
+        pss = sum(b[k]["pss_kb"] for k in KINDS)
+        lines.append(
+            f"| {r['family']} | {r['n']} | " + " | ".join(cells) + f" | {dirty:.0f} ({pss:.0f}) |"
+        )
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     with_frodo = any(r.get("frodo") for r in rows)
@@ -409,11 +538,15 @@ def markdown(report: dict[str, Any]) -> str:
         "last hello), per agent: over n. CPU ms/agent = each agent's CPU (all threads, the "
         "kernel's account at its exit), and after the + the template's and coordinator's share "
         "(the floor's one parent process). PSS = peak summed proportional set size of the "
-        "agents: its agents are counted every "
-        f"{report['sample_s']:g} s, and their PSS summed at once when all n are first alive, "
-        f"otherwise every {SAMPLER_PAUSE} times a sample's own cost; the peak is the largest "
-        "sample with all n alive (agents alive at that sample in brackets, * where no sample "
-        "caught all n); the floor's, read once with every agent alive after its run. solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = "
+        "agents: the run's agents are counted every "
+        f"{report['sample_s']:g} s, and their PSS summed (`smaps_rollup`, one agent after "
+        "another) as soon as all n are alive; before that, every "
+        f"{SAMPLER_PAUSE} times a sample's own cost until {NEARLY:.0%} of them are up; the peak "
+        "is the largest sample begun with all n alive, its agents read in random order (in "
+        "brackets: those read before the run's end; where that is fewer than n, `scaled`: the "
+        "others counted at their mean; * where no sample began with all n); the floor's, "
+        "read once with every agent alive after its run. solve s = `dcop solve FILE`. msgs = "
+        "messages of the run; heartbeats = "
         "their share.",
         "",
     ]
@@ -466,7 +599,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{dcop_cpu} / {floor_cpu} | "
             f"{_f(solve.get('wall_s'))} | {_f(r.get('run_over_solve'), '.1f')} | "
             f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}"
-            f"{'' if run.get('pss_all_alive', True) else '*'}) | "
+            f"{'' if run.get('pss_all_alive', True) else '*'}"
+            f"{', scaled' if run.get('pss_scaled') else ''}) | "
             f"{_f(floor.get('summed_pss_mb'), '.0f')} | {_f(r.get('pss_over_floor'))} | "
             f"{_f(per_agent)} / {_f(floor.get('agent_pss_mb'))} | "
             f"{run.get('messages') or '-'} | {_f(run.get('heartbeat_share'), '.1%')} |"
@@ -484,6 +618,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{_f(over_frodo)} | {_f(fr.get('max_rss_mb'), '.0f')} |"
             )
         lines.append(line)
+    lines += breakdown_table(rows)
     bad = [f"{r['family']}:{r['n']}" for r in rows if not r["ends_well"]]
     lines += [
         "",
@@ -563,7 +698,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--p2", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--sample-s", type=float, default=0.25)
+    ap.add_argument("--sample-s", type=float, default=0.1)
     ap.add_argument("--frodo", type=Path, help="FRODO's folder: run its DPOP beside each row")
     ap.add_argument(
         "--frodo-timeout",

@@ -92,8 +92,9 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_the_pss_peak_prefers_a_sample_with_every_agent_alive() -> None:
-    """A sample that caught only part of the agents never stands for the run, however large:
-    the peak is the largest sample with all of them alive, and says how many answered it."""
+    """A sample begun with only part of the agents up never stands for the run, however large:
+    the peak is the largest begun with all of them alive, and says how many it read; those gone
+    before their read count at the mean of the others."""
     import os
     import subprocess
 
@@ -101,20 +102,26 @@ def test_the_pss_peak_prefers_a_sample_with_every_agent_alive() -> None:
     gone.wait()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        sampler = scale.PssSampler(os.getpid(), 0.25, expect=2)
-        # two agents asked for, one of them gone: a sample of one (this process is large)
-        sampler.sample([os.getpid(), gone.pid], [])
+        sampler = scale.PssSampler(os.getpid(), 0.1, expect=2)
+        # one of the two agents up (this process, which is large)
+        sampler.sample([os.getpid()], [])
         assert (sampler.peak_agents, sampler.peak_complete) == (1, False)
         partial = sampler.peak_agents_kb
         assert partial > 0
-        # both alive, and smaller than the partial sample: still the peak
+        # both up, and smaller than the partial sample: still the peak
         sampler.sample([alive.pid, alive.pid], [os.getpid()])
-        assert (sampler.peak_agents, sampler.peak_complete) == (2, True)
+        assert (sampler.peak_agents, sampler.peak_complete, sampler.peak_scaled) == (2, True, False)
         assert 0 < sampler.peak_agents_kb < partial  # a sleeping interpreter, twice, under pytest
         assert sampler.peak_all_kb >= partial and sampler.complete_samples == 1
         # a later partial sample does not replace it
-        sampler.sample([os.getpid(), gone.pid], [])
+        sampler.sample([os.getpid()], [])
         assert sampler.peak_complete and sampler.samples == 3
+        # both listed, one gone before its read: it counts as the one read
+        scaled = scale.PssSampler(os.getpid(), 0.1, expect=2)
+        scaled.sample([alive.pid, gone.pid], [])
+        assert (scaled.peak_agents, scaled.peak_complete, scaled.peak_scaled) == (1, True, True)
+        one = scale.pss_kb(alive.pid)
+        assert abs(scaled.peak_agents_kb - 2 * one) <= 0.1 * one
     finally:
         alive.kill()
         alive.wait()
@@ -139,3 +146,44 @@ def test_descendants_come_from_the_childrens_lists_as_from_every_parent() -> Non
         child.kill()
         child.wait()
         os.kill(grandchild, 9)
+
+
+def test_an_agents_mappings_are_counted_by_kind() -> None:
+    import os
+    import re
+
+    assert scale.mapping_kind("[heap]", 100) == "malloc heap (brk)"
+    assert scale.mapping_kind("", scale.THREAD_STACK_KB) == "thread stacks"
+    assert scale.mapping_kind("", 1024).startswith("anonymous")
+    assert scale.mapping_kind("/x/libpython3.11.so.1.0", 1232) == "libpython"
+    assert scale.mapping_kind("/x/_zmq.cpython-311-x86_64-linux-gnu.so", 8) == "other libraries"
+    kinds = scale.smaps_by_kind(os.getpid())
+    assert kinds is not None and set(kinds) == set(scale.KINDS)
+    # every mapping counted once: the kinds add up to the kernel's own sum
+    rollup = Path(f"/proc/{os.getpid()}/smaps_rollup").read_text()
+    total = int(re.search(r"^Private_Dirty:\s+(\d+)", rollup, re.M).group(1))  # type: ignore[union-attr]
+    counted = sum(k["private_dirty_kb"] for k in kinds.values())
+    assert abs(counted - total) <= 0.05 * total  # (this process runs on between the two reads)
+    assert kinds["anonymous (Python objects, buffers)"]["private_dirty_kb"] > 0
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert scale.smaps_by_kind(gone.pid) is None
+
+
+def test_the_breakdown_is_kept_only_when_every_agent_read_answers() -> None:
+    import os
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    sampler = scale.PssSampler(os.getpid(), 0.25, expect=2)
+    sampler.read_breakdown([os.getpid(), gone.pid])
+    assert sampler.breakdown == {} and sampler.breakdown_agents == 0
+    sampler.read_breakdown([os.getpid(), os.getpid()])
+    assert sampler.breakdown_agents == 2 and set(sampler.breakdown) == set(scale.KINDS)
+    text = scale.breakdown_table(
+        [{"family": "tree", "n": 2, "run": {"agent_breakdown_kb": sampler.breakdown}}]
+    )
+    assert any(line.startswith("| tree | 2 | ") for line in text)
