@@ -630,7 +630,7 @@ def markdown(report: dict[str, Any]) -> str:
     if not with_frodo:
         lines += ["FRODO was not run (no `--frodo DIR`).", ""]
     if report.get("plot"):
-        lines += ["![wall time and summed PSS against n](scale.png)", ""]
+        lines += [f"![wall time and summed PSS against n]({report['plot']})", ""]
     return "\n".join(lines)
 
 
@@ -712,6 +712,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="leave out the floor bench (benchmarks/agent_floor.py) beside each row",
     )
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder for scale.json/.md/.png")
+    ap.add_argument(
+        "--name",
+        default="scale",
+        help="the files' stem: NAME.json/.md/.png (a part of the series kept beside the whole)",
+    )
     args = ap.parse_args(argv)
     rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -746,10 +751,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 file=sys.stderr,
             )
     report["load_end"] = _load()
-    report["plot"] = plot(report, args.out / "scale.png")
+    png = args.out / f"{args.name}.png"
+    report["plot"] = png.name if plot(report, png) else None
     from keep import write_results
 
-    write_results(args.out, "scale", report, markdown(report))
+    write_results(args.out, args.name, report, markdown(report))
     return report
 
 
