@@ -575,7 +575,9 @@ def markdown(report: dict[str, Any]) -> str:
         if not r["ends_well"]:
             status += " (!)"
         sampled = run.get("agents_sampled")
-        per_agent = run["pss_agents_mb"] / sampled if sampled and run.get("pss_agents_mb") else None
+        # a sample begun with all n alive stands for all n (scaled where the run ended during it)
+        counted = r["n"] if run.get("pss_all_alive") else sampled
+        per_agent = run["pss_agents_mb"] / counted if counted and run.get("pss_agents_mb") else None
         n = r["n"]
         launch = run.get("agents_launch_s")
         floor_launch = floor.get("hello_s")

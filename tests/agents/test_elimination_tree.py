@@ -148,7 +148,9 @@ def test_auto_does_not_offer_a_tree_no_narrower(run_inproc: RunFn) -> None:
     doc = run_inproc(problem, "dpop")
     assert set(doc["run"].tree.kinds) == {"elimination"} and "runs alone" in doc["run"].tree.why
     assert doc["run"].cost == pytest.approx(optimum(problem), abs=1e-6)
-    assert RunPlan(problem).spec.trees == 0  # the agents start no DFS
+    plan = RunPlan(problem)
+    assert plan.spec.trees == 0  # the agents start no DFS
+    assert plan.reported_spec.trees == 1  # the document counts the candidate it replaced
 
 
 @pytest.mark.parametrize("extra", [[], ["--secure"]])
