@@ -12,14 +12,17 @@ unless given). After each row's ``dcop run``, ``benchmarks/agent_floor.py`` runs
 same n (``--no-floor``: not), and the row gives dcop's wall, agents' launch and summed PSS over
 the floor's. Each row writes the instance, then times ``dcop run FILE --algo dpop -q --json
 OUT`` as a subprocess (a user's wall clock: interpreter, launch and exit included) while a sampler
-sums the PSS of the run's processes every ``--sample-s`` seconds (the agents alone, and every
-process of the run); the peak is kept. ``dcop solve FILE`` of the same file is timed beside it.
+counts the run's agents every ``--sample-s`` seconds and sums the PSS of its processes (the agents
+alone, and every process of the run) as soon as all n agents are alive (:class:`PssSampler`); a
+few agents' mappings are read then too, by kind (what an agent holds). ``dcop solve FILE`` of the
+same file is timed beside it.
 With ``--frodo DIR`` (FRODO built as benchmarks/compare describes), FRODO's stock DPOP agent runs
 the same instance (as XCSP) in the same run, with its message counting off (timed) and on.
 
 Every row must end ``ok`` (or ``infeasible``: a proof), or ``too_large`` naming the ADPOP z that
 fits; anything else (an error, a timeout) is marked. Writes benchmarks/results/scale.json,
-scale.md and scale.png (wall time and summed PSS against n, one line per family).
+scale.md and scale.png (wall time and summed PSS against n, one line per family; ``--name STEM``:
+STEM.json, .md and .png).
 """
 
 from __future__ import annotations
@@ -497,10 +500,10 @@ def breakdown_table(rows: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        f"What an agent holds at the end of its run: private dirty kB (PSS kB) per kind of "
+        f"What an agent holds once all n are up: private dirty kB (PSS kB) per kind of "
         f"mapping, the mean of {BREAKDOWN_AGENTS} agents spread over the run's pids, read from "
-        f"`/proc/PID/smaps` every {BREAKDOWN_EVERY_S:g} s while all n are alive (the last read "
-        "before the first exit). Anonymous: CPython's object arenas, NumPy's and msgspec's "
+        f"`/proc/PID/smaps` as soon as all n are alive, then every {BREAKDOWN_EVERY_S:g} s until "
+        "the first exit (the last complete read stands). Anonymous: CPython's object arenas, NumPy's and msgspec's "
         "buffers and the thread arenas of glibc; thread stacks: the 8 MiB mappings of "
         "ZeroMQ's I/O and reaper threads and the jobs' thread.",
         "",
