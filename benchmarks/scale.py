@@ -31,7 +31,6 @@ import abc
 import argparse
 import json
 import os
-import random
 import re
 import sys
 import tempfile
@@ -250,10 +249,8 @@ class PssSampler(Sampling):
         self.peak_all_kb = 0
         #: agents alive at the sample of peak_agents_kb (those whose PSS could be read)
         self.peak_agents = 0
-        #: whether peak_agents_kb was read with every expected agent alive, and whether it was
-        #: scaled to all of them from those read before the first exit (see sample)
+        #: whether peak_agents_kb was begun with every expected agent alive
         self.peak_complete = False
-        self.peak_scaled = False
         #: samples taken, and those with every expected agent alive
         self.samples = 0
         self.complete_samples = 0
@@ -277,18 +274,10 @@ class PssSampler(Sampling):
         begun with every expected agent listed beats any other (its agents read one by one,
         seconds at n = 1000: those that exit meanwhile are not counted in ``peak_agents``)."""
         complete = self.expect is not None and len(agents) >= self.expect
-        if complete:  # in random order: those read before the first exits are a fair sample
-            agents = random.Random(len(agents)).sample(agents, len(agents))
         read = [pss_kb(p) for p in agents]
         alive = sum(1 for kb in read if kb > 0)
         agents_kb = sum(read)
         all_kb = agents_kb + sum(pss_kb(p) for p in others)
-        if complete and 0 < alive < len(agents):
-            # the run ended during the read (at n = 300 a read took a second, the window with
-            # every agent alive less): the agents gone meanwhile count at the mean of those read
-            agents_kb = round(agents_kb * len(agents) / alive)
-            all_kb += agents_kb - sum(read)
-        self.peak_scaled = self.peak_scaled if not complete else alive < len(agents)
         self.samples += 1
         self.complete_samples += complete
         # a sample with every agent alive beats any without; among equals, the larger
@@ -336,6 +325,31 @@ class PssSampler(Sampling):
             self._stop.wait(self.every_s)
 
 
+def agents_pss(sampler: PssSampler) -> dict[str, Any]:
+    """The run's summed PSS of its agents: the peak sample where it read all n alive; else, where
+    the run ended during that read (the window with every agent alive is under a second up to
+    n = 500, a read of every agent seconds), the PSS of the agents of the breakdown, read first
+    with all n alive, times n: an agent read late, with most others gone, had the template's
+    pages shared among few, and counted several times its PSS. ``pss_source``: which."""
+    expect = sampler.expect
+    out: dict[str, Any] = {
+        "pss_agents_mb": sampler.peak_agents_kb / 1024,
+        "agents_sampled": sampler.peak_agents,
+        "pss_all_alive": sampler.peak_complete,
+        "pss_source": "sum" if sampler.peak_complete else "partial",
+    }
+    if expect is not None and sampler.peak_complete and sampler.peak_agents < expect:
+        if sampler.breakdown:
+            per_agent = sum(kind["pss_kb"] for kind in sampler.breakdown.values())
+            out["pss_agents_mb"] = per_agent * expect / 1024
+            out["agents_sampled"] = sampler.breakdown_agents
+            out["pss_source"] = "breakdown"
+        else:
+            out["pss_all_alive"] = False
+            out["pss_source"] = "partial"
+    return out
+
+
 def timed_with_memory(
     argv: list[str], timeout: float, every_s: float, expect: int | None = None
 ) -> dict[str, Any]:
@@ -357,11 +371,8 @@ def timed_with_memory(
     out: dict[str, Any] = {
         "wall_s": time.perf_counter() - t0,
         "exit": code,
-        "pss_agents_mb": sampler.peak_agents_kb / 1024,
+        **agents_pss(sampler),
         "pss_all_mb": sampler.peak_all_kb / 1024,
-        "agents_sampled": sampler.peak_agents,
-        "pss_all_alive": sampler.peak_complete,
-        "pss_scaled": sampler.peak_scaled,
         "pss_samples": sampler.samples,
         "agent_breakdown_kb": sampler.breakdown,
         "breakdown_agents": sampler.breakdown_agents,
@@ -545,9 +556,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['sample_s']:g} s, and their PSS summed (`smaps_rollup`, one agent after "
         "another) as soon as all n are alive; before that, every "
         f"{SAMPLER_PAUSE} times a sample's own cost until {NEARLY:.0%} of them are up; the peak "
-        "is the largest sample begun with all n alive, its agents read in random order (in "
-        "brackets: those read before the run's end; where that is fewer than n, `scaled`: the "
-        "others counted at their mean; * where no sample began with all n); the floor's, "
+        "is the largest sample begun with all n alive (in brackets: the agents it read); where "
+        f"the run ended during that read, the PSS of the {BREAKDOWN_AGENTS} agents of the "
+        "breakdown below, read first, times n (in brackets: `8 x n`); * where no sample read "
+        "all n alive (the agents read); the floor's, "
         "read once with every agent alive after its run. solve s = `dcop solve FILE`. msgs = "
         "messages of the run; heartbeats = "
         "their share.",
@@ -578,8 +590,13 @@ def markdown(report: dict[str, Any]) -> str:
         if not r["ends_well"]:
             status += " (!)"
         sampled = run.get("agents_sampled")
-        # a sample begun with all n alive stands for all n (scaled where the run ended during it)
-        counted = r["n"] if run.get("pss_all_alive") else sampled
+        source = run.get("pss_source", "sum" if run.get("pss_all_alive", True) else "partial")
+        counted = r["n"] if source in ("sum", "breakdown") else sampled
+        read = (
+            f"({sampled} x n)"
+            if source == "breakdown"
+            else f"({sampled or '-'}{'*' if source == 'partial' else ''})"
+        )
         per_agent = run["pss_agents_mb"] / counted if counted and run.get("pss_agents_mb") else None
         n = r["n"]
         launch = run.get("agents_launch_s")
@@ -603,9 +620,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_f(1000 * floor_launch / n if floor_launch else None, '.1f')} | "
             f"{dcop_cpu} / {floor_cpu} | "
             f"{_f(solve.get('wall_s'))} | {_f(r.get('run_over_solve'), '.1f')} | "
-            f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}"
-            f"{'' if run.get('pss_all_alive', True) else '*'}"
-            f"{', scaled' if run.get('pss_scaled') else ''}) | "
+            f"{_f(run.get('pss_agents_mb'), '.0f')} {read} | "
             f"{_f(floor.get('summed_pss_mb'), '.0f')} | {_f(r.get('pss_over_floor'))} | "
             f"{_f(per_agent)} / {_f(floor.get('agent_pss_mb'))} | "
             f"{run.get('messages') or '-'} | {_f(run.get('heartbeat_share'), '.1%')} |"

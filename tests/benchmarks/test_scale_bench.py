@@ -106,22 +106,30 @@ def test_the_pss_peak_prefers_a_sample_with_every_agent_alive() -> None:
         # one of the two agents up (this process, which is large)
         sampler.sample([os.getpid()], [])
         assert (sampler.peak_agents, sampler.peak_complete) == (1, False)
-        partial = sampler.peak_agents_kb
-        assert partial > 0
+        part_kb = sampler.peak_agents_kb
+        assert part_kb > 0
         # both up, and smaller than the partial sample: still the peak
         sampler.sample([alive.pid, alive.pid], [os.getpid()])
-        assert (sampler.peak_agents, sampler.peak_complete, sampler.peak_scaled) == (2, True, False)
-        assert 0 < sampler.peak_agents_kb < partial  # a sleeping interpreter, twice, under pytest
-        assert sampler.peak_all_kb >= partial and sampler.complete_samples == 1
+        assert (sampler.peak_agents, sampler.peak_complete) == (2, True)
+        assert 0 < sampler.peak_agents_kb < part_kb  # a sleeping interpreter, twice, under pytest
+        assert sampler.peak_all_kb >= part_kb and sampler.complete_samples == 1
         # a later partial sample does not replace it
         sampler.sample([os.getpid()], [])
         assert sampler.peak_complete and sampler.samples == 3
-        # both listed, one gone before its read: it counts as the one read
-        scaled = scale.PssSampler(os.getpid(), 0.1, expect=2)
-        scaled.sample([alive.pid, gone.pid], [])
-        assert (scaled.peak_agents, scaled.peak_complete, scaled.peak_scaled) == (1, True, True)
+        # both listed, one gone before its read: the sum is of the one read; the run's figure
+        # is then the breakdown's agents (read first, all alive) times n
+        partial = scale.PssSampler(os.getpid(), 0.1, expect=2)
+        partial.sample([alive.pid, gone.pid], [])
+        assert (partial.peak_agents, partial.peak_complete) == (1, True)
         one = scale.pss_kb(alive.pid)
-        assert abs(scaled.peak_agents_kb - 2 * one) <= 0.1 * one
+        assert abs(partial.peak_agents_kb - one) <= 0.1 * one
+        assert scale.agents_pss(partial)["pss_source"] == "partial"  # no breakdown was read
+        partial.read_breakdown([alive.pid, alive.pid])
+        got = scale.agents_pss(partial)
+        assert got["pss_source"] == "breakdown" and got["agents_sampled"] == 2
+        assert abs(got["pss_agents_mb"] * 1024 - 2 * one) <= 0.1 * one
+        # every agent read: the sum itself
+        assert scale.agents_pss(sampler)["pss_source"] == "sum"
     finally:
         alive.kill()
         alive.wait()
