@@ -163,6 +163,9 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "scale_quiet.json",
             "scale_quiet.md",
             "scale_quiet.png",
+            "scale_tree.json",
+            "scale_tree.md",
+            "scale_tree.png",
         ),
     ),
     "search": (

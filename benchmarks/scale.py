@@ -12,14 +12,17 @@ unless given). After each row's ``dcop run``, ``benchmarks/agent_floor.py`` runs
 same n (``--no-floor``: not), and the row gives dcop's wall, agents' launch and summed PSS over
 the floor's. Each row writes the instance, then times ``dcop run FILE --algo dpop -q --json
 OUT`` as a subprocess (a user's wall clock: interpreter, launch and exit included) while a sampler
-sums the PSS of the run's processes every ``--sample-s`` seconds (the agents alone, and every
-process of the run); the peak is kept. ``dcop solve FILE`` of the same file is timed beside it.
+counts the run's agents every ``--sample-s`` seconds and sums the PSS of its processes (the agents
+alone, and every process of the run) as soon as all n agents are alive (:class:`PssSampler`); a
+few agents' mappings are read then too, by kind (what an agent holds). ``dcop solve FILE`` of the
+same file is timed beside it.
 With ``--frodo DIR`` (FRODO built as benchmarks/compare describes), FRODO's stock DPOP agent runs
 the same instance (as XCSP) in the same run, with its message counting off (timed) and on.
 
 Every row must end ``ok`` (or ``infeasible``: a proof), or ``too_large`` naming the ADPOP z that
 fits; anything else (an error, a timeout) is marked. Writes benchmarks/results/scale.json,
-scale.md and scale.png (wall time and summed PSS against n, one line per family).
+scale.md and scale.png (wall time and summed PSS against n, one line per family; ``--name STEM``:
+STEM.json, .md and .png).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Self
 
@@ -67,13 +71,52 @@ SERIES: dict[str, list[tuple[str, int]]] = {
 #: A PSS sample waits at least this many times what it took: at most a fifth of one core (at
 #: twice, a third of one, a sixth of the 2-core machine, taken from the run it measures).
 SAMPLER_PAUSE = 4
+#: Past this share of the agents asked for, the sampler only counts them until all are alive.
+NEARLY = 0.7
 #: statuses that end a row as it should
 GOOD = ("ok", "infeasible")
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (by parent pid, from /proc)."""
+def descendants(root: int, leaves: AbstractSet[int] = frozenset()) -> list[int]:
+    """Every live process below ``root``: from each task's ``children`` file where the kernel has
+    them (a read per process of the tree, not of the machine: the sampler polls the tree's agents
+    every few tenths of a second), else from every process's parent in /proc. ``leaves``:
+    processes known to start none (agents), whose children are not read."""
+    try:
+        return _descendants_by_children(root, leaves)
+    except OSError:
+        return _descendants_by_parent(root)
+
+
+def _children_of(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # gone meanwhile: it has no children left
+        return out
+    for task in tasks:
+        try:
+            out += map(int, Path(f"/proc/{pid}/task/{task}/children").read_bytes().split())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return out
+
+
+def _descendants_by_children(root: int, leaves: AbstractSet[int]) -> list[int]:
+    if not Path(f"/proc/self/task/{threading.get_native_id()}/children").exists():
+        raise OSError("no /proc/PID/task/TID/children here")
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for c in _children_of(stack.pop()):
+            out.append(c)
+            if c not in leaves:  # reading 1000 agents' task lists took most of a poll
+                stack.append(c)
+    return out
+
+
+def _descendants_by_parent(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -101,6 +144,63 @@ def pss_kb(pid: int) -> int:
         return 0
     m = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
     return int(m.group(1)) if m else 0
+
+
+#: Agents whose mappings are read (``/proc/PID/smaps``) while all n are alive, for the breakdown
+#: of what an agent holds at the end of its run; and how often that read is repeated (each read
+#: replaces the last: the last one before the first agent exits stands).
+BREAKDOWN_AGENTS = 8
+BREAKDOWN_EVERY_S = 1.0
+#: The kinds of mapping an agent's private pages are counted by (see :func:`mapping_kind`).
+KINDS = (
+    "anonymous (Python objects, buffers)",
+    "malloc heap (brk)",
+    "libpython",
+    "other libraries",
+    "thread stacks",
+    "main stack",
+    "other",
+)
+#: glibc's default thread stack: an anonymous mapping of exactly this size (kB)
+THREAD_STACK_KB = 8192
+
+
+def mapping_kind(name: str, size_kb: int) -> str:
+    """Which of :data:`KINDS` a mapping of ``/proc/PID/smaps`` is (its path or pseudo-name)."""
+    if name == "[heap]":
+        return KINDS[1]
+    if name == "[stack]":
+        return KINDS[5]
+    if not name:
+        return KINDS[4] if size_kb == THREAD_STACK_KB else KINDS[0]
+    if "libpython" in name:
+        return KINDS[2]
+    if ".so" in name:
+        return KINDS[3]
+    return KINDS[6]
+
+
+def smaps_by_kind(pid: int) -> dict[str, dict[str, int]] | None:
+    """A process's private dirty and PSS kB per kind of mapping; None once it has gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return None
+    out = {k: {"private_dirty_kb": 0, "pss_kb": 0} for k in KINDS}
+    kind = KINDS[6]
+    for line in text.splitlines():
+        head = _MAPPING.match(line)
+        if head:
+            size = (int(head[2], 16) - int(head[1], 16)) // 1024
+            kind = mapping_kind(head[3].strip(), size)
+        elif line.startswith("Private_Dirty:"):
+            out[kind]["private_dirty_kb"] += int(line.split()[1])
+        elif line.startswith("Pss:"):
+            out[kind]["pss_kb"] += int(line.split()[1])
+    return out
+
+
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+(.*)$")
 
 
 def is_agent(pid: int) -> bool:
@@ -131,44 +231,135 @@ class Sampling(abc.ABC):
 
 
 class PssSampler(Sampling):
-    """Sums the PSS of a process tree every ``every_s`` seconds and keeps the peaks (agents alone,
-    and the whole run: command, template and agents)."""
+    """Sums the PSS of a process tree and keeps the peaks (agents alone, and the whole run:
+    command, template and agents).
 
-    def __init__(self, root: int, every_s: float) -> None:
+    A sample reads every agent's page tables (smaps_rollup): at n = 1000 that is a second or so
+    of one core, and it waits at least SAMPLER_PAUSE times its own cost before the next, so
+    that the run it measures keeps most of the machine. Waiting blindly, the samples of a 1000-
+    agent run fell in its launch (544 of 1000 agents alive at the peak). So between samples it
+    only counts the tree's agents (cheap: ``every_s``), and samples at once when the count first
+    reaches ``expect``: the agents' peak is the largest sample with all ``expect`` alive
+    (``peak_agents``: how many answered it), else the largest of any."""
+
+    def __init__(self, root: int, every_s: float, expect: int | None = None) -> None:
         super().__init__("pss-sampler")
-        self.root, self.every_s = root, every_s
+        self.root, self.every_s, self.expect = root, every_s, expect
         self.peak_agents_kb = 0
         self.peak_all_kb = 0
+        #: agents alive at the sample of peak_agents_kb (those whose PSS could be read)
         self.peak_agents = 0
+        #: whether peak_agents_kb was begun with every expected agent alive
+        self.peak_complete = False
+        #: samples taken, and those with every expected agent alive
+        self.samples = 0
+        self.complete_samples = 0
         #: the sampler's own CPU seconds (the reads of /proc it made)
         self.cpu_s = 0.0
+        self._known: set[int] = set()
+        #: per kind of mapping, the mean kB of BREAKDOWN_AGENTS agents read with all alive, at
+        #: the last such read (see breakdown_of); and how many agents that read covered
+        self.breakdown: dict[str, dict[str, float]] = {}
+        self.breakdown_agents = 0
+        self._breakdown_at = -float("inf")
+
+    def _agents(self, pids: list[int]) -> list[int]:
+        # an agent stays one (its title is set once, after its fork): only new pids are read
+        fresh = [p for p in pids if p not in self._known and is_agent(p)]
+        self._known.update(fresh)
+        return [p for p in pids if p in self._known]
+
+    def sample(self, agents: list[int], others: list[int]) -> None:
+        """Sum the PSS of ``agents`` and ``others`` now, and keep it if it is a peak: a sample
+        begun with every expected agent listed beats any other (its agents read one by one,
+        seconds at n = 1000: those that exit meanwhile are not counted in ``peak_agents``)."""
+        complete = self.expect is not None and len(agents) >= self.expect
+        read = [pss_kb(p) for p in agents]
+        alive = sum(1 for kb in read if kb > 0)
+        agents_kb = sum(read)
+        all_kb = agents_kb + sum(pss_kb(p) for p in others)
+        self.samples += 1
+        self.complete_samples += complete
+        # a sample with every agent alive beats any without; among equals, the larger
+        if (complete, agents_kb) > (self.peak_complete, self.peak_agents_kb):
+            self.peak_agents_kb, self.peak_agents = agents_kb, alive
+            self.peak_complete = complete
+        self.peak_all_kb = max(self.peak_all_kb, all_kb)
+
+    def read_breakdown(self, agents: list[int]) -> None:
+        """Read BREAKDOWN_AGENTS of ``agents`` (spread over their pids) by kind of mapping; kept
+        only where every one of them answered."""
+        ordered = sorted(agents)
+        step = max(1, len(ordered) // BREAKDOWN_AGENTS)
+        reads = [smaps_by_kind(p) for p in ordered[::step][:BREAKDOWN_AGENTS]]
+        if not reads or any(r is None for r in reads):
+            return
+        got = [r for r in reads if r is not None]
+        self.breakdown = {
+            k: {f: sum(r[k][f] for r in got) / len(got) for f in ("private_dirty_kb", "pss_kb")}
+            for k in KINDS
+        }
+        self.breakdown_agents = len(got)
 
     def _run(self) -> None:
+        next_sample = 0.0
         while not self._stop.is_set():
             began = time.thread_time()
-            pids = [self.root, *descendants(self.root)]
-            agents = [p for p in pids if is_agent(p)]
-            agents_kb = sum(pss_kb(p) for p in agents)
-            all_kb = agents_kb + sum(pss_kb(p) for p in pids if p not in agents)
-            if agents_kb > self.peak_agents_kb:
-                self.peak_agents_kb, self.peak_agents = agents_kb, len(agents)
-            self.peak_all_kb = max(self.peak_all_kb, all_kb)
+            pids = [self.root, *descendants(self.root, self._known)]
+            agents = self._agents(pids)
+            complete = self.expect is not None and len(agents) >= self.expect
+            first_complete = complete and self.complete_samples == 0
+            # the last agents' launch is left alone: a sample then (seconds at n = 1000) would
+            # still be reading when the window with all of them alive opens, and miss it
+            nearly = self.expect is not None and len(agents) >= NEARLY * self.expect
+            sampled = first_complete or (time.monotonic() >= next_sample and not nearly)
+            if complete and time.monotonic() >= self._breakdown_at + BREAKDOWN_EVERY_S:
+                self._breakdown_at = time.monotonic()
+                self.read_breakdown(agents)  # a few agents first: done before the first exit
+            if sampled:
+                self.sample(agents, [p for p in pids if p not in self._known])
             spent = time.thread_time() - began
             self.cpu_s += spent
-            # a sample reads every agent's page tables (smaps_rollup): at n = 1000 that is a
-            # good part of a core; it waits at least SAMPLER_PAUSE times its own cost, so that
-            # the run it measures keeps most of the machine (its CPU is reported with the row;
-            # the floor's memory is read once, after its run)
-            self._stop.wait(max(self.every_s, SAMPLER_PAUSE * spent))
+            if sampled:
+                next_sample = time.monotonic() + max(self.every_s, SAMPLER_PAUSE * spent)
+            self._stop.wait(self.every_s)
 
 
-def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[str, Any]:
-    """:func:`timed_command`, with the peak summed PSS of the command's process tree."""
+def agents_pss(sampler: PssSampler) -> dict[str, Any]:
+    """The run's summed PSS of its agents: the peak sample where it read all n alive; else, where
+    the run ended during that read (the window with every agent alive is under a second up to
+    n = 500, a read of every agent seconds), the PSS of the agents of the breakdown, read first
+    with all n alive, times n: an agent read late, with most others gone, had the template's
+    pages shared among few, and counted several times its PSS. ``pss_source``: which."""
+    expect = sampler.expect
+    out: dict[str, Any] = {
+        "pss_agents_mb": sampler.peak_agents_kb / 1024,
+        "agents_sampled": sampler.peak_agents,
+        "pss_all_alive": sampler.peak_complete,
+        "pss_source": "sum" if sampler.peak_complete else "partial",
+    }
+    if expect is not None and sampler.peak_complete and sampler.peak_agents < expect:
+        if sampler.breakdown:
+            per_agent = sum(kind["pss_kb"] for kind in sampler.breakdown.values())
+            out["pss_agents_mb"] = per_agent * expect / 1024
+            out["agents_sampled"] = sampler.breakdown_agents
+            out["pss_source"] = "breakdown"
+        else:
+            out["pss_all_alive"] = False
+            out["pss_source"] = "partial"
+    return out
+
+
+def timed_with_memory(
+    argv: list[str], timeout: float, every_s: float, expect: int | None = None
+) -> dict[str, Any]:
+    """:func:`timed_command`, with the peak summed PSS of the command's process tree (taken with
+    all ``expect`` agents alive where a sample caught them: :class:`PssSampler`)."""
     import subprocess
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    with PssSampler(proc.pid, every_s) as sampler:
+    with PssSampler(proc.pid, every_s, expect) as sampler:
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -180,9 +371,11 @@ def timed_with_memory(argv: list[str], timeout: float, every_s: float) -> dict[s
     out: dict[str, Any] = {
         "wall_s": time.perf_counter() - t0,
         "exit": code,
-        "pss_agents_mb": sampler.peak_agents_kb / 1024,
+        **agents_pss(sampler),
         "pss_all_mb": sampler.peak_all_kb / 1024,
-        "agents_sampled": sampler.peak_agents,
+        "pss_samples": sampler.samples,
+        "agent_breakdown_kb": sampler.breakdown,
+        "breakdown_agents": sampler.breakdown_agents,
         "sampler_cpu_s": round(sampler.cpu_s, 3),
     }
     if code != 0:
@@ -240,7 +433,7 @@ def one_row(
     out = folder / "result.json"
     run_argv = [DCOP, "run", str(file), "--algo", "dpop", "-q", "--json", str(out)]
     run_argv += ["--timeout", str(args.timeout)]
-    run = timed_with_memory(run_argv, args.timeout + 30, args.sample_s) | _doc(out)
+    run = timed_with_memory(run_argv, args.timeout + 30, args.sample_s, n) | _doc(out)
     solve = timed_command([DCOP, "solve", str(file), "-q", "--json", str(out)], args.timeout)
     solve |= _doc(out)
     row: dict[str, Any] = {"family": family, "n": n, "run": run, "solve": solve}
@@ -311,6 +504,34 @@ def _f(x: Any, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def breakdown_table(rows: list[dict[str, Any]]) -> list[str]:
+    """What one agent holds at the end of its run, by kind of mapping (the rows that have it)."""
+    have = [r for r in rows if r["run"].get("agent_breakdown_kb")]
+    if not have:
+        return []
+    lines = [
+        "",
+        f"What an agent holds once all n are up: private dirty kB (PSS kB) per kind of "
+        f"mapping, the mean of {BREAKDOWN_AGENTS} agents spread over the run's pids, read from "
+        f"`/proc/PID/smaps` as soon as all n are alive, then every {BREAKDOWN_EVERY_S:g} s until "
+        "the first exit (the last complete read stands). Anonymous: CPython's object arenas, NumPy's and msgspec's "
+        "buffers and the thread arenas of glibc; thread stacks: the 8 MiB mappings of "
+        "ZeroMQ's I/O and reaper threads and the jobs' thread.",
+        "",
+        "| family | n | " + " | ".join(KINDS) + " | all |",
+        "|---" * (len(KINDS) + 3) + "|",
+    ]
+    for r in have:
+        b = r["run"]["agent_breakdown_kb"]
+        cells = [f"{b[k]['private_dirty_kb']:.0f} ({b[k]['pss_kb']:.0f})" for k in KINDS]
+        dirty = sum(b[k]["private_dirty_kb"] for k in KINDS)
+        pss = sum(b[k]["pss_kb"] for k in KINDS)
+        lines.append(
+            f"| {r['family']} | {r['n']} | " + " | ".join(cells) + f" | {dirty:.0f} ({pss:.0f}) |"
+        )
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     with_frodo = any(r.get("frodo") for r in rows)
@@ -331,10 +552,16 @@ def markdown(report: dict[str, Any]) -> str:
         "last hello), per agent: over n. CPU ms/agent = each agent's CPU (all threads, the "
         "kernel's account at its exit), and after the + the template's and coordinator's share "
         "(the floor's one parent process). PSS = peak summed proportional set size of the "
-        "agents, sampled every "
-        f"{report['sample_s']:g} s or {SAMPLER_PAUSE} times a sample's own cost, whichever is "
-        "longer (agents alive at that sample in brackets); the floor's, read once with every "
-        "agent alive. solve s = `dcop solve FILE`. msgs = messages of the run; heartbeats = "
+        "agents: the run's agents are counted every "
+        f"{report['sample_s']:g} s, and their PSS summed (`smaps_rollup`, one agent after "
+        "another) as soon as all n are alive; before that, every "
+        f"{SAMPLER_PAUSE} times a sample's own cost until {NEARLY:.0%} of them are up; the peak "
+        "is the largest sample begun with all n alive (in brackets: the agents it read); where "
+        f"the run ended during that read, the PSS of the {BREAKDOWN_AGENTS} agents of the "
+        "breakdown below, read first, times n (in brackets: `8 x n`); * where no sample read "
+        "all n alive (the agents read); the floor's, "
+        "read once with every agent alive after its run. solve s = `dcop solve FILE`. msgs = "
+        "messages of the run; heartbeats = "
         "their share.",
         "",
     ]
@@ -363,7 +590,14 @@ def markdown(report: dict[str, Any]) -> str:
         if not r["ends_well"]:
             status += " (!)"
         sampled = run.get("agents_sampled")
-        per_agent = run["pss_agents_mb"] / sampled if sampled and run.get("pss_agents_mb") else None
+        source = run.get("pss_source", "sum" if run.get("pss_all_alive", True) else "partial")
+        counted = r["n"] if source in ("sum", "breakdown") else sampled
+        read = (
+            f"({sampled} x n)"
+            if source == "breakdown"
+            else f"({sampled or '-'}{'*' if source == 'partial' else ''})"
+        )
+        per_agent = run["pss_agents_mb"] / counted if counted and run.get("pss_agents_mb") else None
         n = r["n"]
         launch = run.get("agents_launch_s")
         floor_launch = floor.get("hello_s")
@@ -386,7 +620,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_f(1000 * floor_launch / n if floor_launch else None, '.1f')} | "
             f"{dcop_cpu} / {floor_cpu} | "
             f"{_f(solve.get('wall_s'))} | {_f(r.get('run_over_solve'), '.1f')} | "
-            f"{_f(run.get('pss_agents_mb'), '.0f')} ({sampled or '-'}) | "
+            f"{_f(run.get('pss_agents_mb'), '.0f')} {read} | "
             f"{_f(floor.get('summed_pss_mb'), '.0f')} | {_f(r.get('pss_over_floor'))} | "
             f"{_f(per_agent)} / {_f(floor.get('agent_pss_mb'))} | "
             f"{run.get('messages') or '-'} | {_f(run.get('heartbeat_share'), '.1%')} |"
@@ -404,6 +638,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{_f(over_frodo)} | {_f(fr.get('max_rss_mb'), '.0f')} |"
             )
         lines.append(line)
+    lines += breakdown_table(rows)
     bad = [f"{r['family']}:{r['n']}" for r in rows if not r["ends_well"]]
     lines += [
         "",
@@ -415,7 +650,7 @@ def markdown(report: dict[str, Any]) -> str:
     if not with_frodo:
         lines += ["FRODO was not run (no `--frodo DIR`).", ""]
     if report.get("plot"):
-        lines += ["![wall time and summed PSS against n](scale.png)", ""]
+        lines += [f"![wall time and summed PSS against n]({report['plot']})", ""]
     return "\n".join(lines)
 
 
@@ -483,7 +718,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--p2", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--sample-s", type=float, default=0.25)
+    ap.add_argument("--sample-s", type=float, default=0.1)
     ap.add_argument("--frodo", type=Path, help="FRODO's folder: run its DPOP beside each row")
     ap.add_argument(
         "--frodo-timeout",
@@ -497,6 +732,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="leave out the floor bench (benchmarks/agent_floor.py) beside each row",
     )
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder for scale.json/.md/.png")
+    ap.add_argument(
+        "--name",
+        default="scale",
+        help="the files' stem: NAME.json/.md/.png (a part of the series kept beside the whole)",
+    )
     args = ap.parse_args(argv)
     rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -531,10 +771,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 file=sys.stderr,
             )
     report["load_end"] = _load()
-    report["plot"] = plot(report, args.out / "scale.png")
+    png = args.out / f"{args.name}.png"
+    report["plot"] = png.name if plot(report, png) else None
     from keep import write_results
 
-    write_results(args.out, "scale", report, markdown(report))
+    write_results(args.out, args.name, report, markdown(report))
     return report
 
 

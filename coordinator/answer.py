@@ -65,7 +65,7 @@ def run_result(plan: RunPlan, got: Gathered) -> RunResult:
     metrics, per_agent = _metrics(plan, got)
     return RunResult(
         problem=problem,
-        spec=plan.spec,
+        spec=plan.reported_spec,
         ran=got.ran,
         tree=got.choice,
         assignment=dict(sorted(assignment.items())),
@@ -103,7 +103,7 @@ def _sum_result(plan: RunPlan, got: Gathered) -> RunResult:
     """PR/MAR: ``ln Z`` is the roots' component ``ln Z`` plus the Problem's constant factor
     (which no agent holds); MAR adds every agent's marginal."""
     problem = plan.problem
-    spec = plan.spec
+    spec = plan.reported_spec
     var = plan.layout.variable
     ln_z = log_constant(problem) + sum(float(got.results[r].bound or 0.0) for r in got.roots)
     marginals: dict[str, np.ndarray] | None = None

@@ -184,7 +184,7 @@ class Coordinator:
         decision = session.decision
         gathered = Gathered(
             choice=session.choice,
-            ran=self.spec.replace(
+            ran=self.plan.reported_spec.replace(
                 algo=decision.algo,
                 z=decision.z,
                 width=self.spec.width if decision.algo == "mbdpop" else None,

@@ -97,20 +97,29 @@ def offer(
     policy: str = "auto",
     first: float | None = None,
     budget_s: float | None = None,
+    alone: bool = False,
 ) -> tuple[EliminationTree | None, str]:
     """The elimination tree the coordinator offers under ``policy`` (None: none) and a line
     saying why. ``auto`` offers it where its largest UTIL is smaller than the first DFS
     candidate's (``first``, simulated by :class:`~dcop.coordinator.plan.RunPlan`; needed unless
-    the policy is ``dfs`` or there is one agent); ``elimination`` always; ``dfs`` never."""
+    the policy is ``dfs`` or there is one agent), or as small where it would run ``alone``
+    (the plan's single DFS candidate left out: see ``RunPlan.spec``); ``elimination`` always;
+    ``dfs`` never."""
     if policy == "dfs" or len(layout.variable) < 2:
         return None, "not offered (--tree dfs: the agents' DFS trees only)"
     if first is None:
         raise DcopError("the elimination tree is offered against the first DFS tree's size")
     tree = elimination_tree(problem, layout, budget_s)
-    if policy == "auto" and tree.largest >= first:
+    if policy == "auto" and (tree.largest > first or (tree.largest == first and not alone)):
         return None, (
             f"not offered: its largest UTIL ({tree.largest:.4g} entries, width {tree.width}) is "
             f"no smaller than the first DFS tree's ({first:.4g})"
+        )
+    if policy == "auto" and alone:
+        return tree, (
+            f"runs alone: the pseudo-tree of the {tree.method} order, width {tree.width}, largest "
+            f"UTIL {tree.largest:.4g} entries, no larger than the one DFS tree's ({first:.4g}), "
+            f"whose walk of 2(n - 1) tokens in turn is left out; built in {tree.seconds:.3f} s"
         )
     return tree, (
         f"offered: the pseudo-tree of the {tree.method} order, width {tree.width}, largest UTIL "

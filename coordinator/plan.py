@@ -130,7 +130,25 @@ class RunPlan:
             if self.tree_policy != "dfs" and len(self.layout.variable) >= 2
             else None
         )
-        return offer(self.problem, self.layout, self.tree_policy, first, self.order_time)
+        return offer(
+            self.problem,
+            self.layout,
+            self.tree_policy,
+            first,
+            self.order_time,
+            alone=self._one_dfs_tree,
+        )
+
+    @property
+    def _one_dfs_tree(self) -> bool:
+        """Whether ``--trees auto`` and ``--tree auto`` leave the agents a single DFS candidate,
+        which the elimination tree then replaces wherever it is no larger (``spec``)."""
+        return (
+            self.tree_policy == "auto"
+            and self.asked.trees == AUTO_TREES
+            and len(self.layout.variable) >= 2
+            and self.tree_count == 1
+        )
 
     @property
     def elimination(self) -> EliminationTree | None:
@@ -150,11 +168,24 @@ class RunPlan:
     def spec(self) -> RunSpec:
         """The spec the agents' Start carries: the DFS candidates counted, and none where the
         elimination tree runs alone (each walk is 2(n - 1) tokens in turn: seconds at a
-        thousand agents)."""
+        thousand agents): under ``--tree elimination``, and under both autos where the agents
+        would build one DFS candidate and the elimination tree is no larger (a tree's: width 1
+        either way; a 1000-agent tree's walk was about a third of its solve)."""
         trees = self.tree_count
-        if self.tree_policy == "elimination" and self.elimination is not None:
+        if self.elimination is not None and (
+            self.tree_policy == "elimination" or self._one_dfs_tree
+        ):
             trees = 0
         return self.asked.replace(trees=trees) if trees != self.asked.trees else self.asked
+
+    @property
+    def reported_spec(self) -> RunSpec:
+        """The spec a result document reports: :attr:`spec`, where the elimination tree ran
+        alone (``trees`` 0 in the agents' Start) with the DFS count asked or chosen instead
+        (the document's ``trees`` counts candidates asked for, at least one; its pseudo-tree
+        says which ran)."""
+        spec = self.spec
+        return spec.replace(trees=self.tree_count) if spec.trees == 0 else spec
 
     @functools.cached_property
     def devices(self) -> dict[int, str] | None:

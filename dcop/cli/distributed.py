@@ -95,7 +95,8 @@ TreeOpt = Annotated[
         "--tree",
         help="auto: the coordinator also offers the elimination tree of its ordering engine's "
         "order where it is narrower than the first DFS tree, and the smallest predicted UTILs "
-        "win; dfs: the agents' DFS trees only (agents link to their neighbours only); "
+        "win (where --trees auto builds one DFS tree, one no wider runs alone, with no DFS "
+        "walk); dfs: the agents' DFS trees only (agents link to their neighbours only); "
         "elimination: run the elimination tree",
     ),
 ]

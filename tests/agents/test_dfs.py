@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dcop.coordinator import peers_for, round_robin
 from dcop.errors import DcopError, ProtocolError
+from dcop.protocol import RunSpec
 from dcop.trees.candidates import (
     DEFAULT_CANDIDATE,
     HEURISTICS,
@@ -151,7 +152,8 @@ def test_agents_build_the_simulated_candidate_trees(run_inproc, seed: int) -> No
     """Every candidate tree the agent processes build is the one the in-process simulator builds
     from the same candidate (the benchmark measures the agents' own code)."""
     problem = random_problem(seed, n=8, n_tables=10)
-    result = run_inproc(problem)
+    # DFS candidates asked for (the autos may leave the walk out for the elimination tree)
+    result = run_inproc(problem, spec=RunSpec("dpop", trees=1))
     layout = result["run"].tree  # the choice; the agents hold every candidate
     peers = peers_for(
         problem, *round_robin(["127.0.0.1"], 0, list(range(20000, 20001 + problem.n)))

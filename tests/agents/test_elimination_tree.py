@@ -21,6 +21,7 @@ from dcop.generators import grid_network, random_network, scale_free_network
 from dcop.inference import solve
 from dcop.io import write_problem
 from dcop.model import CostTable, Problem, Variable
+from dcop.protocol import RunSpec
 from tests.agents.conftest import RunFn
 from tests.conftest import random_problem
 
@@ -118,6 +119,12 @@ def test_auto_keeps_the_narrower_tree(run_inproc: RunFn) -> None:
     problem = scale_free_network(80, 2, 0.0, 1, m=2)
     run = run_inproc(problem, "dpop", timeout=60)["run"]
     choice = run.tree
+    # one DFS candidate (its largest UTIL is small), and a narrower elimination tree: that one
+    # runs alone, without the DFS walk
+    assert list(choice.kinds) == ["elimination"] and "runs alone" in choice.why
+    # with DFS candidates asked for, it is offered beside them, and kept
+    spec = RunSpec("dpop", trees=2)
+    choice = run_inproc(problem, "dpop", timeout=60, spec=spec)["run"].tree
     assert choice.kinds[-1] == "elimination" and "offered" in choice.why
     assert choice.largest_entries[choice.tree] == min(choice.largest_entries)
     assert choice.kinds[choice.tree] == "elimination"
@@ -130,12 +137,20 @@ def test_auto_keeps_the_narrower_tree(run_inproc: RunFn) -> None:
 
 
 def test_auto_does_not_offer_a_tree_no_narrower(run_inproc: RunFn) -> None:
+    """Beside DFS candidates asked for, a tree only as narrow as theirs is not offered; where
+    the autos leave one DFS candidate, it replaces that one (no walk of 2(n - 1) tokens)."""
     problem = random_problem(3, n=7)
     layout = layout_of(problem)
     first = RunPlan(problem).first_largest
-    assert elimination_tree(problem, layout, 0.0).largest >= first  # as narrow as the DFS
-    run = run_inproc(problem, "dpop")["run"]
+    assert elimination_tree(problem, layout, 0.0).largest == first  # as narrow as the DFS
+    run = run_inproc(problem, "dpop", spec=RunSpec("dpop", trees=1))["run"]
     assert set(run.tree.kinds) == {"dfs"} and "no smaller" in run.tree.why
+    doc = run_inproc(problem, "dpop")
+    assert set(doc["run"].tree.kinds) == {"elimination"} and "runs alone" in doc["run"].tree.why
+    assert doc["run"].cost == pytest.approx(optimum(problem), abs=1e-6)
+    plan = RunPlan(problem)
+    assert plan.spec.trees == 0  # the agents start no DFS
+    assert plan.reported_spec.trees == 1  # the document counts the candidate it replaced
 
 
 @pytest.mark.parametrize("extra", [[], ["--secure"]])

@@ -89,3 +89,109 @@ def test_frodo_runs_beside_each_row(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         report["frodo_version"] == "FRODO" and "FRODO's stock DPOP agent" in text
     )  # no build info
     assert "floor" not in report["rows"][0]
+
+
+def test_the_pss_peak_prefers_a_sample_with_every_agent_alive() -> None:
+    """A sample begun with only part of the agents up never stands for the run, however large:
+    the peak is the largest begun with all of them alive, and says how many it read; those gone
+    before their read count at the mean of the others."""
+    import os
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        sampler = scale.PssSampler(os.getpid(), 0.1, expect=2)
+        # one of the two agents up (this process, which is large)
+        sampler.sample([os.getpid()], [])
+        assert (sampler.peak_agents, sampler.peak_complete) == (1, False)
+        part_kb = sampler.peak_agents_kb
+        assert part_kb > 0
+        # both up, and smaller than the partial sample: still the peak
+        sampler.sample([alive.pid, alive.pid], [os.getpid()])
+        assert (sampler.peak_agents, sampler.peak_complete) == (2, True)
+        assert 0 < sampler.peak_agents_kb < part_kb  # a sleeping interpreter, twice, under pytest
+        assert sampler.peak_all_kb >= part_kb and sampler.complete_samples == 1
+        # a later partial sample does not replace it
+        sampler.sample([os.getpid()], [])
+        assert sampler.peak_complete and sampler.samples == 3
+        # both listed, one gone before its read: the sum is of the one read; the run's figure
+        # is then the breakdown's agents (read first, all alive) times n
+        partial = scale.PssSampler(os.getpid(), 0.1, expect=2)
+        partial.sample([alive.pid, gone.pid], [])
+        assert (partial.peak_agents, partial.peak_complete) == (1, True)
+        one = scale.pss_kb(alive.pid)
+        assert abs(partial.peak_agents_kb - one) <= 0.1 * one
+        assert scale.agents_pss(partial)["pss_source"] == "partial"  # no breakdown was read
+        partial.read_breakdown([alive.pid, alive.pid])
+        got = scale.agents_pss(partial)
+        assert got["pss_source"] == "breakdown" and got["agents_sampled"] == 2
+        assert abs(got["pss_agents_mb"] * 1024 - 2 * one) <= 0.1 * one
+        # every agent read: the sum itself
+        assert scale.agents_pss(sampler)["pss_source"] == "sum"
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_descendants_come_from_the_childrens_lists_as_from_every_parent() -> None:
+    import os
+    import subprocess
+
+    code = (
+        "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); print(c.pid, flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        by_parent = scale._descendants_by_parent(os.getpid())
+        assert {child.pid, grandchild} <= set(by_parent)
+        assert set(scale.descendants(os.getpid())) == set(by_parent)
+    finally:
+        child.kill()
+        child.wait()
+        os.kill(grandchild, 9)
+
+
+def test_an_agents_mappings_are_counted_by_kind() -> None:
+    import os
+    import re
+
+    assert scale.mapping_kind("[heap]", 100) == "malloc heap (brk)"
+    assert scale.mapping_kind("", scale.THREAD_STACK_KB) == "thread stacks"
+    assert scale.mapping_kind("", 1024).startswith("anonymous")
+    assert scale.mapping_kind("/x/libpython3.11.so.1.0", 1232) == "libpython"
+    assert scale.mapping_kind("/x/_zmq.cpython-311-x86_64-linux-gnu.so", 8) == "other libraries"
+    kinds = scale.smaps_by_kind(os.getpid())
+    assert kinds is not None and set(kinds) == set(scale.KINDS)
+    # every mapping counted once: the kinds add up to the kernel's own sum
+    rollup = Path(f"/proc/{os.getpid()}/smaps_rollup").read_text()
+    total = int(re.search(r"^Private_Dirty:\s+(\d+)", rollup, re.M).group(1))  # type: ignore[union-attr]
+    counted = sum(k["private_dirty_kb"] for k in kinds.values())
+    assert abs(counted - total) <= 0.05 * total  # (this process runs on between the two reads)
+    assert kinds["anonymous (Python objects, buffers)"]["private_dirty_kb"] > 0
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert scale.smaps_by_kind(gone.pid) is None
+
+
+def test_the_breakdown_is_kept_only_when_every_agent_read_answers() -> None:
+    import os
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    sampler = scale.PssSampler(os.getpid(), 0.25, expect=2)
+    sampler.read_breakdown([os.getpid(), gone.pid])
+    assert sampler.breakdown == {} and sampler.breakdown_agents == 0
+    sampler.read_breakdown([os.getpid(), os.getpid()])
+    assert sampler.breakdown_agents == 2 and set(sampler.breakdown) == set(scale.KINDS)
+    text = scale.breakdown_table(
+        [{"family": "tree", "n": 2, "run": {"agent_breakdown_kb": sampler.breakdown}}]
+    )
+    assert any(line.startswith("| tree | 2 | ") for line in text)
