@@ -40,15 +40,17 @@ def test_a_small_problem_runs_on_the_cpu_while_the_device_starts(
     held_start.set()
 
 
+@pytest.mark.parametrize("begun", [True, False], ids=["started", "deferred"])
 def test_a_problem_too_large_for_the_cpu_waits_for_the_device(
-    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
+    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch, begun: bool
 ) -> None:
+    # a start begun waits for its thread; a deferred one begins once the CPU is not sooner
     monkeypatch.setattr(anytime, "CPU_BEFORE_DEVICE_S", 0.0)  # the CPU is never sooner
     problem = random_network(12, 4, 0.3, 0.0, seed=1)
-    starting = StartingBackend("cupy")
+    starting = StartingBackend("cupy", begin=begun)
     threading.Timer(0.2, held_start.set).start()
     result = anytime.solve_auto(problem, backend=starting, timeout=30)
-    assert starting.ready
+    assert starting.begun and starting.ready
     assert result.exact and not (result.choice or "").startswith("BE on the CPU")
     assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
 
@@ -75,16 +77,3 @@ def test_a_small_problem_never_begins_a_deferred_start(held_start: threading.Eve
     assert result.exact and result.backend == "numpy"
     assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
     held_start.set()
-
-
-def test_a_problem_worth_the_device_begins_its_start(
-    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(anytime, "CPU_BEFORE_DEVICE_S", 0.0)  # the CPU is never sooner
-    problem = random_network(12, 4, 0.3, 0.0, seed=1)
-    deferred = StartingBackend("cupy", begin=False)
-    held_start.set()
-    result = anytime.solve_auto(problem, backend=deferred, timeout=30)
-    assert deferred.begun and deferred.ready
-    assert result.exact and not (result.choice or "").startswith("BE on the CPU")
-    assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
