@@ -60,11 +60,14 @@ def compile_search(
     backend: TableBackend,
     cache_bytes: float,
     check: Callable[[], None] | None = None,
+    z: int | None = 0,
 ) -> Compiled:
     """The search's :class:`Model` for ``problem`` along ``order`` with the heuristic of
     ``buckets`` (a :func:`~dcop.bucketpass.bucket_pass` over ``order``), caching contexts within
     ``cache_bytes`` (smallest contexts first). ``check`` is called every CHECK_EVERY buckets (it
-    may raise to stop: thousands of buckets take seconds)."""
+    may raise to stop: thousands of buckets take seconds). ``z`` is the pass's mini-bucket size
+    (None: exact; 0, the default: not known): a node's subtree whose buckets each joined at most
+    ``z`` variables was eliminated exactly, and the walk takes its heuristic as its optimum."""
     names = list(order)
     node = {v: i for i, v in enumerate(names)}
     n = len(names)
@@ -117,6 +120,15 @@ def compile_search(
         cross_until.append(until)
         cross_fun.append(f)
 
+    # a bucket whose tables' joined scope holds at most z variables is one mini-bucket
+    # (buckets.partition_scopes' first fit then never opens a second): eliminated exactly
+    exact_bucket = [
+        z is None or (z > 0 and len({u for t in buckets.tables[v] for u in t.scope}) <= z)
+        for v in names
+    ]
+    exact = np.zeros(n, dtype=np.int8)
+    for v in range(n):  # children come before their parent along the order
+        exact[v] = exact_bucket[v] and all(exact[c] == 1 for c in children[v])
     heuristic_entries = 0
     for var in names:
         w = node[var]
@@ -178,6 +190,7 @@ def compile_search(
         ctx_var=np.array(ctx_var, dtype=np.int32),
         ctx_mul=np.array(ctx_mul, dtype=np.int64),
         ca_off=ca_off,
+        exact=exact,
     )
     preorder = {r: _preorder(r, children) for r in roots}
     root_h = {

@@ -31,15 +31,28 @@ HOST_BYTES_PER_S = 1e9
 PASS_SECONDS_NO_DEADLINE = 10.0
 
 
+#: The search's mini-bucket pass on NumPy, seconds per joined entry: the fused kernels of a pass
+#: whose buckets join 1e7-1e8 entries each (moment matching included) ran at 3-4e-9 on a core of
+#: the 2-core CPU host (the paper's random networks, z = 7-8: 1e9 entries in 3.2-3.9 s, load 1-3);
+#: ``SECONDS_PER_ENTRY`` (1e-8), BE's, predicted a z = 8 pass at 10 s and left it out of a 20 s
+#: run whose search it cut from 9 s to 1.5 s.
+PASS_SECONDS_PER_ENTRY_CPU = 4e-9
+
+
 def seconds_per_entry(backend: TableBackend) -> float:
-    """The pass's predicted seconds per joined entry on ``backend``."""
+    """BE's predicted seconds per joined entry on ``backend``."""
     return SECONDS_PER_ENTRY if backend.name == "numpy" else SECONDS_PER_ENTRY / GPU_SPEEDUP
+
+
+def pass_seconds_per_entry(backend: TableBackend) -> float:
+    """The search's mini-bucket pass's predicted seconds per joined entry on ``backend``."""
+    return PASS_SECONDS_PER_ENTRY_CPU if backend.name == "numpy" else seconds_per_entry(backend)
 
 
 def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
     """A rung's predicted seconds before its search: the pass, and reading its messages into the
     search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
-    return plan.total_work * seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
+    return plan.total_work * pass_seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
 
 
 @dataclass
@@ -121,7 +134,7 @@ def choose_ibound(
     # the memory or the time on its own: the search for z starts no higher (a 6400-variable
     # grid's width is 80; its z is below 30, and each plan costs a fifth of a second)
     room = HEURISTIC_SHARE * max(0.0, limit_bytes - best.resident_bytes) / 8
-    entries = max(2.0, min(room, seconds / seconds_per_entry(backend)))
+    entries = max(2.0, min(room, seconds / pass_seconds_per_entry(backend)))
     smallest = max(2, min(problem.domain_sizes().values(), default=2))
     lo, hi = 1, min(top, 2 + int(math.log(entries) / math.log(smallest)))
     lo_plan = plan(1)

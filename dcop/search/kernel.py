@@ -13,6 +13,9 @@ Data lives in two named tuples of flat arrays (:mod:`dcop.search.compile` builds
   mini-bucket messages that leave each node's subtree (``cr_off``/``cr_fun``: the node's
   heuristic, read when its parent expands), every function's table offset and scope with strides,
   and the cache layout (each node's context variables and multipliers, its offset, -1: none).
+  A node whose whole subtree the pass eliminated exactly (``exact``: each of its buckets one
+  mini-bucket) is never walked: its heuristic is its optimum, and a solution's values there are
+  read from the labels and the heuristics, as a leaf's.
 * ``State``, the walk itself: one frame per node (the path from ``top`` holds each node at most
   once), the cache, and registers that let :func:`search` stop after ``max_steps`` expansions and
   resume where it stopped.
@@ -54,6 +57,9 @@ class Model(NamedTuple):
     ctx_var: np.ndarray  # int32[]
     ctx_mul: np.ndarray  # int64[]
     ca_off: np.ndarray  # int64[n], -1: not cached
+    # int8[n]: 1 where the node's subtree was eliminated exactly by the pass (every bucket in it
+    # one mini-bucket), so that its heuristic is its optimum; empty: none known
+    exact: np.ndarray = np.zeros(0, dtype=np.int8)
 
 
 class State(NamedTuple):
@@ -153,6 +159,12 @@ def search(
     steps = 0
     while True:
         if op == ENTER:
+            if v != top and m.exact.shape[0] > 0 and m.exact[v] == 1:
+                # its heuristic, priced when its parent expanded, is its optimum: no walk
+                ret = s.hcx[v * width + s.asg[m.parent[v]]]
+                exact = 1
+                op = RETURN
+                continue
             if steps >= max_steps:
                 break
             if s.reg[R_WORK_LIMIT] > 0 and s.reg[R_WORK] >= s.reg[R_WORK_LIMIT]:
@@ -306,7 +318,9 @@ def solution_of(m: Model, s: State, order: np.ndarray, first: int, width: int) -
     node): the caller solves that node again and goes on after it."""
     for i in range(first, order.shape[0]):
         v = order[i]
-        if m.ch_off[v] == m.ch_off[v + 1]:
+        # a leaf, or a subtree the pass solved exactly: its children's heuristics are their
+        # optima, so its best value in this context is the best by its labels and theirs
+        if m.ch_off[v] == m.ch_off[v + 1] or (m.exact.shape[0] > 0 and m.exact[v] == 1):
             expand(m, s, v, width)
             s.asg[v] = s.vals[v * width]
             continue

@@ -41,8 +41,8 @@ from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
     PassClock,
     choose_ibound,
+    pass_seconds_per_entry,
     rung_seconds,
-    seconds_per_entry,
 )
 from dcop.search.improve import Improver, complete
 from dcop.search.jit import COMPILED
@@ -64,7 +64,7 @@ DIFFUSE_SHARE = 0.1
 #: Share of the memory limit the heuristic's tables and the cache take together.
 CACHE_SHARE = 0.8
 #: Share of the time left that the largest mini-bucket pass may take.
-PASS_SHARE = 0.2
+PASS_SHARE = 0.35
 #: Pruning margin: a branch is cut when its bound reaches best + EPS_ABS + EPS_REL * |best|.
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -109,6 +109,11 @@ LADDER_RUNGS = 4
 #: so that the same input takes the same path on every machine and under any load.
 SECONDS_PER_VALUE = 2e-7
 FLOOR_VALUES = 500_000
+#: ... for this share of the next pass's predicted seconds: a rung that has not proved the
+#: optimum in that long rarely does soon after, and the next pass is a far better use of the
+#: time (the paper's random network n = 24: z = 7 needs 5e6 expansions, 9 s; z = 8's pass takes
+#: 3-4 s and its search 0.3e6 expansions). A rung's search is lost when the next one starts.
+RUNG_SHARE = 0.25
 #: Work (functions read: an expansion of a node whose heuristic crosses thousands of messages
 #: reads thousands) the walk does alone before the first round of moves on the incumbent, then
 #: the walk's work between two rounds (each about as long as the walk's share at first):
@@ -251,7 +256,7 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
 
 def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
     """The node budget of a rung whose next rung's pass is ``following``."""
-    seconds = following.total_work * seconds_per_entry(backend)
+    seconds = RUNG_SHARE * following.total_work * pass_seconds_per_entry(backend)
     values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
@@ -695,7 +700,7 @@ def _heuristic(
         if progress is not None:
             progress(0, 0, "")
 
-    compiled = compile_search(problem, order, buckets, engine, cache_room, check)
+    compiled = compile_search(problem, order, buckets, engine, cache_room, check, plan.z)
     return compiled, float(buckets.stats.bound), first
 
 
