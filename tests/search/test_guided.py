@@ -36,6 +36,7 @@ def test_shifted_answer_is_an_honest_assignment(seed: int) -> None:
     assert _close(answer.cost, problem.evaluate(answer.assignment))
     assert answer.cost >= optimum - 1e-9
     assert answer.lower <= optimum + 1e-9
+    assert answer.search.answer().lower <= optimum + 1e-9  # the rounds' answers keep a bound
     later = guided.shifted_answer(shifted, problem, bound, time.monotonic() + 0.05)
     assert later is not None
     assert later.cost <= answer.cost + 1e-9
