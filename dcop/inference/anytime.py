@@ -227,6 +227,14 @@ def solve_auto(
         if first is not None and on_bounds is not None:
             on_bounds(time.monotonic() - t_start, first.lower, first.cost)
     engine = resolve_backend(backend)
+    # a large problem is reduced before it is ordered (:mod:`dcop.search.reduce`): BE's plan and
+    # the search's order are of the reduced problem, and the search is handed the reduction
+    from dcop.search.reduce import for_search
+
+    t0 = time.monotonic()
+    reduction = for_search(problem)  # None at once below its least size
+    reduce_s = time.monotonic() - t0
+    work = problem if reduction is None else reduction.problem
     options = Options(ordering, engine, dtype, max_bytes, resident, progress)
     options.order_time = order_time
     if first is not None and deadline is not None:
@@ -243,24 +251,30 @@ def solve_auto(
                 resident=resident,
                 start=first,
                 started=t_start,
+                reduced=reduction is not None,
+                reduction=reduction,
             )
             result.choice = f"search: {result.search.ibound_reason}"
             return result
     left = math.inf if deadline is None else deadline - time.monotonic()
+    if reduction is not None and isinstance(options.ordering, ChosenOrder):
+        options.ordering = "auto"  # the caller's order is of the original problem
+    t0 = time.monotonic()
     options.ordering = choose_order(
-        problem, options.ordering, options.order_time, max_budget_s=ORDER_SHARE * max(0.0, left)
+        work, options.ordering, options.order_time, max_budget_s=ORDER_SHARE * max(0.0, left)
     )
+    order_s = time.monotonic() - t0
     order = options.ordering.order
     limit = effective_limit(max_bytes)
     engine_said = options.ordering.engine
     biggest = (
         engine_said.largest_table_entries
         if engine_said is not None
-        else largest_table(problem.neighbours(), order, problem.domain_sizes())
+        else largest_table(work.neighbours(), order, work.domain_sizes())
     )
     plan = None
     if biggest * BE_ENTRY_BYTES <= limit.bytes:
-        plan = base_plan(problem, options)  # the order is chosen: planning alone
+        plan = base_plan(work, options)  # the order is chosen: planning alone
     predicted = (
         math.inf
         if plan is None
@@ -271,7 +285,7 @@ def solve_auto(
     in_time = predicted * SAFETY <= left
     if plan is not None and fits and in_time and predicted <= BE_FIRST_S:
         result = solve(
-            problem,
+            work,
             "be",
             None,
             options.ordering,
@@ -281,9 +295,14 @@ def solve_auto(
             progress=progress,
             resident=options.resident,
         )
+        if reduction is not None:
+            from dcop.search.solver import expanded
+
+            result = expanded(result, reduction, first, reduce_s)
         result.choice = (
             f"BE: its plan fits the memory limit ({human_bytes(plan.peak_bytes)} of "
             f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
+            + ("" if reduction is None else f", on the problem reduced to {work.n} variables")
         )
         return result
     if plan is None:
@@ -311,7 +330,11 @@ def solve_auto(
         pass_seconds=predicted * EXACT_RUNG_MARGIN if fits and in_time else None,
         start=first,
         started=t_start,
+        reduced=reduction is not None,
+        reduction=reduction,
     )
+    if reduction is not None:  # made here, not in the search
+        result.times.update(reduce=reduce_s, ordering=order_s)
     result.choice = f"search: {why}; {result.search.ibound_reason}"
     return result
 

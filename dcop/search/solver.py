@@ -33,7 +33,7 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
-from dcop.search import kernel, preload, reduce, reparam
+from dcop.search import guided, kernel, preload, reduce, reparam
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.dive import first_feasible
 from dcop.search.first import FirstAnswer, first_answer
@@ -59,6 +59,9 @@ SEARCH_SPECIALIZE_ENTRIES = 1 << 38
 #: Whether the heuristic's passes match the moments of each bucket's mini-buckets (MBE-MM:
 #: a tighter bound for a pass somewhat slower; :mod:`dcop.momentmatch`).
 MATCH = True
+#: Share of the time left that the reduced problem's incumbent (:mod:`.guided`: dives along the
+#: shifted costs, then neighbourhoods solved exactly) may take, after the cost shifting.
+GUIDED_SHARE = 0.05
 #: Share of the time left that the reduced problem's cost shifting may take (:mod:`.reparam`).
 DIFFUSE_SHARE = 0.1
 #: Share of the memory limit the heuristic's tables and the cache take together.
@@ -283,6 +286,7 @@ def solve_aobb(
     start: FirstAnswer | None = None,
     started: float | None = None,
     reduced: bool = True,
+    reduction: reduce.Reduction | None = None,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -301,25 +305,40 @@ def solve_aobb(
     ``times["total"]`` count from: a caller's own start (``--algo auto``'s).
 
     ``reduced`` True: a large problem is first shrunk exactly (:mod:`dcop.search.reduce`), and
-    searched reduced where that removes enough.
+    searched reduced where that removes enough (``reduction``: the caller's, already made, with
+    ``ordering`` an order of its reduced problem), cost-shifted (:mod:`dcop.search.reparam`),
+    from the incumbent of :mod:`dcop.search.guided`.
     """
     t_start = time.monotonic() if started is None else started
     if reduced:
         t0 = time.monotonic()
-        reduction = reduce.for_search(problem)
+        given = reduction is not None  # the caller's: its order is of the reduced problem
+        if reduction is None:
+            reduction = reduce.for_search(problem)
         if reduction is not None:
+            times_before = {"reduce": time.monotonic() - t0}
+            t1 = time.monotonic()
             # the cost shifting's share of the time (without a deadline: of the pass's seconds)
             room = PASS_SECONDS_NO_DEADLINE if deadline is None else deadline - time.monotonic()
-            searched, _ = reparam.diffuse(
+            searched, bound = reparam.diffuse(
                 reduction.problem, time.monotonic() + DIFFUSE_SHARE * room
             )
-            spent = time.monotonic() - t0
-            inner = solve_aobb(
-                searched, z, ordering if isinstance(ordering, str) else "auto",
-                backend, max_bytes, deadline, order_time, seed, on_bounds, resident,
-                pass_seconds, improve, None, t_start, reduced=False,
+            times_before["diffuse"] = time.monotonic() - t1
+            t1 = time.monotonic()
+            # an incumbent from the shifted costs (:mod:`.guided`), improved for GUIDED_SHARE
+            # of the time left; the caller's first answer where it is better
+            room = PASS_SECONDS_NO_DEADLINE if deadline is None else deadline - time.monotonic()
+            guess = guided.shifted_answer(
+                searched, reduction.problem, bound,
+                None if deadline is None else time.monotonic() + GUIDED_SHARE * room, seed,
             )  # fmt: skip
-            return _expanded(inner, reduction, start, spent)
+            times_before["guided"] = time.monotonic() - t1
+            inner = solve_aobb(
+                searched, z, ordering if given or isinstance(ordering, str) else "auto",
+                backend, max_bytes, deadline, order_time, seed, on_bounds, resident,
+                pass_seconds, improve, guess, t_start, reduced=False,
+            )  # fmt: skip
+            return expanded(inner, reduction, start, times_before)
     preload.start()  # the compiled loops load beside the ordering and the pass
     engine = resolve_backend(backend)
     times: dict[str, float] = {}
@@ -567,12 +586,16 @@ def solve_aobb(
     return result
 
 
-def _expanded(
-    inner: SolveResult, reduction: reduce.Reduction, start: FirstAnswer | None, spent: float
+def expanded(
+    inner: SolveResult,
+    reduction: reduce.Reduction,
+    start: FirstAnswer | None,
+    spent: float | dict[str, float],
 ) -> SolveResult:
-    """The result on the original problem of a search on its reduction (``spent``: seconds of
-    the reduction): the assignment expanded and re-evaluated, the caller's first answer where
-    it is better."""
+    """The result on the original problem of a solve of its reduction (the search's, or BE's
+    under ``--algo auto``; ``spent``: seconds of the reduction, or of each phase before the
+    solve by name): the assignment expanded and re-evaluated, the caller's first answer where
+    it is better. Exact where the inner solve was (the reduction keeps the optimum)."""
     problem = reduction.original
     assignment = reduction.expand(inner.assignment)
     upper = problem.evaluate(assignment)
@@ -581,7 +604,7 @@ def _expanded(
     proved = inner.stopped is None
     lower = upper if proved else min(inner.lower_bound, upper)
     times = dict(inner.times)
-    times["reduce"] = spent
+    times.update({"reduce": spent} if isinstance(spent, float) else spent)
     stats = inner.search
     shrunk = (
         f"reduced from {problem.n} to {reduction.problem.n} variables ({len(reduction.fixed)}"
