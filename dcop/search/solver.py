@@ -41,7 +41,6 @@ from dcop.search.ibound import (
     PASS_SECONDS_NO_DEADLINE,
     PassClock,
     choose_ibound,
-    pass_seconds_per_entry,
     rung_seconds,
 )
 from dcop.search.improve import Improver, complete
@@ -258,8 +257,11 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
 
 
 def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
-    """The node budget of a rung whose next rung's pass is ``following``."""
-    seconds = RUNG_SHARE * following.total_work * pass_seconds_per_entry(backend)
+    """The node budget of a rung whose next rung's pass is ``following``: a share of that pass's
+    predicted seconds, its tables' reading on the host included (on a GPU that reading is most
+    of a pass: counted without it, a z = 8 rung of the random network n = 22 had the floor's
+    50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove n = 22-24)."""
+    seconds = RUNG_SHARE * rung_seconds(following, backend)
     values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
