@@ -62,6 +62,11 @@ GEAR_MAX = 32
 #: own node budget, in slices of COMPLETE_SLICE expansions between two looks at the clock.
 COMPLETE_FACTOR = 10
 COMPLETE_SLICE = 100_000
+#: Expansions a move is charged at least: its Python round trip (cost of the subtree, a kernel
+#: call, the checks) takes as long as some tens of expansions. Charged one, a move that expands
+#: nothing (answered by the cache, or a subtree the pass solved exactly) let the moves' share run
+#: to 94k moves and 1.5 s on a 25-variable file (example.wcsp), whose whole walk takes 0.02 s.
+MOVE_MIN_EXPANSIONS = 50
 #: Pruning margin, as the walk's (:mod:`dcop.search.solver`).
 EPS_ABS = 1e-9
 EPS_REL = 1e-10
@@ -174,8 +179,8 @@ class Improver:
             s.reg[kernel.R_EXPANDED] = 0
             limit = max(MOVE_FLOOR, MOVE_STEPS_PER_NODE * nodes.shape[0])
             done = kernel.search(m, s, v, limit, c.width, EPS_ABS, EPS_REL)
-            # a move answered by the cache expands nothing: it counts as one, so rounds end
-            self.expanded += max(1, int(s.reg[kernel.R_EXPANDED]))
+            # a move answered by the cache expands nothing: it counts as its round trip
+            self.expanded += max(MOVE_MIN_EXPANSIONS, int(s.reg[kernel.R_EXPANDED]))
             self.moves += 1
             if not done or s.reg[kernel.R_EXACT] != 1 or not s.fre[0] < budget:
                 continue
