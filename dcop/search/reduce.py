@@ -24,6 +24,7 @@ degree two or three fold away.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -266,15 +267,8 @@ def _reduced(problem: Problem, work: _Work) -> Reduction:
     for key, costs in merged.items():
         sliced = costs[np.ix_(*(work.alive[u] for u in key))]
         tables.append(CostTable(tuple(names[u] for u in key), np.ascontiguousarray(sliced)))
-    reduced = Problem(
-        variables,
-        tables,
-        name=problem.name,
-        constant=work.constant,
-        sign=problem.sign,
-        cost_kind=problem.cost_kind,
-        upper_bound=problem.upper_bound,
-        meta=dict(problem.meta),
+    reduced = dataclasses.replace(
+        problem, variables=variables, tables=tables, constant=work.constant, meta=dict(problem.meta)
     )
     return Reduction(
         original=problem,

@@ -18,6 +18,7 @@ loops (:mod:`dcop.search.jit`), over flat copies of the tables.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -166,14 +167,11 @@ def diffuse(
         for v in range(len(names))
         if inc_off[v + 1] > inc_off[v] or unary[u_off[v] : u_off[v + 1]].any()
     ]
-    shifted = Problem(
-        dict(problem.variables),
-        out,
-        name=problem.name,
+    shifted = dataclasses.replace(
+        problem,
+        variables=dict(problem.variables),
+        tables=out,
         constant=constant,
-        sign=problem.sign,
-        cost_kind=problem.cost_kind,
-        upper_bound=problem.upper_bound,
         meta=dict(problem.meta),
     )
     finite = [h for h in history if math.isfinite(h)]
