@@ -1,0 +1,249 @@
+"""The compiled depth-first branch and bound over :mod:`.propagate`'s soft arc consistency.
+
+Binary branching, as toulbar2's: at each node a variable ``x`` and its cheapest value ``a`` by
+unary cost (ties: the incumbent's value), then the left branch ``x = a`` and, once its subtree
+is done, the right branch ``x != a``. Each branch is a trail mark, the decision, and AC* to a
+fixpoint against the incumbent's threshold; a branch whose propagation fails is cut. The variable
+is the one of most weighted degree per live value (dom/wdeg: a table's weight counts the
+failures it caused), ties by the widest gap between its two cheapest unary costs.
+
+The walk is resumable: :func:`search` stops after a number of propagations (or on a full trail,
+with the pending branch undone, to be applied again once the driver has grown it) with its
+stack and registers in :class:`Walk`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from dcop.search.jit import jit
+from dcop.search.propagate import (
+    R_C0,
+    R_TOP,
+    R_TRAIL,
+    TOP,
+    Live,
+    Net,
+    assign,
+    leaf_cost,
+    propagate,
+    queue_all,
+    remove,
+    undo,
+)
+
+#: What the walk does next.
+SELECT, APPLY, BACKTRACK, DONE = 0, 1, 2, 3
+#: Registers of Walk.reg: the next step, the depth, propagations run, incumbents found, whether
+#: the threshold came down since the last propagation.
+W_OP, W_DEPTH, W_EXPANDED, W_FOUND, W_SWEEP = 0, 1, 2, 3, 4
+#: Walk.real: the incumbent's real cost (the tables', without the constant), the pruning margin's
+#: absolute and relative parts, the integer costs' base and scale.
+F_UB, F_EPS_ABS, F_EPS_REL, F_BASE, F_SCALE = 0, 1, 2, 3, 4
+#: What :func:`search` returns.
+PAUSED, FINISHED, TRAIL_FULL = 0, 1, -1
+
+
+class Walk(NamedTuple):
+    var: np.ndarray  # int32[n + 1]: each level's variable
+    val: np.ndarray  # int32[n + 1]: ... and value
+    mark: np.ndarray  # int64[n + 1]: the trail's length before the level's decision
+    c0: np.ndarray  # int64[n + 1]: c0 before it
+    kind: np.ndarray  # int8[n + 1]: 0 the left branch (x = a), 1 the right one (x != a)
+    asg: np.ndarray  # int32[n]: a leaf's values
+    best: np.ndarray  # int32[n]: the incumbent
+    reg: np.ndarray  # int64[8]
+    real: np.ndarray  # float64[8]
+
+
+def new_walk(n: int, incumbent: np.ndarray, cost: float, base: float, scale: float,
+             eps_abs: float, eps_rel: float) -> Walk:  # fmt: skip
+    """A walk from ``incumbent`` (its real cost ``cost``; inf: none) at the root."""
+    w = Walk(
+        np.zeros(n + 1, np.int32), np.zeros(n + 1, np.int32), np.zeros(n + 1, np.int64),
+        np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int8), np.zeros(n, np.int32),
+        incumbent.astype(np.int32).copy(), np.zeros(8, np.int64), np.zeros(8, np.float64),
+    )  # fmt: skip
+    w.real[F_UB] = cost
+    w.real[F_EPS_ABS] = eps_abs
+    w.real[F_EPS_REL] = eps_rel
+    w.real[F_BASE] = base
+    w.real[F_SCALE] = scale
+    return w
+
+
+@jit
+def threshold(w: Walk) -> int:
+    """The integer c0 at which a node is cut: its bound then reaches the incumbent's cost plus
+    the margin (one unit more, against the float rounding of the product)."""
+    ub = w.real[F_UB]
+    if not np.isfinite(ub):
+        return TOP
+    room = (ub + w.real[F_EPS_ABS] + w.real[F_EPS_REL] * abs(ub) - w.real[F_BASE]) * w.real[
+        F_SCALE
+    ]
+    if room < 0.0:
+        return 0
+    if room >= 4.0e18:
+        return TOP
+    return int(np.ceil(room)) + 1
+
+
+@jit
+def _choose(m: Net, s: Live, w: Walk) -> int:
+    """The variable to branch on (dom/wdeg, ties by unary gap); -1 at a leaf."""
+    best = -1
+    best_score = -1.0
+    best_gap = -1
+    for v in range(len(m.dom)):
+        if s.size[v] <= 1:
+            continue
+        wdeg = 0
+        for k in range(m.inc_off[v], m.inc_off[v + 1]):
+            t = m.inc_tab[k]
+            for j in range(m.t_sc[t], m.t_sc[t + 1]):
+                u = m.sc_var[j]
+                if u != v and s.size[u] > 1:
+                    wdeg += s.weight[t]
+                    break
+        score = (wdeg + 1) / s.size[v]
+        lo = TOP
+        lo2 = TOP
+        for a in range(m.dom[v]):
+            i = m.u_off[v] + a
+            if s.alive[i] == 1:
+                c = s.un[i]
+                if c < lo:
+                    lo2 = lo
+                    lo = c
+                elif c < lo2:
+                    lo2 = c
+        gap = lo2 - lo
+        if score > best_score or (score == best_score and gap > best_gap):
+            best, best_score, best_gap = v, score, gap
+    return best
+
+
+@jit
+def _value(m: Net, s: Live, w: Walk, v: int) -> int:
+    """The live value of least unary cost, ties by the incumbent's."""
+    best = -1
+    for a in range(m.dom[v]):
+        i = m.u_off[v] + a
+        if s.alive[i] == 0:
+            continue
+        if best < 0 or s.un[i] < s.un[m.u_off[v] + best] or (
+            s.un[i] == s.un[m.u_off[v] + best] and a == w.best[v]
+        ):
+            best = a
+    return best
+
+
+@jit
+def _leaf(m: Net, s: Live, w: Walk) -> None:
+    """Every variable has one value left: its real cost, the incumbent where cheaper."""
+    for v in range(len(m.dom)):
+        for a in range(m.dom[v]):
+            if s.alive[m.u_off[v] + a] == 1:
+                w.asg[v] = a
+                break
+    cost = leaf_cost(m, w.asg)
+    if cost < w.real[F_UB]:
+        w.real[F_UB] = cost
+        for v in range(len(m.dom)):
+            w.best[v] = w.asg[v]
+        w.reg[W_FOUND] += 1
+        top = threshold(w)
+        if top < s.reg[R_TOP]:
+            s.reg[R_TOP] = top
+            w.reg[W_SWEEP] = 1
+
+
+@jit
+def root(m: Net, s: Live, w: Walk) -> int:
+    """The root's propagation: PAUSED (the walk may start), FINISHED (nothing below the
+    incumbent), TRAIL_FULL (undone: grow the trail and call again)."""
+    s.reg[R_TOP] = threshold(w)
+    queue_all(m, s)
+    r = propagate(m, s, True)
+    w.reg[W_EXPANDED] += 1
+    if r == -1:
+        undo(m, s, 0)
+        s.reg[R_C0] = 0
+        return TRAIL_FULL
+    w.reg[W_DEPTH] = 0
+    w.reg[W_OP] = SELECT if r == 1 else DONE
+    return PAUSED if r == 1 else FINISHED
+
+
+@jit
+def search(m: Net, s: Live, w: Walk, steps: int) -> int:
+    """Walk for at most ``steps`` propagations: PAUSED, FINISHED (the incumbent is optimal, or
+    none exists), TRAIL_FULL (the pending branch undone; grow the trail and call again)."""
+    while steps > 0:
+        op = w.reg[W_OP]
+        if op == DONE:
+            return FINISHED
+        if op == SELECT:
+            v = _choose(m, s, w)
+            if v < 0:
+                _leaf(m, s, w)
+                w.reg[W_OP] = BACKTRACK
+                continue
+            d = w.reg[W_DEPTH]
+            w.var[d] = v
+            w.val[d] = _value(m, s, w, v)
+            w.mark[d] = s.reg[R_TRAIL]
+            w.c0[d] = s.reg[R_C0]
+            w.kind[d] = 0
+            w.reg[W_DEPTH] = d + 1
+            w.reg[W_OP] = APPLY
+        elif op == APPLY:
+            d = w.reg[W_DEPTH] - 1
+            v = w.var[d]
+            a = w.val[d]
+            if w.kind[d] == 0:
+                r = assign(m, s, v, a)
+            else:
+                r = remove(m, s, v, a)
+            if r == 1:
+                r = propagate(m, s, w.reg[W_SWEEP] == 1)
+            if r == -1:
+                undo(m, s, w.mark[d])
+                s.reg[R_C0] = w.c0[d]
+                return TRAIL_FULL
+            w.reg[W_SWEEP] = 0
+            w.reg[W_EXPANDED] += 1
+            steps -= 1
+            w.reg[W_OP] = SELECT if r == 1 else BACKTRACK
+        else:  # BACKTRACK: the deepest left branch not yet followed by its right one
+            while w.reg[W_DEPTH] > 0:
+                d = w.reg[W_DEPTH] - 1
+                undo(m, s, w.mark[d])
+                s.reg[R_C0] = w.c0[d]
+                if w.kind[d] == 0:
+                    w.kind[d] = 1
+                    w.reg[W_OP] = APPLY
+                    # the threshold may have come down under the level's decision
+                    w.reg[W_SWEEP] = 1
+                    break
+                w.reg[W_DEPTH] = d
+            if w.reg[W_DEPTH] == 0:
+                w.reg[W_OP] = DONE
+                return FINISHED
+    return PAUSED
+
+
+@jit
+def open_bound(w: Walk) -> int:
+    """The least integer bound over what the walk has not yet ruled out: the c0 before the
+    shallowest left branch whose right branch is still to come (that level's whole subtree is
+    open), else the current node's. TOP once the walk is done."""
+    if w.reg[W_OP] == DONE:
+        return TOP
+    for d in range(w.reg[W_DEPTH]):
+        if w.kind[d] == 0:
+            return w.c0[d]
+    return -1  # the caller reads the current node's c0

@@ -1,0 +1,236 @@
+"""``--algo dfbnb``: depth-first branch and bound that keeps soft arc consistency at every node.
+
+Where the AND/OR search's bound is static (a mini-bucket pass, computed once along an order), this
+one reacts to every decision, as toulbar2's: after each assignment or refutation, the tables are
+projected onto their variables and the unary costs onto a global bound ``c0`` (AC*,
+:mod:`.propagate`), values that cannot beat the incumbent are removed, and a failure cuts the
+branch; variables by dom/wdeg, values by unary cost (:mod:`.branch`).
+
+The run: the exact reduction (:mod:`.reduce`), min-sum diffusion (:mod:`.reparam`: the root's
+``c0`` starts at its bound, near the optimum on the Promedas networks), the dives for an incumbent
+(:mod:`.guided`), then the walk, in slices between which the deadline is checked and the bounds
+are reported. Every exit keeps the best assignment and both bounds; a proved optimum is expanded
+and re-evaluated on the original problem.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from dcop.model import Problem
+from dcop.plan.memory import effective_limit
+from dcop.results.solve import SolveResult
+from dcop.search import branch, guided, propagate, reduce, reparam
+from dcop.search.first import FirstAnswer
+from dcop.search.ibound import PASS_SECONDS_NO_DEADLINE
+from dcop.search.solver import EPS_ABS, EPS_REL, SearchStats
+
+#: bounds(seconds since the start, lower, upper), internal costs.
+BoundsFn = Callable[[float, float, float], None]
+
+#: Name of the algorithm (``--algo``).
+ALGO = "dfbnb"
+#: Shares of the time left for the cost shifting and the dives' incumbent (as the AND/OR search's).
+DIFFUSE_SHARE = 0.1
+GUIDED_SHARE = 0.05
+#: Seconds a slice of the walk should take between two looks at the clock.
+SLICE_S = 0.05
+#: The trail's first capacity, in rows per value and table entry (it doubles when full).
+TRAIL_PER_ENTRY = 4
+#: Share of the memory limit the trail may take.
+TRAIL_SHARE = 0.5
+#: Bytes per trail row.
+ROW_BYTES = 40
+TIMEOUT = "the deadline came before the search proved the optimum"
+NO_MEMORY = "the search's trail outgrew its share of the memory limit"
+INTERRUPTED = "interrupted"
+
+
+def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.Net,
+                                                                      propagate.Live, float, float]:  # fmt: skip
+    """:func:`.propagate.build` of ``problem``'s tables (its unary ones summed per variable; the
+    constant left out), in the order of ``problem.variables``."""
+    names = list(problem.variables)
+    index = {v: i for i, v in enumerate(names)}
+    dom = np.array([problem.variables[v].size for v in names], dtype=np.int64)
+    u_off = np.concatenate(([0], np.cumsum(dom))).astype(np.int64)
+    unary = np.zeros(int(u_off[-1]))
+    scopes: list[tuple[int, ...]] = []
+    tables: list[np.ndarray] = []
+    extra = 0.0
+    for t in problem.tables:
+        c = np.asarray(t.costs, dtype=np.float64)
+        if not t.scope:
+            extra += float(c)
+        elif len(t.scope) == 1:
+            i = index[t.scope[0]]
+            unary[u_off[i] : u_off[i + 1]] += c
+        else:
+            scopes.append(tuple(index[v] for v in t.scope))
+            tables.append(c)
+    entries = int(u_off[-1]) + sum(c.size for c in tables)
+    rows = trail_rows if trail_rows is not None else TRAIL_PER_ENTRY * entries + 4096
+    net, live, base, scale = propagate.build(dom, scopes, tables, unary, u_off, rows)
+    return net, live, base + extra, scale
+
+
+def solve_dfbnb(
+    problem: Problem,
+    deadline: float | None = None,
+    max_bytes: float | None = None,
+    seed: int = 0,
+    on_bounds: BoundsFn | None = None,
+    start: FirstAnswer | None = None,
+    started: float | None = None,
+    reduction: reduce.Reduction | None = None,
+    reduced: bool = True,
+) -> SolveResult:
+    """Solve ``problem`` exactly by branch and bound under AC* (see the module docstring).
+    ``deadline`` (a :func:`time.monotonic` instant) stops it with the best assignment and both
+    bounds (status ``timeout``); ``on_bounds`` hears of every change; ``start`` is a caller's
+    answer of ``problem`` (kept where nothing beats it), ``reduction`` its reduction already made
+    (``reduced`` False: none is made)."""
+    t_start = time.monotonic() if started is None else started
+    times: dict[str, float] = {}
+    stats = SearchStats()
+    stats.ibound_reason = "soft arc consistency (AC*) at every node: no mini-bucket heuristic"
+
+    def room() -> float:
+        return PASS_SECONDS_NO_DEADLINE if deadline is None else max(0.0, deadline - time.monotonic())
+
+    t0 = time.monotonic()
+    if reduction is None and reduced:
+        reduction = reduce.for_search(problem)
+    work = problem if reduction is None else reduction.problem
+    times["reduce"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    shifted, bound = reparam.diffuse(work, time.monotonic() + DIFFUSE_SHARE * room())
+    times["diffuse"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    guess = guided.shifted_answer(
+        shifted, work, bound, None if deadline is None else time.monotonic() + GUIDED_SHARE * room(),
+        seed,
+    )  # fmt: skip
+    times["guided"] = time.monotonic() - t0
+
+    names = list(shifted.variables)
+    net, live, base, scale = arrays(shifted)
+    constant = float(shifted.constant)
+    incumbent = np.zeros(len(names), dtype=np.int32)
+    cost = math.inf
+    candidates = [] if guess is None else [guess.assignment]
+    if start is not None:
+        mine = start.assignment if reduction is None else reduction.restrict(start.assignment)
+        if mine is not None:
+            candidates.append(mine)
+    for asg in candidates:
+        trial = np.array([asg[v] for v in names], dtype=np.int32)
+        c = float(propagate.leaf_cost(net, trial))
+        if c < cost:
+            incumbent, cost = trial, c
+    walk = branch.new_walk(len(names), incumbent, cost, base, scale, EPS_ABS, EPS_REL)
+    lower = max(bound, constant + base)
+    if start is not None:
+        lower = max(lower, start.lower)
+
+    def upper() -> float:
+        return constant + float(walk.real[branch.F_UB])
+
+    def report() -> None:
+        nonlocal lower
+        at = int(branch.open_bound(walk))
+        c0 = int(live.reg[propagate.R_C0]) if at < 0 else at
+        now = constant + base + c0 / scale if c0 < propagate.TOP else math.inf
+        ub = upper()
+        mine = min(now, ub)
+        if mine > lower or not stats.trace or ub < stats.trace[-1][2]:
+            lower = max(lower, mine)
+            seconds = time.monotonic() - t_start
+            stats.trace.append((seconds, min(lower, ub), ub))
+            if on_bounds is not None:
+                on_bounds(seconds, min(lower, ub), ub)
+
+    limit = effective_limit(max_bytes).bytes
+    stopped: str | None = None
+    t0 = time.monotonic()
+    steps = 200
+    status = branch.TRAIL_FULL
+    try:
+        report()
+        while status == branch.TRAIL_FULL:
+            status = branch.root(net, live, walk)
+            if status == branch.TRAIL_FULL:
+                live = _grown(live, limit)
+        while status == branch.PAUSED or status == branch.TRAIL_FULL:
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = TIMEOUT
+                break
+            t1 = time.monotonic()
+            status = branch.search(net, live, walk, steps)
+            if status == branch.TRAIL_FULL:
+                live = _grown(live, limit)
+                continue
+            spent = time.monotonic() - t1
+            steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 50), 10_000_000))
+            report()
+    except _OutOfMemory:
+        stopped = NO_MEMORY
+    except KeyboardInterrupt as exc:
+        stopped = f"{INTERRUPTED} ({exc})" if str(exc) else INTERRUPTED
+    stats.seconds = time.monotonic() - t0
+    stats.expanded = int(walk.reg[branch.W_EXPANDED])
+    times["search"] = stats.seconds
+
+    found = {v: int(walk.best[i]) for i, v in enumerate(names)}
+    full = found if reduction is None else reduction.expand(found)
+    best_upper = problem.evaluate(full)
+    assignment = full
+    if start is not None and start.cost < best_upper:
+        assignment, best_upper = dict(start.assignment), start.cost
+    if stopped is None:
+        lower = best_upper  # proved (an infeasible proof: both inf)
+    else:
+        report()
+        lower = min(lower, best_upper)
+    stats.trace.append((time.monotonic() - t_start, lower, best_upper))
+    times["total"] = time.monotonic() - t_start
+    result = SolveResult(
+        problem=problem,
+        algo=ALGO,
+        assignment=assignment,
+        lower_bound=lower,
+        upper_bound=best_upper,
+        z=None,
+        ordering="dynamic",
+        induced_width=0,
+        largest_table=max((int(t.entries) for t in problem.tables), default=0),
+        backend="numpy",
+        dtype="float64",
+        times=times,
+        memory_peak=int(live.trail.nbytes + live.tab.nbytes),
+        stopped=stopped,
+    )
+    if reduction is not None:
+        stats.ibound_reason = (
+            f"reduced from {problem.n} to {work.n} variables; {stats.ibound_reason}"
+        )
+    result.search = stats
+    return result
+
+
+class _OutOfMemory(Exception):
+    """The trail would outgrow its share of the memory limit."""
+
+
+def _grown(live: propagate.Live, limit: float) -> propagate.Live:
+    """``live`` with a trail twice as long (its rows kept)."""
+    rows = live.trail.shape[0]
+    if 2 * rows * ROW_BYTES > TRAIL_SHARE * limit:
+        raise _OutOfMemory
+    trail = np.zeros((2 * rows, 5), dtype=np.int64)
+    trail[:rows] = live.trail
+    return live._replace(trail=trail)
