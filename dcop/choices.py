@@ -20,6 +20,7 @@ class CentralAlgo(str, Enum):
     be = "be"
     mbe = "mbe"
     aobb = "aobb"
+    dfbnb = "dfbnb"
     auto = "auto"
 
 

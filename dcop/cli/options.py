@@ -80,7 +80,8 @@ CentralAlgoOption = Annotated[
     typer.Option(
         "--algo",
         help="be (exact), mbe (bounds, needs --z), aobb (exact AND/OR search guided by MBE(z): "
-        "--z or the largest that fits; anytime with --timeout) or auto (be when its plan fits "
+        "--z or the largest that fits; anytime with --timeout), dfbnb (exact depth-first branch "
+        "and bound keeping soft arc consistency at every node, as toulbar2; anytime) or auto (be when its plan fits "
         "and is quick, else aobb).",
     ),
 ]

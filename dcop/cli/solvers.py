@@ -149,6 +149,19 @@ def _aobb(problem: Problem, request: Request) -> SolveResult:
     )
 
 
+def _dfbnb(problem: Problem, request: Request) -> SolveResult:
+    """Depth-first branch and bound under soft arc consistency (:mod:`dcop.search.dfbnb`); in
+    float64 integers of its own: it takes no dtype, no order, no backend."""
+    from dcop.search.dfbnb import solve_dfbnb
+
+    return solve_dfbnb(
+        problem,
+        deadline=request.deadline,
+        max_bytes=request.max_bytes,
+        on_bounds=request.on_bounds,
+    )
+
+
 def _agents(algo: str) -> Callable[[Problem, Request], RunResult]:
     """One agent process per variable on this machine (:func:`dcop.coordinator.run_local`)."""
 
@@ -169,6 +182,7 @@ CENTRAL: dict[str, Solver[SolveResult]] = {
         Solver(CentralAlgo.be.value, "ignored", False, RUN_TASKS, _eliminate("be")),
         Solver(CentralAlgo.mbe.value, "required", False, ("min", "pr"), _eliminate("mbe")),
         Solver(CentralAlgo.aobb.value, "optional", True, ("min",), _aobb),
+        Solver(CentralAlgo.dfbnb.value, "ignored", True, ("min",), _dfbnb),
         Solver(CentralAlgo.auto.value, "ignored", True, ("min",), _auto),
     )
 }

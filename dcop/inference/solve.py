@@ -86,7 +86,9 @@ def solve(
     order_time: float | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with BE (``algo="be"``), MBE(z) (``algo="mbe"``) or the exact AND/OR
-    search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional).
+    search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional),
+    or the depth-first search under soft arc consistency (``algo="dfbnb"``,
+    :func:`dcop.search.dfbnb.solve_dfbnb`).
 
     ``backend`` is a name for :func:`dcop.backends.get_backend`, a backend object, or one still
     starting (:class:`dcop.starting.StartingBackend`, taken after the ordering).
@@ -120,6 +122,10 @@ def solve(
             resident=resident,
             order_time=order_time,
         )
+    if algo == "dfbnb":  # exact search under soft arc consistency: no order, no heuristic size
+        from dcop.search.dfbnb import solve_dfbnb
+
+        return solve_dfbnb(problem, max_bytes=max_bytes)
     if algo == "mbe":
         z = check_z(z, "MBE", error=ModelError)
     else:

@@ -57,11 +57,12 @@ def test_shell_completion() -> None:
         return run.stdout.split()
 
     assert complete("dcop ba", 1) == ["batch"]
-    assert complete("dcop solve x.wcsp --algo ", 4) == ["be", "mbe", "aobb", "auto"]
+    assert complete("dcop solve x.wcsp --algo ", 4) == ["be", "mbe", "aobb", "dfbnb", "auto"]
     assert set(complete("dcop batch x.wcsp --algo ", 4)) == {
         "be",
         "mbe",
         "aobb",
+        "dfbnb",
         "dpop",
         "adpop",
         "mbdpop",

@@ -19,7 +19,7 @@ def test_every_algorithm_name_has_one_solver() -> None:
     assert list(CENTRAL) == [a.value for a in CentralAlgo]
     assert list(DISTRIBUTED) == [a.value for a in DistributedAlgo]
     assert all(name == solver.name for name, solver in {**CENTRAL, **DISTRIBUTED}.items())
-    assert BATCH_ALGOS == BATCH == ("be", "mbe", "aobb", "auto", "dpop", "adpop", "mbdpop")
+    assert BATCH_ALGOS == BATCH == ("be", "mbe", "aobb", "dfbnb", "auto", "dpop", "adpop", "mbdpop")
 
 
 def test_the_other_spellings_follow_the_enums() -> None:
@@ -29,7 +29,7 @@ def test_the_other_spellings_follow_the_enums() -> None:
     assert [n for n in ("be", "auto", "dpop", "adpop") if only_distributed(n)] == ["dpop", "adpop"]
 
 
-@pytest.mark.parametrize("name", ["be", "mbe", "aobb", "auto"])
+@pytest.mark.parametrize("name", ["be", "mbe", "aobb", "dfbnb", "auto"])
 def test_each_central_solver_solves(name: str) -> None:
     from dcop.inference import solve
 
