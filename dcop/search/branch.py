@@ -27,6 +27,7 @@ from dcop.search.propagate import (
     Live,
     Net,
     assign,
+    diffuse_around,
     leaf_cost,
     propagate,
     queue_all,
@@ -38,7 +39,7 @@ from dcop.search.propagate import (
 SELECT, APPLY, BACKTRACK, DONE = 0, 1, 2, 3
 #: Registers of Walk.reg: the next step, the depth, propagations run, incumbents found, whether
 #: the threshold came down since the last propagation.
-W_OP, W_DEPTH, W_EXPANDED, W_FOUND, W_SWEEP = 0, 1, 2, 3, 4
+W_OP, W_DEPTH, W_EXPANDED, W_FOUND, W_SWEEP, W_ORDER, W_DIFFUSE, W_RADIUS = 0, 1, 2, 3, 4, 5, 6, 7
 #: Walk.real: the incumbent's real cost (the tables', without the constant), the pruning margin's
 #: absolute and relative parts, the integer costs' base and scale.
 F_UB, F_EPS_ABS, F_EPS_REL, F_BASE, F_SCALE = 0, 1, 2, 3, 4
@@ -96,7 +97,7 @@ def _choose(m: Net, s: Live, w: Walk) -> int:
     """The variable to branch on (dom/wdeg, ties by unary gap); -1 at a leaf."""
     best = -1
     best_score = -1.0
-    best_gap = -1
+    best_gap = -TOP
     for v in range(len(m.dom)):
         if s.size[v] <= 1:
             continue
@@ -121,6 +122,14 @@ def _choose(m: Net, s: Live, w: Walk) -> int:
                 elif c < lo2:
                     lo2 = c
         gap = lo2 - lo
+        mode = w.reg[W_ORDER]
+        if mode == 1:
+            gap = -gap
+        elif mode == 2:
+            score = 0.0
+        elif mode == 3:
+            score = 0.0
+            gap = -gap
         if score > best_score or (score == best_score and gap > best_gap):
             best, best_score, best_gap = v, score, gap
     return best
@@ -210,6 +219,8 @@ def search(m: Net, s: Live, w: Walk, steps: int) -> int:
                 r = remove(m, s, v, a)
             if r == 1:
                 r = propagate(m, s, w.reg[W_SWEEP] == 1)
+            if r == 1 and w.reg[W_DIFFUSE] > 0:
+                r = diffuse_around(m, s, w.mark[d], w.reg[W_RADIUS], w.reg[W_DIFFUSE])
             if r == -1:
                 undo(m, s, w.mark[d])
                 s.reg[R_C0] = w.c0[d]

@@ -32,6 +32,9 @@ from dcop.search.solver import EPS_ABS, EPS_REL, SearchStats
 #: bounds(seconds since the start, lower, upper), internal costs.
 BoundsFn = Callable[[float, float, float], None]
 
+ORDER = 3
+NODE_SWEEPS = 3
+RADIUS = 2
 #: Name of the algorithm (``--algo``).
 ALGO = "dfbnb"
 #: Shares of the time left for the cost shifting and the dives' incumbent (as the AND/OR search's).
@@ -133,6 +136,9 @@ def solve_dfbnb(
         if c < cost:
             incumbent, cost = trial, c
     walk = branch.new_walk(len(names), incumbent, cost, base, scale, EPS_ABS, EPS_REL)
+    walk.reg[branch.W_ORDER] = ORDER
+    walk.reg[branch.W_DIFFUSE] = NODE_SWEEPS
+    walk.reg[branch.W_RADIUS] = RADIUS
     lower = max(bound, constant + base)
     if start is not None:
         lower = max(lower, start.lower)
