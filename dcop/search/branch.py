@@ -48,23 +48,27 @@ PAUSED, FINISHED, TRAIL_FULL = 0, 1, -1
 
 
 class Walk(NamedTuple):
-    var: np.ndarray  # int32[n + 1]: each level's variable
-    val: np.ndarray  # int32[n + 1]: ... and value
-    mark: np.ndarray  # int64[n + 1]: the trail's length before the level's decision
-    c0: np.ndarray  # int64[n + 1]: c0 before it
-    kind: np.ndarray  # int8[n + 1]: 0 the left branch (x = a), 1 the right one (x != a)
+    var: np.ndarray  # int32[levels]: each level's variable
+    val: np.ndarray  # int32[levels]: ... and value
+    mark: np.ndarray  # int64[levels]: the trail's length before the level's decision
+    c0: np.ndarray  # int64[levels]: c0 before it
+    kind: np.ndarray  # int8[levels]: 0 the left branch (x = a), 1 the right one (x != a)
     asg: np.ndarray  # int32[n]: a leaf's values
     best: np.ndarray  # int32[n]: the incumbent
     reg: np.ndarray  # int64[8]
     real: np.ndarray  # float64[8]
 
 
-def new_walk(n: int, incumbent: np.ndarray, cost: float, base: float, scale: float,
+def new_walk(dom: np.ndarray, incumbent: np.ndarray, cost: float, base: float, scale: float,
              eps_abs: float, eps_rel: float) -> Walk:  # fmt: skip
-    """A walk from ``incumbent`` (its real cost ``cost``; inf: none) at the root."""
+    """A walk over domains ``dom`` from ``incumbent`` (its real cost ``cost``; inf: none) at the
+    root. Each level removes at least one value: the depth is at most the values less one per
+    variable."""
+    n = len(dom)
+    levels = int(np.sum(dom)) - n + 1
     w = Walk(
-        np.zeros(n + 1, np.int32), np.zeros(n + 1, np.int32), np.zeros(n + 1, np.int64),
-        np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int8), np.zeros(n, np.int32),
+        np.zeros(levels, np.int32), np.zeros(levels, np.int32), np.zeros(levels, np.int64),
+        np.zeros(levels, np.int64), np.zeros(levels, np.int8), np.zeros(n, np.int32),
         incumbent.astype(np.int32).copy(), np.zeros(8, np.int64), np.zeros(8, np.float64),
     )  # fmt: skip
     w.real[F_UB] = cost
@@ -77,19 +81,22 @@ def new_walk(n: int, incumbent: np.ndarray, cost: float, base: float, scale: flo
 
 @jit
 def threshold(w: Walk) -> int:
-    """The integer c0 at which a node is cut: its bound then reaches the incumbent's cost plus
-    the margin (one unit more, against the float rounding of the product)."""
+    """The integer c0 at which a node is cut: its bound then reaches the incumbent's cost less
+    the margin (``eps_abs + eps_rel * |ub|``). A proof is a proof up to that margin: nothing is
+    cheaper than the answer by more (toulbar2 cuts at its integer upper bound alike); ties with
+    the incumbent are cut, which a search on integer costs needs (a bound equal to the optimum
+    would cut nothing)."""
     ub = w.real[F_UB]
     if not np.isfinite(ub):
         return TOP
-    room = (ub + w.real[F_EPS_ABS] + w.real[F_EPS_REL] * abs(ub) - w.real[F_BASE]) * w.real[
+    room = (ub - w.real[F_EPS_ABS] - w.real[F_EPS_REL] * abs(ub) - w.real[F_BASE]) * w.real[
         F_SCALE
     ]
-    if room < 0.0:
+    if room <= 0.0:
         return 0
     if room >= 4.0e18:
         return TOP
-    return int(np.ceil(room)) + 1
+    return int(np.ceil(room))
 
 
 @jit

@@ -135,7 +135,7 @@ def solve_dfbnb(
         c = float(propagate.leaf_cost(net, trial))
         if c < cost:
             incumbent, cost = trial, c
-    walk = branch.new_walk(len(names), incumbent, cost, base, scale, EPS_ABS, EPS_REL)
+    walk = branch.new_walk(net.dom, incumbent, cost, base, scale, EPS_ABS, EPS_REL)
     walk.reg[branch.W_ORDER] = ORDER
     walk.reg[branch.W_DIFFUSE] = NODE_SWEEPS
     walk.reg[branch.W_RADIUS] = RADIUS
