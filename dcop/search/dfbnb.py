@@ -42,8 +42,10 @@ DIFFUSE_SHARE = 0.1
 GUIDED_SHARE = 0.05
 #: Seconds a slice of the walk should take between two looks at the clock.
 SLICE_S = 0.05
-#: The trail's first capacity, in rows per value and table entry (it doubles when full).
+#: The trail's first capacity: rows per value and table entry, and at least (it doubles when
+#: full).
 TRAIL_PER_ENTRY = 4
+TRAIL_MIN_ROWS = 4096
 #: Share of the memory limit the trail may take.
 TRAIL_SHARE = 0.5
 #: Bytes per trail row.
@@ -76,7 +78,7 @@ def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.N
             scopes.append(tuple(index[v] for v in t.scope))
             tables.append(c)
     entries = int(u_off[-1]) + sum(c.size for c in tables)
-    rows = trail_rows if trail_rows is not None else TRAIL_PER_ENTRY * entries + 4096
+    rows = trail_rows if trail_rows is not None else TRAIL_PER_ENTRY * entries + TRAIL_MIN_ROWS
     net, live, base, scale = propagate.build(dom, scopes, tables, unary, u_off, rows)
     return net, live, base + extra, scale
 

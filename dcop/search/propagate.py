@@ -146,7 +146,7 @@ def build(
     width = int(dom.max()) if n else 1
     live = Live(
         integer(flat), integer(us), np.ones(int(u_off[-1]), dtype=np.int8),
-        dom.astype(np.int32).copy(), np.zeros((max(16, trail_rows), 5), dtype=np.int64),
+        dom.astype(np.int32).copy(), np.zeros((max(1, trail_rows), 5), dtype=np.int64),
         np.zeros(max(1, len(scopes)), dtype=np.int32), np.zeros(max(1, len(scopes)), np.int8),
         np.ones(max(1, len(scopes)), dtype=np.int64), np.zeros(width, dtype=np.int64),
         np.zeros(8, dtype=np.int64), np.zeros(max(1, n), dtype=np.int32),

@@ -109,7 +109,7 @@ def test_every_fixed_choice_is_an_enum_listed_in_help() -> None:
             elif base is str and info is not None and not getattr(info, "hidden", False):
                 assert not alternatives.search(info.help or ""), (where, name, info.help)
     assert enums >= 10
-    assert "<be|mbe|aobb|auto>" in run_dcop("solve", "--help").stdout
+    assert "<be|mbe|aobb|dfbnb|auto>" in run_dcop("solve", "--help").stdout
     batch_help = run_dcop("batch", "--help").stdout  # --algo takes a list: its help names them
     assert all(f" {name}" in batch_help for name in ("be", "mbe", "dpop", "adpop", "auto"))
 
