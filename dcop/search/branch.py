@@ -29,6 +29,7 @@ from dcop.search.propagate import (
     assign,
     diffuse_around,
     leaf_cost,
+    node,
     propagate,
     queue_all,
     remove,
@@ -40,11 +41,14 @@ SELECT, APPLY, BACKTRACK, DONE = 0, 1, 2, 3
 #: Registers of Walk.reg: the next step, the depth, propagations run, incumbents found, whether
 #: the threshold came down since the last propagation.
 W_OP, W_DEPTH, W_EXPANDED, W_FOUND, W_SWEEP, W_ORDER, W_DIFFUSE, W_RADIUS = 0, 1, 2, 3, 4, 5, 6, 7
+#: ... the depth the dive started at (it never backtracks above), its backtracks, and the
+#: backtracks at which it stops (the driver's best-first step: :mod:`.dfbnb`).
+W_FLOOR, W_BACKTRACKS, W_BUDGET = 8, 9, 10
 #: Walk.real: the incumbent's real cost (the tables', without the constant), the pruning margin's
 #: absolute and relative parts, the integer costs' base and scale.
 F_UB, F_EPS_ABS, F_EPS_REL, F_BASE, F_SCALE = 0, 1, 2, 3, 4
 #: What :func:`search` returns.
-PAUSED, FINISHED, TRAIL_FULL = 0, 1, -1
+PAUSED, FINISHED, TRAIL_FULL, OVER_BUDGET = 0, 1, -1, 2
 
 
 class Walk(NamedTuple):
@@ -69,9 +73,10 @@ def new_walk(dom: np.ndarray, incumbent: np.ndarray, cost: float, base: float, s
     w = Walk(
         np.zeros(levels, np.int32), np.zeros(levels, np.int32), np.zeros(levels, np.int64),
         np.zeros(levels, np.int64), np.zeros(levels, np.int8), np.zeros(n, np.int32),
-        incumbent.astype(np.int32).copy(), np.zeros(8, np.int64), np.zeros(8, np.float64),
+        incumbent.astype(np.int32).copy(), np.zeros(16, np.int64), np.zeros(8, np.float64),
     )  # fmt: skip
     w.real[F_UB] = cost
+    w.reg[W_BUDGET] = TOP
     w.real[F_EPS_ABS] = eps_abs
     w.real[F_EPS_REL] = eps_rel
     w.real[F_BASE] = base
@@ -203,6 +208,8 @@ def search(m: Net, s: Live, w: Walk, steps: int) -> int:
         if op == DONE:
             return FINISHED
         if op == SELECT:
+            if w.reg[W_BACKTRACKS] >= w.reg[W_BUDGET]:
+                return OVER_BUDGET
             v = _choose(m, s, w)
             if v < 0:
                 _leaf(m, s, w)
@@ -225,6 +232,8 @@ def search(m: Net, s: Live, w: Walk, steps: int) -> int:
             else:
                 r = remove(m, s, v, a)
             if r == 1:
+                r = node(m, s, v)
+            if r == 1:
                 r = propagate(m, s, w.reg[W_SWEEP] == 1)
             if r == 1 and w.reg[W_DIFFUSE] > 0:
                 r = diffuse_around(m, s, w.mark[d], w.reg[W_RADIUS], w.reg[W_DIFFUSE])
@@ -237,7 +246,8 @@ def search(m: Net, s: Live, w: Walk, steps: int) -> int:
             steps -= 1
             w.reg[W_OP] = SELECT if r == 1 else BACKTRACK
         else:  # BACKTRACK: the deepest left branch not yet followed by its right one
-            while w.reg[W_DEPTH] > 0:
+            w.reg[W_BACKTRACKS] += 1
+            while w.reg[W_DEPTH] > w.reg[W_FLOOR]:
                 d = w.reg[W_DEPTH] - 1
                 undo(m, s, w.mark[d])
                 s.reg[R_C0] = w.c0[d]
@@ -248,9 +258,46 @@ def search(m: Net, s: Live, w: Walk, steps: int) -> int:
                     w.reg[W_SWEEP] = 1
                     break
                 w.reg[W_DEPTH] = d
-            if w.reg[W_DEPTH] == 0:
+            if w.reg[W_DEPTH] == w.reg[W_FLOOR]:
                 w.reg[W_OP] = DONE
                 return FINISHED
+    return PAUSED
+
+
+@jit
+def replay(m: Net, s: Live, w: Walk, var: np.ndarray, val: np.ndarray, kind: np.ndarray) -> int:
+    """From the root's state (the caller's undo), apply the decisions of an open node (kind 0:
+    ``var = val``, 1: ``var != val``), each with its propagation, and make it the floor of the
+    next dive: PAUSED (the dive may start), FINISHED (nothing below the incumbent there),
+    TRAIL_FULL (grow the trail, undo to the root and call again)."""
+    w.reg[W_DEPTH] = 0
+    w.reg[W_FLOOR] = 0
+    for d in range(len(var)):
+        w.var[d] = var[d]
+        w.val[d] = val[d]
+        w.kind[d] = 1  # closed: the dive never comes back above its floor
+        w.mark[d] = s.reg[R_TRAIL]
+        w.c0[d] = s.reg[R_C0]
+        w.reg[W_DEPTH] = d + 1
+        if kind[d] == 0:
+            r = assign(m, s, var[d], val[d])
+        else:
+            r = remove(m, s, var[d], val[d])
+        if r == 1:
+            r = node(m, s, var[d])
+        if r == 1:
+            r = propagate(m, s, True)
+        if r == 1 and w.reg[W_DIFFUSE] > 0:
+            r = diffuse_around(m, s, w.mark[d], w.reg[W_RADIUS], w.reg[W_DIFFUSE])
+        w.reg[W_EXPANDED] += 1
+        if r == -1:
+            return TRAIL_FULL
+        if r == 0:
+            w.reg[W_OP] = DONE
+            return FINISHED
+    w.reg[W_FLOOR] = len(var)
+    w.reg[W_SWEEP] = 0
+    w.reg[W_OP] = SELECT
     return PAUSED
 
 
@@ -261,7 +308,7 @@ def open_bound(w: Walk) -> int:
     open), else the current node's. TOP once the walk is done."""
     if w.reg[W_OP] == DONE:
         return TOP
-    for d in range(w.reg[W_DEPTH]):
+    for d in range(w.reg[W_FLOOR], w.reg[W_DEPTH]):
         if w.kind[d] == 0:
             return w.c0[d]
     return -1  # the caller reads the current node's c0

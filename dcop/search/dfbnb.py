@@ -15,6 +15,7 @@ and re-evaluated on the original problem.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable
@@ -40,6 +41,8 @@ ALGO = "dfbnb"
 #: Shares of the time left for the cost shifting and the dives' incumbent (as the AND/OR search's).
 DIFFUSE_SHARE = 0.1
 GUIDED_SHARE = 0.05
+#: Backtracks of a dive before its open nodes go back to the frontier (:class:`_Frontier`).
+BACKTRACKS = 100
 #: Seconds a slice of the walk should take between two looks at the clock.
 SLICE_S = 0.05
 #: The trail's first capacity: rows per value and table entry, and at least (it doubles when
@@ -148,11 +151,12 @@ def solve_dfbnb(
     def upper() -> float:
         return constant + float(walk.real[branch.F_UB])
 
+    frontier = _Frontier(walk, live)
+
     def report() -> None:
         nonlocal lower
-        at = int(branch.open_bound(walk))
-        c0 = int(live.reg[propagate.R_C0]) if at < 0 else at
-        now = constant + base + c0 / scale if c0 < propagate.TOP else math.inf
+        low = frontier.low(live)
+        now = constant + base + low / scale if low < propagate.TOP else math.inf
         ub = upper()
         mine = min(now, ub)
         if mine > lower or not stats.trace or ub < stats.trace[-1][2]:
@@ -165,7 +169,7 @@ def solve_dfbnb(
     limit = effective_limit(max_bytes).bytes
     stopped: str | None = None
     t0 = time.monotonic()
-    steps = 200
+    steps = 20
     status = branch.TRAIL_FULL
     try:
         report()
@@ -173,17 +177,26 @@ def solve_dfbnb(
             status = branch.root(net, live, walk)
             if status == branch.TRAIL_FULL:
                 live = _grown(live, limit)
-        while status == branch.PAUSED or status == branch.TRAIL_FULL:
+        if status == branch.PAUSED:
+            frontier.start(live)
+        else:  # the root's propagation proved that nothing beats the incumbent
+            frontier.started = True
+        while frontier.open():
             if deadline is not None and time.monotonic() >= deadline:
                 stopped = TIMEOUT
                 break
+            if not frontier.diving:
+                live = frontier.next_dive(net, live, limit)
+                continue
             t1 = time.monotonic()
             status = branch.search(net, live, walk, steps)
             if status == branch.TRAIL_FULL:
                 live = _grown(live, limit)
                 continue
+            if status != branch.PAUSED:
+                frontier.dive_ended(live, status == branch.OVER_BUDGET, limit)
             spent = time.monotonic() - t1
-            steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 50), 10_000_000))
+            steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 10), 10_000_000))
             report()
     except _OutOfMemory:
         stopped = NO_MEMORY
@@ -228,6 +241,92 @@ def solve_dfbnb(
         )
     result.search = stats
     return result
+
+
+class _Frontier:
+    """Hybrid best-first search (as toulbar2's HBFS): depth-first dives of at most BACKTRACKS
+    backtracks each, from the open node of least bound; a dive over its budget leaves its open
+    nodes (the right branches still to come, and the node it stopped at) to the frontier, as
+    decision paths replayed from the root. The least bound of the frontier and of the dive is
+    a proved lower bound of the whole problem: the trace's, rising as the search goes."""
+
+    def __init__(self, walk: branch.Walk, live: propagate.Live) -> None:
+        self.walk = walk
+        self.heap: list[tuple[int, int, np.ndarray]] = []
+        self.seq = 0
+        self.diving = False
+        self.path = np.zeros((0, 3), dtype=np.int32)
+        self.root_mark = 0
+        self.root_c0 = 0
+        self.bytes = 0
+        self.started = False
+
+    def start(self, live: propagate.Live) -> None:
+        """The root propagated: its node is the frontier's first."""
+        self.started = True
+        self.root_mark = int(live.reg[propagate.R_TRAIL])
+        self.root_c0 = int(live.reg[propagate.R_C0])
+        self._push(self.root_c0, np.zeros((0, 3), dtype=np.int32))
+
+    def _push(self, bound: int, path: np.ndarray) -> None:
+        heapq.heappush(self.heap, (bound, self.seq, path))
+        self.seq += 1
+        self.bytes += path.nbytes + 64
+
+    def open(self) -> bool:
+        """Whether anything below the incumbent may be left."""
+        return self.diving or bool(self.heap)
+
+    def low(self, live: propagate.Live) -> int:
+        """The least integer bound of what is open (TOP: nothing)."""
+        if not self.started:  # the root's c0 before its propagation
+            return 0
+        low = self.heap[0][0] if self.heap else propagate.TOP
+        if self.diving:
+            at = int(branch.open_bound(self.walk))
+            low = min(low, int(live.reg[propagate.R_C0]) if at < 0 else at)
+        return int(low)
+
+    def next_dive(self, net: propagate.Net, live: propagate.Live, limit: float) -> propagate.Live:
+        """Start a dive at the open node of least bound (the frontier is dropped where that
+        bound reaches the threshold: nothing open can beat the incumbent)."""
+        bound, _, path = heapq.heappop(self.heap)
+        self.bytes -= path.nbytes + 64
+        if bound >= int(live.reg[propagate.R_TOP]):
+            self.heap.clear()
+            self.bytes = 0
+            return live
+        w = self.walk
+        while True:
+            propagate.undo(net, live, self.root_mark)
+            live.reg[propagate.R_C0] = self.root_c0
+            status = branch.replay(net, live, w, path[:, 0], path[:, 1], path[:, 2])
+            if status != branch.TRAIL_FULL:
+                break
+            live = _grown(live, limit)
+        if status == branch.PAUSED:
+            self.diving = True
+            self.path = path
+            w.reg[branch.W_BUDGET] = w.reg[branch.W_BACKTRACKS] + BACKTRACKS
+        return live
+
+    def dive_ended(self, live: propagate.Live, over: bool, limit: float) -> None:
+        """The dive ended: done (its subtree closed), or over its budget (its open nodes to the
+        frontier)."""
+        self.diving = False
+        if not over:
+            return
+        w = self.walk
+        floor, depth = int(w.reg[branch.W_FLOOR]), int(w.reg[branch.W_DEPTH])
+        taken = np.stack([w.var[floor:depth], w.val[floor:depth], w.kind[floor:depth]], axis=1)
+        taken = taken.astype(np.int32)
+        for d in range(floor, depth):
+            if w.kind[d] == 0:  # its right branch is still to come
+                right = np.array([[w.var[d], w.val[d], 1]], dtype=np.int32)
+                self._push(int(w.c0[d]), np.concatenate([self.path, taken[: d - floor], right]))
+        self._push(int(live.reg[propagate.R_C0]), np.concatenate([self.path, taken]))
+        if self.bytes > TRAIL_SHARE * limit:
+            raise _OutOfMemory
 
 
 class _OutOfMemory(Exception):

@@ -265,6 +265,13 @@ def _node(m: Net, s: Live, v: int) -> int:
 
 
 @jit
+def node(m: Net, s: Live, v: int) -> int:
+    """NC* on ``v`` (after a decision on it: a variable in no table has no projection to
+    call it)."""
+    return _node(m, s, v)
+
+
+@jit
 def _prune(m: Net, s: Live, v: int) -> int:
     """Remove the values of ``v`` whose unary cost plus c0 reaches the threshold."""
     for a in range(m.dom[v]):
@@ -311,6 +318,12 @@ def _project_axis(m: Net, s: Live, t: int, k: int) -> int:
             if s.un[i] < TOP:
                 s.un[i] += low
             moved = 1
+    if moved == 2:  # a removal of v may have left its live unary costs all positive
+        for a in range(d):
+            i = m.u_off[v] + a
+            if s.alive[i] == 1 and s.un[i] == 0:
+                return 2
+        return 1
     return moved
 
 

@@ -137,6 +137,23 @@ def test_every_trace_point_brackets_the_optimum() -> None:
     assert result.lower_bound <= best + 1e-9 <= result.upper_bound + 2e-9
 
 
+@pytest.mark.parametrize("name", ["GEOM40_3.uai", "grid10x10.f10.uai"])
+def test_the_trace_of_an_unfinished_search_brackets_the_optimum(name: str) -> None:
+    # a search that runs to its deadline: every bound it reports on the way, and its last
+    rows = [r for r in instance_index() if r["file"] == name]
+    if not rows:
+        pytest.skip("reference instances not found")
+    problem = read_problem(INSTANCES / name)
+    best = float(rows[0]["neg_ln_optimum"])
+    heard: list[tuple[float, float, float]] = []
+    result = solve_dfbnb(
+        problem, deadline=time.monotonic() + 1.0, on_bounds=lambda *p: heard.append(p)
+    )
+    for _, lower, upper in result.search.trace + heard:
+        assert lower <= best + 1e-6 and best <= upper + 1e-6
+    assert result.upper_bound == pytest.approx(problem.evaluate(result.assignment), abs=1e-9)
+
+
 def test_a_timeout_keeps_a_valid_assignment_and_its_cost() -> None:
     problem = random_network(60, 5, 0.3, 0.2, seed=7)
     result = solve_dfbnb(problem, deadline=time.monotonic() + 0.05)
