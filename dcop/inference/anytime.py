@@ -1,7 +1,10 @@
 """Time-aware solving: ``--algo auto`` (a portfolio) and ``--timeout`` for BE / MBE(z).
 
 ``auto`` runs BE when its plan fits the memory limit and is predicted quick (at most
-``BE_FIRST_S``); otherwise the AND/OR search (:func:`dcop.search.solve_aobb`), whose ladder of
+``BE_FIRST_S``); otherwise, on a problem that the exact reduction shrank to small tables over
+small domains (:func:`dcop.search.dfbnb.suits`: the diagnosis networks), the branch and bound
+under soft arc consistency (:func:`dcop.search.dfbnb.solve_dfbnb`); otherwise the AND/OR search
+(:func:`dcop.search.solve_aobb`), whose ladder of
 mini-bucket sizes ends with BE's own exact pass when that fits the memory and the time, and else
 with the largest z that fits. Both run in this process: no fork, so a GPU backend works, and the
 search checks the deadline between slices of a few tens of milliseconds, keeping the best
@@ -316,6 +319,27 @@ def solve_auto(
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:
         why = f"BE is predicted at {predicted:.3g} s"
+    from dcop.search.dfbnb import suits
+
+    if reduction is not None and suits(work):
+        from dcop.search.dfbnb import solve_dfbnb
+
+        result = solve_dfbnb(
+            problem,
+            deadline=deadline,
+            max_bytes=max_bytes,
+            on_bounds=on_bounds,
+            start=first,
+            started=t_start,
+            reduction=reduction,
+        )
+        result.times.update(reduce=reduce_s, ordering=order_s)
+        result.choice = (
+            f"search under soft arc consistency (dfbnb): {why}; the problem reduced to "
+            f"{work.n} variables of at most {max(v.size for v in work.variables.values())} "
+            "values and small tables"
+        )
+        return result
     from dcop.search.solver import solve_aobb
 
     # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would

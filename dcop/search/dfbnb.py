@@ -41,6 +41,10 @@ ALGO = "dfbnb"
 #: Shares of the time left for the cost shifting and the dives' incumbent (as the AND/OR search's).
 DIFFUSE_SHARE = 0.1
 GUIDED_SHARE = 0.05
+#: ``--algo auto`` runs this search on a reduced problem whose tables have at most this many
+#: entries and whose domains at most this many values (:func:`suits`).
+SUITS_ENTRIES = 64
+SUITS_DOMAIN = 4
 #: Backtracks of a dive before its open nodes go back to the frontier (:class:`_Frontier`).
 BACKTRACKS = 100
 #: Seconds a slice of the walk should take between two looks at the clock.
@@ -56,6 +60,18 @@ ROW_BYTES = 40
 TIMEOUT = "the deadline came before the search proved the optimum"
 NO_MEMORY = "the search's trail outgrew its share of the memory limit"
 INTERRUPTED = "interrupted"
+
+
+def suits(problem: Problem) -> bool:
+    """``--algo auto``'s rule, where BE is not quick: this search, not the AND/OR one, for a
+    problem that the exact reduction shrank (``problem`` is the reduced one) to small tables
+    (at most SUITS_ENTRIES entries) over small domains (at most SUITS_DOMAIN values). There a
+    node's consistency costs little and its bound reacts to every decision; the Promedas
+    networks reduce to binary variables and tables of three (toulbar2's ground), where AOBB's
+    static heuristic proved 2 of 16 in 15 s and this search 14."""
+    if any(v.size > SUITS_DOMAIN for v in problem.variables.values()):
+        return False
+    return all(int(t.entries) <= SUITS_ENTRIES for t in problem.tables)
 
 
 def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.Net,
