@@ -5,7 +5,7 @@ unary cost (ties: the incumbent's value), then the left branch ``x = a`` and, on
 is done, the right branch ``x != a``. Each branch is a trail mark, the decision, and AC* to a
 fixpoint against the incumbent's threshold; a branch whose propagation fails is cut. The variable
 is the one of most weighted degree per live value (dom/wdeg: a table's weight counts the
-failures it caused), ties by the widest gap between its two cheapest unary costs.
+failures it caused), ties by the narrowest gap between its two cheapest unary costs.
 
 The walk is resumable: :func:`search` stops after a number of propagations (or on a full trail,
 with the pending branch undone, to be applied again once the driver has grown it) with its
@@ -47,6 +47,9 @@ W_FLOOR, W_BACKTRACKS, W_BUDGET = 8, 9, 10
 #: Walk.real: the incumbent's real cost (the tables', without the constant), the pruning margin's
 #: absolute and relative parts, the integer costs' base and scale.
 F_UB, F_EPS_ABS, F_EPS_REL, F_BASE, F_SCALE = 0, 1, 2, 3, 4
+#: Variable orders (Walk.reg[W_ORDER]): the least gap between the two cheapest unary costs, or
+#: dom/wdeg first, ties by that gap (:data:`dcop.search.dfbnb.ORDER` says which is used).
+ORDER_GAP, ORDER_WDEG = 0, 1
 #: What :func:`search` returns.
 PAUSED, FINISHED, TRAIL_FULL, OVER_BUDGET = 0, 1, -1, 2
 
@@ -106,22 +109,28 @@ def threshold(w: Walk) -> int:
 
 @jit
 def _choose(m: Net, s: Live, w: Walk) -> int:
-    """The variable to branch on (dom/wdeg, ties by unary gap); -1 at a leaf."""
+    """The variable to branch on; -1 at a leaf. By default (ORDER_GAP) the one whose two
+    cheapest live values are the closest in unary cost (the least decided: its refutation costs
+    the most); ORDER_WDEG puts the weighted degree per live value first (dom/wdeg), ties by
+    the same gap."""
     best = -1
     best_score = -1.0
-    best_gap = -TOP
+    best_gap = TOP
+    wdeg_first = w.reg[W_ORDER] == ORDER_WDEG
     for v in range(len(m.dom)):
         if s.size[v] <= 1:
             continue
-        wdeg = 0
-        for k in range(m.inc_off[v], m.inc_off[v + 1]):
-            t = m.inc_tab[k]
-            for j in range(m.t_sc[t], m.t_sc[t + 1]):
-                u = m.sc_var[j]
-                if u != v and s.size[u] > 1:
-                    wdeg += s.weight[t]
-                    break
-        score = (wdeg + 1) / s.size[v]
+        score = 0.0
+        if wdeg_first:
+            wdeg = 0
+            for k in range(m.inc_off[v], m.inc_off[v + 1]):
+                t = m.inc_tab[k]
+                for j in range(m.t_sc[t], m.t_sc[t + 1]):
+                    u = m.sc_var[j]
+                    if u != v and s.size[u] > 1:
+                        wdeg += s.weight[t]
+                        break
+            score = (wdeg + 1) / s.size[v]
         lo = TOP
         lo2 = TOP
         for a in range(m.dom[v]):
@@ -134,15 +143,7 @@ def _choose(m: Net, s: Live, w: Walk) -> int:
                 elif c < lo2:
                     lo2 = c
         gap = lo2 - lo
-        mode = w.reg[W_ORDER]
-        if mode == 1:
-            gap = -gap
-        elif mode == 2:
-            score = 0.0
-        elif mode == 3:
-            score = 0.0
-            gap = -gap
-        if score > best_score or (score == best_score and gap > best_gap):
+        if score > best_score or (score == best_score and gap < best_gap):
             best, best_score, best_gap = v, score, gap
     return best
 
