@@ -97,9 +97,7 @@ def threshold(w: Walk) -> int:
     ub = w.real[F_UB]
     if not np.isfinite(ub):
         return TOP
-    room = (ub - w.real[F_EPS_ABS] - w.real[F_EPS_REL] * abs(ub) - w.real[F_BASE]) * w.real[
-        F_SCALE
-    ]
+    room = (ub - w.real[F_EPS_ABS] - w.real[F_EPS_REL] * abs(ub) - w.real[F_BASE]) * w.real[F_SCALE]
     if room <= 0.0:
         return 0
     if room >= 4.0e18:
@@ -156,8 +154,10 @@ def _value(m: Net, s: Live, w: Walk, v: int) -> int:
         i = m.u_off[v] + a
         if s.alive[i] == 0:
             continue
-        if best < 0 or s.un[i] < s.un[m.u_off[v] + best] or (
-            s.un[i] == s.un[m.u_off[v] + best] and a == w.best[v]
+        if (
+            best < 0
+            or s.un[i] < s.un[m.u_off[v] + best]
+            or (s.un[i] == s.un[m.u_off[v] + best] and a == w.best[v])
         ):
             best = a
     return best
@@ -311,5 +311,5 @@ def open_bound(w: Walk) -> int:
         return TOP
     for d in range(w.reg[W_FLOOR], w.reg[W_DEPTH]):
         if w.kind[d] == 0:
-            return w.c0[d]
+            return int(w.c0[d])
     return -1  # the caller reads the current node's c0

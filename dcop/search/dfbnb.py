@@ -135,7 +135,9 @@ def solve_dfbnb(
     stats.ibound_reason = "soft arc consistency (AC*) at every node: no mini-bucket heuristic"
 
     def room() -> float:
-        return PASS_SECONDS_NO_DEADLINE if deadline is None else max(0.0, deadline - time.monotonic())
+        return (
+            PASS_SECONDS_NO_DEADLINE if deadline is None else max(0.0, deadline - time.monotonic())
+        )
 
     t0 = time.monotonic()
     if reduction is None and reduced:
@@ -273,6 +275,20 @@ def solve_dfbnb(
         )
     result.search = stats
     return result
+
+
+def warm() -> None:
+    """Run every compiled function of this search once on a small problem (numba compiles on
+    the first call and caches the code: :mod:`dcop.search.warm` calls this at install)."""
+    from dcop.generators import random_network
+
+    problem = random_network(14, 3, 0.5, 0.3, seed=2)
+    saved = (BACKTRACKS, TRAIL_PER_ENTRY, TRAIL_MIN_ROWS)
+    globals().update(BACKTRACKS=1, TRAIL_PER_ENTRY=0, TRAIL_MIN_ROWS=8)
+    try:  # dives of one backtrack (replays) on a trail that must grow
+        solve_dfbnb(problem)
+    finally:
+        globals().update(BACKTRACKS=saved[0], TRAIL_PER_ENTRY=saved[1], TRAIL_MIN_ROWS=saved[2])
 
 
 class _Frontier:

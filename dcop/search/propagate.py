@@ -31,7 +31,7 @@ import numpy as np
 from dcop.search.jit import jit
 
 #: An integer cost at least this is infinite.
-TOP = np.int64(1) << np.int64(62)
+TOP = 1 << 62
 #: The integer costs' total stays below this (``scale`` is chosen so): no sum reaches TOP.
 ROOM = float(1 << 52)
 #: Trail rows: a removal (var, value), a projection (table, axis, value, amount), a unary shift
@@ -131,7 +131,8 @@ def build(
     inc_tab = np.array([t for i in incident for t in i], dtype=np.int32)
     coords = [
         np.stack(np.unravel_index(np.arange(len(sh)), [int(dom[v]) for v in scope]), axis=1)
-        .astype(np.int32).ravel()
+        .astype(np.int32)
+        .ravel()
         for sh, scope in zip(shifted, scopes, strict=True)
     ]
     c_off = np.concatenate(([0], np.cumsum([len(c) for c in coords]))).astype(np.int64)
@@ -209,7 +210,7 @@ def _live_tuple(m: Net, s: Live, t: int, e: int) -> bool:
     k0 = m.t_sc[t]
     ar = m.t_sc[t + 1] - k0
     base = m.c_off[t] + e * ar
-    for j in range(ar):
+    for j in range(ar):  # noqa: SIM110 (numba compiles no generator inside all())
         if s.alive[m.u_off[m.sc_var[k0 + j]] + m.coord[base + j]] == 0:
             return False
     return True
@@ -255,7 +256,7 @@ def _node(m: Net, s: Live, v: int) -> int:
         for a in range(m.dom[v]):
             i = m.u_off[v] + a
             if s.alive[i] == 1 and s.un[i] < TOP:
-                if not _push(s, OP_UNARY, v, a, -lo, 0):
+                if not _push(s, OP_UNARY, v, a, int(-lo), 0):
                     return -1
                 s.un[i] -= lo
         s.reg[R_C0] += lo

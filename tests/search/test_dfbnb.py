@@ -176,7 +176,7 @@ def test_the_same_seed_gives_the_same_result() -> None:
 def test_integer_costs_round_down_and_stay_below_top() -> None:
     dom = np.array([2, 3], dtype=np.int64)
     costs = np.array([[0.3, np.inf, 1.7], [2.2, 0.9, 5.0]])
-    net, live, base, scale = propagate.build(
+    _, live, base, scale = propagate.build(
         dom, [(0, 1)], [costs], np.array([0.5, 0.0, 1.0, 2.0, 3.0]), np.array([0, 2, 5]), 16
     )
     finite = np.isfinite(costs.ravel())
