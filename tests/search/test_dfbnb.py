@@ -52,6 +52,19 @@ def test_with_and_without_the_nodes_diffusion(
     check_answer(problem, solve_dfbnb(problem), brute_force(problem))
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_best_first_dives_of_one_backtrack(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every dive stops at its first backtrack: its open nodes are replayed from the root
+    monkeypatch.setattr(dfbnb, "BACKTRACKS", 1)
+    problem = random_problem(300 + seed, n=9, max_domain=4, n_tables=13, p_inf=0.15)
+    heard: list[tuple[float, float, float]] = []
+    result = solve_dfbnb(problem, on_bounds=lambda *p: heard.append(p))
+    best = brute_force(problem)
+    check_answer(problem, result, best)
+    for _, lower, upper in result.search.trace + heard:
+        assert lower <= best + 1e-9 <= upper + 2e-9 or math.isinf(best)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_reduction_given_maps_back_to_the_original(seed: int) -> None:
     problem = random_problem(200 + seed, n=9, max_domain=3, n_tables=10, p_inf=0.3)
