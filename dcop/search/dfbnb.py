@@ -22,8 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dcop.errors import TableTooLarge
 from dcop.model import Problem
-from dcop.plan.memory import effective_limit
+from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.solve import SolveResult
 from dcop.search import branch, guided, propagate, reduce, reparam
 from dcop.search.first import FirstAnswer
@@ -111,6 +112,13 @@ def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.N
     return net, live, base + extra, scale
 
 
+def array_bytes(problem: Problem) -> int:
+    """Bytes of :func:`arrays` of ``problem`` (its trail's first rows included), about."""
+    entries = sum(int(t.entries) for t in problem.tables)
+    coords = sum(int(t.entries) * len(t.scope) for t in problem.tables)
+    return 24 * entries + 4 * coords + ROW_BYTES * (TRAIL_PER_ENTRY * entries + TRAIL_MIN_ROWS)
+
+
 def solve_dfbnb(
     problem: Problem,
     deadline: float | None = None,
@@ -155,6 +163,13 @@ def solve_dfbnb(
     times["guided"] = time.monotonic() - t0
 
     names = list(shifted.variables)
+    limit = effective_limit(max_bytes).bytes
+    need = array_bytes(shifted)
+    if need > TRAIL_SHARE * limit:
+        raise TableTooLarge(
+            f"the search's integer tables need {human_bytes(need)} > half the memory limit of "
+            f"{human_bytes(limit)}; use --algo aobb or raise --max-memory"
+        )
     net, live, base, scale = arrays(shifted)
     constant = float(shifted.constant)
     incumbent = np.zeros(len(names), dtype=np.int32)
@@ -195,7 +210,6 @@ def solve_dfbnb(
             if on_bounds is not None:
                 on_bounds(seconds, min(lower, ub), ub)
 
-    limit = effective_limit(max_bytes).bytes
     stopped: str | None = None
     t0 = time.monotonic()
     steps = 20

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dcop.errors import TableTooLarge
 from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.io import read_problem
@@ -197,6 +198,12 @@ def test_integer_costs_round_down_and_stay_below_top() -> None:
     assert np.all(live.tab[finite] <= (costs.ravel()[finite] - 0.3) * scale)
     assert np.all(live.tab[~finite] == propagate.TOP)
     assert live.tab[finite].sum() + live.un.sum() < propagate.TOP // 1024
+
+
+def test_tables_over_the_memory_limit_are_refused() -> None:
+    problem = random_network(10, 4, 0.5, 0.2, seed=1)
+    with pytest.raises(TableTooLarge, match="integer tables"):
+        solve_dfbnb(problem, max_bytes=1024)
 
 
 def test_runs_without_numba(tmp_path: Path) -> None:
