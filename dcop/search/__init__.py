@@ -4,7 +4,9 @@
 an order and its mini-bucket pass (:mod:`dcop.bucketpass`) into flat arrays; the compiled walk is
 :mod:`dcop.search.kernel`, the first upper bound's local search :mod:`dcop.search.local`, and
 :mod:`dcop.search.jit` the numba switch; :mod:`dcop.search.ibound` chooses the mini-bucket size
-from the plan alone.
+from the plan alone. ``--algo dfbnb`` (:mod:`dcop.search.dfbnb`) is the other exact search: a
+depth-first branch and bound that keeps soft arc consistency at every node
+(:mod:`dcop.search.propagate`, :mod:`dcop.search.branch`).
 """
 
 from typing import TYPE_CHECKING, Any

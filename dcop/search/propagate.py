@@ -15,8 +15,13 @@ lower bound ``c0`` and a trail of what changed. The consistency (:func:`propagat
 * **node consistency (NC*)**: a variable's least unary cost moves into ``c0``, and a value whose
   unary cost plus ``c0`` reaches the pruning threshold ``top`` (the incumbent's) is removed.
 
-Every change is a row of the trail: a removal, a projection (table, axis, value, amount) or a
-unary shift; :func:`undo` replays them backwards to a mark. A table's projection and its undo
+AC* alone leaves costs where no projection gathers them; :func:`diffuse_around` adds integer
+min-sum diffusion around a node's changes: each variable's tables projected onto it, its unary
+costs shared back out equally (extensions: a projection of a negative amount), its least into
+``c0``.
+
+Every change is a row of the trail: a removal, a projection or extension (table, axis, value,
+amount) or a unary shift; :func:`undo` replays them backwards to a mark. A table's projection and its undo
 touch the live tuples only; the domains at the undo are those of the projection (last in, first
 out), so the undo is the projection's exact inverse.
 """
