@@ -14,8 +14,7 @@ one JSON line each on stdout. When stdin closes it waits for its children, says 
 with its own CPU seconds, and exits: the template lives exactly as long as the run that started it.
 Where that run is gone (killed: the template has another parent), it stops its children with
 SIGTERM at once, so that they need not check their launcher often themselves
-(:data:`~dcop.agents.agent.WATCHED_IDLE_WAKE_S`). It forks with :func:`~dcop.agents.leanfork.lean_fork`
-(without the interpreter's at-fork handlers, which only copied pages into every child).
+(:data:`~dcop.agents.agent.WATCHED_IDLE_WAKE_S`).
 
 A child becomes its own session leader (a Ctrl-C at the terminal reaches the coordinator, not
 every agent), sends its output to its log file, takes the process title ``dcop-agent --id N ...``
@@ -41,7 +40,6 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dcop.agents.leanfork import after_lean_fork, lean_fork
 from dcop.agents.pauses import freeze_heap
 from dcop.blas import one_blas_thread
 
@@ -231,9 +229,8 @@ def serve() -> None:
                 # 0.6 ms of CPU per agent, at n = 2000 0.5 MB and 0.9 ms (O(n) per agent).
                 # O(1): the collector's lists are spliced.
                 gc.freeze()
-                pid = lean_fork()  # without the interpreter's at-fork handlers (see leanfork)
+                pid = os.fork()
                 if pid == 0:
-                    after_lean_fork()
                     selector.close()
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
