@@ -12,6 +12,9 @@ the child parsing ``argv`` - and forks a child per request. It answers
 system, all its threads, and its page faults, from the kernel's account of the exited process),
 one JSON line each on stdout. When stdin closes it waits for its children, says ``{"done": ...}``
 with its own CPU seconds, and exits: the template lives exactly as long as the run that started it.
+Where that run is gone (killed: the template has another parent), it stops its children with
+SIGTERM at once, so that they need not check their launcher often themselves
+(:data:`~dcop.agents.agent.WATCHED_IDLE_WAKE_S`).
 
 A child becomes its own session leader (a Ctrl-C at the terminal reaches the coordinator, not
 every agent), sends its output to its log file, takes the process title ``dcop-agent --id N ...``
@@ -98,13 +101,15 @@ def run_child(
     sys.argv = ["dcop-agent", *argv]
     try:
         if options is not None:
+            from dcop.agents.agent import WATCHED_IDLE_WAKE_S
             from dcop.agents.run import run_agent
             from dcop.protocol.agent_options import AgentOptions
 
+            # the template watches the launcher for it (serve): the loop's own check is a fallback
             if PROFILE_ENV in os.environ:
-                _profiled(run_agent, AgentOptions(**options), peers)
+                _profiled(run_agent, AgentOptions(**options), peers, WATCHED_IDLE_WAKE_S)
             else:
-                run_agent(AgentOptions(**options), peers)
+                run_agent(AgentOptions(**options), peers, WATCHED_IDLE_WAKE_S)
         else:  # a command line a test hook changed: parsed here (typer is imported here too)
             from dcop.agents.cli import main
 
@@ -176,6 +181,8 @@ def serve() -> None:
     signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, int] = {}  # pid -> agent id
+    launcher = os.getppid()  # the run that started this template (see _launcher_gone)
+    stopped = False
     peers_files = PeersFiles()
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ)
@@ -197,7 +204,11 @@ def serve() -> None:
                 )
         if not open_input and not children:
             break
-        for key, _ in selector.select(1.0):  # the timeout only bounds a missed wake-up
+        if not open_input and not stopped and _launcher_gone(launcher):
+            _stop(children)
+            stopped = True
+        for key, _ in selector.select(1.0):  # the timeout bounds a missed wake-up, and the
+            # launcher's check once its pipe is closed
             if key.fd == wake_read:
                 os.read(wake_read, 4096)
                 continue
@@ -257,6 +268,22 @@ class PeersFiles:
         peers.index  # noqa: B018  # built here once, not in every child (see Peers.index)
         self.read[path] = (stamp, peers)
         return peers
+
+
+def _launcher_gone(launcher: int) -> bool:
+    """Whether the process that started this template has ended: then the template has a new
+    parent (init or a subreaper). Asked once its pipe is closed, which a run does only after its
+    agents have left - unless it was killed, when its agents would wait for the coordinator
+    until they noticed (each agent's loop checked its launcher every IDLE_WAKE_S, a wake that
+    cost every idle agent CPU; see agents.agent.WATCHED_IDLE_WAKE_S)."""
+    return os.getppid() != launcher
+
+
+def _stop(children: dict[int, int]) -> None:
+    """SIGTERM to every agent still running: each ends its loop cleanly (exit code 3)."""
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def _reaped() -> list[tuple[int, int, resource.struct_rusage]]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
-from dcop.agents.agent import FAULTS, Agent, AgentConfig
+from dcop.agents.agent import FAULTS, IDLE_WAKE_S, Agent, AgentConfig
 from dcop.agents.jobs import Worker
 from dcop.agents.pauses import freeze_heap
 from dcop.agents.rehearsal import rehearse_unless_inherited
@@ -140,9 +140,13 @@ def _refuse_open_serving(endpoint: str, coordinator: str) -> None:
             )
 
 
-def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
+def run_agent(
+    options: AgentOptions, peers: Peers | None = None, idle_wake_s: float = IDLE_WAKE_S
+) -> NoReturn:
     """Run the agent ``options`` describe, then exit with its code (see the module docstring).
-    ``peers``: the peers.json they name, already read (a forked agent's template reads it once)."""
+    ``peers``: the peers.json they name, already read (a forked agent's template reads it once);
+    ``idle_wake_s``: the loop's longest sleep with nothing due (longer where the template
+    watches the launcher, see AgentConfig)."""
     ident = options.ident
     agent_logging(ident, options.log_level)
     try:
@@ -211,6 +215,7 @@ def run_agent(options: AgentOptions, peers: Peers | None = None) -> NoReturn:
             ipc=ipc,
             fault=options.fault,
             launcher_pid=options.launcher_pid,
+            idle_wake_s=idle_wake_s,
         )
         log.info("ready at %s (set-up %.3f s)", transport.endpoint, setup_s)
         code = Agent(config, transport, backend, local, worker=worker).run()

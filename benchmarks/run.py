@@ -195,6 +195,7 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "wire-memory": ("wire_memory.py", ("wire_memory.json", "wire_memory.md")),
     "work-rate": ("work_rate.py", ("work_rate.json", "work_rate.md")),
+    "search-rate": ("search_rate.py", ("search_rate.json", "search_rate.md")),
 }
 
 

@@ -120,6 +120,9 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
             "status": result.status,
             "algo": result.algo,
             "z": result.z,
+            "backend": result.backend,
+            "times": {k: round(v, 4) for k, v in result.times.items()},
+            "choice": result.choice,
         }
         if result.search is not None:
             out["expanded"] = result.search.expanded

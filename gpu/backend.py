@@ -39,7 +39,9 @@ from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
 from dcop.gpu.plan import (
+    BACKGROUND_SHARE,
     DEFAULT_SPECIALIZE_ENTRIES,
+    GENERIC_FALLBACK_MAX_ENTRIES,
     MAX_LAUNCH_ROWS,
     NEVER_SPECIALIZE,
     BucketPlan,
@@ -52,11 +54,6 @@ from dcop.gpu.plan import (
     launch_ranges,
 )
 from dcop.tables import Op, Table, check_op, domain_sizes, union_scope
-
-#: Largest bucket (joined entries) that runs with the generic kernel while its own is still being
-#: compiled in the background; a larger one waits for its kernel (the generic kernel's extra time
-#: there could exceed the rest of the compile).
-GENERIC_FALLBACK_MAX_ENTRIES = 100_000_000
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -153,7 +150,9 @@ class SetupStats:
     kernels_s, kernels
         Every kernel compiled (or loaded from the disk cache) onto the device, wherever it was
         (warm-up, prepare, solve): seconds and count. A solve of a new problem compiles nothing
-        but the generic kernels once per machine (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`).
+        on its path but the generic kernels once per machine
+        (:data:`dcop.gpu.plan.DEFAULT_SPECIALIZE_ENTRIES`); a shape that earns its own kernel
+        (:data:`dcop.gpu.plan.BACKGROUND_SHARE`) compiles on a thread beside it.
     """
 
     init_s: float = 0.0
@@ -200,6 +199,9 @@ class CupyBackend(TableBackend):
     kernel_cache
         Directory of compiled kernels (default: ``$DCOP_KERNEL_CACHE``, else CuPy's own); see
         :func:`dcop.gpu.kernels.use_cache_dir`.
+    background_share
+        A shape the generic kernel runs while its own compiles on a thread earns its kernel at
+        this share of ``specialize_entries`` (:data:`dcop.gpu.plan.BACKGROUND_SHARE`; 1: none).
     """
 
     name = "cupy"
@@ -214,6 +216,7 @@ class CupyBackend(TableBackend):
         stage_output: bool = True,
         min_groups: int | None = None,
         kernel_cache: str | os.PathLike[str] | None = None,
+        background_share: float = BACKGROUND_SHARE,
     ) -> None:
         started = time.perf_counter()
         #: where compiled kernels are kept (set before anything compiles)
@@ -246,6 +249,7 @@ class CupyBackend(TableBackend):
         self.max_device_bytes = max_device_bytes
         self.chunk_bytes = int(chunk_bytes)
         self.specialize_entries = int(specialize_entries)
+        self.background_share = float(background_share)
         self.stage_output = bool(stage_output)
         self.min_groups = self.sm_count * 512 if min_groups is None else int(min_groups)
         self.transfers = TransferStats()
@@ -939,7 +943,13 @@ class CupyBackend(TableBackend):
         op: str,
         scope: Sequence[str] | None,
     ) -> BucketPlan:
-        settings = PlanSettings(self.specialize_entries, self.min_groups, self.stage_output)
+        settings = PlanSettings(
+            self.specialize_entries,
+            self.min_groups,
+            self.stage_output,
+            self.background_share,
+            GENERIC_FALLBACK_MAX_ENTRIES,
+        )
         return self._plans.plan(scopes, shapes, dtype, var, op, scope, settings)
 
     def _ensure_kernel(self, plan: BucketPlan) -> float:

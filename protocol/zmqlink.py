@@ -743,7 +743,7 @@ class _ZmqBase:
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
             joined, lost = len(self._joined), len(self._losses)
             self._drain_monitors(ready)
-            # a loss ends the wait too: an idle agent sleeps for seconds (agent.IDLE_WAKE_S)
+            # a loss ends the wait too: an idle agent sleeps for seconds (AgentConfig.idle_wake_s)
             woken = woken or len(self._joined) > joined or len(self._losses) > lost
             for sock in ready:
                 if sock not in self._monitors and sock is not self._zap:

@@ -35,10 +35,10 @@ from dcop.inference.elimination import ProgressFn
 from dcop.inference.solve import solve
 from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder, choose_order
-from dcop.orders.cost import SECONDS_PER_ENTRY
 from dcop.orders.greedy import largest_table
 from dcop.plan.bucket_plan import MemoryPlan, largest_fitting_z, plan_for, suggestion_bound
 from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
+from dcop.plan.seconds import cpu_be_seconds
 from dcop.results.solve import SolveResult
 from dcop.starting import StartingBackend
 
@@ -208,7 +208,7 @@ def solve_auto(
         ordering = choose_order(problem, ordering, order_time, max_budget_s=ORDER_SHARE * left)
         cpu = Options(ordering, "numpy", dtype, max_bytes, resident, progress, order_time)
         cpu_plan = base_plan(problem, cpu)  # the order is chosen once, for either side
-        cpu_s = len(cpu_plan.buckets) * BUCKET_OVERHEAD_S + cpu_plan.total_work * SECONDS_PER_ENTRY
+        cpu_s = cpu_be_seconds(cpu_plan)
         if cpu_plan.fits(limit.bytes) and cpu_s <= CPU_BEFORE_DEVICE_S:
             result = solve(
                 problem, "be", None, ordering, "numpy", dtype,
@@ -287,11 +287,13 @@ def solve_auto(
     plan = None
     if biggest * BE_ENTRY_BYTES <= limit.bytes:
         plan = base_plan(work, options)  # the order is chosen: planning alone
-    predicted = (
+    # the search's exact pass is predicted at its kernels' rate; BE on the CPU by its own model
+    per_entry = (
         math.inf
         if plan is None
         else len(plan.buckets) * BUCKET_OVERHEAD_S + plan.total_work * seconds_per_entry(engine)
     )
+    predicted = per_entry if plan is None or engine.name != "numpy" else cpu_be_seconds(plan)
     left = math.inf if deadline is None else deadline - time.monotonic()
     fits = plan is not None and plan.fits(limit.bytes)
     in_time = predicted * SAFETY <= left
@@ -346,7 +348,7 @@ def solve_auto(
         deadline=deadline,
         on_bounds=on_bounds,
         resident=options.resident,
-        pass_seconds=predicted * EXACT_RUNG_MARGIN if fits and in_time else None,
+        pass_seconds=per_entry * EXACT_RUNG_MARGIN if fits and in_time else None,
         start=first,
         started=t_start,
         reduced=reduction is not None,

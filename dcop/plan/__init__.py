@@ -5,6 +5,7 @@
                    and device models
 * ``bucket_plan``  the planned peak of a (mini-)bucket elimination run (``plan_for``, the one
                    owner), the largest MBE z that fits and the refusal's text
+* ``seconds``      how long a planned BE run takes on the CPU (``cpu_be_seconds``), for ``auto``
 * ``reuse``        plans kept within a process for the next call on the same structure
                    (``PlanMemo``, ``structure_key``; ``DCOP_PLAN_REUSE=0`` keeps none)
 

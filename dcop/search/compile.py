@@ -24,7 +24,7 @@ import numpy as np
 from dcop.backends.base import TableBackend
 from dcop.bucketpass import Buckets
 from dcop.model import Problem
-from dcop.search.kernel import Model, State
+from dcop.search.kernel import Model, State, own_strides
 from dcop.trees.induced import induced_scopes
 
 #: Bytes of one cache entry: value and code (two float64).
@@ -92,13 +92,21 @@ def compile_search(
     sc_stride: list[int] = []
     offset = 0
 
-    def add_function(scope: Sequence[str], data: np.ndarray) -> int:
+    def add_function(scope: Sequence[str], data: np.ndarray, key: str | None = None) -> int:
+        """Copy ``data`` into place with ``key`` (the variable of the bucket it lies in, in its
+        scope) as its last axis: the node that reads it at each of its values then reads
+        adjacent entries (one or two cache lines), not d entries a large stride apart (a
+        message of 1e7 entries: a cache miss each)."""
         nonlocal offset
+        if key is not None and len(scope) > 1:
+            at = list(scope).index(key)
+            scope = [*scope[:at], *scope[at + 1 :], key]
+            data = np.moveaxis(data, at, -1)
+        shape = [problem.variables[u].size for u in scope]
         size = int(np.prod(np.shape(data), dtype=np.int64))
-        flat_tables[offset : offset + size] = np.reshape(data, -1)
+        flat_tables[offset : offset + size].reshape(np.shape(data))[...] = data
         f_off.append(offset)
         offset += size
-        shape = [problem.variables[u].size for u in scope]
         stride = 1
         strides = []
         for size in reversed(shape):
@@ -136,7 +144,7 @@ def compile_search(
             check()
         for table, origin in zip(buckets.tables[var], buckets.origins[var], strict=True):
             data = backend.to_numpy(table.data)
-            f = add_function(table.scope, data)
+            f = add_function(table.scope, data, var)
             if origin is None:
                 labels[w].append(f)
             else:
@@ -172,19 +180,25 @@ def compile_search(
         ctx_mul.extend(reversed(muls))
         ctx_off.append(len(ctx_var))
 
+    lab_off, lab_fun = _offsets(labels), _flat(labels)
+    f_sc_a = np.array(f_sc, dtype=np.int32)
+    sc_var_a = np.array(sc_var, dtype=np.int32)
+    sc_stride_a = np.array(sc_stride, dtype=np.int64)
     model = Model(
         dom=dom,
         parent=parent,
         ch_off=_offsets(children),
         ch_list=_flat(children),
-        lab_off=_offsets(labels),
-        lab_fun=_flat(labels),
+        lab_off=lab_off,
+        lab_fun=lab_fun,
+        lab_sv=own_strides(lab_off, lab_fun, np.arange(n), f_sc_a, sc_var_a, sc_stride_a),
         cr_off=cr_off,
         cr_fun=cr_fun,
+        cr_sv=own_strides(cr_off, cr_fun, parent, f_sc_a, sc_var_a, sc_stride_a),
         f_off=np.array(f_off, dtype=np.int64),
-        f_sc=np.array(f_sc, dtype=np.int32),
-        sc_var=np.array(sc_var, dtype=np.int32),
-        sc_stride=np.array(sc_stride, dtype=np.int64),
+        f_sc=f_sc_a,
+        sc_var=sc_var_a,
+        sc_stride=sc_stride_a,
         tables=flat_tables,
         ctx_off=np.array(ctx_off, dtype=np.int32),
         ctx_var=np.array(ctx_var, dtype=np.int32),

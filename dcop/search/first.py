@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dcop.model import Problem
-from dcop.search.kernel import Model
+from dcop.search.kernel import Model, own_strides
 from dcop.search.local import (
     incidence,
     local_search,
@@ -96,19 +96,24 @@ def problem_model(problem: Problem, names: Sequence[str]) -> Model:
     funs = np.arange(len(kept), dtype=np.int32)
     empty32 = np.zeros(0, dtype=np.int32)
     zeros = np.zeros(n + 1, dtype=np.int32)
+    lab_off = np.array([0] * n + [len(kept)], dtype=np.int32)  # every table at the last node
+    sc_var_a = np.array(sc_var, dtype=np.int32)
+    sc_stride_a = np.array(sc_stride, dtype=np.int64)
     model = Model(
         dom=dom,
         parent=np.full(n, -1, dtype=np.int32),
         ch_off=zeros,
         ch_list=empty32,
-        lab_off=np.array([0] * n + [len(kept)], dtype=np.int32),  # every table at the last node
+        lab_off=lab_off,
         lab_fun=funs,
+        lab_sv=own_strides(lab_off, funs, np.arange(n), f_sc, sc_var_a, sc_stride_a),
         cr_off=zeros,
         cr_fun=empty32,
+        cr_sv=np.zeros(0, dtype=np.int64),
         f_off=f_off,
         f_sc=f_sc,
-        sc_var=np.array(sc_var, dtype=np.int32),
-        sc_stride=np.array(sc_stride, dtype=np.int64),
+        sc_var=sc_var_a,
+        sc_stride=sc_stride_a,
         tables=tables,
         ctx_off=zeros,
         ctx_var=empty32,

@@ -11,8 +11,10 @@ Data lives in two named tuples of flat arrays (:mod:`dcop.search.compile` builds
 * ``Model``, read only: the pseudo-tree (``parent``, children in CSR ``ch_off``/``ch_list``), the
   cost functions of each node's bucket (``lab_off``/``lab_fun``: the node's AND label), the
   mini-bucket messages that leave each node's subtree (``cr_off``/``cr_fun``: the node's
-  heuristic, read when its parent expands), every function's table offset and scope with strides,
-  and the cache layout (each node's context variables and multipliers, its offset, -1: none).
+  heuristic, read when its parent expands), every function's table offset and scope with strides
+  (each table laid out with the variable of its bucket last: the node that prices its d values
+  reads adjacent entries; ``lab_sv``/``cr_sv`` hold that stride, 0 for a message that only
+  passes through), and the cache layout (each node's context variables and multipliers, its offset, -1: none).
   A node whose whole subtree the pass eliminated exactly (``exact``: each of its buckets one
   mini-bucket) is never walked: its heuristic is its optimum, and a solution's values there are
   read from the labels and the heuristics, as a leaf's.
@@ -32,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dcop.search.jit import jit
+from dcop.search.jit import jit, jit_inline
 
 ENTER, NEXT_VALUE, NEXT_CHILD, FINISH, RETURN = 0, 1, 2, 3, 4
 #: registers of State.reg
@@ -46,8 +48,12 @@ class Model(NamedTuple):
     ch_list: np.ndarray  # int32[]
     lab_off: np.ndarray  # int32[n + 1]
     lab_fun: np.ndarray  # int32[]
+    lab_sv: np.ndarray  # int64[]: the stride of the label's node in each label function
     cr_off: np.ndarray  # int32[n + 1]
     cr_fun: np.ndarray  # int32[]
+    # int64[]: the stride of the crossed node's parent in each crossing function, 0 where the
+    # function does not depend on it (a message passing through: one entry read, not d)
+    cr_sv: np.ndarray
     f_off: np.ndarray  # int64[F]: each function's first entry in tables
     f_sc: np.ndarray  # int32[F + 1]: each function's scope in sc_var / sc_stride
     sc_var: np.ndarray  # int32[]
@@ -82,7 +88,7 @@ class State(NamedTuple):
     fre: np.ndarray  # float64[2]: the returned value
 
 
-@jit
+@jit_inline
 def add_functions(
     m: Model, funs: np.ndarray, lo: int, hi: int, v: int, d: int, asg: np.ndarray, out: np.ndarray,
     base_out: int,
@@ -102,27 +108,55 @@ def add_functions(
             out[base_out + x] += m.tables[base + x * sv]
 
 
-@jit
+@jit_inline
+def add_strided(
+    m: Model, funs: np.ndarray, svs: np.ndarray, lo: int, hi: int, d: int, asg: np.ndarray,
+    out: np.ndarray, base_out: int,
+) -> float:  # fmt: skip
+    """out[base_out + x] += the functions funs[lo:hi] with a stride svs[k] > 0, at ``asg`` with
+    the expanded node = x (its entry in ``asg`` must be 0); returns the sum of the others (the
+    functions it does not appear in), one entry read each."""
+    rest = 0.0
+    for k in range(lo, hi):
+        f = funs[k]
+        base = m.f_off[f]
+        for i in range(m.f_sc[f], m.f_sc[f + 1]):
+            base += asg[m.sc_var[i]] * m.sc_stride[i]
+        sv = svs[k]
+        if sv == 0:
+            rest += m.tables[base]
+        else:
+            for x in range(d):
+                out[base_out + x] += m.tables[base + x * sv]
+    return rest
+
+
+@jit_inline
 def expand(m: Model, s: State, v: int, width: int) -> None:
-    """Labels, children's heuristics and the sorted values of node ``v`` in the current context."""
+    """Labels, children's heuristics and the sorted values of node ``v`` in the current context
+    (``s.asg[v]`` is left 0: the caller sets it)."""
     d = m.dom[v]
     b = v * width
+    s.asg[v] = 0  # the functions' offsets at v = 0; v's own stride steps through its values
     for x in range(d):
         s.lab[b + x] = 0.0
-    add_functions(m, m.lab_fun, m.lab_off[v], m.lab_off[v + 1], v, d, s.asg, s.lab, b)
+    rest = add_strided(m, m.lab_fun, m.lab_sv, m.lab_off[v], m.lab_off[v + 1], d, s.asg, s.lab, b)
     # the work: functions read (a chain-like tree's heuristic reads thousands a node)
-    s.reg[R_WORK] += 1 + m.lab_off[v + 1] - m.lab_off[v]
+    work = 1 + m.lab_off[v + 1] - m.lab_off[v]
     for x in range(d):
+        s.lab[b + x] += rest
         s.fval[b + x] = s.lab[b + x]
     for k in range(m.ch_off[v], m.ch_off[v + 1]):
         c = m.ch_list[k]
-        s.reg[R_WORK] += m.cr_off[c + 1] - m.cr_off[c]
+        work += m.cr_off[c + 1] - m.cr_off[c]
         hb = c * width
         for x in range(d):
             s.hcx[hb + x] = 0.0
-        add_functions(m, m.cr_fun, m.cr_off[c], m.cr_off[c + 1], v, d, s.asg, s.hcx, hb)
+        rest = add_strided(m, m.cr_fun, m.cr_sv, m.cr_off[c], m.cr_off[c + 1], d, s.asg, s.hcx, hb)
         for x in range(d):
+            s.hcx[hb + x] += rest
             s.fval[b + x] += s.hcx[hb + x]
+    s.reg[R_WORK] += work
     # insertion sort of the values by fval (domains are small); ties keep the value order
     for x in range(d):
         f = s.fval[b + x]
@@ -133,7 +167,7 @@ def expand(m: Model, s: State, v: int, width: int) -> None:
         s.vals[b + j] = x
 
 
-@jit
+@jit_inline
 def cache_slot(m: Model, s: State, v: int) -> int:
     """The cache slot of ``v`` in the current context, -1 if ``v`` has no cache."""
     slot = m.ca_off[v]
@@ -277,6 +311,30 @@ def search(
     s.reg[R_EXPANDED] += steps
     s.fre[0] = ret
     return False
+
+
+def own_strides(
+    node_off: np.ndarray, funs: np.ndarray, node_of: np.ndarray, f_sc: np.ndarray,
+    sc_var: np.ndarray, sc_stride: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """For each entry k of a CSR list of functions by node (``node_off``, ``funs``), the stride of
+    node ``node_of[i]`` (i: the entry's node) in function ``funs[k]``, 0 where it is not in its
+    scope: :attr:`Model.lab_sv` (``node_of`` the nodes themselves) and :attr:`Model.cr_sv`
+    (``node_of`` the nodes' parents)."""
+    off = np.asarray(node_off, dtype=np.int64)
+    count = off[1:] - off[:-1]
+    who = np.repeat(np.asarray(node_of, dtype=np.int64), count)  # each entry's node
+    f = funs.astype(np.int64)
+    lo = f_sc[f].astype(np.int64)
+    arity = f_sc[f + 1].astype(np.int64) - lo
+    out = np.zeros(f.shape[0], dtype=np.int64)
+    if sc_var.shape[0] == 0:
+        return out
+    for j in range(int(arity.max(initial=0))):  # one position of every scope at a time
+        at = np.minimum(lo + j, sc_var.shape[0] - 1)
+        hit = (j < arity) & (who >= 0) & (sc_var[at] == who)
+        out[hit] = sc_stride[at[hit]]
+    return out
 
 
 def start(s: State, top: int, budget: float) -> None:

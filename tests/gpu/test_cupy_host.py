@@ -20,6 +20,7 @@ import pytest
 from dcop.backends.base import BucketShape
 from dcop.backends.numpy import NumpyBackend
 from dcop.errors import ModelError
+from dcop.gpu.plan import BACKGROUND_SHARE
 from dcop.tables import OPS, Table
 from tests.gpu import fake_cupy
 
@@ -286,7 +287,9 @@ def test_a_shape_that_earns_its_kernel_in_a_solve_compiles_beside_it(
     tables, var = random_bucket(rng, np.float32, n_vars=6, n_tables=5)
     scope = tuple(v for v in dict.fromkeys(v for t in tables for v in t.scope) if v != var)
     joined = math.prod(dict(p for t in tables for p in zip(t.scope, t.shape, strict=True)).values())
-    gpu = backend(specialize_entries=2 * joined, min_groups=0)  # earned in the second call
+    # earned in the second call: a shape the generic kernel runs while its own compiles earns
+    # it at BACKGROUND_SHARE of specialize_entries
+    gpu = backend(specialize_entries=int(2 * joined / BACKGROUND_SHARE), min_groups=0)
     want = CPU.join_eliminate(tables, var, scope=scope).data
     release = _blocking_compiles(monkeypatch)
     launched = len(fake_cupy.LAUNCHED)

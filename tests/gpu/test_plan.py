@@ -267,6 +267,34 @@ def test_a_shape_gets_its_own_kernel_once_its_calls_pay_for_the_compile() -> Non
     assert not cache.plan(SCOPES, SHAPES, np.float64, "x", "min", None, settings).generated
 
 
+def test_a_shape_compiled_off_the_call_earns_its_kernel_at_a_share() -> None:
+    """A shape the generic kernel runs while its own compiles (at most background_max_entries
+    joined) earns its kernel at background_share of specialize_entries; a larger one at all."""
+    settings = PlanSettings(
+        specialize_entries=150, min_groups=0, background_share=0.5, background_max_entries=60
+    )
+    cache = PlanCache()
+    # joined 60 (SCOPES, SHAPES): earned at 75, in the second call
+    kinds = [
+        cache.plan(SCOPES, SHAPES, np.float32, "x", "min", None, settings).generated
+        for _ in range(2)
+    ]
+    assert kinds == [False, True]
+    # joined 120 > 60: compiled on the call's path, earned at 150 (at 75 it would be at once)
+    wide = [(4, 6), (4, 5), (6, 5)]
+    other = [(3, 2), (3, 5), (2, 5)]  # joined 30
+    kinds = [
+        cache.plan(SCOPES, wide, np.float32, "x", "min", None, settings).generated for _ in range(2)
+    ]
+    assert kinds == [False, True]
+    assert not cache.plan(SCOPES, other, np.float32, "x", "min", None, settings).generated
+    # 30 + 30 = 60 < 75, then 90 >= 75
+    assert [
+        cache.plan(SCOPES, other, np.float32, "x", "min", None, settings).generated
+        for _ in range(2)
+    ] == [False, True]
+
+
 def test_by_default_only_a_bucket_whose_kernel_pays_for_its_compile_is_generated() -> None:
     from dcop.gpu import plan as P
 

@@ -96,6 +96,7 @@ def _ladder_on_a_fake_clock(
         return real_pass(problem, order, engine, z, **kwargs)
 
     monkeypatch.setattr(solver, "ladder", ladder)
+    monkeypatch.setattr(solver, "PORTFOLIO_MAX_VARIABLES", 0)  # one pass a rung: its clock
     monkeypatch.setattr(solver, "rung_seconds", lambda plan, engine: model_s[int(plan.z or 0)])
     monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical: 1)
     monkeypatch.setattr(solver, "bucket_pass", timed_pass)
