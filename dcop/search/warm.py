@@ -45,6 +45,9 @@ def warm() -> float:
             setattr(module, name, value)
     _warm_dive(problem)
     _warm_diffusion(problem)
+    from dcop.search import dfbnb
+
+    dfbnb.warm()  # the branch and bound under soft arc consistency (auto's on diagnosis networks)
     return time.monotonic() - started
 
 
