@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dcop.model import CostTable, Problem, Variable
+from dcop.results.solve import SolveResult
 
 # Under pytest-xdist, tests marked serial (and the Docker and netns ones) run alone: see serial.py.
 from tests.serial import (  # noqa: F401 (pytest finds the hooks here)
@@ -85,6 +86,35 @@ def joint_costs(problem: Problem) -> np.ndarray:
 def brute_force(problem: Problem) -> float:
     """Minimum internal cost over all assignments (small problems only)."""
     return float(joint_costs(problem).min())
+
+
+def small_bayes_net_with_evidence(folder: Path) -> Problem:
+    """A 4-variable Bayesian network (domains 2, 3, 2, 2) with variable 3 observed, written to
+    ``folder`` as .uai and .evid and read back: MPE with evidence for the exact solvers."""
+    from dcop.io import read_problem
+
+    uai = folder / "bn.uai"
+    uai.write_text(
+        "BAYES\n4\n2 3 2 2\n4\n1 0\n2 0 1\n2 1 2\n3 1 2 3\n"
+        "2\n 0.4 0.6\n6\n 0.1 0.5 0.4 0.7 0.2 0.1\n6\n 0.9 0.1 0.3 0.7 0.5 0.5\n"
+        "12\n 0.2 0.8 0.6 0.4 0.9 0.1 0.5 0.5 0.3 0.7 0.1 0.9\n"
+    )
+    evid = folder / "bn.uai.evid"
+    evid.write_text("1 3 1\n")
+    return read_problem(uai, evidence=evid)
+
+
+def check_exact_answer(problem: Problem, result: SolveResult, best: float) -> None:
+    """An exact solver's ``result`` for ``problem`` whose optimum is ``best`` (inf: infeasible):
+    its cost is its assignment's, and both bounds meet the optimum."""
+    if math.isinf(best):
+        assert result.status == "infeasible"
+        return
+    cost = problem.evaluate(result.assignment)
+    assert result.upper_bound == pytest.approx(cost, abs=1e-9)
+    assert result.status == "ok" and result.exact
+    assert result.upper_bound == pytest.approx(best, rel=1e-9, abs=1e-9)
+    assert result.lower_bound == result.upper_bound
 
 
 def brute_force_by_evaluate(problem: Problem) -> float:

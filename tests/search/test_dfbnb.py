@@ -20,18 +20,19 @@ from dcop.io import read_problem
 from dcop.model import CostTable, Problem, Variable
 from dcop.search import dfbnb, propagate, reduce
 from dcop.search.dfbnb import solve_dfbnb
-from tests.conftest import INSTANCES, brute_force, instance_index, random_problem
+from tests.conftest import (
+    INSTANCES,
+    brute_force,
+    check_exact_answer,
+    instance_index,
+    random_problem,
+    small_bayes_net_with_evidence,
+)
 
 
 def check_answer(problem: Problem, result: object, best: float) -> None:
     assert result.algo == "dfbnb"
-    if math.isinf(best):
-        assert result.status == "infeasible"
-        return
-    assert result.upper_bound == pytest.approx(problem.evaluate(result.assignment), abs=1e-9)
-    assert result.status == "ok" and result.exact
-    assert result.upper_bound == pytest.approx(best, rel=1e-9, abs=1e-9)
-    assert result.lower_bound == result.upper_bound
+    check_exact_answer(problem, result, best)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -90,15 +91,7 @@ def test_a_small_trail_grows(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_mpe_with_evidence_equals_brute_force(tmp_path: Path) -> None:
-    uai = tmp_path / "bn.uai"
-    uai.write_text(
-        "BAYES\n4\n2 3 2 2\n4\n1 0\n2 0 1\n2 1 2\n3 1 2 3\n"
-        "2\n 0.4 0.6\n6\n 0.1 0.5 0.4 0.7 0.2 0.1\n6\n 0.9 0.1 0.3 0.7 0.5 0.5\n"
-        "12\n 0.2 0.8 0.6 0.4 0.9 0.1 0.5 0.5 0.3 0.7 0.1 0.9\n"
-    )
-    evid = tmp_path / "bn.uai.evid"
-    evid.write_text("1 3 1\n")
-    problem = read_problem(uai, evidence=evid)
+    problem = small_bayes_net_with_evidence(tmp_path)
     result = solve_dfbnb(problem)
     check_answer(problem, result, brute_force(problem))
     assert result.to_json()["task"] == "mpe"
