@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dcop.backends import resolve_backend
 from dcop.errors import DcopError, RunTimeout, TableTooLarge
@@ -41,6 +41,10 @@ from dcop.plan.memory import effective_limit, human_bytes, resident_bytes
 from dcop.plan.seconds import cpu_be_seconds
 from dcop.results.solve import SolveResult
 from dcop.starting import StartingBackend
+
+if TYPE_CHECKING:  # the search's modules load numba: imported where it searches
+    from dcop.search.first import FirstAnswer
+    from dcop.search.reduce import Reduction
 
 #: Backend names that start a device (their start runs on a thread: :func:`device_start`).
 DEVICE_NAMES = ("cupy", "auto")
@@ -378,12 +382,12 @@ def _dfbnb_before_order(work: Problem) -> bool:
 
 def _solve_dfbnb(
     problem: Problem,
-    reduction: Any,
+    reduction: Reduction,
     work: Problem,
     deadline: float | None,
     max_bytes: float | None,
     on_bounds: BoundsFn | None,
-    first: Any,
+    first: FirstAnswer | None,
     t_start: float,
     spent: dict[str, float],
     why: str,
