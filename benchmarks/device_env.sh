@@ -17,6 +17,11 @@ for f in "$repo"/dcop/*; do ln -s "$f" "$tree/dcop/"; done
 for p in agents coordinator protocol gpu deploy; do ln -s "$repo/$p" "$tree/dcop/$p"; done
 export PYTHONPATH="$tree:$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
 export DCOP_REPO="$repo"
+# Bytecode written, in a folder of its own: the GPU machine sets PYTHONDONTWRITEBYTECODE and its
+# site-packages hold no .pyc, so every fresh process compiled numpy and dcop from source (0.3 s
+# of a small solve there; an install writes its bytecode once).
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=/tmp/dcop-pycache
 # The copy's .git may be a stale snapshot: pass DCOP_COMMIT=<hash> in the command for the
 # results' commit field (benchmarks/compare/machine.py).
 # GPU tests, from outside the checkout too (pytest's default import mode would put the checkout's
