@@ -302,6 +302,18 @@ class CupyBackend(TableBackend):
             return np.asarray(out)
         return np.asarray(array)
 
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        """Straight into ``out`` (pageable: the H200 host read a z = 9 pass's 9.4 GB of messages
+        at 2.7 GB/s through a page-locked buffer allocated per table, and page-locking is slower
+        than the copy it saves)."""
+        if not isinstance(array, self.xp.ndarray):
+            np.copyto(out, array)
+            return
+        with self.stream_context():
+            self.xp.ascontiguousarray(array).get(stream=self.stream, out=out)
+            self.stream.synchronize()
+        self.transfers.d2h_bytes += out.nbytes
+
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
 

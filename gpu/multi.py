@@ -198,6 +198,9 @@ class MultiGpuBackend(TableBackend):
     def to_numpy(self, array: Any) -> np.ndarray:
         return self.primary.to_numpy(array)
 
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        self.primary.copy_to_host(array, out)
+
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return self.primary.table(scope, array, dtype)
 

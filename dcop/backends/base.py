@@ -86,6 +86,11 @@ class TableBackend(Protocol):
         """A host (NumPy) copy or view of ``array``."""
         ...
 
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        """Copy ``array`` into ``out``, a host array of its shape that the caller owns (no
+        staging copy in between: the search reads many GB of messages this way)."""
+        ...
+
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         """A backend table over ``scope`` holding ``array``."""
         ...

@@ -67,6 +67,9 @@ class NumpyBackend(TableBackend):
     def to_numpy(self, array: Any) -> np.ndarray:
         return np.asarray(array)
 
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        np.copyto(out, array)
+
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         return Table(tuple(scope), self.asarray(array, dtype))
 

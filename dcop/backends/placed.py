@@ -100,6 +100,12 @@ class PlacedBackend(TableBackend):
     def to_numpy(self, array: Any) -> np.ndarray:
         return np.asarray(array) if self.on_host(array) else np.asarray(self.gpu.to_numpy(array))
 
+    def copy_to_host(self, array: Any, out: np.ndarray) -> None:
+        if self.on_host(array):
+            np.copyto(out, array)
+        else:
+            self.gpu.copy_to_host(array, out)
+
     def table(self, scope: Sequence[str], array: Any, dtype: Any = np.float64) -> Table:
         """A table on the host: it goes to the device only with a bucket placed there."""
         return Table(tuple(scope), self.asarray(array, dtype))

@@ -18,13 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dcop.backends.base import TableBackend
 from dcop.bucketpass import Buckets
+from dcop.host_arrays import touched_empty
 from dcop.model import Problem
 from dcop.search.kernel import Model, State, own_strides
+from dcop.tables import Table
 from dcop.trees.induced import induced_scopes
 
 #: Bytes of one cache entry: value and code (two float64).
@@ -85,26 +88,31 @@ def compile_search(
     # one flat array, each table copied into place once (no list of copies to concatenate)
     total_entries = sum(t.size for v in names for t in buckets.tables[v])
     total_entries += sum(1 for x in buckets.scalars.values() if x != 0.0)
-    flat_tables = np.empty(max(1, total_entries))
+    flat_tables = touched_empty(max(1, total_entries))
+    on_host = backend.name == "numpy"
     f_off: list[int] = []
     f_sc: list[int] = [0]
     sc_var: list[int] = []
     sc_stride: list[int] = []
     offset = 0
 
-    def add_function(scope: Sequence[str], data: np.ndarray, key: str | None = None) -> int:
-        """Copy ``data`` into place with ``key`` (the variable of the bucket it lies in, in its
+    def add_function(scope: Sequence[str], data: Any, key: str | None = None) -> int:
+        """Copy ``data`` (the backend's array: on a device, it is copied from there straight
+        into place) into place with ``key`` (the variable of the bucket it lies in, in its
         scope) as its last axis: the node that reads it at each of its values then reads
         adjacent entries (one or two cache lines), not d entries a large stride apart (a
         message of 1e7 entries: a cache miss each)."""
         nonlocal offset
-        if key is not None and len(scope) > 1:
-            at = list(scope).index(key)
-            scope = [*scope[:at], *scope[at + 1 :], key]
-            data = np.moveaxis(data, at, -1)
+        if key is not None and len(scope) > 1 and scope[-1] != key:
+            moved = (*(u for u in scope if u != key), key)
+            if on_host:  # a view: the copy into place below is the only one
+                data = np.moveaxis(data, list(scope).index(key), -1)
+            else:  # moved where the table lies (a device at its memory's speed)
+                data = backend.transpose(Table(tuple(scope), data), moved).data
+            scope = moved
         shape = [problem.variables[u].size for u in scope]
-        size = int(np.prod(np.shape(data), dtype=np.int64))
-        flat_tables[offset : offset + size].reshape(np.shape(data))[...] = data
+        size = math.prod(shape)
+        backend.copy_to_host(data, flat_tables[offset : offset + size].reshape(shape))
         f_off.append(offset)
         offset += size
         stride = 1
@@ -143,12 +151,11 @@ def compile_search(
         if check is not None and w % CHECK_EVERY == 0:
             check()
         for table, origin in zip(buckets.tables[var], buckets.origins[var], strict=True):
-            data = backend.to_numpy(table.data)
-            f = add_function(table.scope, data, var)
+            f = add_function(table.scope, table.data, var)
             if origin is None:
                 labels[w].append(f)
             else:
-                heuristic_entries += data.size
+                heuristic_entries += table.size
                 cross(node[origin], w, f)
     for var, scalar in buckets.scalars.items():
         if scalar != 0.0:

@@ -22,10 +22,14 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 #: of the search's share, ``dcop.search.solver.CACHE_SHARE``).
 HEURISTIC_SHARE = 0.4
 
-#: Bytes per second of the heuristic's tables read into the search's arrays on the host (a
-#: device's copy, then one copy into place): a GPU's pass of many GB is over in a fraction of the
-#: time its tables take to come across.
+#: Bytes per second of the heuristic's tables read into the search's arrays on the host: a GPU's
+#: pass of many GB is over in a fraction of the time its tables take to come across. On NumPy,
+#: a copy into fresh pages (the 2-core host's page faults are slow).
 HOST_BYTES_PER_S = 1e9
+#: The same from a device, copied straight into pages touched beforehand by every core
+#: (:mod:`dcop.host_arrays`): 6.9-8.7 GB/s on the H200 host for z = 9 passes of 9.4-18.9 GB
+#: (2-2.7 GB/s through a page-locked buffer per table into untouched pages).
+DEVICE_TO_HOST_BYTES_PER_S = 5e9
 
 #: The largest pass's predicted seconds without a deadline.
 PASS_SECONDS_NO_DEADLINE = 10.0
@@ -52,7 +56,8 @@ def pass_seconds_per_entry(backend: TableBackend) -> float:
 def rung_seconds(plan: MemoryPlan, backend: TableBackend) -> float:
     """A rung's predicted seconds before its search: the pass, and reading its messages into the
     search's flat arrays on the host (which dominates on a GPU, whose pass is fast)."""
-    return plan.total_work * pass_seconds_per_entry(backend) + plan.message_bytes / HOST_BYTES_PER_S
+    rate = HOST_BYTES_PER_S if backend.name == "numpy" else DEVICE_TO_HOST_BYTES_PER_S
+    return plan.total_work * pass_seconds_per_entry(backend) + plan.message_bytes / rate
 
 
 @dataclass

@@ -156,6 +156,23 @@ def test_single_table_operations_match_numpy(fake_cupy_module: ModuleType) -> No
     np.testing.assert_array_equal(host(gpu, joined), CPU.join([table, other]).data)
 
 
+def test_copy_to_host_fills_the_callers_array(fake_cupy_module: ModuleType) -> None:
+    """Straight into a view of the caller's flat array (as the search reads its heuristic), a
+    transposed device table too; a host array is copied as it is."""
+    gpu = backend()
+    data = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    moved = gpu.transpose(gpu.table(("a", "b", "c"), data), ("c", "a", "b"))
+    flat = np.full(30, -1.0)
+    gpu.copy_to_host(moved.data, flat[3:27].reshape(4, 2, 3))
+    np.testing.assert_array_equal(flat[3:27].reshape(4, 2, 3), np.transpose(data, (2, 0, 1)))
+    assert flat[:3].tolist() == [-1.0] * 3 and flat[27:].tolist() == [-1.0] * 3
+    out = np.empty((2, 3, 4))
+    gpu.copy_to_host(data, out)
+    CPU.copy_to_host(data + 1, flat[:24].reshape(2, 3, 4))
+    np.testing.assert_array_equal(out, data)
+    np.testing.assert_array_equal(flat[:24], np.arange(1, 25))
+
+
 def test_warm_up_loads_the_generic_kernels_and_launches_them(
     fake_cupy_module: ModuleType,
 ) -> None:
