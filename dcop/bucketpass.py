@@ -7,6 +7,12 @@ in the bucket of its earliest variable. The pass keeps every bucket's tables, an
 the bucket it came from: BE's value-assignment phase (:mod:`dcop.inference.elimination`) reads the
 buckets again, and the AND/OR search (:mod:`dcop.search`) compiles the messages into its heuristic.
 
+A BE run whose plan keeps argbest tables instead (``plan.decode == "argbest"``, where keeping
+every message would not fit: :meth:`dcop.plan.bucket_plan.MemoryPlan.within`) eliminates each
+bucket with :func:`eliminate_keeping_argbest`, keeps its argbest table in the smallest unsigned
+dtype that holds the variable's values, and drops the bucket's tables at once; :func:`decode`
+then reads one entry of each argbest table.
+
 The sum of the scalar outputs (and of the problem's constant) is the optimum (BE) or a lower
 bound (MBE). This module sits below ``dcop.inference``: the search uses it without importing the
 inference room.
@@ -15,14 +21,20 @@ inference room.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dcop.backends.base import Planned, TableBackend, capable
-from dcop.buckets import choose_value, eliminate_bucket
+from dcop.backends.base import Planned, TableBackend, capable, on_device
+from dcop.buckets import (
+    BucketOutput,
+    OutputCheck,
+    choose_value,
+    eliminate_bucket,
+    plan_bucket,
+)
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
 from dcop.plan.bucket_plan import (
@@ -31,7 +43,7 @@ from dcop.plan.bucket_plan import (
     plan_memory,
     suggestion_bound,
 )
-from dcop.plan.memory import human_bytes, work_model_of
+from dcop.plan.memory import argbest_dtype, human_bytes, work_model_of
 from dcop.tables import Op, Table
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
@@ -56,13 +68,16 @@ class EliminationStats:
 class Buckets:
     """Every bucket after the pass: its tables (problem tables, then messages in arrival order),
     for each of them the bucket that made it (None: a problem table), and the scalar each bucket
-    produced (the part of the bound that no later bucket holds)."""
+    produced (the part of the bound that no later bucket holds). A pass with argbest decoding
+    keeps no tables: ``argbest`` holds each bucket's best value per tuple of its output's scope
+    (a table, or the value itself for a bucket with a scalar output)."""
 
     order: list[str]
     tables: dict[str, list[Table]]
     origins: dict[str, list[str | None]]
     scalars: dict[str, float]
     stats: EliminationStats
+    argbest: dict[str, Table | int] | None = None
 
 
 def bucket_pass(
@@ -128,6 +143,18 @@ def bucket_pass(
         if max_bytes is not None and held + out_bytes > max_bytes:
             raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
 
+    lean = plan.decode == "argbest"
+    if lean and (z is not None or match or on_devices):
+        raise ValueError("argbest decoding is BE's on one device or the host")
+    argbest: dict[str, Table | int] = {}
+
+    def lean_check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
+        # a running best, one slice of the join, a mask and the argbest table being filled
+        out_bytes = out_entries * (2 * itemsize + 1 + argbest_dtype(sizes[var]).itemsize)
+        if max_bytes is not None and held + out_bytes > max_bytes:
+            raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
+
+    sizes = problem.domain_sizes()
     work = {b.var: b.work for b in plan.buckets}
     done = 0
     start = time.perf_counter()
@@ -137,9 +164,19 @@ def bucket_pass(
         if progress is not None:
             progress(done, plan.total_work, var)
         t0 = time.perf_counter()
-        output = eliminate_bucket(
-            backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
-        )
+        if lean:
+            output, best = eliminate_keeping_argbest(
+                backend, tables[var], var, op=op, order=position, check=lean_check
+            )
+            argbest[var] = best
+            freed = zip(tables[var], origins[var], strict=True)
+            held -= sum(host_bytes(t) for t, origin in freed if origin is not None)
+            held += 0 if isinstance(best, int) else best.size * best.data.dtype.itemsize
+            tables[var], origins[var] = [], []  # read no more: the argbest table decodes var
+        else:
+            output = eliminate_bucket(
+                backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
+            )
         for mini in output.plans:
             stats.largest_output = max(stats.largest_output, mini.out_entries)
             stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
@@ -157,17 +194,73 @@ def bucket_pass(
     stats.seconds_eliminate = time.perf_counter() - start
     if progress is not None:
         progress(plan.total_work, plan.total_work, "")
-    return Buckets(list(order), tables, origins, scalars, stats)
+    return Buckets(list(order), tables, origins, scalars, stats, argbest if lean else None)
+
+
+def eliminate_keeping_argbest(
+    backend: TableBackend,
+    tables: Sequence[Table],
+    var: str,
+    *,
+    op: Op = "min",
+    order: Mapping[str, int] | None = None,
+    check: OutputCheck | None = None,
+) -> tuple[BucketOutput, Table | int]:
+    """Eliminate ``var`` from a whole bucket (BE: one mini-bucket) and say, for every tuple of
+    the output's scope, which value of ``var`` gives the best: the message and its argbest table
+    (in :func:`~dcop.plan.memory.argbest_dtype` of the domain), or for a scalar output the best
+    value itself.
+
+    One pass per value ``x`` of ``var``: the tables sliced at ``x`` (a view where ``var`` leads
+    the scope, as in every message of BE's order) joined over the output's scope, then folded
+    into a running best and its argbest (strictly better only: the first best value, as
+    ``argmin``). The fused kernel cannot say where its best came from; these passes cost more
+    time, and one slice, a mask and the argbest table more memory than the output alone.
+    """
+    if op not in ("min", "max"):
+        raise ValueError(f"argbest decoding minimises or maximises, not {op!r}")
+    sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
+    (plan,) = plan_bucket([t.scope for t in tables], var, sizes, None, order)
+    if not plan.out_scope:  # the bucket's value does not depend on later variables
+        value, cost = backend.best_value(tables, var, {}, op)
+        return BucketOutput((), float(cost), (plan,)), int(value)
+    if check is not None:
+        check(var, plan.out_scope, plan.out_entries)
+    xp = backend.xp
+    better, fold = (xp.less, xp.minimum) if op == "min" else (xp.greater, xp.maximum)
+    best: Any = None
+    arg: Any = None
+    with on_device(backend):
+        for x in range(sizes[var]):
+            part = backend.join(
+                [backend.condition(t, {var: x}) for t in tables], plan.out_scope
+            ).data
+            if best is None:  # the first slice is the running best
+                best = part
+                arg = xp.zeros(part.shape, dtype=argbest_dtype(sizes[var]))
+                continue
+            mask = better(part, best)
+            fold(best, part, out=best)
+            xp.copyto(arg, x, where=mask)
+            del part, mask
+    return BucketOutput((Table(plan.out_scope, best),), 0.0, (plan,)), Table(plan.out_scope, arg)
 
 
 def decode(
     problem: Problem, buckets: Buckets, backend: TableBackend, op: Op = "min"
 ) -> dict[str, int]:
     """The value-assignment phase: along the order backwards, each variable's best value given
-    the later ones (BE: an optimal assignment; MBE: the upper bound's assignment)."""
+    the later ones (BE: an optimal assignment; MBE: the upper bound's assignment), read from the
+    argbest tables of a pass that kept them."""
     assignment: dict[str, int] = {}
     for var in reversed(buckets.order):
-        assignment[var] = choose_value(backend, buckets.tables[var], var, assignment, op)
+        if buckets.argbest is None:
+            assignment[var] = choose_value(backend, buckets.tables[var], var, assignment, op)
+            continue
+        best = buckets.argbest.get(var, 0)  # none: no table holds var, any value will do
+        if not isinstance(best, int):
+            best = int(backend.to_numpy(backend.condition(best, assignment).data))
+        assignment[var] = best
     return {v: assignment[v] for v in problem.variables}
 
 

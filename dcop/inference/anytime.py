@@ -317,8 +317,9 @@ def solve_auto(
             from dcop.search.solver import expanded
 
             result = expanded(result, reduction, first, reduce_s)
+        run = plan.within(limit.bytes)  # messages kept, or argbest tables where those do not fit
         result.choice = (
-            f"BE: its plan fits the memory limit ({human_bytes(plan.peak_bytes)} of "
+            f"BE: its plan fits the memory limit ({human_bytes(run.peak_bytes)} of "
             f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
             + ("" if reduction is None else f", on the problem reduced to {work.n} variables")
         )
@@ -329,7 +330,8 @@ def solve_auto(
             f"{biggest:.4g} entries"
         )
     elif not fits:
-        why = f"BE's plan needs {human_bytes(plan.peak_bytes)} > {human_bytes(limit.bytes)}"
+        least = min((p for p in (plan, plan.lean) if p is not None), key=lambda p: p.peak_bytes)
+        why = f"BE's plan needs {human_bytes(least.peak_bytes)} > {human_bytes(limit.bytes)}"
     elif not in_time:
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:
