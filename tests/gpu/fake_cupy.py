@@ -210,6 +210,10 @@ ARRAY_FUNCTIONS = (
     "ones",
     "ones_like",
     "minimum",
+    "maximum",
+    "less",
+    "greater",
+    "copyto",
     "broadcast_to",
 )
 

@@ -36,7 +36,12 @@ def test_info_and_auto_promise_what_the_solve_checks() -> None:
     # info measures its own resident memory: compare the tables' part
     assert info["memory_bytes_minfill"] - info["memory_resident"] == plan.peak_bytes - resident
     assert choose_auto(problem, plan.peak_bytes, resident=resident) == ("be", None)
-    assert choose_auto(problem, plan.peak_bytes - 1, resident=resident)[0] == "mbe"
+    # below it, BE still runs where its argbest decoding fits, and not below that
+    assert plan.lean is not None and plan.lean.peak_bytes < plan.peak_bytes
+    assert choose_auto(problem, plan.peak_bytes - 1, resident=resident) == ("be", None)
+    assert choose_auto(problem, plan.lean.peak_bytes, resident=resident) == ("be", None)
+    assert choose_auto(problem, plan.lean.peak_bytes - 1, resident=resident)[0] == "mbe"
+    assert info["memory_bytes_argbest_auto"] - info["memory_resident"] > 0
 
 
 def test_summing_tasks_plan_their_linear_copies() -> None:
