@@ -318,9 +318,10 @@ def solve_auto(
 
             result = expanded(result, reduction, first, reduce_s)
         run = plan.within(limit.bytes)  # messages kept, or argbest tables where those do not fit
+        lean = "" if run.decode == "messages" else ", decoded from argbest tables"
         result.choice = (
             f"BE: its plan fits the memory limit ({human_bytes(run.peak_bytes)} of "
-            f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
+            f"{human_bytes(limit.bytes)}{lean}) and is predicted at {predicted:.3g} s"
             + ("" if reduction is None else f", on the problem reduced to {work.n} variables")
         )
         return result

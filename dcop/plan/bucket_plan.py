@@ -23,9 +23,10 @@ The plan's peak is the largest of these sums over all mini-buckets; :func:`large
 finds the MBE z whose plan fits a limit, and :func:`refusal` says why a run is refused.
 
 BE has a leaner way to decode (``decode="argbest"``, :attr:`MemoryPlan.lean`): each bucket keeps
-only the best value of its variable for every tuple of its output's scope, in the smallest
-unsigned integer dtype that holds the domain (:func:`dcop.plan.memory.argbest_dtype`: one byte
-per entry up to 256 values), and each message is freed once its bucket is eliminated. Its peak is
+only the best value of its variable for every tuple of its output's scope, in the fewest bytes
+that hold the domain (:func:`dcop.plan.memory.argbest_bytes`: a bit per entry for a binary
+variable, else one byte up to 256 values), and each message is freed once its bucket is
+eliminated. Its peak is
 the inputs, the argbest tables so far, the messages not yet consumed, and while a bucket runs its
 output (a running best), one slice of the join over the output's scope, a mask and the argbest
 table being filled (:func:`dcop.bucketpass.eliminate_keeping_argbest`). The slice passes cost more
@@ -58,6 +59,7 @@ from dcop.plan.memory import (
     DeviceModel,
     Limit,
     WorkModel,
+    argbest_bytes,
     argbest_dtype,
     device_model_of,
     human_bytes,
@@ -280,9 +282,9 @@ def plan_memory(
             bucket_peak = max(bucket_peak, during)
             if during > peak:
                 peak, peak_var, peak_scope, peak_out = during, var, mini.out_scope, host_out
-            if lean:
-                kept_argbest += mini.out_entries * argbest_dtype(sizes[var]).itemsize
-                live += mini.out_entries * argbest_dtype(sizes[var]).itemsize
+            if lean:  # the argbest table kept: packed to bits for a binary variable
+                kept_argbest += argbest_bytes(mini.out_entries, sizes[var])
+                live += argbest_bytes(mini.out_entries, sizes[var])
             if mini.out_scope:  # kept until the value phase has read it, or its bucket's end
                 live += host_out
                 device_live += out_bytes - host_out

@@ -108,6 +108,15 @@ def argbest_dtype(domain: int) -> np.dtype:
     return np.dtype(np.uint64)
 
 
+def argbest_bytes(entries: int, domain: int) -> int:
+    """Bytes of a kept argbest table of ``entries`` entries for a ``domain``-valued variable: one
+    bit per entry for a binary one (packed eight to a byte), else one entry of
+    :func:`argbest_dtype` each."""
+    if domain <= 2:
+        return -(-entries // 8)
+    return entries * argbest_dtype(domain).itemsize
+
+
 def resident_bytes() -> int:
     """The resident memory of this process now (Linux ``/proc``; else its peak so far)."""
     try:

@@ -214,6 +214,7 @@ ARRAY_FUNCTIONS = (
     "less",
     "greater",
     "copyto",
+    "packbits",
     "broadcast_to",
 )
 

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from dcop.backends.numpy import NumpyBackend
-from dcop.bucketpass import bucket_pass
+from dcop.bucketpass import ArgbestTable, bucket_pass, decode
 from dcop.inference.elimination import eliminate
 from dcop.orders.greedy import elimination_order
 from dcop.plan.bucket_plan import plan_for
-from dcop.tables import Table
 from tests.conftest import brute_force, random_problem
 from tests.gpu import fake_cupy
 
@@ -52,9 +51,12 @@ def test_argbest_tables_stay_on_the_device_in_uint8(fake_cupy_module: ModuleType
     assert plan.lean is not None
     buckets = bucket_pass(problem, order, backend, plan=plan.lean)
     assert buckets.argbest is not None
-    tables = [t for t in buckets.argbest.values() if isinstance(t, Table)]
+    tables = [t for t in buckets.argbest.values() if isinstance(t, ArgbestTable)]
     assert tables and all(isinstance(t.data, fake_cupy.FakeArray) for t in tables)
     assert {t.data.dtype for t in tables} == {np.dtype(np.uint8)}
+    assert {t.packed for t in tables} == {True, False}  # binary variables' bits, and bytes
+    best = brute_force(problem)
+    assert problem.evaluate(decode(problem, buckets, backend)) == best == buckets.stats.bound
 
 
 def test_several_devices_keep_their_messages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,16 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dcop.backends.numpy import NumpyBackend
-from dcop.bucketpass import bucket_pass, decode, eliminate_keeping_argbest
+from dcop.bucketpass import ArgbestTable, bucket_pass, decode, eliminate_keeping_argbest
 from dcop.errors import TableTooLarge
-from dcop.generators import random_network
+from dcop.generators import random_network, spin_glass
 from dcop.inference import solve
 from dcop.inference.elimination import eliminate
 from dcop.model import CostTable, Problem, Variable
 from dcop.orders.greedy import elimination_order
 from dcop.plan.bucket_plan import plan_for, plan_memory, refusal
-from dcop.plan.memory import Limit, argbest_dtype
-from dcop.tables import Op, Table
+from dcop.plan.memory import Limit, argbest_bytes, argbest_dtype
+from dcop.tables import Op
 from tests.conftest import brute_force, random_problem
 
 SIZES = {"a": 2, "b": 3, "c": 4}
@@ -36,20 +36,26 @@ def test_argbest_dtype_is_the_smallest_unsigned_that_holds_the_domain() -> None:
     assert argbest_dtype(65537) == np.uint32
 
 
+def test_argbest_bytes_pack_a_binary_variable_to_bits() -> None:
+    assert argbest_bytes(12, 2) == 2 and argbest_bytes(16, 2) == 2 and argbest_bytes(17, 2) == 3
+    assert argbest_bytes(12, 3) == 12 and argbest_bytes(12, 300) == 24
+
+
 def test_lean_plan_by_hand() -> None:
     # inputs 26 entries. Bucket a: (a,b),(a,c) -> (b,c), 12 entries: a running best, a slice,
     # a mask and the uint8 argbest table (12 * (8 + 8 + 1 + 1)); then the message and the
-    # argbest table stay. Bucket b: (b,c) and the message -> (c), 4 entries; the message of a
-    # is freed after it. Bucket c: the message of b -> a scalar (one byte of argbest).
+    # argbest table (a binary: 12 bits, 2 bytes) stay. Bucket b: (b,c) and the message -> (c),
+    # 4 entries (4 bytes of argbest); the message of a is freed after it. Bucket c: the message
+    # of b -> a scalar (one byte of argbest).
     plan = plan_memory(SCOPES, SIZES, ["a", "b", "c"], None, 8, resident=1000, decode="argbest")
     live = 1000 + 26 * 8
     assert [b.peak_bytes for b in plan.buckets] == [
         live + 12 * 18,
-        live + 12 + 12 * 8 + 4 * 18,
-        live + 12 + 4 + 4 * 8 + 2,
+        live + 2 + 12 * 8 + 4 * 18,
+        live + 2 + 4 + 4 * 8 + 2,
     ]
     assert plan.peak_bytes == live + 12 * 18 and plan.peak_var == "a"
-    assert plan.argbest_bytes == 12 + 4 + 1 and plan.decode == "argbest"
+    assert plan.argbest_bytes == 2 + 4 + 1 and plan.decode == "argbest"
     assert plan.message_bytes == (12 + 4) * 8
 
 
@@ -126,8 +132,10 @@ def test_the_lean_pass_frees_every_message_and_stays_within_its_plan() -> None:
         if chosen.decode == "argbest":
             assert buckets.argbest is not None
             assert not any(buckets.tables.values())  # nothing but argbest tables is kept
-            kinds = {t.data.dtype for t in buckets.argbest.values() if isinstance(t, Table)}
-            assert kinds == {np.dtype(np.uint8)}
+            kept = [t for t in buckets.argbest.values() if isinstance(t, ArgbestTable)]
+            assert {t.data.dtype for t in kept} == {np.dtype(np.uint8)}
+            assert not any(t.packed for t in kept)  # d = 3: a byte per entry
+            assert sum(t.nbytes for t in kept) <= plan.lean.argbest_bytes
     assert peaks["messages"] > plan.lean.peak_bytes
     assert peaks["argbest"] <= plan.lean.peak_bytes + 256 * 1024
 
@@ -173,9 +181,13 @@ def test_one_bucket_against_join_then_argbest(op: Op, seed: int) -> None:
     position = {v: i for i, v in enumerate(names)}
     output, best = eliminate_keeping_argbest(CPU, tables, "x", op=op, order=position)
     joined = CPU.join(tables, ("p", "q", "r", "x"))
-    assert isinstance(best, Table) and best.scope == ("p", "q", "r")
-    assert best.data.dtype == np.uint8
-    np.testing.assert_array_equal(best.data, CPU.argbest(joined, "x", op).data)
+    assert isinstance(best, ArgbestTable) and best.scope == ("p", "q", "r")
+    assert best.data.dtype == np.uint8 and best.packed == (sizes["x"] == 2)
+    values = np.unpackbits(best.data)[: math.prod(best.shape)] if best.packed else best.data
+    want = CPU.argbest(joined, "x", op).data
+    np.testing.assert_array_equal(values.reshape(best.shape), want)
+    for index in np.ndindex(*best.shape):  # what the value phase reads
+        assert best.value(CPU, dict(zip(best.scope, index, strict=True))) == want[index]
     (message,) = output.tables
     np.testing.assert_array_equal(message.data, CPU.eliminate(joined, "x", op).data)
     # a bucket over its variable alone: the value itself and the scalar
@@ -185,6 +197,24 @@ def test_one_bucket_against_join_then_argbest(op: Op, seed: int) -> None:
     )
     assert value == (sizes["x"] - 1 if op == "min" else 0)
     assert output.scalar == (1.0 if op == "min" else sizes["x"])
+
+
+def test_a_binary_problem_keeps_a_bit_per_entry() -> None:
+    """A spin glass: every argbest table packed, eight entries to a byte, as planned."""
+    problem = spin_glass(7, seed=2)
+    order = elimination_order("minfill", problem.neighbours())
+    plan = plan_for(problem, order, None, np.float64, CPU, resident=0)
+    assert plan.lean is not None
+    buckets = bucket_pass(problem, order, CPU, plan=plan.lean)
+    assert buckets.argbest is not None
+    kept = [t for t in buckets.argbest.values() if isinstance(t, ArgbestTable)]
+    assert kept and all(t.packed and t.nbytes == -(-math.prod(t.shape) // 8) for t in kept)
+    assert plan.lean.argbest_bytes == sum(t.nbytes for t in kept) + (
+        len(buckets.argbest) - len(kept)
+    )  # a scalar bucket's value is planned as one byte
+    kept_messages = eliminate(problem, order, CPU, plan=plan)[1].bound
+    assignment = decode(problem, buckets, CPU)
+    assert buckets.stats.bound == kept_messages == problem.evaluate(assignment)
 
 
 def test_decode_reads_the_argbest_tables() -> None:
