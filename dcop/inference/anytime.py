@@ -301,7 +301,16 @@ def solve_auto(
     left = math.inf if deadline is None else deadline - time.monotonic()
     fits = plan is not None and plan.fits(limit.bytes)
     in_time = predicted * SAFETY <= left
-    if plan is not None and fits and in_time and predicted <= BE_FIRST_S:
+    # a BE that fits only decoding from argbest tables cannot be the search's last rung (a
+    # heuristic keeps every message): it runs itself when predicted within half the time left
+    # (it runs in this process, no answer before its end)
+    lean_only = (
+        plan is not None
+        and fits
+        and not plan.fits_alone(limit.bytes)
+        and predicted <= SAFETY * left
+    )
+    if plan is not None and fits and in_time and (predicted <= BE_FIRST_S or lean_only):
         result = solve(
             work,
             "be",

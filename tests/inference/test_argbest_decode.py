@@ -224,3 +224,21 @@ def test_decode_reads_the_argbest_tables() -> None:
     buckets = bucket_pass(problem, order, CPU, plan=plan.lean)
     assignment = decode(problem, buckets, CPU)
     assert problem.evaluate(assignment) == buckets.stats.bound
+
+
+def test_auto_runs_be_that_fits_only_with_argbest_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search's exact rung keeps every message, so it cannot end as such a BE would: auto
+    runs BE itself (not only when it is quick) and says how it decodes."""
+    from dcop.inference import anytime
+
+    problem, order = wide_problem()
+    plan = plan_for(problem, order, None, np.float64, CPU, resident=0)
+    assert plan.lean is not None
+    between = (plan.lean.peak_bytes + plan.peak_bytes) / 2
+    monkeypatch.setattr(anytime, "BE_FIRST_S", -1.0)  # never quick enough for BE-first
+    result = anytime.solve_auto(
+        problem, timeout=120, ordering="minfill", dtype="float64", max_bytes=between, resident=0
+    )
+    assert result.algo == "be" and result.exact
+    assert "argbest" in (result.choice or "")
+    assert result.upper_bound == solve(problem, "be", ordering="minfill").upper_bound
