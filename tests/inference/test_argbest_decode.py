@@ -242,3 +242,41 @@ def test_auto_runs_be_that_fits_only_with_argbest_tables(monkeypatch: pytest.Mon
     assert result.algo == "be" and result.exact
     assert "argbest" in (result.choice or "")
     assert result.upper_bound == solve(problem, "be", ordering="minfill").upper_bound
+
+
+def test_every_message_dies_with_the_bucket_that_consumes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reference outlives a consumed message (a loop variable once kept one 8 MiB message
+    of a 20x20 spin glass one bucket too long: the peak over its plan)."""
+    import weakref
+
+    import dcop.bucketpass as bucketpass
+
+    problem = spin_glass(8, seed=1)
+    order = elimination_order("minfill", problem.neighbours())
+    position = {v: i for i, v in enumerate(order)}
+    plan = plan_for(problem, order, None, np.float64, CPU, resident=0)
+    assert plan.lean is not None
+    made: list[tuple[str, weakref.ref[np.ndarray]]] = []
+    eliminate_one = bucketpass.eliminate_keeping_argbest
+
+    def recording(*args: object, **kwargs: object) -> object:
+        output, best = eliminate_one(*args, **kwargs)  # type: ignore[arg-type]
+        for message in output.tables:
+            consumer = min(message.scope, key=position.__getitem__)
+            made.append((consumer, weakref.ref(message.data)))
+        return output, best
+
+    checked = []
+
+    def progress(done: int, total: int, var: str) -> None:
+        at = position[var] if var else len(order)
+        for consumer, ref in made:
+            if position[consumer] < at:
+                assert ref() is None, f"the message consumed by {consumer!r} is alive at {var!r}"
+                checked.append(consumer)
+
+    monkeypatch.setattr(bucketpass, "eliminate_keeping_argbest", recording)
+    bucket_pass(problem, order, CPU, plan=plan.lean, progress=progress)
+    assert len(set(checked)) > 10
