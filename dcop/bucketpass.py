@@ -82,7 +82,9 @@ class ArgbestTable:
 
     def value(self, backend: TableBackend, assignment: Mapping[str, int]) -> int:
         """The best value given the values of the scope's variables (one entry downloaded)."""
-        index = int(np.ravel_multi_index([assignment[v] for v in self.scope], self.shape))
+        index = 0
+        for v, size in zip(self.scope, self.shape, strict=True):  # C order: the last fastest
+            index = index * size + int(assignment[v])
         if not self.packed:
             return int(backend.to_numpy(self.data[index : index + 1])[0])
         byte = int(backend.to_numpy(self.data[index >> 3 : (index >> 3) + 1])[0])
@@ -293,7 +295,7 @@ def eliminate_keeping_argbest(
                 continue
             mask = better(part, best)
             fold(best, part, out=best)
-            xp.copyto(arg, x, where=mask)
+            xp.copyto(arg, arg.dtype.type(x), where=mask)  # a scalar of arg's dtype: no cast
             del part, mask
         packed = sizes[var] <= 2
         if packed:  # a bit per entry: 8x less than a byte (a 28x28 spin glass: 26 -> 3.3 GiB)
