@@ -251,6 +251,11 @@ def _message_bytes(
     )
 
 
+#: The variable of one value whose elimination makes a slice of a bucket with the fused
+#: kernel (:func:`eliminate_keeping_argbest`); no problem names a variable so.
+SLICE_VAR = "\x00slice"
+
+
 def eliminate_keeping_argbest(
     backend: TableBackend,
     tables: Sequence[Table],
@@ -268,8 +273,11 @@ def eliminate_keeping_argbest(
     One pass per value ``x`` of ``var``: the tables sliced at ``x`` (a view where ``var`` leads
     the scope, as in every message of BE's order) joined over the output's scope, then folded
     into a running best and its argbest (strictly better only: the first best value, as
-    ``argmin``). The fused kernel cannot say where its best came from; these passes cost more
-    time, and one slice, a mask and the argbest table more memory than the output alone.
+    ``argmin``). The fused kernel cannot say where its best came from, but it makes each slice:
+    the slice is the elimination of a variable of one value (:data:`SLICE_VAR`, in a table of
+    zeros) from the sliced tables, so the passes together cost one fused pass over the bucket,
+    plus three element-wise passes over the output per value; and one slice, a mask and the
+    argbest table more memory than the output alone.
     """
     if op not in ("min", "max"):
         raise ValueError(f"argbest decoding minimises or maximises, not {op!r}")
@@ -282,13 +290,16 @@ def eliminate_keeping_argbest(
         check(var, plan.out_scope, plan.out_entries)
     xp = backend.xp
     better, fold = (xp.less, xp.minimum) if op == "min" else (xp.greater, xp.maximum)
+    dtype = np.result_type(*[t.data.dtype for t in tables])
+    one_value = backend.table((SLICE_VAR,), np.zeros(1, dtype), dtype)
     best: Any = None
     arg: Any = None
     with on_device(backend):
         for x in range(sizes[var]):
-            part = backend.join(
-                [backend.condition(t, {var: x}) for t in tables], plan.out_scope
-            ).data
+            sliced = [backend.condition(t, {var: x}) for t in tables]
+            made = backend.join_eliminate([*sliced, one_value], SLICE_VAR, op, plan.out_scope)
+            part = backend.asarray(made.data, dtype)  # already there: no copy
+            del sliced, made
             if best is None:  # the first slice is the running best
                 best = part
                 arg = xp.zeros(part.shape, dtype=argbest_dtype(sizes[var]))

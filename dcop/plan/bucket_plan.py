@@ -28,8 +28,9 @@ that hold the domain (:func:`dcop.plan.memory.argbest_bytes`: a bit per entry fo
 variable, else one byte up to 256 values), and each message is freed once its bucket is
 eliminated. Its peak is
 the inputs, the argbest tables so far, the messages not yet consumed, and while a bucket runs its
-output (a running best), one slice of the join over the output's scope, a mask and the argbest
-table being filled (:func:`dcop.bucketpass.eliminate_keeping_argbest`). The slice passes cost more
+output (a running best), one slice of the join over the output's scope (made by the fused kernel,
+with its working memory), a mask and the argbest table being filled
+(:func:`dcop.bucketpass.eliminate_keeping_argbest`). The slice passes cost more
 time than the fused kernel, so a run keeps its messages when that fits
 (:meth:`MemoryPlan.within`) and decodes from argbest tables only when it does not.
 
@@ -276,6 +277,8 @@ def plan_memory(
                     for k, n in zip(mini.members, members, strict=True)
                     if bucket[k][0] != var
                 )
+                # the fused kernel's working memory while it makes a slice
+                extra += work.bytes_for(mini, [n // sizes[var] for n in members], itemsize)
             else:
                 extra = work.bytes_for(mini, members, itemsize)
             during = live + host_out + extra
