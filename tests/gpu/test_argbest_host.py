@@ -20,18 +20,23 @@ from tests.conftest import brute_force, random_problem
 from tests.gpu import fake_cupy
 
 
-def gpu() -> Any:
+def gpu(generated: bool = False) -> Any:
+    """The device backend: with the run-time generic kernel, or (``generated``) a kernel
+    generated for every bucket shape from its first call."""
     from dcop.gpu import CupyBackend
 
-    return CupyBackend()
+    return CupyBackend(specialize_entries=0, min_groups=0) if generated else CupyBackend()
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_argbest_decoding_on_the_device_backend(fake_cupy_module: ModuleType, seed: int) -> None:
+@pytest.mark.parametrize("generated", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_argbest_decoding_on_the_device_backend(
+    fake_cupy_module: ModuleType, seed: int, generated: bool
+) -> None:
     problem = random_problem(seed, n=7, n_tables=9)
     best = brute_force(problem)
     order = elimination_order("minfill", problem.neighbours())
-    backend = gpu()
+    backend = gpu(generated)
     plan = plan_for(problem, order, None, np.float64, backend, resident=0)
     assert plan.lean is not None
     assignment, stats = eliminate(problem, order, backend, plan=plan.lean)
