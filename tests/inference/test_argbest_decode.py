@@ -280,3 +280,19 @@ def test_every_message_dies_with_the_bucket_that_consumes_it(
     monkeypatch.setattr(bucketpass, "eliminate_keeping_argbest", recording)
     bucket_pass(problem, order, CPU, plan=plan.lean, progress=progress)
     assert len(set(checked)) > 10
+
+
+def test_integral_minus_log_costs_run_in_float32_and_stay_exact() -> None:
+    """A ±J spin glass's -ln potentials are exactly ±1: min-sum in float32 is exact (half the
+    bytes of every table); an Ising grid's real couplings keep float64."""
+    from dcop.generators import ising_grid
+    from dcop.tables import choose_dtype
+
+    glass = spin_glass(9, seed=4)
+    assert glass.cost_kind == "neg_ln" and choose_dtype(glass) == np.float32
+    assert choose_dtype(ising_grid(5, seed=1)) == np.float64
+    single = solve(glass, "be", ordering="minfill")
+    double = solve(glass, "be", ordering="minfill", dtype="float64")
+    assert single.dtype == "float32" and double.dtype == "float64"
+    assert single.lower_bound == double.lower_bound == single.upper_bound == double.upper_bound
+    assert glass.evaluate(single.assignment) == single.upper_bound
