@@ -12,7 +12,11 @@ from dcop.protocol import RunSpec
 
 # serial: each agent holds a CUDA context (hundreds of MiB of device memory); beside other GPU
 # agent runs under xdist (16 workers on the H200) they ran out of device memory during hello
-pytestmark = [pytest.mark.gpu, pytest.mark.serial, pytest.mark.skipif(not gpu_usable(), reason="needs CuPy and a GPU")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.serial,
+    pytest.mark.skipif(not gpu_usable(), reason="needs CuPy and a GPU"),
+]
 
 
 @pytest.fixture
