@@ -95,3 +95,12 @@ def test_argbest_decoding_on_a_device(side: int) -> None:
     _, cpu_stats = eliminate(problem, order, NumpyBackend(), plan=plan)
     assert stats.bound == cpu_stats.bound  # costs of ±1: exact sums
     assert problem.evaluate(assignment) == stats.bound
+    for seed in range(4):  # domains of 1-4 values: argbest in bytes, and bits
+        small = random_problem(seed, n=8, n_tables=12, max_domain=4)
+        order = elimination_order("minfill", small.neighbours())
+        plan = plan_for(small, order, None, np.float64, backend, resident=0)
+        assert plan.lean is not None
+        assignment, stats = eliminate(small, order, backend, plan=plan.lean)
+        assert stats.bound == brute_force(small)
+        if math.isfinite(stats.bound):
+            assert small.evaluate(assignment) == stats.bound
