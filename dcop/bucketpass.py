@@ -7,6 +7,12 @@ in the bucket of its earliest variable. The pass keeps every bucket's tables, an
 the bucket it came from: BE's value-assignment phase (:mod:`dcop.inference.elimination`) reads the
 buckets again, and the AND/OR search (:mod:`dcop.search`) compiles the messages into its heuristic.
 
+A BE run whose plan keeps argbest tables instead (``plan.decode == "argbest"``, where keeping
+every message would not fit: :meth:`dcop.plan.bucket_plan.MemoryPlan.within`) eliminates each
+bucket with :func:`eliminate_keeping_argbest`, keeps its argbest table (a bit per entry for a
+binary variable, else the smallest unsigned dtype that holds its values) and drops the bucket's
+tables at once; :func:`decode` then reads one entry of each argbest table.
+
 The sum of the scalar outputs (and of the problem's constant) is the optimum (BE) or a lower
 bound (MBE). This module sits below ``dcop.inference``: the search uses it without importing the
 inference room.
@@ -15,14 +21,20 @@ inference room.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dcop.backends.base import Planned, TableBackend, capable
-from dcop.buckets import choose_value, eliminate_bucket
+from dcop.backends.base import Planned, TableBackend, capable, on_device
+from dcop.buckets import (
+    BucketOutput,
+    OutputCheck,
+    choose_value,
+    eliminate_bucket,
+    plan_bucket,
+)
 from dcop.errors import TableTooLarge
 from dcop.model import Problem
 from dcop.plan.bucket_plan import (
@@ -31,7 +43,7 @@ from dcop.plan.bucket_plan import (
     plan_memory,
     suggestion_bound,
 )
-from dcop.plan.memory import human_bytes, work_model_of
+from dcop.plan.memory import argbest_dtype, human_bytes, work_model_of
 from dcop.tables import Op, Table
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
@@ -52,17 +64,47 @@ class EliminationStats:
     bucket_seconds: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ArgbestTable:
+    """A bucket's best value of its variable for every tuple of its output's scope (C order),
+    where the pass keeps it: one bit per entry for a binary variable (``packed``, in
+    ``packbits``' big-endian order), else one entry of :func:`~dcop.plan.memory.argbest_dtype`
+    of the domain."""
+
+    scope: tuple[str, ...]
+    shape: tuple[int, ...]
+    data: Any
+    packed: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.size) * int(self.data.dtype.itemsize)
+
+    def value(self, backend: TableBackend, assignment: Mapping[str, int]) -> int:
+        """The best value given the values of the scope's variables (one entry downloaded)."""
+        index = 0
+        for v, size in zip(self.scope, self.shape, strict=True):  # C order: the last fastest
+            index = index * size + int(assignment[v])
+        if not self.packed:
+            return int(backend.to_numpy(self.data[index : index + 1])[0])
+        byte = int(backend.to_numpy(self.data[index >> 3 : (index >> 3) + 1])[0])
+        return (byte >> (7 - (index & 7))) & 1
+
+
 @dataclass
 class Buckets:
     """Every bucket after the pass: its tables (problem tables, then messages in arrival order),
     for each of them the bucket that made it (None: a problem table), and the scalar each bucket
-    produced (the part of the bound that no later bucket holds)."""
+    produced (the part of the bound that no later bucket holds). A pass with argbest decoding
+    keeps no tables: ``argbest`` holds each bucket's best value per tuple of its output's scope
+    (a table, or the value itself for a bucket with a scalar output)."""
 
     order: list[str]
     tables: dict[str, list[Table]]
     origins: dict[str, list[str | None]]
     scalars: dict[str, float]
     stats: EliminationStats
+    argbest: dict[str, ArgbestTable | int] | None = None
 
 
 def bucket_pass(
@@ -128,6 +170,18 @@ def bucket_pass(
         if max_bytes is not None and held + out_bytes > max_bytes:
             raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
 
+    lean = plan.decode == "argbest"
+    if lean and (z is not None or match or on_devices):
+        raise ValueError("argbest decoding is BE's on one device or the host")
+    argbest: dict[str, ArgbestTable | int] = {}
+
+    def lean_check(var: str, scope: tuple[str, ...], out_entries: int) -> None:
+        # a running best, one slice of the join, a mask and the argbest table being filled
+        out_bytes = out_entries * (2 * itemsize + 1 + argbest_dtype(sizes[var]).itemsize)
+        if max_bytes is not None and held + out_bytes > max_bytes:
+            raise TableTooLarge(too_large_message(var, scope, out_bytes, held, max_bytes, plan))
+
+    sizes = problem.domain_sizes()
     work = {b.var: b.work for b in plan.buckets}
     done = 0
     start = time.perf_counter()
@@ -137,37 +191,144 @@ def bucket_pass(
         if progress is not None:
             progress(done, plan.total_work, var)
         t0 = time.perf_counter()
-        output = eliminate_bucket(
-            backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
-        )
+        if lean:
+            output, best = eliminate_keeping_argbest(
+                backend, tables[var], var, op=op, order=position, check=lean_check
+            )
+            argbest[var] = best
+            held += (0 if isinstance(best, int) else best.nbytes) - _message_bytes(
+                tables[var], origins[var], host_bytes
+            )
+            tables[var], origins[var] = [], []  # read no more: the argbest table decodes var
+        else:
+            output = eliminate_bucket(
+                backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
+            )
         for mini in output.plans:
             stats.largest_output = max(stats.largest_output, mini.out_entries)
             stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
         stats.messages += len(output.plans)
         stats.bound += output.scalar
         scalars[var] = output.scalar
-        for message in output.tables:
-            first = min(message.scope, key=position.__getitem__)
-            tables[first].append(message)
-            origins[first].append(var)
-            held += host_bytes(message)
+        held += _place(output.tables, var, position, tables, origins, host_bytes)
+        # nothing here may hold a message past the bucket that consumes it (argbest decoding
+        # frees it there: a loop variable kept one 8 MiB message of a 20x20 spin glass alive)
+        del output
         done += work.get(var, 0)
         stats.bucket_seconds[var] = time.perf_counter() - t0
     backend.synchronize()
     stats.seconds_eliminate = time.perf_counter() - start
     if progress is not None:
         progress(plan.total_work, plan.total_work, "")
-    return Buckets(list(order), tables, origins, scalars, stats)
+    return Buckets(list(order), tables, origins, scalars, stats, argbest if lean else None)
+
+
+def _place(
+    messages: Sequence[Table],
+    var: str,
+    position: Mapping[str, int],
+    tables: dict[str, list[Table]],
+    origins: dict[str, list[str | None]],
+    host_bytes: Callable[[Table], int],
+) -> int:
+    """Put each message of bucket ``var`` in the bucket of its earliest variable; the bytes they
+    add to the host."""
+    added = 0
+    for message in messages:
+        first = min(message.scope, key=position.__getitem__)
+        tables[first].append(message)
+        origins[first].append(var)
+        added += host_bytes(message)
+    return added
+
+
+def _message_bytes(
+    bucket: Sequence[Table], origins: Sequence[str | None], host_bytes: Callable[[Table], int]
+) -> int:
+    """Host bytes of a bucket's messages (its tables that a bucket made)."""
+    return sum(
+        host_bytes(t) for t, origin in zip(bucket, origins, strict=True) if origin is not None
+    )
+
+
+#: The variable of one value whose elimination makes a slice of a bucket with the fused
+#: kernel (:func:`eliminate_keeping_argbest`); no problem names a variable so.
+SLICE_VAR = "\x00slice"
+
+
+def eliminate_keeping_argbest(
+    backend: TableBackend,
+    tables: Sequence[Table],
+    var: str,
+    *,
+    op: Op = "min",
+    order: Mapping[str, int] | None = None,
+    check: OutputCheck | None = None,
+) -> tuple[BucketOutput, ArgbestTable | int]:
+    """Eliminate ``var`` from a whole bucket (BE: one mini-bucket) and say, for every tuple of
+    the output's scope, which value of ``var`` gives the best: the message and its
+    :class:`ArgbestTable` (bits for a binary variable), or for a scalar output the best value
+    itself.
+
+    One pass per value ``x`` of ``var``: the tables sliced at ``x`` (a view where ``var`` leads
+    the scope, as in every message of BE's order) joined over the output's scope, then folded
+    into a running best and its argbest (strictly better only: the first best value, as
+    ``argmin``). The fused kernel cannot say where its best came from, but it makes each slice:
+    the slice is the elimination of a variable of one value (:data:`SLICE_VAR`, in a table of
+    zeros) from the sliced tables, so the passes together cost one fused pass over the bucket,
+    plus three element-wise passes over the output per value; and one slice, a mask and the
+    argbest table more memory than the output alone.
+    """
+    if op not in ("min", "max"):
+        raise ValueError(f"argbest decoding minimises or maximises, not {op!r}")
+    sizes = {v: s for t in tables for v, s in zip(t.scope, t.shape, strict=True)}
+    (plan,) = plan_bucket([t.scope for t in tables], var, sizes, None, order)
+    if not plan.out_scope:  # the bucket's value does not depend on later variables
+        value, cost = backend.best_value(tables, var, {}, op)
+        return BucketOutput((), float(cost), (plan,)), int(value)
+    if check is not None:
+        check(var, plan.out_scope, plan.out_entries)
+    xp = backend.xp
+    better, fold = (xp.less, xp.minimum) if op == "min" else (xp.greater, xp.maximum)
+    dtype = np.result_type(*[t.data.dtype for t in tables])
+    one_value = backend.table((SLICE_VAR,), np.zeros(1, dtype), dtype)
+    best: Any = None
+    arg: Any = None
+    with on_device(backend):
+        for x in range(sizes[var]):
+            sliced = [backend.condition(t, {var: x}) for t in tables]
+            made = backend.join_eliminate([*sliced, one_value], SLICE_VAR, op, plan.out_scope)
+            part = backend.asarray(made.data, dtype)  # already there: no copy
+            del sliced, made
+            if best is None:  # the first slice is the running best
+                best = part
+                arg = xp.zeros(part.shape, dtype=argbest_dtype(sizes[var]))
+                continue
+            mask = better(part, best)
+            fold(best, part, out=best)
+            xp.copyto(arg, arg.dtype.type(x), where=mask)  # a scalar of arg's dtype: no cast
+            del part, mask
+        packed = sizes[var] <= 2
+        if packed:  # a bit per entry: 8x less than a byte (a 28x28 spin glass: 26 -> 3.3 GiB)
+            arg = xp.packbits(arg.reshape(-1))
+    shape = tuple(sizes[v] for v in plan.out_scope)
+    kept = ArgbestTable(plan.out_scope, shape, arg.reshape(-1), packed)
+    return BucketOutput((Table(plan.out_scope, best),), 0.0, (plan,)), kept
 
 
 def decode(
     problem: Problem, buckets: Buckets, backend: TableBackend, op: Op = "min"
 ) -> dict[str, int]:
     """The value-assignment phase: along the order backwards, each variable's best value given
-    the later ones (BE: an optimal assignment; MBE: the upper bound's assignment)."""
+    the later ones (BE: an optimal assignment; MBE: the upper bound's assignment), read from the
+    argbest tables of a pass that kept them."""
     assignment: dict[str, int] = {}
     for var in reversed(buckets.order):
-        assignment[var] = choose_value(backend, buckets.tables[var], var, assignment, op)
+        if buckets.argbest is None:
+            assignment[var] = choose_value(backend, buckets.tables[var], var, assignment, op)
+            continue
+        best = buckets.argbest.get(var, 0)  # none: no table holds var, any value will do
+        assignment[var] = best if isinstance(best, int) else best.value(backend, assignment)
     return {v: assignment[v] for v in problem.variables}
 
 

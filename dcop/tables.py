@@ -141,13 +141,14 @@ FLOAT32_EXACT_LIMIT = 2**24
 
 def choose_dtype(problem: Problem, requested: str = "auto") -> Any:
     """float32 when every cost is an integer and any total stays below 2**24 (so integer optima are
-    exact), float64 otherwise; ``requested`` may force either."""
+    exact), float64 otherwise; ``requested`` may force either. What the costs stand for does not
+    matter: a .uai model's ``-ln`` potentials are integers too where the potentials are powers of
+    e (a ±J spin glass's costs are exactly ±1), and min-sum over them is then exact in float32.
+    Sum-product (PR/MAR) does not ask: it computes in float64."""
     if requested == "float64":
         return np.float64
     if requested == "float32":
         return np.float32
-    if problem.cost_kind != "cost":
-        return np.float64
     bound = abs(problem.constant)
     for table in problem.tables:
         finite = table.finite_costs()  # a sparse table is not materialised for this

@@ -99,7 +99,9 @@ def describe(
 ) -> dict[str, object]:
     """The statistics ``dcop info`` prints; ``memory_bytes_<ordering>`` is BE's planned peak
     (:func:`dcop.plan.bucket_plan.plan_for`) in the dtype a run would use, this process's
-    resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``.
+    resident memory included, exactly as ``dcop solve`` checks it against ``--max-memory``;
+    ``memory_bytes_argbest_auto`` the peak of the same BE along the auto order with argbest
+    tables instead of its messages (what a run does when the messages do not fit).
     ``auto`` is the ordering engine's choice within ``order_time`` (None: its default budget,
     counted in work); ``orders`` lists every method it tried: width, largest table, total
     entries, seconds. The contraction tree of exact PR/MAR is planned only where the file has
@@ -146,6 +148,8 @@ def describe(
         info[f"induced_width_{name}"] = induced_width(adjacency, order)
         info[f"largest_table_{name}"] = largest_table(adjacency, order, sizes)
         info[f"memory_bytes_{name}"] = plan.peak_bytes
+        if name == "auto" and plan.lean is not None:  # BE's value phase from argbest tables
+            info["memory_bytes_argbest_auto"] = plan.lean.peak_bytes
     info["order_auto"] = engine.method
     info["order_budget_s"] = engine.budget_s
     info["order_work"] = engine.work  # the search's runs: the budget, spent as work

@@ -301,7 +301,16 @@ def solve_auto(
     left = math.inf if deadline is None else deadline - time.monotonic()
     fits = plan is not None and plan.fits(limit.bytes)
     in_time = predicted * SAFETY <= left
-    if plan is not None and fits and in_time and predicted <= BE_FIRST_S:
+    # a BE that fits only decoding from argbest tables cannot be the search's last rung (a
+    # heuristic keeps every message): it runs itself when predicted within half the time left
+    # (it runs in this process, no answer before its end)
+    lean_only = (
+        plan is not None
+        and fits
+        and not plan.fits_alone(limit.bytes)
+        and predicted <= SAFETY * left
+    )
+    if plan is not None and fits and in_time and (predicted <= BE_FIRST_S or lean_only):
         result = solve(
             work,
             "be",
@@ -317,9 +326,11 @@ def solve_auto(
             from dcop.search.solver import expanded
 
             result = expanded(result, reduction, first, reduce_s)
+        run = plan.within(limit.bytes)  # messages kept, or argbest tables where those do not fit
+        lean = "" if run.decode == "messages" else ", decoded from argbest tables"
         result.choice = (
-            f"BE: its plan fits the memory limit ({human_bytes(plan.peak_bytes)} of "
-            f"{human_bytes(limit.bytes)}) and is predicted at {predicted:.3g} s"
+            f"BE: its plan fits the memory limit ({human_bytes(run.peak_bytes)} of "
+            f"{human_bytes(limit.bytes)}{lean}) and is predicted at {predicted:.3g} s"
             + ("" if reduction is None else f", on the problem reduced to {work.n} variables")
         )
         return result
@@ -329,7 +340,8 @@ def solve_auto(
             f"{biggest:.4g} entries"
         )
     elif not fits:
-        why = f"BE's plan needs {human_bytes(plan.peak_bytes)} > {human_bytes(limit.bytes)}"
+        least = min((p for p in (plan, plan.lean) if p is not None), key=lambda p: p.peak_bytes)
+        why = f"BE's plan needs {human_bytes(least.peak_bytes)} > {human_bytes(limit.bytes)}"
     elif not in_time:
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:

@@ -44,13 +44,14 @@ def _fitting_plan(
     resident: int | None,
 ) -> tuple[Any, Any]:
     """The run's memory plan and limit; TableTooLarge (naming the largest z that fits) when the
-    planned peak exceeds the limit."""
+    planned peak exceeds the limit. BE keeps its messages for the value phase when that fits,
+    else argbest tables when those fit (:meth:`~dcop.plan.bucket_plan.MemoryPlan.within`)."""
     limit = effective_limit(max_bytes)
     plan = plan_for(problem, order, z, dtype, engine, resident=resident)
     if not plan.fits(limit.bytes):
         fitting = largest_fitting_z(plan, limit.bytes, suggestion_bound(plan))
         raise TableTooLarge(refusal(plan, limit, fitting))
-    return plan, limit
+    return plan.within(limit.bytes), limit
 
 
 def check_fits(

@@ -22,6 +22,18 @@ progress bar: :func:`plan_memory` walks the buckets along the elimination order 
 The plan's peak is the largest of these sums over all mini-buckets; :func:`largest_fitting_z`
 finds the MBE z whose plan fits a limit, and :func:`refusal` says why a run is refused.
 
+BE has a leaner way to decode (``decode="argbest"``, :attr:`MemoryPlan.lean`): each bucket keeps
+only the best value of its variable for every tuple of its output's scope, in the fewest bytes
+that hold the domain (:func:`dcop.plan.memory.argbest_bytes`: a bit per entry for a binary
+variable, else one byte up to 256 values), and each message is freed once its bucket is
+eliminated. Its peak is
+the inputs, the argbest tables so far, the messages not yet consumed, and while a bucket runs its
+output (a running best), one slice of the join over the output's scope (made by the fused kernel,
+with its working memory), a mask and the argbest table being filled
+(:func:`dcop.bucketpass.eliminate_keeping_argbest`). The slice passes cost more
+time than the fused kernel, so a run keeps its messages when that fits
+(:meth:`MemoryPlan.within`) and decodes from argbest tables only when it does not.
+
 With several GPUs (a backend that gives a :class:`DeviceModel`) the plan places tables as the
 backend does: input tables on the first device, each output there while it fits the device's
 budget, else in pinned host memory (only those count in the host peak), and for every bucket
@@ -48,12 +60,20 @@ from dcop.plan.memory import (
     DeviceModel,
     Limit,
     WorkModel,
+    argbest_bytes,
+    argbest_dtype,
     device_model_of,
     human_bytes,
     resident_bytes,
     work_model_of,
 )
 from dcop.tables import choose_dtype
+
+#: How a run finds its assignment (see :attr:`MemoryPlan.decode`).
+DECODES = ("messages", "argbest")
+#: Backends that run BE's argbest decoding: their tables are arrays of their ``xp`` (the placed
+#: backend's and several GPUs' tables may be on either side).
+ARGBEST_BACKENDS = ("numpy", "cupy")
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,13 @@ class MemoryPlan:
     device_peak_bytes: int = 0
     device_peak_var: str | None = None
     device_peak_device: int = 0
+    #: how the run finds its assignment: ``messages`` (every message kept for the value phase)
+    #: or ``argbest`` (argbest tables kept, messages freed once consumed: BE only)
+    decode: str = "messages"
+    #: bytes of the argbest tables (``decode="argbest"``)
+    argbest_bytes: int = 0
+    #: BE's plan with ``decode="argbest"``, where the backend runs it (None: none)
+    lean: MemoryPlan | None = field(repr=False, default=None)
 
     @property
     def total_work(self) -> int:
@@ -117,9 +144,21 @@ class MemoryPlan:
         return max((len(m.out_scope) for b in self.buckets for m in b.minibuckets), default=0)
 
     def fits(self, limit: float) -> bool:
-        """Whether the peak stays within ``limit`` bytes (and every device's need within its
-        memory)."""
+        """Whether the run fits ``limit`` bytes (and every device's need its memory): this plan,
+        or else its :attr:`lean` one (see :meth:`within`)."""
+        return self.within(limit).fits_alone(limit)
+
+    def fits_alone(self, limit: float) -> bool:
+        """Whether this plan's own peak stays within ``limit`` bytes (and every device's need
+        within its memory), its :attr:`lean` alternative aside."""
         return self.peak_bytes <= limit and self.fits_devices()
+
+    def within(self, limit: float) -> MemoryPlan:
+        """The plan a run under ``limit`` bytes follows: this one when it fits (the faster
+        decode), else the :attr:`lean` one when that fits, else this one (to be refused)."""
+        if self.fits_alone(limit) or self.lean is None or not self.lean.fits_alone(limit):
+            return self
+        return self.lean
 
     def fits_devices(self) -> bool:
         """Whether every device's need stays within its memory (True without devices)."""
@@ -127,6 +166,8 @@ class MemoryPlan:
 
     def with_z(self, z: int | None) -> MemoryPlan:
         """The same run planned with mini-bucket size ``z`` (None: BE)."""
+        if z == self.z:
+            return self
         return plan_memory(
             self.scopes,
             self.sizes,
@@ -149,6 +190,7 @@ def plan_memory(
     resident: int = 0,
     work: WorkModel | None = None,
     devices: DeviceModel | None = None,
+    decode: str = "messages",
 ) -> MemoryPlan:
     """Plan (mini-)bucket elimination of tables over ``scopes`` along ``order``.
 
@@ -170,6 +212,9 @@ def plan_memory(
         The backend's working memory per mini-bucket (:func:`work_model_of`); none by default.
     devices
         Several GPUs (:func:`device_model_of`): tables planned where that backend puts them.
+    decode
+        ``messages`` (every message kept for the value phase) or ``argbest`` (BE on one device
+        or the host: argbest tables kept, each message freed once its bucket is eliminated).
 
     Returns
     -------
@@ -177,7 +222,15 @@ def plan_memory(
         The peak, where it happens, and every bucket's mini-buckets and work.
     """
     work = work or WorkModel()
+    if decode not in DECODES:
+        raise ValueError(f"unknown decode {decode!r}; use one of {', '.join(DECODES)}")
+    lean = decode == "argbest"
+    if lean and (z is not None or devices is not None):
+        raise ValueError("argbest decoding is BE's on one device or the host (z None, no devices)")
     position = {v: i for i, v in enumerate(order)}
+    # argbest decoding frees each message once its bucket is eliminated: its bytes per bucket
+    consumed: dict[str, int] = {v: 0 for v in order}
+    kept_argbest = 0
     buckets: dict[str, list[tuple[str, ...]]] = {v: [] for v in order}
     on_host: dict[str, list[bool]] = {v: [] for v in order}  # where each bucket table lies
     inputs = 0
@@ -216,17 +269,35 @@ def plan_memory(
                 for device, need in enumerate(needs):
                     if need > device_peak:
                         device_peak, device_peak_var, device_peak_device = need, var, device
-            during = live + host_out + work.bytes_for(mini, members, itemsize)
+            if lean:  # a running best, one slice of the join, a mask, the argbest table
+                extra = out_bytes + mini.out_entries * (1 + argbest_dtype(sizes[var]).itemsize)
+                # a table whose leading axis is not var is copied when sliced at var's values
+                extra += sum(
+                    n // sizes[var] * itemsize
+                    for k, n in zip(mini.members, members, strict=True)
+                    if bucket[k][0] != var
+                )
+                # the fused kernel's working memory while it makes a slice
+                extra += work.bytes_for(mini, [n // sizes[var] for n in members], itemsize)
+            else:
+                extra = work.bytes_for(mini, members, itemsize)
+            during = live + host_out + extra
             bucket_peak = max(bucket_peak, during)
             if during > peak:
                 peak, peak_var, peak_scope, peak_out = during, var, mini.out_scope, host_out
-            if mini.out_scope:  # kept until the value-assignment phase has read it
+            if lean:  # the argbest table kept: packed to bits for a binary variable
+                kept_argbest += argbest_bytes(mini.out_entries, sizes[var])
+                live += argbest_bytes(mini.out_entries, sizes[var])
+            if mini.out_scope:  # kept until the value phase has read it, or its bucket's end
                 live += host_out
                 device_live += out_bytes - host_out
                 messages += out_bytes
                 first = min(mini.out_scope, key=position.__getitem__)
                 buckets[first].append(mini.out_scope)
                 on_host[first].append(host_out > 0)
+                consumed[first] += out_bytes
+        if lean:  # the bucket's messages are freed: only its argbest table is read again
+            live -= consumed[var]
         planned.append(
             BucketPlan(var, tuple(minis), sum(m.joined_entries for m in minis), bucket_peak)
         )
@@ -249,6 +320,8 @@ def plan_memory(
         device_peak_bytes=device_peak,
         device_peak_var=device_peak_var,
         device_peak_device=device_peak_device,
+        decode=decode,
+        argbest_bytes=kept_argbest,
     )
 
 
@@ -353,6 +426,12 @@ def refusal(plan: MemoryPlan, limit: Limit, fitting: MemoryPlan | None) -> str:
         f"{what} the run to a peak of {human_bytes(plan.peak_bytes)} ({'; '.join(parts)}) "
         f"> {limit.text}"
     )
+    if plan.lean is not None:
+        text += (
+            f" (with argbest tables instead of the messages, a peak of "
+            f"{human_bytes(plan.lean.peak_bytes)}, {human_bytes(plan.lean.argbest_bytes)} of "
+            f"them)"
+        )
     more = "a machine with more memory" if limit.capped else "raise --max-memory"
     if fitting is not None:
         return (
@@ -400,13 +479,21 @@ def plan_for(
     work = work_model_of(engine)
     if task in SUMMING_TASKS:
         work = summing_work(work)
-    return plan_memory(
-        [t.scope for t in problem.tables],
-        problem.domain_sizes(),
-        order,
-        z,
-        chosen.itemsize,
-        resident=resident_bytes() if resident is None else resident,
-        work=work,
-        devices=device_model_of(engine),
+    scopes = [t.scope for t in problem.tables]
+    sizes = problem.domain_sizes()
+    held = resident_bytes() if resident is None else resident
+    devices = device_model_of(engine)
+    plan = plan_memory(
+        scopes, sizes, order, z, chosen.itemsize, resident=held, work=work, devices=devices
     )
+    if z is None and task not in SUMMING_TASKS and lean_runs_on(engine):
+        lean = plan_memory(scopes, sizes, order, None, chosen.itemsize, resident=held,
+                           work=work, decode="argbest")  # fmt: skip
+        plan = dataclasses.replace(plan, lean=lean)
+    return plan
+
+
+def lean_runs_on(backend: Any) -> bool:
+    """Whether ``backend`` (a backend object) runs BE's argbest decoding: one of
+    :data:`ARGBEST_BACKENDS`, its tables in one place (no :class:`DeviceModel`)."""
+    return backend.name in ARGBEST_BACKENDS and device_model_of(backend) is None

@@ -15,6 +15,8 @@ import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from dcop.backends.base import Planned, TableBackend, capable
 from dcop.buckets import MiniBucketPlan
 
@@ -95,6 +97,24 @@ def device_model_of(backend: TableBackend) -> DeviceModel | None:
     """The backend's :class:`DeviceModel` (several GPUs: :class:`~dcop.backends.base.Planned`),
     or None: then every table is planned in host memory."""
     return backend.device_model() if capable(backend, Planned) else None
+
+
+def argbest_dtype(domain: int) -> np.dtype:
+    """The smallest unsigned integer dtype that holds every value index of a ``domain``-valued
+    variable: a BE argbest table's (one byte per entry up to 256 values, where int64 took 8)."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if domain - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.uint64)
+
+
+def argbest_bytes(entries: int, domain: int) -> int:
+    """Bytes of a kept argbest table of ``entries`` entries for a ``domain``-valued variable: one
+    bit per entry for a binary one (packed eight to a byte), else one entry of
+    :func:`argbest_dtype` each."""
+    if domain <= 2:
+        return -(-entries // 8)
+    return entries * argbest_dtype(domain).itemsize
 
 
 def resident_bytes() -> int:

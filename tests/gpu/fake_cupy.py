@@ -210,6 +210,11 @@ ARRAY_FUNCTIONS = (
     "ones",
     "ones_like",
     "minimum",
+    "maximum",
+    "less",
+    "greater",
+    "copyto",
+    "packbits",
     "broadcast_to",
 )
 

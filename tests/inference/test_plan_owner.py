@@ -10,7 +10,7 @@ import numpy as np
 
 from dcop.cli.batch import choose_auto
 from dcop.cli.solve import describe
-from dcop.generators import random_network
+from dcop.generators import random_network, spin_glass
 from dcop.orders.greedy import elimination_order
 from dcop.plan.bucket_plan import plan_for
 
@@ -36,7 +36,21 @@ def test_info_and_auto_promise_what_the_solve_checks() -> None:
     # info measures its own resident memory: compare the tables' part
     assert info["memory_bytes_minfill"] - info["memory_resident"] == plan.peak_bytes - resident
     assert choose_auto(problem, plan.peak_bytes, resident=resident) == ("be", None)
-    assert choose_auto(problem, plan.peak_bytes - 1, resident=resident)[0] == "mbe"
+    assert plan.lean is not None  # BE's argbest decoding: larger here (d = 4, float32 tables)
+    least = min(plan.peak_bytes, plan.lean.peak_bytes)
+    assert choose_auto(problem, least - 1, resident=resident)[0] == "mbe"
+    assert info["memory_bytes_argbest_auto"] - info["memory_resident"] > 0
+
+
+def test_auto_is_be_where_only_its_argbest_decoding_fits() -> None:
+    problem = spin_glass(9, seed=2)  # binary: a bit of argbest per entry
+    order = elimination_order("minfill", problem.neighbours())
+    plan = plan_for(problem, order, resident=0)
+    assert plan.lean is not None and plan.lean.peak_bytes < plan.peak_bytes
+    assert choose_auto(problem, plan.peak_bytes - 1, resident=0, ordering="minfill")[0] == "be"
+    assert choose_auto(problem, plan.lean.peak_bytes, resident=0, ordering="minfill")[0] == "be"
+    below = choose_auto(problem, plan.lean.peak_bytes - 1, resident=0, ordering="minfill")
+    assert below[0] == "mbe"
 
 
 def test_summing_tasks_plan_their_linear_copies() -> None:
