@@ -95,6 +95,9 @@ def measure(n: int) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "agent_cpu_ms_mean": round(statistics.mean(cpu) * 1e3, 2) if cpu else None,
         "agent_page_faults_mean": round(statistics.mean(faults), 1) if faults else None,
+        # the templates' forks and the coordinator's work, per agent
+        "template_cpu_ms": round((procs.get("template_cpu_s") or 0.0) / n * 1e3, 2),
+        "coordinator_cpu_ms": round((procs.get("coordinator_cpu_s") or 0.0) / n * 1e3, 2),
         "phases": summed,
     }
 
@@ -117,7 +120,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"their phases): {p['cpu_ms']:.1f} ms of CPU and {p['faults']:.0f} page faults per "
             f"agent in all (the run's own account at each exit: {r['agent_cpu_ms_mean']} ms, "
             f"{r['agent_page_faults_mean']} faults); private dirty at the exit "
-            f"{p['private_dirty_kb_median']} kB (median).",
+            f"{p['private_dirty_kb_median']} kB (median). Per agent beside it: the templates "
+            f"{r['template_cpu_ms']} ms, the coordinator {r['coordinator_cpu_ms']} ms.",
             "",
             "| phase | per agent | CPU ms | main thread ms | page faults |",
             "|---|---|---|---|---|",
@@ -135,6 +139,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,1000")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
+    from startup import compile_package
+
+    # the template imports what it forks from its bytecode: a module changed since it was last
+    # compiled would be compiled in every run's template where PYTHONDONTWRITEBYTECODE is set
+    # (on this VM it is), its garbage a part of every agent's address space (issue 49)
+    compile_package()
     from scale import report_head, write_report
 
     report: dict[str, Any] = {
