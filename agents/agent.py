@@ -166,6 +166,8 @@ class Agent:
         self.last_to_coordinator = -float("inf")
         #: a one-shot agent's repeated hello, until its coordinator answers: when, and the gap
         self.next_hello = -float("inf")
+        #: handshakes completed on the link to the coordinator (see _greet_new_coordinator)
+        self.coordinator_joins = 0
         self.hello_gap = config.heartbeat_s
         self.problem_deadline = float("inf")
         self.reported_lost: set[int] = set()
@@ -330,14 +332,21 @@ class Agent:
     def _greet_new_coordinator(self) -> None:
         """A serving agent waiting for a problem says hello as soon as its link to the
         coordinator's port connects (a coordinator started for the next problem), instead of at
-        its next heartbeat: that wait was most of a warm cluster's time per problem."""
-        joined = self.transport.joined_peers()
-        if (
-            COORDINATOR_ID in joined
-            and self.session is None
-            and (self.cfg.serving or not self.coordinator_heard)
-        ):
-            self._hello()
+        its next heartbeat: that wait was most of a warm cluster's time per problem. A one-shot
+        agent not yet answered does so when the link connects again (its first connection took
+        the hello it sent at its start)."""
+        if COORDINATOR_ID not in self.transport.joined_peers():
+            return
+        self.coordinator_joins += 1
+        if self.session is not None or not (self.cfg.serving or not self.coordinator_heard):
+            return
+        if self.coordinator_joins == 1 and not self.cfg.serving:
+            # the hello a one-shot agent sent at its start waited in the link's queue and left
+            # on this, its first connection: a second one was a message more for every agent
+            # and its coordinator (issue 49). A hello that was lost (the link's first handshakes
+            # failed, and its queue went with the connection retried) is repeated by _beat.
+            return
+        self._hello()
 
     def _check_losses(self) -> bool:
         """React to links ZeroMQ lost; True when this agent must exit (its coordinator is gone)."""

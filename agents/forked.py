@@ -38,9 +38,11 @@ import resource
 import selectors
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dcop.agents.pauses import freeze_heap
+from dcop.agents.phases import PHASES_ENV
 from dcop.blas import one_blas_thread
 
 if TYPE_CHECKING:  # loaded by PRELOAD, after one_blas_thread (they import NumPy)
@@ -87,6 +89,11 @@ def run_child(
     """The body of a forked agent: ``dcop-agent ARGV`` with stdout and stderr in ``log_path``
     (run from ``options``, the same as data, when given, with ``peers`` the peers.json they name
     when the template has read it)."""
+    dump: Callable[[], None] | None = None
+    if PHASES_ENV in os.environ:  # a measuring hook, from the child's first line
+        from dcop.agents.phases import install
+
+        dump = install(os.environ[PHASES_ENV])
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
@@ -115,6 +122,8 @@ def run_child(
 
             main(argv)
     except SystemExit as exc:
+        if dump is not None:  # an exit other than leave_now's (which wrote it)
+            dump()
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:  # a SIGTERM while it closed: stopped (never unwind into the loop)
         return 3

@@ -161,6 +161,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,1000")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
+    from startup import compile_package
+
+    # the template imports what it forks from its bytecode: a module changed since it was last
+    # compiled would be compiled in every run's template where PYTHONDONTWRITEBYTECODE is set
+    # (on this VM it is), its garbage a part of every agent's address space (issue 49)
+    compile_package()
     from scale import report_head, write_report
 
     report: dict[str, Any] = {

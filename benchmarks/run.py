@@ -76,6 +76,7 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("agent_floor.json", "agent_floor.md", "agent_floor_scale.json", "agent_floor_scale.md"),
     ),
     "agent-memory": ("agent_memory.py", ("agent_memory.json", "agent_memory.md")),
+    "agent-phases": ("agent_phases.py", ("agent_phases.json", "agent_phases.md")),
     "cpu-be": ("cpu_be.py", ("cpu_be.json", "cpu_be.md")),
     "deploy": ("deploy_bench.py", ("deploy.json", "deploy.md")),
     "distributed": (

@@ -738,6 +738,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="the files' stem: NAME.json/.md/.png (a part of the series kept beside the whole)",
     )
     args = ap.parse_args(argv)
+    from startup import compile_package
+
+    # the template imports what it forks from its bytecode: a module changed since it was last
+    # compiled would be compiled in every run's template where PYTHONDONTWRITEBYTECODE is set
+    # (on this VM it is), its garbage a part of every agent's address space (issue 49)
+    compile_package()
     rows_asked = parse_only(args.only) if args.only else SERIES[args.series]
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {

@@ -581,8 +581,8 @@ class _ZmqBase:
     def joined_peers(self) -> list[int]:
         """Peers whose link (a DEALER of ours) completed a ZMTP handshake since the last call:
         connected, or reconnected after it was lost. The handshakes are those :meth:`recv` and
-        :meth:`lost_peers` have seen (a join ends recv's wait): asking costs nothing more, and an
-        agent asks at every turn of its loop."""
+        :meth:`lost_peers` have seen (the coordinator's join ends recv's wait): asking costs
+        nothing more, and an agent asks at every turn of its loop."""
         joined, self._joined = self._joined, []
         return joined
 
@@ -730,9 +730,10 @@ class _ZmqBase:
 
     def recv(self, timeout_s: float) -> Received | None:
         """The next accepted ``(sender id, frames)``, or None after ``timeout_s``. Refused frames
-        and monitor events are handled on the way and do not end the wait, except a link that
-        connects (see :meth:`joined_peers`) or is lost (:meth:`lost_peers`): then None, at once. The frames are views of
-        ZeroMQ's own buffers: a table goes to NumPy without a copy."""
+        and monitor events are handled on the way and do not end the wait, except the link to
+        the coordinator connecting (see :meth:`joined_peers`) or any link lost
+        (:meth:`lost_peers`): then None, at once. The frames are views of ZeroMQ's own buffers:
+        a table goes to NumPy without a copy."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             item = self._early()
@@ -743,8 +744,11 @@ class _ZmqBase:
             # CONNECTED event precedes its first frame, so it is ready whenever that frame is).
             joined, lost = len(self._joined), len(self._losses)
             self._drain_monitors(ready)
-            # a loss ends the wait too: an idle agent sleeps for seconds (AgentConfig.idle_wake_s)
-            woken = woken or len(self._joined) > joined or len(self._losses) > lost
+            # a loss ends the wait too: an idle agent sleeps for seconds (AgentConfig.idle_wake_s);
+            # so does the coordinator's link joining (a serving agent greets a new coordinator at
+            # once), not a neighbour's: no one waits for that, and each such wake was a turn of
+            # the loop of its own on every agent (two of its ~13, issue 49)
+            woken = woken or COORDINATOR_ID in self._joined[joined:] or len(self._losses) > lost
             for sock in ready:
                 if sock not in self._monitors and sock is not self._zap:
                     item = self._read(sock)

@@ -20,9 +20,15 @@ class _Transport:
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, Any]] = []
+        #: links that completed a handshake since the agent last asked
+        self.joined: list[int] = []
 
     def send(self, peer: int, frames: list[Any]) -> None:
         self.sent.append((peer, decode(frames).body))
+
+    def joined_peers(self) -> list[int]:
+        joined, self.joined = self.joined, []
+        return joined
 
 
 def _agent(clock: list[float]) -> tuple[Agent, _Transport]:
@@ -116,6 +122,28 @@ def test_an_unanswered_agent_repeats_its_hello_less_and_less_often() -> None:
         clock[0] = 200.0 + second
         serving._beat()
     assert len(_hellos(sent)) == 5
+
+
+def test_a_one_shot_agent_says_hello_again_only_when_its_coordinator_link_connects_again() -> None:
+    """The hello sent at the start waits in the link's queue and leaves on its first connection:
+    no second one then (one message more for every agent and its coordinator, issue 49); a
+    later connection (the coordinator's port taken over, a squatter gone) gets a new one. A
+    serving agent greets every connection."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    agent._hello()
+    transport.joined.append(COORDINATOR_ID)
+    agent._greet_new_coordinator()
+    assert len(_hellos(transport)) == 1
+    transport.joined.append(COORDINATOR_ID)
+    agent._greet_new_coordinator()
+    assert len(_hellos(transport)) == 2
+    serving, sent = _agent(clock)
+    serving.cfg.serving = True
+    for _ in range(2):
+        sent.joined.append(COORDINATOR_ID)
+        serving._greet_new_coordinator()
+    assert len(_hellos(sent)) == 2
 
 
 def test_an_idle_agent_sleeps_until_something_is_due() -> None:
