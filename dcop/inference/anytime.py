@@ -334,9 +334,9 @@ def solve_auto(
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:
         why = f"BE is predicted at {predicted:.3g} s"
-    from dcop.search.dfbnb import suits
+    from dcop.search.dfbnb import suits, suits_large
 
-    if reduction is not None and suits(work):
+    if (reduction is not None and suits(work)) or suits_large(work):
         return _solve_dfbnb(
             problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
             {"reduce": reduce_s, "ordering": order_s}, why,
@@ -382,7 +382,7 @@ def _dfbnb_before_order(work: Problem) -> bool:
 
 def _solve_dfbnb(
     problem: Problem,
-    reduction: Reduction,
+    reduction: Reduction | None,
     work: Problem,
     deadline: float | None,
     max_bytes: float | None,
@@ -394,7 +394,7 @@ def _solve_dfbnb(
 ) -> SolveResult:
     """``auto``'s branch and bound under soft arc consistency (:mod:`dcop.search.dfbnb`) on
     ``problem`` through its ``reduction`` (to ``work``); ``why`` BE did not run."""
-    from dcop.search.dfbnb import solve_dfbnb
+    from dcop.search.dfbnb import LARGE_DOMAIN, solve_dfbnb, suits
 
     result = solve_dfbnb(
         problem,
@@ -404,14 +404,19 @@ def _solve_dfbnb(
         start=first,
         started=t_start,
         reduction=reduction,
+        reduced=reduction is not None,  # None: the reduction was tried, and left it whole
     )
     result.times.update(spent)
     sizes = max(v.size for v in work.variables.values())
-    result.choice = (
-        f"search under soft arc consistency (dfbnb): {why}; the problem reduced to {work.n} "
-        f"variables of at most {sizes} values and tables of at most "
-        f"{max((int(t.entries) for t in work.tables), default=0)} entries"
+    arity = max((len(t.scope) for t in work.tables), default=0)
+    shape = (
+        f"the problem reduced to {work.n} variables of at most {sizes} values and tables of at "
+        f"most {max((int(t.entries) for t in work.tables), default=0)} entries"
+        if reduction is not None and suits(work)
+        else f"tables of at most {arity} variables over domains of up to {sizes} values "
+        f"(at least {LARGE_DOMAIN}: the mini-bucket passes and the AND/OR nodes grow with d)"
     )
+    result.choice = f"search under soft arc consistency (dfbnb): {why}; {shape}"
     return result
 
 
