@@ -99,13 +99,15 @@ def suits(problem: Problem) -> bool:
 
 
 def suits_large(problem: Problem) -> bool:
-    """``--algo auto``'s second rule, where BE is not quick: this search for a problem of
-    tables of at most two variables with a domain of at least LARGE_DOMAIN values (toulbar2's
-    ground: the frequency assignments). There the AND/OR search's passes grow as d^z and its
-    nodes price d values each: CELAR6-SUB0 (d = 44) took it 3-5 s where this search (AC* on
-    the tables summed per pair, no diffusion: :func:`large_domains`) proves it in a few
-    tenths; on the random networks of d = 10 it is the other way round (this search did not
-    prove n = 22 in 15 s, the AND/OR one does in 2)."""
+    """``--algo auto``'s second rule, where BE is not quick: a probe of this search (a count of
+    nodes: ``dcop.inference.anytime.LARGE_PROBE_NODES``) before the AND/OR one, for a problem
+    of tables of at most two variables with a domain of at least LARGE_DOMAIN values
+    (toulbar2's ground: the frequency assignments). There the AND/OR search's passes grow as
+    d^z and its nodes price d values each: CELAR6-SUB0 (d = 44) took it 3-5 s where this search
+    (AC* on the tables summed per pair, no diffusion: :func:`large_domains`) proves it in a
+    few tenths. Not on every such problem: on the random network n = 18, d = 24 the AND/OR
+    search proved it in 0.6 s of CPU, this one not in 30 s (AC* is weak on dense random
+    costs), and on those of d = 10 this search did not prove n = 22 in 15 s: hence a probe."""
     if not problem.variables or max(v.size for v in problem.variables.values()) < LARGE_DOMAIN:
         return False
     return all(len(t.scope) <= 2 for t in problem.tables)

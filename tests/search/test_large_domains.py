@@ -87,3 +87,20 @@ def test_celar6_sub0_is_proved_at_its_known_optimum() -> None:
     assert result.algo == "dfbnb" and "dfbnb" in (result.choice or "")
     assert result.exact and result.upper_bound == 159.0
     assert problem.evaluate(result.assignment) == 159.0
+
+
+@pytest.mark.parametrize("probe", [1, 1_000_000])
+def test_auto_probes_then_falls_back_to_the_and_or_search(
+    probe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dcop.inference import anytime
+
+    monkeypatch.setattr(anytime, "BE_FIRST_S", 0.0)  # BE is not quick: the search's rules run
+    monkeypatch.setattr(anytime, "LARGE_PROBE_NODES", probe)
+    problem = large_binary(3, n=5, d=20, tables=10)
+    result = solve_auto(problem, timeout=60)
+    check_exact_answer(problem, result, brute_force(problem))
+    if probe == 1:  # the probe ran out of nodes: the AND/OR search proved it
+        assert result.algo == "aobb" and "probe of 1 nodes" in (result.choice or "")
+    else:
+        assert result.algo == "dfbnb"
