@@ -422,8 +422,8 @@ class _Frontier:
         taken = np.stack([w.var[floor:depth], w.val[floor:depth], w.kind[floor:depth]], axis=1)
         taken = taken.astype(np.int32)
         for d in range(floor, depth):
-            if w.kind[d] == 0:  # its right branch is still to come
-                right = np.array([[w.var[d], w.val[d], 1]], dtype=np.int32)
+            if w.kind[d] % 2 == 0:  # its right branch is still to come
+                right = np.array([[w.var[d], w.val[d], w.kind[d] + 1]], dtype=np.int32)
                 self._push(int(w.c0[d]), np.concatenate([self.path, taken[: d - floor], right]))
         self._push(int(live.reg[propagate.R_C0]), np.concatenate([self.path, taken]))
         if self.bytes > TRAIL_SHARE * limit:

@@ -104,3 +104,10 @@ def test_auto_probes_then_falls_back_to_the_and_or_search(
         assert result.algo == "aobb" and "probe of 1 nodes" in (result.choice or "")
     else:
         assert result.algo == "dfbnb"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_split_domains_with_hard_zeros_equal_brute_force(seed: int) -> None:
+    # domains past DICHOTOMIC live values are split in halves: wipe-outs in either half
+    problem = large_binary(200 + seed, n=4, d=30, tables=9, p_inf=0.6)
+    check_exact_answer(problem, solve_dfbnb(problem), brute_force(problem))
