@@ -346,20 +346,28 @@ def solve_auto(
             problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
             {"reduce": reduce_s, "ordering": order_s}, why,
         )  # fmt: skip
-    probe = None
+    probe: str | None = None
+    probe_s = 0.0
     if suits_large(work):
         # a probe of LARGE_PROBE_NODES nodes: it proves the frequency assignments (CELAR6-SUB0:
         # 3443 nodes, a few tenths of a second), not the random networks of large domains
         # (the AND/OR search's ground: n = 18, d = 24 in 0.6 s, not this search in 30)
         t0 = time.monotonic()
-        result = _solve_dfbnb(
-            problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
-            {"reduce": reduce_s, "ordering": order_s}, why, LARGE_PROBE_NODES,
-        )  # fmt: skip
-        out_of_time = deadline is not None and time.monotonic() >= deadline
-        if result.exact or out_of_time or result.stopped != dfbnb_out_of_nodes:
-            return result
-        probe = time.monotonic() - t0
+        try:
+            result = _solve_dfbnb(
+                problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
+                {"reduce": reduce_s, "ordering": order_s}, why, LARGE_PROBE_NODES,
+            )  # fmt: skip
+            out_of_time = deadline is not None and time.monotonic() >= deadline
+            if result.exact or out_of_time or result.stopped != dfbnb_out_of_nodes:
+                return result
+            probe = (
+                f"the soft arc consistency search's probe of {LARGE_PROBE_NODES} nodes did not "
+                f"prove it ({time.monotonic() - t0:.3g} s)"
+            )
+        except TableTooLarge as exc:  # its integer tables past half the memory limit
+            probe = f"the soft arc consistency search was refused ({exc})"
+        probe_s = time.monotonic() - t0
     from dcop.search.solver import solve_aobb
 
     # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would
@@ -381,11 +389,8 @@ def solve_auto(
         result.times.update(reduce=reduce_s, ordering=order_s)
     result.choice = f"search: {why}; {result.search.ibound_reason}"
     if probe is not None:
-        result.times["dfbnb_probe"] = probe
-        result.choice += (
-            f"; the soft arc consistency search's probe of {LARGE_PROBE_NODES} nodes did not "
-            f"prove it ({probe:.3g} s)"
-        )
+        result.times["dfbnb_probe"] = probe_s
+        result.choice += f"; {probe}"
     return result
 
 

@@ -111,3 +111,14 @@ def test_split_domains_with_hard_zeros_equal_brute_force(seed: int) -> None:
     # domains past DICHOTOMIC live values are split in halves: wipe-outs in either half
     problem = large_binary(200 + seed, n=4, d=30, tables=9, p_inf=0.6)
     check_exact_answer(problem, solve_dfbnb(problem), brute_force(problem))
+
+
+def test_auto_falls_back_where_the_probe_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dcop.inference import anytime
+
+    monkeypatch.setattr(anytime, "BE_FIRST_S", 0.0)
+    monkeypatch.setattr(dfbnb, "TRAIL_SHARE", 1e-9)  # its integer tables never fit
+    problem = large_binary(4, n=5, d=20, tables=10)
+    result = solve_auto(problem, timeout=60)
+    check_exact_answer(problem, result, brute_force(problem))
+    assert result.algo == "aobb" and "was refused" in (result.choice or "")
