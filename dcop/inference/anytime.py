@@ -206,6 +206,8 @@ def solve_auto(
         resident = resident_bytes()
     limit = effective_limit(max_bytes)
     small = problem.n < FIRST_EARLY_VARIABLES
+    probe: str | None = None  # why the large-domain probe did not end the run (_probe_large)
+    probe_s = 0.0
     # a small problem's start waits until the CPU's prediction says the device is worth it
     backend = device_start(backend, begin=not small)
     if small and isinstance(backend, StartingBackend) and not backend.ready:
@@ -229,6 +231,16 @@ def solve_auto(
                 f"({backend.name})"
             )
             return result
+        if not cpu_plan.fits(limit.bytes):
+            # the probe of a large-domain problem runs on the CPU: the device's start waits
+            # for it (a proof ends the run with no start at all)
+            early, probe, probe_s = _probe_large(
+                problem, None, problem, deadline, max_bytes, on_bounds, None, t_start, {},
+                f"BE's plan needs {human_bytes(cpu_plan.peak_bytes)} > "
+                f"{human_bytes(limit.bytes)}, before the device's start ({backend.name})",
+            )  # fmt: skip
+            if early is not None:
+                return early
     if isinstance(backend, StartingBackend):
         backend.begin()  # the device is worth its start: it starts while the solve plans
     first = None
@@ -338,36 +350,20 @@ def solve_auto(
         why = f"BE is predicted at {predicted:.3g} s, past the time left"
     else:
         why = f"BE is predicted at {predicted:.3g} s"
-    from dcop.search.dfbnb import OUT_OF_NODES as dfbnb_out_of_nodes
-    from dcop.search.dfbnb import suits, suits_large
+    from dcop.search.dfbnb import suits
 
     if reduction is not None and suits(work):
         return _solve_dfbnb(
             problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
             {"reduce": reduce_s, "ordering": order_s}, why,
         )  # fmt: skip
-    probe: str | None = None
-    probe_s = 0.0
-    if suits_large(work):
-        # a probe of LARGE_PROBE_NODES nodes: it proves the frequency assignments (CELAR6-SUB0:
-        # 3443 nodes, a few tenths of a second), not the random networks of large domains
-        # (the AND/OR search's ground: n = 18, d = 24 in 0.6 s, not this search in 30)
-        t0 = time.monotonic()
-        try:
-            result = _solve_dfbnb(
-                problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
-                {"reduce": reduce_s, "ordering": order_s}, why, LARGE_PROBE_NODES,
-            )  # fmt: skip
-            out_of_time = deadline is not None and time.monotonic() >= deadline
-            if result.exact or out_of_time or result.stopped != dfbnb_out_of_nodes:
-                return result
-            probe = (
-                f"the soft arc consistency search's probe of {LARGE_PROBE_NODES} nodes did not "
-                f"prove it ({time.monotonic() - t0:.3g} s)"
-            )
-        except TableTooLarge as exc:  # its integer tables past half the memory limit
-            probe = f"the soft arc consistency search was refused ({exc})"
-        probe_s = time.monotonic() - t0
+    if probe is None:
+        early, probe, probe_s = _probe_large(
+            problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
+            {"reduce": reduce_s, "ordering": order_s}, why,
+        )  # fmt: skip
+        if early is not None:
+            return early
     from dcop.search.solver import solve_aobb
 
     # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would
@@ -408,6 +404,50 @@ def _dfbnb_before_order(work: Problem) -> bool:
     adjacency = work.neighbours()
     order = min_degree_order(adjacency)
     return largest_table(adjacency, order, work.domain_sizes()) > DFBNB_BEFORE_ORDER_ENTRIES
+
+
+def _probe_large(
+    problem: Problem,
+    reduction: Reduction | None,
+    work: Problem,
+    deadline: float | None,
+    max_bytes: float | None,
+    on_bounds: BoundsFn | None,
+    first: FirstAnswer | None,
+    t_start: float,
+    spent: dict[str, float],
+    why: str,
+) -> tuple[SolveResult | None, str | None, float]:
+    """Where ``work`` suits the large-domain probe (:func:`dcop.search.dfbnb.suits_large`):
+    LARGE_PROBE_NODES nodes of dfbnb. It proves the frequency assignments (CELAR6-SUB0 in 1447
+    nodes, a tenth of a second), not the random networks of large domains (the AND/OR search's
+    ground: n = 18, d = 24 in 0.6 s of CPU, not this search in 30 s). Returns the result that
+    ends the run (a proof, the deadline), else None, why the probe did not end it (None: no
+    probe ran), and its seconds."""
+    from dcop.search.dfbnb import OUT_OF_NODES, suits_large
+
+    if not suits_large(work):
+        return None, None, 0.0
+    t0 = time.monotonic()
+    try:
+        result = _solve_dfbnb(
+            problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start, spent, why,
+            LARGE_PROBE_NODES,
+        )  # fmt: skip
+    except TableTooLarge as exc:  # its integer tables past half the memory limit
+        return None, f"the soft arc consistency search was refused ({exc})", time.monotonic() - t0
+    out_of_time = deadline is not None and time.monotonic() >= deadline
+    if result.exact or out_of_time or result.stopped != OUT_OF_NODES:
+        return result, None, time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    return (
+        None,
+        (
+            f"the soft arc consistency search's probe of {LARGE_PROBE_NODES} nodes did not prove it "
+            f"({seconds:.3g} s)"
+        ),
+        seconds,
+    )
 
 
 def _solve_dfbnb(

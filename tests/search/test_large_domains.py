@@ -122,3 +122,13 @@ def test_auto_falls_back_where_the_probe_is_refused(monkeypatch: pytest.MonkeyPa
     result = solve_auto(problem, timeout=60)
     check_exact_answer(problem, result, brute_force(problem))
     assert result.algo == "aobb" and "was refused" in (result.choice or "")
+
+
+def test_the_probe_runs_before_a_device_starts() -> None:
+    # a small problem under a device backend: its probe runs on the CPU before the start begins
+    path = INSTANCES / "CELAR6-SUB0.wcsp"
+    if not path.exists():
+        pytest.skip(f"reference instances not found at {INSTANCES}")
+    result = solve_auto(read_problem(path), timeout=120, backend="auto")
+    assert result.algo == "dfbnb" and result.exact and result.upper_bound == 159.0
+    assert "before the device's start" in (result.choice or "")
