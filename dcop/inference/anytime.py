@@ -94,6 +94,10 @@ BE_ENTRY_BYTES = 4
 #: A reduced problem that suits dfbnb goes to it before the ordering engine and BE's plan where
 #: min-degree's order has a table of more entries than this (:func:`_dfbnb_before_order`).
 DFBNB_BEFORE_ORDER_ENTRIES = float(1 << 40)
+#: A problem of binary tables and large domains (:func:`dcop.search.dfbnb.suits_large`) gets
+#: a probe of the search under soft arc consistency of this many nodes (a count: the same path
+#: on any machine) before the AND/OR search: CELAR6-SUB0 needs 3443.
+LARGE_PROBE_NODES = 6000
 #: bounds(seconds, lower, upper) of a search, internal costs (:mod:`dcop.search.solver`).
 BoundsFn = Callable[[float, float, float], None]
 
@@ -202,6 +206,8 @@ def solve_auto(
         resident = resident_bytes()
     limit = effective_limit(max_bytes)
     small = problem.n < FIRST_EARLY_VARIABLES
+    probe: str | None = None  # why the large-domain probe did not end the run (_probe_large)
+    probe_s = 0.0
     # a small problem's start waits until the CPU's prediction says the device is worth it
     backend = device_start(backend, begin=not small)
     if small and isinstance(backend, StartingBackend) and not backend.ready:
@@ -225,6 +231,16 @@ def solve_auto(
                 f"({backend.name})"
             )
             return result
+        if not cpu_plan.fits(limit.bytes):
+            # the probe of a large-domain problem runs on the CPU: the device's start waits
+            # for it (a proof ends the run with no start at all)
+            early, probe, probe_s = _probe_large(
+                problem, None, problem, deadline, max_bytes, on_bounds, None, t_start, {},
+                f"BE's plan needs {human_bytes(cpu_plan.peak_bytes)} > "
+                f"{human_bytes(limit.bytes)}, before the device's start ({backend.name})",
+            )  # fmt: skip
+            if early is not None:
+                return early
     if isinstance(backend, StartingBackend):
         backend.begin()  # the device is worth its start: it starts while the solve plans
     first = None
@@ -353,6 +369,13 @@ def solve_auto(
             problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
             {"reduce": reduce_s, "ordering": order_s}, why,
         )  # fmt: skip
+    if probe is None:
+        early, probe, probe_s = _probe_large(
+            problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start,
+            {"reduce": reduce_s, "ordering": order_s}, why,
+        )  # fmt: skip
+        if early is not None:
+            return early
     from dcop.search.solver import solve_aobb
 
     # where BE fits, its exact pass is the ladder's last rung: the search ends as BE would
@@ -373,6 +396,9 @@ def solve_auto(
     if reduction is not None:  # made here, not in the search
         result.times.update(reduce=reduce_s, ordering=order_s)
     result.choice = f"search: {why}; {result.search.ibound_reason}"
+    if probe is not None:
+        result.times["dfbnb_probe"] = probe_s
+        result.choice += f"; {probe}"
     return result
 
 
@@ -392,9 +418,9 @@ def _dfbnb_before_order(work: Problem) -> bool:
     return largest_table(adjacency, order, work.domain_sizes()) > DFBNB_BEFORE_ORDER_ENTRIES
 
 
-def _solve_dfbnb(
+def _probe_large(
     problem: Problem,
-    reduction: Reduction,
+    reduction: Reduction | None,
     work: Problem,
     deadline: float | None,
     max_bytes: float | None,
@@ -403,10 +429,55 @@ def _solve_dfbnb(
     t_start: float,
     spent: dict[str, float],
     why: str,
+) -> tuple[SolveResult | None, str | None, float]:
+    """Where ``work`` suits the large-domain probe (:func:`dcop.search.dfbnb.suits_large`):
+    LARGE_PROBE_NODES nodes of dfbnb. It proves the frequency assignments (CELAR6-SUB0 in 1447
+    nodes, a tenth of a second), not the random networks of large domains (the AND/OR search's
+    ground: n = 18, d = 24 in 0.6 s of CPU, not this search in 30 s). Returns the result that
+    ends the run (a proof, the deadline), else None, why the probe did not end it (None: no
+    probe ran), and its seconds."""
+    from dcop.search.dfbnb import OUT_OF_NODES, suits_large
+
+    if not suits_large(work):
+        return None, None, 0.0
+    t0 = time.monotonic()
+    try:
+        result = _solve_dfbnb(
+            problem, reduction, work, deadline, max_bytes, on_bounds, first, t_start, spent, why,
+            LARGE_PROBE_NODES,
+        )  # fmt: skip
+    except TableTooLarge as exc:  # its integer tables past half the memory limit
+        return None, f"the soft arc consistency search was refused ({exc})", time.monotonic() - t0
+    out_of_time = deadline is not None and time.monotonic() >= deadline
+    if result.exact or out_of_time or result.stopped != OUT_OF_NODES:
+        return result, None, time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    return (
+        None,
+        (
+            f"the soft arc consistency search's probe of {LARGE_PROBE_NODES} nodes did not prove it "
+            f"({seconds:.3g} s)"
+        ),
+        seconds,
+    )
+
+
+def _solve_dfbnb(
+    problem: Problem,
+    reduction: Reduction | None,
+    work: Problem,
+    deadline: float | None,
+    max_bytes: float | None,
+    on_bounds: BoundsFn | None,
+    first: FirstAnswer | None,
+    t_start: float,
+    spent: dict[str, float],
+    why: str,
+    max_nodes: int | None = None,
 ) -> SolveResult:
     """``auto``'s branch and bound under soft arc consistency (:mod:`dcop.search.dfbnb`) on
     ``problem`` through its ``reduction`` (to ``work``); ``why`` BE did not run."""
-    from dcop.search.dfbnb import solve_dfbnb
+    from dcop.search.dfbnb import LARGE_DOMAIN, solve_dfbnb, suits
 
     result = solve_dfbnb(
         problem,
@@ -416,14 +487,20 @@ def _solve_dfbnb(
         start=first,
         started=t_start,
         reduction=reduction,
+        reduced=reduction is not None,  # None: the reduction was tried, and left it whole
+        max_nodes=max_nodes,
     )
     result.times.update(spent)
     sizes = max(v.size for v in work.variables.values())
-    result.choice = (
-        f"search under soft arc consistency (dfbnb): {why}; the problem reduced to {work.n} "
-        f"variables of at most {sizes} values and tables of at most "
-        f"{max((int(t.entries) for t in work.tables), default=0)} entries"
+    arity = max((len(t.scope) for t in work.tables), default=0)
+    shape = (
+        f"the problem reduced to {work.n} variables of at most {sizes} values and tables of at "
+        f"most {max((int(t.entries) for t in work.tables), default=0)} entries"
+        if reduction is not None and suits(work)
+        else f"tables of at most {arity} variables over domains of up to {sizes} values "
+        f"(at least {LARGE_DOMAIN}: the mini-bucket passes and the AND/OR nodes grow with d)"
     )
+    result.choice = f"search under soft arc consistency (dfbnb): {why}; {shape}"
     return result
 
 

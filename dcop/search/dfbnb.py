@@ -54,6 +54,11 @@ GUIDED_SHARE = 0.05
 #: entries and whose domains at most this many values (:func:`suits`).
 SUITS_ENTRIES = 64
 SUITS_DOMAIN = 4
+#: ``--algo auto`` runs this search on a problem of binary tables with a domain of at least
+#: this many values (:func:`suits_large`).
+LARGE_DOMAIN = 20
+#: Domains of more values than this search without min-sum diffusion (:func:`large_domains`).
+DIFFUSE_DOMAIN = 8
 #: Backtracks of a dive before its open nodes go back to the frontier (:class:`_Frontier`).
 BACKTRACKS = 100
 #: Seconds a slice of the walk should take between two looks at the clock.
@@ -72,6 +77,15 @@ NO_MEMORY = "the search's trail outgrew its share of the memory limit"
 INTERRUPTED = "interrupted"
 
 
+def large_domains(problem: Problem) -> bool:
+    """Whether ``problem`` has a domain of more than DIFFUSE_DOMAIN values: there the search
+    keeps AC* alone. Diffusion's shifts cost a domain's values times a variable's tables each
+    (its sweeps before the search and at every node): on CELAR6-SUB0 (d = 44) two sweeps a node
+    made a node 40 times slower for 15 % fewer nodes, and the dives of :mod:`.guided` took
+    seconds past their share."""
+    return any(v.size > DIFFUSE_DOMAIN for v in problem.variables.values())
+
+
 def suits(problem: Problem) -> bool:
     """``--algo auto``'s rule, where BE is not quick: this search, not the AND/OR one, for a
     problem that the exact reduction shrank (``problem`` is the reduced one) to small tables
@@ -84,6 +98,21 @@ def suits(problem: Problem) -> bool:
     return all(int(t.entries) <= SUITS_ENTRIES for t in problem.tables)
 
 
+def suits_large(problem: Problem) -> bool:
+    """``--algo auto``'s second rule, where BE is not quick: a probe of this search (a count of
+    nodes: ``dcop.inference.anytime.LARGE_PROBE_NODES``) before the AND/OR one, for a problem
+    of tables of at most two variables with a domain of at least LARGE_DOMAIN values
+    (toulbar2's ground: the frequency assignments). There the AND/OR search's passes grow as
+    d^z and its nodes price d values each: CELAR6-SUB0 (d = 44) took it 3-5 s where this search
+    (AC* on the tables summed per pair, no diffusion: :func:`large_domains`) proves it in a
+    few tenths. Not on every such problem: on the random network n = 18, d = 24 the AND/OR
+    search proved it in 0.6 s of CPU, this one not in 30 s (AC* is weak on dense random
+    costs), and on those of d = 10 this search did not prove n = 22 in 15 s: hence a probe."""
+    if not problem.variables or max(v.size for v in problem.variables.values()) < LARGE_DOMAIN:
+        return False
+    return all(len(t.scope) <= 2 for t in problem.tables)
+
+
 def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.Net,
                                                                       propagate.Live, float, float]:  # fmt: skip
     """:func:`.propagate.build` of ``problem``'s tables (its unary ones summed per variable; the
@@ -93,8 +122,10 @@ def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.N
     dom = np.array([problem.variables[v].size for v in names], dtype=np.int64)
     u_off = np.concatenate(([0], np.cumsum(dom))).astype(np.int64)
     unary = np.zeros(int(u_off[-1]))
-    scopes: list[tuple[int, ...]] = []
-    tables: list[np.ndarray] = []
+    # tables of the same variables are summed into one, its scope in index order: fewer
+    # projections a node, and AC* on the sum is at least as strong (CELAR6-SUB0's 207 tables
+    # cover 57 pairs)
+    merged: dict[tuple[int, ...], np.ndarray] = {}
     extra = 0.0
     for t in problem.tables:
         c = np.asarray(t.costs, dtype=np.float64)
@@ -104,8 +135,13 @@ def arrays(problem: Problem, trail_rows: int | None = None) -> tuple[propagate.N
             i = index[t.scope[0]]
             unary[u_off[i] : u_off[i + 1]] += c
         else:
-            scopes.append(tuple(index[v] for v in t.scope))
-            tables.append(c)
+            at = [index[v] for v in t.scope]
+            axes = sorted(range(len(at)), key=at.__getitem__)
+            key = tuple(at[a] for a in axes)
+            c = np.transpose(c, axes)
+            merged[key] = merged[key] + c if key in merged else np.array(c)
+    scopes = list(merged)
+    tables = list(merged.values())
     entries = int(u_off[-1]) + sum(c.size for c in tables)
     rows = trail_rows if trail_rows is not None else TRAIL_PER_ENTRY * entries + TRAIL_MIN_ROWS
     net, live, base, scale = propagate.build(dom, scopes, tables, unary, u_off, rows)
@@ -152,15 +188,18 @@ def solve_dfbnb(
         reduction = reduce.for_search(problem)
     work = problem if reduction is None else reduction.problem
     times["reduce"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    shifted, bound = reparam.diffuse(work, time.monotonic() + DIFFUSE_SHARE * room())
-    times["diffuse"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    guess = guided.shifted_answer(
-        shifted, work, bound, None if deadline is None else time.monotonic() + GUIDED_SHARE * room(),
-        seed,
-    )  # fmt: skip
-    times["guided"] = time.monotonic() - t0
+    large = large_domains(work)
+    shifted, bound, guess = work, -math.inf, None
+    if not large:
+        t0 = time.monotonic()
+        shifted, bound = reparam.diffuse(work, time.monotonic() + DIFFUSE_SHARE * room())
+        times["diffuse"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        guess = guided.shifted_answer(
+            shifted, work, bound,
+            None if deadline is None else time.monotonic() + GUIDED_SHARE * room(), seed,
+        )  # fmt: skip
+        times["guided"] = time.monotonic() - t0
 
     names = list(shifted.variables)
     limit = effective_limit(max_bytes).bytes
@@ -186,7 +225,7 @@ def solve_dfbnb(
             incumbent, cost = trial, c
     walk = branch.new_walk(net.dom, incumbent, cost, base, scale, EPS_ABS, EPS_REL)
     walk.reg[branch.W_ORDER] = ORDER
-    walk.reg[branch.W_DIFFUSE] = NODE_SWEEPS
+    walk.reg[branch.W_DIFFUSE] = 0 if large else NODE_SWEEPS
     walk.reg[branch.W_RADIUS] = RADIUS
     lower = max(bound, constant + base)
     if start is not None:
@@ -383,8 +422,8 @@ class _Frontier:
         taken = np.stack([w.var[floor:depth], w.val[floor:depth], w.kind[floor:depth]], axis=1)
         taken = taken.astype(np.int32)
         for d in range(floor, depth):
-            if w.kind[d] == 0:  # its right branch is still to come
-                right = np.array([[w.var[d], w.val[d], 1]], dtype=np.int32)
+            if w.kind[d] % 2 == 0:  # its right branch is still to come
+                right = np.array([[w.var[d], w.val[d], w.kind[d] + 1]], dtype=np.int32)
                 self._push(int(w.c0[d]), np.concatenate([self.path, taken[: d - floor], right]))
         self._push(int(live.reg[propagate.R_C0]), np.concatenate([self.path, taken]))
         if self.bytes > TRAIL_SHARE * limit:
