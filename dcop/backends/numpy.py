@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dcop.allocator import keep_freed_memory
 from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import ModelError
 from dcop.tables import (
@@ -59,6 +60,7 @@ class NumpyBackend(TableBackend):
         self.threads = threads if threads is not None else HOST_CPUS
         self.linear_min_entries = linear_min_entries
         self.info = BackendInfo(None, self.block_entries, self.threads)
+        keep_freed_memory()  # a call's tables reuse the last call's pages (see dcop.allocator)
 
     # ---- moving data -------------------------------------------------------------------------
     def asarray(self, array: Any, dtype: Any = np.float64) -> np.ndarray:
