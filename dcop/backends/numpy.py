@@ -42,23 +42,6 @@ DEFAULT_LINEAR_MIN_ENTRIES = 1 << 12
 HOST_CPUS = os.cpu_count() or 1
 
 
-def idle_cpus() -> int:
-    """The host's CPUs that no other thread wants now, at least 1 (all of them where Linux's
-    count of runnable threads, ``/proc/loadavg``, cannot be read).
-
-    A block's thread waits for a core as soon as more threads are runnable than there are
-    cores, and the call waits for its last block: on the 2-core VM under a load of 5, the
-    second thread of a join+eliminate of 2^20 entries took the call from 0.012 s at best with
-    one thread to 0.012-0.040 s with two (and two threads of pure arithmetic ran 0.65-1.3x as
-    fast as one). A quiet machine gets every thread the backend has."""
-    try:
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0])  # this thread among them
-    except (OSError, ValueError, IndexError):
-        return HOST_CPUS
-    return max(1, min(HOST_CPUS, HOST_CPUS - (running - 1)))
-
-
 class NumpyBackend(TableBackend):
     """Table operations with NumPy on the host."""
 
@@ -204,7 +187,7 @@ class NumpyBackend(TableBackend):
                     np.add(target, acc, out=target)
 
         blocks = list(np.ndindex(*out_shape[:lead]))
-        workers = min(self.threads, len(blocks), idle_cpus()) if len(blocks) > 1 else 1
+        workers = min(self.threads, len(blocks))
         if workers <= 1:
             fill(blocks)
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
