@@ -4,13 +4,16 @@ glibc hands an allocation above its mmap threshold (128 KiB, raised as large blo
 at most 32 MiB) to ``mmap`` and gives the pages back at ``free``; freed memory at the top of the
 heap goes back too, past the trim threshold. Every call of a PR or a BE solve then touches its
 tables' pages anew, and each first touch is a page fault the kernel zeroes a page for. On the
-2-core VM the warm calls of Grids_11's PR took 2,100 faults each, 30 % of their time in the
-kernel (``getrusage``: 0.074 s of system time in nine calls of 0.028-0.037 s), and 20x20 spin
-glass's PR 4,000. With both thresholds at :data:`KEEP_BYTES` the warm calls faulted 5-80 times,
-and ran 20-40 % faster (Grids_11 0.028 -> 0.018 s, 20x20's PR 0.243 -> 0.153 s at best).
+2-core VM the warm calls of ``benchmarks/startup.py --only steady`` took 2,800 faults each
+(Grids_11's PR; 30 % of its time in the kernel), 3,000 (a 20x20 spin glass's PR), 7,700 and
+33,000 (16x16 and 18x18 BE solves). With both thresholds at :data:`KEEP_BYTES` they took 8-120,
+and the fastest warm calls ran 0.026 -> 0.018 s, 0.171 -> 0.161 s, 0.083 -> 0.050 s and
+0.33 -> 0.32 s (interleaved, load 3-7).
 
 The cost: a process keeps up to :data:`KEEP_BYTES` of freed memory on top of what it holds
-(its peak was reached anyway; the next table takes it back without a fault). Setting either
+(its peak was reached anyway; the next table takes it back without a fault): the peak RSS of
+``--max-memory``'s rows (``benchmarks/expansion.py``, 31-190 MiB) moved by at most 12 MiB,
+down as often as up. Setting either
 threshold turns off glibc's own adjustment, so both are set. Elsewhere than glibc (musl, macOS)
 nothing changes.
 """
