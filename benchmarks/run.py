@@ -209,8 +209,6 @@ def kept_files() -> dict[str, str]:
     files.update({"random_5seeds.json": "random", "random_5seeds.md": "random"})
     # run on the device machine (startup.py --gpu, gpu_kernels.py --name gpu_kernels_h200)
     files.update({"startup_gpu.json": "startup", "startup_gpu.md": "startup"})
-    # startup.py --only steady: its in-process section alone
-    files.update({"startup_steady.json": "startup", "startup_steady.md": "startup"})
     files.update({"gpu_kernels_h200.json": "gpu-kernels", "gpu_kernels_h200.md": "gpu-kernels"})
     return files
 

@@ -31,8 +31,9 @@ PR and solve ten times in one process on the device.
 
 Each in-process call is followed by a yardstick, the same fixed work every time, whose spread
 over the warm calls says how much the machine's own speed moved meanwhile (on the shared 2-core
-VM it moved 1.1-13x within a row), and its page faults are counted. ``--only steady`` runs only
-that section, into ``startup_steady.json`` and ``.md``.
+VM: 1.05-1.5x within a row at a load of 3, past 10x at a load of 30), and its page faults are
+counted. ``--only steady`` runs only
+that section, into ``startup_steady.json`` and ``.md`` in a folder of one's own (``--out``).
 
 Writes ``benchmarks/results/startup.json`` and ``startup.md`` with the machine block. The
 targets (issue 46): a solve of a file of under 100 variables in at most 1.5x the wall time of
@@ -773,11 +774,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         choices=("steady",),
-        help="steady: only the same PR or solve ten times in one process (startup_steady.*)",
+        help="steady: only the same PR or solve ten times in one process, into "
+        "--out/startup_steady.* (not benchmarks/results/)",
     )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be positive")
+    if args.only and args.out.resolve() == RESULTS.resolve():
+        # benchmarks/results/ keeps whole runs of the registered suite (benchmarks/run.py)
+        parser.error("--only writes part of a run: give --out a folder of your own")
     given = argv if argv is not None else sys.argv[1:]
     shown = [a for k, a in enumerate(given) if a != "--out" and (k == 0 or given[k - 1] != "--out")]
     command = " ".join(["python", "benchmarks/startup.py", *shown])

@@ -49,3 +49,8 @@ def test_only_steady_writes_its_section_alone(tmp_path: Path) -> None:
     (pr,) = json.loads((tmp_path / "startup_steady.json").read_text())["pr_repeats"]
     assert pr["file"] == "Grids_11.uai" and len(pr["calls_s"]) == 4 and pr["same_value"]
     assert "machine spread" in (tmp_path / "startup_steady.md").read_text()
+
+
+def test_only_steady_keeps_out_of_the_results_folder() -> None:
+    with pytest.raises(SystemExit):
+        startup.main(["--only", "steady", "--quick"])
