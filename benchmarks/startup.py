@@ -2,7 +2,7 @@
 """Start-up: what a user pays before an answer, every run a fresh process (issue 46).
 
     python benchmarks/run.py startup [--quick]
-    python benchmarks/startup.py [--quick] [--repeats N] [--out DIR]
+    python benchmarks/startup.py [--quick] [--repeats N] [--out DIR] [--only steady]
 
 Measures, round-robin so that every command sees the same machine load:
 
@@ -28,6 +28,12 @@ cache; first the machine's first solve, which compiles the generic kernels once)
 each, beside the CPU's wall for the same file, with the seconds spent compiling kernels apart
 (the solve's own and the device start's warm-up, from the result's ``times``); and the same
 PR and solve ten times in one process on the device.
+
+Each in-process call is followed by a yardstick, the same fixed work every time, whose spread
+over the warm calls says how much the machine's own speed moved meanwhile (on the shared 2-core
+VM: 1.05-1.5x within a row at a load of 3, past 10x at a load of 30), and its page faults are
+counted. ``--only steady`` runs only
+that section, into ``startup_steady.json`` and ``.md`` in a folder of one's own (``--out``).
 
 Writes ``benchmarks/results/startup.json`` and ``startup.md`` with the machine block. The
 targets (issue 46): a solve of a file of under 100 variables in at most 1.5x the wall time of
@@ -256,7 +262,8 @@ def import_breakdown(instances: Path, repeats: int) -> dict[str, Any]:
 
 
 REPEAT_SCRIPT = """
-import gc, json, sys, time
+import gc, json, resource, sys, time
+import numpy as np
 from dcop.inference import solve
 from dcop.inference.partition import infer
 from dcop.io import read_problem
@@ -273,17 +280,31 @@ def pause(phase, info):  # the collector's pauses, per call (a full one: generat
         pauses["s"] += time.perf_counter() - pauses["at"]
         pauses["full"] += info["generation"] == 2
 gc.callbacks.append(pause)
+yard_a, yard_b = np.linspace(0.0, 1.0, 1 << 14), np.linspace(1.0, 0.0, 1 << 14)
+def yardstick():  # the same fixed work after every call: the machine's own speed at that time
+    t0 = time.perf_counter()
+    for _ in range(250):
+        np.minimum(yard_a, yard_b, out=yard_a)
+        np.add(yard_a, yard_b, out=yard_a)
+    total = 0
+    for i in range(50000):
+        total += i
+    return time.perf_counter() - t0
 calls = []
 for _ in range(calls_n):
     pauses.update(s=0.0, full=0)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     result = infer(problem, "pr", backend=backend) if what == "pr" else solve(problem, backend=backend)
     seconds = time.perf_counter() - t0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    machine_s = yardstick()
     doc = result.to_json()
     solver = doc.get("solver") or {}
     tree = {k: v for k, v in (solver.get("tree") or {}).items() if k != "search_s"}
     value = result.ln_partition if what == "pr" else result.upper_bound
     calls.append({"seconds": seconds, "value": value, "gc_s": pauses["s"], "gc_full": pauses["full"],
+                  "faults": faults, "machine_s": machine_s,
                   "tree": json.dumps(tree, sort_keys=True, default=str),
                   "ordering": solver.get("ordering"), "times": result.times,
                   "order": [solver.get("ordering"), solver.get("induced_width"),
@@ -364,6 +385,14 @@ def repeat_calls(
                     # the collector's pauses in each call, and its full collections
                     "gc_s": [round(c["gc_s"], 4) for c in calls],
                     "gc_full": [c["gc_full"] for c in calls],
+                    # page faults in each call (a table's first touch of a fresh page)
+                    "faults": [c["faults"] for c in calls],
+                    # the yardstick after each call (fixed work: NumPy loops in cache and a
+                    # Python loop) and its spread over the warm calls: how much the machine's own
+                    # speed moved while they ran (other processes, the host of this VM)
+                    "machine_s": [round(c["machine_s"], 5) for c in calls],
+                    "machine_spread": max(c["machine_s"] for c in calls[1:])
+                    / min(c["machine_s"] for c in calls[1:]),
                     # seconds each call compiled or loaded kernels: a bucket shape whose joined
                     # entries, summed over the calls, pass DEFAULT_SPECIALIZE_ENTRIES gets its own
                     # kernel in the call that passes it
@@ -487,6 +516,52 @@ def run_gpu_suite(out_dir: Path, quick: bool, command: str) -> dict[str, Any]:
     return {r["file"]: [run["compile_s"] for run in r["runs"]] for r in doc["first_runs"]}
 
 
+def steady_rows(instances: Path, quick: bool) -> list[dict[str, Any]]:
+    """The same PR or solve ten times in one process: every file and BLAS setting's row."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        calls_n = 4 if quick else PR_CALLS
+        files = PR_FILES[:1] if quick else PR_FILES
+        blas = {"1 (as dcop solve)": "1"} if quick else BLAS_SETTINGS
+        rows = repeat_calls(files, "pr", instances, Path(tmp), calls_n, blas=blas)
+        if not quick:
+            rows += repeat_calls(
+                SOLVE_FILES + LARGE_SOLVE_FILES, "solve", instances, Path(tmp), calls_n, blas=blas
+            )
+            one = {"1 (as dcop solve)": "1"}
+            rows += repeat_calls(LARGE_PR_FILES, "pr", instances, Path(tmp), calls_n, blas=one)
+    return rows
+
+
+def run_steady(out_dir: Path, quick: bool, command: str) -> dict[str, Any]:
+    """Only the in-process repeats (``--only steady``), into ``startup_steady.json`` and
+    ``.md``: the full run's section, again in minutes instead of the whole suite."""
+    compile_package()
+    doc: dict[str, Any] = {
+        "machine": machine_info(),
+        "command": command,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "pr_repeats": steady_rows(INSTANCES, quick),
+        "load_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "startup_steady.json").write_text(json.dumps(doc, indent=1) + "\n")
+    lines = [
+        "# Start-up: the same PR or solve in one process (only)",
+        "",
+        f"`{doc['command']}` on {describe(doc['machine'])}, {doc['date']}. Load average at the "
+        f"end: {doc['load_end']}.",
+        "",
+        *repeats_table(doc["pr_repeats"]),
+    ]
+    (out_dir / "startup_steady.md").write_text("\n".join(lines) + "\n")
+    return {
+        f"{r['file']} {r['what']} {r['blas']}": round(r.get("warm_spread", 0.0), 2)
+        for r in doc["pr_repeats"]
+    }
+
+
 def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[str, Any]:
     """Measure everything and write ``startup.json`` and ``startup.md`` to ``out_dir``."""
     machine = machine_info()
@@ -511,21 +586,7 @@ def run_suite(out_dir: Path, quick: bool, repeats: int, command: str) -> dict[st
         "rows": rows,
         "imports_ms": import_breakdown(instances, 3 if quick else 5),
     }
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        calls_n = 4 if quick else PR_CALLS
-        files = PR_FILES[:1] if quick else PR_FILES
-        blas = {"1 (as dcop solve)": "1"} if quick else BLAS_SETTINGS
-        doc["pr_repeats"] = repeat_calls(files, "pr", instances, Path(tmp), calls_n, blas=blas)
-        if not quick:
-            doc["pr_repeats"] += repeat_calls(
-                SOLVE_FILES + LARGE_SOLVE_FILES, "solve", instances, Path(tmp), calls_n, blas=blas
-            )
-            one = {"1 (as dcop solve)": "1"}
-            doc["pr_repeats"] += repeat_calls(
-                LARGE_PR_FILES, "pr", instances, Path(tmp), calls_n, blas=one
-            )
+    doc["pr_repeats"] = steady_rows(instances, quick)
     doc["load_end"] = [round(x, 2) for x in os.getloadavg()]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "startup.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -598,6 +659,10 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def planning_shares(row: dict[str, Any]) -> str:
     """The first call's planning share and the warm calls' largest (a row of before the plans
     were kept: the largest of all)."""
@@ -619,24 +684,30 @@ def repeats_table(rows: list[dict[str, Any]]) -> list[str]:
         "in all of them. flops/s: a PR tree's flops over its fastest warm contraction (the path "
         "search predicts with `FLOP_RATE`: 2e9 on NumPy, 1.3e11 on CuPy). compile: the most "
         "seconds a warm call spent compiling or loading kernels (a bucket shape gets its own "
-        "kernel in the call whose summed joined entries pass `DEFAULT_SPECIALIZE_ENTRIES`).",
+        "kernel in the call whose summed joined entries pass `DEFAULT_SPECIALIZE_ENTRIES`). "
+        "machine spread: the same fixed work timed after each warm call (NumPy loops in cache "
+        "and a Python loop, about 4 ms here), slowest over fastest: what the machine's own speed did "
+        "meanwhile (other processes; on a VM, its host); a warm spread near it is the machine's. "
+        "faults: the most page faults in one warm call (first touches of fresh pages).",
         "",
         "| file | call | backend | BLAS threads | first s | warm min s | warm max s | "
-        "warm spread | same order | same tree | planning share (first / warm) | GC max s (full) | "
-        "flops/s | "
-        "compile max s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "warm spread | machine spread | faults | same order | same tree | "
+        "planning share (first / warm) | GC max s (full) | flops/s | compile max s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         head = f"| {row['file']} | {row['what']} | {row['backend']} | {row['blas']} |"
         if "error" in row:
-            lines.append(f"{head} error: {row['error']} | | | | | | | | | |")
+            lines.append(f"{head} error: {row['error']} | | | | | | | | | | | |")
             continue
         gc_warm = row.get("gc_s", [0.0])[1:] or [0.0]
         rate = row.get("contract_flops_per_s")
+        faults = "-" if len(row.get("faults", [])) < 2 else str(max(row["faults"][1:]))
         lines.append(
             f"{head} {row['first_s']:.3f} | {row['warm_min_s']:.3f} | "
-            f"{row['warm_max_s']:.3f} | {row['warm_spread']:.2f} | {row['same_order']} | "
+            f"{row['warm_max_s']:.3f} | {row['warm_spread']:.2f} | "
+            f"{_ratio(row.get('machine_spread'))} | {faults} | "
+            f"{row['same_order']} | "
             f"{row['same_tree']} | {planning_shares(row)} | "
             f"{max(gc_warm):.3f} ({sum(row.get('gc_full', [0])[1:])}) | "
             f"{'-' if not rate else f'{rate:.2g}'} | "
@@ -700,14 +771,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu", action="store_true", help="the GPU part (startup_gpu.*): needs CuPy and a device"
     )
+    parser.add_argument(
+        "--only",
+        choices=("steady",),
+        help="steady: only the same PR or solve ten times in one process, into "
+        "--out/startup_steady.* (not benchmarks/results/)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be positive")
+    if args.only and args.out.resolve() == RESULTS.resolve():
+        # benchmarks/results/ keeps whole runs of the registered suite (benchmarks/run.py)
+        parser.error("--only writes part of a run: give --out a folder of your own")
     given = argv if argv is not None else sys.argv[1:]
     shown = [a for k, a in enumerate(given) if a != "--out" and (k == 0 or given[k - 1] != "--out")]
     command = " ".join(["python", "benchmarks/startup.py", *shown])
     if args.gpu:
         summary = run_gpu_suite(args.out, args.quick, command)
+    elif args.only == "steady":
+        summary = run_steady(args.out, args.quick, command)
     else:
         summary = run_suite(args.out, args.quick, args.repeats, command)
     print(json.dumps(summary))

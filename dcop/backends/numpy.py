@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from dcop.allocator import keep_freed_memory
 from dcop.backends.base import BackendInfo, TableBackend
 from dcop.errors import ModelError
 from dcop.tables import (
@@ -59,6 +60,7 @@ class NumpyBackend(TableBackend):
         self.threads = threads if threads is not None else HOST_CPUS
         self.linear_min_entries = linear_min_entries
         self.info = BackendInfo(None, self.block_entries, self.threads)
+        keep_freed_memory()  # a call's tables reuse the last call's pages (see dcop.allocator)
 
     # ---- moving data -------------------------------------------------------------------------
     def asarray(self, array: Any, dtype: Any = np.float64) -> np.ndarray:
@@ -164,7 +166,7 @@ class NumpyBackend(TableBackend):
         ]
         fold = _FOLDS[op]
 
-        def fill(lead_indices: list[tuple[int, ...]]) -> None:
+        def fill(lead_indices: Iterable[tuple[int, ...]]) -> None:
             acc = np.empty(inner_shape, dtype=dtype)
             slabs = np.empty((d, *inner_shape), dtype=dtype) if op == "logsumexp" else None
             for lead_index in lead_indices:
@@ -192,7 +194,8 @@ class NumpyBackend(TableBackend):
         if workers <= 1:
             fill(blocks)
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
-            in_threads(fill, [blocks[k::workers] for k in range(workers)])
+            taken = TakenInTurn(blocks)  # each thread takes the next block when it is free
+            in_threads(fill, [taken] * workers)
         return Table(out_scope, out)
 
     def best_value(
@@ -239,6 +242,31 @@ def in_threads(work: Callable[[Any], None], shares: Sequence[Any]) -> None:
     for error in errors:
         if error is not None:
             raise error
+
+
+class TakenInTurn:
+    """The items of a list, each handed to one of the threads iterating this object at once, in
+    turn as they ask. Threads that share out blocks this way end together: with a fixed share
+    each (every other block), a thread the machine left waiting (2 cores, other processes)
+    held the whole call up by its unfinished share."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        import threading
+
+        self._items = items
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> TakenInTurn:
+        return self
+
+    def __next__(self) -> Any:
+        with self._lock:
+            k = self._next
+            if k >= len(self._items):
+                raise StopIteration
+            self._next = k + 1
+        return self._items[k]
 
 
 def _reduce_last(data: np.ndarray, op: str) -> Any:

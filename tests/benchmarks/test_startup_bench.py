@@ -37,5 +37,20 @@ def test_a_quick_run_writes_every_part(tmp_path: Path) -> None:
     (pr,) = doc["pr_repeats"]
     assert len(pr["calls_s"]) == 4 and pr["same_tree"] and pr["same_order"]
     assert len(pr["gc_s"]) == len(pr["gc_full"]) == 4  # the collector's pauses, per call
+    assert len(pr["faults"]) == len(pr["machine_s"]) == 4 and pr["machine_spread"] >= 1.0
     text = (tmp_path / "startup.md").read_text()
     assert "x numpy" in text and "The same PR" in text
+
+
+@pytest.mark.skipif(not (INSTANCES / "Grids_11.uai").exists(), reason="no shared instances")
+def test_only_steady_writes_its_section_alone(tmp_path: Path) -> None:
+    assert startup.main(["--only", "steady", "--quick", "--out", str(tmp_path)]) == 0
+    assert not (tmp_path / "startup.json").exists()
+    (pr,) = json.loads((tmp_path / "startup_steady.json").read_text())["pr_repeats"]
+    assert pr["file"] == "Grids_11.uai" and len(pr["calls_s"]) == 4 and pr["same_value"]
+    assert "machine spread" in (tmp_path / "startup_steady.md").read_text()
+
+
+def test_only_steady_keeps_out_of_the_results_folder() -> None:
+    with pytest.raises(SystemExit):
+        startup.main(["--only", "steady", "--quick"])

@@ -182,3 +182,41 @@ def test_shares_run_in_threads_and_the_first_error_is_raised() -> None:
     with pytest.raises(ValueError, match="share 1"):
         in_threads(fail, [0, 1, 2])
     assert done == [0]  # every share ran to its end first
+
+
+def test_blocks_taken_in_turn_go_each_to_one_thread() -> None:
+    import threading
+
+    from dcop.backends.numpy import TakenInTurn
+
+    taken = TakenInTurn(list(range(2000)))
+    seen: list[list[int]] = [[] for _ in range(4)]
+
+    def take(k: int) -> None:
+        for item in taken:
+            seen[k].append(item)
+
+    threads = [threading.Thread(target=take, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(item for s in seen for item in s) == list(range(2000))
+    assert all(s == sorted(s) for s in seen)  # in turn: each thread's items in list order
+
+
+@pytest.mark.parametrize("op", ["min", "max", "sum", "logsumexp"])
+def test_blocks_in_threads_give_the_one_thread_answer(op: str) -> None:
+    rng = np.random.default_rng(7)
+    tables = [
+        Table(("a", "b", "c", "d"), rng.normal(size=(3, 4, 5, 2))),
+        Table(("c", "d", "e"), rng.normal(size=(5, 2, 3))),
+        Table(("a", "e"), rng.normal(size=(3, 3))),
+    ]
+    one = NumpyBackend(block_entries=4, threads=1, linear_min_entries=1 << 30)
+    four = NumpyBackend(block_entries=4, threads=4, linear_min_entries=1 << 30)
+    for var in "abcde":
+        expected = one.join_eliminate(tables, var, op)  # type: ignore[arg-type]
+        got = four.join_eliminate(tables, var, op)  # type: ignore[arg-type]
+        assert got.scope == expected.scope
+        assert np.array_equal(got.data, expected.data)
