@@ -93,10 +93,13 @@ class Template:
     def serve(self, pool: _Requests) -> None:
         """Take requests from ``pool`` while this template has fewer than ``TEMPLATE_WINDOW``
         unforked ones (a thread of its own; ends when the pool closes or the template exits)."""
-        self._writer = threading.Thread(
+        writer = threading.Thread(
             target=self._serve, args=(pool,), daemon=True, name="dcop-template-writer"
         )
-        self._writer.start()
+        writer.start()
+        # kept once started: a signal during start() (an early SIGINT) left close() joining a
+        # thread never started, a RuntimeError and exit 1 instead of the interrupted document
+        self._writer = writer
 
     def _serve(self, pool: _Requests) -> None:
         while True:
