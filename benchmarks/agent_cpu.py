@@ -20,7 +20,6 @@ plain run's are the costs. Writes benchmarks/results/agent_cpu.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -157,23 +156,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sizes", default="250,1000")
-    ap.add_argument("--out", type=Path, default=HERE / "results")
-    args = ap.parse_args()
-    from startup import compile_package
+    from scale import sized_bench_main
 
-    # the template imports what it forks from its bytecode: a module changed since it was last
-    # compiled would be compiled in every run's template where PYTHONDONTWRITEBYTECODE is set
-    # (on this VM it is), its garbage a part of every agent's address space (issue 49)
-    compile_package()
-    from scale import report_head, write_report
-
-    report: dict[str, Any] = {
-        **report_head("agent_cpu.py"),
-        "rows": [measure(int(x)) for x in args.sizes.split(",")],
-    }
-    write_report(args.out, "agent_cpu", report, markdown(report))
+    sized_bench_main("agent_cpu.py", "agent_cpu", measure, markdown, __doc__)
 
 
 if __name__ == "__main__":

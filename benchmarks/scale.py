@@ -815,6 +815,37 @@ def report_top(title: str, report: dict[str, Any], how: str) -> list[str]:
     ]
 
 
+def sized_bench_main(
+    script: str,
+    name: str,
+    measure: Callable[[int], dict[str, Any]],
+    markdown: Callable[[dict[str, Any]], str],
+    description: str | None,
+) -> None:
+    """The command line of an agent bench measured at several agent counts (agent_cpu.py,
+    agent_phases.py): ``--sizes`` and ``--out``; the package compiled first, then one row per
+    size, written as ``out/name.json`` and ``.md``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    ap.add_argument("--sizes", default="250,1000")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = ap.parse_args()
+    from startup import compile_package
+
+    # the template imports what it forks from its bytecode: a module changed since it was last
+    # compiled would be compiled in every run's template where PYTHONDONTWRITEBYTECODE is set
+    # (on this VM it is), its garbage a part of every agent's address space (issue 49)
+    compile_package()
+    report: dict[str, Any] = {
+        **report_head(script),
+        "rows": [measure(int(x)) for x in args.sizes.split(",")],
+    }
+    write_report(args.out, name, report, markdown(report))
+
+
 def write_report(out: Path, name: str, report: dict[str, Any], text: str) -> None:
     """Write ``out/name.json`` (the report) and ``out/name.md`` (``text``), and print the text."""
     from keep import write_results
