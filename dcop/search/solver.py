@@ -265,12 +265,17 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
         backend.specialize_entries = saved
 
 
-def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
-    """The node budget of a rung whose next rung's pass is ``following``: a share of that pass's
-    predicted seconds, its tables' reading on the host included (on a GPU that reading is most
-    of a pass: counted without it, a z = 8 rung of the random network n = 22 had the floor's
-    50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove n = 22-24)."""
-    seconds = RUNG_SHARE * rung_seconds(following, backend)
+def rung_budget(
+    following: MemoryPlan, backend: TableBackend, typical_domain: int, passes: int = 1
+) -> int:
+    """The node budget of a rung whose next rung runs ``passes`` passes of ``following``: a
+    share of their predicted seconds, its tables' reading on the host included (on a GPU that
+    reading is most of a pass: counted without it, a z = 8 rung of the random network n = 22
+    had the floor's 50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove
+    n = 22-24), and at least FLOOR_VALUES. The floor is the rung's, not each pass's: multiplied
+    by the orders compared, it gave the random network n = 22 on the H200 200k nodes at z = 6
+    (0.9 s) before a z = 7 pass of 0.09 s that proved it in 118k."""
+    seconds = RUNG_SHARE * passes * rung_seconds(following, backend)
     values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
@@ -481,7 +486,7 @@ def solve_aobb(
                 passes * clock.predict(rung_seconds(plan, engine))
                 <= PORTFOLIO_SHARE * (PASS_SECONDS_NO_DEADLINE if deadline is None else left())
             ) else []  # fmt: skip
-            budget = None if last else passes * rung_budget(rungs[k + 1], engine, typical)
+            budget = None if last else rung_budget(rungs[k + 1], engine, typical, passes)
             # the next pass, predicted from the passes run so far (PassClock): where there is no
             # time to search after it, the search goes on with the heuristic it has
             if (
