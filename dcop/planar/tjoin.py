@@ -146,12 +146,16 @@ def min_tjoin(
     picked = _pymatching(dual, edges, levels)
     # any join J: w(J) >= per_level * (levels(J) - |J| / 2) >= per_level * (levels(picked) -
     # edges / 2), and w(picked) <= per_level * (levels(picked) + |picked| / 2)
-    slack = per_level * (picked.sum() + len(edges)) / 2 + float(np.abs(w - per_level * levels).sum())
+    slack = per_level * (picked.sum() + len(edges)) / 2 + float(
+        np.abs(w - per_level * levels).sum()
+    )
     chosen[edges[picked]] = True
     return TJoin(chosen, "pymatching-scaled", None, slack)
 
 
-def _pymatching(dual: Dual, edges: npt.NDArray[np.int64], levels: npt.NDArray[np.float64]) -> BoolArray:
+def _pymatching(
+    dual: Dual, edges: npt.NDArray[np.int64], levels: npt.NDArray[np.float64]
+) -> BoolArray:
     """PyMatching's minimum join over ``edges`` (whole-number weights ``levels``): a mask over
     ``edges``. Each edge carries its position as its fault id; ``decode`` flips the ids of the
     edges it picks."""
