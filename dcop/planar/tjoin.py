@@ -30,6 +30,7 @@ levels: the join is then near-minimum, within ``(|join| + edges) / 2`` levels
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -195,6 +196,6 @@ def _networkx(dual: Dual, edges: npt.NDArray[np.int64], w: npt.NDArray[np.float6
     picked = np.zeros(len(edges), dtype=bool)
     for source, target in nx.min_weight_matching(pairs, weight="weight"):
         path = paths[source][target] if source in paths else paths[target][source]
-        for u, v in zip(path[:-1], path[1:], strict=True):
+        for u, v in itertools.pairwise(path):
             picked[graph[u][v]["k"]] ^= True
     return picked
