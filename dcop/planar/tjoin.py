@@ -24,8 +24,9 @@ Two exact ways:
   ``FALLBACK_MOST_ODD`` of them.
 
 Weights of no common unit with more odd faces than that go to PyMatching scaled to ``2**24 - 1``
-levels: the join is then near-minimum, within ``(|join| + edges) / 2`` levels
-(:attr:`TJoin.slack`), and the solver reports bounds instead of a proof.
+levels, each rounded down: the join is then near-minimum, within what the rounding took off its
+own edges (at most one level each: :attr:`TJoin.slack`), and the solver reports bounds instead
+of a proof.
 """
 
 from __future__ import annotations
@@ -141,15 +142,13 @@ def min_tjoin(
             )
         chosen[edges[_networkx(dual, edges, w)]] = True
         return TJoin(chosen, "networkx", None, 0.0)
-    # no common unit and too many odd faces for the fallback: PyMatching on 2**24 levels
+    # no common unit and too many odd faces for the fallback: PyMatching on 2**24 levels, each
+    # weight rounded down: any join J has w(J) >= per_level * levels(J) >= per_level *
+    # levels(picked), so picked is within w(picked) - per_level * levels(picked) of a minimum
     per_level = float(w.max()) / MOST_LEVELS
-    levels = np.maximum(np.rint(w / per_level), 1.0)
+    levels = np.floor(w / per_level)
     picked = _pymatching(dual, edges, levels)
-    # any join J: w(J) >= per_level * (levels(J) - |J| / 2) >= per_level * (levels(picked) -
-    # edges / 2), and w(picked) <= per_level * (levels(picked) + |picked| / 2)
-    slack = per_level * (picked.sum() + len(edges)) / 2 + float(
-        np.abs(w - per_level * levels).sum()
-    )
+    slack = float(w[picked].sum() - per_level * levels[picked].sum())
     chosen[edges[picked]] = True
     return TJoin(chosen, "pymatching-scaled", None, slack)
 
