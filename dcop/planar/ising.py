@@ -76,7 +76,7 @@ def ising_form(problem: Problem) -> IsingModel:
     names = tuple(problem.variables)
     for name, var in problem.variables.items():
         if var.size != 2:
-            raise NotPlanar(f"planar: {name} has {var.size} values (two are needed)")
+            raise NotPlanar(_not_binary(name, var.size))
     index = {name: i for i, name in enumerate(names)}
     n = len(names)
     field = np.zeros(n)
@@ -158,12 +158,14 @@ def why_not(problem: Problem) -> str | None:
     at once."""
     if any(var.size != 2 for var in problem.variables.values()):
         return next(
-            f"planar: {name} has {var.size} values (two are needed)"
-            for name, var in problem.variables.items()
-            if var.size != 2
+            _not_binary(name, var.size) for name, var in problem.variables.items() if var.size != 2
         )
     try:
         planar_embedding(ising_form(problem))
     except NotPlanar as exc:
         return str(exc)
     return None
+
+
+def _not_binary(name: str, size: int) -> str:
+    return f"planar: {name} takes {size} value{'' if size == 1 else 's'} (two are needed)"
