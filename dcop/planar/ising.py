@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dcop.errors import ModelError
-from dcop.model import Problem
+from dcop.model import CostTable, Problem
 
 #: A field or a coupling of at most this share of the costs' size is float noise, dropped.
 FIELD_REL = 1e-9
@@ -79,32 +79,38 @@ def ising_form(problem: Problem) -> IsingModel:
             raise NotPlanar(_not_binary(name, var.size))
     index = {name: i for i, name in enumerate(names)}
     n = len(names)
-    field = np.zeros(n)
-    constant = float(problem.constant)
-    pairs: dict[tuple[int, int], float] = {}
-    scale = 0.0
+    by_arity: tuple[list[CostTable], list[CostTable], list[CostTable]] = ([], [], [])
     for table in problem.tables:
         if table.arity > 2:
             raise NotPlanar(f"planar: a table over {table.arity} variables ({table.label})")
-        costs = table.costs
-        if not np.isfinite(costs).all():
-            raise NotPlanar(f"planar: table {table.label} has an infinite cost (a hard constraint)")
-        scale = max(scale, float(np.abs(costs).max(initial=0.0)))
-        if table.arity == 0:
-            constant += float(costs)
-        elif table.arity == 1:
-            u0, u1 = float(costs[0]), float(costs[1])
-            constant += (u0 + u1) / 2
-            field[index[table.scope[0]]] += (u1 - u0) / 2
-        else:
-            (a00, a01), (a10, a11) = costs.tolist()
-            i, j = index[table.scope[0]], index[table.scope[1]]
-            spin = (a00 + a11 - a01 - a10) / 4  # J of J s_i s_j
-            constant += (a00 + a01 + a10 + a11) / 4 + spin
-            field[i] += (a10 + a11 - a00 - a01) / 4
-            field[j] += (a01 + a11 - a00 - a10) / 4
-            key = (i, j) if i < j else (j, i)
-            pairs[key] = pairs.get(key, 0.0) - 2 * spin
+        by_arity[table.arity].append(table)
+    nullary, unary, binary = by_arity
+    # every table's costs at once: a Python loop over the tables, arrays for the arithmetic
+    c0 = np.array([float(t.costs) for t in nullary])
+    c1 = np.array([t.costs for t in unary]).reshape(-1, 2)
+    c2 = np.array([t.costs for t in binary]).reshape(-1, 2, 2)
+    for costs, tables in ((c0, nullary), (c1, unary), (c2, binary)):
+        finite = np.isfinite(costs).reshape(len(tables), -1).all(axis=1) if tables else costs
+        if not finite.all():
+            label = tables[int(np.argmin(finite))].label
+            raise NotPlanar(f"planar: table {label} has an infinite cost (a hard constraint)")
+    scale = max((float(np.abs(c).max()) for c in (c0, c1, c2) if c.size), default=0.0)
+    at1 = np.array([index[t.scope[0]] for t in unary], dtype=np.int64)
+    i = np.array([index[t.scope[0]] for t in binary], dtype=np.int64)
+    j = np.array([index[t.scope[1]] for t in binary], dtype=np.int64)
+    a00, a01, a10, a11 = c2[:, 0, 0], c2[:, 0, 1], c2[:, 1, 0], c2[:, 1, 1]
+    spin = (a00 + a11 - a01 - a10) / 4  # J of J s_i s_j
+    constant = float(problem.constant) + float(c0.sum()) + float(c1.sum()) / 2
+    constant += float(((a00 + a01 + a10 + a11) / 4 + spin).sum())
+    field = np.zeros(n)  # (bincount of no index at all is of integers)
+    field += np.bincount(at1, weights=(c1[:, 1] - c1[:, 0]) / 2, minlength=n)
+    field += np.bincount(i, weights=(a10 + a11 - a00 - a01) / 4, minlength=n)
+    field += np.bincount(j, weights=(a01 + a11 - a00 - a10) / 4, minlength=n)
+    # one edge per pair, its tables' couplings summed (either orientation)
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    pair, where = np.unique(lo * max(n, 1) + hi, return_inverse=True)
+    coupling = np.bincount(where, weights=-2 * spin, minlength=pair.size).astype(np.float64)
+    keys = np.stack([pair // max(n, 1), pair % max(n, 1)], axis=1).astype(np.int64)
     tolerance = FIELD_REL * scale
     worst = int(np.argmax(np.abs(field))) if n else 0
     if n and abs(field[worst]) > tolerance:
@@ -113,12 +119,6 @@ def ising_form(problem: Problem) -> IsingModel:
             "more at value 1 than at value 0)"
         )
     slack = float(np.abs(field).sum())
-    if pairs:
-        keys = np.array(list(pairs), dtype=np.int64)
-        coupling = np.fromiter(pairs.values(), dtype=np.float64, count=len(pairs))
-    else:
-        keys = np.zeros((0, 2), dtype=np.int64)
-        coupling = np.zeros(0)
     noise = np.abs(coupling) <= tolerance
     if noise.any():
         # K [x != y] is within |K| of 0 and of K: dropping it moves any cost by at most |K|
