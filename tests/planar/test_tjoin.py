@@ -134,3 +134,13 @@ def test_too_many_odd_faces_for_the_fallback_without_pymatching(
     monkeypatch.setattr(tjoin, "FALLBACK_MOST_ODD", 4)
     with pytest.raises(NotPlanar, match="frustrated faces; without PyMatching"):
         solve_planar(generators.spin_glass(6, 0))
+
+
+@pytest.mark.parametrize("use", [None, False], ids=["pymatching-if-installed", "fallback"])
+def test_a_minimum_join_may_pass_through_an_odd_face(use: bool | None) -> None:
+    """A star: centre 0 and leaves 1, 2, 3 all odd. Every minimum join (the three spokes)
+    pairs two leaves through the centre, itself odd: the matching must see that pair (a
+    fallback that stopped its shortest paths at odd faces found no perfect matching here)."""
+    star = dual_of_edges([(0, 1), (0, 2), (0, 3)], [0, 1, 2, 3], 4)
+    join = min_tjoin(star, np.array([1.0, 1.0, 1.0]), use)
+    assert join.chosen.tolist() == [True, True, True]
