@@ -199,3 +199,22 @@ def test_the_optimum_is_the_minimum_over_flips() -> None:
         flipped[name] ^= 1
         assert problem.evaluate(flipped) >= base - 1e-9
     assert math.isfinite(base)
+
+
+def test_a_ferromagnet_has_no_frustrated_face() -> None:
+    """All couplings positive: every face satisfied, no join, all spins equal."""
+    variables = [Variable(f"v{i}", (0, 1)) for i in range(9)]
+    grid = [(i, i + 1) for i in range(9) if i % 3 != 2] + [(i, i + 3) for i in range(6)]
+    tables = [CostTable((f"v{u}", f"v{v}"), [[0.0, 2.0], [2.0, 0.0]]) for u, v in grid]
+    problem = Problem.build(variables, tables)
+    result = solve_planar(problem)
+    assert result.planar.tjoin == "none" and result.planar.frustrated == 0
+    check_exact_answer(problem, result, brute_force(problem))
+
+
+def test_no_coupling_at_all() -> None:
+    """Unary constants only (and a variable of no table): no edge, no face."""
+    variables = [Variable(f"v{i}", (0, 1)) for i in range(3)]
+    problem = Problem.build(variables, [CostTable(("v0",), [1.5, 1.5])], constant=2.0)
+    result = solve_planar(problem)
+    assert result.planar.faces == 0 and result.exact and result.upper_bound == 3.5
