@@ -26,6 +26,9 @@ packages and the rules name the same rooms:
 * ``dcop.inference`` (``dcop/inference/``): BE, MBE(z), MPE, PR/MAR, ``--algo auto``.
 * ``dcop.search`` (``dcop/search/``): exact AND/OR branch and bound guided by the mini-bucket
   pass's tables (``dcop.bucketpass``), compiled with numba where it is installed.
+* ``dcop.planar`` (``dcop/planar/``): the exact solver of planar Ising models without field:
+  recognition, the faces of the embedding, the minimum T-join of the dual (PyMatching, or
+  networkx's matching), the assignment.
 * ``dcop.results`` (``dcop/results/``): the typed results and the one result document.
 * ``dcop.schema`` (``dcop/schema/``): the result document's JSON Schema.
 * ``dcop.cli`` (``dcop/cli/``): the roof: the command line (entry point ``dcop.cli.entry``),

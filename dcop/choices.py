@@ -21,6 +21,7 @@ class CentralAlgo(str, Enum):
     mbe = "mbe"
     aobb = "aobb"
     dfbnb = "dfbnb"
+    planar = "planar"
     auto = "auto"
 
 

@@ -81,8 +81,10 @@ CentralAlgoOption = Annotated[
         "--algo",
         help="be (exact), mbe (bounds, needs --z), aobb (exact AND/OR search guided by MBE(z): "
         "--z or the largest that fits; anytime with --timeout), dfbnb (exact depth-first branch "
-        "and bound keeping soft arc consistency at every node, as toulbar2; anytime) or auto (be when its plan fits "
-        "and is quick, else aobb).",
+        "and bound keeping soft arc consistency at every node, as toulbar2; anytime), planar (the exact "
+        "ground state of a planar Ising model without field: two values per variable, pairwise "
+        "tables, no unary field, a planar graph; it refuses others) or auto (planar where it "
+        "applies, else be when its plan fits and is quick, else aobb).",
     ),
 ]
 DistributedAlgoOption = Annotated[

@@ -179,6 +179,10 @@ def describe(
     )
     info["search_ibound"] = z
     info["search_heuristic_bytes"] = heuristic.message_bytes
+    from dcop.planar import why_not
+
+    # --algo planar (and auto's first rule): whether it applies, else why not
+    info["planar"] = why_not(problem) or "applies: a planar Ising model without field"
     info["_order"] = engine.order
     if not sum_tasks:
         return info

@@ -162,6 +162,14 @@ def _dfbnb(problem: Problem, request: Request) -> SolveResult:
     )
 
 
+def _planar(problem: Problem, request: Request) -> SolveResult:
+    """The exact ground state of a planar Ising model without field (:mod:`dcop.planar`):
+    polynomial, no order, no backend, no dtype (float64); a one-line refusal elsewhere."""
+    from dcop.planar import solve_planar
+
+    return solve_planar(problem)
+
+
 def _agents(algo: str) -> Callable[[Problem, Request], RunResult]:
     """One agent process per variable on this machine (:func:`dcop.coordinator.run_local`)."""
 
@@ -183,6 +191,7 @@ CENTRAL: dict[str, Solver[SolveResult]] = {
         Solver(CentralAlgo.mbe.value, "required", False, ("min", "pr"), _eliminate("mbe")),
         Solver(CentralAlgo.aobb.value, "optional", True, ("min",), _aobb),
         Solver(CentralAlgo.dfbnb.value, "ignored", True, ("min",), _dfbnb),
+        Solver(CentralAlgo.planar.value, "ignored", False, ("min",), _planar),
         Solver(CentralAlgo.auto.value, "ignored", True, ("min",), _auto),
     )
 }

@@ -184,8 +184,13 @@ def result_rows(result: SolveResult) -> Rows:
     if p.cost_kind == "neg_ln" and data["cost"] is not None:
         table.add_row("(value is)", "log10 of the probability")
     table.add_row("variables / tables", f"{p.n} / {len(p.tables)}")
-    table.add_row("induced width", f"{result.induced_width} ({result.ordering})")
-    table.add_row("largest table", f"{result.largest_table:.4g} entries")
+    if result.planar is not None:  # no order, no table: the planar dual's faces and T-join
+        planar = result.planar
+        table.add_row("planar dual", f"{planar.faces} faces, {planar.frustrated} frustrated")
+        table.add_row("T-join", f"{planar.tjoin}, on the dual of {planar.edges} edges")
+    else:
+        table.add_row("induced width", f"{result.induced_width} ({result.ordering})")
+        table.add_row("largest table", f"{result.largest_table:.4g} entries")
     table.add_row("backend / dtype", f"{result.backend} / {result.dtype}")
     table.add_row("time", f"{result.times.get('total', 0.0):.4f} s")
     for step in data.get("anytime") or []:

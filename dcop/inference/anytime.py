@@ -197,6 +197,11 @@ def solve_auto(
     now or ``deadline`` (:func:`time.monotonic`). The result's ``choice`` says which ran and
     why; a run stopped by the deadline has ``stopped`` set (status ``timeout``) and keeps its
     best assignment and both bounds."""
+    from dcop.planar.auto import planar_first  # first: polynomial where it applies
+
+    early = planar_first(problem)
+    if early is not None:
+        return early
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
     t_start = time.monotonic()

@@ -89,7 +89,8 @@ def solve(
     """Solve ``problem`` with BE (``algo="be"``), MBE(z) (``algo="mbe"``) or the exact AND/OR
     search guided by MBE(z) (``algo="aobb"``, :func:`dcop.search.solve_aobb`; ``z`` optional),
     or the depth-first search under soft arc consistency (``algo="dfbnb"``,
-    :func:`dcop.search.dfbnb.solve_dfbnb`).
+    :func:`dcop.search.dfbnb.solve_dfbnb`), or the exact solver of planar Ising models without
+    field (``algo="planar"``, :func:`dcop.planar.solve_planar`; it refuses other problems).
 
     ``backend`` is a name for :func:`dcop.backends.get_backend`, a backend object, or one still
     starting (:class:`dcop.starting.StartingBackend`, taken after the ordering).
@@ -127,6 +128,10 @@ def solve(
         from dcop.search.dfbnb import solve_dfbnb
 
         return solve_dfbnb(problem, max_bytes=max_bytes)
+    if algo == "planar":  # a planar Ising model without field: a minimum T-join of the dual
+        from dcop.planar import solve_planar
+
+        return solve_planar(problem)
     if algo == "mbe":
         z = check_z(z, "MBE", error=ModelError)
     else:

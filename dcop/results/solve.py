@@ -41,6 +41,8 @@ class SolveResult:
     search: Any = None
     #: ``--algo auto``: which solver ran and why
     choice: str | None = None
+    #: ``--algo planar``: its faces and T-join (:class:`dcop.planar.solver.PlanarStats`)
+    planar: Any = None
 
     @property
     def exact(self) -> bool:
@@ -107,5 +109,6 @@ class SolveResult:
             }
             | ({"anytime": [s.to_json(p) for s in self.steps]} if self.steps is not None else {})
             | ({"search": self.search.to_json(p)} if self.search is not None else {})
-            | ({"choice": self.choice} if self.choice is not None else {}),
+            | ({"choice": self.choice} if self.choice is not None else {})
+            | ({"planar": self.planar.to_json()} if self.planar is not None else {}),
         )

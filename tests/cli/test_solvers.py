@@ -19,7 +19,11 @@ def test_every_algorithm_name_has_one_solver() -> None:
     assert list(CENTRAL) == [a.value for a in CentralAlgo]
     assert list(DISTRIBUTED) == [a.value for a in DistributedAlgo]
     assert all(name == solver.name for name, solver in {**CENTRAL, **DISTRIBUTED}.items())
-    assert BATCH_ALGOS == BATCH == ("be", "mbe", "aobb", "dfbnb", "auto", "dpop", "adpop", "mbdpop")
+    assert (
+        BATCH_ALGOS
+        == BATCH
+        == ("be", "mbe", "aobb", "dfbnb", "planar", "auto", "dpop", "adpop", "mbdpop")
+    )
 
 
 def test_the_other_spellings_follow_the_enums() -> None:
