@@ -145,6 +145,8 @@ class BatchSettings:
         Centralized rows run at once.
     order_time
         Seconds the auto ordering may search per file (None: its default budget).
+    threads
+        CPU threads of each aobb/auto row's search (None: the usable cores, at most 8).
     """
 
     algos: tuple[str, ...]
@@ -155,6 +157,7 @@ class BatchSettings:
     repeat: int = 1
     jobs: int = 1
     order_time: float | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in ALGOS]
@@ -280,7 +283,9 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
         solver = CENTRAL[job.algo]
         # an anytime solver stops with its bounds before the row's kill; the others are killed
         end = deadline - ANSWER_MARGIN_S if solver.anytime else None
-        request = Request(job.z, end, ordering, max_bytes=settings.max_memory)
+        request = Request(
+            job.z, end, ordering, max_bytes=settings.max_memory, threads=settings.threads
+        )
         result = solver.run(problem, request)
         result.file = str(job.path)
         doc = result.to_json()

@@ -42,7 +42,8 @@ class Request:
 
     ``deadline`` is a :func:`time.monotonic` instant (None: no time limit); ``backend`` a name
     for :func:`dcop.backends.get_backend` or a backend; ``timeout`` and ``on_answer`` are a
-    distributed run's (its seconds, and who hears of its answer while its agents exit).
+    distributed run's (its seconds, and who hears of its answer while its agents exit);
+    ``threads`` the search's (None: the usable cores, at most 8).
     """
 
     z: int | None = None
@@ -56,6 +57,7 @@ class Request:
     on_bounds: BoundsFn | None = None
     timeout: float = 120.0
     on_answer: Callable[[RunResult], None] | None = None
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ def _auto(problem: Problem, request: Request) -> SolveResult:
         progress=request.progress,
         on_bounds=request.on_bounds,
         order_time=request.order_time,
+        threads=request.threads,
     )
 
 
@@ -146,6 +149,7 @@ def _aobb(problem: Problem, request: Request) -> SolveResult:
         deadline=request.deadline,
         order_time=request.order_time,
         on_bounds=request.on_bounds,
+        threads=request.threads,
     )
 
 

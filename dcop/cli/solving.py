@@ -66,6 +66,7 @@ def run_solve(
     json_out: Path | None = None,
     solution: Path | None = None,
     quiet: bool = False,
+    threads: int | None = None,
 ) -> None:
     """``dcop solve``: the options as typer hands them (enums, paths), the defaults
     :func:`dcop.cli.solve.solve_command` declares (a test checks both). Ends the process's work
@@ -135,6 +136,7 @@ def run_solve(
             backend=engine,
             dtype=dtype.value,
             max_bytes=parse_memory(max_memory),
+            threads=threads,
         )
         with anytime_progress(not quiet, problem) as (progress, on_bounds):
             result = solver.run(problem, replace(request, progress=progress, on_bounds=on_bounds))
