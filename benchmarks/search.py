@@ -92,13 +92,9 @@ GENERATED: dict[str, tuple[str, tuple[Any, ...]]] = {
 def default_threads(jobs: int) -> int:
     """dcop's threads beside ``jobs`` single-threaded toulbar2 runs: the usable cores less
     those, at least 1, at most 8."""
-    import os
+    from dcop.search.cores import MAX_DEFAULT_THREADS, usable_cores
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores - max(0, jobs)))
+    return max(1, min(MAX_DEFAULT_THREADS, usable_cores() - max(0, jobs)))
 
 
 def worker(

@@ -110,7 +110,7 @@ ThreadsOption = Annotated[
         "--threads",
         min=1,
         help="CPU threads of the search (aobb, and auto where it searches; default: the usable "
-        "cores, at most 8). One thread gives the same result every run; with more the optimum "
+        "cores, at most 8; dcop batch shares them among its --jobs rows). One thread gives the same result every run; with more the optimum "
         "is the same, but the nodes expanded and, between optimal assignments, the one returned "
         "may differ.",
     ),

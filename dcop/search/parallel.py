@@ -2,13 +2,15 @@
 
 The compiled walk (:func:`dcop.search.kernel.search`) releases the GIL (numba's ``nogil``), so
 Python threads that each run slices of it run in parallel. A part whose pseudo-tree starts with
-a *chain* (nodes with one child each: the dense random networks' trees are chains for most of
-their depth) is split on the values of the chain's first nodes: each combination of values
-(a *prefix*) leaves one subproblem, the OR node below the chain in the context the prefix
-gives, and the part's optimum is the least over the prefixes of the chain's labels (``g``) plus
-the subproblem's optimum. Prefixes are made level by level down the chain until there are
-SPLIT_PER_THREAD per thread, those whose ``g`` plus heuristic reaches the incumbent dropped, and
-handed out best first (least ``g`` + heuristic).
+a *chain* (nodes with one child each: the dense random networks' trees are chains for their
+first 6-13 nodes) is split on the values of the chain's first nodes: each combination of values
+(a *prefix*) leaves one subproblem, the OR node below it in the context the prefix gives, and
+the part's optimum is the least over the prefixes of their labels (``g``) plus the subproblem's
+optimum. The most promising subproblem (least ``g`` + heuristic) is split on its top's values
+again and again until there are SPLIT_PER_THREAD per thread, those whose bound reaches the
+incumbent dropped; they are handed out best first. The best region is thus cut the finest:
+the threads walk it in small pieces, whose solutions tighten everyone's budget early (a thread
+walks under the incumbent it has; a single walk would have found a better one by then).
 
 Each thread walks one subproblem at a time with its own :class:`~dcop.search.kernel.State` (its
 frames and its own context cache: entries are written as two words, which another thread could
@@ -27,8 +29,8 @@ assignments of equal cost, the one returned may differ from run to run.
 from __future__ import annotations
 
 import enum
+import heapq
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -41,9 +43,6 @@ from dcop.search.compile import Compiled
 from dcop.search.improve import complete
 from dcop.search.local import nodes_cost
 
-#: Threads of a search without ``threads``: the usable cores, at most this many (a proof's
-#: extra nodes grow with the threads, and the benches run other solvers beside it).
-MAX_DEFAULT_THREADS = 8
 #: Subproblems per thread the split aims at: a thread that ends its subproblem takes the next
 #: one, so that a few hard subproblems do not leave the others idle.
 SPLIT_PER_THREAD = 16
@@ -57,25 +56,6 @@ PARALLEL_AFTER = 50_000
 SLICE_S = 0.05
 
 
-def usable_threads() -> int:
-    """The default number of threads: the cores this process may run on, at most
-    MAX_DEFAULT_THREADS."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_THREADS, cores))
-
-
-def resolve_threads(threads: int | None) -> int:
-    """``threads`` checked (at least 1), or the default (:func:`usable_threads`) for None."""
-    if threads is None:
-        return usable_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"the number of threads must be an integer of at least 1, not {threads!r}")
-    return threads
-
-
 class Stop(enum.Enum):
     """Why a parallel walk stopped before its part was proved."""
 
@@ -86,9 +66,10 @@ class Stop(enum.Enum):
 
 @dataclass(eq=False)
 class Sub:
-    """One subproblem: the chain's values, their labels' sum ``g``, ``g`` plus the heuristic of
-    the node below the chain (``f``), its proved lower bound of ``g`` + its optimum (``lower``),
-    and whether it is done."""
+    """One subproblem: the values of the part's first ``len(prefix)`` nodes in preorder (a
+    chain: each has one child), their labels' sum ``g``, ``g`` plus the heuristic of the node
+    below them, its top (``f``), its proved lower bound of ``g`` + its optimum (``lower``), and
+    whether it is done."""
 
     prefix: np.ndarray
     g: float
@@ -99,13 +80,10 @@ class Sub:
 
 @dataclass(frozen=True)
 class Split:
-    """The chain's nodes (the part's root first), the node below it (each subproblem's top),
-    the subproblems best first, the lowest ``g`` + heuristic of those dropped (inf: none), and
-    the best of the subproblems' greedy completions (:func:`dcop.search.kernel.descend`): the
-    part's values in its preorder, and their cost."""
+    """The subproblems best first, the lowest ``g`` + heuristic of those dropped (inf: none),
+    and the best of the subproblems' greedy completions (:func:`dcop.search.kernel.descend`):
+    the part's values in its preorder, and their cost."""
 
-    chain: np.ndarray
-    top: int
     subs: list[Sub]
     dropped: float
     guess: np.ndarray
@@ -116,49 +94,57 @@ def split(
     c: Compiled, s: kernel.State, root: int, budget: float, want: int, eps_abs: float,
     eps_rel: float,
 ) -> Split | None:  # fmt: skip
-    """The subproblems of the part of ``root`` (``s`` is used to price nodes), at least ``want``
-    where the chain is long enough, without those whose bound reaches ``budget`` (the
-    incumbent's cost on the part); None where the part's root is not a chain node (a leaf, or
-    several children), or the split leaves a single subproblem."""
+    """The subproblems of the part of ``root`` (``s`` is used to price nodes): the most promising
+    one (least ``g`` + heuristic) split on its top's values, again and again, until there are
+    ``want`` or none can be split (its top is not a chain node: a leaf, several children, or a
+    subtree the pass solved exactly), those whose bound reaches ``budget`` (the incumbent's cost
+    on the part) dropped. The most promising subproblems are thus the smallest: the incumbent
+    they hold comes soon. None where the part's root is not a chain node, or a single
+    subproblem is left."""
     m = c.model
-    chain: list[int] = []
-    level: list[tuple[tuple[int, ...], float, float]] = [((), 0.0, c.root_h[root])]
-    dropped = math.inf
-    margin = budget + eps_abs + eps_rel * abs(budget)
-    v = root
-    while len(level) < want and len(level) * int(m.dom[v]) <= SPLIT_MAX:
-        if m.ch_off[v + 1] - m.ch_off[v] != 1 or (m.exact.shape[0] > 0 and m.exact[v] == 1):
-            break
-        b = v * c.width
-        deeper: list[tuple[tuple[int, ...], float, float]] = []
-        for prefix, g, _ in level:
-            for u, x in zip(chain, prefix, strict=True):
-                s.asg[u] = x
-            kernel.price(m, s, v, c.width)
-            for x in range(int(m.dom[v])):
-                f = g + float(s.fval[b + x])
-                if f >= margin:
-                    dropped = min(dropped, f)
-                    continue
-                deeper.append(((*prefix, x), g + float(s.lab[b + x]), f))
-        chain.append(v)
-        level = deeper
-        v = int(m.ch_list[m.ch_off[v]])
-        if not level:
-            break
-    if not chain or len(level) == 1:
-        return None
-    level.sort(key=lambda item: item[2])  # stable: ties in the values' order
-    subs = [Sub(np.array(p, dtype=np.int32), g, f, f) for p, g, f in level]
     nodes = c.preorder[root]
+
+    def chain_node(v: int) -> bool:
+        return m.ch_off[v + 1] - m.ch_off[v] == 1 and not (m.exact.shape[0] > 0 and m.exact[v] == 1)
+
+    if not chain_node(root):
+        return None
+    margin = budget + eps_abs + eps_rel * abs(budget)
+    dropped = math.inf
+    # (f, order made, prefix, g): a heap of those still to split, and those that cannot be
+    made = 0
+    heap: list[tuple[float, int, tuple[int, ...], float]] = [(c.root_h[root], 0, (), 0.0)]
+    final: list[tuple[float, int, tuple[int, ...], float]] = []
+    while heap and len(heap) + len(final) < want:
+        f0, k0, prefix, g = heapq.heappop(heap)
+        depth = len(prefix)
+        v = int(nodes[depth])
+        if not chain_node(v) or len(heap) + len(final) + int(m.dom[v]) > SPLIT_MAX:
+            final.append((f0, k0, prefix, g))
+            continue
+        s.asg[nodes[:depth]] = prefix
+        kernel.price(m, s, v, c.width)
+        b = v * c.width
+        for x in range(int(m.dom[v])):
+            f = g + float(s.fval[b + x])
+            if f >= margin:
+                dropped = min(dropped, f)
+                continue
+            made += 1
+            heapq.heappush(heap, (f, made, (*prefix, x), g + float(s.lab[b + x])))
+    level = sorted(final + heap)  # best first; ties in the order made
+    if len(level) == 1 and not level[0][2]:
+        return None  # nothing split
+    subs = [Sub(np.array(p, dtype=np.int32), g, f, f) for f, _, p, g in level]
     guess, guess_cost = nodes[:0].copy(), math.inf
     for sub in subs:  # each one's greedy completion: the best is an incumbent at once
-        s.asg[nodes[: len(chain)]] = sub.prefix
-        kernel.descend(m, s, nodes, len(chain), c.width)
+        depth = sub.prefix.shape[0]
+        s.asg[nodes[:depth]] = sub.prefix
+        kernel.descend(m, s, nodes, depth, c.width)
         cost = float(nodes_cost(m, s.asg, nodes))
         if cost < guess_cost:
             guess, guess_cost = s.asg[nodes].copy(), cost
-    return Split(np.array(chain, dtype=np.int32), v, subs, dropped, guess, guess_cost)
+    return Split(subs, dropped, guess, guess_cost)
 
 
 class ParallelPart:
@@ -184,7 +170,6 @@ class ParallelPart:
         self.eps_abs, self.eps_rel = eps_abs, eps_rel
         self.lock = threading.Lock()
         self.nodes = c.preorder[root]
-        self.below = self.nodes[plan.chain.shape[0] :]  # the top's subtree, in preorder
         self.upper = float(nodes_cost(c.model, incumbent, self.nodes))
         self.next = 0  # the next subproblem to hand out
         self.stop: Stop | None = None
@@ -226,12 +211,12 @@ class ParallelPart:
         deadline: float | None,
         max_expanded: int | None,
         report: Callable[[], None],
-        between: Callable[[kernel.State], None] | None = None,
+        between: Callable[[int, kernel.State], None] | None = None,
     ) -> Stop | None:
         """Walk the subproblems on the threads until all are done (None: the part's optimum is
         the incumbent's cost on it), or the deadline, ``max_expanded`` expansions in all, or an
-        interrupt. ``report`` is called from this thread every SLICE_S; ``between`` by the
-        first thread between two of its slices (the moves on the incumbent)."""
+        interrupt. ``report`` is called from this thread every SLICE_S; ``between(k, state)``
+        by each thread ``k`` between two of its slices (the moves on the incumbent)."""
         workers = [
             threading.Thread(target=self._work, args=(k, deadline, max_expanded, between),
                              name=f"dcop-search-{k}", daemon=True)
@@ -276,7 +261,7 @@ class ParallelPart:
         k: int,
         deadline: float | None,
         max_expanded: int | None,
-        between: Callable[[kernel.State], None] | None,
+        between: Callable[[int, kernel.State], None] | None,
     ) -> None:
         try:
             self._walk(k, deadline, max_expanded, between)
@@ -289,23 +274,24 @@ class ParallelPart:
         k: int,
         deadline: float | None,
         max_expanded: int | None,
-        between: Callable[[kernel.State], None] | None,
+        between: Callable[[int, kernel.State], None] | None,
     ) -> None:
         m, c, st = self.c.model, self.c, self.states[k]
-        top, chain = self.plan.top, self.plan.chain
         threads = len(self.states)
         steps = 2000
         while self.stop is None:
             sub = self._take()
             if sub is None:
                 return
-            st.asg[chain] = sub.prefix
+            depth = sub.prefix.shape[0]
+            top = int(self.nodes[depth])  # the chain's nodes come first in preorder
+            st.asg[self.nodes[:depth]] = sub.prefix
             seen = self.upper
             kernel.start(st, top, seen - sub.g)
             h_top = sub.f - sub.g
             while True:
-                if k == 0 and between is not None:
-                    between(st)
+                if between is not None:
+                    between(k, st)
                 if self.stop is not None:
                     return
                 if deadline is not None and time.monotonic() >= deadline:
@@ -333,22 +319,23 @@ class ParallelPart:
     def _finish(self, st: kernel.State, sub: Sub, deadline: float | None) -> None:
         """A subproblem's walk returned: its optimum below its budget becomes the incumbent on
         the part; either way its answer is its lower bound."""
-        top = self.plan.top
+        depth = sub.prefix.shape[0]
+        top, below = int(self.nodes[depth]), self.nodes[depth:]  # its subtree, in preorder
         value = float(st.fre[0])
         if st.reg[kernel.R_EXACT] != 1 or not value < float(st.budget[top]):
             sub.lower = max(sub.lower, sub.g + value)
             sub.done = True
             return
         st.reg[kernel.R_WORK_LIMIT] = 0  # the completion's solves run to their end
-        if not complete(self.c, st, self.below, deadline):
+        if not complete(self.c, st, below, deadline):
             sub.lower = max(sub.lower, sub.g + value)  # proved, its assignment not had
             self.stop = Stop.DEADLINE
             return
         m = self.c.model
         with self.lock:
             candidate = self.incumbent[self.nodes].copy()
-            self.incumbent[self.plan.chain] = sub.prefix
-            self.incumbent[self.below] = st.asg[self.below]
+            self.incumbent[self.nodes[:depth]] = sub.prefix
+            self.incumbent[below] = st.asg[below]
             cost = float(nodes_cost(m, self.incumbent, self.nodes))
             if cost < self.upper:
                 self.upper = cost

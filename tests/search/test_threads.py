@@ -17,7 +17,7 @@ from dcop.generators import random_network
 from dcop.inference import solve
 from dcop.io import write_problem
 from dcop.model import Problem
-from dcop.search import parallel, solve_aobb, solver
+from dcop.search import cores, parallel, solve_aobb, solver
 from dcop.search.compile import new_state
 from tests.cli.conftest import assert_valid, run_dcop
 from tests.conftest import (
@@ -59,6 +59,32 @@ def test_threads_equal_brute_force(splits: list[int], seed: int) -> None:
     check_exact_answer(problem, one, best)
     for threads in (2, 3, 4):
         check(problem, threads, best, z=2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_moves_on_every_thread_keep_the_optimum(
+    splits: list[int], monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Rounds of moves every few expansions on each thread (its own moves, sharing its cache):
+    the walks are tightened many times while the others run."""
+    from dcop.search import improve
+
+    for module, name, value in (
+        (solver, "WALK_ALONE", 3),
+        (solver, "IMPROVE_EVERY", 5),
+        (solver, "MOVE_EXPANSIONS", 5),
+        (improve, "MOVE_FLOOR", 4),
+        (improve, "MOVE_STEPS_PER_NODE", 2),
+        (improve, "KICKS", 3),
+    ):
+        monkeypatch.setattr(module, name, value)
+    problem = random_network(14, 4, 0.4, 0.2, seed=seed)
+    best = solve(problem, "be").upper_bound
+    result = solve_aobb(problem, z=1, threads=3, ordering="minfill")
+    check_exact_answer(problem, result, best)
+    assert splits
+    for _, lower, upper in result.search.trace:
+        assert lower <= best + 1e-9 <= upper + 2e-9
 
 
 def test_the_walk_is_split_on_small_problems(splits: list[int]) -> None:
@@ -151,8 +177,9 @@ def test_a_bad_thread_count_is_refused(bad: object) -> None:
 
 
 def test_the_default_is_the_usable_cores_at_most_eight() -> None:
-    assert 1 <= parallel.resolve_threads(None) <= parallel.MAX_DEFAULT_THREADS
-    assert parallel.resolve_threads(3) == 3
+    assert 1 <= cores.resolve_threads(None) <= cores.MAX_DEFAULT_THREADS
+    assert cores.resolve_threads(3) == 3
+    assert cores.usable_threads(shared_by=10**6) == 1
 
 
 def test_the_document_says_how_many_threads_ran(tmp_path: Path) -> None:
