@@ -48,9 +48,10 @@ from dcop.search.local import nodes_cost
 SPLIT_PER_THREAD = 16
 #: The split stops here whatever the count (each subproblem is a Python round trip).
 SPLIT_MAX = 4096
-#: Expansions of a part's walk on one thread before it is split: the easy parts (most of a
-#: ladder's lower rungs, small files) are proved on one thread, as without threads.
-PARALLEL_AFTER = 50_000
+#: Expansions of a part's walk on one thread before it is split (those are lost, but for its
+#: cache): the easy parts (small files) are proved on one thread, as without threads; a ladder's
+#: lower rung (2e5 expansions on the random networks) goes parallel early.
+PARALLEL_AFTER = 20_000
 #: Seconds between two looks of the coordinating thread at the clock and the bounds, and the
 #: slice of each thread's walk (its expansions adapt to it).
 SLICE_S = 0.05

@@ -267,13 +267,18 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
         backend.specialize_entries = saved
 
 
-def rung_budget(following: MemoryPlan, backend: TableBackend, typical_domain: int) -> int:
+def rung_budget(
+    following: MemoryPlan, backend: TableBackend, typical_domain: int, threads: int = 1
+) -> int:
     """The node budget of a rung whose next rung's pass is ``following``: a share of that pass's
     predicted seconds, its tables' reading on the host included (on a GPU that reading is most
     of a pass: counted without it, a z = 8 rung of the random network n = 22 had the floor's
-    50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove n = 22-24)."""
+    50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove n = 22-24). The
+    budget counts every thread's expansions: ``threads`` walk that many times as many in the
+    pass's seconds, but the floor is not raised (where the next pass is cheap, as on a GPU, a
+    rung that has not proved in the floor's nodes gives way sooner on more threads)."""
     seconds = RUNG_SHARE * rung_seconds(following, backend)
-    values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
+    values = max(FLOOR_VALUES, int(threads * seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
 
@@ -494,9 +499,7 @@ def solve_aobb(
                 passes * clock.predict(rung_seconds(plan, engine))
                 <= PORTFOLIO_SHARE * (PASS_SECONDS_NO_DEADLINE if deadline is None else left())
             ) else []  # fmt: skip
-            # the next pass's seconds in expansions at one core's speed: threads walk that many
-            # times as many in those seconds (the budget counts every thread's expansions)
-            budget = None if last else threads * passes * rung_budget(rungs[k + 1], engine, typical)
+            budget = None if last else passes * rung_budget(rungs[k + 1], engine, typical, threads)
             # the next pass, predicted from the passes run so far (PassClock): where there is no
             # time to search after it, the search goes on with the heuristic it has
             if (
