@@ -192,6 +192,19 @@ def test_the_document_says_how_many_threads_ran(tmp_path: Path) -> None:
     assert doc["exact"] and doc["search"]["threads"] == 2
 
 
+def test_batch_rows_search_on_the_threads_asked(tmp_path: Path) -> None:
+    path = tmp_path / "r.wcsp"
+    write_problem(random_network(12, 4, 0.4, 0.2, seed=5), path)
+    out = tmp_path / "rows.jsonl"
+    args = ("--algo", "aobb,auto", "--threads", "2", "--timeout", "60", "--jsonl", str(out))
+    run = run_dcop("batch", str(path), *args)
+    assert run.returncode == 0, run.stderr
+    docs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [d["status"] for d in docs] == ["ok", "ok"]
+    searched = [d for d in docs if d.get("search")]
+    assert searched and all(d["search"]["threads"] == 2 for d in searched)
+
+
 @pytest.mark.parametrize("command", ["solve", "batch"])
 @pytest.mark.parametrize("value", ["0", "two"])
 def test_a_bad_threads_option_is_a_usage_error(tmp_path: Path, command: str, value: str) -> None:
