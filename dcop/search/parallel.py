@@ -226,8 +226,8 @@ class ParallelPart:
         try:
             for w in workers:
                 w.start()
-            while any(w.is_alive() for w in workers):
-                workers[0].join(SLICE_S)
+            while alive := [w for w in workers if w.is_alive()]:
+                alive[0].join(SLICE_S)  # a thread that ended returns at once: one still running
                 if self.stop is None and deadline is not None and time.monotonic() >= deadline:
                     self.stop = Stop.DEADLINE
                 report()
