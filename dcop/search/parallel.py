@@ -192,13 +192,24 @@ class ParallelPart:
         with self.lock:
             return self.incumbent.copy()
 
-    def offer(self, candidate: np.ndarray, parts: list[np.ndarray]) -> bool:
-        """Take ``candidate``'s values on each of ``parts`` (preorders of the parts not proved)
-        where they cost less than the incumbent's; True when one did."""
+    def offer(
+        self, candidate: np.ndarray, parts: dict[int, np.ndarray], root_of: np.ndarray
+    ) -> bool:
+        """Take ``candidate``'s values on each of ``parts`` (the preorders of the parts not
+        proved, by root; ``root_of``: each node's root) where they cost less than the
+        incumbent's; True when one did. Only the parts where the two differ are priced (a
+        problem may have thousands of parts)."""
         m = self.c.model
         took = False
         with self.lock:
-            for nodes in parts:
+            moved = np.flatnonzero(candidate != self.incumbent)
+            if moved.shape[0] == 0:
+                return False
+            roots = {int(r) for r in root_of[moved]}
+            for r in sorted(roots):
+                nodes = parts.get(r)
+                if nodes is None:
+                    continue
                 cost = float(nodes_cost(m, candidate, nodes))
                 if cost < float(nodes_cost(m, self.incumbent, nodes)):
                     self.incumbent[nodes] = candidate[nodes]

@@ -980,7 +980,10 @@ class _Walk:
         part = parallel.ParallelPart(
             c, r, plan, [self.s, *self.extra[: count - 1]], self.incumbent, EPS_ABS, EPS_REL
         )
-        open_parts = [c.preorder[q] for q in c.roots if q not in self.proved]
+        open_parts = {q: c.preorder[q] for q in c.roots if q not in self.proved}
+        root_of = np.empty(m.dom.shape[0], dtype=np.int64)
+        for q, nodes in c.preorder.items():
+            root_of[nodes] = q
 
         def report() -> None:
             if part.changed:
@@ -1005,7 +1008,7 @@ class _Walk:
                 assert improver is not None
                 candidate = part.snapshot()
                 if improver.run(candidate, MOVE_EXPANSIONS, deadline, set(self.proved)):
-                    part.offer(candidate, open_parts)
+                    part.offer(candidate, open_parts, root_of)
             if k == 0:
                 self.next_improve = due
             else:
