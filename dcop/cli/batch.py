@@ -39,7 +39,7 @@ from dcop.cli.options import (
     QuietOption,
     ThreadsOption,
 )
-from dcop.cli.solvers import needs_z
+from dcop.cli.solvers import check_threads, needs_z
 from dcop.errors import InputError
 from dcop.results import EXIT_CODES
 
@@ -183,6 +183,7 @@ def batch_command(
     zs = parse_zs(z)
     if zs and not any(needs_z(a) for a in algos):
         print(f"dcop: warning: --z is ignored by --algo {','.join(algos)}", file=sys.stderr)
+    check_threads(algos, threads)
     settings = BatchSettings(
         tuple(dict.fromkeys(algos)),
         zs,

@@ -32,7 +32,7 @@ from dcop.cli.common import (
 )
 from dcop.cli.partition import print_partition, task_for
 from dcop.cli.rows import Rows
-from dcop.cli.solvers import CENTRAL, Request, check_z
+from dcop.cli.solvers import CENTRAL, Request, check_threads, check_z
 from dcop.errors import InputError
 from dcop.io import read_problem
 from dcop.results import Status, after_answer
@@ -82,6 +82,7 @@ def run_solve(
         solver = CENTRAL[algo.value]
         # a usage error still gets its document; an optional z (the search's) is the asked one
         z = asked_z if solver.z == "optional" else check_z(algo.value, asked_z)
+        check_threads([algo.value], threads)
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         # reading honours --timeout, and the default memory limit (a header of millions of

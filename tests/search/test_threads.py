@@ -206,6 +206,17 @@ def test_batch_rows_search_on_the_threads_asked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["solve", "batch"])
+def test_threads_for_an_algorithm_that_takes_none_is_a_warning(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "r.wcsp"
+    write_problem(random_network(6, 2, 0.5, 0.0, seed=0), path)
+    run = run_dcop(command, str(path), "--algo", "be", "--threads", "2", "-q")
+    assert run.returncode == 0, run.stderr
+    assert "warning: --threads 2 is ignored by --algo be" in run.stderr
+
+
+@pytest.mark.parametrize("command", ["solve", "batch"])
 @pytest.mark.parametrize("value", ["0", "two"])
 def test_a_bad_threads_option_is_a_usage_error(tmp_path: Path, command: str, value: str) -> None:
     path = tmp_path / "r.wcsp"
