@@ -234,6 +234,11 @@ def solve_auto(
             )
             return result
         if not cpu_plan.fits(limit.bytes):
+            # a search runs (BE cannot): its compiled loops load beside the device's start, not
+            # after it (on the H200 host, 0.4 s of numba's load had waited on 0.6 s of CUDA's)
+            from dcop.search import preload
+
+            preload.start()
             # the probe of a large-domain problem runs on the CPU: the device's start waits
             # for it (a proof ends the run with no start at all)
             early, probe, probe_s = _probe_large(

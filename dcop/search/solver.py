@@ -268,16 +268,23 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
 
 
 def rung_budget(
-    following: MemoryPlan, backend: TableBackend, typical_domain: int, threads: int = 1
+    following: MemoryPlan,
+    backend: TableBackend,
+    typical_domain: int,
+    passes: int = 1,
+    threads: int = 1,
 ) -> int:
-    """The node budget of a rung whose next rung's pass is ``following``: a share of that pass's
-    predicted seconds, its tables' reading on the host included (on a GPU that reading is most
-    of a pass: counted without it, a z = 8 rung of the random network n = 22 had the floor's
-    50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove n = 22-24). The
-    budget counts every thread's expansions: ``threads`` walk that many times as many in the
-    pass's seconds, but the floor is not raised (where the next pass is cheap, as on a GPU, a
-    rung that has not proved in the floor's nodes gives way sooner on more threads)."""
-    seconds = RUNG_SHARE * rung_seconds(following, backend)
+    """The node budget of a rung whose next rung runs ``passes`` passes of ``following``: a
+    share of their predicted seconds, its tables' reading on the host included (on a GPU that
+    reading is most of a pass: counted without it, a z = 8 rung of the random network n = 22
+    had the floor's 50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove
+    n = 22-24), and at least FLOOR_VALUES. The floor is the rung's, not each pass's: multiplied
+    by the orders compared, it gave the random network n = 22 on the H200 200k nodes at z = 6
+    (0.9 s) before a z = 7 pass of 0.09 s that proved it in 118k. The budget counts every
+    thread's expansions: ``threads`` walk that many times as many in the passes' seconds, but
+    the floor is not raised (where the next pass is cheap, as on a GPU, a rung that has not
+    proved in the floor's nodes gives way sooner on more threads)."""
+    seconds = RUNG_SHARE * passes * rung_seconds(following, backend)
     values = max(FLOOR_VALUES, int(threads * seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
@@ -499,7 +506,7 @@ def solve_aobb(
                 passes * clock.predict(rung_seconds(plan, engine))
                 <= PORTFOLIO_SHARE * (PASS_SECONDS_NO_DEADLINE if deadline is None else left())
             ) else []  # fmt: skip
-            budget = None if last else passes * rung_budget(rungs[k + 1], engine, typical, threads)
+            budget = None if last else rung_budget(rungs[k + 1], engine, typical, passes, threads)
             # the next pass, predicted from the passes run so far (PassClock): where there is no
             # time to search after it, the search goes on with the heuristic it has
             if (

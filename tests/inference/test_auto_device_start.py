@@ -77,3 +77,21 @@ def test_a_small_problem_never_begins_a_deferred_start(held_start: threading.Eve
     assert result.exact and result.backend == "numpy"
     assert result.upper_bound == pytest.approx(solve(problem, "be").upper_bound)
     held_start.set()
+
+
+def test_a_search_loads_its_loops_while_the_device_starts(
+    held_start: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BE does not fit: the search's compiled loops begin loading before the device is taken
+    from dcop.search import preload
+
+    problem = random_network(22, 10, 0.3, 0.0, seed=1)  # BE: a table of 1e11 entries
+    starting = StartingBackend("cupy", begin=False)
+    seen: list[bool] = []
+    real = preload.start
+    monkeypatch.setattr(preload, "start", lambda: (seen.append(starting.ready), real())[1])
+    threading.Timer(0.2, held_start.set).start()
+    result = anytime.solve_auto(problem, backend=starting, timeout=3)
+    assert seen and seen[0] is False  # the first call came before the device was ready
+    assert result.algo == "aobb" and starting.ready
+    assert result.upper_bound == pytest.approx(problem.evaluate(result.assignment))

@@ -185,7 +185,9 @@ def test_a_later_rung_out_of_memory_keeps_the_search(
 
     monkeypatch.setattr(solver, "ladder", ladder)
     monkeypatch.setattr(solver, "PORTFOLIO_MAX_VARIABLES", 0)  # one pass a rung, counted
-    monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical, threads=1: 1)
+    monkeypatch.setattr(
+        solver, "rung_budget", lambda following, engine, typical, passes=1, threads=1: 1
+    )
     monkeypatch.setattr(solver, "bucket_pass", failing)
     fail_at = 2
     result = solve_aobb(problem)
