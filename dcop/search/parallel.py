@@ -44,8 +44,12 @@ from dcop.search.improve import complete
 from dcop.search.local import nodes_cost
 
 #: Subproblems per thread the split aims at: a thread that ends its subproblem takes the next
-#: one, so that a few hard subproblems do not leave the others idle.
-SPLIT_PER_THREAD = 16
+#: one, so that a few hard subproblems do not leave the others idle (at 16 a thread, random
+#: n = 22 s1 left whole subtrees of the root's second value, a third of the work each, to the
+#: end; each subproblem costs a kernel call's round trip, tens of microseconds).
+SPLIT_PER_THREAD = 64
+#: The subproblems (best first) whose greedy completions are offered as an incumbent.
+GUESSES = 64
 #: The split stops here whatever the count (each subproblem is a Python round trip).
 SPLIT_MAX = 4096
 #: Expansions of a part's walk on one thread before it is split (those are lost, but for its
@@ -138,7 +142,7 @@ def split(
         return None  # nothing split
     subs = [Sub(np.array(p, dtype=np.int32), g, f, f) for f, _, p, g in level]
     guess, guess_cost = nodes[:0].copy(), math.inf
-    for sub in subs:  # each one's greedy completion: the best is an incumbent at once
+    for sub in subs[:GUESSES]:  # each one's greedy completion: the best is an incumbent now
         depth = sub.prefix.shape[0]
         s.asg[nodes[:depth]] = sub.prefix
         kernel.descend(m, s, nodes, depth, c.width)
