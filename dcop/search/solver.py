@@ -983,7 +983,8 @@ class _Walk:
         count = max(1, min(self.threads, len(plan.subs)))
         while len(self.extra) < count - 1:
             self.extra.append(new_state(m, c.width, c.cache_entries))
-            self.extra_due.append(self.next_improve)
+            # its first round as far off in its own work (from 0) as the first thread's is
+            self.extra_due.append(max(0, self.next_improve - int(self.s.reg[kernel.R_WORK])))
         part = parallel.ParallelPart(
             c, r, plan, [self.s, *self.extra[: count - 1]], self.incumbent, EPS_ABS, EPS_REL
         )
