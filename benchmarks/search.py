@@ -1,14 +1,17 @@
 #!/usr/bin/env python
 """Exact search beside toulbar2: who proves the optimum, and how fast.
 
-    python benchmarks/run.py search [--limit S] [--gpu] [--jobs N] [--only NAME ...] [--out DIR]
+    python benchmarks/run.py search [--limit S] [--gpu] [--jobs N] [--threads T] [--only NAME ...]
+        [--out DIR]
     python benchmarks/run.py search --models DIR [--limit 15] [--only NAME ...]
     python benchmarks/run.py search --rescore benchmarks/results/search_anytime.json
 
 Every run is a fresh process (``--worker``) with the same limit, timed inside the process from
 reading the file to the answer (toulbar2 through pytoulbar2 alike). Settings: toulbar2 at its
 defaults (``tb2``) and with tree decomposition (``tb2 -B=1``), dcop's search (``dcop aobb``) and
-its portfolio (``dcop auto``); ``--gpu`` runs dcop's settings with ``--backend cupy``.
+its portfolio (``dcop auto``); ``--gpu`` runs dcop's settings with ``--backend cupy``. dcop's
+search runs on ``--threads`` CPU threads (default: the usable cores less the ``--jobs``
+toulbar2 runs beside it, at least 1, at most 8), recorded in the results.
 Instances: the shared files, then generated families written to a scratch folder (not kept):
 the paper's random networks (d = 10, p1 = 0.3, p2 = 0 and 0.2, n = 18-30), ±J spin glasses
 12x12-36x36, grids (d = 3-5) and scale-free networks. Every answer is checked: a proved value
@@ -86,9 +89,20 @@ GENERATED: dict[str, tuple[str, tuple[Any, ...]]] = {
 }
 
 
-def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
+def default_threads(jobs: int) -> int:
+    """dcop's threads beside ``jobs`` single-threaded toulbar2 runs: the usable cores less
+    those, at least 1, at most 8."""
+    from dcop.search.cores import MAX_DEFAULT_THREADS, usable_cores
+
+    return max(1, min(MAX_DEFAULT_THREADS, usable_cores() - max(0, jobs)))
+
+
+def worker(
+    setting: str, file: str, limit: float, gpu: bool, threads: int | None = None
+) -> dict[str, Any]:
     """One run in this process: read + solve, timed from before the solver's own imports; the
-    value re-evaluated by dcop (toulbar2's clock stops before dcop reads the file)."""
+    value re-evaluated by dcop (toulbar2's clock stops before dcop reads the file); dcop's
+    search on ``threads`` threads."""
     t0 = time.perf_counter()
     if setting.startswith("dcop"):
         from dcop.io import read_problem
@@ -104,11 +118,11 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
             if setting == "dcop aobb":
                 from dcop.search import solve_aobb
 
-                result = solve_aobb(problem, deadline=deadline, backend=backend)
+                result = solve_aobb(problem, deadline=deadline, backend=backend, threads=threads)
             else:
                 from dcop.inference.anytime import solve_auto
 
-                result = solve_auto(problem, deadline=deadline, backend=backend)
+                result = solve_auto(problem, deadline=deadline, backend=backend, threads=threads)
         except TableTooLarge:
             return {"seconds": None, "internal": None, "exact": False, "status": "too large"}
         seconds = time.perf_counter() - t0
@@ -128,6 +142,7 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
             out["expanded"] = result.search.expanded
             out["rate"] = result.search.rate
             out["steps"] = [s.to_json() for s in result.search.steps]
+            out["threads"] = result.search.threads
         return out
     import pytoulbar2
 
@@ -174,10 +189,13 @@ def worker(setting: str, file: str, limit: float, gpu: bool) -> dict[str, Any]:
     }
 
 
-def run_one(setting: str, file: Path, limit: float, gpu: bool) -> dict[str, Any]:
+def run_one(
+    setting: str, file: Path, limit: float, gpu: bool, threads: int | None = None
+) -> dict[str, Any]:
     """One run in a fresh process, killed a little after the limit."""
     cmd = [sys.executable, __file__, "--worker", setting, str(file), str(limit)]
     cmd += ["--gpu"] if gpu else []
+    cmd += [] if threads is None else ["--threads", str(threads)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -258,6 +276,7 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) ->
         "started": started,
         "limit_s": args.limit,
         "gpu": args.gpu,
+        "dcop_threads": args.threads,
         "settings": SETTINGS,
         "machine": machine_info(),
         "measures": stats,
@@ -279,7 +298,8 @@ def write(args: argparse.Namespace, rows: list[dict[str, Any]], started: str) ->
         "",
         describe(doc["machine"]),
         "",
-        f"Seconds to a proof, read + solve in a fresh process, limit {args.limit:g} s; "
+        f"Seconds to a proof, read + solve in a fresh process, limit {args.limit:g} s, dcop's "
+        f"search on {args.threads} thread(s) beside {args.jobs} toulbar2 run(s); "
         "unproved: `> limit (lower .. upper)` in internal costs. Command: "
         f"`{doc['command']}`.",
         "",
@@ -406,7 +426,8 @@ def run_anytime(args: argparse.Namespace) -> None:
                 if s in TB2 and name in reused and s in reused[name]:
                     row[s] = reused[name][s]
                 else:
-                    row[s] = run_one(s, path, args.limit, False)
+                    threads = args.threads if s.startswith("dcop") else None
+                    row[s] = run_one(s, path, args.limit, False, threads)
             best_tb2 = min(
                 (row[s] for s in TB2 if row[s].get("internal") is not None),
                 key=lambda r: r["internal"],
@@ -470,6 +491,7 @@ def write_anytime(
         "limit_s": args.limit,
         "models": len(rows),
         "settings": settings,
+        "dcop_threads": args.threads if measured is None else measured.get("dcop_threads"),
         "machine": machine_info() if measured is None else measured["machine"],
         "measures": stats,
         "rows": rows,
@@ -534,6 +556,11 @@ def main() -> None:
     parser.add_argument("--limit", type=float, help="seconds (default 60; --models: 15)")
     parser.add_argument("--gpu", action="store_true", help="dcop with --backend cupy")
     parser.add_argument("--jobs", type=int, default=1, help="toulbar2 runs at once")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="dcop's search threads (default: the usable cores less --jobs, 1 to 8)",
+    )
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -556,8 +583,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         setting, file, limit = args.worker
-        print(json.dumps(worker(setting, file, float(limit), args.gpu)))
+        print(json.dumps(worker(setting, file, float(limit), args.gpu, args.threads)))
         return
+    if args.threads is None:
+        args.threads = default_threads(args.jobs)
+    elif args.threads < 1:
+        parser.error(f"--threads: at least 1, not {args.threads}")
     if args.limit is None:
         args.limit = 15.0 if args.models is not None else 60.0
     if args.rescore is not None:  # the anytime document's rows scored again
@@ -587,7 +618,7 @@ def main() -> None:
             if args.jobs <= 1:  # one core: nothing side by side
                 concurrent.futures.wait(list(tb2.values()))
             mine = {
-                (name, s): run_one(s, path, args.limit, args.gpu)
+                (name, s): run_one(s, path, args.limit, args.gpu, args.threads)
                 for name, path in chosen
                 for s in DCOP
                 if s in args.settings

@@ -32,8 +32,14 @@ from dcop.cli.common import (
     summary_stream,
     write_json,
 )
-from dcop.cli.options import JsonOption, OrderingOption, OrderTimeOption, QuietOption
-from dcop.cli.solvers import needs_z
+from dcop.cli.options import (
+    JsonOption,
+    OrderingOption,
+    OrderTimeOption,
+    QuietOption,
+    ThreadsOption,
+)
+from dcop.cli.solvers import check_threads, needs_z
 from dcop.errors import InputError
 from dcop.results import EXIT_CODES
 
@@ -151,6 +157,7 @@ def batch_command(
     ] = None,
     ordering: OrderingOption = "auto",
     order_time: OrderTimeOption = None,
+    threads: ThreadsOption = None,
     csv_out: Annotated[
         Path | None, typer.Option("--csv", dir_okay=False, help="Write one row per line here.")
     ] = None,
@@ -176,6 +183,7 @@ def batch_command(
     zs = parse_zs(z)
     if zs and not any(needs_z(a) for a in algos):
         print(f"dcop: warning: --z is ignored by --algo {','.join(algos)}", file=sys.stderr)
+    check_threads(algos, threads)
     settings = BatchSettings(
         tuple(dict.fromkeys(algos)),
         zs,
@@ -185,6 +193,7 @@ def batch_command(
         repeat,
         jobs,
         order_time,
+        threads,
     )
     check_outputs({"--csv": csv_out, "--jsonl": jsonl_out, "--json": json_out})
     planned = settings.plan(files)

@@ -145,6 +145,9 @@ class BatchSettings:
         Centralized rows run at once.
     order_time
         Seconds the auto ordering may search per file (None: its default budget).
+    threads
+        CPU threads of each aobb/auto row's search (None: the usable cores shared by the
+        ``jobs`` rows at once, at most 8: :func:`dcop.search.cores.usable_threads`).
     """
 
     algos: tuple[str, ...]
@@ -155,6 +158,7 @@ class BatchSettings:
     repeat: int = 1
     jobs: int = 1
     order_time: float | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in ALGOS]
@@ -280,7 +284,10 @@ def solve_in_child(conn: Connection, job: Job, settings: BatchSettings) -> None:
         solver = CENTRAL[job.algo]
         # an anytime solver stops with its bounds before the row's kill; the others are killed
         end = deadline - ANSWER_MARGIN_S if solver.anytime else None
-        request = Request(job.z, end, ordering, max_bytes=settings.max_memory)
+        from dcop.search.cores import usable_threads  # no numba: a plain count
+
+        threads = settings.threads or usable_threads(shared_by=settings.jobs)
+        request = Request(job.z, end, ordering, max_bytes=settings.max_memory, threads=threads)
         result = solver.run(problem, request)
         result.file = str(job.path)
         doc = result.to_json()

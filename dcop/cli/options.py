@@ -106,6 +106,18 @@ ZOption = Annotated[
     ),
 ]
 
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        help="CPU threads of the search (aobb, and auto where it searches; default: the usable "
+        "cores, at most 8; dcop batch shares them among its --jobs rows). One thread gives the same result every run; with more the optimum "
+        "is the same, but the nodes expanded and, between optimal assignments, the one returned "
+        "may differ.",
+    ),
+]
+
 
 WidthOption = Annotated[
     int | None,

@@ -50,6 +50,14 @@ def _z(value: str) -> int:
     return z
 
 
+def _threads(value: str) -> int:
+    """``--threads``: typer's int of at least 1."""
+    threads = int(value)
+    if threads < 1:
+        raise ValueError(value)
+    return threads
+
+
 def _number(value: str) -> float:
     """A float as typer reads it (``float(text)``: inf and nan included)."""
     return float(value)
@@ -90,6 +98,7 @@ SOLVE_OPTIONS: dict[str, tuple[str, Reader | None]] = {
     "--max-memory": ("max_memory", _text),
     "--json": ("json_out", _path),
     "--solution": ("solution", _path),
+    "--threads": ("threads", _threads),
     "--quiet": ("quiet", None),
     "-q": ("quiet", None),
 }

@@ -24,6 +24,7 @@ from dcop.cli.options import (
     QuietOption,
     SolutionOption,
     TaskOption,
+    ThreadsOption,
     TimeoutOption,
     ZOption,
 )
@@ -69,6 +70,7 @@ def solve_command(
     json_out: JsonOption = None,
     solution: SolutionOption = None,
     quiet: QuietOption = False,
+    threads: ThreadsOption = None,
 ) -> None:
     """Solve an instance with Bucket Elimination (exact), Mini-Bucket Elimination (bounds) or
     auto (anytime with --timeout); on a UAI model also its partition function (--task pr) or
@@ -91,6 +93,7 @@ def solve_command(
         json_out,
         solution,
         quiet,
+        threads,
     )
 
 

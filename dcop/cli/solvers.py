@@ -14,7 +14,7 @@ Importing this module loads no solver: each function imports its own when it run
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -42,7 +42,8 @@ class Request:
 
     ``deadline`` is a :func:`time.monotonic` instant (None: no time limit); ``backend`` a name
     for :func:`dcop.backends.get_backend` or a backend; ``timeout`` and ``on_answer`` are a
-    distributed run's (its seconds, and who hears of its answer while its agents exit).
+    distributed run's (its seconds, and who hears of its answer while its agents exit);
+    ``threads`` the search's (None: the usable cores, at most 8).
     """
 
     z: int | None = None
@@ -56,19 +57,22 @@ class Request:
     on_bounds: BoundsFn | None = None
     timeout: float = 120.0
     on_answer: Callable[[RunResult], None] | None = None
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
 class Solver(Generic[R]):
     """One algorithm: its name, how it takes ``--z``, whether it is anytime (it stops at the
     request's deadline with its best assignment and bounds), the tasks it computes
-    (:data:`dcop.choices.RUN_TASKS`), and the function that runs it."""
+    (:data:`dcop.choices.RUN_TASKS`), the function that runs it, and whether it searches on
+    ``--threads``."""
 
     name: str
     z: ZUse
     anytime: bool
     tasks: tuple[str, ...]
     run: Callable[[Problem, Request], R]
+    threads: bool = False
 
 
 def _eliminate(algo: str) -> Callable[[Problem, Request], SolveResult]:
@@ -129,6 +133,7 @@ def _auto(problem: Problem, request: Request) -> SolveResult:
         progress=request.progress,
         on_bounds=request.on_bounds,
         order_time=request.order_time,
+        threads=request.threads,
     )
 
 
@@ -146,6 +151,7 @@ def _aobb(problem: Problem, request: Request) -> SolveResult:
         deadline=request.deadline,
         order_time=request.order_time,
         on_bounds=request.on_bounds,
+        threads=request.threads,
     )
 
 
@@ -189,10 +195,10 @@ CENTRAL: dict[str, Solver[SolveResult]] = {
     for s in (
         Solver(CentralAlgo.be.value, "ignored", False, RUN_TASKS, _eliminate("be")),
         Solver(CentralAlgo.mbe.value, "required", False, ("min", "pr"), _eliminate("mbe")),
-        Solver(CentralAlgo.aobb.value, "optional", True, ("min",), _aobb),
+        Solver(CentralAlgo.aobb.value, "optional", True, ("min",), _aobb, threads=True),
         Solver(CentralAlgo.dfbnb.value, "ignored", True, ("min",), _dfbnb),
         Solver(CentralAlgo.planar.value, "ignored", False, ("min",), _planar),
-        Solver(CentralAlgo.auto.value, "ignored", True, ("min",), _auto),
+        Solver(CentralAlgo.auto.value, "ignored", True, ("min",), _auto, threads=True),
     )
 }
 #: The distributed solvers (``dcop run``; ``dcop batch`` rows of those not also central), by
@@ -226,6 +232,16 @@ def check_z(algo: str, z: int | None) -> int | None:
     if z is not None:
         print(f"dcop: warning: --z {z} is ignored by --algo {algo}", file=sys.stderr)
     return None
+
+
+def check_threads(algos: Sequence[str], threads: int | None) -> None:
+    """A warning on stderr where ``--threads`` is given and none of ``algos`` searches on
+    threads (be, mbe, dfbnb and the distributed ones ignore it)."""
+    if threads is not None and not any(
+        name in CENTRAL and CENTRAL[name].threads for name in algos
+    ):  # fmt: skip
+        print(f"dcop: warning: --threads {threads} is ignored by --algo {','.join(algos)}",
+              file=sys.stderr)  # fmt: skip
 
 
 def only_distributed(name: str) -> bool:

@@ -32,7 +32,7 @@ from dcop.cli.common import (
 )
 from dcop.cli.partition import print_partition, task_for
 from dcop.cli.rows import Rows
-from dcop.cli.solvers import CENTRAL, Request, check_z
+from dcop.cli.solvers import CENTRAL, Request, check_threads, check_z
 from dcop.errors import InputError
 from dcop.io import read_problem
 from dcop.results import Status, after_answer
@@ -66,6 +66,7 @@ def run_solve(
     json_out: Path | None = None,
     solution: Path | None = None,
     quiet: bool = False,
+    threads: int | None = None,
 ) -> None:
     """``dcop solve``: the options as typer hands them (enums, paths), the defaults
     :func:`dcop.cli.solve.solve_command` declares (a test checks both). Ends the process's work
@@ -81,6 +82,7 @@ def run_solve(
         solver = CENTRAL[algo.value]
         # a usage error still gets its document; an optional z (the search's) is the asked one
         z = asked_z if solver.z == "optional" else check_z(algo.value, asked_z)
+        check_threads([algo.value], threads)
         check_ordering(ordering, order_time)
         chosen = task_for(file, fmt and fmt.value, task and task.value)
         # reading honours --timeout, and the default memory limit (a header of millions of
@@ -135,6 +137,7 @@ def run_solve(
             backend=engine,
             dtype=dtype.value,
             max_bytes=parse_memory(max_memory),
+            threads=threads,
         )
         with anytime_progress(not quiet, problem) as (progress, on_bounds):
             result = solver.run(problem, replace(request, progress=progress, on_bounds=on_bounds))

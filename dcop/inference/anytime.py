@@ -191,12 +191,14 @@ def solve_auto(
     on_bounds: BoundsFn | None = None,
     resident: int | None = None,
     order_time: float | None = None,
+    threads: int | None = None,
 ) -> SolveResult:
     """``--algo auto``: BE when its plan fits the memory limit and is predicted within
     ``BE_FIRST_S``, else the search (see the module docstring), until ``timeout`` seconds from
     now or ``deadline`` (:func:`time.monotonic`). The result's ``choice`` says which ran and
     why; a run stopped by the deadline has ``stopped`` set (status ``timeout``) and keeps its
-    best assignment and both bounds."""
+    best assignment and both bounds. ``threads``: the search's
+    (:func:`dcop.search.solver.solve_aobb`)."""
     from dcop.planar.auto import planar_first  # first: polynomial where it applies
 
     early = planar_first(problem)
@@ -289,6 +291,7 @@ def solve_auto(
                 started=t_start,
                 reduced=reduction is not None,
                 reduction=reduction,
+                threads=threads,
             )
             result.choice = f"search: {result.search.ibound_reason}"
             return result
@@ -402,6 +405,7 @@ def solve_auto(
         started=t_start,
         reduced=reduction is not None,
         reduction=reduction,
+        threads=threads,
     )
     if reduction is not None:  # made here, not in the search
         result.times.update(reduce=reduce_s, ordering=order_s)

@@ -423,3 +423,25 @@ def tighten(m: Model, s: State, top: int, bound: float) -> None:
                 s.lbmin[v] = s.best[v]
             s.best[v] = b
             s.bestx[v] = -1
+
+
+@jit
+def price(m: Model, s: State, v: int, width: int) -> None:
+    """:func:`expand` called from Python: node ``v``'s labels (``s.lab``), its values' labels
+    plus its children's heuristics (``s.fval``) and its values sorted by those (``s.vals``), in
+    the context ``s.asg`` holds (the split of :mod:`dcop.search.parallel` prices the top of the
+    pseudo-tree with it)."""
+    expand(m, s, v, width)
+
+
+@jit
+def descend(m: Model, s: State, order: np.ndarray, first: int, width: int) -> None:
+    """A greedy completion in ``s.asg``: each node of ``order[first:]`` (a subtree's preorder,
+    the values above ``order[first]`` already in ``s.asg``) takes its best value by its labels
+    and its children's heuristics, parents first. Each of the split's subproblems
+    (:mod:`dcop.search.parallel`) offers its own as an incumbent before any walk: the threads
+    then start with a budget near the optimum's, not the first answer's."""
+    for i in range(first, order.shape[0]):
+        v = order[i]
+        expand(m, s, v, width)
+        s.asg[v] = s.vals[v * width]

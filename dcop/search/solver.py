@@ -33,7 +33,7 @@ from dcop.plan.bucket_plan import MemoryPlan, plan_for
 from dcop.plan.memory import effective_limit, human_bytes
 from dcop.results.document import file_value, json_number
 from dcop.results.solve import SolveResult
-from dcop.search import guided, kernel, preload, reduce, reparam
+from dcop.search import cores, guided, kernel, parallel, preload, reduce, reparam
 from dcop.search.compile import CACHE_ENTRY_BYTES, Compiled, compile_search, new_state
 from dcop.search.dive import first_feasible
 from dcop.search.first import FirstAnswer, first_answer
@@ -183,6 +183,7 @@ class SearchStats:
     cache_bytes: int = 0
     depth: int = 0
     compiled: bool = COMPILED
+    threads: int = 1
     seconds: float = 0.0
     steps: list[Step] = field(default_factory=list)
     trace: list[tuple[float, float, float]] = field(default_factory=list)
@@ -216,6 +217,7 @@ class SearchStats:
             "cache_bytes": self.cache_bytes,
             "depth": self.depth,
             "compiled": self.compiled,
+            "threads": self.threads,
             "steps": [step.to_json() for step in self.steps],
             "trace": [bounds(*point) for point in self.trace],
         }
@@ -266,7 +268,11 @@ def generic_kernels(backend: TableBackend) -> Iterator[None]:
 
 
 def rung_budget(
-    following: MemoryPlan, backend: TableBackend, typical_domain: int, passes: int = 1
+    following: MemoryPlan,
+    backend: TableBackend,
+    typical_domain: int,
+    passes: int = 1,
+    threads: int = 1,
 ) -> int:
     """The node budget of a rung whose next rung runs ``passes`` passes of ``following``: a
     share of their predicted seconds, its tables' reading on the host included (on a GPU that
@@ -274,9 +280,12 @@ def rung_budget(
     had the floor's 50k nodes before z = 9's 4 s pass, where 28k-300k nodes at z = 8 prove
     n = 22-24), and at least FLOOR_VALUES. The floor is the rung's, not each pass's: multiplied
     by the orders compared, it gave the random network n = 22 on the H200 200k nodes at z = 6
-    (0.9 s) before a z = 7 pass of 0.09 s that proved it in 118k."""
+    (0.9 s) before a z = 7 pass of 0.09 s that proved it in 118k. The budget counts every
+    thread's expansions: ``threads`` walk that many times as many in the passes' seconds, but
+    the floor is not raised (where the next pass is cheap, as on a GPU, a rung that has not
+    proved in the floor's nodes gives way sooner on more threads)."""
     seconds = RUNG_SHARE * passes * rung_seconds(following, backend)
-    values = max(FLOOR_VALUES, int(seconds / SECONDS_PER_VALUE))
+    values = max(FLOOR_VALUES, int(threads * seconds / SECONDS_PER_VALUE))
     return max(1, values // max(1, typical_domain))
 
 
@@ -303,6 +312,7 @@ def solve_aobb(
     started: float | None = None,
     reduced: bool = True,
     reduction: reduce.Reduction | None = None,
+    threads: int | None = None,
 ) -> SolveResult:
     """Solve ``problem`` exactly by AND/OR branch and bound guided by MBE(z).
 
@@ -324,7 +334,17 @@ def solve_aobb(
     searched reduced where that removes enough (``reduction``: the caller's, already made, with
     ``ordering`` an order of its reduced problem), cost-shifted (:mod:`dcop.search.reparam`),
     from the incumbent of :mod:`dcop.search.guided`.
+
+    ``threads`` (None: the usable cores, at most 8; :func:`dcop.search.cores.usable_threads`)
+    walk a part that one thread does not prove quickly on that many threads
+    (:mod:`dcop.search.parallel`), each with its share of the cache's memory. One thread gives
+    the same result for the same input every time; with more, the optimum is the same, but
+    the expansions, the trace and, between optimal assignments, the one returned may differ.
     """
+    try:
+        threads = cores.resolve_threads(threads)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
     t_start = time.monotonic() if started is None else started
     if reduced:
         t0 = time.monotonic()
@@ -352,13 +372,13 @@ def solve_aobb(
             inner = solve_aobb(
                 searched, z, ordering if given or isinstance(ordering, str) else "auto",
                 backend, max_bytes, deadline, order_time, seed, on_bounds, resident,
-                pass_seconds, improve, guess, t_start, reduced=False,
+                pass_seconds, improve, guess, t_start, reduced=False, threads=threads,
             )  # fmt: skip
             return expanded(inner, reduction, start, times_before)
     preload.start()  # the compiled loops load beside the ordering and the pass
     engine = resolve_backend(backend)
     times: dict[str, float] = {}
-    stats = SearchStats()
+    stats = SearchStats(threads=threads)
 
     def left() -> float:
         return math.inf if deadline is None else deadline - time.monotonic()
@@ -464,15 +484,15 @@ def solve_aobb(
     def search(walk: _Walk, z: int, pass_s: float, budget: int | None) -> str | None:
         """Run ``walk`` (until ``budget`` nodes, or the deadline) and count what it did."""
         t0 = time.monotonic()
-        before = int(walk.s.reg[kernel.R_EXPANDED])
-        hits = int(walk.s.reg[kernel.R_HITS])
+        before = walk.expanded()
+        hits = walk.hits()
         stopped = walk.run(deadline, budget)
         spent = time.monotonic() - t0
-        expanded = int(walk.s.reg[kernel.R_EXPANDED]) - before
+        expanded = walk.expanded() - before
         times["search"] = times.get("search", 0.0) + spent
         stats.steps.append(Step(z, pass_s, spent, expanded, walk.heuristic, stopped is None))
         stats.expanded += expanded
-        stats.cache_hits += int(walk.s.reg[kernel.R_HITS]) - hits
+        stats.cache_hits += walk.hits() - hits
         stats.seconds += spent
         return stopped
 
@@ -486,7 +506,7 @@ def solve_aobb(
                 passes * clock.predict(rung_seconds(plan, engine))
                 <= PORTFOLIO_SHARE * (PASS_SECONDS_NO_DEADLINE if deadline is None else left())
             ) else []  # fmt: skip
-            budget = None if last else rung_budget(rungs[k + 1], engine, typical, passes)
+            budget = None if last else rung_budget(rungs[k + 1], engine, typical, passes, threads)
             # the next pass, predicted from the passes run so far (PassClock): where there is no
             # time to search after it, the search goes on with the heuristic it has
             if (
@@ -517,7 +537,7 @@ def solve_aobb(
                 # expanded 462,736 nodes, 61,531 along the chosen order)
                 compiled, bound, decoded = _heuristic(
                     problem, order, engine, plan, limit.bytes, decode_first, watch, compare,
-                    resident,
+                    resident, threads,
                 )  # fmt: skip
                 state = new_state(compiled.model, compiled.width, compiled.cache_entries)
             except _PassLate:
@@ -576,7 +596,7 @@ def solve_aobb(
 
             walk = _Walk(
                 compiled, state, incumbent, _constant(problem), stats, t_start, on_bounds,
-                seed + k, improve, due,
+                seed + k, improve, due, threads,
             )  # fmt: skip
             walk.lower = max(walk.lower, lower)
             stats.heuristic_entries = compiled.heuristic_entries
@@ -751,6 +771,7 @@ def _heuristic(
     progress: ProgressFn | None = None,
     others: list[list[str]] | None = None,
     resident: int | None = None,
+    threads: int = 1,
 ) -> tuple[Compiled, float, np.ndarray | None]:
     """One rung's mini-bucket pass read into the search's arrays: the compiled search (its
     ``names``: the order searched), the pass's bound, and (``decode_first``) the pass's own
@@ -758,7 +779,7 @@ def _heuristic(
     at the same z is run too (:mod:`dcop.search.portfolio`), where its plan fits ``max_bytes``
     beside the best so far and its work is within PORTFOLIO_WORK of ``order``'s; the best bound
     is searched (``order``'s on a tie). The passes' tables are freed on return, or with this
-    frame when it fails."""
+    frame when it fails. Each of ``threads`` walks gets its share of the cache's memory."""
     with generic_kernels(engine):
         buckets = bucket_pass(problem, order, engine, plan.z, dtype=np.float64,
                               max_bytes=max_bytes, progress=progress, match=MATCH)  # fmt: skip
@@ -777,7 +798,7 @@ def _heuristic(
     if decode_first:
         mbe = decode(problem, buckets, engine)
         first = np.array([mbe[v] for v in order], dtype=np.int32)
-    cache_room = max(0.0, CACHE_SHARE * max_bytes - plan.peak_bytes)
+    cache_room = max(0.0, CACHE_SHARE * max_bytes - plan.peak_bytes) / threads
 
     def check() -> None:
         if progress is not None:
@@ -787,13 +808,18 @@ def _heuristic(
     return compiled, float(buckets.stats.bound), first
 
 
+#: :meth:`_Walk.run_parallel`'s answer where the part's top is not a chain.
+_NOT_SPLIT = "not split"
+
+
 def _constant(problem: Problem) -> float:
     return float(problem.constant) + sum(float(t.costs) for t in problem.tables if not t.scope)
 
 
 class _Walk:
     """The search over the connected parts, one root at a time, with the incumbent patched as
-    each part is proved."""
+    each part is proved. With ``threads`` > 1, a part not proved after PARALLEL_AFTER expansions
+    is split and walked on that many threads (:mod:`dcop.search.parallel`)."""
 
     def __init__(
         self,
@@ -807,9 +833,18 @@ class _Walk:
         seed: int = 0,
         improve: bool = True,
         due: int = WALK_ALONE,
+        threads: int = 1,
     ) -> None:
         self.c = compiled
         self.s = state
+        self.threads = threads
+        # the other threads' states (made at the first split), each one's moves (made at its
+        # first round) and the work at which its next round is due, and the part walked on them
+        self.extra: list[kernel.State] = []
+        self.extra_improvers: dict[int, Improver] = {}
+        self.extra_due: list[int] = []
+        self.seed = seed
+        self.part: parallel.ParallelPart | None = None
         self.incumbent = incumbent.copy()
         self.base = base
         self.stats = stats
@@ -826,6 +861,14 @@ class _Walk:
         self.heuristic = base + sum(compiled.root_h.values())
         self.lower = self.heuristic
 
+    def expanded(self) -> int:
+        """The walk's expansions, on every thread."""
+        return sum(int(st.reg[kernel.R_EXPANDED]) for st in (self.s, *self.extra))
+
+    def hits(self) -> int:
+        """The walk's cache hits, on every thread."""
+        return sum(int(st.reg[kernel.R_HITS]) for st in (self.s, *self.extra))
+
     def part_cost(self, root: int) -> float:
         """The incumbent's cost on the part of ``root``."""
         return float(nodes_cost(self.c.model, self.incumbent, self.c.preorder[root]))
@@ -837,6 +880,8 @@ class _Walk:
         for r in c.roots:
             if r in self.proved:
                 total += self.proved[r]
+            elif r == current and self.part is not None:
+                total += self.part.lower()
             elif r == current:
                 total += min(self.budget, kernel.stack_bound(m, s, r, c.width, c.root_h[r]))
             else:
@@ -865,7 +910,16 @@ class _Walk:
                 continue
             self.budget = self.part_cost(r)
             kernel.start(s, r, self.budget)
+            began = self.expanded()
+            split = self.threads > 1
             while True:
+                if split and self.expanded() - began >= parallel.PARALLEL_AFTER:
+                    split = False  # tried once a part
+                    stopped = self.run_parallel(r, deadline, max_expanded)
+                    if stopped != _NOT_SPLIT:
+                        if stopped is not None:
+                            return stopped
+                        break
                 work = int(s.reg[kernel.R_WORK])
                 if self.improver is not None and work >= self.next_improve:
                     self.next_improve = work + IMPROVE_EVERY
@@ -879,12 +933,12 @@ class _Walk:
                 if deadline is not None and time.monotonic() >= deadline:
                     self.report(r)
                     return TIMEOUT
-                if max_expanded is not None and s.reg[kernel.R_EXPANDED] >= max_expanded:
+                if max_expanded is not None and self.expanded() >= max_expanded:
                     self.report(r)
                     return OUT_OF_NODES
                 t0 = time.monotonic()
                 if max_expanded is not None:
-                    steps = max(1, min(steps, max_expanded - int(s.reg[kernel.R_EXPANDED])))
+                    steps = max(1, min(steps, max_expanded - self.expanded()))
                 if self.improver is not None:  # the walk pauses where the moves are due
                     s.reg[kernel.R_WORK_LIMIT] = self.next_improve
                 try:
@@ -898,6 +952,8 @@ class _Walk:
                 # aim each slice at SLICE_S
                 steps = int(min(max(steps * SLICE_S / max(spent, 1e-6), 100), 10_000_000))
                 self.report(r)
+            if r in self.proved:  # by the threads
+                continue
             value = float(s.fre[0])
             if s.reg[kernel.R_EXACT] == 1 and value < self.budget:
                 self.proved[r] = value  # a bound of the part's, at least
@@ -909,6 +965,82 @@ class _Walk:
             self.upper = self.base + float(total_cost(m, self.incumbent))
             self.report(None)
         return None
+
+    def run_parallel(self, r: int, deadline: float | None, max_expanded: int | None) -> str | None:
+        """Walk the part of ``r`` on the threads (its one-thread walk so far is dropped, its
+        cache entries kept): the reason it stopped, None when proved, or _NOT_SPLIT where its top
+        is not a chain (the one-thread walk, intact, goes on)."""
+        m, c = self.c.model, self.c
+        scratch = new_state(m, c.width, 0)  # the paused walk's frames stay as they are
+        want = parallel.SPLIT_PER_THREAD * self.threads
+        plan = parallel.split(c, scratch, r, self.budget, want, EPS_ABS, EPS_REL)
+        if plan is None:
+            return _NOT_SPLIT
+        if plan.guess_cost < self.budget:  # a subproblem's greedy completion is better
+            self.incumbent[c.preorder[r]] = plan.guess
+            self.budget = plan.guess_cost
+            self.upper = self.base + float(total_cost(m, self.incumbent))
+        count = max(1, min(self.threads, len(plan.subs)))
+        while len(self.extra) < count - 1:
+            self.extra.append(new_state(m, c.width, c.cache_entries))
+            # its first round as far off in its own work (from 0) as the first thread's is
+            self.extra_due.append(max(0, self.next_improve - int(self.s.reg[kernel.R_WORK])))
+        part = parallel.ParallelPart(
+            c, r, plan, [self.s, *self.extra[: count - 1]], self.incumbent, EPS_ABS, EPS_REL
+        )
+        open_parts = {q: c.preorder[q] for q in c.roots if q not in self.proved}
+        root_of = np.empty(m.dom.shape[0], dtype=np.int64)
+        for q, nodes in c.preorder.items():
+            root_of[nodes] = q
+
+        def report() -> None:
+            if part.changed:
+                with part.lock:
+                    part.changed = False
+                    self.upper = self.base + float(total_cost(m, self.incumbent))
+            self.report(r)
+
+        def between(k: int, st: kernel.State) -> None:
+            """Thread ``k``'s rounds of moves, as the one-thread walk's: each thread's own, at
+            its own work's pace (its own state, sharing its own cache), so that the moves keep
+            their share of the work (the moves of the first thread alone: 3.4M expansions to
+            prove random n = 22 s1 at z = 6 on two threads, 1.4M with each thread's)."""
+            due = self.next_improve if k == 0 else self.extra_due[k - 1]
+            work = int(st.reg[kernel.R_WORK])
+            if work >= due:
+                due = work + IMPROVE_EVERY
+                improver = self.improver if k == 0 else self.extra_improvers.get(k)
+                if improver is None:
+                    improver = Improver(c, st.cache, self.seed + 7919 * k)
+                    self.extra_improvers[k] = improver
+                assert improver is not None
+                candidate = part.snapshot()
+                if improver.run(candidate, MOVE_EXPANSIONS, deadline, set(self.proved)):
+                    part.offer(candidate, open_parts, root_of)
+            if k == 0:
+                self.next_improve = due
+            else:
+                self.extra_due[k - 1] = due
+            st.reg[kernel.R_WORK_LIMIT] = due
+
+        self.part = part
+        try:
+            stop = part.run(deadline, max_expanded, report,
+                            between if self.improver is not None else None)  # fmt: skip
+            if part.changed:
+                self.upper = self.base + float(total_cost(m, self.incumbent))
+            self.report(r)
+        finally:
+            self.part = None
+        if stop is None:
+            self.proved[r] = part.upper
+            self.report(None)
+            return None
+        if stop is parallel.Stop.DEADLINE:
+            return TIMEOUT
+        if stop is parallel.Stop.NODES:
+            return OUT_OF_NODES
+        return f"{INTERRUPTED} ({part.interrupt})" if part.interrupt else INTERRUPTED
 
     def patch(self, root: int, deadline: float | None) -> bool:
         """Copy the proved optimum of ``root``'s part into the incumbent; False (the incumbent

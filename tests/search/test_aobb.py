@@ -119,8 +119,8 @@ def test_a_deadline_keeps_a_valid_answer() -> None:
 
 def test_the_same_seed_gives_the_same_answer() -> None:
     problem = random_network(18, 6, 0.3, 0.0, seed=4)
-    a = solve_aobb(problem, seed=7, ordering="minfill")
-    b = solve_aobb(problem, seed=7, ordering="minfill")
+    a = solve_aobb(problem, seed=7, ordering="minfill", threads=1)
+    b = solve_aobb(problem, seed=7, ordering="minfill", threads=1)
     assert a.assignment == b.assignment and a.z == b.z
     assert [s.expanded for s in a.search.steps] == [s.expanded for s in b.search.steps]
 
@@ -185,7 +185,9 @@ def test_a_later_rung_out_of_memory_keeps_the_search(
 
     monkeypatch.setattr(solver, "ladder", ladder)
     monkeypatch.setattr(solver, "PORTFOLIO_MAX_VARIABLES", 0)  # one pass a rung, counted
-    monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical, passes=1: 1)
+    monkeypatch.setattr(
+        solver, "rung_budget", lambda following, engine, typical, passes=1, threads=1: 1
+    )
     monkeypatch.setattr(solver, "bucket_pass", failing)
     fail_at = 2
     result = solve_aobb(problem)

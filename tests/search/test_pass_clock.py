@@ -98,7 +98,9 @@ def _ladder_on_a_fake_clock(
     monkeypatch.setattr(solver, "ladder", ladder)
     monkeypatch.setattr(solver, "PORTFOLIO_MAX_VARIABLES", 0)  # one pass a rung: its clock
     monkeypatch.setattr(solver, "rung_seconds", lambda plan, engine: model_s[int(plan.z or 0)])
-    monkeypatch.setattr(solver, "rung_budget", lambda following, engine, typical, passes=1: 1)
+    monkeypatch.setattr(
+        solver, "rung_budget", lambda following, engine, typical, passes=1, threads=1: 1
+    )
     monkeypatch.setattr(solver, "bucket_pass", timed_pass)
     return solver.solve_aobb(problem, deadline=clock.now + left_s, pass_seconds=100.0)
 
