@@ -45,6 +45,7 @@ from dcop.protocol import (
     Done,
     Envelope,
     Error,
+    Go,
     Heartbeat,
     Hello,
     Message,
@@ -67,7 +68,7 @@ log = logging.getLogger("dcop.agents")
 #: peers it accepts).
 _drops = RateLimitedLog(log)
 
-FROM_COORDINATOR = ("setup", "start", "go", "stop", "done", "heartbeat")
+FROM_COORDINATOR = ("setup", "go", "stop", "done", "heartbeat")
 FROM_NEIGHBOUR = (
     "degree",
     "token",
@@ -303,17 +304,19 @@ class Agent:
             self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
 
     def _has_work(self) -> bool:
-        """Whether the coordinator has started my problem (its start is in, held or taken) and
-        my result is not yet out: only then does it need my heartbeats. Before, an agent only
-        waits for the coordinator, which sees a dead process or a lost link (ZMTP) without them;
-        during a 1000-agent launch of tens of seconds, the waiting agents' heartbeats were most
-        of the run's messages. After, the coordinator has my result and no longer watches my
-        silence."""
+        """Whether my problem is started (its start, from my setup, is in, held or taken), my
+        part of it is not waiting on the coordinator's go, and my result is not yet out: only
+        then does the coordinator need my heartbeats (while the candidate trees are built, as
+        a sign that the DFS moves; from the go on, as proof that my loop runs). Otherwise an
+        agent only waits for the coordinator, which sees a dead process or a lost link (ZMTP)
+        without them: during a 1000-agent launch of tens of seconds, the waiting agents'
+        heartbeats were most of the run's messages. After, the coordinator has my result and
+        no longer watches my silence."""
         session = self.session
-        started = session is not None and (
-            session.spec is not None or session.held_start is not None
-        )
-        return started and not self.result_sent
+        if session is None or self.result_sent:
+            return False
+        started = session.spec is not None or session.held_start is not None
+        return started and not session.awaiting_go
 
     def _quiet_s(self) -> float:
         """How long the link to the coordinator stays quiet before a heartbeat goes on it.
@@ -325,7 +328,10 @@ class Agent:
         and one heartbeat_s), and none where anything else went to the coordinator meanwhile.
         At one a second they were 51-77 % of a 1000-agent run's messages, at a third of the
         timeout 12 %."""
-        spec = self.session.spec if self.session is not None else None
+        session = self.session
+        spec = session.spec if session is not None else None
+        if session is not None and session.held_start is not None:
+            spec = session.held_start.spec  # the run's, held with my start till my links are up
         timeout = spec.peer_timeout if spec is not None else self.cfg.peer_timeout_s
         return max(self.cfg.heartbeat_s, timeout / 2)
 
@@ -447,8 +453,10 @@ class Agent:
         if isinstance(body, Done):
             self._end_problem(body.reason)
             return
-        if isinstance(body, Start):
-            self._on_start(body)
+        if isinstance(body, Go):
+            # my silence counts from the go, as the coordinator counts it (before it, I wait on
+            # my peers or on the coordinator, which watches my process and links meanwhile)
+            self.last_to_coordinator = max(self.last_to_coordinator, self.now())
         session = self.session
         assert session is not None  # checked by the caller
         self._step(lambda: self._out(session.on(sender, body)))
@@ -494,7 +502,11 @@ class Agent:
             worker=self.worker,
         )
         log.info("agent %d: problem %d, variable %s", self.me, problem, part.variable)
-        self._out(self.session.begin())
+        session = self.session
+        self._out(session.begin())
+        if setup.start is not None:  # held by the session until my links are up
+            self._on_start(setup.start)
+            self._out(session.on(COORDINATOR_ID, setup.start))
         ahead, self.ahead = self.ahead, []
         for sender, env, size in ahead:
             if env.problem == problem and sender in part.peers:
@@ -509,8 +521,8 @@ class Agent:
             )
         if self.cfg.fault == "crash-at-start":
             os.kill(os.getpid(), signal.SIGKILL)
-        # my silence counts from my start, as the coordinator counts it: the ready I sent may be
-        # a long launch ago, and every agent of a 1000-agent run beat at once on its start
+        # my quiet link counts from my start (on my setup): the hello I sent may be a long
+        # launch ago
         self.last_to_coordinator = max(self.last_to_coordinator, self.now())
         if start.spec.gpu_min_entries is not None and capable(self.backend, Placed):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-#: Wire-protocol version; every message carries it and a mismatch is rejected.
-PROTOCOL_VERSION = 7
+#: Wire-protocol version; every message carries it and a mismatch is rejected (8: the start rides
+#: on each agent's setup, and agents send no ready).
+PROTOCOL_VERSION = 8
 
 #: Seconds between an agent's checks for a heartbeat to the coordinator (proof that its loop
 #: works, with its phase for the live status); one goes out only once the agent has its start,
@@ -11,6 +12,10 @@ PROTOCOL_VERSION = 7
 #: Neighbours send none: ZeroMQ's own connection heartbeats (ZMTP) tell a transport when a link
 #: is lost.
 HEARTBEAT_INTERVAL_S = 1.0
+
+#: An agent's phase, in its heartbeats, while it waits for a neighbour's degree (its links not all
+#: up): the coordinator names such agents when the DFS does not finish (agents send no ready).
+LINKING_PHASE = "degree exchange"
 
 #: Least seconds between ZMTP PINGs on every ZeroMQ socket (the transport's own connection
 #: heartbeat); a transport pings ``ZMTP_PINGS_PER_TIMEOUT`` times per heartbeat timeout, and not
