@@ -57,6 +57,7 @@ from dcop.protocol import (
     encode,
 )
 from dcop.protocol.codec import message_bytes
+from dcop.protocol.constants import LINKING_PHASE
 from dcop.protocol.messages import CHUNK_KIND
 from dcop.protocol.ratelog import RateLimitedLog
 from dcop.protocol.transport import AgentTransport
@@ -163,8 +164,15 @@ class Agent:
         self.stop_reason: str | None = None
         self.coordinator_heard = False
         self.last_seen_coordinator = 0.0
-        #: when this agent last sent the coordinator anything (a heartbeat waits for quiet)
+        #: when this agent last sent the coordinator anything (a heartbeat waits for quiet), or
+        #: skipped a heartbeat that had nothing to tell (before the go)
         self.last_to_coordinator = -float("inf")
+        #: before the go: the bytes my last heartbeat (or my start) reported, and whether one
+        #: said that I still wait for a neighbour's degree
+        self.beat_bytes = 0
+        self.told_linking = False
+        #: when my start came (with my setup)
+        self.started_at = 0.0
         #: a one-shot agent's repeated hello, until its coordinator answers: when, and the gap
         self.next_hello = -float("inf")
         #: handshakes completed on the link to the coordinator (see _greet_new_coordinator)
@@ -298,10 +306,31 @@ class Agent:
             # (beats are checked once a heartbeat_s: this one goes out if waiting for the next
             # check would leave the link quiet for longer than allowed)
             # heartbeats do not count: the coordinator reads a still total as a stalled phase
-            sent = sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
+            sent = self._sent_bytes()
+            phase = self.phase
+            if self.session is not None and self.session.go is None:
+                # Before the go the coordinator watches no silence, only whether the candidate
+                # trees move: a beat goes out only with news (bytes sent since the last, or a
+                # first word that I still wait for a neighbour's degree, once that wait is near
+                # the peer timeout: the coordinator names me if the DFS stalls). Agents waiting
+                # on others during a long launch sent 370 empty beats in a 1000-agent run.
+                linking = (
+                    phase == LINKING_PHASE
+                    and not self.told_linking
+                    and self.now() - self.started_at > self._quiet_s()
+                )
+                if sent == self.beat_bytes and not linking:
+                    self.last_to_coordinator = self.now()  # quiet again from here
+                    return
+                self.told_linking = self.told_linking or linking
+            self.beat_bytes = sent
             util = self.meter.metrics.sent_count.get("util", 0) > 0
             busy = self.session is not None and self.session.job is not None
-            self._send(COORDINATOR_ID, Heartbeat(self.phase, sent, util, busy))
+            self._send(COORDINATOR_ID, Heartbeat(phase, sent, util, busy))
+
+    def _sent_bytes(self) -> int:
+        """What I have sent in this problem, heartbeats not counted (bytes)."""
+        return sum(b for t, b in self.meter.metrics.sent_bytes.items() if t != "heartbeat")
 
     def _has_work(self) -> bool:
         """Whether my problem is started (its start, from my setup, is in, held or taken), my
@@ -522,8 +551,10 @@ class Agent:
         if self.cfg.fault == "crash-at-start":
             os.kill(os.getpid(), signal.SIGKILL)
         # my quiet link counts from my start (on my setup): the hello I sent may be a long
-        # launch ago
+        # launch ago; my degrees, sent before it, are no news for a heartbeat
         self.last_to_coordinator = max(self.last_to_coordinator, self.now())
+        self.beat_bytes, self.told_linking = self._sent_bytes(), False
+        self.started_at = self.now()
         if start.spec.gpu_min_entries is not None and capable(self.backend, Placed):
             self.backend.min_entries = start.spec.gpu_min_entries  # the run's GPU placement
         log.info("agent %d: start (%s, roots of trees %s)", self.me, start.spec.label, start.roots)

@@ -56,7 +56,7 @@ def test_no_heartbeat_on_start_after_a_long_launch() -> None:
     spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
     agent.last_to_coordinator = 0.0  # its hello
     agent.session = SimpleNamespace(
-        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=True
     )  # type: ignore[assignment]
     clock[0] = 60.0  # the launch of the others took a minute
     agent._on_start(Start(spec, ()))
@@ -87,15 +87,58 @@ def test_an_agent_waiting_for_its_go_sends_no_heartbeat() -> None:
     clock = [0.0]
     agent, transport = _agent(clock)
     spec = RunSpec(peer_timeout_s=9.0)
-    session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=True)
+    session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=True, go=None
+    )
     agent.session = session  # type: ignore[assignment]
     agent._on_start(Start(spec, ()))
     clock[0] = 60.0
     agent._beat()
     assert _beats(transport) == 0
-    session.awaiting_go = False  # the go came (or its DFS still runs): a quiet link beats
+    session.awaiting_go, session.go = False, True  # the go came: a quiet link beats
     agent._beat()
     assert _beats(transport) == 1
+
+
+def test_before_the_go_a_heartbeat_goes_only_with_news() -> None:
+    """Before the go the coordinator watches no silence, only whether the candidate trees move:
+    an agent whose DFS sent nothing since its last beat stays quiet; one whose tokens moved
+    beats; one still waiting for a neighbour's degree says so once, when that wait nears the
+    peer timeout (the coordinator names it if the DFS stalls)."""
+    from dcop.protocol.constants import LINKING_PHASE
+
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
+    session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=None
+    )
+    agent.session = session  # type: ignore[assignment]
+    agent._on_start(Start(spec, ()))
+    clock[0] = 5.0
+    agent._beat()  # waiting for a child's token, nothing sent: no beat
+    assert _beats(transport) == 0
+    agent.meter.sent("token", 40)  # the walk went on through me
+    clock[0] = 10.0
+    agent._beat()
+    assert _beats(transport) == 1
+    clock[0] = 15.0
+    agent._beat()  # nothing new since
+    assert _beats(transport) == 1
+    linking, quiet = _agent(clock)
+    linking.session = SimpleNamespace(  # type: ignore[assignment]
+        spec=spec, held_start=None, job=None, phase=LINKING_PHASE, awaiting_go=False, go=None
+    )
+    linking._on_start(Start(spec, ()))
+    clock[0] = 19.0  # started at 15: quiet long enough, but linking for 4 s only
+    linking._beat()
+    assert _beats(quiet) == 0
+    clock[0] = 24.0
+    linking._beat()  # linking for 9 s: it says so, once
+    assert _beats(quiet) == 1
+    clock[0] = 34.0
+    linking._beat()
+    assert _beats(quiet) == 1
 
 
 def test_no_heartbeat_once_the_result_is_out() -> None:
@@ -104,7 +147,7 @@ def test_no_heartbeat_once_the_result_is_out() -> None:
     agent, transport = _agent(clock)
     spec = RunSpec(peer_timeout_s=9.0)
     agent.session = SimpleNamespace(
-        spec=spec, held_start=None, job=None, phase="value", awaiting_go=False
+        spec=spec, held_start=None, job=None, phase="value", awaiting_go=False, go=True
     )  # type: ignore[assignment]
     agent._on_start(Start(spec, ()))
     agent.result_sent = True
@@ -185,7 +228,7 @@ def test_an_idle_agent_sleeps_until_something_is_due() -> None:
     assert agent._wake_at(tick) == 50.0 + IDLE_WAKE_S
     spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
     agent.session = SimpleNamespace(
-        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=True
     )  # type: ignore[assignment]
     agent.last_to_coordinator = 49.0
     due = agent._wake_at(tick)  # started: its heartbeat is due 3.5 s after its last message
