@@ -77,8 +77,9 @@ class Template:
         )
         self.pids: dict[int, int] = {}
         self.codes: dict[int, int] = {}
-        #: what each exited agent used: CPU seconds (user and system) and page faults
-        self.usage: dict[int, tuple[float, int]] = {}
+        #: what each exited agent used: CPU seconds (user and system), page faults and context
+        #: switches (its threads' wakes)
+        self.usage: dict[int, tuple[float, int, int]] = {}
         #: the template's own CPU seconds, once it has ended
         self.cpu_s: float | None = None
         self.changed = threading.Condition()
@@ -139,7 +140,11 @@ class Template:
                     ident = int(message["exit"])
                     self.codes[ident] = int(message["code"])
                     if "cpu_s" in message:
-                        self.usage[ident] = (float(message["cpu_s"]), int(message["faults"]))
+                        self.usage[ident] = (
+                            float(message["cpu_s"]),
+                            int(message["faults"]),
+                            int(message["switches"]),
+                        )
                 elif "done" in message:
                     self.cpu_s = float(message["done"])
                 self.changed.notify_all()
@@ -386,8 +391,8 @@ class AgentProcesses:
         return {i: p.poll() for i, p in self.procs.items()}
 
     def usage(self) -> dict[str, Any]:
-        """What the processes used, for a run's record: each forked agent's CPU seconds and page
-        faults (from the kernel's account of it once it exited) and the template's CPU seconds
+        """What the processes used, for a run's record: each forked agent's CPU seconds, page
+        faults and context switches (from the kernel's account of it once it exited) and the template's CPU seconds
         (its imports and forks); empty where none was forked."""
         if not self.templates:
             return {}
@@ -396,6 +401,7 @@ class AgentProcesses:
         return {
             "agent_cpu_s": {str(i): round(used[i][0], 6) for i in sorted(used)},
             "agent_page_faults": {str(i): used[i][1] for i in sorted(used)},
+            "agent_context_switches": {str(i): used[i][2] for i in sorted(used)},
             "template_cpu_s": None if None in spent else sum(s for s in spent if s is not None),
             "templates": len(self.templates),
         }
