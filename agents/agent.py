@@ -258,7 +258,7 @@ class Agent:
         now = self.now()
         if self.session is None and not self.coordinator_heard:
             due = self.next_hello
-        elif self._has_work():
+        elif self._has_work() and self._may_owe_beat():
             # _beat sends once the link would otherwise stay quiet past _quiet_s at its next
             # check: due then (a hair after, the test being strict)
             due = self.last_to_coordinator + self._quiet_s() - self.cfg.heartbeat_s + 1e-3
@@ -327,6 +327,16 @@ class Agent:
             util = self.meter.metrics.sent_count.get("util", 0) > 0
             busy = self.session is not None and self.session.job is not None
             self._send(COORDINATOR_ID, Heartbeat(phase, sent, util, busy))
+
+    def _may_owe_beat(self) -> bool:
+        """Whether a heartbeat can come due: from the go on, or before it with news (bytes sent
+        since my last beat, or a wait for a neighbour's degree not yet told). An agent waiting
+        on others before its go then sleeps till a frame or its idle bound wakes it."""
+        session = self.session
+        if session is None or session.go is not None:
+            return True
+        linking = self.phase == LINKING_PHASE and not self.told_linking
+        return linking or self._sent_bytes() != self.beat_bytes
 
     def _sent_bytes(self) -> int:
         """What I have sent in this problem, heartbeats not counted (bytes)."""

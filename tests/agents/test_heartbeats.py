@@ -125,6 +125,12 @@ def test_before_the_go_a_heartbeat_goes_only_with_news() -> None:
     clock[0] = 15.0
     agent._beat()  # nothing new since
     assert _beats(transport) == 1
+    # and with nothing new, no timed wake comes due: the loop sleeps to its idle bound
+    from dcop.agents.agent import IDLE_WAKE_S
+
+    assert agent._wake_at(16.0) == 15.0 + IDLE_WAKE_S
+    agent.meter.sent("token", 40)
+    assert agent._wake_at(16.0) < 15.0 + IDLE_WAKE_S
     linking, quiet = _agent(clock)
     linking.session = SimpleNamespace(  # type: ignore[assignment]
         spec=spec, held_start=None, job=None, phase=LINKING_PHASE, awaiting_go=False, go=None
