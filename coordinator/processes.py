@@ -77,9 +77,9 @@ class Template:
         )
         self.pids: dict[int, int] = {}
         self.codes: dict[int, int] = {}
-        #: what each exited agent used: CPU seconds (user and system), page faults and context
-        #: switches (its threads' wakes)
-        self.usage: dict[int, tuple[float, int, int]] = {}
+        #: what each exited agent used: CPU seconds (user and system), page faults, context
+        #: switches (its threads' wakes) and of those the preemptions
+        self.usage: dict[int, tuple[float, int, int, int]] = {}
         #: the template's own CPU seconds, once it has ended
         self.cpu_s: float | None = None
         self.changed = threading.Condition()
@@ -144,6 +144,7 @@ class Template:
                             float(message["cpu_s"]),
                             int(message["faults"]),
                             int(message["switches"]),
+                            int(message["preempted"]),
                         )
                 elif "done" in message:
                     self.cpu_s = float(message["done"])
@@ -392,7 +393,8 @@ class AgentProcesses:
 
     def usage(self) -> dict[str, Any]:
         """What the processes used, for a run's record: each forked agent's CPU seconds, page
-        faults and context switches (from the kernel's account of it once it exited) and the template's CPU seconds
+        faults, context switches and preemptions (from the kernel's account of it once it
+        exited) and the template's CPU seconds
         (its imports and forks); empty where none was forked."""
         if not self.templates:
             return {}
@@ -402,6 +404,7 @@ class AgentProcesses:
             "agent_cpu_s": {str(i): round(used[i][0], 6) for i in sorted(used)},
             "agent_page_faults": {str(i): used[i][1] for i in sorted(used)},
             "agent_context_switches": {str(i): used[i][2] for i in sorted(used)},
+            "agent_preemptions": {str(i): used[i][3] for i in sorted(used)},
             "template_cpu_s": None if None in spent else sum(s for s in spent if s is not None),
             "templates": len(self.templates),
         }
