@@ -8,8 +8,9 @@ milliseconds. The template runs :func:`serve` (``python -m dcop.agents.forked``)
 :class:`~dcop.protocol.agent_options.AgentOptions`) when the launcher has them, which then spares
 the child parsing ``argv`` - and forks a child per request. It answers
 ``{"started": 3, "pid": ...}`` and, when a child ends, ``{"exit": 3, "code": ..., "cpu_s": ...,
-"faults": ...}`` (a negative code is the signal that ended it; the child's CPU seconds, user and
-system, all its threads, and its page faults, from the kernel's account of the exited process),
+"faults": ..., "switches": ..., "preempted": ...}`` (a negative code is the signal that ended it;
+the child's CPU seconds, user and system, all its threads, its page faults, its context switches
+and how many of them were preemptions, from the kernel's account of the exited process),
 one JSON line each on stdout. When stdin closes it waits for its children, says ``{"done": ...}``
 with its own CPU seconds, and exits: the template lives exactly as long as the run that started it.
 Where that run is gone (killed: the template has another parent), it stops its children with
@@ -209,6 +210,10 @@ def serve() -> None:
                         "code": os.waitstatus_to_exitcode(status),
                         "cpu_s": _cpu_s(usage),
                         "faults": usage.ru_minflt + usage.ru_majflt,
+                        # every wake of any of its threads (ZeroMQ's I/O thread's too), and
+                        # of those the preemptions (more runnable processes: more of them)
+                        "switches": usage.ru_nvcsw + usage.ru_nivcsw,
+                        "preempted": usage.ru_nivcsw,
                     }
                 )
         if not open_input and not children:

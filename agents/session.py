@@ -9,8 +9,8 @@ loop calls :meth:`Session.finish_job` when it is done.
 Phases of a problem::
 
     setup  -> degree to every neighbour (it carries my neighbour list: the DFS looks two hops ahead)
-    every neighbour's degree in -> ready to the coordinator
-    start  -> once ready (a start that comes sooner waits): the DFS of every candidate tree (this
+    start  -> (it rides on the setup) once every neighbour's degree is in (ready; the start waits
+              till then, and nothing goes to the coordinator): the DFS of every candidate tree (this
               agent starts those it roots); each back token carries the sender's separator and
               the sizing of its UTIL for every mini-bucket size the run may choose
               (:mod:`dcop.trees.sizing`); a finished root reports its tree
@@ -69,7 +69,6 @@ from dcop.protocol import (
     IpcTable,
     Message,
     Offer,
-    Ready,
     Result,
     RunSpec,
     Setup,
@@ -81,6 +80,7 @@ from dcop.protocol import (
     Value,
     WireTable,
 )
+from dcop.protocol.constants import LINKING_PHASE
 from dcop.protocol.digest import part_digest
 from dcop.protocol.messages import ClusterCut, More, Replay, WideSep, sizing_at
 from dcop.protocol.runspec import sizing_choices
@@ -246,8 +246,8 @@ class Session:
         # degree exchange
         self.hoods: dict[int, tuple[int, ...]] = {}
         self.ready = False
-        #: the coordinator's start, kept until every neighbour's degree is in (the DFS looks
-        #: two hops ahead); the coordinator no longer waits for every agent's ready to send it
+        #: the coordinator's start (from my setup), kept until every neighbour's degree is in
+        #: (the DFS looks two hops ahead)
         self.held_start: Start | None = None
         # the DFS of each candidate tree, and what the children's back tokens said
         self.spec: RunSpec | None = None
@@ -294,8 +294,9 @@ class Session:
         out: Out = [(n, Degree(hood, self.clock)) for n in sorted(self.part.neighbours)]
         return out + self._progress()
 
-    def on(self, sender: int, message: Message) -> Out:
-        """Take one message of this problem; return what to send."""
+    def on(self, sender: int, message: Message | Start) -> Out:
+        """Take one message of this problem (a Start: the one my setup carried); return what
+        to send."""
         clock = getattr(message, "clock", None)
         if clock is not None and not (
             isinstance(message, More) or (isinstance(message, Util) and message.chunk >= 0)
@@ -431,9 +432,15 @@ class Session:
         return self.task != "min"
 
     @property
+    def awaiting_go(self) -> bool:
+        """Whether my part of every candidate tree is done (my back tokens and reports sent)
+        and only the coordinator's go is still to come: nothing of mine moves until then."""
+        return self.spec is not None and self.go is None and all(t.done for t in self.trees)
+
+    @property
     def phase(self) -> str:
         if not self.ready:
-            return "degree exchange"
+            return LINKING_PHASE
         if self.spec is None:
             return "waiting for start"
         if self.go is None:
@@ -449,7 +456,6 @@ class Session:
         out: Out = []
         if not self.ready and len(self.hoods) == len(self.part.neighbours):
             self.ready = True
-            out.append((COORDINATOR_ID, Ready(len(self.part.neighbours))))
             if self.held_start is not None:
                 start, self.held_start = self.held_start, None
                 out += self._start(start)

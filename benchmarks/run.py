@@ -167,6 +167,9 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "scale_tree.json",
             "scale_tree.md",
             "scale_tree.png",
+            "scale_fold.json",
+            "scale_fold.md",
+            "scale_fold.png",
         ),
     ),
     "search": (

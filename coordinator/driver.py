@@ -1,4 +1,4 @@
-"""The coordinator's side of one problem: hello, setup, start, trees, go, results, stop.
+"""The coordinator's side of one problem: hello, setup (with the start), trees, go, results, stop.
 
 It never computes the solution. It hands each agent its share of the problem and its neighbours'
 endpoints (the ones the agents reported in their hellos), picks the roots of every candidate tree
@@ -116,7 +116,8 @@ class Coordinator:
         self._turn: float | None = None  # the last turn of the waiting loop (_check_own_pause)
         #: seconds from the origin until every agent had said hello (launched and listening)
         self.launch_s = 0.0
-        #: agents whose Start went out (they heartbeat from then on)
+        #: agents whose Go went out: their silence counts from then on (before, an agent waits
+        #: on its peers or on the coordinator, and only its process and links are watched)
         self.started: set[int] = set()
         #: what moved last in the phase (readies, reports, results, the agents' bytes) and when
         self.moved: tuple[int, ...] = ()
@@ -153,21 +154,21 @@ class Coordinator:
             self._send_all(session.setups())  # agents whose hellos came before this problem
             self._wait(session.all_said_hello, self.t0 + self.hello_timeout, "hello")
             self.launch_s = time.monotonic() - self.t0
-            # No wait for every agent's ready (its links up, its neighbours' degrees in): an
-            # agent keeps its start until then itself. That round trip through the coordinator
-            # was 25 ms of a 30-agent run on the 2-core VM; the DFS now begins where agents are
-            # ready while the last ones still link up.
+            # Each agent's start came with its setup: it builds and sizes the candidate trees
+            # as soon as its links are up (its neighbours' degrees in), while the last agents
+            # still start; neither a ready nor a start goes through the coordinator (both were
+            # a message per agent, and the start a barrier of the whole launch).
             if self.before_start is not None:
                 self.before_start()
             t_start = time.monotonic()
-            self._send_all(session.start())
+            self._wait(session.trees_reported, deadline, "dfs")
+            go = session.go(deadline - time.monotonic())
             now = time.monotonic()
             for a in session.active:
-                # an agent heartbeats once it has work: its silence counts from its start
+                # from its go on, an agent heartbeats while it works: its silence counts
                 self.last_seen[a] = max(self.last_seen.get(a, now), now)
                 self.started.add(a)
-            self._wait(session.trees_reported, deadline, "dfs")
-            self._send_all(session.go(deadline - time.monotonic()))
+            self._send_all(go)
             self._wait(session.solved, deadline, "solve")
             solve_s = time.monotonic() - t_start
         except BaseException as exc:
@@ -262,7 +263,7 @@ class Coordinator:
                 )
         for ident in self.session.active:
             if ident not in self.started or ident in self.session.results:
-                continue  # (an agent waiting for its start sends no heartbeats)
+                continue  # (an agent waiting for its go sends no heartbeats)
             silent = now - self.last_seen.get(ident, now)
             if silent > self.spec.peer_timeout:
                 raise RunError(
@@ -293,10 +294,17 @@ class Coordinator:
             )
         out = self.session.unfinished_trees()
         trees = ", ".join(f"tree {k} from {self.name(r)}" for k, r in out[:5])
+        linking = self.session.linking()
+        why = (
+            f"{self._names(linking)} did not get ready (links to neighbours not up, or their "
+            "degrees not in)"
+            if linking
+            else "a token was lost or refused (see the agents' logs)"
+        )
         raise RunError(
             f"the DFS stalled: nothing moved for {still:.1f} s (the peer timeout) with "
             f"{len(out)} candidate tree(s) unfinished ({trees}{' ...' if len(out) > 5 else ''}); "
-            "a token was lost or refused (see the agents' logs)"
+            f"{why}"
         )
 
     def _blame(self, peer: int, report: str, own: bool = False) -> NoReturn:

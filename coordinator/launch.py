@@ -151,7 +151,8 @@ def run_local(
     Agents are forked from a pre-imported template (``fork=False``: a fresh interpreter each),
     bind ports the system picks and report them in their hello. Test hooks: ``agent_argv(id,
     argv)`` may change an agent's command line or return None to not start it;
-    ``before_start(processes)`` runs once every agent has said hello, before any start goes out.
+    ``before_start(processes)`` runs once every agent has said hello, before the go goes out
+    (agents may be building their candidate trees by then: each start rides on its setup).
     ``on_answer(result)`` gets the answer as soon as the coordinator has it, while the agents exit
     (its ``processes`` not yet filled in): ``dcop run`` prints its summary then. ``tree`` and
     ``order_time``: how the pseudo-tree is chosen and the ordering engine's budget

@@ -77,8 +77,9 @@ class Template:
         )
         self.pids: dict[int, int] = {}
         self.codes: dict[int, int] = {}
-        #: what each exited agent used: CPU seconds (user and system) and page faults
-        self.usage: dict[int, tuple[float, int]] = {}
+        #: what each exited agent used: CPU seconds (user and system), page faults, context
+        #: switches (its threads' wakes) and of those the preemptions
+        self.usage: dict[int, tuple[float, int, int, int]] = {}
         #: the template's own CPU seconds, once it has ended
         self.cpu_s: float | None = None
         self.changed = threading.Condition()
@@ -139,7 +140,12 @@ class Template:
                     ident = int(message["exit"])
                     self.codes[ident] = int(message["code"])
                     if "cpu_s" in message:
-                        self.usage[ident] = (float(message["cpu_s"]), int(message["faults"]))
+                        self.usage[ident] = (
+                            float(message["cpu_s"]),
+                            int(message["faults"]),
+                            int(message["switches"]),
+                            int(message["preempted"]),
+                        )
                 elif "done" in message:
                     self.cpu_s = float(message["done"])
                 self.changed.notify_all()
@@ -269,11 +275,18 @@ class _Forked:
         return self._template(TEMPLATE_START_S).pid(self.agent_id)
 
     def poll(self) -> int | None:
+        return self.code(None)
+
+    def code(self, ended: set[Template] | None) -> int | None:
+        """The exit code (None: alive, or not forked yet); ``ended``: the templates known to
+        have exited (None: ask this agent's own, one waitpid)."""
         template = self.requests.taken.get(self.agent_id)
         if template is None:  # not taken yet, or dropped by a stop before any template took it
             return -int(signal.SIGKILL) if self.requests.closed else None
         code = template.codes.get(self.agent_id)
-        if code is None and template.popen.poll() is not None:
+        if code is None and (
+            template in ended if ended is not None else template.popen.poll() is not None
+        ):
             return -int(signal.SIGKILL)  # the template died: its children went with it
         return code
 
@@ -365,15 +378,23 @@ class AgentProcesses:
             )
 
     def dead(self) -> list[tuple[int, int]]:
-        """Agents whose process has ended, as ``(id, exit code)``."""
-        return [(i, code) for i, p in self.procs.items() if (code := p.poll()) is not None]
+        """Agents whose process has ended, as ``(id, exit code)``. Each template is asked once
+        (a waitpid per forked agent, at every check of the coordinator's, was 1 s of its CPU
+        in a 2000-agent run: quadratic in n, as the checks grow with the launch)."""
+        ended = {t for t in self.templates if t.popen.poll() is not None}
+        return [
+            (i, code)
+            for i, p in self.procs.items()
+            if (code := p.code(ended) if isinstance(p, _Forked) else p.poll()) is not None
+        ]
 
     def exit_codes(self) -> dict[int, int | None]:
         return {i: p.poll() for i, p in self.procs.items()}
 
     def usage(self) -> dict[str, Any]:
-        """What the processes used, for a run's record: each forked agent's CPU seconds and page
-        faults (from the kernel's account of it once it exited) and the template's CPU seconds
+        """What the processes used, for a run's record: each forked agent's CPU seconds, page
+        faults, context switches and preemptions (from the kernel's account of it once it
+        exited) and the template's CPU seconds
         (its imports and forks); empty where none was forked."""
         if not self.templates:
             return {}
@@ -382,6 +403,8 @@ class AgentProcesses:
         return {
             "agent_cpu_s": {str(i): round(used[i][0], 6) for i in sorted(used)},
             "agent_page_faults": {str(i): used[i][1] for i in sorted(used)},
+            "agent_context_switches": {str(i): used[i][2] for i in sorted(used)},
+            "agent_preemptions": {str(i): used[i][3] for i in sorted(used)},
             "template_cpu_s": None if None in spent else sum(s for s in spent if s is not None),
             "templates": len(self.templates),
         }

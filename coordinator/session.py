@@ -10,9 +10,10 @@ heartbeats); what it decides is the candidates' roots, the tree and algorithm
 
 Phases of a problem::
 
-    hello  -> each agent's Setup as soon as it, its neighbours and its tree links said hello
-    start  -> every agent's Start (the run spec, the roots it starts, its place in the
-              elimination tree); the agents build and size the candidate trees
+    hello  -> each agent's Setup as soon as it, its neighbours and its tree links said hello;
+              it carries the agent's Start (the run spec, the roots it starts, its place in the
+              elimination tree), all known from the plan: each agent builds and sizes the
+              candidate trees as soon as its links are up, while later agents still come up
     dfs    -> every candidate's roots report: choose; Go (tree, z) to every agent
     solve  -> every agent's Result
     end    -> Stop (one-shot agents) or Done (serving agents)
@@ -47,7 +48,6 @@ from dcop.protocol import (
     Heartbeat,
     Hello,
     Message,
-    Ready,
     Result,
     Setup,
     Start,
@@ -55,6 +55,7 @@ from dcop.protocol import (
     TreeReport,
     WireTable,
 )
+from dcop.protocol.constants import LINKING_PHASE
 from dcop.protocol.digest import combine_digests, table_digest
 from dcop.protocol.messages import Neighbour
 from dcop.protocol.runspec import sizing_choices
@@ -93,6 +94,8 @@ class Progress:
     elapsed_s: float = 0.0
     agents: int = 0
     hellos: int = 0
+    #: agents set up and not known to wait for a neighbour's degree (agents send no ready: the
+    #: figure is the Setups sent less the agents whose last heartbeat says they still link up)
     ready: int = 0
     trees: int = 0
     trees_expected: int = 0
@@ -117,9 +120,14 @@ class CoordinatorSession:
         self.hello_at: dict[int, float] = {}
         #: agents whose Setup went out
         self.set_up: set[int] = set()
-        self.ready: set[int] = set()
-        #: each candidate's roots (one per component); the elimination tree's last
-        self.roots: list[list[int]] = []
+        #: each candidate's roots (one per component); the elimination tree's last (known from
+        #: the plan before any agent is up: the Starts ride on the Setups)
+        adjacency, names = self.layout.neighbours, self.layout.variable
+        dfs = default_candidates(self.spec.trees) if self.spec.trees else []
+        self.roots: list[list[int]] = [c.roots(adjacency, names) for c in dfs]
+        self._dfs_roots = [frozenset(roots) for roots in self.roots]
+        if plan.elimination is not None:
+            self.roots.append(plan.elimination.roots)
         self.reports: dict[tuple[int, int], TreeReport] = {}
         self.choice: TreeChoice | None = None
         self.decision: Decision | None = None
@@ -147,8 +155,6 @@ class CoordinatorSession:
         match message:
             case Hello():
                 return self._on_hello(sender, message, at)
-            case Ready():
-                self.ready.add(sender)
             case TreeReport():
                 self._on_tree(sender, message)
             case Result():
@@ -226,6 +232,7 @@ class CoordinatorSession:
             digest,
             self._relatives(sorted(self.layout.neighbours[agent])),
             self._relatives(plan.links(agent)),
+            self.start(agent),
         )
 
     def _relatives(self, agents: Iterable[int]) -> tuple[Neighbour, ...]:
@@ -234,28 +241,15 @@ class CoordinatorSession:
             Neighbour(n, var[n], self.hellos[n].endpoint, self.hellos[n].ipc) for n in agents
         )
 
-    def start(self) -> Out:
-        """Every agent's Start: the spec, the DFS candidates it roots, its place in the
-        elimination tree (candidate number ``spec.trees``, where offered)."""
-        names = self.layout.variable
-        adjacency = self.layout.neighbours
-        dfs = default_candidates(self.spec.trees) if self.spec.trees else []
-        self.roots = [c.roots(adjacency, names) for c in dfs]
-        dfs_roots = list(self.roots)
+    def start(self, agent: int) -> Start:
+        """Agent ``agent``'s Start (carried by its Setup): the spec, the DFS candidates it roots,
+        its place in the elimination tree (candidate number ``spec.trees``, where offered)."""
         elimination = self.plan.elimination
-        if elimination is not None:
-            self.roots.append(elimination.roots)
-        return [
-            (
-                a,
-                Start(
-                    self.spec,
-                    tuple(k for k, roots in enumerate(dfs_roots) if a in roots),
-                    elimination.given[a] if elimination is not None else None,
-                ),
-            )
-            for a in self.active
-        ]
+        return Start(
+            self.spec,
+            tuple(k for k, roots in enumerate(self._dfs_roots) if agent in roots),
+            elimination.given[agent] if elimination is not None else None,
+        )
 
     def go(self, time_left: float | None = None) -> Out:
         """Every candidate reported: keep a tree, decide what runs on it, tell every agent
@@ -316,9 +310,10 @@ class CoordinatorSession:
         """The agents a phase still waits for, and what they did not do."""
         if phase == "hello":
             return [a for a in self.active if a not in self.hellos], "did not say hello"
-        if phase == "dfs" and any(a not in self.ready for a in self.active):
-            return [a for a in self.active if a not in self.ready], (
-                "did not get ready (links to neighbours not up, or their degrees not in)"
+        if phase == "dfs" and (linking := self.linking()):
+            return (
+                linking,
+                "did not get ready (links to neighbours not up, or their degrees not in)",
             )
         if phase == "dfs":
             return sorted({r for _, r in self.unfinished_trees()}), (
@@ -335,11 +330,19 @@ class CoordinatorSession:
             if (k, r) not in self.reports
         ]
 
+    def linking(self) -> list[int]:
+        """The agents whose last heartbeat says they still wait for a neighbour's degree (their
+        links not all up; an agent sends no ready, and beats only once it is quiet for long)."""
+        return [
+            a
+            for a in self.active
+            if (beat := self.heartbeats.get(a)) is not None and beat.phase == LINKING_PHASE
+        ]
+
     def moved(self) -> tuple[int, ...]:
-        """What the agents have done so far (readies, reports, results, bytes sent): a phase in
-        which it stays the same, with no agent computing, has stalled."""
+        """What the agents have done so far (reports, results, bytes sent): a phase in which it
+        stays the same, with no agent computing, has stalled."""
         return (
-            len(self.ready),
             len(self.reports),
             len(self.results),
             sum(b.sent_bytes for b in self.heartbeats.values()),
@@ -360,7 +363,7 @@ class CoordinatorSession:
             elapsed_s=elapsed_s,
             agents=len(self.active),
             hellos=sum(a in self.hellos for a in self.active),
-            ready=len(self.ready),
+            ready=len(self.set_up) - len(self.linking()),
             trees=len(self.reports),
             trees_expected=sum(len(r) for r in self.roots),
             utils=sum(1 for b in self.heartbeats.values() if b.util_sent),

@@ -290,7 +290,6 @@ def protocol_seeds() -> dict[str, bytes]:
         IpcTable,
         Neighbour,
         Offer,
-        Ready,
         Result,
         RunSpec,
         Setup,
@@ -316,8 +315,9 @@ def protocol_seeds() -> dict[str, bytes]:
         "setup": Setup(
             "x1", 2, (table, small), "ab" * 32, (Neighbour(2, "x2", "tcp://h:7002", "cuda/a"),)
         ),
-        "ready": Ready(2),
-        "start": Start(RunSpec("adpop", 3, trees=1), (0,)),
+        "setup_start": Setup(
+            "x1", 2, (small,), "ab" * 32, (), (), Start(RunSpec("adpop", 3, trees=1), (0,))
+        ),
         "degree": Degree((0, 3), 0.5),
         "token_child": Token(0, "child", (1, 1), 0.25, path=(0, 3), domains=(2, 3)),
         "token_back": Token(

@@ -1,8 +1,8 @@
 """The agent protocol: message types, the validating msgpack codec, constants and transports.
 
 * ``constants``  PROTOCOL_VERSION, heartbeats and timeouts, default ports, message size limits
-* ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start;
-  ``sizing_choices`` (the z list every TreeReport is sized for)
+* ``runspec``    RunSpec: the run's parameters, validated once at the edge, carried in Start
+  (inside each Setup); ``sizing_choices`` (the z list every TreeReport is sized for)
 * ``messages``   frozen msgspec Structs, one per message type, each field declared once with
   its bounds
 * ``codec``      ``encode`` / ``decode`` of the envelope (one validating decoder); every failure
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
         Message,
         Neighbour,
         Offer,
-        Ready,
         Result,
         Setup,
         Sizing,
@@ -103,7 +102,6 @@ _HOME = {
     "Message": "dcop.protocol.messages",
     "Neighbour": "dcop.protocol.messages",
     "Offer": "dcop.protocol.messages",
-    "Ready": "dcop.protocol.messages",
     "Result": "dcop.protocol.messages",
     "Setup": "dcop.protocol.messages",
     "Sizing": "dcop.protocol.messages",
@@ -165,7 +163,6 @@ __all__ = [
     "Neighbour",
     "Offer",
     "PeerLoss",
-    "Ready",
     "Received",
     "Result",
     "RunSpec",

@@ -9,8 +9,10 @@ fields (a shape per scope, roots below the tree count, a marginal that sums to o
 
 Flow of one problem (A = agent, C = coordinator, N = neighbour)::
 
-    A->C hello (with the endpoint it bound)      C->A setup (part, digest, neighbours' endpoints)
-    A->N degree (links work)     A->C ready      C->A start (run spec, trees this agent roots)
+    A->C hello (with the endpoint it bound)
+    C->A setup (part, digest, neighbours' endpoints, and the start: run spec, trees this agent
+         roots, its place in the elimination tree), as soon as it and its relatives said hello
+    A->N degree (links work); once every neighbour's is in, the agent starts:
     A->N token: the DFS of each candidate tree, sizing the UTILs in its back tokens
     root->C tree (a candidate's UTIL sizes)      C->A go (the tree and z chosen, or a refusal)
     A->parent offer (GPU agents of one GPU: an IPC buffer for the UTIL, opened ahead)
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import typing
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -353,37 +356,6 @@ class Hello(_Message, frozen=True):
     ipc: Text = ""
 
 
-class Setup(_Message, frozen=True, eq=False):
-    """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
-    run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
-    with their endpoints (the agent links to them now). ``links``: agents that are not
-    neighbours but its parent or children in the coordinator's elimination pseudo-tree
-    (:class:`GivenTree`); the agent links to them too."""
-
-    variable: Name
-    domain: DomainSize
-    tables: Tables
-    digest: Digest
-    neighbours: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
-    links: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
-
-    def __post_init__(self) -> None:
-        if not _arriving():
-            return
-        if len({n.id for n in self.neighbours}) != len(self.neighbours):
-            raise ValueError("field 'neighbours' names an agent twice")
-        if len({n.id for n in self.links}) != len(self.links):
-            raise ValueError("field 'links' names an agent twice")
-        if {n.id for n in self.neighbours} & {n.id for n in self.links}:
-            raise ValueError("field 'links' names a neighbour")
-
-
-class Ready(_Message, frozen=True):
-    """Agent -> coordinator: set up, and every neighbour's degree has arrived (links work)."""
-
-    degree: Count
-
-
 class GivenTree(Struct, frozen=True, array_like=True, gc=False):
     """This agent's place in the coordinator's elimination pseudo-tree (candidate tree number
     ``spec.trees``, after the DFS candidates): its ancestors from the root down to its parent
@@ -403,7 +375,7 @@ class GivenTree(Struct, frozen=True, array_like=True, gc=False):
 
 
 class Start(_Message, frozen=True):
-    """Coordinator -> agent: solve by ``spec``; start the DFS of candidate tree k for every k in
+    """Coordinator -> agent, inside its :class:`Setup` (never alone on the wire): solve by ``spec``; start the DFS of candidate tree k for every k in
     ``roots`` (this agent is that tree's root in its component). ``given``: where the coordinator
     offers its elimination pseudo-tree as one more candidate, this agent's place in it."""
 
@@ -425,6 +397,36 @@ class Start(_Message, frozen=True):
     def root(self) -> bool:
         """Whether this agent roots at least one candidate tree."""
         return bool(self.roots)
+
+
+class Setup(_Message, frozen=True, eq=False):
+    """Coordinator -> agent, once per problem: the agent's variable, domain, its tables (in the
+    run's dtype), the digest of that share (see :mod:`dcop.protocol.digest`), and its neighbours
+    with their endpoints (the agent links to them now). ``links``: agents that are not
+    neighbours but its parent or children in the coordinator's elimination pseudo-tree
+    (:class:`GivenTree`); the agent links to them too. ``start``: how to solve (the problem's
+    :class:`Start`, which the coordinator knows before any agent is up): it rides on the setup,
+    so that each agent starts its candidate trees as soon as it is linked, while later agents are
+    still coming up (a message of its own to every agent, once every agent had said hello, was
+    a barrier of the whole launch and woke a thousand agents at once; wire version 8)."""
+
+    variable: Name
+    domain: DomainSize
+    tables: Tables
+    digest: Digest
+    neighbours: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
+    links: Annotated[tuple[Neighbour, ...], Meta(max_length=MAX_LIST)] = ()
+    start: Start | None = None
+
+    def __post_init__(self) -> None:
+        if not _arriving():
+            return
+        if len({n.id for n in self.neighbours}) != len(self.neighbours):
+            raise ValueError("field 'neighbours' names an agent twice")
+        if len({n.id for n in self.links}) != len(self.links):
+            raise ValueError("field 'links' names an agent twice")
+        if {n.id for n in self.neighbours} & {n.id for n in self.links}:
+            raise ValueError("field 'links' names a neighbour")
 
 
 class Degree(_Message, frozen=True):
@@ -709,8 +711,6 @@ class Heartbeat(_Message, frozen=True):
 Message = (
     Hello
     | Setup
-    | Ready
-    | Start
     | Degree
     | Token
     | TreeReport
@@ -728,8 +728,9 @@ Message = (
     | Heartbeat
 )
 
+#: The messages that travel on their own, by wire type (a Start rides inside a Setup).
 MESSAGE_CLASSES: dict[str, type[_Message]] = {
-    str(cls.__struct_config__.tag): cls for cls in _Message.__subclasses__()
+    str(cls.__struct_config__.tag): cls for cls in typing.get_args(Message)
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
 #: What message counts are kept by: the types, and MB-DPOP's UTIL chunks apart from whole UTILs.

@@ -60,6 +60,10 @@ def _build_every_candidate(problem: Problem) -> tuple[dict[int, Session], list[l
     reports: dict[tuple[int, int], TreeReport] = {}
     while queue:
         sender, receiver, message = queue.popleft()
+        if isinstance(message, Start):  # an agent takes its start from its setup
+            out = sessions[receiver].on(sender, message)
+            queue.extend((receiver, peer, m) for peer, m in out)
+            continue
         env = decode(encode(sender, receiver, message, PROBLEM_NUMBER), receiver=receiver)  # type: ignore[arg-type]
         if receiver == COORDINATOR_ID:
             if isinstance(env.body, TreeReport):

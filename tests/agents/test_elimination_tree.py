@@ -184,17 +184,22 @@ def test_setup_links_and_start_given_travel_and_are_checked() -> None:
     setup = Setup("x1", 2, (), digest, (Neighbour(2, "x2", "tcp://127.0.0.1:5002", ""),), links)
     back = decode(encode(0, 1, setup, 3)).body
     assert isinstance(back, Setup) and back.links == links
+
+    def with_start(start: Start) -> Setup:  # a start travels in its setup
+        return Setup("x1", 2, (), digest, start=start)
+
     start = Start(RunSpec(trees=2), (0,), GivenTree((4, 9), (2, 3), (5,)))
-    back = decode(encode(0, 1, start, 3)).body
-    assert isinstance(back, Start) and back.given == start.given
+    back = decode(encode(0, 1, with_start(start), 3)).body
+    assert isinstance(back, Setup) and back.start is not None and back.start.given == start.given
     alone = Start(RunSpec(trees=0), (), GivenTree((4, 9), (2, 3), (5,)))  # no DFS tree
-    back = decode(encode(0, 1, alone, 3)).body
-    assert isinstance(back, Start) and back.given == alone.given and back.spec.trees == 0
+    back = decode(encode(0, 1, with_start(alone), 3)).body
+    assert isinstance(back, Setup) and back.start is not None
+    assert back.start.given == alone.given and back.start.spec.trees == 0
     for bad in (
-        Start(RunSpec(trees=0), ()),  # no tree at all
-        Start(RunSpec(trees=0), (0,), GivenTree((4, 9), (2, 3), (5,))),  # a DFS root of none
-        Start(RunSpec(trees=2), (), GivenTree((4, 9), (2,), ())),  # a domain per ancestor
-        Start(RunSpec(trees=2), (), GivenTree((4,), (2,), (4,))),  # an agent twice
+        with_start(Start(RunSpec(trees=0), ())),  # no tree at all
+        with_start(Start(RunSpec(trees=0), (0,), GivenTree((4, 9), (2, 3), (5,)))),  # no DFS
+        with_start(Start(RunSpec(trees=2), (), GivenTree((4, 9), (2,), ()))),  # a domain each
+        with_start(Start(RunSpec(trees=2), (), GivenTree((4,), (2,), (4,)))),  # an agent twice
         Setup("x1", 2, (), digest, links, links),  # a link that is a neighbour
     ):
         with pytest.raises(ProtocolError):

@@ -1,5 +1,7 @@
 """When an agent heartbeats: only on a link to the coordinator quiet for half the peer
-timeout, counted from its start (not from its ready, which may be a long launch ago)."""
+timeout, counted from its start (not from its hello, which may be a long launch ago), and never
+while it only waits for the coordinator (for its setup, or for the go once its part of the
+candidate trees is done)."""
 
 from __future__ import annotations
 
@@ -52,8 +54,10 @@ def test_no_heartbeat_on_start_after_a_long_launch() -> None:
     clock = [0.0]
     agent, transport = _agent(clock)
     spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
-    agent.last_to_coordinator = 0.0  # its ready
-    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs")  # type: ignore[assignment]
+    agent.last_to_coordinator = 0.0  # its hello
+    agent.session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=True
+    )  # type: ignore[assignment]
     clock[0] = 60.0  # the launch of the others took a minute
     agent._on_start(Start(spec, ()))
     agent._beat()
@@ -76,12 +80,81 @@ def test_a_waiting_agent_sends_no_heartbeat() -> None:
     assert _beats(transport) == 0
 
 
+def test_an_agent_waiting_for_its_go_sends_no_heartbeat() -> None:
+    """Its part of the candidate trees done, an agent waits on the coordinator's go alone: the
+    coordinator counts its silence only from the go (the start rides on the setup, so that wait
+    can be the rest of a long launch)."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)
+    session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=True, go=None
+    )
+    agent.session = session  # type: ignore[assignment]
+    agent._on_start(Start(spec, ()))
+    clock[0] = 60.0
+    agent._beat()
+    assert _beats(transport) == 0
+    session.awaiting_go, session.go = False, True  # the go came: a quiet link beats
+    agent._beat()
+    assert _beats(transport) == 1
+
+
+def test_before_the_go_a_heartbeat_goes_only_with_news() -> None:
+    """Before the go the coordinator watches no silence, only whether the candidate trees move:
+    an agent whose DFS sent nothing since its last beat stays quiet; one whose tokens moved
+    beats; one still waiting for a neighbour's degree says so once, when that wait nears the
+    peer timeout (the coordinator names it if the DFS stalls)."""
+    from dcop.protocol.constants import LINKING_PHASE
+
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
+    session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=None
+    )
+    agent.session = session  # type: ignore[assignment]
+    agent._on_start(Start(spec, ()))
+    clock[0] = 5.0
+    agent._beat()  # waiting for a child's token, nothing sent: no beat
+    assert _beats(transport) == 0
+    agent.meter.sent("token", 40)  # the walk went on through me
+    clock[0] = 10.0
+    agent._beat()
+    assert _beats(transport) == 1
+    clock[0] = 15.0
+    agent._beat()  # nothing new since
+    assert _beats(transport) == 1
+    # and with nothing new, no timed wake comes due: the loop sleeps to its idle bound
+    from dcop.agents.agent import IDLE_WAKE_S
+
+    assert agent._wake_at(16.0) == 15.0 + IDLE_WAKE_S
+    agent.meter.sent("token", 40)
+    assert agent._wake_at(16.0) < 15.0 + IDLE_WAKE_S
+    linking, quiet = _agent(clock)
+    linking.session = SimpleNamespace(  # type: ignore[assignment]
+        spec=spec, held_start=None, job=None, phase=LINKING_PHASE, awaiting_go=False, go=None
+    )
+    linking._on_start(Start(spec, ()))
+    clock[0] = 19.0  # started at 15: quiet long enough, but linking for 4 s only
+    linking._beat()
+    assert _beats(quiet) == 0
+    clock[0] = 24.0
+    linking._beat()  # linking for 9 s: it says so, once
+    assert _beats(quiet) == 1
+    clock[0] = 34.0
+    linking._beat()
+    assert _beats(quiet) == 1
+
+
 def test_no_heartbeat_once_the_result_is_out() -> None:
     """The coordinator stops watching an agent's silence once its result is in."""
     clock = [0.0]
     agent, transport = _agent(clock)
     spec = RunSpec(peer_timeout_s=9.0)
-    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="value")  # type: ignore[assignment]
+    agent.session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="value", awaiting_go=False, go=True
+    )  # type: ignore[assignment]
     agent._on_start(Start(spec, ()))
     agent.result_sent = True
     clock[0] = 30.0
@@ -160,7 +233,9 @@ def test_an_idle_agent_sleeps_until_something_is_due() -> None:
     agent.coordinator_heard = True  # set up, waiting for its start: nothing due
     assert agent._wake_at(tick) == 50.0 + IDLE_WAKE_S
     spec = RunSpec(peer_timeout_s=9.0)  # quiet allowed: 4.5 s
-    agent.session = SimpleNamespace(spec=spec, held_start=None, job=None, phase="dfs")  # type: ignore[assignment]
+    agent.session = SimpleNamespace(
+        spec=spec, held_start=None, job=None, phase="dfs", awaiting_go=False, go=True
+    )  # type: ignore[assignment]
     agent.last_to_coordinator = 49.0
     due = agent._wake_at(tick)  # started: its heartbeat is due 3.5 s after its last message
     assert 52.5 < due < 52.6

@@ -1,8 +1,9 @@
 """A start that reaches an agent before its neighbours' degrees waits for them.
 
-The coordinator sends every start once all agents have said hello, without waiting for their
-ready; an agent's DFS looks two hops ahead (its neighbours' neighbour lists, from their degree
-messages), so the agent keeps the start until the last degree is in.
+The start rides on each agent's setup, which goes out as soon as the agent and its neighbours have
+said hello; an agent's DFS looks two hops ahead (its neighbours' neighbour lists, from their degree
+messages), so the agent keeps the start until the last degree is in. It sends the coordinator no
+ready (wire version 8).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dcop.agents.metrics import Meter
 from dcop.agents.session import Part, Session
 from dcop.backends import get_backend
 from dcop.errors import ProtocolError
-from dcop.protocol import COORDINATOR_ID, Degree, Ready, RunSpec, Start, Token
+from dcop.protocol import COORDINATOR_ID, Degree, RunSpec, Start, Token
 from dcop.tables import Table
 
 
@@ -36,7 +37,7 @@ def _first_token_when_ready() -> tuple[int, object]:
     session = _root_session()
     session.begin()
     session.on(0, Degree((1,), 0.0))
-    assert _types(session.on(2, Degree((1, 3), 0.0))) == [(COORDINATOR_ID, Ready)]
+    assert session.on(2, Degree((1, 3), 0.0)) == []  # ready: nothing to tell the coordinator
     (token,) = session.on(COORDINATOR_ID, Start(RunSpec(trees=1), (0,)))
     assert isinstance(token[1], Token)
     return token
@@ -49,8 +50,7 @@ def test_a_start_before_the_degrees_waits_for_them() -> None:
     assert session.on(COORDINATOR_ID, start) == []  # no token yet: my neighbours' lists missing
     assert session.phase == "degree exchange"
     assert session.on(0, Degree((1,), 0.0)) == []
-    ready, token = session.on(2, Degree((1, 3), 0.0))  # the last degree: ready, then the DFS
-    assert ready[0] == COORDINATOR_ID and isinstance(ready[1], Ready)
+    (token,) = session.on(2, Degree((1, 3), 0.0))  # the last degree: ready, then the DFS
     assert token == _first_token_when_ready()  # the same walk as with every list known
     assert session.phase == "dfs"
     with pytest.raises(ProtocolError, match="second start"):
@@ -66,10 +66,11 @@ def test_a_second_start_while_the_first_waits_is_refused() -> None:
 
 
 def test_a_run_whose_agent_never_gets_ready_names_it(run_inproc, monkeypatch) -> None:
-    """The coordinator no longer waits for every ready before the starts, but a run whose agent
-    never gets ready (a neighbour's degree never came) still times out naming that agent."""
+    """A run whose agent never gets ready (a neighbour's degree never came) still ends naming
+    the agents that wait: agents send no ready, but their heartbeats say what they wait for
+    (a peer timeout of 2 s: they beat after 1 s; the DFS stalls after 2 s more)."""
     from dcop.agents import session as session_module
-    from dcop.errors import RunTimeout
+    from dcop.errors import RunError, RunTimeout
     from tests.conftest import random_problem
 
     problem = random_problem(3, n=6, p_inf=0.0)
@@ -80,8 +81,8 @@ def test_a_run_whose_agent_never_gets_ready_names_it(run_inproc, monkeypatch) ->
         return [] if self.me == 0 else out  # agent 0 never sends its degree
 
     monkeypatch.setattr(session_module.Session, "begin", silent_agent_0)
-    with pytest.raises(RunTimeout, match="did not get ready") as failed:
-        run_inproc(problem, timeout=2.0)
+    with pytest.raises((RunTimeout, RunError), match="did not get ready") as failed:
+        run_inproc(problem, timeout=6.0, spec=RunSpec(peer_timeout_s=2.0))
     names = {v for v in problem.variables if f"({v})" in str(failed.value)}
     first = next(iter(problem.variables))  # agent 0's variable
     assert names == problem.neighbours()[first], str(failed.value)

@@ -12,7 +12,8 @@ from dcop.coordinator.session import CoordinatorSession
 from dcop.coordinator.topology import layout_for, peers_for
 from dcop.errors import TableTooLarge
 from dcop.model import CostTable, Problem, Variable
-from dcop.protocol import Go, Hello, RunSpec, Setup, Sizing, Start, Stop
+from dcop.protocol import Go, Heartbeat, Hello, RunSpec, Setup, Sizing, Start, Stop
+from dcop.protocol.constants import LINKING_PHASE
 
 #: x0 - x1 - x2 - x3: agent i runs xi
 CHAIN = Problem.build(
@@ -83,9 +84,19 @@ def test_the_session_answers_messages_with_messages() -> None:
     assert hello(0) == [] and hello(2) == []  # x1 has not said hello: nobody's Setup yet
     out = hello(1)  # x0 and x1 have every neighbour's endpoint now, x2 still waits for x3
     assert sorted(a for a, m in out if isinstance(m, Setup)) == [0, 1]
-    assert sorted(a for a, _ in hello(3)) == [2, 3] and session.all_said_hello()
-    starts = list(session.start())
-    assert [a for a, m in starts if isinstance(m, Start)] == [0, 1, 2, 3]
-    assert not session.trees_reported() and session.late("dfs")[0] == [0, 1, 2, 3]
+    out += hello(3)
+    assert sorted(a for a, _ in out) == [0, 1, 2, 3] and session.all_said_hello()
+    # each Setup carries its agent's Start (wire version 8): no message of its own, no barrier
+    starts = {a: m.start for a, m in out if isinstance(m, Setup)}
+    assert all(isinstance(s, Start) for s in starts.values())
+    assert [a for a, s in starts.items() if s is not None and s.root] == session.roots[0]
+    assert not session.trees_reported()
+    assert session.late("dfs") == (
+        session.roots[0],
+        "did not report its candidate trees (the DFS did not finish)",
+    )
+    # agents send no ready: one whose heartbeat says it still links up is named instead
+    session.on(2, Heartbeat(LINKING_PHASE), 0.5)
+    assert session.late("dfs")[0] == [2] and "did not get ready" in session.late("dfs")[1]
     assert [(a, type(m)) for a, m in session.end("done")] == [(a, Stop) for a in range(4)]
-    assert Go not in {type(m) for _, m in starts}
+    assert Go not in {type(m) for _, m in out}

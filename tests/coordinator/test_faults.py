@@ -25,7 +25,7 @@ from dcop.coordinator import (
 from dcop.errors import InputError, RunError, RunTimeout
 from dcop.generators import random_network
 from dcop.inference import solve_be
-from dcop.protocol import COORDINATOR_ID, Ready, RunSpec, encode
+from dcop.protocol import COORDINATOR_ID, Heartbeat, RunSpec, encode
 from dcop.protocol.peers import AgentEntry, Peers, load_peers
 from dcop.protocol.zmqlink import claim
 
@@ -232,8 +232,8 @@ def test_garbage_and_impostors_are_refused_at_the_handshake(tmp_path: Path) -> N
         try:
             for ident, frames in [
                 (b"r1", [b"\x00garbage\xff"]),
-                (b"r3", encode(2, 0, Ready(1))),  # an unidentified socket claims agent 2
-                (b"999", encode(999, 0, Ready(1))),  # not a neighbour
+                (b"r3", encode(2, 0, Heartbeat())),  # an unidentified socket claims agent 2
+                (b"999", encode(999, 0, Heartbeat())),  # not a neighbour
             ]:
                 s = ctx.socket(zmq.DEALER)
                 socks.append(s)

@@ -45,6 +45,12 @@ def test_dpop_processes_equal_be(make) -> None:
     assert set(result.processes["agent_cpu_s"]) == agents
     assert all(s > 0 for s in result.processes["agent_cpu_s"].values())
     assert set(result.processes["agent_page_faults"]) == agents
+    # every agent's threads wake at least for its hello, setup, UTIL/VALUE and stop
+    assert set(result.processes["agent_context_switches"]) == agents
+    assert all(s > 0 for s in result.processes["agent_context_switches"].values())
+    preempted = result.processes["agent_preemptions"]
+    assert set(preempted) == agents
+    assert all(0 <= preempted[i] <= result.processes["agent_context_switches"][i] for i in agents)
     assert result.processes["template_cpu_s"] > 0 and result.processes["coordinator_cpu_s"] > 0
     pids = {a["pid"] for a in result.agents.values()}
     assert len(pids) == problem.n and os.getpid() not in pids  # one process per variable

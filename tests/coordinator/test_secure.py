@@ -15,7 +15,7 @@ from dcop.coordinator import AgentProcesses, run_local
 from dcop.coordinator.keys import generate_keypair, generate_keys, load_keypair, load_public_key
 from dcop.generators import random_network
 from dcop.inference import solve_be
-from dcop.protocol import COORDINATOR_ID, Ready, RunSpec, Setup, Stop, WireTable, encode
+from dcop.protocol import COORDINATOR_ID, Heartbeat, RunSpec, Setup, Stop, WireTable, encode
 from dcop.protocol.digest import part_digest
 from dcop.protocol.peers import load_peers
 from dcop.protocol.zmqlink import claim
@@ -104,7 +104,7 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
             s.setsockopt(zmq.IDENTITY, b"rogue")
             s.setsockopt(zmq.LINGER, 0)
             s.connect(target.endpoint)
-            s.send_multipart(encode(neighbour, 0, Ready(1)))
+            s.send_multipart(encode(neighbour, 0, Heartbeat()))
             # and a plain-text client
             p = ctx.socket(zmq.DEALER)
             p.setsockopt(zmq.LINGER, 0)
@@ -127,7 +127,7 @@ def test_secure_run_equals_open_run_and_refuses_rogues(tmp_path: Path) -> None:
             log = tmp_path / "agent-0.log"
             for text in ("refused a CURVE client", "claims to be the coordinator"):
                 _wait_for(log, text)
-            forgers[1].send_multipart(encode(neighbour + 1, 0, Ready(1)))
+            forgers[1].send_multipart(encode(neighbour + 1, 0, Heartbeat()))
             time.sleep(0.5)
         finally:
             ctx.destroy(linger=0)

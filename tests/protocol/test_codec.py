@@ -24,7 +24,6 @@ from dcop.protocol import (
     Heartbeat,
     Hello,
     Neighbour,
-    Ready,
     Result,
     Setup,
     Sizing,
@@ -48,10 +47,16 @@ TABLE = WireTable.from_array(("x1", "x2"), np.array([[0.0, 1.5], [np.inf, 3.0], 
 MESSAGES = [
     Hello("x1", 1234, "host", "tcp://127.0.0.1:7001", True, 0.25, "H100"),
     Setup("x1", 3, (TABLE,), "0" * 64, (Neighbour(2, "x2", "tcp://h:7002", ""),)),
-    Ready(2),
-    Start(RunSpec("adpop", 3, trees=8), (0, 2)),
-    Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5, trees=1), ()),
-    Start(RunSpec("auto", trees=2), (1,)),
+    # the start rides on the setup (wire version 8)
+    Setup("x1", 3, (TABLE,), "0" * 64, (), (), Start(RunSpec("adpop", 3, trees=8), (0, 2))),
+    Setup(
+        "x1",
+        3,
+        (),
+        "0" * 64,
+        start=Start(RunSpec("dpop", max_message_bytes=2**30, peer_timeout_s=12.5, trees=1), ()),
+    ),
+    Setup("x1", 3, (), "0" * 64, start=Start(RunSpec("auto", trees=2), (1,))),
     Degree((1, 4, 9), 0.5),
     Token(1, "child", (1, 0), 0.25, path=(0, 3), domains=(2, 4)),
     Token(
@@ -110,10 +115,10 @@ MESSAGES = [
 ]
 
 
-def _frame(t: str = "ready", p: object = None, **over: object) -> bytes:
+def _frame(t: str = "hello", p: object = None, **over: object) -> bytes:
     """A header frame of type ``t`` (the payload's tag) with payload ``p`` and header fields
     replaced by ``over``."""
-    payload = {"degree": 2} if p is None else p
+    payload = {"variable": "x1", "pid": 2} if p is None else p
     raw = {
         "v": PROTOCOL_VERSION,
         "s": 1,
@@ -219,13 +224,18 @@ def test_table_bytes_are_raw_and_float32_kept() -> None:
         (b"\xc1garbage", "malformed"),
         (msgpack.packb([1, 2, 3]), "a map is expected"),
         (_frame(v=99), "wrong protocol version"),
+        # a peer of the last release: its ready is refused for its version, not its type
+        (_frame("ready", {"degree": 2}, v=7), "wrong protocol version 7 .this side speaks 8"),
+        # a start travels only inside a setup
+        (_frame("start", {"spec": {"algo": "dpop"}, "roots": [0]}), "unknown message type 'start'"),
+        (_frame("ready", {"degree": 2}), "unknown message type 'ready'"),
         (_frame(v="1"), "no protocol version"),
         (_frame(t="nope"), "unknown message type 'nope'"),
         (_frame(s=True), r"got `bool` - at `\$\.s`"),
         (_frame(s=-7), r">= -1 - at `\$\.s`"),
-        (_frame(p={"degree": -1}), r">= 0 - at `\$\.p\.degree`"),
-        (_frame(p={"degree": 1.5}), r"Expected `int`, got `float`"),
-        (_frame(p={}), "missing required field `degree`"),
+        (_frame(p={"variable": "x1", "pid": -1}), r">= 0 - at `\$\.p\.pid`"),
+        (_frame(p={"variable": "x1", "pid": 1.5}), r"Expected `int`, got `float`"),
+        (_frame(p={"variable": "x1"}), "missing required field `pid`"),
         (_frame(p=[1]), r"got `array` - at `\$\.p`"),
         (_frame(extra=1), "unknown field `extra`"),
         (
@@ -270,7 +280,7 @@ def test_a_part_that_is_not_a_block_of_its_whole_is_refused(
 
 
 def test_oversized_unknown_sender_and_receiver() -> None:
-    frame = encode(1, COORDINATOR_ID, Ready(1))
+    frame = encode(1, COORDINATOR_ID, Heartbeat())
     with pytest.raises(ProtocolError, match="oversized"):
         decode(frame, max_message_bytes=message_bytes(frame) - 1)
     with pytest.raises(ProtocolError, match="unknown sender 1"):
@@ -391,19 +401,18 @@ def test_peer_timeout_grows_with_the_frame_limit() -> None:
     ],
 )
 def test_run_spec_on_the_wire_is_validated(spec: dict[str, object], reason: str | None) -> None:
-    """A Start's run spec is checked as thoroughly as the spec made at the command line."""
+    """A Start's run spec (in a setup) is checked as thoroughly as the spec made at the command
+    line."""
+    start = {"t": "start", "spec": spec, "roots": [0]}
+    setup = {"t": "setup", "variable": "x1", "domain": 2, "tables": [], "digest": "0" * 64}
     frame = msgpack.packb(
-        {
-            "v": PROTOCOL_VERSION,
-            "s": COORDINATOR_ID,
-            "r": 1,
-            "n": 5,
-            "p": {"t": "start", "spec": spec, "roots": [0]},
-        },
+        {"v": PROTOCOL_VERSION, "s": COORDINATOR_ID, "r": 1, "n": 5, "p": setup | {"start": start}},
         use_bin_type=True,
     )
     if reason is None:
-        assert decode(frame).body.spec == RunSpec("dpop", None, 2**20, trees=1)
+        body = decode(frame).body
+        assert isinstance(body, Setup) and body.start is not None
+        assert body.start.spec == RunSpec("dpop", None, 2**20, trees=1)
     else:
         with pytest.raises(ProtocolError, match=reason):
             decode(frame)

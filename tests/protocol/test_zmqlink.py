@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from dcop.errors import RunError
-from dcop.protocol import COORDINATOR_ID, Ready, Stop, encode
+from dcop.protocol import COORDINATOR_ID, Heartbeat, Stop, encode
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport, claim
 
@@ -154,7 +154,7 @@ def test_secure_a_neighbours_key_cannot_speak_for_the_coordinator_or_another_nei
     with caplog.at_level(logging.WARNING, logger=ZLOG):
         forgers = [dealer(ctx, ident, a0.endpoint, **as_one) for ident in (b"-1", b"2/x", b"1/y")]
         forgers[0].send_multipart(encode(COORDINATOR_ID, 0, Stop("forged")))
-        forgers[1].send_multipart(encode(2, 0, Ready(1)))
+        forgers[1].send_multipart(encode(2, 0, Heartbeat()))
         forgers[2].send(b"from one")
         assert frames_until(a0, [(1, b"from one")], settle_s=1.0) == [(1, b"from one")]
     # whichever forger's frame arrives first is logged; the other's line is held back (same
@@ -336,7 +336,7 @@ def test_wake_from_another_thread_ends_a_waiting_recv_and_frames_still_arrive(
     worker.start()
     assert a.recv(120.0) is None  # woken by the worker (a hang here is a missed wake-up)
     worker.join()
-    a.send(COORDINATOR_ID, encode(0, COORDINATOR_ID, Ready(1)))
+    a.send(COORDINATOR_ID, encode(0, COORDINATOR_ID, Heartbeat()))
     assert until(lambda: coord.recv(0.1) is not None)
     coord.send(0, encode(COORDINATOR_ID, 0, Stop("done")))
     assert until(lambda: (item := a.recv(0.1)) is not None and item[0] == COORDINATOR_ID)
