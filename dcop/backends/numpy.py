@@ -20,6 +20,7 @@ import numpy as np
 
 from dcop.allocator import keep_freed_memory
 from dcop.backends.base import BackendInfo, TableBackend
+from dcop.backends.between import Pieces
 from dcop.errors import ModelError
 from dcop.tables import (
     Op,
@@ -130,7 +131,9 @@ class NumpyBackend(TableBackend):
         hoisted out of that loop and added once after the fold. Memory stays at the output plus one
         block per thread and contiguous copies of the inputs of at most one block's entries
         (larger inputs are read through strided views: a copy of a large message would cost as
-        much memory as the message itself).
+        much memory as the message itself). The check of an enclosing
+        :func:`~dcop.backends.between.checked_between` runs before each block's slice at each
+        value of ``var`` (a deadline inside one large bucket).
         """
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
@@ -165,8 +168,10 @@ class NumpyBackend(TableBackend):
             if var not in t.scope
         ]
         fold = _FOLDS[op]
+        between = Pieces()
 
-        def fill(lead_indices: Iterable[tuple[int, ...]]) -> None:
+        def fill(share: tuple[Iterable[tuple[int, ...]], bool]) -> None:
+            lead_indices, checks = share  # checks: the caller's thread, which runs the check
             acc = np.empty(inner_shape, dtype=dtype)
             slabs = np.empty((d, *inner_shape), dtype=dtype) if op == "logsumexp" else None
             for lead_index in lead_indices:
@@ -175,9 +180,13 @@ class NumpyBackend(TableBackend):
                     # all d slices first, then one shift by their peak and d exps: several times
                     # faster than folding with logaddexp (an exp and a log1p per slice)
                     for x in range(d):
+                        if between.stop(checks):
+                            return
                         _sum_slices(slabs[x, ...], with_var, lead_index, (x,))
                     _logsumexp_slabs(slabs, target, acc)
                 for x in range(d if slabs is None else 0):
+                    if between.stop(checks):
+                        return
                     _sum_slices(acc, with_var, lead_index, (x,))
                     if x == 0:
                         target[...] = acc
@@ -192,10 +201,12 @@ class NumpyBackend(TableBackend):
         blocks = list(np.ndindex(*out_shape[:lead]))
         workers = min(self.threads, len(blocks))
         if workers <= 1:
-            fill(blocks)
+            fill((blocks, True))
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
             taken = TakenInTurn(blocks)  # each thread takes the next block when it is free
-            in_threads(fill, [taken] * workers)
+            # the first share runs in this thread (in_threads), runs the check and, where it
+            # raises, is the error raised
+            in_threads(fill, [(taken, k == 0) for k in range(workers)])
         return Table(out_scope, out)
 
     def best_value(
