@@ -42,5 +42,5 @@ def touched_empty(size: int, dtype: Any = np.float64, threads: int = HOST_CPUS) 
             out[start : start + step] = 0
 
     taken = TakenInTurn(range(0, size, step))
-    in_threads(touch, [(taken, k == 0) for k in range(threads)])
+    in_threads(touch, [(taken, k == 0) for k in range(threads)], between.poll)
     return out

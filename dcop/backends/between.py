@@ -65,3 +65,8 @@ class Pieces:
                 self.stopped = True
                 raise
         return self.stopped
+
+    def poll(self) -> None:
+        """The caller's thread between pieces of none of its own (its share done, the others'
+        running): the check, and where it raises, the others stop at their next piece."""
+        self.stop(True)

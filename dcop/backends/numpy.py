@@ -31,6 +31,8 @@ from dcop.tables import (
     union_scope,
 )
 
+#: Seconds between two calls of :func:`in_threads`' ``waiting`` while the caller waits.
+WAIT_S = 0.01
 #: Output entries one fused CPU join+eliminate block covers (cache-sized; measured best here).
 DEFAULT_BLOCK_ENTRIES = 1 << 18
 #: Output entries from which a sum-product bucket runs in linear space (``_logsumexp_linear``):
@@ -204,9 +206,10 @@ class NumpyBackend(TableBackend):
             fill((blocks, True))
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
             taken = TakenInTurn(blocks)  # each thread takes the next block when it is free
-            # the first share runs in this thread (in_threads), runs the check and, where it
-            # raises, is the error raised
-            in_threads(fill, [(taken, k == 0) for k in range(workers)])
+            # the first share runs in this thread (in_threads), runs the check (and while it
+            # waits for the others) and, where it raises, is the error raised
+            shares = [(taken, k == 0) for k in range(workers)]
+            in_threads(fill, shares, between.poll)
         return Table(out_scope, out)
 
     def best_value(
@@ -229,11 +232,18 @@ class NumpyBackend(TableBackend):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def in_threads(work: Callable[[Any], None], shares: Sequence[Any]) -> None:
+def in_threads(
+    work: Callable[[Any], None],
+    shares: Sequence[Any],
+    waiting: Callable[[], None] | None = None,
+) -> None:
     """``work(share)`` for every share at once: the first in this thread, each other in a thread
     of its own; raises the first share's error (in share order) once all have ended. Plain
     threads: a pool's module (concurrent.futures loads logging) was 7 ms of a small solve's
-    start (example.wcsp's one bucket over a block)."""
+    start (example.wcsp's one bucket over a block). ``waiting`` is called every WAIT_S while
+    this thread waits for the others once its own share is done (a check between pieces, where
+    the others took the pieces left: on a loaded machine, all of them); where it raises, that
+    is the first share's error, and the others are waited for as before."""
     import threading
 
     errors: list[BaseException | None] = [None] * len(shares)
@@ -249,7 +259,16 @@ def in_threads(work: Callable[[Any], None], shares: Sequence[Any]) -> None:
         thread.start()
     run(0)
     for thread in threads:
-        thread.join()
+        while True:
+            polling = waiting is not None and errors[0] is None
+            thread.join(WAIT_S if polling else None)
+            if not thread.is_alive():
+                break
+            if polling and waiting is not None:
+                try:
+                    waiting()
+                except BaseException as exc:  # raised below, once the others have ended
+                    errors[0] = exc
     for error in errors:
         if error is not None:
             raise error

@@ -5,6 +5,7 @@ answer with valid bounds instead of finishing the bucket (a 60 s run held to 86 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from dcop import bucketpass
 from dcop.backends.between import check_between, checked_between
-from dcop.backends.numpy import NumpyBackend
+from dcop.backends.numpy import NumpyBackend, in_threads
 from dcop.bucketpass import bucket_pass
 from dcop.model import CostTable, Problem, Variable
 from dcop.orders.choose import ChosenOrder
@@ -64,18 +65,48 @@ def calls_inside(problem: Problem, order: ChosenOrder, backend: NumpyBackend, st
     return inside[0]
 
 
-@pytest.mark.parametrize("threads", [1, 3])
 def test_a_hook_that_raises_inside_a_bucket_stops_its_join(
-    monkeypatch: pytest.MonkeyPatch, threads: int
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(bucketpass, "PROGRESS_WITHIN_S", 0.0)  # every piece asks
     problem, order = hub(20, leaves=4)
-    backend = NumpyBackend(block_entries=100, threads=threads)  # 100 blocks of 100 entries
-    whole = calls_inside(problem, order, backend, 0)
-    # the call before the bucket, then (from the caller's thread) one per block and value
-    assert whole > 50
+    backend = NumpyBackend(block_entries=100, threads=1)  # 100 blocks of 100 entries
+    # the call before the bucket, then one per block and value of the hub
+    assert calls_inside(problem, order, backend, 0) == 1 + 100 * 20
     assert calls_inside(problem, order, backend, 5) == 5  # stopped: not another piece
     assert check_between() is None  # the pass's check ends with it
+
+
+def test_a_raise_in_the_caller_s_thread_stops_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With three threads the caller's runs the check, between its own pieces or, once the
+    others have taken every piece left (a loaded machine), while it waits for them."""
+    monkeypatch.setattr(bucketpass, "PROGRESS_WITHIN_S", 0.0)
+    problem, order = hub(200, leaves=5)  # 1000 blocks of 100 entries, 200 values each
+    backend = NumpyBackend(block_entries=100, threads=3)
+    assert calls_inside(problem, order, backend, 2) == 2
+    assert check_between() is None
+
+
+def test_the_caller_checks_while_it_waits_for_the_other_threads() -> None:
+    started, stop = threading.Event(), threading.Event()
+    polls: list[int] = []
+
+    def work(share: int) -> None:
+        if share:  # another thread's share: long, until the caller's check stops it
+            started.set()
+            stop.wait(60)
+
+    def waiting() -> None:
+        polls.append(1)
+        if len(polls) == 3:
+            stop.set()
+            raise Stop
+
+    with pytest.raises(Stop):
+        in_threads(work, [0, 1], waiting)
+    assert started.is_set() and len(polls) == 3
 
 
 def test_a_raise_inside_a_bucket_of_argbest_decoding_stops_it(
