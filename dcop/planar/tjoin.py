@@ -29,9 +29,9 @@ own edges (at most one level each: :attr:`TJoin.slack`), and the solver reports 
 of a proof.
 
 With a deadline (a :func:`time.monotonic` instant), the loops written here look at it: every
-``CHECK_EDGES`` edges handed to PyMatching, and between the fallback's Dijkstra runs; its
+``CHECK_EDGES`` edges handed to PyMatching, and between the fallback's Dijkstra runs; a
 matching, which cannot be stopped, starts only where it is predicted to end in time
-(:data:`MATCHING_S_PER_ODD3`). Past the deadline :class:`~dcop.planar.ising.PlanarLate` is raised: the solver then
+(PyMatching's decode: :data:`PYMATCHING_S_PER_ODD2`; networkx's: :data:`MATCHING_S_PER_ODD3`). Past the deadline :class:`~dcop.planar.ising.PlanarLate` is raised: the solver then
 answers without the join (:func:`dcop.planar.solver.solve_planar`).
 """
 
@@ -64,6 +64,9 @@ CHECK_EDGES = 4096
 #: Seconds of networkx's matching per cubed odd face (2.5 s for 260 odd faces on the 2-core VM,
 #: 1.4e-7; twice that: a prediction that errs long).
 MATCHING_S_PER_ODD3 = 3e-7
+#: Seconds of PyMatching's decode per squared odd face (0.016 s for 1944 odd faces, 0.29 s for
+#: 8056 on the 2-core VM: 4.2e-9 and 4.5e-9; twice that).
+PYMATCHING_S_PER_ODD2 = 1e-8
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -170,8 +173,15 @@ def min_tjoin(
 
 
 def _late(deadline: float | None, seconds: float = 0.0) -> None:
-    """Raise :class:`PlanarLate` where ``seconds`` from now is past ``deadline``."""
-    if deadline is not None and time.monotonic() + seconds >= deadline:
+    """Raise :class:`PlanarLate` where ``seconds`` (a step's prediction) from now is past
+    ``deadline``."""
+    if deadline is None:
+        return
+    if seconds and time.monotonic() + seconds >= deadline:
+        raise PlanarLate(
+            f"the T-join's matching (predicted {seconds:.3g} s) would not end before the deadline"
+        )
+    if time.monotonic() >= deadline:
         raise PlanarLate("the deadline came before the T-join was found")
 
 
@@ -195,6 +205,7 @@ def _pymatching(
         graph.add_edge(u, v, {k}, level, -1.0, "disallow")
     graph.set_min_num_observables(len(edges))
     odd = np.flatnonzero(dual.odd[: graph.get_num_detectors()]).astype(np.int64)
+    _late(deadline, PYMATCHING_S_PER_ODD2 * float(odd.size) ** 2)  # decode cannot be stopped
     flipped, _weight = graph.decode(odd, enable_correlations=False)
     return np.asarray(flipped[: len(edges)], dtype=bool)
 

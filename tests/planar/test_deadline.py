@@ -75,6 +75,19 @@ def test_the_fallback_s_matching_is_not_begun_where_it_would_end_late(
     assert stopped.lower_bound > floor
 
 
+@pytest.mark.skipif(not tjoin.pymatching_available(), reason="PyMatching missing")
+def test_pymatching_s_decode_is_not_begun_where_it_would_end_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    problem = generators.spin_glass(8, 2)
+    optimum = solve_planar(problem).upper_bound
+    monkeypatch.setattr(tjoin, "PYMATCHING_S_PER_ODD2", 1e3)
+    stopped = solve_planar(problem, use_pymatching=True, deadline=time.monotonic() + 3600)
+    check_stopped(problem, stopped, optimum)
+    assert "matching (predicted" in (stopped.stopped or "")
+    assert solve_planar(problem, use_pymatching=True).exact  # no deadline: as before
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_least_join_is_below_the_minimum_join(seed: int) -> None:
     for problem in (generators.spin_glass(9, seed), wheel(7 + seed)):
