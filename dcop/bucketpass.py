@@ -13,6 +13,11 @@ bucket with :func:`eliminate_keeping_argbest`, keeps its argbest table (a bit pe
 binary variable, else the smallest unsigned dtype that holds its values) and drops the bucket's
 tables at once; :func:`decode` then reads one entry of each argbest table.
 
+A progress hook hears of each bucket before it is eliminated, and again between the pieces of
+its fused join+eliminate (:mod:`dcop.backends.between`, on the backends that compute a bucket in
+pieces on the host: NumPy's); a hook that raises stops the pass, inside a large bucket too (the
+search's deadline).
+
 The sum of the scalar outputs (and of the problem's constant) is the optimum (BE) or a lower
 bound (MBE). This module sits below ``dcop.inference``: the search uses it without importing the
 inference room.
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backends.base import Planned, TableBackend, capable, on_device
+from dcop.backends.between import Check, checked_between
 from dcop.buckets import (
     BucketOutput,
     OutputCheck,
@@ -48,7 +54,13 @@ from dcop.tables import Op, Table
 
 #: progress(done, total, variable): work done so far of the run's total, in joined entries (the
 #: plan's :attr:`~dcop.plan.bucket_plan.MemoryPlan.total_work`), and the bucket now eliminated.
+#: Heard before each bucket, and again while a bucket is eliminated (at most every
+#: :data:`PROGRESS_WITHIN_S`): a hook that raises stops the pass there too.
 ProgressFn = Callable[[int, int, str], None]
+
+#: Seconds between two calls of the progress hook inside one bucket: the table operations call
+#: it between their pieces (:mod:`dcop.backends.between`), thousands of times a second.
+PROGRESS_WITHIN_S = 0.01
 
 
 @dataclass
@@ -192,18 +204,21 @@ def bucket_pass(
             progress(done, plan.total_work, var)
         t0 = time.perf_counter()
         if lean:
-            output, best = eliminate_keeping_argbest(
-                backend, tables[var], var, op=op, order=position, check=lean_check
-            )
+            with checked_between(within(progress, done, plan.total_work, var)):
+                output, best = eliminate_keeping_argbest(
+                    backend, tables[var], var, op=op, order=position, check=lean_check
+                )
             argbest[var] = best
             held += (0 if isinstance(best, int) else best.nbytes) - _message_bytes(
                 tables[var], origins[var], host_bytes
             )
             tables[var], origins[var] = [], []  # read no more: the argbest table decodes var
         else:
-            output = eliminate_bucket(
-                backend, tables[var], var, z=z, op=op, order=position, check=check, match=match
-            )
+            with checked_between(within(progress, done, plan.total_work, var)):
+                output = eliminate_bucket(
+                    backend, tables[var], var, z=z, op=op, order=position, check=check,
+                    match=match,
+                )  # fmt: skip
         for mini in output.plans:
             stats.largest_output = max(stats.largest_output, mini.out_entries)
             stats.largest_joined = max(stats.largest_joined, mini.joined_entries)
@@ -221,6 +236,23 @@ def bucket_pass(
     if progress is not None:
         progress(plan.total_work, plan.total_work, "")
     return Buckets(list(order), tables, origins, scalars, stats, argbest if lean else None)
+
+
+def within(progress: ProgressFn | None, done: int, total: int, var: str) -> Check | None:
+    """The check inside the bucket of ``var``: ``progress`` as heard before it, at most every
+    PROGRESS_WITHIN_S (a bar's update, or a deadline's raise, costs more than a piece)."""
+    if progress is None:
+        return None
+    last = time.monotonic()
+
+    def check() -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_WITHIN_S:
+            last = now
+            progress(done, total, var)
+
+    return check
 
 
 def _place(

@@ -20,6 +20,7 @@ import numpy as np
 
 from dcop.allocator import keep_freed_memory
 from dcop.backends.base import BackendInfo, TableBackend
+from dcop.backends.between import Pieces
 from dcop.errors import ModelError
 from dcop.tables import (
     Op,
@@ -30,6 +31,8 @@ from dcop.tables import (
     union_scope,
 )
 
+#: Seconds between two calls of :func:`in_threads`' ``waiting`` while the caller waits.
+WAIT_S = 0.01
 #: Output entries one fused CPU join+eliminate block covers (cache-sized; measured best here).
 DEFAULT_BLOCK_ENTRIES = 1 << 18
 #: Output entries from which a sum-product bucket runs in linear space (``_logsumexp_linear``):
@@ -130,7 +133,9 @@ class NumpyBackend(TableBackend):
         hoisted out of that loop and added once after the fold. Memory stays at the output plus one
         block per thread and contiguous copies of the inputs of at most one block's entries
         (larger inputs are read through strided views: a copy of a large message would cost as
-        much memory as the message itself).
+        much memory as the message itself). The check of an enclosing
+        :func:`~dcop.backends.between.checked_between` runs before each block's slice at each
+        value of ``var`` (a deadline inside one large bucket).
         """
         sizes, out_scope = check_join_eliminate(tables, var, op, scope)
         out_shape = tuple(sizes[v] for v in out_scope)
@@ -165,8 +170,10 @@ class NumpyBackend(TableBackend):
             if var not in t.scope
         ]
         fold = _FOLDS[op]
+        between = Pieces()
 
-        def fill(lead_indices: Iterable[tuple[int, ...]]) -> None:
+        def fill(share: tuple[Iterable[tuple[int, ...]], bool]) -> None:
+            lead_indices, checks = share  # checks: the caller's thread, which runs the check
             acc = np.empty(inner_shape, dtype=dtype)
             slabs = np.empty((d, *inner_shape), dtype=dtype) if op == "logsumexp" else None
             for lead_index in lead_indices:
@@ -175,9 +182,13 @@ class NumpyBackend(TableBackend):
                     # all d slices first, then one shift by their peak and d exps: several times
                     # faster than folding with logaddexp (an exp and a log1p per slice)
                     for x in range(d):
+                        if between.stop(checks):
+                            return
                         _sum_slices(slabs[x, ...], with_var, lead_index, (x,))
                     _logsumexp_slabs(slabs, target, acc)
                 for x in range(d if slabs is None else 0):
+                    if between.stop(checks):
+                        return
                     _sum_slices(acc, with_var, lead_index, (x,))
                     if x == 0:
                         target[...] = acc
@@ -192,10 +203,13 @@ class NumpyBackend(TableBackend):
         blocks = list(np.ndindex(*out_shape[:lead]))
         workers = min(self.threads, len(blocks))
         if workers <= 1:
-            fill(blocks)
+            fill((blocks, True))
         else:  # NumPy releases the GIL in these loops: blocks run in parallel threads
             taken = TakenInTurn(blocks)  # each thread takes the next block when it is free
-            in_threads(fill, [taken] * workers)
+            # the first share runs in this thread (in_threads), runs the check (and while it
+            # waits for the others) and, where it raises, is the error raised
+            shares = [(taken, k == 0) for k in range(workers)]
+            in_threads(fill, shares, between.poll)
         return Table(out_scope, out)
 
     def best_value(
@@ -218,11 +232,18 @@ class NumpyBackend(TableBackend):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def in_threads(work: Callable[[Any], None], shares: Sequence[Any]) -> None:
+def in_threads(
+    work: Callable[[Any], None],
+    shares: Sequence[Any],
+    waiting: Callable[[], None] | None = None,
+) -> None:
     """``work(share)`` for every share at once: the first in this thread, each other in a thread
     of its own; raises the first share's error (in share order) once all have ended. Plain
     threads: a pool's module (concurrent.futures loads logging) was 7 ms of a small solve's
-    start (example.wcsp's one bucket over a block)."""
+    start (example.wcsp's one bucket over a block). ``waiting`` is called every WAIT_S while
+    this thread waits for the others once its own share is done (a check between pieces, where
+    the others took the pieces left: on a loaded machine, all of them); where it raises, that
+    is the first share's error, and the others are waited for as before."""
     import threading
 
     errors: list[BaseException | None] = [None] * len(shares)
@@ -238,7 +259,16 @@ def in_threads(work: Callable[[Any], None], shares: Sequence[Any]) -> None:
         thread.start()
     run(0)
     for thread in threads:
-        thread.join()
+        while True:
+            polling = waiting is not None and errors[0] is None
+            thread.join(WAIT_S if polling else None)
+            if not thread.is_alive():
+                break
+            if polling and waiting is not None:
+                try:
+                    waiting()
+                except BaseException as exc:  # raised below, once the others have ended
+                    errors[0] = exc
     for error in errors:
         if error is not None:
             raise error

@@ -170,10 +170,11 @@ def _dfbnb(problem: Problem, request: Request) -> SolveResult:
 
 def _planar(problem: Problem, request: Request) -> SolveResult:
     """The exact ground state of a planar Ising model without field (:mod:`dcop.planar`):
-    polynomial, no order, no backend, no dtype (float64); a one-line refusal elsewhere."""
+    polynomial, no order, no backend, no dtype (float64); a one-line refusal elsewhere. With a
+    deadline it stops there with a spanning tree's assignment and bounds (status timeout)."""
     from dcop.planar import solve_planar
 
-    return solve_planar(problem)
+    return solve_planar(problem, deadline=request.deadline)
 
 
 def _agents(algo: str) -> Callable[[Problem, Request], RunResult]:
@@ -197,7 +198,7 @@ CENTRAL: dict[str, Solver[SolveResult]] = {
         Solver(CentralAlgo.mbe.value, "required", False, ("min", "pr"), _eliminate("mbe")),
         Solver(CentralAlgo.aobb.value, "optional", True, ("min",), _aobb, threads=True),
         Solver(CentralAlgo.dfbnb.value, "ignored", True, ("min",), _dfbnb),
-        Solver(CentralAlgo.planar.value, "ignored", False, ("min",), _planar),
+        Solver(CentralAlgo.planar.value, "ignored", True, ("min",), _planar),
         Solver(CentralAlgo.auto.value, "ignored", True, ("min",), _auto, threads=True),
     )
 }

@@ -201,7 +201,7 @@ def solve_auto(
     (:func:`dcop.search.solver.solve_aobb`)."""
     from dcop.planar.auto import planar_first  # first: polynomial where it applies
 
-    early = planar_first(problem)
+    early = planar_first(problem, deadline if timeout is None else time.monotonic() + timeout)
     if early is not None:
         return early
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search

@@ -7,7 +7,8 @@ planar dual (:mod:`.dual`, :mod:`.tjoin`), the assignment follows by a walk (:mo
 
 from __future__ import annotations
 
-from dcop.planar.ising import NotPlanar, why_not
+from dcop.planar.embed import why_not
+from dcop.planar.ising import NotPlanar
 from dcop.planar.solver import solve_planar
 
 __all__ = ["NotPlanar", "solve_planar", "why_not"]

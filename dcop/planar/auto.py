@@ -8,6 +8,8 @@ only on a pairwise binary model without field, and its embedding serves the solv
 
 from __future__ import annotations
 
+import time
+
 from dcop.model import Problem
 from dcop.planar.ising import NotPlanar
 from dcop.planar.solver import solve_planar
@@ -22,15 +24,26 @@ def suits(problem: Problem) -> bool:
     )
 
 
-def planar_first(problem: Problem) -> SolveResult | None:
+def planar_first(problem: Problem, deadline: float | None = None) -> SolveResult | None:
     """The planar solver's proof where it applies and proves the optimum, with ``choice`` saying
-    so; None elsewhere (``auto`` goes on with BE's plan and the search)."""
+    so; None elsewhere (``auto`` goes on with BE's plan and the search).
+
+    With a ``deadline`` (a :func:`time.monotonic` instant) the solver stops as
+    :func:`~dcop.planar.solver.solve_planar` says. Where it stopped with time left (it did not
+    begin a step predicted past the deadline), ``auto`` goes on with that time; where the
+    deadline itself stopped it, its answer is the run's (status ``timeout``): the other solvers
+    would start with no time left, and their start (numba's load) alone takes seconds."""
     if not problem.variables or not suits(problem):
         return None
     try:
-        result = solve_planar(problem)
+        result = solve_planar(problem, deadline=deadline)
     except NotPlanar:
         return None
+    if result.stopped is not None:
+        if deadline is not None and time.monotonic() < deadline:
+            return None
+        result.choice = f"planar: a planar Ising model without field, stopped ({result.stopped})"
+        return result
     if not result.exact:  # weights of no common unit, too many frustrated faces: bounds only
         return None
     stats = result.planar

@@ -19,9 +19,10 @@ assignment's cost can be from the field-free form. The solver subtracts it from 
 so a proof stays a proof: the bounds meet (within the search's proof margin) only where the
 dropped parts are float noise.
 
-The graph (pairs with a non-zero coupling) must be planar: :func:`planar_embedding` asks
-networkx's left-right test, which also gives the embedding the faces are read from. Everything
-else here costs milliseconds on a thousand variables; the planarity test is run last, only on a
+The graph (pairs with a non-zero coupling) must be planar: a full grid's embedding is its
+drawing (:mod:`.grid`), any other graph asks networkx's left-right test (:func:`planar_embedding`),
+which also gives the embedding the faces are read from (:mod:`.embed` chooses). Everything else
+here costs milliseconds on a thousand variables; the planarity test is run last, only on a
 pairwise binary model without field.
 """
 
@@ -44,6 +45,11 @@ FloatArray = npt.NDArray[np.float64]
 
 class NotPlanar(ModelError):
     """The planar solver does not apply to this problem; the message says why, in one line."""
+
+
+class PlanarLate(Exception):
+    """The deadline came, or would come, before the planar solver's next step ends (a step that
+    cannot be stopped once begun is not begun): the message says which step."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ def ising_form(problem: Problem) -> IsingModel:
     names = tuple(problem.variables)
     for name, var in problem.variables.items():
         if var.size != 2:
-            raise NotPlanar(_not_binary(name, var.size))
+            raise NotPlanar(not_binary(name, var.size))
     index = {name: i for i, name in enumerate(names)}
     n = len(names)
     by_arity: tuple[list[CostTable], list[CostTable], list[CostTable]] = ([], [], [])
@@ -152,20 +158,6 @@ def planar_embedding(model: IsingModel) -> object:
     return embedding
 
 
-def why_not(problem: Problem) -> str | None:
-    """None where the planar solver applies to ``problem`` (pairwise, binary, no field, planar),
-    else why not, in one line. A problem with a variable of other than two values is answered
-    at once."""
-    if any(var.size != 2 for var in problem.variables.values()):
-        return next(
-            _not_binary(name, var.size) for name, var in problem.variables.items() if var.size != 2
-        )
-    try:
-        planar_embedding(ising_form(problem))
-    except NotPlanar as exc:
-        return str(exc)
-    return None
-
-
-def _not_binary(name: str, size: int) -> str:
+def not_binary(name: str, size: int) -> str:
+    """Why a variable of ``size`` values is refused, in one line."""
     return f"planar: {name} takes {size} value{'' if size == 1 else 's'} (two are needed)"

@@ -33,8 +33,9 @@ import numpy as np
 
 from dcop.errors import ModelError
 from dcop.model import Problem
-from dcop.planar.dual import Dual, dual_of
-from dcop.planar.ising import IsingModel, ising_form, planar_embedding
+from dcop.planar.dual import Dual, dual_from_successors
+from dcop.planar.embed import planar_successors
+from dcop.planar.ising import IsingModel, PlanarLate, ising_form
 from dcop.planar.tjoin import TJoin, min_tjoin
 from dcop.results.solve import SolveResult
 
@@ -68,23 +69,39 @@ class PlanarStats:
         }
 
 
-def solve_planar(problem: Problem, use_pymatching: bool | None = None) -> SolveResult:
+def solve_planar(
+    problem: Problem, use_pymatching: bool | None = None, deadline: float | None = None
+) -> SolveResult:
     """The optimum of a planar Ising model without field (see the module docstring), or
     :class:`~dcop.planar.ising.NotPlanar` saying in one line why the problem is not one.
     ``use_pymatching``: None uses PyMatching where it is installed, False the exact fallback
-    (networkx), True requires PyMatching."""
+    (networkx), True requires PyMatching.
+
+    ``deadline`` (a :func:`time.monotonic` instant): the solver looks at it between its steps and
+    in its own loops, and does not begin a step that cannot be stopped (networkx's planarity
+    test, its matching) where that is predicted to end past it. Stopped, it answers what it has
+    (status ``timeout``, :func:`stopped_answer`): no spin is known before the join, so the
+    assignment satisfies the couplings of a spanning tree, and the lower bound is the join's
+    least weight (zero, or half the lightest edge at each frustrated face once the faces are
+    known)."""
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     model = ising_form(problem)
-    embedding = planar_embedding(model)
-    times["recognise"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    dual = dual_of(model, embedding)
-    times["faces"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    weights = np.abs(model.coupling)
-    join = min_tjoin(dual, weights, use_pymatching)
-    times["tjoin"] = time.perf_counter() - t0
+    dual: Dual | None = None
+    try:
+        successor, _how = planar_successors(model, deadline)
+        times["recognise"] = time.perf_counter() - t0
+        _late(deadline, "the faces")
+        t0 = time.perf_counter()
+        dual = dual_from_successors(model, successor)
+        times["faces"] = time.perf_counter() - t0
+        _late(deadline, "the T-join")
+        t0 = time.perf_counter()
+        weights = np.abs(model.coupling)
+        join = min_tjoin(dual, weights, use_pymatching, deadline)
+        times["tjoin"] = time.perf_counter() - t0
+    except PlanarLate as exc:
+        return stopped_answer(problem, model, dual, times, str(exc))
     t0 = time.perf_counter()
     spins = spins_of(model, join)
     value = model.constant + float(model.coupling[model.coupling < 0].sum())
@@ -106,7 +123,69 @@ def solve_planar(problem: Problem, use_pymatching: bool | None = None) -> SolveR
         lower = upper = math.inf  # every assignment reaches the WCSP's top: infeasible
     times["assign"] = time.perf_counter() - t0
     times["total"] = sum(times.values())
-    result = SolveResult(
+    result = _result(problem, assignment, lower, upper, times)
+    result.planar = PlanarStats(
+        edges=len(model.a),
+        faces=dual.faces,
+        frustrated=dual.frustrated,
+        tjoin=join.method,
+        unit=join.unit,
+        slack=model.slack + join.slack,
+    )
+    return result
+
+
+def stopped_answer(
+    problem: Problem, model: IsingModel, dual: Dual | None, times: dict[str, float], why: str
+) -> SolveResult:
+    """The answer of a solve stopped at its deadline before its join (``why``: the step it did
+    not end): spins that satisfy every coupling of a spanning tree (the walk of
+    :func:`spins_of` with an empty join), and the lower bound ``constant + sum_{K < 0} K`` plus
+    a least weight of any join: every frustrated face has an edge of the join, and an edge has
+    two faces, so a join weighs at least half the sum over the frustrated faces of their
+    lightest edge (0 before the faces are known), less the model's slack."""
+    t0 = time.perf_counter()
+    empty = TJoin(np.zeros(len(model.a), dtype=bool), "none", None, 0.0)
+    spins = spins_of(model, empty)
+    assignment = {name: int(s) for name, s in zip(model.names, spins.tolist(), strict=True)}
+    upper = problem.evaluate(assignment)
+    lower = model.constant + float(model.coupling[model.coupling < 0].sum()) - model.slack
+    if dual is not None:
+        lower += least_join(dual, np.abs(model.coupling))
+    times["assign"] = time.perf_counter() - t0
+    times["total"] = sum(times.values())
+    result = _result(problem, assignment, min(lower, upper), upper, times)
+    result.stopped = f"planar: {why}; the answer satisfies a spanning tree's couplings"
+    return result
+
+
+def least_join(dual: Dual, weights: np.ndarray) -> float:
+    """A lower bound on the weight of any T-join of ``dual``: half the sum, over its odd faces,
+    of the lightest edge (not a loop) at each."""
+    if not dual.odd.any():
+        return 0.0
+    lightest = np.full(dual.faces, np.inf)
+    proper = dual.left != dual.right
+    np.minimum.at(lightest, dual.left[proper], weights[proper])
+    np.minimum.at(lightest, dual.right[proper], weights[proper])
+    at_odd = lightest[dual.odd]
+    return float(at_odd[np.isfinite(at_odd)].sum()) / 2
+
+
+def _late(deadline: float | None, step: str) -> None:
+    """Raise :class:`PlanarLate` before ``step`` where ``deadline`` has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise PlanarLate(f"the deadline came before {step}")
+
+
+def _result(
+    problem: Problem,
+    assignment: dict[str, int],
+    lower: float,
+    upper: float,
+    times: dict[str, float],
+) -> SolveResult:
+    return SolveResult(
         problem=problem,
         algo="planar",
         assignment=assignment,
@@ -120,15 +199,6 @@ def solve_planar(problem: Problem, use_pymatching: bool | None = None) -> SolveR
         dtype="float64",
         times=times,
     )
-    result.planar = PlanarStats(
-        edges=len(model.a),
-        faces=dual.faces,
-        frustrated=dual.frustrated,
-        tjoin=join.method,
-        unit=join.unit,
-        slack=model.slack + join.slack,
-    )
-    return result
 
 
 def spins_of(model: IsingModel, join: TJoin) -> np.ndarray:
@@ -160,4 +230,4 @@ def spins_of(model: IsingModel, join: TJoin) -> np.ndarray:
     return np.array(spins, dtype=np.int8)
 
 
-__all__ = ["Dual", "PlanarStats", "solve_planar", "spins_of"]
+__all__ = ["Dual", "PlanarStats", "solve_planar", "spins_of", "stopped_answer"]

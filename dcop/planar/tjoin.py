@@ -27,12 +27,19 @@ Weights of no common unit with more odd faces than that go to PyMatching scaled 
 levels, each rounded down: the join is then near-minimum, within what the rounding took off its
 own edges (at most one level each: :attr:`TJoin.slack`), and the solver reports bounds instead
 of a proof.
+
+With a deadline (a :func:`time.monotonic` instant), the loops written here look at it: every
+``CHECK_EDGES`` edges handed to PyMatching, and between the fallback's Dijkstra runs; a
+matching, which cannot be stopped, starts only where it is predicted to end in time
+(PyMatching's decode: :data:`PYMATCHING_S_PER_ODD2`; networkx's: :data:`MATCHING_S_PER_ODD3`). Past the deadline :class:`~dcop.planar.ising.PlanarLate` is raised: the solver then
+answers without the join (:func:`dcop.planar.solver.solve_planar`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +48,7 @@ import numpy.typing as npt
 
 from dcop.errors import BackendUnavailable
 from dcop.planar.dual import Dual
+from dcop.planar.ising import NotPlanar, PlanarLate
 
 #: PyMatching's whole-number weights: at most ``NUM_DISTINCT_WEIGHTS - 1`` (2**24 - 1).
 MOST_LEVELS = (1 << 24) - 1
@@ -51,6 +59,14 @@ UNIT_REL = 1e-9
 FALLBACK_MOST_ODD = 300
 #: The ways a join is found, as the result document names them.
 METHODS = ("none", "pymatching", "networkx", "pymatching-scaled")
+#: Edges handed to PyMatching between two looks at the deadline.
+CHECK_EDGES = 4096
+#: Seconds of networkx's matching per cubed odd face (2.5 s for 260 odd faces on the 2-core VM,
+#: 1.4e-7; twice that: a prediction that errs long).
+MATCHING_S_PER_ODD3 = 3e-7
+#: Seconds of PyMatching's decode per squared odd face (0.016 s for 1944 odd faces, 0.29 s for
+#: 8056 on the 2-core VM: 4.2e-9 and 4.5e-9; twice that).
+PYMATCHING_S_PER_ODD2 = 1e-8
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -111,11 +127,15 @@ def lightest_edges(dual: Dual, weights: npt.NDArray[np.float64]) -> npt.NDArray[
 
 
 def min_tjoin(
-    dual: Dual, weights: npt.NDArray[np.float64], use_pymatching: bool | None = None
+    dual: Dual,
+    weights: npt.NDArray[np.float64],
+    use_pymatching: bool | None = None,
+    deadline: float | None = None,
 ) -> TJoin:
     """A minimum-weight T-join of ``dual`` (T: its odd faces) for ``weights`` (> 0, one per
     edge). ``use_pymatching``: None uses it where it is installed; False forces the fallback;
-    True requires it (:class:`~dcop.errors.BackendUnavailable` without it)."""
+    True requires it (:class:`~dcop.errors.BackendUnavailable` without it). ``deadline``: see the
+    module docstring (:class:`~dcop.planar.ising.PlanarLate`)."""
     chosen = np.zeros(len(dual.left), dtype=bool)
     if not dual.odd.any():
         return TJoin(chosen, "none", None, 0.0)
@@ -129,33 +149,47 @@ def min_tjoin(
     odd = int(dual.odd.sum())
     if use_pymatching and unit is not None:
         levels = np.rint(w / unit)
-        picked = _pymatching(dual, edges, levels)
+        picked = _pymatching(dual, edges, levels, deadline)
         noise = float(np.abs(w - unit * levels).sum())
         chosen[edges[picked]] = True
         return TJoin(chosen, "pymatching", unit, 2 * noise)
     if odd <= FALLBACK_MOST_ODD or not use_pymatching:
         if odd > FALLBACK_MOST_ODD:
-            from dcop.planar.ising import NotPlanar
-
             raise NotPlanar(
                 f"planar: {odd} frustrated faces; without PyMatching the exact matching "
                 f"(networkx) takes at most {FALLBACK_MOST_ODD} (pip install pymatching)"
             )
-        chosen[edges[_networkx(dual, edges, w)]] = True
+        chosen[edges[_networkx(dual, edges, w, deadline)]] = True
         return TJoin(chosen, "networkx", None, 0.0)
     # no common unit and too many odd faces for the fallback: PyMatching on 2**24 levels, each
     # weight rounded down: any join J has w(J) >= per_level * levels(J) >= per_level *
     # levels(picked), so picked is within w(picked) - per_level * levels(picked) of a minimum
     per_level = float(w.max()) / MOST_LEVELS
     levels = np.floor(w / per_level)
-    picked = _pymatching(dual, edges, levels)
+    picked = _pymatching(dual, edges, levels, deadline)
     slack = float(w[picked].sum() - per_level * levels[picked].sum())
     chosen[edges[picked]] = True
     return TJoin(chosen, "pymatching-scaled", None, slack)
 
 
+def _late(deadline: float | None, seconds: float = 0.0) -> None:
+    """Raise :class:`PlanarLate` where ``seconds`` (a step's prediction) from now is past
+    ``deadline``."""
+    if deadline is None:
+        return
+    if seconds and time.monotonic() + seconds >= deadline:
+        raise PlanarLate(
+            f"the T-join's matching (predicted {seconds:.3g} s) would not end before the deadline"
+        )
+    if time.monotonic() >= deadline:
+        raise PlanarLate("the deadline came before the T-join was found")
+
+
 def _pymatching(
-    dual: Dual, edges: npt.NDArray[np.int64], levels: npt.NDArray[np.float64]
+    dual: Dual,
+    edges: npt.NDArray[np.int64],
+    levels: npt.NDArray[np.float64],
+    deadline: float | None = None,
 ) -> BoolArray:
     """PyMatching's minimum join over ``edges`` (whole-number weights ``levels``): a mask over
     ``edges``. Each edge carries its position as its fault id; ``decode`` flips the ids of the
@@ -164,11 +198,14 @@ def _pymatching(
     for k, (u, v, level) in enumerate(
         zip(dual.left[edges].tolist(), dual.right[edges].tolist(), levels.tolist(), strict=True)
     ):
+        if k % CHECK_EDGES == 0:
+            _late(deadline)
         # (node, node, fault ids, weight, error probability: none, merge: parallel edges are
         # gone already)
         graph.add_edge(u, v, {k}, level, -1.0, "disallow")
     graph.set_min_num_observables(len(edges))
     odd = np.flatnonzero(dual.odd[: graph.get_num_detectors()]).astype(np.int64)
+    _late(deadline, PYMATCHING_S_PER_ODD2 * float(odd.size) ** 2)  # decode cannot be stopped
     flipped, _weight = graph.decode(odd, enable_correlations=False)
     return np.asarray(flipped[: len(edges)], dtype=bool)
 
@@ -199,7 +236,12 @@ def _matching_extension() -> Any:
     return module
 
 
-def _networkx(dual: Dual, edges: npt.NDArray[np.int64], w: npt.NDArray[np.float64]) -> BoolArray:
+def _networkx(
+    dual: Dual,
+    edges: npt.NDArray[np.int64],
+    w: npt.NDArray[np.float64],
+    deadline: float | None = None,
+) -> BoolArray:
     """The exact fallback: a mask over ``edges``. Dijkstra from each odd face; the complete graph
     of the odd faces weighted by their distances; its minimum-weight perfect matching; the
     symmetric difference of the matched pairs' shortest paths."""
@@ -214,10 +256,12 @@ def _networkx(dual: Dual, edges: npt.NDArray[np.int64], w: npt.NDArray[np.float6
     paths: dict[int, dict[int, list[int]]] = {}
     pairs = nx.Graph()
     for i, source in enumerate(odd):
+        _late(deadline)
         distance, paths[source] = nx.single_source_dijkstra(graph, source, weight="weight")
         for target in odd[i + 1 :]:
             if target in distance:
                 pairs.add_edge(source, target, weight=distance[target])
+    _late(deadline, MATCHING_S_PER_ODD3 * len(odd) ** 3)  # it cannot be stopped once begun
     picked = np.zeros(len(edges), dtype=bool)
     for source, target in nx.min_weight_matching(pairs, weight="weight"):
         path = paths[source][target] if source in paths else paths[target][source]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from dcop.backends.base import TableBackend
+from dcop.backends.between import checked_between
 from dcop.bucketpass import Buckets
 from dcop.host_arrays import touched_empty
 from dcop.model import Problem
@@ -35,8 +36,6 @@ CACHE_ENTRY_BYTES = 16
 #: The largest context table one node may cache (entries): a larger one costs page faults and
 #: TLB misses on most lookups, where the subproblem is rarely met twice in the same context.
 NODE_CACHE_MAX = 1 << 22
-#: Buckets copied between two calls of the caller's check.
-CHECK_EVERY = 256
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,9 @@ def compile_search(
 ) -> Compiled:
     """The search's :class:`Model` for ``problem`` along ``order`` with the heuristic of
     ``buckets`` (a :func:`~dcop.bucketpass.bucket_pass` over ``order``), caching contexts within
-    ``cache_bytes`` (smallest contexts first). ``check`` is called every CHECK_EVERY buckets (it
-    may raise to stop: thousands of buckets take seconds). ``z`` is the pass's mini-bucket size
+    ``cache_bytes`` (smallest contexts first). ``check`` is called before each table is copied (it
+    may raise to stop: thousands of buckets take seconds, and the messages of a z = 8 pass on the
+    random networks 3 s, many more on a loaded machine; a call costs a clock's read). ``z`` is the pass's mini-bucket size
     (None: exact; 0, the default: not known): a node's subtree whose buckets each joined at most
     ``z`` variables was eliminated exactly, and the walk takes its heuristic as its optimum."""
     names = list(order)
@@ -88,7 +88,8 @@ def compile_search(
     # one flat array, each table copied into place once (no list of copies to concatenate)
     total_entries = sum(t.size for v in names for t in buckets.tables[v])
     total_entries += sum(1 for x in buckets.scalars.values() if x != 0.0)
-    flat_tables = touched_empty(max(1, total_entries))
+    with checked_between(check):  # the pages of a z = 8 pass's messages took seconds
+        flat_tables = touched_empty(max(1, total_entries))
     on_host = backend.name == "numpy"
     f_off: list[int] = []
     f_sc: list[int] = [0]
@@ -148,9 +149,9 @@ def compile_search(
     heuristic_entries = 0
     for var in names:
         w = node[var]
-        if check is not None and w % CHECK_EVERY == 0:
-            check()
         for table, origin in zip(buckets.tables[var], buckets.origins[var], strict=True):
+            if check is not None:
+                check()
             f = add_function(table.scope, table.data, var)
             if origin is None:
                 labels[w].append(f)
