@@ -165,15 +165,18 @@ def _say(message: dict[str, int | float]) -> None:
 
 def prepare_template() -> None:
     """What a template does once before it forks: imports :data:`PRELOAD`, rehearses the
-    solving path, makes the children's streams and log handler, freezes the heap."""
+    solving path and the links, makes the children's streams and log handler, freezes the
+    heap."""
     one_blas_thread()  # before PRELOAD imports NumPy (see dcop.blas)
     for name in PRELOAD:
         importlib.import_module(name)
+    from dcop.agents.link_rehearsal import rehearse_links
     from dcop.agents.rehearsal import rehearse
     from dcop.agents.run import prepare_logging
     from dcop.backends import get_backend
 
     rehearse(get_backend("numpy"))  # what a first call initialises, initialised once for all
+    rehearse_links()  # pyzmq's and the transport's first calls too (see agents.link_rehearsal)
     global _STREAMS
     _STREAMS = ChildStreams()
     prepare_logging(_STREAMS.stderr)  # each child only names itself (agents.run.agent_logging)
