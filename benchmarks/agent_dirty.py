@@ -6,7 +6,7 @@
 A forked child shares its template's memory copy-on-write: every page it writes (a reference
 count, an allocation, a first call's cache) becomes a private page of its own, a page fault, and
 part of its PSS. This process becomes a template as dcop's does (``forked.prepare_template``:
-the preloaded imports, the rehearsal, the children's streams and log handler, the frozen heap)
+the preloaded imports, the rehearsals of the solving path and of the links, the children's streams and log handler, the frozen heap)
 and forks children that run an agent's start-up one step at a time, with dcop's own functions:
 the child's descriptors and title (``forked.run_child``), its log handler (``run.agent_logging``),
 the transport (``ZmqAgentTransport``: its context, ZAP handler, the DEALER to the coordinator and

@@ -36,8 +36,10 @@ if TYPE_CHECKING:  # this module loads before anything heavy (dcop run's first i
 AGENT_MODULE = ("-m", "dcop.agents")
 #: Seconds the template may take to import dcop, NumPy and ZeroMQ before it forks agents.
 TEMPLATE_START_S = 60.0
-#: Requests a template holds that it has not yet forked: few, so that the others take the rest.
-TEMPLATE_WINDOW = 4
+#: Requests a template holds that it has not yet forked: few, so that the others take the rest,
+#: but enough that it forks them in batches (``forked._fork_batch``): at n = 1000 a window of 4
+#: left the template 104 page faults per agent, 16 left 60 (211 one by one).
+TEMPLATE_WINDOW = 16
 #: Agents per template in a large run (one template for fewer; at most one per core).
 AGENTS_PER_TEMPLATE = 100
 #: The templates' environment: one malloc arena per process. An agent's ZeroMQ and worker

@@ -68,3 +68,39 @@ def test_the_template_reports_what_each_child_and_itself_used(tmp_path: Path) ->
     assert exits[0]["cpu_s"] > 0 and exits[0]["faults"] > 0
     assert "no-such-option" in (tmp_path / "agent-7.log").read_text()
     assert "done" in lines[-1] and lines[-1]["done"] > 0  # its own CPU, once its children ended
+
+
+def test_requests_that_come_together_are_forked_as_one_batch_each_reported(
+    tmp_path: Path,
+) -> None:
+    # three lines in one write, the last one cut in two: the template forks each child once,
+    # reports each start with its own pid, and waits for a line's end before forking it
+    import subprocess
+    import sys
+    import time
+
+    requests = [
+        {"id": k, "argv": ["--no-such-option"], "log": str(tmp_path / f"agent-{k}.log")}
+        for k in (3, 4, 5)
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in requests).encode()
+    template = subprocess.Popen(
+        [sys.executable, "-m", "dcop.agents.forked"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert template.stdin is not None
+    template.stdin.write(text[:-10])
+    template.stdin.flush()
+    time.sleep(0.5)  # the template has read the two whole lines and the piece by now
+    template.stdin.write(text[-10:])
+    template.stdin.close()
+    assert template.stdout is not None
+    out = template.stdout.read()  # until the template exits, its children reaped
+    assert template.wait(timeout=60) == 0
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    started = {m["started"]: m["pid"] for m in lines if "started" in m}
+    assert sorted(started) == [3, 4, 5] and len(set(started.values())) == 3
+    exits = sorted((m["exit"], m["code"]) for m in lines if "exit" in m)
+    assert exits == [(3, 2), (4, 2), (5, 2)]
+    assert all("no-such-option" in (tmp_path / f"agent-{k}.log").read_text() for k in (3, 4, 5))

@@ -123,6 +123,48 @@ def test_a_lost_link_ends_a_long_wait(spawn: Spawn) -> None:
         a.close()
 
 
+def test_a_loss_after_a_turn_s_poll_is_reported_once_by_the_next_turn(spawn: Spawn) -> None:
+    """An agent's loop asks lost_peers, then waits in recv: after a recv, lost_peers leaves the
+    monitors to recv's next poll (which ends at once on the loss), and the loss is reported
+    once, the turn after."""
+    coord, coord_endpoint = spawn("coordinator")
+    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
+    try:
+        a.open()
+        a.send(COORDINATOR_ID, [b"hello"])
+        assert _line(coord) == "got 0"
+        assert a.recv(0.1) is None  # a turn of the loop: its poll covered every monitor
+        coord.kill()
+        reported = [loss.peer for loss in a.lost_peers()]
+        if not reported:
+            began = time.monotonic()
+            assert a.recv(300.0) is None
+            assert time.monotonic() - began < 150  # a deadline: the loss ended the wait
+            reported = [loss.peer for loss in a.lost_peers()]
+        assert reported == [COORDINATOR_ID]
+        assert a.recv(0.1) is None and a.lost_peers() == []
+    finally:
+        a.close()
+
+
+def test_a_caller_that_never_receives_still_hears_of_a_loss(spawn: Spawn) -> None:
+    coord, coord_endpoint = spawn("coordinator")
+    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
+    try:
+        a.open()
+        a.send(COORDINATOR_ID, [b"hello"])
+        assert _line(coord) == "got 0"
+        coord.kill()
+        end = time.monotonic() + 20
+        losses: list[int] = []
+        while not losses and time.monotonic() < end:
+            losses = [loss.peer for loss in a.lost_peers()]
+            time.sleep(0.05)
+        assert losses == [COORDINATOR_ID]
+    finally:
+        a.close()
+
+
 def test_the_coordinator_hears_of_a_killed_agent(spawn: Spawn) -> None:
     c = ZmqCoordinatorTransport(ANY, agents=[1])
     try:
