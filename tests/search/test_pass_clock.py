@@ -11,6 +11,7 @@ import pytest
 import dcop.search.solver as solver
 from dcop.generators import random_network
 from dcop.plan.bucket_plan import MemoryPlan, plan_for
+from dcop.search import preload
 from dcop.search.ibound import PassClock
 
 
@@ -76,6 +77,10 @@ def _ladder_on_a_fake_clock(
     ``spike_s`` more: a load spike), the model putting the rungs at 0.001, 0.01 and 0.1 s; the
     deadline ``left_s`` after the start. The clock moves as a pass starts, so that the pass's
     own look at it between buckets sees where it will end."""
+    # the search's preload (a tiny solve on a thread, once per process) ends first: it would call
+    # the functions replaced below, on the fake clock
+    preload.start()
+    preload.join()
     problem = random_network(12, 3, 0.3, 0.3, seed=4)
     clock = FakeTime()
     model_s: dict[int, float] = {}
