@@ -137,14 +137,6 @@ def planar_rows(side: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _machine() -> dict[str, object] | None:
-    try:
-        from compare.machine import machine_info
-    except ImportError:  # run from elsewhere than benchmarks/
-        return None
-    return machine_info()
-
-
 def _cell(value: Any) -> str:
     return "" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
 
@@ -160,11 +152,13 @@ def main() -> None:
     else:
         rows = hub_rows(3000, [1.0, 2.0, 3.0]) + pass_rows(26, 8)
         rows += planar_rows(64) + planar_rows(128)
+    from keep import machine_block
+
     doc = {
         "command": "python benchmarks/run.py deadline" + (" --quick" if args.quick else ""),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average": os.getloadavg(),
-        "machine": _machine(),
+        "machine": machine_block(),
         "rows": rows,
     }
     lines = [

@@ -91,6 +91,13 @@ def _public(arg: str) -> str:
     return "PATH" if arg.startswith("/") else arg
 
 
+def machine_block() -> Any:
+    """A suite document's machine block (``compare.machine.machine_info``), however this module
+    was imported."""
+    machine_info, _ = _machine()
+    return machine_info()
+
+
 def _machine() -> tuple[Any, Any]:
     """``compare.machine``'s machine_info and describe, however this module was imported."""
     try:

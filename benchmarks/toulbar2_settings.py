@@ -242,15 +242,6 @@ def main() -> None:
     write(args, rows, started, load)
 
 
-def _machine() -> dict[str, Any] | None:
-    """The suites' one machine block (``benchmarks/compare/machine.py``)."""
-    try:
-        from compare.machine import machine_info
-    except ImportError:  # run from elsewhere than benchmarks/
-        return None
-    return machine_info()
-
-
 def _cell(entry: dict[str, Any], limit: float) -> str:
     t = entry["median_s"]
     if t is None or (t >= limit and not entry["exact"]):
@@ -273,6 +264,8 @@ def write(
     command: str | None = None,
 ) -> None:
     """JSON with every run's summary and a Markdown table."""
+    from keep import machine_block
+
     args.out.mkdir(parents=True, exist_ok=True)
     limit = args.limit
     doc = {
@@ -282,7 +275,7 @@ def write(
         "limit_s": limit,
         "rounds": args.rounds,
         "settings": SETTINGS,
-        "machine": _machine(),
+        "machine": machine_block(),
         "rows": rows,
     }
     wins = {"dcop": 0, "tb2 best": 0, "even": 0}

@@ -57,15 +57,6 @@ def measure(n: int, d: int, seed: int, zs: list[int]) -> list[dict[str, float]]:
     return rows
 
 
-def _machine() -> dict[str, object] | None:
-    """The suites' one machine block (``benchmarks/compare/machine.py``)."""
-    try:
-        from compare.machine import machine_info
-    except ImportError:  # run from elsewhere than benchmarks/
-        return None
-    return machine_info()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a smoke run (tiny sizes)")
@@ -75,11 +66,13 @@ def main() -> None:
     seeds = [1] if args.quick else [1, 2, 3]
     rows = [r for n, d, zs in sizes for s in seeds for r in measure(n, d, s, zs)]
     large = [r["entries_per_s"] for r in rows if r["seconds"] >= 0.2]
+    from keep import machine_block
+
     doc = {
         "command": "python benchmarks/work_rate.py" + (" --quick" if args.quick else ""),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average": os.getloadavg(),
-        "machine": _machine(),
+        "machine": machine_block(),
         "default_entries_per_s": DEFAULT_ENTRIES_PER_S,
         "median_rate_of_steps_over_0.2s": statistics.median(large) if large else None,
         "rows": rows,
