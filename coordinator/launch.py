@@ -175,9 +175,8 @@ def run_local(
     devices = plan.devices  # each agent its device, fixed at its start
     with contextlib.ExitStack() as stack:
         if workdir is None:
-            runs = runs_folder()
-            sweep_leftovers(runs)
-            folder = Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runs))
+            sweep_leftovers(runs_folder())
+            folder = new_run_folder()
             stack.callback(remove_run_folder, folder)
             stack.enter_context(workdir_lock(folder))  # a later run knows this one is alive
         else:
@@ -286,6 +285,8 @@ def run_local(
 #: next run (or ``dcop run --clean``) removes every folder whose lock no live run holds.
 RUNS_FOLDER = "dcop-runs"
 RUN_PREFIX = "run-"
+#: Attempts at a new run's folder while other runs' ends remove the runs' folder under it.
+RUN_FOLDER_TRIES = 8
 #: A folder without its lock yet is a run that is just starting, unless it is older than this.
 UNLOCKED_GRACE_S = 60.0
 
@@ -295,6 +296,17 @@ def runs_folder() -> Path:
     path = Path(tempfile.gettempdir()) / RUNS_FOLDER
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def new_run_folder() -> Path:
+    """A new run's folder in :func:`runs_folder`. A run that ends removes the runs' folder once
+    it is empty (:func:`remove_run_folder`), which can fall between another run's making of it
+    and of its own folder inside: the runs' folder is then made again (two runs of a test suite
+    met there, and the later one ended in a traceback without its document)."""
+    for _ in range(RUN_FOLDER_TRIES - 1):
+        with contextlib.suppress(FileNotFoundError):
+            return Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runs_folder()))
+    return Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runs_folder()))
 
 
 def sweep_leftovers(runs: Path) -> int:
