@@ -201,14 +201,14 @@ def solve_auto(
     (:func:`dcop.search.solver.solve_aobb`)."""
     from dcop.planar.auto import planar_first  # first: polynomial where it applies
 
-    early = planar_first(problem, deadline if timeout is None else time.monotonic() + timeout)
+    t_start = time.monotonic()  # the limit and the trace count from the call, planar's try included
+    if timeout is not None:
+        deadline = t_start + timeout
+    early = planar_first(problem, deadline)
     if early is not None:
         return early
     from dcop.search.ibound import seconds_per_entry  # the solver (numba) loads only to search
 
-    t_start = time.monotonic()
-    if timeout is not None:
-        deadline = t_start + timeout
     if resident is None:
         resident = resident_bytes()
     limit = effective_limit(max_bytes)

@@ -148,3 +148,30 @@ def test_batch_planar_rows_keep_an_answer_at_their_timeout(tmp_path: Path) -> No
     assert_valid_batch(doc)
     (row,) = doc["rows"]
     assert row["algo"] == "planar" and row["status"] == "ok" and row["exact"]
+
+
+def test_auto_s_timeout_counts_from_the_call_planar_s_try_included(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``solve_auto(timeout=...)``: the limit and the trace count from the call, so the time
+    planar's try took is the run's too (they counted from after it: a 5 s limit ended at 5.3 s
+    after a 0.3 s try). Planar is given the run's own deadline."""
+    import dcop.planar.auto
+
+    given: list[float | None] = []
+
+    def slow_refusal(problem: Problem, deadline: float | None = None) -> None:
+        given.append(deadline)
+        time.sleep(0.6)
+
+    monkeypatch.setattr(dcop.planar.auto, "planar_first", slow_refusal)
+    problem = generators.grid_network(1024, 3, 0.0, 1)  # a first answer early (n >= 1000)
+    seen: list[tuple[float, float]] = []
+    began = time.monotonic()
+    result = solve_auto(
+        problem, timeout=5.0, on_bounds=lambda s, lo, up: seen.append((s, time.monotonic() - began))
+    )
+    assert given and given[0] is not None and began < given[0] <= began + 5.0 + 0.05
+    # each point's seconds are the call's (without planar's 0.6 s they fall 0.6 s short)
+    assert seen and all(s >= since - 0.3 for s, since in seen)
+    assert result.upper_bound is not None
