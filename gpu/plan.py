@@ -476,7 +476,7 @@ def piece_units(plan: BucketPlan, seconds: float = PIECE_S) -> int:
     """Units of one piece of a checked join+eliminate: the fewest whose predicted work reaches
     ``seconds`` (so that each whole piece is followed by a wait), at least one."""
     per_unit = predicted_seconds(plan, 1)
-    if per_unit <= 0:
+    if per_unit <= 0 or not math.isfinite(seconds):  # inf: one piece (a bench's "before")
         return max(1, plan.n_units)
     units = max(1, math.ceil(seconds / per_unit))
     while predicted_seconds(plan, units) < seconds:  # the quotient rounded down by an ulp
