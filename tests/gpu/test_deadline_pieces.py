@@ -231,3 +231,53 @@ def test_a_search_stopped_inside_a_device_bucket_keeps_its_first_answer(
     monkeypatch.setattr(search_solver, "time", time)
     whole = solve_aobb(problem, z=7, ordering=order, backend=backend, reduced=False, threads=1)
     assert whole.status == "ok" and whole.upper_bound == pytest.approx(optimum)
+
+
+#: The kernels a bucket may run: the generic one, a generated one with a group of rows per
+#: thread, and a generated one with one row per thread.
+KERNELS = {
+    "generic": {},
+    "generated": {"specialize_entries": 0, "min_groups": 0},
+    "generated-rows": {"specialize_entries": 0, "min_groups": 1 << 40},
+}
+
+
+def pieces_match_one_launch(backend: Any) -> None:
+    """The hub's bucket in about seven pieces (the last a partial one), under a check that
+    counts and under one that raises at the second piece, against the bucket in one launch and
+    NumPy's; and the bucket in one launch again after the stop."""
+    tables = hub_tables(backend)
+    shape = backend.prepare(tables, "h").plan
+    backend.piece_seconds = predicted_seconds(shape, max(1, shape.n_units // 7))
+    pieces = -(-shape.n_units // piece_units(shape, backend.piece_seconds))
+    assert pieces == 8
+    whole = backend.to_numpy(backend.join_eliminate(tables, "h").data)
+    calls: list[int] = []
+    with checked_between(lambda: calls.append(1)):
+        checked = backend.to_numpy(backend.join_eliminate(tables, "h").data)
+    np.testing.assert_array_equal(checked, whole)
+    assert len(calls) >= pieces - 1  # the last, partial piece may leave its work queued
+    with checked_between(raising_at(2, [])), pytest.raises(Stop):
+        backend.join_eliminate(tables, "h")
+    again = backend.to_numpy(backend.join_eliminate(tables, "h").data)
+    np.testing.assert_array_equal(again, whole)
+    host = [Table(t.scope, backend.to_numpy(t.data)) for t in tables]
+    expected = NumpyBackend(threads=1).join_eliminate(host, "h", scope=shape.out_scope)
+    np.testing.assert_allclose(whole, expected.data)
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_pieces_of_every_kernel_write_their_own_rows(
+    fake_cupy_module: ModuleType, kernel: str
+) -> None:
+    from dcop.gpu import CupyBackend
+
+    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]))
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_pieces_on_the_device_give_the_same_table(cp: Any, kernel: str) -> None:
+    """The same on a real GPU: the kernels' launch ranges and output offsets of a piece."""
+    from dcop.gpu import CupyBackend
+
+    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]))
