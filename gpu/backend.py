@@ -49,6 +49,8 @@ from dcop.gpu.ipc import Exported, Placed
 from dcop.gpu.plan import (
     BACKGROUND_SHARE,
     DEFAULT_SPECIALIZE_ENTRIES,
+    GENERATED_BLOCKS_PER_SM,
+    GENERIC_BLOCKS_PER_SM,
     GENERIC_FALLBACK_MAX_ENTRIES,
     MAX_LAUNCH_ROWS,
     NEVER_SPECIALIZE,
@@ -59,6 +61,7 @@ from dcop.gpu.plan import (
     aggregate_meta,
     c_strides,
     chunk_units,
+    grid_units,
     kernel_dtype,
     launch_ranges,
     piece_units,
@@ -1017,7 +1020,7 @@ class CupyBackend(TableBackend):
             return self.xp.asarray(host)
 
     def _grid(self, n: int, per_block: int = K.BLOCK) -> tuple[int]:
-        return (max(1, min(-(-n // per_block), self.sm_count * 32)),)
+        return (max(1, min(-(-n // per_block), self.sm_count * GENERIC_BLOCKS_PER_SM)),)
 
     def _launch(
         self,
@@ -1029,8 +1032,8 @@ class CupyBackend(TableBackend):
     ) -> None:
         """Compute output units ``[begin, end)`` (groups or rows) into ``out`` (their rows only).
 
-        With a check in ``between``: in pieces of ``piece_seconds`` of predicted work
-        (:func:`~dcop.gpu.plan.piece_units`); once that much is queued on the stream (this
+        With a check in ``between``: in pieces of ``piece_seconds`` of predicted work, each at
+        least a launch's whole grid (:func:`~dcop.gpu.plan.piece_units`); once that much is queued on the stream (this
         call's and earlier calls' work, small buckets too) wait for it and run the check, which
         may raise with nothing left running. Without one, the launches are queued and nothing
         waits, as when no deadline is set."""
@@ -1039,7 +1042,8 @@ class CupyBackend(TableBackend):
             self._queue(bound, out, begin, end)
             self._queued_s += predicted_seconds(plan, end - begin)
             return
-        for lo, hi in launch_ranges(begin, end, piece_units(plan, self.piece_seconds)):
+        step = piece_units(plan, self.piece_seconds, grid_units(plan, self.sm_count))
+        for lo, hi in launch_ranges(begin, end, step):
             offset = (lo - begin) * plan.rows_per_unit
             self._queue(bound, out.reshape(-1)[offset:] if offset else out, lo, hi)
             self._queued_s += predicted_seconds(plan, hi - lo)
@@ -1060,7 +1064,8 @@ class CupyBackend(TableBackend):
             count = np.uint64 if plan.sig.wide_groups else np.uint32
             for lo, hi in launch_ranges(begin, end, MAX_LAUNCH_ROWS):
                 warps = -(-(hi - lo) // 32)
-                grid = (max(1, min(-(-warps // (K.BLOCK // 32)), self.sm_count * 8)),)
+                most = self.sm_count * GENERATED_BLOCKS_PER_SM
+                grid = (max(1, min(-(-warps // (K.BLOCK // 32)), most)),)
                 offset = (lo - begin) * plan.rows_per_unit
                 target = out.reshape(-1)[offset:] if offset else out
                 kernel(

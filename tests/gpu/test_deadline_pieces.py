@@ -16,7 +16,7 @@ import pytest
 from dcop import bucketpass
 from dcop.backends.between import checked_between
 from dcop.backends.numpy import NumpyBackend
-from dcop.gpu.plan import piece_units, predicted_seconds
+from dcop.gpu.plan import grid_units, piece_units, predicted_seconds
 from dcop.model import CostTable, Problem, Variable
 from dcop.orders.choose import ChosenOrder
 from dcop.search import solve_aobb
@@ -24,9 +24,10 @@ from dcop.search import solver as search_solver
 from dcop.tables import Table
 from tests.gpu import fake_cupy
 
-#: The hub's pieces: this many output rows each (its bucket has 10**LEAVES rows).
-PIECE_ROWS = 1000
-LEAVES = 4
+#: The hub's pieces: this many output rows each (its bucket has 10**LEAVES rows; a piece holds
+#: at least a launch's whole grid, 16384 rows of the fake's two multiprocessors).
+PIECE_ROWS = 20_000
+LEAVES = 5
 VALUES = 20  # the hub's values: the only bucket whose eliminated domain is not 10
 
 
@@ -64,14 +65,15 @@ def device(**kwargs: Any) -> Any:
     return backend
 
 
-def hub_tables(backend: Any) -> list[Table]:
-    problem, _ = hub()
+def hub_tables(backend: Any, leaves: int = LEAVES) -> list[Table]:
+    problem, _ = hub(leaves=leaves)
     return [backend.table(t.scope, t.dense(), np.float64) for t in problem.tables]
 
 
 def pieces_of_the_hub(backend: Any) -> int:
     shape = backend.prepare(hub_tables(backend), "h").plan
-    return -(-shape.n_units // piece_units(shape, backend.piece_seconds))
+    grid = grid_units(shape, backend.sm_count)
+    return -(-shape.n_units // piece_units(shape, backend.piece_seconds, grid))
 
 
 @pytest.fixture
@@ -101,7 +103,7 @@ def test_a_check_that_raises_stops_the_bucket_at_its_piece(
 ) -> None:
     backend = device()
     tables = hub_tables(backend)
-    assert pieces_of_the_hub(backend) == 10
+    assert pieces_of_the_hub(backend) == 5
     fake_cupy.LAUNCHED.clear()
     waits.clear()
     calls: list[int] = []
@@ -126,8 +128,8 @@ def test_without_a_check_nothing_waits_and_the_pieces_give_the_same_table(
     calls: list[int] = []
     with checked_between(lambda: calls.append(1)):
         pieces = backend.join_eliminate(tables, "h")
-    assert hub_launches() == 1 + 10
-    assert len(calls) == 10 and waits == [backend.stream] * 10
+    assert hub_launches() == 1 + 5
+    assert len(calls) == 5 and waits == [backend.stream] * 5
     np.testing.assert_array_equal(backend.to_numpy(pieces.data), whole)
     host = [Table(t.scope, backend.to_numpy(t.data)) for t in tables]
     expected = NumpyBackend(threads=1).join_eliminate(host, "h", scope=pieces.scope)
@@ -150,16 +152,16 @@ def test_a_chunked_output_stops_between_its_pieces_with_its_copies_done(
 ) -> None:
     """An output larger than the device's share goes to pinned host memory in chunks copied on
     a second stream: a stop waits for that copy too before the host array can be freed."""
-    # chunks of 4 pieces (4000 rows of 8 bytes): three of them
-    backend = device(max_device_bytes=70_000, chunk_bytes=4 * PIECE_ROWS * 8)
+    # chunks of 2 pieces (40000 rows of 8 bytes): three of them
+    backend = device(max_device_bytes=700_000, chunk_bytes=2 * PIECE_ROWS * 8)
     tables = hub_tables(backend)
     fake_cupy.LAUNCHED.clear()
     waits.clear()
     calls: list[int] = []
-    with checked_between(raising_at(6, calls)), pytest.raises(Stop):
+    with checked_between(raising_at(3, calls)), pytest.raises(Stop):
         backend.join_eliminate(tables, "h")
     assert backend.transfers.chunks == 1  # stopped inside the second of three chunks
-    assert hub_launches() == 6 and len(calls) == 6
+    assert hub_launches() == 3 and len(calls) == 3
     assert waits[-2:] == [backend.stream, backend.copy_stream]  # the copies finished
     again = backend.join_eliminate(tables, "h")
     assert isinstance(again.data, np.ndarray)  # chunked to the host
@@ -222,7 +224,7 @@ def test_a_search_stopped_inside_a_device_bucket_keeps_its_first_answer(
         problem, z=7, ordering=order, backend=backend, deadline=time.monotonic() + 600.0,
         reduced=False, threads=1,
     )  # fmt: skip
-    assert launched[0] == 3  # of 10: the deadline was heard inside the bucket
+    assert launched[0] == 3  # of 5: the deadline was heard inside the bucket
     assert result.status == "timeout" and not result.exact
     assert result.upper_bound == pytest.approx(problem.evaluate(result.assignment))
     optimum = hub_optimum(problem)
@@ -242,15 +244,16 @@ KERNELS = {
 }
 
 
-def pieces_match_one_launch(backend: Any) -> None:
-    """The hub's bucket in about seven pieces (the last a partial one), under a check that
-    counts and under one that raises at the second piece, against the bucket in one launch and
-    NumPy's; and the bucket in one launch again after the stop."""
-    tables = hub_tables(backend)
+def pieces_match_one_launch(backend: Any, leaves: int) -> None:
+    """The hub's bucket in pieces of a seventh or a launch's whole grid (the last a partial
+    one), under a check that counts and under one that raises at the second piece, against the
+    bucket in one launch and NumPy's; and the bucket in one launch again after the stop."""
+    tables = hub_tables(backend, leaves)
     shape = backend.prepare(tables, "h").plan
     backend.piece_seconds = predicted_seconds(shape, max(1, shape.n_units // 7))
-    pieces = -(-shape.n_units // piece_units(shape, backend.piece_seconds))
-    assert pieces == 8
+    grid = grid_units(shape, backend.sm_count)
+    pieces = -(-shape.n_units // piece_units(shape, backend.piece_seconds, grid))
+    assert pieces >= 3
     whole = backend.to_numpy(backend.join_eliminate(tables, "h").data)
     calls: list[int] = []
     with checked_between(lambda: calls.append(1)):
@@ -272,12 +275,13 @@ def test_pieces_of_every_kernel_write_their_own_rows(
 ) -> None:
     from dcop.gpu import CupyBackend
 
-    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]))
+    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]), LEAVES)
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_pieces_on_the_device_give_the_same_table(cp: Any, kernel: str) -> None:
-    """The same on a real GPU: the kernels' launch ranges and output offsets of a piece."""
+    """The same on a real GPU (10**7 rows: pieces of whole grids): the kernels' launch ranges
+    and output offsets of a piece."""
     from dcop.gpu import CupyBackend
 
-    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]))
+    pieces_match_one_launch(CupyBackend(**KERNELS[kernel]), 7)
