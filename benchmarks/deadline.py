@@ -210,8 +210,8 @@ def cupy_search_rows(backend: Any, values: int, after: list[float]) -> list[dict
     for t in after:
         start = time.monotonic()
         deadline = start + t
-        result = solve_aobb(problem, z=HUB_LEAVES + 1, ordering=order, backend=backend, deadline=deadline,
-                            reduced=False)  # fmt: skip
+        result = solve_aobb(problem, z=HUB_LEAVES + 1, ordering=order, backend=backend,
+                            deadline=deadline, reduced=False)  # fmt: skip
         rows.append({"case": f"cupy search, hub D={values}", "deadline_s": t,
                      "seconds": time.monotonic() - start, "late_s": time.monotonic() - deadline,
                      "status": result.status, "lower": result.lower_bound,

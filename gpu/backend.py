@@ -1033,10 +1033,10 @@ class CupyBackend(TableBackend):
         """Compute output units ``[begin, end)`` (groups or rows) into ``out`` (their rows only).
 
         With a check in ``between``: in pieces of ``piece_seconds`` of predicted work, each at
-        least a launch's whole grid (:func:`~dcop.gpu.plan.piece_units`); once that much is queued on the stream (this
-        call's and earlier calls' work, small buckets too) wait for it and run the check, which
-        may raise with nothing left running. Without one, the launches are queued and nothing
-        waits, as when no deadline is set."""
+        least a launch's whole grid (:func:`~dcop.gpu.plan.piece_units`); once that much is
+        queued on the stream (this call's and earlier calls' work, small buckets too) wait for
+        it and run the check, which may raise with nothing left running. Without one, the
+        launches are queued and nothing waits, as when no deadline is set."""
         plan = bound.plan
         if between is None or between.check is None:
             self._queue(bound, out, begin, end)

@@ -16,8 +16,9 @@ A context variable, not a parameter: ``join_eliminate`` is the one contract of e
 the pass that runs them. A backend that computes a bucket in device launches queued without
 waiting (CuPy) hears of no time passing on the device; under a check it queues a large bucket in
 pieces and, once some tens of milliseconds of predicted work are queued, waits for them and runs
-the check (:meth:`dcop.gpu.CupyBackend.run`); without one it waits for nothing. A thread the operation starts does not inherit the variable: the operation reads it once in
-the caller's thread (:class:`Pieces`), which calls it, and its other threads stop where it raised.
+the check (:meth:`dcop.gpu.CupyBackend.run`); without one it waits for nothing. A thread the
+operation starts does not inherit the variable: the operation reads it once in the caller's
+thread (:class:`Pieces`), which calls it, and its other threads stop where it raised.
 """
 
 from __future__ import annotations
