@@ -13,6 +13,13 @@ the device memory allowed for it is computed in chunks of rows into two device b
 into pinned host memory on a second stream while the next chunk is computed; such a table comes
 back as a NumPy array.
 
+A deadline inside one large bucket: the launches are queued without waiting, so the host hears
+of no time passing on the device. Under the check of a
+:func:`~dcop.backends.between.checked_between` block (a pass with a deadline), a join+eliminate
+is queued in pieces of about :data:`dcop.gpu.plan.PIECE_S` of predicted work, and once that
+much is queued the backend waits for its stream and runs the check, which may raise: the
+output being made is then dropped, nothing of it still running. Without a check nothing waits.
+
 Getting ready is kept apart from solving: :meth:`CupyBackend.warm_up` sets up the memory pools and
 loads the generic kernels, :meth:`CupyBackend.prepare_bucket` compiles a bucket's kernel from its
 shapes before its data exist, and :attr:`CupyBackend.setup` adds up the seconds both took (and any
@@ -35,23 +42,30 @@ from typing import Any, cast
 import numpy as np
 
 from dcop.backends.base import BackendInfo, BucketShape, TableBackend
+from dcop.backends.between import Pieces
 from dcop.errors import BackendUnavailable, ModelError
 from dcop.gpu import kernels as K
 from dcop.gpu.ipc import Exported, Placed
 from dcop.gpu.plan import (
     BACKGROUND_SHARE,
     DEFAULT_SPECIALIZE_ENTRIES,
+    GENERATED_BLOCKS_PER_SM,
+    GENERIC_BLOCKS_PER_SM,
     GENERIC_FALLBACK_MAX_ENTRIES,
     MAX_LAUNCH_ROWS,
     NEVER_SPECIALIZE,
+    PIECE_S,
     BucketPlan,
     PlanCache,
     PlanSettings,
     aggregate_meta,
     c_strides,
     chunk_units,
+    grid_units,
     kernel_dtype,
     launch_ranges,
+    piece_units,
+    predicted_seconds,
 )
 from dcop.tables import Op, Table, check_op, domain_sizes, union_scope
 
@@ -202,6 +216,9 @@ class CupyBackend(TableBackend):
     background_share
         A shape the generic kernel runs while its own compiles on a thread earns its kernel at
         this share of ``specialize_entries`` (:data:`dcop.gpu.plan.BACKGROUND_SHARE`; 1: none).
+    piece_seconds
+        Predicted seconds of queued work after which a run under a check (a deadline) waits for
+        the stream and runs it (:data:`dcop.gpu.plan.PIECE_S`).
     """
 
     name = "cupy"
@@ -217,6 +234,7 @@ class CupyBackend(TableBackend):
         min_groups: int | None = None,
         kernel_cache: str | os.PathLike[str] | None = None,
         background_share: float = BACKGROUND_SHARE,
+        piece_seconds: float = PIECE_S,
     ) -> None:
         started = time.perf_counter()
         #: where compiled kernels are kept (set before anything compiles)
@@ -250,6 +268,7 @@ class CupyBackend(TableBackend):
         self.chunk_bytes = int(chunk_bytes)
         self.specialize_entries = int(specialize_entries)
         self.background_share = float(background_share)
+        self.piece_seconds = float(piece_seconds)
         self.stage_output = bool(stage_output)
         self.min_groups = self.sm_count * 512 if min_groups is None else int(min_groups)
         self.transfers = TransferStats()
@@ -264,6 +283,9 @@ class CupyBackend(TableBackend):
         #: smallest table exported by CUDA IPC (read from the environment at the first export)
         self.ipc_min_bytes: int | None = None
         self._plans = PlanCache()  # plans by bucket structure (see PlanCache)
+        #: predicted seconds of join+eliminate work queued on the stream since the last wait
+        #: for it here (a checked run waits once they reach piece_seconds)
+        self._queued_s = 0.0
         #: where the tables of each mapped buffer land (by its pointer; see :meth:`open_ipc`)
         self._landing: dict[int, Any] = {}
         #: the device holding each mapped buffer (another one's for a peer-to-peer hand-over)
@@ -502,6 +524,7 @@ class CupyBackend(TableBackend):
         """Wait for all work queued on this backend's streams."""
         self.stream.synchronize()
         self.copy_stream.synchronize()
+        self._queued_s = 0.0
 
     def _device_data(self, table: Table) -> Any:
         """The table's data as a C-contiguous float array on this device."""
@@ -848,11 +871,14 @@ class CupyBackend(TableBackend):
         return times
 
     def run(self, plan: JoinEliminatePlan, out: Any = None) -> Table:
-        """Launch a prepared join+eliminate into ``out`` (a new device array by default)."""
+        """Launch a prepared join+eliminate into ``out`` (a new device array by default), in
+        pieces with the enclosing block's check between them (:meth:`_launch`); where it raises,
+        the output is dropped."""
+        between = Pieces()
         with self.stream_context():
             if out is None:
                 out = self.xp.empty(plan.out_shape, dtype=plan.dtype)
-            self._launch(plan, out, 0, plan.plan.n_units)
+            self._launch(plan, out, 0, plan.plan.n_units, between)
         return Table(plan.out_scope, out)
 
     def join_eliminate_host(
@@ -994,10 +1020,40 @@ class CupyBackend(TableBackend):
             return self.xp.asarray(host)
 
     def _grid(self, n: int, per_block: int = K.BLOCK) -> tuple[int]:
-        return (max(1, min(-(-n // per_block), self.sm_count * 32)),)
+        return (max(1, min(-(-n // per_block), self.sm_count * GENERIC_BLOCKS_PER_SM)),)
 
-    def _launch(self, bound: JoinEliminatePlan, out: Any, begin: int, end: int) -> None:
-        """Compute output units ``[begin, end)`` (groups or rows) into ``out`` (their rows only)."""
+    def _launch(
+        self,
+        bound: JoinEliminatePlan,
+        out: Any,
+        begin: int,
+        end: int,
+        between: Pieces | None = None,
+    ) -> None:
+        """Compute output units ``[begin, end)`` (groups or rows) into ``out`` (their rows only).
+
+        With a check in ``between``: in pieces of ``piece_seconds`` of predicted work, each at
+        least a launch's whole grid (:func:`~dcop.gpu.plan.piece_units`); once that much is
+        queued on the stream (this call's and earlier calls' work, small buckets too) wait for
+        it and run the check, which may raise with nothing left running. Without one, the
+        launches are queued and nothing waits, as when no deadline is set."""
+        plan = bound.plan
+        if between is None or between.check is None:
+            self._queue(bound, out, begin, end)
+            self._queued_s += predicted_seconds(plan, end - begin)
+            return
+        step = piece_units(plan, self.piece_seconds, grid_units(plan, self.sm_count))
+        for lo, hi in launch_ranges(begin, end, step):
+            offset = (lo - begin) * plan.rows_per_unit
+            self._queue(bound, out.reshape(-1)[offset:] if offset else out, lo, hi)
+            self._queued_s += predicted_seconds(plan, hi - lo)
+            if self._queued_s >= self.piece_seconds:
+                self.stream.synchronize()
+                self._queued_s = 0.0
+                between.poll()
+
+    def _queue(self, bound: JoinEliminatePlan, out: Any, begin: int, end: int) -> None:
+        """Queue the launches of output units ``[begin, end)`` into ``out`` (their rows only)."""
         plan = bound.plan
         if end <= begin:
             return
@@ -1008,7 +1064,8 @@ class CupyBackend(TableBackend):
             count = np.uint64 if plan.sig.wide_groups else np.uint32
             for lo, hi in launch_ranges(begin, end, MAX_LAUNCH_ROWS):
                 warps = -(-(hi - lo) // 32)
-                grid = (max(1, min(-(-warps // (K.BLOCK // 32)), self.sm_count * 8)),)
+                most = self.sm_count * GENERATED_BLOCKS_PER_SM
+                grid = (max(1, min(-(-warps // (K.BLOCK // 32)), most)),)
                 offset = (lo - begin) * plan.rows_per_unit
                 target = out.reshape(-1)[offset:] if offset else out
                 kernel(
@@ -1046,19 +1103,29 @@ class CupyBackend(TableBackend):
         t0 = time.perf_counter()
         with self.stream_context():
             host = pinned_empty(self.xp, plan.out_shape, plan.dtype)
-        kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1))
+        kept = self.queue_chunks(bound, 0, plan.n_units, host.reshape(-1), Pieces())
         self.copy_stream.synchronize()
         self.stream.synchronize()
         del kept
         self.transfers.add("chunked", time.perf_counter() - t0)
         return Table(plan.out_scope, host)
 
-    def queue_chunks(self, bound: JoinEliminatePlan, begin: int, end: int, flat: Any) -> list[Any]:
+    def queue_chunks(
+        self,
+        bound: JoinEliminatePlan,
+        begin: int,
+        end: int,
+        flat: Any,
+        between: Pieces | None = None,
+    ) -> list[Any]:
         """Queue output units ``[begin, end)`` in chunks into ``flat`` (the whole output, flat, in
         host memory): each chunk computed on the compute stream into one of two device buffers
         and copied out on the copy stream while the next is computed. Nothing waits here: the
         caller synchronizes (both streams) and keeps the returned buffers alive until then, so
-        that several devices can each queue their slice of one output and run at once."""
+        that several devices can each queue their slice of one output and run at once.
+
+        ``between``: each chunk computed in checked pieces (:meth:`_launch`); where the check
+        raises, the copies still running finish before the buffers and ``flat`` can be freed."""
         cupy = self.xp
         plan = bound.plan
         if end <= begin:
@@ -1070,21 +1137,28 @@ class CupyBackend(TableBackend):
                 for _ in range(2)
             ]
             done = [None, None]  # events: the copy out of each buffer has finished
-            for i, (lo, hi) in enumerate(launch_ranges(begin, end, units)):
-                buf = bufs[i % 2]
-                if done[i % 2] is not None:
-                    self.stream.wait_event(done[i % 2])
-                self._launch(bound, buf, lo, hi)
-                computed = self.stream.record()
-                self.copy_stream.wait_event(computed)
-                rows = (hi - lo) * plan.rows_per_unit
-                start = lo * plan.rows_per_unit
-                buf[:rows].get(
-                    stream=self.copy_stream, out=flat[start : start + rows], blocking=False
-                )
-                done[i % 2] = self.copy_stream.record()
-                self.transfers.chunks += 1
-                self.transfers.d2h_bytes += rows * plan.dtype.itemsize
+            try:
+                for i, (lo, hi) in enumerate(launch_ranges(begin, end, units)):
+                    buf = bufs[i % 2]
+                    if done[i % 2] is not None:
+                        self.stream.wait_event(done[i % 2])
+                    self._launch(bound, buf, lo, hi, between)
+                    computed = self.stream.record()
+                    self.copy_stream.wait_event(computed)
+                    rows = (hi - lo) * plan.rows_per_unit
+                    start = lo * plan.rows_per_unit
+                    buf[:rows].get(
+                        stream=self.copy_stream, out=flat[start : start + rows], blocking=False
+                    )
+                    done[i % 2] = self.copy_stream.record()
+                    self.transfers.chunks += 1
+                    self.transfers.d2h_bytes += rows * plan.dtype.itemsize
+            except BaseException:
+                # stopped (the check raised, the compute stream waited for already): a copy
+                # out of the last chunk may still write into pinned host memory about to be
+                # freed
+                self.synchronize()
+                raise
         return bufs
 
 

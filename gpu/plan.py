@@ -59,6 +59,26 @@ GENERIC_FALLBACK_MAX_ENTRIES = 100_000_000
 BACKGROUND_SHARE = 0.1
 #: Rows (or groups) per launch, well inside 32-bit indices.
 MAX_LAUNCH_ROWS = 1 << 30
+#: Blocks per multiprocessor of a launch's grid at most (grid-stride loops beyond): the generic
+#: kernels', and a generated fused kernel's.
+GENERIC_BLOCKS_PER_SM = 32
+GENERATED_BLOCKS_PER_SM = 8
+#: Predicted seconds of queued work after which a join+eliminate run under a check
+#: (:mod:`dcop.backends.between`: a pass with a deadline) waits for its stream and runs the
+#: check: how late a deadline inside one large bucket is heard, at most about one piece. Each
+#: wait leaves the device idle for SYNC_S (the wait's return, the check, the next launch); the
+#: rates of :func:`predicted_seconds` are near the slow end of those measured on the large
+#: buckets of benchmarks/results/gpu_kernels_h200.md (joined entries per second: generic
+#: 5.6e10-1.9e11, generated 8.7e11-7.8e12), so a piece runs 10-115 ms and the waits cost
+#: SYNC_S / 10 ms = 1 % at most, 0.2 % at the model's rates. A piece is also at least a
+#: launch's whole grid (:func:`grid_units`). No check: no wait, no piece.
+PIECE_S = 0.05
+#: Seconds the device idles at one such wait (an estimate: a stream synchronize's return and a
+#: RawKernel launch are tens of microseconds each through CuPy; not measured on this machine).
+SYNC_S = 1e-4
+#: How much slower than ``min`` an op's fused kernel runs per joined entry (an exp and a log
+#: per entry: 5x in float32, 8x in float64 on the H200; ``sum`` and ``max`` run as ``min``).
+OP_COST = {"min": 1.0, "max": 1.0, "sum": 1.0, "logsumexp": 10.0}
 
 
 @dataclass(frozen=True)
@@ -447,6 +467,35 @@ def chunk_units(plan: BucketPlan, chunk_bytes: int, device_budget: float) -> int
     unit_bytes = plan.rows_per_unit * plan.dtype.itemsize
     budget = min(int(chunk_bytes), max(unit_bytes, int(device_budget // 2)))
     return max(1, budget // unit_bytes)
+
+
+def predicted_seconds(plan: BucketPlan, units: int) -> float:
+    """Predicted device seconds of ``units`` units of ``plan`` (the joined entries they cover at
+    the cost model's rate of its kernel, generic or generated, and its op)."""
+    rate = GENERATED_ENTRIES_PER_S if plan.generated else GENERIC_ENTRIES_PER_S
+    joined = units * plan.rows_per_unit * max(1, plan.ndom)
+    return joined * OP_COST.get(plan.op, 1.0) / rate
+
+
+def grid_units(plan: BucketPlan, sm_count: int) -> int:
+    """Units that one launch's whole grid takes at once (a unit per thread): a piece of fewer
+    would leave multiprocessors idle while it runs."""
+    blocks = GENERATED_BLOCKS_PER_SM if plan.generated else GENERIC_BLOCKS_PER_SM
+    return max(1, sm_count * blocks * K.BLOCK)
+
+
+def piece_units(plan: BucketPlan, seconds: float = PIECE_S, least: int = 1) -> int:
+    """Units of one piece of a checked join+eliminate: the fewest whose predicted work reaches
+    ``seconds`` (so that each whole piece is followed by a wait), and at least ``least`` (a
+    launch's whole grid, :func:`grid_units`: a bucket whose every unit folds a large domain, a
+    hub of a million values, gets pieces longer than ``seconds`` rather than an idle device)."""
+    per_unit = predicted_seconds(plan, 1)
+    if per_unit <= 0 or not math.isfinite(seconds):  # inf: one piece (a bench's "before")
+        return max(1, plan.n_units)
+    units = max(1, least, math.ceil(seconds / per_unit))
+    while predicted_seconds(plan, units) < seconds:  # the quotient rounded down by an ulp
+        units += 1
+    return units
 
 
 def launch_ranges(begin: int, end: int, step: int = MAX_LAUNCH_ROWS) -> list[tuple[int, int]]:

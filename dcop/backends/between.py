@@ -14,9 +14,11 @@ the output being built is dropped.
 A context variable, not a parameter: ``join_eliminate`` is the one contract of every backend
 (NumPy, CuPy, the placed and multi-GPU ones, the agents'), and when to stop is the concern of
 the pass that runs them. A backend that computes a bucket in device launches queued without
-waiting (CuPy) has no point between pieces where time has passed on the host, and does not read
-it. A thread the operation starts does not inherit the variable: the operation reads it once in
-the caller's thread (:class:`Pieces`), which calls it, and its other threads stop where it raised.
+waiting (CuPy) hears of no time passing on the device; under a check it queues a large bucket in
+pieces and, once some tens of milliseconds of predicted work are queued, waits for them and runs
+the check (:meth:`dcop.gpu.CupyBackend.run`); without one it waits for nothing. A thread the
+operation starts does not inherit the variable: the operation reads it once in the caller's
+thread (:class:`Pieces`), which calls it, and its other threads stop where it raised.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The mini-bucket pass's deadline on the CuPy backend's host side (fake CuPy): its buckets run
-as queued launches, which do not read the check between pieces (:mod:`dcop.backends.between`),
-so the pass is stopped between buckets there, as before, and its tables are the same inside a
-checked block as outside."""
+"""The mini-bucket pass's deadline on the CuPy backend's host side (fake CuPy): a pass whose
+queued work is predicted far below one piece (:data:`dcop.gpu.plan.PIECE_S`) waits for nothing
+and is stopped between buckets, as before, and its tables are the same inside a checked block as
+outside. Stops inside a large bucket: ``test_deadline_pieces.py``."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_checked_block_leaves_the_device_pass_as_it_was(fake_cupy_module: Modu
         device = bucket_pass(problem, order, gpu(), 3).stats.bound
     host = bucket_pass(problem, order, resolve_backend("numpy"), 3).stats.bound
     assert device == pytest.approx(host)
-    assert calls == []  # the device's launches have no piece to check between
+    assert calls == []  # microseconds of predicted work: no wait, so no check
 
 
 def test_a_deadline_on_the_device_backend_keeps_a_valid_answer(
