@@ -14,9 +14,9 @@ binary variable, else the smallest unsigned dtype that holds its values) and dro
 tables at once; :func:`decode` then reads one entry of each argbest table.
 
 A progress hook hears of each bucket before it is eliminated, and again between the pieces of
-its fused join+eliminate (:mod:`dcop.backends.between`, on the backends that compute a bucket in
-pieces on the host: NumPy's); a hook that raises stops the pass, inside a large bucket too (the
-search's deadline).
+its fused join+eliminate (:mod:`dcop.backends.between`: NumPy's blocks; CuPy's pieces of about
+50 ms of queued work, each waited for before the hook); a hook that raises stops the pass, inside
+a large bucket too (the search's deadline).
 
 The sum of the scalar outputs (and of the problem's constant) is the optimum (BE) or a lower
 bound (MBE). This module sits below ``dcop.inference``: the search uses it without importing the
