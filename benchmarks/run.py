@@ -78,7 +78,10 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
     "agent-memory": ("agent_memory.py", ("agent_memory.json", "agent_memory.md")),
     "agent-phases": ("agent_phases.py", ("agent_phases.json", "agent_phases.md")),
     "cpu-be": ("cpu_be.py", ("cpu_be.json", "cpu_be.md")),
-    "deadline": ("deadline.py", ("deadline.json", "deadline.md")),
+    "deadline": (
+        "deadline.py",
+        ("deadline.json", "deadline.md", "deadline_cupy.json", "deadline_cupy.md"),
+    ),
     "deploy": ("deploy_bench.py", ("deploy.json", "deploy.md")),
     "distributed": (
         "distributed.py",
