@@ -116,7 +116,8 @@ def test_a_deadline_inside_the_copy_stops_it_and_the_answer_holds(
     assert answer is not None
     search = answer.search
     assert search.pieces == k and not search.complete
-    assert 0 < search._copy.copied < search._copy.entries
+    copied, entries = search.copied
+    assert 0 < copied < entries
     optimum = solve(problem, "be").upper_bound
     check_answer(problem, answer, optimum)
     assert answer.lower == pytest.approx(min(least_cost(problem), answer.cost))
@@ -246,9 +247,9 @@ def test_the_cli_with_the_deadline_in_the_first_answer_answers(tmp_path: Path) -
     path = tmp_path / "large.wcsp"
     write_problem(large_domain(20_000, k=4, chain=1000, seed=7), path)
     out, pieces = tmp_path / "r.json", tmp_path / "pieces"
+    args = ["solve", str(path), "--algo", "auto", "--timeout", "600", "--json", str(out), "-q"]
     proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(pieces), "solve", str(path), "--algo", "auto",
-         "--timeout", "600", "--json", str(out), "-q"],  # fmt: skip
+        [sys.executable, "-c", DRIVER, str(pieces), *args],
         capture_output=True,
         text=True,
         timeout=600,
