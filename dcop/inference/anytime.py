@@ -261,7 +261,7 @@ def solve_auto(
         # while a device starts
         from dcop.search.first import first_answer
 
-        first = first_answer(problem, max_bytes=limit.bytes)
+        first = first_answer(problem, max_bytes=limit.bytes, deadline=deadline)
         if first is not None and on_bounds is not None:
             on_bounds(time.monotonic() - t_start, first.lower, first.cost)
     engine = resolve_backend(backend)

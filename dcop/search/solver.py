@@ -386,7 +386,9 @@ def solve_aobb(
     first = start
     if first is None and deadline is not None:
         t0 = time.monotonic()
-        first = first_answer(problem, seed, max_bytes=effective_limit(max_bytes).bytes)
+        first = first_answer(
+            problem, seed, max_bytes=effective_limit(max_bytes).bytes, deadline=deadline
+        )
         times["first"] = time.monotonic() - t0  # first None where the tables are too large
     if first is not None:
         stats.trace.append((time.monotonic() - t_start, first.lower, first.cost))
@@ -400,7 +402,7 @@ def solve_aobb(
 
     if first is not None and not setup_fits(first, left()):
         t0 = time.monotonic()
-        base = first.cost - float(total_cost(first.search.model, first.search.asg))
+        base = first.search.base  # the problem's cost less the tables'
         lowest = first.lower
 
         def report(cost: float) -> None:
