@@ -159,3 +159,23 @@ def test_a_deadline_inside_a_large_bucket_keeps_the_first_answer() -> None:
     assert result.status == "timeout" and not result.exact
     assert result.upper_bound == pytest.approx(problem.evaluate(result.assignment))
     assert result.lower_bound <= optimum + 1e-9 <= result.upper_bound + 2e-9
+
+
+@pytest.mark.parametrize("op", ["min", "max", "sum"])
+def test_a_large_domain_into_a_small_output_is_folded_in_batches_of_values(op: str) -> None:
+    # x of 1003 values eliminated into an output over y (2 entries): blocks of 100 entries take
+    # 50 values at a time, 21 pieces (a piece per value, 1003, was a Python step each: a hub of
+    # 200,000 values over six vectors took 13 s)
+    rng = np.random.default_rng(3)
+    backend = NumpyBackend(block_entries=100, threads=1)
+    xy = rng.integers(0, 50, (1003, 2)).astype(np.float64)
+    x = rng.integers(0, 50, 1003).astype(np.float64)
+    tables = [backend.table(("x", "y"), xy), backend.table(("x",), x)]
+    calls: list[int] = []
+    with checked_between(lambda: calls.append(1)):
+        out = backend.join_eliminate(tables, "x", op)  # type: ignore[arg-type]
+    assert len(calls) == 21
+    joined = xy + x[:, None]
+    expected = {"min": joined.min(axis=0), "max": joined.max(axis=0), "sum": joined.sum(axis=0)}
+    assert out.scope == ("y",)
+    np.testing.assert_allclose(out.data, expected[op], rtol=1e-12)
