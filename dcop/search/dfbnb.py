@@ -198,6 +198,7 @@ def solve_dfbnb(
         guess = guided.shifted_answer(
             shifted, work, bound,
             None if deadline is None else time.monotonic() + GUIDED_SHARE * room(), seed,
+            deadline,
         )  # fmt: skip
         times["guided"] = time.monotonic() - t0
 

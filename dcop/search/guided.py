@@ -87,20 +87,25 @@ def shifted_answer(
     lower: float,
     deadline: float | None = None,
     seed: int = 0,
+    stop: float | None = None,
 ) -> FirstAnswer | None:
     """The best of the dives along ``shifted``'s tight costs (one per slack of SLACKS; ties by
     ``plain``'s: the same problem, not shifted), improved by ICM and a round of kicks on
     ``plain``, then by :func:`neighbourhoods` until ``deadline`` (none without one); ``lower``:
-    a proved bound to report beside it. None where no dive found a feasible assignment."""
+    a proved bound to report beside it. None where no dive found a feasible assignment, or
+    where the local search's set-up (the copy of ``plain``'s tables) has not ended by ``stop``
+    (the run's own deadline: the caller's first answer then stands)."""
     names = list(shifted.variables)
     if not names:
+        return None
+    search = LocalSearch(plain, seed, stop)
+    if not search.complete:
         return None
     gaps = _gaps(unaries(shifted), names)
     finite = gaps[np.isfinite(gaps)]
     keys = np.where(np.isfinite(gaps), gaps, finite.max(initial=0.0) + 1.0)
     # the most decided variable is assigned first: the dive starts at the last node
     order = [names[i] for i in np.argsort(keys, kind="stable")]
-    search = LocalSearch(plain, seed)
     # the shifted bound holds for the plain problem too (the same cost for every assignment):
     # the local search's answers report it, where the search's set-up does not fit and its
     # rounds run on alone (or_chain_70: 42.1, not the tables' least costs' 10.9)

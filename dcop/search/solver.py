@@ -367,6 +367,7 @@ def solve_aobb(
             guess = guided.shifted_answer(
                 searched, reduction.problem, bound,
                 None if deadline is None else time.monotonic() + GUIDED_SHARE * room, seed,
+                deadline,
             )  # fmt: skip
             times_before["guided"] = time.monotonic() - t1
             inner = solve_aobb(

@@ -207,6 +207,9 @@ def test_solve_auto_with_the_deadline_in_the_first_answer_ends_with_it(
     monkeypatch.undo()
     assert result.status == "timeout" and result.stopped
     assert len(seen) >= 1 and seen[0].pieces == 2 and not seen[0].complete
+    # no later local search copies a piece past the deadline (the guided incumbent's had copied
+    # every table of the reduced problem: 545 pieces)
+    assert [s.pieces for s in seen[1:]] == [0] * (len(seen) - 1)
     assert set(result.assignment) == set(problem.variables)
     assert result.upper_bound == problem.evaluate(result.assignment)
     optimum = solve(problem, "be").upper_bound
