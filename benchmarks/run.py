@@ -174,6 +174,9 @@ SCRIPT_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
             "scale_fold.json",
             "scale_fold.md",
             "scale_fold.png",
+            "scale_n2000.json",
+            "scale_n2000.md",
+            "scale_n2000.png",
         ),
     ),
     "search": (
