@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dcop.model import CostTable, Problem, Variable
+from dcop.orders.choose import ChosenOrder
 from dcop.results.solve import SolveResult
 
 # Under pytest-xdist, tests marked serial (and the Docker and netns ones) run alone: see serial.py.
@@ -184,3 +185,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = system_tests_skipped(marker) if item.get_closest_marker(marker) else None
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def hub(values: int, leaves: int, seed: int = 0) -> tuple[Problem, ChosenOrder]:
+    """A hub of ``values`` values tied to ``leaves`` variables of 10 values, and the order that
+    eliminates the hub first: one bucket that joins ``values * 10**leaves`` entries into an
+    output of ``10**leaves``, then small ones (the deadline's tests inside one large bucket)."""
+    rng = np.random.default_rng(seed)
+    variables = [Variable("h", tuple(range(values)))]
+    variables += [Variable(f"y{i}", tuple(range(10))) for i in range(leaves)]
+    tables = [
+        CostTable(("h", f"y{i}"), rng.integers(0, 100, (values, 10)).astype(np.float64))
+        for i in range(leaves)
+    ]
+    order = ChosenOrder("hub first", ["h", *(f"y{i}" for i in range(leaves))])
+    return Problem.build(variables, tables, name=f"hub_{values}_{leaves}"), order
+
+
+def hub_optimum(problem: Problem) -> float:
+    """A :func:`hub`'s optimum without its large bucket: the leaves are independent given it."""
+    return float(min(sum(t.dense().min(axis=1) for t in problem.tables)))

@@ -14,7 +14,7 @@ from collections.abc import Generator
 
 import numpy as np
 
-from dcop.search.jit import jit
+from dcop.search.jit import jit, jit_inline
 from dcop.search.kernel import Model, add_functions
 
 
@@ -58,6 +58,25 @@ def nodes_cost(m: Model, asg: np.ndarray, nodes: np.ndarray) -> float:
     return total
 
 
+@jit_inline
+def _best_mode(
+    m: Model, inc_off: np.ndarray, inc_fun: np.ndarray, asg: np.ndarray, buf: np.ndarray, v: int
+) -> bool:
+    """Node ``v`` of ``asg`` set to its best value given the others (its conditional mode, ties
+    to the current value); whether it moved. ``buf``: scratch of at least its domain."""
+    d = m.dom[v]
+    for x in range(d):
+        buf[x] = 0.0
+    add_functions(m, inc_fun, inc_off[v], inc_off[v + 1], v, d, asg, buf, 0)
+    here = asg[v]
+    best = here
+    for x in range(d):
+        if buf[x] < buf[best] - 1e-9 * (1.0 + abs(buf[best])):
+            best = x
+    asg[v] = best
+    return bool(best != here)
+
+
 @jit
 def _sweeps(
     m: Model, inc_off: np.ndarray, inc_fun: np.ndarray, asg: np.ndarray, buf: np.ndarray,
@@ -69,17 +88,7 @@ def _sweeps(
         done += 1
         moved = False
         for v in range(n):
-            d = m.dom[v]
-            for x in range(d):
-                buf[x] = 0.0
-            add_functions(m, inc_fun, inc_off[v], inc_off[v + 1], v, d, asg, buf, 0)
-            here = asg[v]
-            best = here
-            for x in range(d):
-                if buf[x] < buf[best] - 1e-9 * (1.0 + abs(buf[best])):
-                    best = x
-            if best != here:
-                asg[v] = best
+            if _best_mode(m, inc_off, inc_fun, asg, buf, v):
                 moved = True
         if not moved:
             break
@@ -99,19 +108,9 @@ def sweep_piece(
     read = 0
     moved = False
     while v < n and (read < work or read == 0):
-        d = m.dom[v]
-        for x in range(d):
-            buf[x] = 0.0
-        add_functions(m, inc_fun, inc_off[v], inc_off[v + 1], v, d, asg, buf, 0)
-        read += 1 + d * (inc_off[v + 1] - inc_off[v])
-        here = asg[v]
-        best = here
-        for x in range(d):
-            if buf[x] < buf[best] - 1e-9 * (1.0 + abs(buf[best])):
-                best = x
-        if best != here:
-            asg[v] = best
+        if _best_mode(m, inc_off, inc_fun, asg, buf, v):
             moved = True
+        read += 1 + m.dom[v] * (inc_off[v + 1] - inc_off[v])
         v += 1
     return v, moved
 

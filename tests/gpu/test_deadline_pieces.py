@@ -17,11 +17,10 @@ from dcop import bucketpass
 from dcop.backends.between import checked_between
 from dcop.backends.numpy import NumpyBackend
 from dcop.gpu.plan import grid_units, piece_units, predicted_seconds
-from dcop.model import CostTable, Problem, Variable
-from dcop.orders.choose import ChosenOrder
 from dcop.search import solve_aobb
 from dcop.search import solver as search_solver
 from dcop.tables import Table
+from tests.conftest import hub, hub_optimum
 from tests.gpu import fake_cupy
 
 #: The hub's pieces: this many output rows each (its bucket has 10**LEAVES rows; a piece holds
@@ -33,25 +32,6 @@ VALUES = 20  # the hub's values: the only bucket whose eliminated domain is not 
 
 class Stop(Exception):
     """The check's own exception: the backend must let it through."""
-
-
-def hub(values: int = VALUES, leaves: int = LEAVES, seed: int = 0) -> tuple[Problem, ChosenOrder]:
-    """A hub of ``values`` values tied to ``leaves`` variables of 10 values, eliminated first:
-    one bucket of ``values * 10**leaves`` joined entries, then small ones."""
-    rng = np.random.default_rng(seed)
-    variables = [Variable("h", tuple(range(values)))]
-    variables += [Variable(f"y{i}", tuple(range(10))) for i in range(leaves)]
-    tables = [
-        CostTable(("h", f"y{i}"), rng.integers(0, 100, (values, 10)).astype(np.float64))
-        for i in range(leaves)
-    ]
-    order = ChosenOrder("hub first", ["h", *(f"y{i}" for i in range(leaves))])
-    return Problem.build(variables, tables, name=f"hub_{values}_{leaves}"), order
-
-
-def hub_optimum(problem: Problem) -> float:
-    """The optimum without the large bucket: the leaves are independent given the hub."""
-    return float(min(sum(t.dense().min(axis=1) for t in problem.tables)))
 
 
 def device(**kwargs: Any) -> Any:
@@ -66,7 +46,7 @@ def device(**kwargs: Any) -> Any:
 
 
 def hub_tables(backend: Any, leaves: int = LEAVES) -> list[Table]:
-    problem, _ = hub(leaves=leaves)
+    problem, _ = hub(VALUES, leaves)
     return [backend.table(t.scope, t.dense(), np.float64) for t in problem.tables]
 
 
@@ -174,7 +154,7 @@ def test_a_pass_hears_its_hook_inside_the_device_s_bucket(
     fake_cupy_module: ModuleType, monkeypatch: pytest.MonkeyPatch, waits: list[Any]
 ) -> None:
     monkeypatch.setattr(bucketpass, "PROGRESS_WITHIN_S", 0.0)  # every check calls the hook
-    problem, order = hub()
+    problem, order = hub(VALUES, LEAVES)
     heard: list[str] = []
 
     def hook(done: int, total: int, var: str) -> None:
@@ -217,7 +197,7 @@ def test_a_search_stopped_inside_a_device_bucket_keeps_its_first_answer(
 
     monkeypatch.setattr(fake_cupy.FakeRawKernel, "__call__", counting)
     monkeypatch.setattr(search_solver, "time", _Clock(3, launched))
-    problem, order = hub()
+    problem, order = hub(VALUES, LEAVES)
     backend = device()
     launched[0] = 0
     result = solve_aobb(

@@ -15,34 +15,15 @@ from dcop import bucketpass
 from dcop.backends.between import check_between, checked_between
 from dcop.backends.numpy import NumpyBackend, in_threads
 from dcop.bucketpass import bucket_pass
-from dcop.model import CostTable, Problem, Variable
+from dcop.model import Problem
 from dcop.orders.choose import ChosenOrder
 from dcop.plan.bucket_plan import plan_for
 from dcop.search import solve_aobb
+from tests.conftest import hub, hub_optimum
 
 
 class Stop(Exception):
     """The hook's own exception: the pass must let it through."""
-
-
-def hub(values: int, leaves: int = 6, seed: int = 0) -> tuple[Problem, ChosenOrder]:
-    """A hub of ``values`` values tied to ``leaves`` variables of 10 values, and the order that
-    eliminates the hub first: one bucket that joins ``values * 10**leaves`` entries into an
-    output of ``10**leaves``, then small ones."""
-    rng = np.random.default_rng(seed)
-    variables = [Variable("h", tuple(range(values)))]
-    variables += [Variable(f"y{i}", tuple(range(10))) for i in range(leaves)]
-    tables = [
-        CostTable(("h", f"y{i}"), rng.integers(0, 100, (values, 10)).astype(np.float64))
-        for i in range(leaves)
-    ]
-    order = ChosenOrder("hub first", ["h", *(f"y{i}" for i in range(leaves))])
-    return Problem.build(variables, tables, name=f"hub_{values}_{leaves}"), order
-
-
-def hub_optimum(problem: Problem) -> float:
-    """The hub's optimum without its large bucket: the leaves are independent given the hub."""
-    return float(min(sum(t.dense().min(axis=1) for t in problem.tables)))
 
 
 def calls_inside(problem: Problem, order: ChosenOrder, backend: NumpyBackend, stop_at: int) -> int:
