@@ -84,6 +84,12 @@ class AgentTransport(Transport, Protocol):
         """Peers whose link to this agent (re)connected since the last call: a coordinator that
         has just bound its port, for a serving agent waiting for a problem."""
 
+    def dropped_before_join(self, peer: int) -> bool:
+        """Whether what was sent to ``peer`` before its link's latest join may have gone
+        nowhere: a connection of that link failed its handshake or closed since the join before
+        (or since the link opened), and the messages queued on it went with it. False while the
+        link has only connected cleanly: a message sent before it joined left on that join."""
+
 
 class InProcHub:
     """Mailboxes for a set of ids inside one process.
@@ -181,6 +187,9 @@ class InProcTransport:
 
     def joined_peers(self) -> list[int]:
         return []  # in-process links exist from the start: nobody joins later
+
+    def dropped_before_join(self, peer: int) -> bool:
+        return False  # the hub delivers every message at once: none waits to be dropped
 
     def connect_peer(self, peer: int, endpoint: str) -> None:
         self.hub.link(self.me, peer)

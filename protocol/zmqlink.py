@@ -340,6 +340,10 @@ class _ZmqBase:
         self._monitors: dict[zmq.Socket[Any], _Link] = {}
         self._losses: list[PeerLoss] = []
         self._joined: list[int] = []
+        #: Peers whose link failed a handshake or closed since its last join (see
+        #: dropped_before_join), and those whose latest join followed such a failure.
+        self._unsure: set[int] = set()
+        self._joined_unsure: set[int] = set()
         self._fd_peers: dict[int, int] = {}
         #: The connection (ROUTER routing id) each peer id speaks on (see _keeps_route).
         self._routes: dict[int, bytes] = {}
@@ -537,6 +541,7 @@ class _ZmqBase:
                     link.endpoint,
                     _who(link.peer),
                 )
+                self._unsure.add(link.peer)  # the disconnect drops the link's queue
                 with contextlib.suppress(zmq.ZMQError):  # already gone: connect anew anyway
                     link.sock.disconnect(link.endpoint)
                 link.sock.connect(link.endpoint)
@@ -546,8 +551,16 @@ class _ZmqBase:
             self._cancel_retry(link)
             if not link.connected:
                 self._joined.append(link.peer)
+                if link.peer in self._unsure:
+                    self._unsure.discard(link.peer)
+                    self._joined_unsure.add(link.peer)
+                else:
+                    self._joined_unsure.discard(link.peer)
             link.connected = True
         elif event == zmq.EVENT_DISCONNECTED:
+            # a closed connection takes what it had not sent; one closed before its handshake
+            # is retried by a new connection (_retry_links), without the old one's queue
+            self._unsure.add(link.peer)
             if link.connected:
                 link.connected = False
                 self._lose(link.peer, f"the connection to {link.endpoint} closed")
@@ -556,6 +569,7 @@ class _ZmqBase:
                 # never connects again (whoever listened wrote something other than ZMTP)
                 self._retry_later(link)
         elif event & _HANDSHAKE_FAILED:
+            self._unsure.add(link.peer)  # libzmq drops the connection and its queue
             self._retry_later(link)
             self.refusals.warning(
                 ("handshake", link.endpoint),
@@ -595,6 +609,12 @@ class _ZmqBase:
         nothing more, and an agent asks at every turn of its loop."""
         joined, self._joined = self._joined, []
         return joined
+
+    def dropped_before_join(self, peer: int) -> bool:
+        """See :meth:`dcop.protocol.transport.AgentTransport.dropped_before_join`: the events
+        :meth:`joined_peers` reports from, read as they are (a failure read after the latest
+        join counts too: asked at a join, the answer errs towards a message sent again)."""
+        return peer in self._joined_unsure or peer in self._unsure
 
     # ---- receiving ----------------------------------------------------------------------------
     def _admits(self, sender: int, claimed: bytes | None) -> str | None:

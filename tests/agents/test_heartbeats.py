@@ -24,6 +24,8 @@ class _Transport:
         self.sent: list[tuple[int, Any]] = []
         #: links that completed a handshake since the agent last asked
         self.joined: list[int] = []
+        #: links whose queue a failed connection took before their latest join
+        self.dropped: set[int] = set()
 
     def send(self, peer: int, frames: list[Any]) -> None:
         self.sent.append((peer, decode(frames).body))
@@ -31,6 +33,9 @@ class _Transport:
     def joined_peers(self) -> list[int]:
         joined, self.joined = self.joined, []
         return joined
+
+    def dropped_before_join(self, peer: int) -> bool:
+        return peer in self.dropped
 
 
 def _agent(clock: list[float]) -> tuple[Agent, _Transport]:
@@ -197,6 +202,23 @@ def test_an_unanswered_agent_repeats_its_hello_less_and_less_often() -> None:
     assert len(_hellos(sent)) == 5
 
 
+def test_a_one_shot_agent_stops_repeating_its_hello_once_its_coordinator_link_joined() -> None:
+    """The timer's repeats are for a link that never joined; once it has, however long the
+    setup takes (its neighbours' hellos first), no hello more (issue 49: 3.1 per agent at n =
+    1000 before)."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    agent.cfg.peer_timeout_s = 10.0
+    agent._beat()  # its first hello (at the start)
+    transport.joined.append(COORDINATOR_ID)
+    agent._greet_new_coordinator()
+    for second in range(1, 60):
+        clock[0] = float(second)
+        agent._beat()
+    assert len(_hellos(transport)) == 1
+    assert agent._wake_at(60.0) == clock[0] + agent.cfg.idle_wake_s  # and no wake for one
+
+
 def test_a_one_shot_agent_says_hello_again_only_when_its_coordinator_link_connects_again() -> None:
     """The hello sent at the start waits in the link's queue and leaves on its first connection:
     no second one then (one message more for every agent and its coordinator, issue 49); a
@@ -217,6 +239,18 @@ def test_a_one_shot_agent_says_hello_again_only_when_its_coordinator_link_connec
         sent.joined.append(COORDINATOR_ID)
         serving._greet_new_coordinator()
     assert len(_hellos(sent)) == 2
+
+
+def test_a_first_join_after_a_failed_handshake_says_hello_again() -> None:
+    """A squatter on the coordinator's port, or a refused key: the failed connection took the
+    hello queued at the start (issue 33), and the first clean join says it again."""
+    clock = [0.0]
+    agent, transport = _agent(clock)
+    agent._hello()
+    transport.dropped.add(COORDINATOR_ID)
+    transport.joined.append(COORDINATOR_ID)
+    agent._greet_new_coordinator()
+    assert len(_hellos(transport)) == 2
 
 
 def test_an_idle_agent_sleeps_until_something_is_due() -> None:
