@@ -6,6 +6,9 @@ import csv
 import itertools
 import math
 import os
+import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -205,3 +208,33 @@ def hub(values: int, leaves: int, seed: int = 0) -> tuple[Problem, ChosenOrder]:
 def hub_optimum(problem: Problem) -> float:
     """A :func:`hub`'s optimum without its large bucket: the leaves are independent given it."""
     return float(min(sum(t.dense().min(axis=1) for t in problem.tables)))
+
+
+def garbage_listener(port: int) -> Callable[[], None]:
+    """A TCP listener on ``port`` of the loopback that answers every connection with bytes no
+    ZMTP peer sends (a squatter that is not ZeroMQ), on a thread; returns its stop."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"\x00garbage" * 64)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def leave() -> None:
+        stop.set()
+        thread.join()
+        listener.close()
+
+    return leave

@@ -20,6 +20,7 @@ from dcop.errors import RunError
 from dcop.protocol import COORDINATOR_ID, Hello, Stop, decode, encode
 from dcop.protocol.curve import CurveConfig
 from dcop.protocol.zmqlink import ZmqAgentTransport, ZmqCoordinatorTransport
+from tests.conftest import garbage_listener
 
 
 def _free_port() -> int:
@@ -139,31 +140,7 @@ def _keyless_router(ctx: zmq.Context[Any], endpoint: str) -> Callable[[], None]:
 
 
 def _garbage_listener(ctx: zmq.Context[Any], endpoint: str) -> Callable[[], None]:
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])))
-    listener.listen()
-    listener.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.sendall(b"\x00garbage" * 64)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-
-    def leave() -> None:
-        stop.set()
-        thread.join()
-        listener.close()
-
-    return leave
+    return garbage_listener(int(endpoint.rsplit(":", 1)[1]))
 
 
 @pytest.mark.parametrize("secure", [False, True], ids=["open", "secure"])

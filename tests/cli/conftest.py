@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from dcop.io import read_problem
 from dcop.schema import batch_schema, result_schema
 
 #: A WCSP whose only table costs ``top`` everywhere: no assignment has a finite cost.
@@ -39,6 +41,16 @@ def assert_valid(doc: Any) -> None:
     """Fail with every schema error of a result document."""
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in RESULT_VALIDATOR.iter_errors(doc)]
     assert not errors, errors
+
+
+def assert_timeout_answer(doc: Any, path: Path) -> None:
+    """A valid document of a run stopped by its deadline, with an assignment of the file at
+    ``path`` whose cost is the document's."""
+    assert_valid(doc)
+    assert doc["status"] == "timeout" and doc["assignment"] and not doc["exact"]
+    problem = read_problem(path)
+    values = {v: problem.variables[v].values.index(x) for v, x in doc["assignment"].items()}
+    assert math.isclose(problem.evaluate(values), doc["cost"])
 
 
 def assert_valid_batch(doc: Any) -> None:

@@ -9,7 +9,6 @@ import logging
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from dcop.protocol.zmqlink import (
     ZmqCoordinatorTransport,
     claim,
 )
+from tests.conftest import garbage_listener
 
 ZLOG = "dcop.protocol.zmq"
 ANY = "tcp://127.0.0.1:*"
@@ -63,29 +63,9 @@ def _keyless_router(ctx: zmq.Context[Any], endpoint: str, agent: Any) -> None:
 
 
 def _garbage_listener(ctx: zmq.Context[Any], endpoint: str, agent: Any) -> None:
-    port = int(endpoint.rsplit(":", 1)[1])
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen()
-    stop = threading.Event()
-
-    def serve() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.sendall(b"\x00garbage" * 64)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    leave = garbage_listener(int(endpoint.rsplit(":", 1)[1]))
     _pump(agent, 1.0)
-    stop.set()
-    thread.join()
-    listener.close()
+    leave()
 
 
 def _pump(agent: Any, seconds: float) -> None:
