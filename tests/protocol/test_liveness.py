@@ -3,6 +3,7 @@ by ``lost_peers()`` (ZMTP heartbeats and socket monitors), without application h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -103,15 +104,24 @@ def test_an_agent_hears_of_a_killed_neighbour_and_coordinator(spawn: Spawn) -> N
         a.close()
 
 
-def test_a_lost_link_ends_a_long_wait(spawn: Spawn) -> None:
-    """recv returns (None) as soon as a link is lost, not at the end of its wait: an idle agent
-    waits seconds at a time, and a lost coordinator must end it at once (issue 49)."""
+@contextlib.contextmanager
+def _heard(spawn: Spawn) -> Iterator[tuple[subprocess.Popen[str], ZmqAgentTransport]]:
+    """A coordinator process and an agent's transport whose hello it heard; closed after."""
     coord, coord_endpoint = spawn("coordinator")
     a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
     try:
         a.open()
         a.send(COORDINATOR_ID, [b"hello"])
         assert _line(coord) == "got 0"
+        yield coord, a
+    finally:
+        a.close()
+
+
+def test_a_lost_link_ends_a_long_wait(spawn: Spawn) -> None:
+    """recv returns (None) as soon as a link is lost, not at the end of its wait: an idle agent
+    waits seconds at a time, and a lost coordinator must end it at once (issue 49)."""
+    with _heard(spawn) as (coord, a):
         assert a.lost_peers() == [] and a.joined_peers() == [COORDINATOR_ID]  # events so far
         coord.kill()
         began = time.monotonic()
@@ -119,20 +129,13 @@ def test_a_lost_link_ends_a_long_wait(spawn: Spawn) -> None:
         # a deadline, not a timing claim: without the loss ending it, the wait lasts 300 s
         assert time.monotonic() - began < 150
         assert [loss.peer for loss in a.lost_peers()] == [COORDINATOR_ID]
-    finally:
-        a.close()
 
 
 def test_a_loss_after_a_turn_s_poll_is_reported_once_by_the_next_turn(spawn: Spawn) -> None:
     """An agent's loop asks lost_peers, then waits in recv: after a recv, lost_peers leaves the
     monitors to recv's next poll (which ends at once on the loss), and the loss is reported
     once, the turn after."""
-    coord, coord_endpoint = spawn("coordinator")
-    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
-    try:
-        a.open()
-        a.send(COORDINATOR_ID, [b"hello"])
-        assert _line(coord) == "got 0"
+    with _heard(spawn) as (coord, a):
         assert a.recv(0.1) is None  # a turn of the loop: its poll covered every monitor
         coord.kill()
         reported = [loss.peer for loss in a.lost_peers()]
@@ -143,17 +146,10 @@ def test_a_loss_after_a_turn_s_poll_is_reported_once_by_the_next_turn(spawn: Spa
             reported = [loss.peer for loss in a.lost_peers()]
         assert reported == [COORDINATOR_ID]
         assert a.recv(0.1) is None and a.lost_peers() == []
-    finally:
-        a.close()
 
 
 def test_a_caller_that_never_receives_still_hears_of_a_loss(spawn: Spawn) -> None:
-    coord, coord_endpoint = spawn("coordinator")
-    a = ZmqAgentTransport(0, ANY, {}, coord_endpoint)
-    try:
-        a.open()
-        a.send(COORDINATOR_ID, [b"hello"])
-        assert _line(coord) == "got 0"
+    with _heard(spawn) as (coord, a):
         coord.kill()
         end = time.monotonic() + 20
         losses: list[int] = []
@@ -161,8 +157,6 @@ def test_a_caller_that_never_receives_still_hears_of_a_loss(spawn: Spawn) -> Non
             losses = [loss.peer for loss in a.lost_peers()]
             time.sleep(0.05)
         assert losses == [COORDINATOR_ID]
-    finally:
-        a.close()
 
 
 def test_the_coordinator_hears_of_a_killed_agent(spawn: Spawn) -> None:
